@@ -1,0 +1,35 @@
+#pragma once
+// One incremental step of the T5 decoder for a batch of KV-cache slots, each at its own
+// position: continuous (iteration-level) batching needs nothing more. All buffers are sized
+// at construction for the cache's slot count; step() allocates nothing.
+#include <memory>
+
+#include "seqpipe/engine/kv_cache.h"
+#include "seqpipe/engine/model.h"
+#include "seqpipe/engine/tensor.h"
+
+namespace seqpipe::engine {
+
+class Decoder {
+ public:
+  Decoder(std::shared_ptr<const T5Model> model, KvCache& cache);
+
+  // Prepares `slot` for a new sequence: computes the cross-attention K/V of every layer from
+  // the sequence's encoder rows [source_len, d_model] and empties its self-attention cache.
+  void start(int slot, const float* encoder_rows, int64_t source_len);
+
+  // Feeds token[i] to slot[i] at that slot's next position (n <= cache.num_slots()).
+  // Returns the logits [n, vocab]; valid until the next step().
+  Tensor& step(const int* slots, const int* tokens, int n);
+
+  const T5Model& model() const { return *model_; }
+  KvCache& cache() { return cache_; }
+
+ private:
+  struct Workspace;
+  std::shared_ptr<const T5Model> model_;
+  KvCache& cache_;
+  std::shared_ptr<Workspace> ws_;
+};
+
+}  // namespace seqpipe::engine

@@ -1,0 +1,92 @@
+#pragma once
+// Generation on top of the Decoder: greedy and beam search as HuggingFace generate() does them,
+// run as a continuously batched set of sequences that may join and leave between steps.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "seqpipe/engine/decoder.h"
+#include "seqpipe/engine/encoder.h"
+
+namespace seqpipe::engine {
+
+struct DecodingOptions {
+  int max_new_tokens = 20;      // tokens generated after the start token, eos included
+  int min_new_tokens = 0;       // eos is suppressed until this many tokens were generated
+  int num_beams = 1;            // 1: greedy; > 1: beam search, holding num_beams cache slots
+  float length_penalty = 1.0f;  // beam score = sum of log-probs / length^length_penalty
+  bool early_stopping = false;  // beam: stop as soon as num_beams hypotheses finished
+  bool return_scores = false;   // fill GenerationResult::token_logprobs
+
+  // Throws EngineError naming the field at fault. `max_target_len` is the KV cache's limit.
+  void validate(int64_t max_target_len) const;
+};
+
+struct GenerationResult {
+  std::vector<int> ids;  // the decoder start token first, as HF generate() returns them
+  // Beam: the HF sequences_score. Greedy: the same formula over the generated tokens.
+  float score = 0.0f;
+  std::vector<float> token_logprobs;  // one per id after the start token (return_scores)
+};
+
+// One sequence's search: greedy or beam, chosen by make_search() from the options.
+class SearchStrategy {
+ public:
+  virtual ~SearchStrategy() = default;
+  // Cache slots held (1 for greedy, num_beams for beam search) and the token each feeds next.
+  virtual int num_slots() const = 0;
+  virtual const int* slots() const = 0;
+  virtual const int* next_tokens() const = 0;
+  // Consumes this sequence's logits rows [num_slots, vocab] (may overwrite them).
+  virtual void advance(float* logits, int64_t vocab, KvCache& cache) = 0;
+  virtual bool done() const = 0;
+  virtual GenerationResult result() const = 0;
+};
+
+struct GeneratorOptions {
+  KvCacheOptions cache;
+};
+
+class Generator {
+ public:
+  Generator(std::shared_ptr<const T5Model> model, const GeneratorOptions& options);
+
+  // True when the free slots can hold one more sequence with these options.
+  bool can_admit(const DecodingOptions& options) const;
+  // Starts decoding sequence `index` of an encoder output. Validates the options and the source
+  // length (EngineError); throws EngineError when there are not enough free slots.
+  uint64_t add(const EncoderOutput& encoded, size_t index, const DecodingOptions& options);
+  // Drops a sequence before it finished and frees its slots; false if the handle is unknown.
+  bool cancel(uint64_t handle);
+
+  struct Finished {
+    uint64_t handle;
+    GenerationResult result;
+  };
+  // One decoder step over every active sequence; finished ones are appended to `finished`
+  // and their slots freed at once.
+  void step(std::vector<Finished>& finished);
+
+  int active() const { return static_cast<int>(active_.size()); }
+  int free_slots() const { return cache_.free_slots(); }
+  const KvCache& cache() const { return cache_; }
+
+ private:
+  struct Active {
+    uint64_t handle;
+    std::unique_ptr<SearchStrategy> search;
+  };
+  std::shared_ptr<const T5Model> model_;
+  KvCache cache_;
+  Decoder decoder_;
+  std::vector<Active> active_;  // reserved to num_slots
+  std::vector<int> step_slots_, step_tokens_, row_of_;
+  uint64_t next_handle_ = 1;
+};
+
+// Encode + decode to completion: what seqpipe-generate and the tests use.
+std::vector<GenerationResult> generate(std::shared_ptr<const T5Model> model,
+                                       const std::vector<std::vector<int>>& batch,
+                                       const DecodingOptions& options);
+
+}  // namespace seqpipe::engine

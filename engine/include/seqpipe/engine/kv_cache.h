@@ -1,0 +1,64 @@
+#pragma once
+// The decoder's key/value cache as a pool of slots. A sequence (or each beam of a beam search)
+// holds one slot from its first decoder step to its last; the slot keeps the self-attention K/V
+// of every position so far and the cross-attention K/V computed once from the encoder output.
+// Memory is allocated once, at construction, and bounded by num_slots.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "seqpipe/engine/t5_config.h"
+#include "seqpipe/engine/tensor.h"
+
+namespace seqpipe::engine {
+
+struct KvCacheOptions {
+  int num_slots = 32;            // sequences (beams) decoded at once
+  int max_beams = 8;             // largest num_beams a sequence may use (sizes the reorder scratch)
+  int64_t max_target_len = 64;   // decoder positions per slot, the start token included
+  int64_t max_source_len = 128;  // encoder tokens per slot (cross-attention K/V)
+};
+
+class KvCache {
+ public:
+  KvCache(const T5Config& config, const KvCacheOptions& options);
+
+  const KvCacheOptions& options() const { return options_; }
+  int num_slots() const { return options_.num_slots; }
+  int free_slots() const { return static_cast<int>(free_.size()); }
+  uint64_t bytes() const;
+
+  // A free slot, or nullopt when all are held. acquire/release allocate nothing.
+  std::optional<int> acquire();
+  void release(int slot);
+
+  // Positions filled in the slot's self-attention cache, and the encoder length it attends to.
+  int64_t length(int slot) const { return length_[static_cast<size_t>(slot)]; }
+  void set_length(int slot, int64_t len) { length_[static_cast<size_t>(slot)] = len; }
+  int64_t source_length(int slot) const { return source_length_[static_cast<size_t>(slot)]; }
+  void set_source_length(int slot, int64_t len) { source_length_[static_cast<size_t>(slot)] = len; }
+
+  // Row pointers ([positions, inner_dim], row stride inner_dim).
+  float* self_k(int slot, int64_t layer);
+  float* self_v(int slot, int64_t layer);
+  float* cross_k(int slot, int64_t layer);
+  float* cross_v(int slot, int64_t layer);
+
+  // Beam search reordering: slot dst[i] takes the self-attention state of slot src[i] (all pairs
+  // are read before any is written; the dst are distinct). n <= options().max_beams.
+  void reorder(const int* dst, const int* src, int n);
+  // Copies the cross-attention state (and source length) of one slot to another.
+  void copy_cross(int dst, int src);
+
+ private:
+  KvCacheOptions options_;
+  int64_t layers_ = 0;
+  int64_t inner_ = 0;
+  Tensor self_k_, self_v_, cross_k_, cross_v_;  // [slots * layers * len, inner]
+  Tensor scratch_k_, scratch_v_;                // reorder staging, [max_beams * layers * len, inner]
+  std::vector<int64_t> scratch_length_;
+  std::vector<int64_t> length_, source_length_;
+  std::vector<int> free_;
+};
+
+}  // namespace seqpipe::engine

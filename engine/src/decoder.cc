@@ -1,0 +1,138 @@
+#include "seqpipe/engine/decoder.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "layers.h"
+#include "ops.h"
+#include "seqpipe/engine/error.h"
+
+namespace seqpipe::engine {
+
+// Every buffer a step needs, sized once for the cache's slot count.
+struct Decoder::Workspace {
+  Tensor hidden, normed, q, k, v, attn, ff_a, ff_b, logits, scratch;
+  std::vector<ops::AttentionSequence> seqs;
+  std::vector<int64_t> positions;
+};
+
+Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
+    : model_(std::move(model)), cache_(cache), ws_(std::make_shared<Workspace>()) {
+  const T5Config& c = model_->config();
+  const int64_t n = cache.num_slots();
+  Workspace& ws = *ws_;
+  ws.hidden = Tensor::empty({n, c.d_model});
+  ws.normed = Tensor::empty({n, c.d_model});
+  ws.q = Tensor::empty({n, c.inner_dim()});
+  ws.k = Tensor::empty({n, c.inner_dim()});
+  ws.v = Tensor::empty({n, c.inner_dim()});
+  ws.attn = Tensor::empty({n, c.inner_dim()});
+  ws.ff_a = Tensor::empty({n, c.d_ff});
+  ws.ff_b = Tensor::empty({n, c.d_ff});
+  ws.logits = Tensor::empty({n, c.vocab_size});
+  ws.scratch = Tensor::empty({std::max(cache.options().max_target_len, cache.options().max_source_len)});
+  ws.seqs.resize(static_cast<size_t>(n));
+  ws.positions.resize(static_cast<size_t>(n));
+}
+
+void Decoder::start(int slot, const float* encoder_rows, int64_t source_len) {
+  if (source_len < 1 || source_len > cache_.options().max_source_len) {
+    throw EngineError("source length " + std::to_string(source_len) + " is outside [1, " +
+                      std::to_string(cache_.options().max_source_len) + "] (KV cache max_source_len)");
+  }
+  const T5Model& m = *model_;
+  profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
+  int64_t layer = 0;
+  for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
+    // Cross-attention K/V depend only on the encoder output: computed once per sequence.
+    ops::linear(m.device(), encoder_rows, source_len, blk.cross_attention.k, cache_.cross_k(slot, layer));
+    ops::linear(m.device(), encoder_rows, source_len, blk.cross_attention.v, cache_.cross_v(slot, layer));
+    ++layer;
+  }
+  cache_.set_source_length(slot, source_len);
+  cache_.set_length(slot, 0);
+}
+
+Tensor& Decoder::step(const int* slots, const int* tokens, int n) {
+  Workspace& ws = *ws_;
+  if (n < 1 || n > cache_.num_slots()) throw EngineError("Decoder::step: batch of " + std::to_string(n) + " slots");
+  const T5Model& m = *model_;
+  const T5Config& c = m.config();
+  const Device dev = m.device();
+  const int64_t inner = c.inner_dim();
+  const float eps = c.layer_norm_epsilon;
+
+  for (int i = 0; i < n; ++i) {
+    const int64_t pos = cache_.length(slots[i]);
+    if (pos >= cache_.options().max_target_len) {
+      throw EngineError("Decoder::step: slot " + std::to_string(slots[i]) + " is full (max_target_len " +
+                        std::to_string(cache_.options().max_target_len) + ")");
+    }
+    ws.positions[static_cast<size_t>(i)] = pos;
+  }
+
+  ops::AttentionArgs self_args;
+  self_args.seqs = ws.seqs.data();
+  self_args.num_seqs = n;
+  self_args.num_heads = c.num_heads;
+  self_args.head_dim = c.d_kv;
+  self_args.q_stride = self_args.kv_stride = self_args.out_stride = inner;
+  self_args.bias = &m.decoder_position_bias();  // layer 0's bias, shared by every layer (as HF)
+  self_args.causal = true;
+  self_args.scratch = ws.scratch.data();
+  self_args.scratch_size = ws.scratch.numel();
+  ops::AttentionArgs cross_args = self_args;
+  cross_args.bias = nullptr;
+  cross_args.causal = false;
+
+  float* hidden = ws.hidden.data();
+  ops::embedding(dev, tokens, n, m.shared_embedding(), hidden);
+  int64_t layer = 0;
+  for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
+    // Self-attention over this sequence's cached positions plus the new one.
+    ops::rms_norm(dev, hidden, n, blk.self_attention_norm, eps, 1.0f, ws.normed.data());
+    ops::linear(dev, ws.normed.data(), n, blk.self_attention.q, ws.q.data());
+    ops::linear(dev, ws.normed.data(), n, blk.self_attention.k, ws.k.data());
+    ops::linear(dev, ws.normed.data(), n, blk.self_attention.v, ws.v.data());
+    {
+      profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
+      for (int i = 0; i < n; ++i) {
+        const int64_t pos = ws.positions[static_cast<size_t>(i)];
+        std::memcpy(cache_.self_k(slots[i], layer) + pos * inner, ws.k.row(i), static_cast<size_t>(inner) * sizeof(float));
+        std::memcpy(cache_.self_v(slots[i], layer) + pos * inner, ws.v.row(i), static_cast<size_t>(inner) * sizeof(float));
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      const int64_t pos = ws.positions[static_cast<size_t>(i)];
+      ws.seqs[static_cast<size_t>(i)] = {ws.q.row(i), 1, pos, cache_.self_k(slots[i], layer),
+                                         cache_.self_v(slots[i], layer), pos + 1, ws.attn.row(i)};
+    }
+    ops::attention(dev, self_args);
+    ops::linear(dev, ws.attn.data(), n, blk.self_attention.o, hidden, 1.0f);
+
+    // Cross-attention over the sequence's own encoder rows (no padding, so no mask).
+    ops::rms_norm(dev, hidden, n, blk.cross_attention_norm, eps, 1.0f, ws.normed.data());
+    ops::linear(dev, ws.normed.data(), n, blk.cross_attention.q, ws.q.data());
+    for (int i = 0; i < n; ++i) {
+      ws.seqs[static_cast<size_t>(i)] = {ws.q.row(i), 1, 0, cache_.cross_k(slots[i], layer),
+                                         cache_.cross_v(slots[i], layer), cache_.source_length(slots[i]),
+                                         ws.attn.row(i)};
+    }
+    ops::attention(dev, cross_args);
+    ops::linear(dev, ws.attn.data(), n, blk.cross_attention.o, hidden, 1.0f);
+
+    ops::rms_norm(dev, hidden, n, blk.ffn_norm, eps, 1.0f, ws.normed.data());
+    layers::feed_forward_residual(m, blk.ffn, ws.normed.data(), n, ws.ff_a.data(), ws.ff_b.data(), hidden);
+    ++layer;
+  }
+  // Tied embeddings: HF scales the decoder output by d_model^-0.5 before the shared lm_head.
+  const float scale = c.tie_word_embeddings ? 1.0f / std::sqrt(static_cast<float>(c.d_model)) : 1.0f;
+  ops::rms_norm(dev, hidden, n, m.decoder_final_norm(), eps, scale, ws.normed.data());
+  ops::linear(dev, ws.normed.data(), n, m.lm_head(), ws.logits.data(), 0.0f, profiler::Op::kLmHead);
+
+  for (int i = 0; i < n; ++i) cache_.set_length(slots[i], ws.positions[static_cast<size_t>(i)] + 1);
+  return ws.logits;  // callers read rows [0, n)
+}
+
+}  // namespace seqpipe::engine

@@ -1,0 +1,416 @@
+#include "seqpipe/engine/decoding.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "seqpipe/engine/error.h"
+#include "seqpipe/engine/profiler.h"
+
+namespace seqpipe::engine {
+
+namespace {
+
+constexpr int kMaxBeams = 16;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+float log_sum_exp(const float* row, int64_t n) {
+  float max_v = kNegInf;
+  for (int64_t i = 0; i < n; ++i) max_v = row[i] > max_v ? row[i] : max_v;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(row[i] - max_v);
+  return max_v + std::log(sum);
+}
+
+// Greedy search, as HF greedy_search: argmax of the (processed) logits until eos or max length.
+class GreedySearch final : public SearchStrategy {
+ public:
+  GreedySearch(int slot, const DecodingOptions& o, const T5Config& c)
+      : slot_(slot), options_(o), eos_(c.eos_token_id), next_(c.decoder_start_token_id) {
+    ids_.reserve(static_cast<size_t>(o.max_new_tokens) + 1);
+    ids_.push_back(c.decoder_start_token_id);
+    if (o.return_scores) logprobs_.reserve(static_cast<size_t>(o.max_new_tokens));
+  }
+
+  int num_slots() const override { return 1; }
+  const int* slots() const override { return &slot_; }
+  const int* next_tokens() const override { return &next_; }
+  bool done() const override { return done_; }
+
+  void advance(float* logits, int64_t vocab, KvCache&) override {
+    profiler::ScopedOp timer(profiler::Op::kSearch);
+    const int generated = static_cast<int>(ids_.size()) - 1;
+    if (generated < options_.min_new_tokens) logits[eos_] = kNegInf;  // MinNewTokensLengthLogitsProcessor
+    int best = 0;
+    for (int64_t i = 1; i < vocab; ++i) {
+      if (logits[i] > logits[best]) best = static_cast<int>(i);  // first maximum, as torch.argmax
+    }
+    if (options_.return_scores) logprobs_.push_back(logits[best] - log_sum_exp(logits, vocab));
+    ids_.push_back(best);
+    next_ = best;
+    done_ = best == eos_ || generated + 1 >= options_.max_new_tokens;
+  }
+
+  GenerationResult result() const override {
+    GenerationResult r;
+    r.ids = ids_;
+    r.token_logprobs = logprobs_;
+    double sum = 0.0;
+    for (float lp : logprobs_) sum += lp;
+    r.score = static_cast<float>(sum / std::pow(static_cast<double>(ids_.size()), options_.length_penalty));
+    return r;
+  }
+
+ private:
+  int slot_;
+  DecodingOptions options_;
+  int eos_;
+  int next_;
+  bool done_ = false;
+  std::vector<int> ids_;
+  std::vector<float> logprobs_;
+};
+
+// Beam search, as HF beam_search with BeamSearchScorer (transformers 4.33): 2 * num_beams
+// candidates per step, finished hypotheses kept in a num_beams-best list scored by
+// sum_logprobs / length^length_penalty. Every buffer is sized in the constructor.
+class BeamSearch final : public SearchStrategy {
+ public:
+  BeamSearch(const int* slots, const DecodingOptions& o, const T5Config& c)
+      : options_(o), beams_(o.num_beams), max_len_(o.max_new_tokens + 1), eos_(c.eos_token_id) {
+    const size_t nb = static_cast<size_t>(beams_), len = static_cast<size_t>(max_len_);
+    slots_.assign(slots, slots + beams_);
+    next_.assign(nb, c.decoder_start_token_id);
+    tokens_.assign(nb * len, 0);
+    new_tokens_.assign(nb * len, 0);
+    logprobs_.assign(nb * len, 0.0f);
+    new_logprobs_.assign(nb * len, 0.0f);
+    for (size_t b = 0; b < nb; ++b) tokens_[b * len] = c.decoder_start_token_id;
+    // Only the first beam is live at the start; the others would repeat its candidates.
+    beam_scores_.assign(nb, -1e9f);
+    beam_scores_[0] = 0.0f;
+    candidates_.resize(2 * nb);
+    parents_.resize(nb);
+    reorder_dst_.resize(nb);
+    reorder_src_.resize(nb);
+    hyps_.resize(nb + 1);
+    for (Hypothesis& h : hyps_) {
+      h.tokens.resize(len);
+      h.logprobs.resize(len);
+    }
+    order_.reserve(nb + 1);
+  }
+
+  int num_slots() const override { return beams_; }
+  const int* slots() const override { return slots_.data(); }
+  const int* next_tokens() const override { return next_.data(); }
+  bool done() const override { return done_; }
+
+  void advance(float* logits, int64_t vocab, KvCache& cache) override {
+    profiler::ScopedOp timer(profiler::Op::kSearch);
+    const int cur_len = cur_len_;  // tokens per beam so far, the start token included
+    const bool suppress_eos = cur_len - 1 < options_.min_new_tokens;
+
+    // Scores of every (beam, token): log_softmax + the beam's running score; keep the top 2*nb.
+    const int k = 2 * beams_;
+    int found = 0;
+    for (int b = 0; b < beams_; ++b) {
+      float* row = logits + static_cast<int64_t>(b) * vocab;
+      const float lse = log_sum_exp(row, vocab);
+      for (int64_t t = 0; t < vocab; ++t) row[t] -= lse;
+      if (suppress_eos) row[eos_] = kNegInf;
+      const float base = beam_scores_[static_cast<size_t>(b)];
+      for (int64_t t = 0; t < vocab; ++t) {
+        const float s = row[t] + base;
+        if (found == k && !(s > candidates_[static_cast<size_t>(k - 1)].score)) continue;
+        int pos = found < k ? found++ : k - 1;
+        while (pos > 0 && candidates_[static_cast<size_t>(pos - 1)].score < s) {
+          candidates_[static_cast<size_t>(pos)] = candidates_[static_cast<size_t>(pos - 1)];
+          --pos;
+        }
+        candidates_[static_cast<size_t>(pos)] = {s, row[t], static_cast<int>(t), b};
+      }
+    }
+
+    // BeamSearchScorer.process: eos candidates among the first nb finish a hypothesis; the
+    // first nb other candidates become the next beams.
+    int next_count = 0;
+    for (int rank = 0; rank < k && next_count < beams_; ++rank) {
+      const Candidate& cand = candidates_[static_cast<size_t>(rank)];
+      if (cand.token == eos_) {
+        if (rank >= beams_) continue;
+        add_hypothesis(cand.beam, cur_len, cand.score, cand.logprob);
+      } else {
+        parents_[static_cast<size_t>(next_count++)] = rank;
+      }
+    }
+    done_ = done_ || is_done(candidates_[0].score, cur_len);
+    if (done_) return;
+
+    // The next beams: copy each parent's history, append the token, reorder the KV cache.
+    const size_t len = static_cast<size_t>(max_len_);
+    int moved = 0;
+    for (int j = 0; j < beams_; ++j) {
+      const Candidate& cand = candidates_[static_cast<size_t>(parents_[static_cast<size_t>(j)])];
+      const size_t dst = static_cast<size_t>(j) * len, src = static_cast<size_t>(cand.beam) * len;
+      std::copy_n(tokens_.begin() + static_cast<std::ptrdiff_t>(src), cur_len, new_tokens_.begin() + static_cast<std::ptrdiff_t>(dst));
+      std::copy_n(logprobs_.begin() + static_cast<std::ptrdiff_t>(src), cur_len, new_logprobs_.begin() + static_cast<std::ptrdiff_t>(dst));
+      new_tokens_[dst + static_cast<size_t>(cur_len)] = cand.token;
+      new_logprobs_[dst + static_cast<size_t>(cur_len)] = cand.logprob;
+      beam_scores_[static_cast<size_t>(j)] = cand.score;
+      next_[static_cast<size_t>(j)] = cand.token;
+      if (cand.beam != j) {
+        reorder_dst_[static_cast<size_t>(moved)] = slots_[static_cast<size_t>(j)];
+        reorder_src_[static_cast<size_t>(moved)] = slots_[static_cast<size_t>(cand.beam)];
+        ++moved;
+      }
+    }
+    tokens_.swap(new_tokens_);
+    logprobs_.swap(new_logprobs_);
+    if (moved > 0) {
+      profiler::ScopedOp copy_timer(profiler::Op::kCacheUpdate);
+      cache.reorder(reorder_dst_.data(), reorder_src_.data(), moved);
+    }
+    cur_len_ = cur_len + 1;
+    if (cur_len_ >= max_len_) {  // max length: every live beam becomes a hypothesis (finalize)
+      for (int b = 0; b < beams_; ++b) add_hypothesis_full(b, cur_len_, beam_scores_[static_cast<size_t>(b)]);
+      done_ = true;
+    }
+  }
+
+  GenerationResult result() const override {
+    GenerationResult r;
+    // sorted(beams, key=score).pop(): the highest score, the latest added among equals.
+    int best = -1;
+    for (int idx : order_) {
+      if (best < 0 || hyps_[static_cast<size_t>(idx)].score >= hyps_[static_cast<size_t>(best)].score) best = idx;
+    }
+    if (best < 0) return r;
+    const Hypothesis& h = hyps_[static_cast<size_t>(best)];
+    r.ids.assign(h.tokens.begin(), h.tokens.begin() + h.length);
+    if (h.length < max_len_) r.ids.push_back(eos_);
+    r.score = static_cast<float>(h.score);
+    if (options_.return_scores) {
+      r.token_logprobs.assign(h.logprobs.begin() + 1, h.logprobs.begin() + h.length);
+      if (h.length < max_len_) r.token_logprobs.push_back(h.eos_logprob);
+    }
+    return r;
+  }
+
+ private:
+  struct Candidate {
+    float score = kNegInf;  // running sum of log-probs including this token
+    float logprob = 0.0f;   // this token's log-prob
+    int token = 0;
+    int beam = 0;
+  };
+  struct Hypothesis {
+    double score = 0.0;
+    int length = 0;
+    float eos_logprob = 0.0f;
+    std::vector<int> tokens;
+    std::vector<float> logprobs;
+  };
+
+  // A beam that produced eos: the hypothesis is the beam's tokens so far (eos not stored, as HF).
+  void add_hypothesis(int beam, int length, float sum_logprobs, float eos_logprob) {
+    Hypothesis* h = insert(length, sum_logprobs);
+    if (h == nullptr) return;
+    copy_beam(beam, length, *h);
+    h->eos_logprob = eos_logprob;
+  }
+  void add_hypothesis_full(int beam, int length, float sum_logprobs) {
+    Hypothesis* h = insert(length, sum_logprobs);
+    if (h != nullptr) copy_beam(beam, length, *h);
+  }
+  void copy_beam(int beam, int length, Hypothesis& h) const {
+    const size_t src = static_cast<size_t>(beam) * static_cast<size_t>(max_len_);
+    std::copy_n(tokens_.begin() + static_cast<std::ptrdiff_t>(src), length, h.tokens.begin());
+    std::copy_n(logprobs_.begin() + static_cast<std::ptrdiff_t>(src), length, h.logprobs.begin());
+    h.length = length;
+  }
+
+  // BeamHypotheses.add: returns the entry to fill, or null when the hypothesis is not kept.
+  Hypothesis* insert(int length, float sum_logprobs) {
+    const double score = static_cast<double>(sum_logprobs) /
+                         std::pow(static_cast<double>(length), static_cast<double>(options_.length_penalty));
+    if (static_cast<int>(order_.size()) >= beams_ && !(score > worst_score_)) return nullptr;
+    int free_idx = 0;
+    while (std::find(order_.begin(), order_.end(), free_idx) != order_.end()) ++free_idx;
+    order_.push_back(free_idx);
+    hyps_[static_cast<size_t>(free_idx)].score = score;
+    if (static_cast<int>(order_.size()) > beams_) {
+      // Drop the worst (the first in list order among equals), as HF's sorted((score, idx)).
+      size_t worst = 0, second = 1;
+      for (size_t i = 0; i < order_.size(); ++i) {
+        if (hyps_[static_cast<size_t>(order_[i])].score < hyps_[static_cast<size_t>(order_[worst])].score) worst = i;
+      }
+      second = worst == 0 ? 1 : 0;
+      for (size_t i = 0; i < order_.size(); ++i) {
+        if (i != worst && hyps_[static_cast<size_t>(order_[i])].score < hyps_[static_cast<size_t>(order_[second])].score) second = i;
+      }
+      worst_score_ = hyps_[static_cast<size_t>(order_[second])].score;
+      const bool dropped_new = order_[worst] == free_idx;
+      order_.erase(order_.begin() + static_cast<std::ptrdiff_t>(worst));
+      if (dropped_new) return nullptr;
+    } else {
+      worst_score_ = std::min(score, worst_score_);
+    }
+    return &hyps_[static_cast<size_t>(free_idx)];
+  }
+
+  bool is_done(float best_sum_logprobs, int cur_len) const {
+    if (static_cast<int>(order_.size()) < beams_) return false;
+    if (options_.early_stopping) return true;
+    const double highest = static_cast<double>(best_sum_logprobs) /
+                           std::pow(static_cast<double>(cur_len), static_cast<double>(options_.length_penalty));
+    return worst_score_ >= highest;
+  }
+
+  DecodingOptions options_;
+  int beams_;
+  int max_len_;
+  int eos_;
+  int cur_len_ = 1;
+  bool done_ = false;
+  std::vector<int> slots_, next_;
+  std::vector<int> tokens_, new_tokens_;         // [beams, max_len]
+  std::vector<float> logprobs_, new_logprobs_;   // per-token log-probs along each beam
+  std::vector<float> beam_scores_;
+  std::vector<Candidate> candidates_;
+  std::vector<int> parents_, reorder_dst_, reorder_src_;
+  std::vector<Hypothesis> hyps_;  // num_beams + 1 entries, reused
+  std::vector<int> order_;        // live hypotheses, in insertion order
+  double worst_score_ = 1e9;
+};
+
+std::unique_ptr<SearchStrategy> make_search(const int* slots, const DecodingOptions& o, const T5Config& c) {
+  if (o.num_beams == 1) return std::make_unique<GreedySearch>(slots[0], o, c);
+  return std::make_unique<BeamSearch>(slots, o, c);
+}
+
+}  // namespace
+
+void DecodingOptions::validate(int64_t max_target_len) const {
+  auto fail = [](const std::string& what) { throw EngineError("decoding options: " + what); };
+  if (max_new_tokens < 1) fail("max_new_tokens must be >= 1, got " + std::to_string(max_new_tokens));
+  if (max_new_tokens + 1 > max_target_len) {
+    fail("max_new_tokens " + std::to_string(max_new_tokens) + " exceeds the KV cache's limit of " +
+         std::to_string(max_target_len - 1));
+  }
+  if (min_new_tokens < 0 || min_new_tokens > max_new_tokens) {
+    fail("min_new_tokens must be in [0, max_new_tokens], got " + std::to_string(min_new_tokens));
+  }
+  if (num_beams < 1 || num_beams > kMaxBeams) {
+    fail("num_beams must be in [1, " + std::to_string(kMaxBeams) + "], got " + std::to_string(num_beams));
+  }
+  if (!std::isfinite(length_penalty)) fail("length_penalty must be a finite number");
+}
+
+Generator::Generator(std::shared_ptr<const T5Model> model, const GeneratorOptions& options)
+    : model_(std::move(model)), cache_(model_->config(), options.cache), decoder_(model_, cache_) {
+  const size_t n = static_cast<size_t>(cache_.num_slots());
+  active_.reserve(n);
+  step_slots_.resize(n);
+  step_tokens_.resize(n);
+  row_of_.resize(n);
+}
+
+bool Generator::can_admit(const DecodingOptions& options) const {
+  return cache_.free_slots() >= options.num_beams && options.num_beams <= cache_.options().max_beams;
+}
+
+uint64_t Generator::add(const EncoderOutput& encoded, size_t index, const DecodingOptions& options) {
+  options.validate(cache_.options().max_target_len);
+  if (index >= encoded.size()) throw EngineError("Generator::add: no encoder output " + std::to_string(index));
+  if (options.num_beams > cache_.options().max_beams) {
+    throw EngineError("decoding options: num_beams " + std::to_string(options.num_beams) +
+                      " exceeds the KV cache's max_beams " + std::to_string(cache_.options().max_beams));
+  }
+  const int64_t source_len = encoded.length(index);
+  if (source_len > cache_.options().max_source_len) {
+    throw EngineError("input of " + std::to_string(source_len) + " tokens exceeds the KV cache's max_source_len " +
+                      std::to_string(cache_.options().max_source_len));
+  }
+  if (cache_.free_slots() < options.num_beams) {
+    throw EngineError("Generator::add: " + std::to_string(options.num_beams) + " slots needed, " +
+                      std::to_string(cache_.free_slots()) + " free");
+  }
+  int slots[kMaxBeams];
+  for (int b = 0; b < options.num_beams; ++b) slots[b] = *cache_.acquire();
+  decoder_.start(slots[0], encoded.rows(index), source_len);
+  for (int b = 1; b < options.num_beams; ++b) {
+    cache_.copy_cross(slots[b], slots[0]);
+    cache_.set_length(slots[b], 0);
+  }
+  active_.push_back({next_handle_, make_search(slots, options, model_->config())});
+  return next_handle_++;
+}
+
+bool Generator::cancel(uint64_t handle) {
+  for (auto it = active_.begin(); it != active_.end(); ++it) {
+    if (it->handle != handle) continue;
+    for (int i = 0; i < it->search->num_slots(); ++i) cache_.release(it->search->slots()[i]);
+    active_.erase(it);
+    return true;
+  }
+  return false;
+}
+
+void Generator::step(std::vector<Finished>& finished) {
+  if (active_.empty()) return;
+  int n = 0;
+  for (size_t a = 0; a < active_.size(); ++a) {
+    const SearchStrategy& s = *active_[a].search;
+    row_of_[a] = n;
+    for (int i = 0; i < s.num_slots(); ++i, ++n) {
+      step_slots_[static_cast<size_t>(n)] = s.slots()[i];
+      step_tokens_[static_cast<size_t>(n)] = s.next_tokens()[i];
+    }
+  }
+  Tensor& logits = decoder_.step(step_slots_.data(), step_tokens_.data(), n);
+  const int64_t vocab = logits.dim(1);
+  for (size_t a = 0; a < active_.size(); ++a) {
+    active_[a].search->advance(logits.row(row_of_[a]), vocab, cache_);
+  }
+  // Finished sequences leave at once, freeing their slots for the next step.
+  size_t kept = 0;
+  for (size_t a = 0; a < active_.size(); ++a) {
+    SearchStrategy& s = *active_[a].search;
+    if (s.done()) {
+      finished.push_back({active_[a].handle, s.result()});
+      for (int i = 0; i < s.num_slots(); ++i) cache_.release(s.slots()[i]);
+    } else {
+      if (kept != a) active_[kept] = std::move(active_[a]);
+      ++kept;
+    }
+  }
+  active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(kept), active_.end());
+}
+
+std::vector<GenerationResult> generate(std::shared_ptr<const T5Model> model,
+                                       const std::vector<std::vector<int>>& batch,
+                                       const DecodingOptions& options) {
+  options.validate(std::numeric_limits<int>::max());
+  if (batch.empty()) return {};
+  Encoder encoder(model);
+  EncoderOutput encoded = encoder.encode(batch);
+  int64_t longest = 1;
+  for (size_t i = 0; i < encoded.size(); ++i) longest = std::max(longest, encoded.length(i));
+  GeneratorOptions go;
+  go.cache.num_slots = static_cast<int>(batch.size()) * options.num_beams;
+  go.cache.max_beams = options.num_beams;
+  go.cache.max_target_len = options.max_new_tokens + 1;
+  go.cache.max_source_len = longest;
+  Generator gen(model, go);
+  std::vector<uint64_t> handles;
+  for (size_t i = 0; i < batch.size(); ++i) handles.push_back(gen.add(encoded, i, options));
+  std::vector<Generator::Finished> finished;
+  finished.reserve(batch.size());
+  while (gen.active() > 0) gen.step(finished);
+  std::vector<GenerationResult> results(batch.size());
+  for (auto& f : finished) results[f.handle - handles.front()] = std::move(f.result);
+  return results;
+}
+
+}  // namespace seqpipe::engine

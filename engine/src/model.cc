@@ -1,0 +1,156 @@
+#include "seqpipe/engine/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "seqpipe/engine/blas.h"
+#include "seqpipe/engine/error.h"
+#include "seqpipe/engine/safetensors.h"
+
+namespace seqpipe::engine {
+
+int relative_position_bucket(int64_t rel, bool bidirectional, int64_t num_buckets, int64_t max_distance) {
+  // Mirrors HF T5Attention._relative_position_bucket, including its float32 log arithmetic.
+  int64_t bucket = 0;
+  int64_t n;
+  if (bidirectional) {
+    num_buckets /= 2;
+    if (rel > 0) bucket += num_buckets;
+    n = rel < 0 ? -rel : rel;
+  } else {
+    n = rel < 0 ? -rel : 0;
+  }
+  const int64_t max_exact = num_buckets / 2;
+  if (n < max_exact) return static_cast<int>(bucket + n);
+  const float scaled = std::log(static_cast<float>(n) / static_cast<float>(max_exact)) /
+                       static_cast<float>(std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact))) *
+                       static_cast<float>(num_buckets - max_exact);
+  const int64_t large = std::min<int64_t>(max_exact + static_cast<int64_t>(scaled), num_buckets - 1);
+  return static_cast<int>(bucket + large);
+}
+
+namespace {
+
+// Loads tensors by their HF names with the shapes config.json implies, and counts what was
+// used in place from the mapping versus converted.
+class WeightLoader {
+ public:
+  explicit WeightLoader(const std::string& path) : file_(path) {}
+
+  Tensor get(const std::string& name, std::vector<int64_t> shape) {
+    Tensor t = file_.load(name, shape);
+    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * sizeof(float);
+    if (file_.tensors().at(name).dtype == StorageType::kF32) {
+      mapped_ += bytes;
+    } else {
+      converted_ += bytes;
+    }
+    return t;
+  }
+  bool contains(const std::string& name) const { return file_.contains(name); }
+  const std::string& path() const { return file_.path(); }
+  uint64_t mapped() const { return mapped_; }
+  uint64_t converted() const { return converted_; }
+
+ private:
+  SafeTensorsFile file_;
+  uint64_t mapped_ = 0, converted_ = 0;
+};
+
+AttentionWeights load_attention(WeightLoader& w, const std::string& scope, const T5Config& c) {
+  return {w.get(scope + ".q.weight", {c.inner_dim(), c.d_model}),
+          w.get(scope + ".k.weight", {c.inner_dim(), c.d_model}),
+          w.get(scope + ".v.weight", {c.inner_dim(), c.d_model}),
+          w.get(scope + ".o.weight", {c.d_model, c.inner_dim()})};
+}
+
+FeedForwardWeights load_ffn(WeightLoader& w, const std::string& scope, const T5Config& c) {
+  FeedForwardWeights f;
+  if (c.feed_forward == FeedForward::kGatedGelu) {
+    f.wi = w.get(scope + ".wi_0.weight", {c.d_ff, c.d_model});
+    f.wi_1 = w.get(scope + ".wi_1.weight", {c.d_ff, c.d_model});
+  } else {
+    f.wi = w.get(scope + ".wi.weight", {c.d_ff, c.d_model});
+  }
+  f.wo = w.get(scope + ".wo.weight", {c.d_model, c.d_ff});
+  return f;
+}
+
+PositionBias expand_bias(const Tensor& buckets, const T5Config& c, bool bidirectional) {
+  PositionBias bias;
+  bias.max_distance = c.relative_attention_max_distance;
+  const int64_t width = 2 * bias.max_distance + 1;
+  bias.table = Tensor::empty({c.num_heads, width});
+  for (int64_t r = -bias.max_distance; r <= bias.max_distance; ++r) {
+    const int b = relative_position_bucket(r, bidirectional, c.relative_attention_num_buckets,
+                                           c.relative_attention_max_distance);
+    for (int64_t h = 0; h < c.num_heads; ++h) {
+      bias.table.row(h)[r + bias.max_distance] = buckets.row(b)[h];
+    }
+  }
+  return bias;
+}
+
+}  // namespace
+
+std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const ModelOptions& options) {
+  if (!std::filesystem::is_directory(dir)) throw EngineError(dir + ": model directory does not exist");
+  if (options.device != Device::kCpu) {
+    throw EngineError("device '" + std::string(device_name(options.device)) + "' has no backend in this build");
+  }
+  if (options.threads < 0) throw EngineError("ModelOptions.threads must be >= 0");
+  if (options.threads > 0) blas::set_num_threads(options.threads);
+
+  std::shared_ptr<T5Model> m(new T5Model());
+  m->dir_ = dir;
+  m->options_ = options;
+  m->config_ = T5Config::from_json_file(dir + "/config.json");
+  const T5Config& c = m->config_;
+  WeightLoader w(dir + "/model.safetensors");
+
+  m->shared_ = w.get("shared.weight", {c.vocab_size, c.d_model});
+  if (c.tie_word_embeddings) {
+    m->lm_head_ = m->shared_;
+  } else {
+    if (!w.contains("lm_head.weight")) {
+      throw EngineError(w.path() + ": missing tensor 'lm_head.weight' (config.json has tie_word_embeddings: false)");
+    }
+    m->lm_head_ = w.get("lm_head.weight", {c.vocab_size, c.d_model});
+  }
+
+  const std::vector<int64_t> bias_shape = {c.relative_attention_num_buckets, c.num_heads};
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string b = "encoder.block." + std::to_string(i);
+    EncoderBlockWeights blk;
+    blk.attention_norm = w.get(b + ".layer.0.layer_norm.weight", {c.d_model});
+    blk.attention = load_attention(w, b + ".layer.0.SelfAttention", c);
+    blk.ffn_norm = w.get(b + ".layer.1.layer_norm.weight", {c.d_model});
+    blk.ffn = load_ffn(w, b + ".layer.1.DenseReluDense", c);
+    m->encoder_.push_back(std::move(blk));
+  }
+  m->encoder_final_norm_ = w.get("encoder.final_layer_norm.weight", {c.d_model});
+  m->encoder_bias_ = expand_bias(
+      w.get("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", bias_shape), c, true);
+
+  for (int64_t i = 0; i < c.num_decoder_layers; ++i) {
+    const std::string b = "decoder.block." + std::to_string(i);
+    DecoderBlockWeights blk;
+    blk.self_attention_norm = w.get(b + ".layer.0.layer_norm.weight", {c.d_model});
+    blk.self_attention = load_attention(w, b + ".layer.0.SelfAttention", c);
+    blk.cross_attention_norm = w.get(b + ".layer.1.layer_norm.weight", {c.d_model});
+    blk.cross_attention = load_attention(w, b + ".layer.1.EncDecAttention", c);
+    blk.ffn_norm = w.get(b + ".layer.2.layer_norm.weight", {c.d_model});
+    blk.ffn = load_ffn(w, b + ".layer.2.DenseReluDense", c);
+    m->decoder_.push_back(std::move(blk));
+  }
+  m->decoder_final_norm_ = w.get("decoder.final_layer_norm.weight", {c.d_model});
+  m->decoder_bias_ = expand_bias(
+      w.get("decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", bias_shape), c, false);
+
+  m->mapped_bytes_ = w.mapped();
+  m->converted_bytes_ = w.converted();
+  return m;
+}
+
+}  // namespace seqpipe::engine
