@@ -1,0 +1,136 @@
+// Batching must not change results: a padded batch equals each sequence alone, and a sequence
+// that joins a decoder batch already running (continuous batching) gets the output it gets alone.
+#include <gtest/gtest.h>
+
+#include "seqpipe/engine/decoding.h"
+#include "seqpipe/engine/encoder.h"
+#include "seqpipe/engine/error.h"
+#include "test_util.h"
+
+namespace seqpipe::engine {
+namespace {
+
+const std::vector<std::vector<int>> kInputs = {
+    {467, 413, 398, 67, 58, 36, 434, 17, 1},
+    {387, 191, 1},
+    {455, 453, 6, 324, 65, 164, 458, 110, 344, 134, 410, 434, 362, 26, 91, 464, 1},
+    {12, 99, 250, 7, 1},
+};
+
+class BatchingTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<const T5Model> model_ = T5Model::load(test::data_dir() + "/t5v11-tiny-random", {.threads = 1});
+};
+
+TEST_F(BatchingTest, EncoderBatchEqualsEncoderAlone) {
+  Encoder encoder(model_);
+  EncoderOutput batch = encoder.encode(kInputs);
+  const int64_t d = model_->config().d_model;
+  for (size_t i = 0; i < kInputs.size(); ++i) {
+    EncoderOutput alone = encoder.encode({kInputs[i]});
+    ASSERT_EQ(batch.length(i), alone.length(0));
+    for (int64_t j = 0; j < alone.length(0) * d; ++j) {
+      ASSERT_NEAR(batch.rows(i)[j], alone.rows(0)[j], 1e-5) << "sequence " << i << " value " << j;
+    }
+  }
+}
+
+TEST_F(BatchingTest, GenerateBatchEqualsGenerateAlone) {
+  for (int beams : {1, 4}) {
+    DecodingOptions o{.max_new_tokens = 12, .num_beams = beams, .return_scores = true};
+    auto batch = generate(model_, kInputs, o);
+    for (size_t i = 0; i < kInputs.size(); ++i) {
+      auto alone = generate(model_, {kInputs[i]}, o);
+      EXPECT_EQ(batch[i].ids, alone[0].ids) << "beams " << beams << " sequence " << i;
+      EXPECT_NEAR(batch[i].score, alone[0].score, 1e-5);
+    }
+  }
+}
+
+// Runs `first` for `steps` decoder steps, then adds `second` to the running batch.
+std::vector<GenerationResult> join_mid_run(std::shared_ptr<const T5Model> model, const DecodingOptions& o1,
+                                           const DecodingOptions& o2, int steps) {
+  Encoder encoder(model);
+  GeneratorOptions go;
+  go.cache = {.num_slots = 8, .max_beams = 4, .max_target_len = 32, .max_source_len = 32};
+  Generator gen(model, go);
+  EncoderOutput a = encoder.encode({kInputs[0]});
+  EncoderOutput b = encoder.encode({kInputs[2]});
+  std::vector<Generator::Finished> finished;
+  const uint64_t ha = gen.add(a, 0, o1);
+  for (int i = 0; i < steps; ++i) gen.step(finished);
+  EXPECT_TRUE(finished.empty());
+  const uint64_t hb = gen.add(b, 0, o2);
+  EXPECT_EQ(gen.active(), 2);
+  while (gen.active() > 0) gen.step(finished);
+  EXPECT_EQ(gen.free_slots(), 8) << "every slot is returned to the pool";
+  std::vector<GenerationResult> out(2);
+  for (auto& f : finished) out[f.handle == ha ? 0 : f.handle == hb ? 1 : 99] = f.result;
+  return out;
+}
+
+TEST_F(BatchingTest, SequenceJoiningARunningBatchMatchesDecodingAlone) {
+  const DecodingOptions greedy{.max_new_tokens = 12, .min_new_tokens = 12};
+  const DecodingOptions beam{.max_new_tokens = 12, .num_beams = 4};
+  for (auto [o1, o2] : {std::pair{greedy, greedy}, std::pair{greedy, beam}, std::pair{beam, greedy}, std::pair{beam, beam}}) {
+    auto joined = join_mid_run(model_, o1, o2, 5);
+    EXPECT_EQ(joined[0].ids, generate(model_, {kInputs[0]}, o1)[0].ids);
+    EXPECT_EQ(joined[1].ids, generate(model_, {kInputs[2]}, o2)[0].ids);
+  }
+}
+
+TEST_F(BatchingTest, SlotsAreBoundedAndCancelFreesThem) {
+  Encoder encoder(model_);
+  GeneratorOptions go;
+  go.cache = {.num_slots = 5, .max_beams = 4, .max_target_len = 16, .max_source_len = 32};
+  Generator gen(model_, go);
+  EncoderOutput enc = encoder.encode({kInputs[0]});
+  const DecodingOptions beam{.max_new_tokens = 10, .num_beams = 4};
+  const uint64_t h = gen.add(enc, 0, beam);
+  EXPECT_EQ(gen.free_slots(), 1);
+  EXPECT_FALSE(gen.can_admit(beam));
+  EXPECT_THROW(gen.add(enc, 0, beam), EngineError);
+  std::vector<Generator::Finished> finished;
+  gen.step(finished);
+  EXPECT_TRUE(gen.cancel(h));
+  EXPECT_FALSE(gen.cancel(h));
+  EXPECT_EQ(gen.free_slots(), 5);
+  EXPECT_EQ(gen.active(), 0);
+}
+
+TEST_F(BatchingTest, InvalidRequestsAreErrorsNotCrashes) {
+  Encoder encoder(model_);
+  EXPECT_THROW(encoder.encode({{}}), EngineError);
+  EXPECT_THROW(encoder.encode({{5, 100000}}), EngineError);
+  EXPECT_THROW(encoder.encode({{-1}}), EngineError);
+  GeneratorOptions go;
+  go.cache = {.num_slots = 2, .max_beams = 2, .max_target_len = 8, .max_source_len = 4};
+  Generator gen(model_, go);
+  EncoderOutput enc = encoder.encode({kInputs[0]});  // 9 tokens > max_source_len 4
+  EXPECT_THROW(gen.add(enc, 0, {.max_new_tokens = 4}), EngineError);
+  EncoderOutput small = encoder.encode({kInputs[1]});
+  EXPECT_THROW(gen.add(small, 0, {.max_new_tokens = 8}), EngineError);  // > max_target_len - 1
+  EXPECT_THROW(gen.add(small, 0, {.max_new_tokens = 4, .num_beams = 3}), EngineError);
+  EXPECT_EQ(gen.free_slots(), 2) << "a refused request holds no slot";
+}
+
+TEST(DecodingOptionsTest, ValidateNamesTheField) {
+  auto message = [](const DecodingOptions& o) {
+    try {
+      o.validate(64);
+    } catch (const EngineError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({.max_new_tokens = 0}).find("max_new_tokens"), std::string::npos);
+  EXPECT_NE(message({.max_new_tokens = 64}).find("max_new_tokens"), std::string::npos);
+  EXPECT_NE(message({.max_new_tokens = 5, .min_new_tokens = 6}).find("min_new_tokens"), std::string::npos);
+  EXPECT_NE(message({.num_beams = 0}).find("num_beams"), std::string::npos);
+  EXPECT_NE(message({.num_beams = 17}).find("num_beams"), std::string::npos);
+  EXPECT_NE(message({.length_penalty = NAN}).find("length_penalty"), std::string::npos);
+  EXPECT_EQ(message({}), "no error");
+}
+
+}  // namespace
+}  // namespace seqpipe::engine
