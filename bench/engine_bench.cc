@@ -1,1 +1,276 @@
-int main() { return 0; }
+// engine_bench: the seed article's T5 workload on the CPU engine.
+//   9 input tokens (eos included), exactly 11 new tokens (min = max = 11), greedy, fp32.
+// Prints batch-1 generate latency (median, p99), encoder-only latency, decoder step time at
+// batch 1/8/32, sequences/s at batch 8/32, peak RSS and KV-cache bytes, heap allocations inside
+// the decode loop, the machine's measured read bandwidth and GEMM peak, each figure as a fraction
+// of its limit, and (--profile) where a generate of --profile-batch N (default 1) spends its time, per op.
+//
+//   seqpipe-mkmodel --preset t5-small --seed 0 --out /tmp/t5-small
+//   engine_bench --model /tmp/t5-small --threads 2 [--runs 50] [--profile]
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "seqpipe/engine/blas.h"
+#include "seqpipe/engine/decoding.h"
+#include "seqpipe/engine/encoder.h"
+#include "seqpipe/engine/profiler.h"
+
+// Counts heap allocations so the bench can show that the decode loop makes none.
+static std::atomic<uint64_t> g_allocations{0};
+void* operator new(size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace {
+
+using namespace seqpipe::engine;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+constexpr int kNewTokens = 11;
+
+std::vector<int> input(int i, int64_t vocab) {  // 8 tokens + eos = 9
+  std::vector<int> ids;
+  for (int t = 0; t < 8; ++t) ids.push_back(static_cast<int>(100 + (i * 37 + t * 11) % (vocab - 200)));
+  ids.push_back(1);
+  return ids;
+}
+
+// Runs one batch through encode + 11 greedy steps on a persistent Generator (as a server does).
+struct BatchTiming {
+  double encode_ms = 0, total_ms = 0;
+  std::vector<double> step_ms;
+  uint64_t decode_loop_allocations = 0;
+};
+
+BatchTiming run_batch(const std::shared_ptr<const T5Model>& model, Encoder& encoder, Generator& gen, int batch,
+                      std::vector<Generator::Finished>& finished) {
+  std::vector<std::vector<int>> inputs;
+  for (int i = 0; i < batch; ++i) inputs.push_back(input(i, model->config().vocab_size));
+  const DecodingOptions o{.max_new_tokens = kNewTokens, .min_new_tokens = kNewTokens};
+  BatchTiming t;
+  t.step_ms.reserve(kNewTokens + 1);  // so the timing itself allocates nothing inside the loop
+  finished.clear();
+  auto t0 = Clock::now();
+  EncoderOutput enc = encoder.encode(inputs);
+  t.encode_ms = ms_since(t0);
+  for (int i = 0; i < batch; ++i) gen.add(enc, static_cast<size_t>(i), o);
+  // Steps after the first: the first step of a sequence follows its add(); both are steady state.
+  while (gen.active() > 0) {
+    const uint64_t a0 = g_allocations.load();
+    auto s0 = Clock::now();
+    const bool last = gen.active() > 0 && t.step_ms.size() + 1 == static_cast<size_t>(kNewTokens);
+    gen.step(finished);
+    const uint64_t a1 = g_allocations.load();
+    t.step_ms.push_back(ms_since(s0));
+    if (!last) t.decode_loop_allocations += a1 - a0;  // the final step builds the results
+  }
+  t.total_ms = ms_since(t0);
+  return t;
+}
+
+// Read bandwidth with `threads` threads over a buffer far larger than the caches.
+double read_bandwidth_gbs(int threads) {
+  const size_t n = size_t(1) << 27;  // 512 MiB of floats
+  std::vector<float> buf(n, 1.0f);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    std::vector<std::thread> pool;
+    std::vector<float> sums(static_cast<size_t>(threads));
+    auto t0 = Clock::now();
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const size_t lo = n / threads * t, hi = n / threads * (t + 1);
+        float acc[64] = {};  // 4 independent vector chains: bound by memory, not add latency
+        for (size_t i = lo; i < hi; i += 64) {
+          for (int j = 0; j < 64; ++j) acc[j] += buf[i + j];
+        }
+        float s = 0;
+        for (float a : acc) s += a;
+        sums[static_cast<size_t>(t)] = s;
+      });
+    }
+    for (auto& th : pool) th.join();
+    const double sec = ms_since(t0) / 1000.0;
+    best = std::max(best, double(n * sizeof(float)) / sec / 1e9);
+  }
+  return best;
+}
+
+// Achievable fp32 GEMM throughput: the BLAS on a large square product.
+double gemm_peak_gflops() {
+  const int64_t n = 1536;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  double best = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    auto t0 = Clock::now();
+    blas::gemm(true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    best = std::max(best, 2.0 * n * n * n / (ms_since(t0) / 1000.0) / 1e9);
+  }
+  return best;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: engine_bench --model DIR [--threads N] [--runs N] [--profile] [--profile-batch N]\n"
+               "  the seed workload: 9 input tokens, exactly 11 new tokens, greedy, fp32\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir;
+  int threads = 2, runs = 50;
+  bool profile = false;
+  int profile_batch = 1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) std::exit(usage());
+      return argv[++i];
+    };
+    if (a == "--model") dir = value();
+    else if (a == "--threads") threads = std::atoi(value().c_str());
+    else if (a == "--runs") runs = std::atoi(value().c_str());
+    else if (a == "--profile") profile = true;
+    else if (a == "--profile-batch") profile_batch = std::atoi(value().c_str());
+    else if (a == "--help" || a == "-h") return usage() == 2 ? 0 : 0;
+    else return usage();
+  }
+  if (dir.empty() || threads < 1 || runs < 5 || profile_batch < 1 || profile_batch > 32) return usage();
+
+  try {
+    auto model = T5Model::load(dir, {.threads = threads});
+    const T5Config& c = model->config();
+    Encoder encoder(model);
+    GeneratorOptions go;
+    go.cache = {.num_slots = 32, .max_beams = 1, .max_target_len = kNewTokens + 1, .max_source_len = 16};
+    Generator gen(model, go);
+    std::vector<Generator::Finished> finished;
+    finished.reserve(32);
+
+    std::printf("model %s: d_model %ld, d_ff %ld, %ld+%ld layers, vocab %ld; %d threads\n", dir.c_str(),
+                long(c.d_model), long(c.d_ff), long(c.num_layers), long(c.num_decoder_layers), long(c.vocab_size), threads);
+    std::printf("weights: %.1f MB mapped in place, %.1f MB converted; KV cache (32 slots): %.1f MB\n",
+                model->mapped_weight_bytes() / 1e6, model->converted_weight_bytes() / 1e6, gen.cache().bytes() / 1e6);
+
+    // Bytes a batch-1 decoder step must stream: every decoder weight but the cross K/V
+    // projections (computed once per sequence), plus the lm_head.
+    double step_bytes = double(c.vocab_size * c.d_model);
+    for (const auto& b : model->decoder_blocks()) {
+      for (const Tensor* t : {&b.self_attention.q, &b.self_attention.k, &b.self_attention.v, &b.self_attention.o,
+                              &b.cross_attention.q, &b.cross_attention.o, &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo}) {
+        if (t->defined()) step_bytes += double(t->numel());
+      }
+    }
+    step_bytes *= sizeof(float);
+
+    for (int w = 0; w < 5; ++w) run_batch(model, encoder, gen, 1, finished);  // warm-up
+    std::vector<double> gen_ms, enc_ms, step1_ms;
+    uint64_t loop_allocs = 0;
+    for (int r = 0; r < runs; ++r) {
+      BatchTiming t = run_batch(model, encoder, gen, 1, finished);
+      gen_ms.push_back(t.total_ms);
+      enc_ms.push_back(t.encode_ms);
+      step1_ms.insert(step1_ms.end(), t.step_ms.begin() + 1, t.step_ms.end());
+      loop_allocs += t.decode_loop_allocations;
+    }
+    if (finished.empty() || finished[0].result.ids.size() != kNewTokens + 1) {
+      std::fprintf(stderr, "engine_bench: expected %d new tokens\n", kNewTokens);
+      return 1;
+    }
+    std::printf("\n== batch 1 (%d runs after 5 warm-up) ==\n", runs);
+    std::printf("generate      median %8.2f ms   p99 %8.2f ms\n", percentile(gen_ms, 50), percentile(gen_ms, 99));
+    std::printf("encoder only  median %8.2f ms   p99 %8.2f ms\n", percentile(enc_ms, 50), percentile(enc_ms, 99));
+    std::printf("decoder step  median %8.2f ms   p99 %8.2f ms\n", percentile(step1_ms, 50), percentile(step1_ms, 99));
+    std::printf("heap allocations inside the decode loop: %lu over %d runs x %d steps\n", (unsigned long)loop_allocs,
+                runs, kNewTokens - 1);
+
+    std::printf("\n== larger batches (median of %d runs) ==\n", std::max(5, runs / 5));
+    std::vector<std::pair<int, double>> seqs_per_s;
+    std::vector<std::pair<int, double>> step_at;
+    for (int batch : {8, 32}) {
+      for (int w = 0; w < 2; ++w) run_batch(model, encoder, gen, batch, finished);
+      std::vector<double> total, steps, encode;
+      for (int r = 0; r < std::max(5, runs / 5); ++r) {
+        BatchTiming t = run_batch(model, encoder, gen, batch, finished);
+        total.push_back(t.total_ms);
+        encode.push_back(t.encode_ms);
+        steps.insert(steps.end(), t.step_ms.begin() + 1, t.step_ms.end());
+      }
+      const double sps = batch / (percentile(total, 50) / 1000.0);
+      seqs_per_s.emplace_back(batch, sps);
+      step_at.emplace_back(batch, percentile(steps, 50));
+      std::printf("batch %2d: generate %8.2f ms (encoder %7.2f ms), decoder step %7.2f ms, %7.1f sequences/s\n",
+                  batch, percentile(total, 50), percentile(encode, 50), percentile(steps, 50), sps);
+    }
+
+    const double bw = read_bandwidth_gbs(threads);
+    const double peak = gemm_peak_gflops();
+    const double step_floor_ms = step_bytes / (bw * 1e9) * 1000.0;
+    std::printf("\n== limits of this machine ==\n");
+    std::printf("read bandwidth (%d threads): %.1f GB/s; a batch-1 decoder step streams %.1f MB -> floor %.2f ms\n",
+                threads, bw, step_bytes / 1e6, step_floor_ms);
+    std::printf("batch-1 decoder step: %.2f ms = %.0f%% of the bandwidth limit\n", percentile(step1_ms, 50),
+                100.0 * step_floor_ms / percentile(step1_ms, 50));
+    // FLOPs of one decoder step per sequence ~ 2 * streamed weights (floats); encoder ignored.
+    const double flops_per_seq_step = 2.0 * step_bytes / sizeof(float);
+    std::printf("fp32 GEMM peak (BLAS, n=1536): %.1f GFLOP/s\n", peak);
+    for (auto [batch, ms] : step_at) {
+      const double gflops = flops_per_seq_step * batch / (ms / 1000.0) / 1e9;
+      std::printf("batch-%d decoder step: %.1f GFLOP/s = %.0f%% of the GEMM peak\n", batch, gflops, 100.0 * gflops / peak);
+    }
+
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    std::printf("\npeak resident memory: %.1f MB (includes the 512 MiB bandwidth buffer)\n", ru.ru_maxrss / 1024.0);
+
+    if (profile) {
+      profiler::reset();
+      profiler::set_enabled(true);
+      double total = 0;
+      for (int r = 0; r < runs; ++r) total += run_batch(model, encoder, gen, profile_batch, finished).total_ms;
+      profiler::set_enabled(false);
+      auto stats = profiler::snapshot();
+      std::printf("\n== per-op profile, batch-%d generate (%d runs, %.2f ms each) ==\n", profile_batch, runs, total / runs);
+      double accounted = 0;
+      for (size_t i = 0; i < profiler::kNumOps; ++i) {
+        const double ms = stats[i].nanoseconds / 1e6 / runs;
+        accounted += ms;
+        std::printf("%-24s %8.3f ms/generate %5.1f%%  (%lu calls/generate)\n",
+                    std::string(profiler::op_name(static_cast<profiler::Op>(i))).c_str(), ms, 100 * ms / (total / runs),
+                    (unsigned long)(stats[i].calls / runs));
+      }
+      std::printf("%-24s %8.3f ms/generate %5.1f%%\n", "other", total / runs - accounted,
+                  100 * (total / runs - accounted) / (total / runs));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "engine_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cpu/kernels.h"  // logits are host memory: the search runs on the CPU
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/profiler.h"
 
@@ -12,6 +13,8 @@ namespace seqpipe::engine {
 namespace {
 
 constexpr int kMaxBeams = 16;
+// A cap far above any T5 use; it keeps a typo from sizing a KV cache of gigabytes.
+constexpr int kMaxNewTokens = 4096;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 float log_sum_exp(const float* row, int64_t n) {
@@ -41,10 +44,7 @@ class GreedySearch final : public SearchStrategy {
     profiler::ScopedOp timer(profiler::Op::kSearch);
     const int generated = static_cast<int>(ids_.size()) - 1;
     if (generated < options_.min_new_tokens) logits[eos_] = kNegInf;  // MinNewTokensLengthLogitsProcessor
-    int best = 0;
-    for (int64_t i = 1; i < vocab; ++i) {
-      if (logits[i] > logits[best]) best = static_cast<int>(i);  // first maximum, as torch.argmax
-    }
+    const int best = static_cast<int>(cpu::argmax(logits, vocab));  // first maximum, as torch.argmax
     if (options_.return_scores) logprobs_.push_back(logits[best] - log_sum_exp(logits, vocab));
     ids_.push_back(best);
     next_ = best;
@@ -55,9 +55,13 @@ class GreedySearch final : public SearchStrategy {
     GenerationResult r;
     r.ids = ids_;
     r.token_logprobs = logprobs_;
-    double sum = 0.0;
-    for (float lp : logprobs_) sum += lp;
-    r.score = static_cast<float>(sum / std::pow(static_cast<double>(ids_.size()), options_.length_penalty));
+    if (options_.return_scores) {
+      // The beam formula: sum of log-probs / length^length_penalty, the length without a final eos.
+      double sum = 0.0;
+      for (float lp : logprobs_) sum += lp;
+      const size_t length = ids_.size() - (ids_.back() == eos_ && ids_.size() > 1 ? 1 : 0);
+      r.score = static_cast<float>(sum / std::pow(static_cast<double>(length), options_.length_penalty));
+    }
     return r;
   }
 
@@ -293,8 +297,10 @@ std::unique_ptr<SearchStrategy> make_search(const int* slots, const DecodingOpti
 
 void DecodingOptions::validate(int64_t max_target_len) const {
   auto fail = [](const std::string& what) { throw EngineError("decoding options: " + what); };
-  if (max_new_tokens < 1) fail("max_new_tokens must be >= 1, got " + std::to_string(max_new_tokens));
-  if (max_new_tokens + 1 > max_target_len) {
+  if (max_new_tokens < 1 || max_new_tokens > kMaxNewTokens) {
+    fail("max_new_tokens must be in [1, " + std::to_string(kMaxNewTokens) + "], got " + std::to_string(max_new_tokens));
+  }
+  if (int64_t{max_new_tokens} + 1 > max_target_len) {
     fail("max_new_tokens " + std::to_string(max_new_tokens) + " exceeds the KV cache's limit of " +
          std::to_string(max_target_len - 1));
   }
@@ -391,7 +397,7 @@ void Generator::step(std::vector<Finished>& finished) {
 std::vector<GenerationResult> generate(std::shared_ptr<const T5Model> model,
                                        const std::vector<std::vector<int>>& batch,
                                        const DecodingOptions& options) {
-  options.validate(std::numeric_limits<int>::max());
+  options.validate(int64_t{kMaxNewTokens} + 1);
   if (batch.empty()) return {};
   Encoder encoder(model);
   EncoderOutput encoded = encoder.encode(batch);

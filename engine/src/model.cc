@@ -4,7 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "seqpipe/engine/blas.h"
+#include "ops.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/safetensors.h"
 
@@ -100,7 +100,7 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
     throw EngineError("device '" + std::string(device_name(options.device)) + "' has no backend in this build");
   }
   if (options.threads < 0) throw EngineError("ModelOptions.threads must be >= 0");
-  if (options.threads > 0) blas::set_num_threads(options.threads);
+  if (options.threads > 0) ops::set_num_threads(options.threads);
 
   std::shared_ptr<T5Model> m(new T5Model());
   m->dir_ = dir;

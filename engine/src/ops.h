@@ -12,6 +12,9 @@
 
 namespace seqpipe::engine::ops {
 
+// Threads every backend may use for one op (the BLAS and the engine's own kernels).
+void set_num_threads(int threads);
+
 // y[m, n] = x[m, k] * w[n, k]^T + beta * y, n = w.dim(0). beta = 1 fuses a residual add.
 void linear(Device device, const float* x, int64_t m, const Tensor& w, float* y, float beta = 0.0f,
             profiler::Op tag = profiler::Op::kLinear);

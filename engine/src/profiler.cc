@@ -5,7 +5,26 @@ namespace seqpipe::engine::profiler {
 namespace {
 std::atomic<bool> g_enabled{false};
 thread_local std::array<OpStats, kNumOps> t_stats{};
+thread_local ScopedOp* t_current = nullptr;
 }  // namespace
+
+ScopedOp::ScopedOp(Op op) : op_(op), on_(enabled()) {
+  if (!on_) return;
+  parent_ = t_current;
+  t_current = this;
+  start_ = std::chrono::steady_clock::now();
+}
+
+ScopedOp::~ScopedOp() {
+  if (!on_) return;
+  const auto elapsed = std::chrono::steady_clock::now() - start_;
+  const uint64_t ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+  auto& s = t_stats[static_cast<size_t>(op_)];
+  s.nanoseconds += ns > child_ns_ ? ns - child_ns_ : 0;
+  s.calls += 1;
+  if (parent_ != nullptr) parent_->child_ns_ += ns;
+  t_current = parent_;
+}
 
 std::string_view op_name(Op op) {
   switch (op) {
@@ -26,10 +45,5 @@ void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
 void reset() { t_stats = {}; }
 std::array<OpStats, kNumOps> snapshot() { return t_stats; }
-void record(Op op, uint64_t ns) {
-  auto& s = t_stats[static_cast<size_t>(op)];
-  s.nanoseconds += ns;
-  s.calls += 1;
-}
 
 }  // namespace seqpipe::engine::profiler

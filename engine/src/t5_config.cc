@@ -1,5 +1,7 @@
 #include "seqpipe/engine/t5_config.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -65,6 +67,15 @@ class Reader {
   const json& j_;
   std::string source_;
 };
+
+std::string shortest(float v) {
+  char buf[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return buf;
+}
 
 }  // namespace
 
@@ -146,7 +157,8 @@ std::string T5Config::to_json() const {
       {"vocab_size", vocab_size},
       {"relative_attention_num_buckets", relative_attention_num_buckets},
       {"relative_attention_max_distance", relative_attention_max_distance},
-      {"layer_norm_epsilon", layer_norm_epsilon},
+      // The float's shortest decimal form, not its widened double (1e-06, not 9.99999997e-07).
+      {"layer_norm_epsilon", std::stod(shortest(layer_norm_epsilon))},
       {"feed_forward_proj", gated ? "gated-gelu" : "relu"},
       {"dense_act_fn", gated ? "gelu_new" : "relu"},
       {"is_gated_act", gated},

@@ -5,6 +5,7 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -33,8 +34,10 @@ using seqpipe::engine::T5Config;
 constexpr std::string_view kUsage = R"(usage: seqpipe-mkmodel --preset t5-small|tiny [options]
 
 Writes a random-weight T5 checkpoint in the HuggingFace layout: DIR/config.json and
-DIR/model.safetensors (and DIR/spiece.model with --spiece). Weights are drawn as transformers'
-T5 _init_weights draws them; the same seed gives the same files.
+DIR/model.safetensors (and DIR/spiece.model with --spiece). Weights are normal with the standard
+deviations of transformers' T5 _init_weights (layer norms 1.0), except an untied lm_head: std
+d_model^-0.5 instead of 1.0. The random generator is seqpipe's own (mt19937_64), not torch's:
+the same seed gives the same files.
 
 presets (T5 v1.0: relu feed-forward, lm_head tied to the shared embedding):
   t5-small   d_model 512, d_kv 64, d_ff 2048, 8 heads, 6+6 layers, vocab 32128 (HF t5-small)
@@ -48,10 +51,11 @@ options:
   --gated                 T5 v1.1 feed-forward: gated-gelu (wi_0, wi_1, wo) instead of relu
   --untied                separate lm_head.weight instead of reusing shared.weight
   --spiece                also train DIR/spiece.model (SentencePiece unigram, T5 ids: pad 0,
-                          eos 1, unk 2, no bos) on the English corpus shipped with seqpipe;
-                          min(vocab, 500) pieces, so the model's top ids are extra tokens
-  --corpus FILE           corpus for --spiece, one sentence a line
-                          (default: tools/mkmodel/corpus.txt of the source tree)
+                          eos 1, unk 2, no bos) on the English corpus shipped with seqpipe:
+                          min(vocab, 500) pieces, fewer if the corpus cannot support them;
+                          ids past the pieces play T5's <extra_id_N> tokens
+  --corpus FILE           corpus for --spiece, one sentence a line (default:
+                          tools/mkmodel/corpus.txt of the source tree it was built from)
   --d-model N, --d-kv N, --d-ff N, --num-heads N, --num-layers N,
   --num-decoder-layers N, --vocab-size N
                           override the preset's dimension; --num-layers alone sets both
@@ -105,22 +109,12 @@ int64_t parse_dimension(std::string_view flag, std::string_view text) {
 Options parse_args(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    std::optional<std::string> inline_value;  // --flag=value
-    if (const auto eq = flag.find('='); flag.starts_with("--") && eq != std::string::npos) {
-      inline_value = flag.substr(eq + 1);
-      flag.resize(eq);
-    }
+    const std::string flag = argv[i];
     auto value = [&]() -> std::string {
-      if (inline_value) return *inline_value;
       if (i + 1 >= argc) throw UsageError(flag + " needs a value");
       return argv[++i];
     };
-    auto no_value = [&] {
-      if (inline_value) throw UsageError(flag + " takes no value");
-    };
     if (flag == "--help" || flag == "-h") {
-      no_value();
       o.help = true;
     } else if (flag == "--preset") {
       o.preset = value();
@@ -141,13 +135,10 @@ Options parse_args(int argc, char** argv) {
         throw UsageError("--dtype must be f32, f16 or bf16, got '" + o.dtype_name + "'");
       }
     } else if (flag == "--gated") {
-      no_value();
       o.gated = true;
     } else if (flag == "--untied") {
-      no_value();
       o.untied = true;
     } else if (flag == "--spiece") {
-      no_value();
       o.spiece = true;
     } else if (flag == "--corpus") {
       o.corpus = value();
@@ -166,7 +157,7 @@ Options parse_args(int argc, char** argv) {
     } else if (flag == "--vocab-size") {
       o.vocab_size = parse_dimension(flag, value());
     } else {
-      throw UsageError("unknown argument '" + std::string(argv[i]) + "'");
+      throw UsageError("unknown argument '" + flag + "'");
     }
   }
   if (o.help) return o;
@@ -345,8 +336,9 @@ struct TrainedSpiece {
 TrainedSpiece train_spiece(const std::string& corpus_path, const std::string& out_path,
                            int64_t model_vocab) {
   std::ifstream in(corpus_path);
-  if (!in)
+  if (!in) {
     throw EngineError(corpus_path + ": cannot open the SentencePiece corpus (pass --corpus FILE)");
+  }
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) {
     if (!line.empty()) lines.push_back(line);
@@ -442,19 +434,14 @@ void make_model(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options options;
   try {
-    options = parse_args(argc, argv);
-  } catch (const UsageError& e) {
-    std::cerr << "seqpipe-mkmodel: " << e.what() << " (see --help)\n";
-    return 2;
-  }
-  if (options.help) {
-    std::cout << kUsage;
-    return 0;
-  }
-  try {
+    const Options options = parse_args(argc, argv);
+    if (options.help) {
+      std::cout << kUsage;
+      return 0;
+    }
     make_model(options);
+    return 0;
   } catch (const UsageError& e) {
     std::cerr << "seqpipe-mkmodel: " << e.what() << " (see --help)\n";
     return 2;
@@ -462,5 +449,4 @@ int main(int argc, char** argv) {
     std::cerr << "seqpipe-mkmodel: " << e.what() << "\n";
     return 1;
   }
-  return 0;
 }

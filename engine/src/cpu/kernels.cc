@@ -1,9 +1,108 @@
 #include "cpu/kernels.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 namespace seqpipe::engine::cpu {
+
+namespace {
+int g_threads = omp_get_max_threads();  // until ModelOptions.threads says otherwise
+
+// 16 floats: one AVX-512 register (two AVX2 registers when built for such a machine).
+typedef float Vec16 __attribute__((vector_size(64), aligned(4)));
+
+inline Vec16 load16(const float* p) {
+  Vec16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+typedef float Vec8 __attribute__((vector_size(32)));
+typedef float Vec4 __attribute__((vector_size(16)));
+
+// Horizontal sum as a halving tree (4 adds deep, not 15): it runs once per output element.
+inline float sum16(Vec16 v) {
+  const Vec8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                 __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const Vec4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+// A register tile: MR input rows x NR weight rows, 16 lanes of k at a time. Each step loads
+// MR + NR vectors for MR * NR FMAs, so the FMA units, not the loads, set the pace.
+template <int MR, int NR>
+void dot_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* out, int64_t ldo) {
+  Vec16 acc[MR][NR];
+  for (int r = 0; r < MR; ++r) {
+    for (int j = 0; j < NR; ++j) acc[r][j] = Vec16{};
+  }
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    Vec16 wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = load16(w + j * ldw + i);
+    for (int r = 0; r < MR; ++r) {
+      const Vec16 xv = load16(x + r * ldx + i);
+      for (int j = 0; j < NR; ++j) acc[r][j] += xv * wv[j];
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int j = 0; j < NR; ++j) {
+      float s = sum16(acc[r][j]);
+      for (int64_t t = i; t < k; ++t) s += x[r * ldx + t] * w[j * ldw + t];
+      out[r * ldo + j] = s;
+    }
+  }
+}
+
+constexpr int kTileRows = 4;  // MR
+constexpr int kTileCols = 4;  // NR
+using DotTile = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+// [MR - 1][NR == 4 ? 0 : 1]
+constexpr DotTile kDotTiles[kTileRows][2] = {{dot_tile<1, 4>, dot_tile<1, 1>},
+                                             {dot_tile<2, 4>, dot_tile<2, 1>},
+                                             {dot_tile<3, 4>, dot_tile<3, 1>},
+                                             {dot_tile<4, 4>, dot_tile<4, 1>}};
+}  // namespace
+
+void set_num_threads(int threads) { g_threads = std::max(threads, 1); }
+
+void linear_small_batch(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float beta, float* y) {
+  // Blocks of kTileCols weight rows are split across threads; each block meets every input row
+  // while it is in L1, so the weights are streamed from memory once.
+  const int64_t blocks = (n + kTileCols - 1) / kTileCols;
+#pragma omp parallel for num_threads(g_threads) schedule(static) if (n * k >= (1 << 16))
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t j0 = b * kTileCols;
+    const int64_t cols = std::min<int64_t>(kTileCols, n - j0);
+    float tile[kTileRows * kTileCols];
+    for (int64_t r0 = 0; r0 < m; r0 += kTileRows) {
+      const int64_t rows = std::min<int64_t>(kTileRows, m - r0);
+      if (cols == kTileCols) {
+        kDotTiles[rows - 1][0](x + r0 * k, k, w + j0 * k, k, k, tile, kTileCols);
+      } else {
+        for (int64_t c = 0; c < cols; ++c) kDotTiles[rows - 1][1](x + r0 * k, k, w + (j0 + c) * k, k, k, tile + c, kTileCols);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        float* out = y + (r0 + r) * n + j0;
+        const float* t = tile + r * kTileCols;
+        for (int64_t c = 0; c < cols; ++c) out[c] = beta == 0.0f ? t[c] : t[c] + beta * out[c];
+      }
+    }
+  }
+}
+
+int64_t argmax(const float* row, int64_t n) {
+  float best = row[0];
+#pragma omp simd reduction(max : best)
+  for (int64_t i = 0; i < n; ++i) best = std::max(best, row[i]);
+  for (int64_t i = 0; i < n; ++i) {
+    if (row[i] == best) return i;
+  }
+  return 0;  // only NaNs: torch would return a NaN's index; any id is as good
+}
 
 void rms_norm(const float* x, int64_t m, int64_t d, const float* w, float eps, float scale, float* y) {
   for (int64_t r = 0; r < m; ++r) {

@@ -11,7 +11,7 @@
 namespace seqpipe::engine {
 
 struct DecodingOptions {
-  int max_new_tokens = 20;      // tokens generated after the start token, eos included
+  int max_new_tokens = 20;      // tokens generated after the start token, eos included (<= 4096)
   int min_new_tokens = 0;       // eos is suppressed until this many tokens were generated
   int num_beams = 1;            // 1: greedy; > 1: beam search, holding num_beams cache slots
   float length_penalty = 1.0f;  // beam score = sum of log-probs / length^length_penalty
@@ -24,7 +24,9 @@ struct DecodingOptions {
 
 struct GenerationResult {
   std::vector<int> ids;  // the decoder start token first, as HF generate() returns them
-  // Beam: the HF sequences_score. Greedy: the same formula over the generated tokens.
+  // Beam: the HF sequences_score (sum of log-probs / length^length_penalty, the length without
+  // a final eos). Greedy: the same formula, computed only with return_scores (else 0): it needs a
+  // softmax over the vocabulary at every step.
   float score = 0.0f;
   std::vector<float> token_logprobs;  // one per id after the start token (return_scores)
 };

@@ -1,6 +1,7 @@
 #pragma once
 // Per-op time accounting for engine_bench --profile. Off by default; when off, a ScopedOp costs
 // one relaxed atomic load. Counters are per thread (the engine runs a model on one thread).
+// Scopes nest: an op's time excludes the ops timed inside it, so the rows add up.
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -23,25 +24,19 @@ void set_enabled(bool on);
 bool enabled();
 void reset();
 std::array<OpStats, kNumOps> snapshot();  // this thread's counters
-void record(Op op, uint64_t ns);
 
 class ScopedOp {
  public:
-  explicit ScopedOp(Op op) : op_(op), on_(enabled()) {
-    if (on_) start_ = std::chrono::steady_clock::now();
-  }
-  ~ScopedOp() {
-    if (on_) {
-      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_);
-      record(op_, static_cast<uint64_t>(ns.count()));
-    }
-  }
+  explicit ScopedOp(Op op);
+  ~ScopedOp();
   ScopedOp(const ScopedOp&) = delete;
   ScopedOp& operator=(const ScopedOp&) = delete;
 
  private:
   Op op_;
   bool on_;
+  ScopedOp* parent_ = nullptr;
+  uint64_t child_ns_ = 0;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -1,0 +1,58 @@
+// linear_bench: the decoder's linear layer, y = x W^T, on OpenBLAS and on the engine's
+// small-batch kernel, side by side in one run, for the row counts a decoder step sees.
+// The ratio between the two picks ops::linear's dispatch (src/ops.cc).
+//   linear_bench [--threads N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "seqpipe/engine/blas.h"
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+template <typename F>
+double best_us(F&& f, int reps) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  return best;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: linear_bench [--threads N]\n");
+      return a == "--help" ? 0 : 2;
+    }
+  }
+  using namespace seqpipe::engine;
+  blas::set_num_threads(threads);
+  cpu::set_num_threads(threads);
+  std::printf("%-16s %4s %10s %10s %8s %12s\n", "shape [n x k]", "m", "blas us", "tiled us", "ratio", "tiled GFLOP/s");
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{512, 512}, {2048, 512}, {512, 2048}, {32128, 512}}) {
+    std::vector<float> w(n * k), x(32 * k), y(32 * n);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 13) * 0.01f;
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) * 0.1f;
+    for (int64_t m : {1, 2, 4, 8, 16, 32}) {
+      const int reps = 30;
+      double b = best_us([&] { blas::gemm(true, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, y.data(), n); }, reps);
+      double t = best_us([&] { cpu::linear_small_batch(x.data(), m, w.data(), n, k, 0.0f, y.data()); }, reps);
+      std::printf("[%5ld x %4ld] %4ld %10.1f %10.1f %8.2f %12.1f\n", long(n), long(k), long(m), b, t, b / t,
+                  2.0 * m * n * k / t / 1e3);
+    }
+  }
+  return 0;
+}
