@@ -77,7 +77,7 @@ BatchTiming run_batch(const std::shared_ptr<const T5Model>& model, Encoder& enco
   auto t0 = Clock::now();
   EncoderOutput enc = encoder.encode(inputs);
   t.encode_ms = ms_since(t0);
-  for (int i = 0; i < batch; ++i) gen.add(enc, static_cast<size_t>(i), o);
+  gen.add(enc, std::vector<DecodingOptions>(static_cast<size_t>(batch), o));
   // Steps after the first: the first step of a sequence follows its add(); both are steady state.
   while (gen.active() > 0) {
     const uint64_t a0 = g_allocations.load();

@@ -13,6 +13,7 @@ namespace seqpipe::engine {
 // Every buffer a step needs, sized once for the cache's slot count.
 struct Decoder::Workspace {
   Tensor hidden, normed, q, k, v, attn, ff_a, ff_b, logits, scratch;
+  Tensor cross_k, cross_v;  // staging for start(EncoderOutput): grows to the largest batch
   std::vector<ops::AttentionSequence> seqs;
   std::vector<int64_t> positions;
 };
@@ -31,18 +32,54 @@ Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
   ws.ff_a = Tensor::empty({n, c.d_ff});
   ws.ff_b = Tensor::empty({n, c.d_ff});
   ws.logits = Tensor::empty({n, c.vocab_size});
-  ws.scratch = Tensor::empty({std::max(cache.options().max_target_len, cache.options().max_source_len)});
+  // One attention scratch row per thread (ops::attention runs sequences in parallel).
+  ws.scratch = Tensor::empty({static_cast<int64_t>(ops::max_threads()) *
+                              std::max(cache.options().max_target_len, cache.options().max_source_len)});
   ws.seqs.resize(static_cast<size_t>(n));
   ws.positions.resize(static_cast<size_t>(n));
 }
 
-void Decoder::start(int slot, const float* encoder_rows, int64_t source_len) {
-  if (source_len < 1 || source_len > cache_.options().max_source_len) {
+namespace {
+void check_source_length(int64_t source_len, const KvCache& cache) {
+  if (source_len < 1 || source_len > cache.options().max_source_len) {
     throw EngineError("source length " + std::to_string(source_len) + " is outside [1, " +
-                      std::to_string(cache_.options().max_source_len) + "] (KV cache max_source_len)");
+                      std::to_string(cache.options().max_source_len) + "] (KV cache max_source_len)");
   }
+}
+}  // namespace
+
+void Decoder::start(const EncoderOutput& encoded, const int* slots) {
+  const int64_t total = encoded.offsets.empty() ? 0 : encoded.offsets.back();
+  for (size_t i = 0; i < encoded.size(); ++i) check_source_length(encoded.length(i), cache_);
+  if (total == 0) return;
   const T5Model& m = *model_;
-  profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
+  const int64_t inner = m.config().inner_dim();
+  Workspace& ws = *ws_;
+  if (!ws.cross_k.defined() || ws.cross_k.dim(0) < total) {
+    ws.cross_k = Tensor::empty({total, inner});
+    ws.cross_v = Tensor::empty({total, inner});
+  }
+  int64_t layer = 0;
+  for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
+    ops::linear(m.device(), encoded.hidden.data(), total, blk.cross_attention.k, ws.cross_k.data());
+    ops::linear(m.device(), encoded.hidden.data(), total, blk.cross_attention.v, ws.cross_v.data());
+    profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
+    for (size_t i = 0; i < encoded.size(); ++i) {
+      const size_t bytes = static_cast<size_t>(encoded.length(i) * inner) * sizeof(float);
+      std::memcpy(cache_.cross_k(slots[i], layer), ws.cross_k.row(encoded.offsets[i]), bytes);
+      std::memcpy(cache_.cross_v(slots[i], layer), ws.cross_v.row(encoded.offsets[i]), bytes);
+    }
+    ++layer;
+  }
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    cache_.set_source_length(slots[i], encoded.length(i));
+    cache_.set_length(slots[i], 0);
+  }
+}
+
+void Decoder::start(int slot, const float* encoder_rows, int64_t source_len) {
+  check_source_length(source_len, cache_);
+  const T5Model& m = *model_;
   int64_t layer = 0;
   for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
     // Cross-attention K/V depend only on the encoder output: computed once per sequence.
@@ -81,7 +118,7 @@ Tensor& Decoder::step(const int* slots, const int* tokens, int n) {
   self_args.bias = &m.decoder_position_bias();  // layer 0's bias, shared by every layer (as HF)
   self_args.causal = true;
   self_args.scratch = ws.scratch.data();
-  self_args.scratch_size = ws.scratch.numel();
+  self_args.scratch_size = ws.scratch.numel() / ops::max_threads();
   ops::AttentionArgs cross_args = self_args;
   cross_args.bias = nullptr;
   cross_args.causal = false;

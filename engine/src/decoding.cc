@@ -326,7 +326,7 @@ bool Generator::can_admit(const DecodingOptions& options) const {
   return cache_.free_slots() >= options.num_beams && options.num_beams <= cache_.options().max_beams;
 }
 
-uint64_t Generator::add(const EncoderOutput& encoded, size_t index, const DecodingOptions& options) {
+void Generator::check_admission(const EncoderOutput& encoded, size_t index, const DecodingOptions& options) const {
   options.validate(cache_.options().max_target_len);
   if (index >= encoded.size()) throw EngineError("Generator::add: no encoder output " + std::to_string(index));
   if (options.num_beams > cache_.options().max_beams) {
@@ -338,19 +338,56 @@ uint64_t Generator::add(const EncoderOutput& encoded, size_t index, const Decodi
     throw EngineError("input of " + std::to_string(source_len) + " tokens exceeds the KV cache's max_source_len " +
                       std::to_string(cache_.options().max_source_len));
   }
-  if (cache_.free_slots() < options.num_beams) {
-    throw EngineError("Generator::add: " + std::to_string(options.num_beams) + " slots needed, " +
-                      std::to_string(cache_.free_slots()) + " free");
-  }
-  int slots[kMaxBeams];
-  for (int b = 0; b < options.num_beams; ++b) slots[b] = *cache_.acquire();
-  decoder_.start(slots[0], encoded.rows(index), source_len);
+}
+
+uint64_t Generator::admit(const int* slots, const DecodingOptions& options) {
   for (int b = 1; b < options.num_beams; ++b) {
     cache_.copy_cross(slots[b], slots[0]);
     cache_.set_length(slots[b], 0);
   }
   active_.push_back({next_handle_, make_search(slots, options, model_->config())});
   return next_handle_++;
+}
+
+uint64_t Generator::add(const EncoderOutput& encoded, size_t index, const DecodingOptions& options) {
+  check_admission(encoded, index, options);
+  if (cache_.free_slots() < options.num_beams) {
+    throw EngineError("Generator::add: " + std::to_string(options.num_beams) + " slots needed, " +
+                      std::to_string(cache_.free_slots()) + " free");
+  }
+  int slots[kMaxBeams];
+  for (int b = 0; b < options.num_beams; ++b) slots[b] = *cache_.acquire();
+  decoder_.start(slots[0], encoded.rows(index), encoded.length(index));
+  return admit(slots, options);
+}
+
+std::vector<uint64_t> Generator::add(const EncoderOutput& encoded, const std::vector<DecodingOptions>& options) {
+  if (options.size() != encoded.size()) {
+    throw EngineError("Generator::add: " + std::to_string(options.size()) + " option sets for " +
+                      std::to_string(encoded.size()) + " sequences");
+  }
+  int needed = 0;
+  for (size_t i = 0; i < options.size(); ++i) {
+    check_admission(encoded, i, options[i]);
+    needed += options[i].num_beams;
+  }
+  if (cache_.free_slots() < needed) {
+    throw EngineError("Generator::add: " + std::to_string(needed) + " slots needed, " +
+                      std::to_string(cache_.free_slots()) + " free");
+  }
+  std::vector<int> slots(static_cast<size_t>(needed));
+  std::vector<int> first(options.size());
+  for (size_t i = 0, next = 0; i < options.size(); ++i) {
+    first[i] = static_cast<int>(next);
+    for (int b = 0; b < options[i].num_beams; ++b) slots[next++] = *cache_.acquire();
+  }
+  std::vector<int> first_slots(options.size());
+  for (size_t i = 0; i < options.size(); ++i) first_slots[i] = slots[static_cast<size_t>(first[i])];
+  decoder_.start(encoded, first_slots.data());
+  std::vector<uint64_t> handles;
+  handles.reserve(options.size());
+  for (size_t i = 0; i < options.size(); ++i) handles.push_back(admit(&slots[static_cast<size_t>(first[i])], options[i]));
+  return handles;
 }
 
 bool Generator::cancel(uint64_t handle) {
@@ -409,8 +446,7 @@ std::vector<GenerationResult> generate(std::shared_ptr<const T5Model> model,
   go.cache.max_target_len = options.max_new_tokens + 1;
   go.cache.max_source_len = longest;
   Generator gen(model, go);
-  std::vector<uint64_t> handles;
-  for (size_t i = 0; i < batch.size(); ++i) handles.push_back(gen.add(encoded, i, options));
+  const std::vector<uint64_t> handles = gen.add(encoded, std::vector<DecodingOptions>(batch.size(), options));
   std::vector<Generator::Finished> finished;
   finished.reserve(batch.size());
   while (gen.active() > 0) gen.step(finished);

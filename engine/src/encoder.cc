@@ -26,7 +26,7 @@ struct Encoder::Workspace {
     }
     if (longest > max_len) {
       max_len = longest;
-      scratch = Tensor::empty({max_len});
+      scratch = Tensor::empty({static_cast<int64_t>(ops::max_threads()) * max_len});
     }
     seqs.resize(batch);
     ids.clear();

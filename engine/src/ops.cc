@@ -29,8 +29,8 @@ void linear(Device device, const float* x, int64_t m, const Tensor& w, float* y,
   if (m == 0) return;
   if (device != Device::kCpu) unsupported(device, "linear");
   const int64_t n = w.dim(0), k = w.dim(1);
-  if (m > 1 && m <= cpu::kSmallBatchRows) {
-    cpu::linear_small_batch(x, m, w.data(), n, k, beta, y);
+  if (m > 1 && m <= cpu::kTiledMaxRows) {
+    cpu::linear_tiled(x, m, w.data(), n, k, beta, y);
   } else {
     blas::gemm(true, m, n, k, 1.0f, x, k, w.data(), k, beta, y, n);
   }
@@ -40,6 +40,8 @@ void set_num_threads(int threads) {
   blas::set_num_threads(threads);
   cpu::set_num_threads(threads);
 }
+
+int max_threads() { return cpu::max_threads(); }
 
 void rms_norm(Device device, const float* x, int64_t m, const Tensor& w, float eps, float scale, float* y) {
   profiler::ScopedOp timer(profiler::Op::kRmsNorm);

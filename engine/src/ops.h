@@ -14,6 +14,8 @@ namespace seqpipe::engine::ops {
 
 // Threads every backend may use for one op (the BLAS and the engine's own kernels).
 void set_num_threads(int threads);
+// The most threads an op may use (sizes per-thread scratch buffers).
+int max_threads();
 
 // y[m, n] = x[m, k] * w[n, k]^T + beta * y, n = w.dim(0). beta = 1 fuses a residual add.
 void linear(Device device, const float* x, int64_t m, const Tensor& w, float* y, float beta = 0.0f,
@@ -49,7 +51,7 @@ struct AttentionArgs {
   int64_t q_stride = 0, kv_stride = 0, out_stride = 0;  // row strides in floats
   const PositionBias* bias = nullptr;                    // null: no position bias (cross-attention)
   bool causal = false;
-  float* scratch = nullptr;  // >= max k_rows floats
+  float* scratch = nullptr;  // max_threads() rows of scratch_size floats, scratch_size >= max k_rows
   int64_t scratch_size = 0;
 };
 

@@ -79,6 +79,34 @@ TEST_F(BatchingTest, SequenceJoiningARunningBatchMatchesDecodingAlone) {
   }
 }
 
+TEST_F(BatchingTest, BatchedAddWithMixedOptionsMatchesDecodingAlone) {
+  Encoder encoder(model_);
+  GeneratorOptions go;
+  go.cache = {.num_slots = 10, .max_beams = 4, .max_target_len = 16, .max_source_len = 32};
+  Generator gen(model_, go);
+  const std::vector<DecodingOptions> options = {{.max_new_tokens = 10},
+                                                {.max_new_tokens = 12, .num_beams = 4},
+                                                {.max_new_tokens = 8, .min_new_tokens = 8},
+                                                {.max_new_tokens = 12, .num_beams = 3}};
+  EncoderOutput enc = encoder.encode(kInputs);
+  const auto handles = gen.add(enc, options);
+  ASSERT_EQ(handles.size(), 4u);
+  EXPECT_EQ(gen.free_slots(), 10 - 1 - 4 - 1 - 3);
+  std::vector<Generator::Finished> finished;
+  while (gen.active() > 0) gen.step(finished);
+  ASSERT_EQ(finished.size(), 4u);
+  for (const auto& f : finished) {
+    const size_t i = static_cast<size_t>(std::find(handles.begin(), handles.end(), f.handle) - handles.begin());
+    ASSERT_LT(i, 4u);
+    EXPECT_EQ(f.result.ids, generate(model_, {kInputs[i]}, options[i])[0].ids) << "sequence " << i;
+  }
+  // All or none: a batch that does not fit takes no slot.
+  const std::vector<DecodingOptions> too_many(4, DecodingOptions{.max_new_tokens = 4, .num_beams = 3});
+  EXPECT_THROW(gen.add(enc, too_many), EngineError);
+  EXPECT_EQ(gen.free_slots(), 10);
+  EXPECT_THROW(gen.add(enc, std::vector<DecodingOptions>(2)), EngineError);  // count mismatch
+}
+
 TEST_F(BatchingTest, SlotsAreBoundedAndCancelFreesThem) {
   Encoder encoder(model_);
   GeneratorOptions go;

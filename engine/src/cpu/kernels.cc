@@ -9,7 +9,8 @@
 namespace seqpipe::engine::cpu {
 
 namespace {
-int g_threads = omp_get_max_threads();  // until ModelOptions.threads says otherwise
+const int g_max_threads = omp_get_max_threads();
+int g_threads = g_max_threads;  // until ModelOptions.threads says otherwise
 
 // 16 floats: one AVX-512 register (two AVX2 registers when built for such a machine).
 typedef float Vec16 __attribute__((vector_size(64), aligned(4)));
@@ -41,11 +42,21 @@ void dot_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t 
   }
   int64_t i = 0;
   for (; i + 16 <= k; i += 16) {
-    Vec16 wv[NR];
-    for (int j = 0; j < NR; ++j) wv[j] = load16(w + j * ldw + i);
+    Vec16 wv[NR], xv[MR];
+    // The empty asm pins each loaded vector in a register: without it GCC 12 reloads the
+    // weights for every FMA (2 loads per FMA, load-bound instead of FMA-bound).
+    for (int j = 0; j < NR; ++j) {
+      // Weights come from DRAM once per step; ask for them 1 KiB ahead of use.
+      __builtin_prefetch(w + j * ldw + i + 256);
+      wv[j] = load16(w + j * ldw + i);
+      __asm__("" : "+v"(wv[j]));
+    }
     for (int r = 0; r < MR; ++r) {
-      const Vec16 xv = load16(x + r * ldx + i);
-      for (int j = 0; j < NR; ++j) acc[r][j] += xv * wv[j];
+      xv[r] = load16(x + r * ldx + i);
+      __asm__("" : "+v"(xv[r]));
+    }
+    for (int r = 0; r < MR; ++r) {
+      for (int j = 0; j < NR; ++j) acc[r][j] += xv[r] * wv[j];
     }
   }
   for (int r = 0; r < MR; ++r) {
@@ -67,11 +78,20 @@ constexpr DotTile kDotTiles[kTileRows][2] = {{dot_tile<1, 4>, dot_tile<1, 1>},
                                              {dot_tile<4, 4>, dot_tile<4, 1>}};
 }  // namespace
 
-void set_num_threads(int threads) { g_threads = std::max(threads, 1); }
+void set_num_threads(int threads) { g_threads = std::clamp(threads, 1, g_max_threads); }
 
-void linear_small_batch(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float beta, float* y) {
+int max_threads() { return g_max_threads; }
+
+void linear_tiled(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float beta, float* y) {
+  constexpr int64_t kRowChunk = 128;  // 128 x 2048 floats = 1 MiB of inputs: an L2's worth
+  if (m > kRowChunk) {
+    for (int64_t r = 0; r < m; r += kRowChunk) {
+      linear_tiled(x + r * k, std::min(kRowChunk, m - r), w, n, k, beta, y + r * n);
+    }
+    return;
+  }
   // Blocks of kTileCols weight rows are split across threads; each block meets every input row
-  // while it is in L1, so the weights are streamed from memory once.
+  // while it is in L1, so the weights are streamed from memory once per row chunk.
   const int64_t blocks = (n + kTileCols - 1) / kTileCols;
 #pragma omp parallel for num_threads(g_threads) schedule(static) if (n * k >= (1 << 16))
   for (int64_t b = 0; b < blocks; ++b) {
@@ -145,8 +165,13 @@ void gated_gelu(float* a, const float* b, int64_t n) {
 
 void attention(const ops::AttentionArgs& args) {
   const int64_t hd = args.head_dim;
-  float* scores = args.scratch;
+  // Sequences in parallel, each thread with its own scratch row; one head's work is too small
+  // to split further.
+  int64_t work = 0;
+  for (int64_t s = 0; s < args.num_seqs; ++s) work += args.seqs[s].q_rows * args.seqs[s].k_rows;
+#pragma omp parallel for num_threads(g_threads) schedule(dynamic, 1) if (args.num_seqs > 1 && work * args.num_heads * args.head_dim >= (1 << 15))
   for (int64_t s = 0; s < args.num_seqs; ++s) {
+    float* scores = args.scratch + static_cast<int64_t>(omp_get_thread_num()) * args.scratch_size;
     const ops::AttentionSequence& seq = args.seqs[s];
     for (int64_t r = 0; r < seq.q_rows; ++r) {
       const int64_t qpos = seq.q_pos + r;

@@ -4,6 +4,7 @@
 // at construction for the cache's slot count; step() allocates nothing.
 #include <memory>
 
+#include "seqpipe/engine/encoder.h"
 #include "seqpipe/engine/kv_cache.h"
 #include "seqpipe/engine/model.h"
 #include "seqpipe/engine/tensor.h"
@@ -17,6 +18,9 @@ class Decoder {
   // Prepares `slot` for a new sequence: computes the cross-attention K/V of every layer from
   // the sequence's encoder rows [source_len, d_model] and empties its self-attention cache.
   void start(int slot, const float* encoder_rows, int64_t source_len);
+  // The same for every sequence of an encoder batch at once (sequence i into slots[i]): one GEMM
+  // per layer over all encoder rows instead of one per sequence.
+  void start(const EncoderOutput& encoded, const int* slots);
 
   // Feeds token[i] to slot[i] at that slot's next position (n <= cache.num_slots()).
   // Returns the logits [n, vocab]; valid until the next step().

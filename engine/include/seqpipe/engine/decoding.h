@@ -58,6 +58,9 @@ class Generator {
   // Starts decoding sequence `index` of an encoder output. Validates the options and the source
   // length (EngineError); throws EngineError when there are not enough free slots.
   uint64_t add(const EncoderOutput& encoded, size_t index, const DecodingOptions& options);
+  // Starts every sequence of an encoder batch (sequence i with options[i]), all or none: one
+  // cross-attention GEMM per layer for the whole batch. Returns the handles in input order.
+  std::vector<uint64_t> add(const EncoderOutput& encoded, const std::vector<DecodingOptions>& options);
   // Drops a sequence before it finished and frees its slots; false if the handle is unknown.
   bool cancel(uint64_t handle);
 
@@ -78,6 +81,10 @@ class Generator {
     uint64_t handle;
     std::unique_ptr<SearchStrategy> search;
   };
+  void check_admission(const EncoderOutput& encoded, size_t index, const DecodingOptions& options) const;
+  // Takes num_beams slots, gives the cross-attention state of the first to the others.
+  uint64_t admit(const int* slots, const DecodingOptions& options);
+
   std::shared_ptr<const T5Model> model_;
   KvCache cache_;
   Decoder decoder_;
