@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/cli.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
@@ -22,6 +23,7 @@
 namespace {
 
 namespace engine = seqpipe::engine;
+namespace cli = seqpipe::cli;
 namespace fs = std::filesystem;
 
 constexpr std::string_view kUsage =
@@ -57,9 +59,7 @@ pass + decoding, wall clock.
 exit status: 0 done, 1 the model or the run failed, 2 bad usage
 )";
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using cli::UsageError;
 
 struct Options {
   bool help = false;
@@ -71,24 +71,6 @@ struct Options {
   bool scores = false;  // print the per-token log-probs
   bool json = false;
 };
-
-int parse_int(std::string_view flag, std::string_view text) {
-  int value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-    throw UsageError(std::string(flag) + " needs an integer, got '" + std::string(text) + "'");
-  }
-  return value;
-}
-
-float parse_float(std::string_view flag, std::string_view text) {
-  float value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-    throw UsageError(std::string(flag) + " needs a number, got '" + std::string(text) + "'");
-  }
-  return value;
-}
 
 // "1,2,3" -> {1, 2, 3}; every element a non-negative integer that fits an int.
 std::vector<int> parse_ids(std::string_view text) {
@@ -112,12 +94,10 @@ std::vector<int> parse_ids(std::string_view text) {
 
 Options parse_args(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(flag + " needs a value");
-      return argv[++i];
-    };
+  cli::ArgCursor args(argc, argv);
+  while (args.next()) {
+    const std::string& flag = args.flag();
+    auto value = [&] { return args.value(); };
     if (flag == "--help" || flag == "-h") {
       o.help = true;
     } else if (flag == "--model") {
@@ -127,17 +107,17 @@ Options parse_args(int argc, char** argv) {
     } else if (flag == "--ids") {
       o.ids = parse_ids(value());
     } else if (flag == "--num-beams") {
-      o.decoding.num_beams = parse_int(flag, value());
+      o.decoding.num_beams = cli::parse_number<int>(flag, value());
     } else if (flag == "--max-new-tokens") {
-      o.decoding.max_new_tokens = parse_int(flag, value());
+      o.decoding.max_new_tokens = cli::parse_number<int>(flag, value());
     } else if (flag == "--min-new-tokens") {
-      o.decoding.min_new_tokens = parse_int(flag, value());
+      o.decoding.min_new_tokens = cli::parse_number<int>(flag, value());
     } else if (flag == "--length-penalty") {
-      o.decoding.length_penalty = parse_float(flag, value());
+      o.decoding.length_penalty = cli::parse_number<float>(flag, value());
     } else if (flag == "--early-stopping") {
       o.decoding.early_stopping = true;
     } else if (flag == "--threads") {
-      o.threads = parse_int(flag, value());
+      o.threads = cli::parse_number<int>(flag, value());
       if (o.threads < 0) throw UsageError("--threads must be >= 0");
     } else if (flag == "--scores") {
       o.scores = true;

@@ -19,12 +19,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/cli.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/safetensors.h"
 #include "seqpipe/engine/t5_config.h"
 
 namespace {
 
+namespace cli = seqpipe::cli;
 namespace fs = std::filesystem;
 using seqpipe::engine::EngineError;
 using seqpipe::engine::FeedForward;
@@ -69,9 +71,7 @@ exit status: 0 written, 1 failed while writing, 2 bad usage
 // learned and leaves ids of the tiny model's 512 for extra tokens, as T5 does.
 constexpr int kMaxSpiecePieces = 500;
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using cli::UsageError;
 
 struct Options {
   bool help = false;
@@ -88,18 +88,8 @@ struct Options {
   std::optional<int64_t> d_model, d_kv, d_ff, num_heads, num_layers, num_decoder_layers, vocab_size;
 };
 
-uint64_t parse_unsigned(std::string_view flag, std::string_view text) {
-  uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-    throw UsageError(std::string(flag) + " needs an unsigned integer, got '" + std::string(text) +
-                     "'");
-  }
-  return value;
-}
-
 int64_t parse_dimension(std::string_view flag, std::string_view text) {
-  const uint64_t value = parse_unsigned(flag, text);
+  const uint64_t value = cli::parse_number<uint64_t>(flag, text);
   if (value == 0 || value > (1u << 24)) {
     throw UsageError(std::string(flag) + " must be in [1, 16777216], got " + std::string(text));
   }
@@ -108,12 +98,10 @@ int64_t parse_dimension(std::string_view flag, std::string_view text) {
 
 Options parse_args(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(flag + " needs a value");
-      return argv[++i];
-    };
+  cli::ArgCursor args(argc, argv);
+  while (args.next()) {
+    const std::string& flag = args.flag();
+    auto value = [&] { return args.value(); };
     if (flag == "--help" || flag == "-h") {
       o.help = true;
     } else if (flag == "--preset") {
@@ -122,7 +110,7 @@ Options parse_args(int argc, char** argv) {
       o.out = value();
       if (o.out.empty()) throw UsageError("--out needs a directory");
     } else if (flag == "--seed") {
-      o.seed = parse_unsigned(flag, value());
+      o.seed = cli::parse_number<uint64_t>(flag, value());
     } else if (flag == "--dtype") {
       o.dtype_name = value();
       if (o.dtype_name == "f32") {
