@@ -92,9 +92,10 @@ BatchTiming run_batch(const std::shared_ptr<const T5Model>& model, Encoder& enco
   return t;
 }
 
-// Read bandwidth with `threads` threads over a buffer far larger than the caches.
-double read_bandwidth_gbs(int threads) {
-  const size_t n = size_t(1) << 27;  // 512 MiB of floats
+// Read bandwidth with `threads` threads, reading the same `bytes` over and over (as decoder steps
+// re-read the same weights).
+double read_bandwidth_gbs(int threads, size_t bytes) {
+  const size_t n = bytes / sizeof(float) / 64 / static_cast<size_t>(threads) * 64 * static_cast<size_t>(threads);
   std::vector<float> buf(n, 1.0f);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
@@ -116,6 +117,37 @@ double read_bandwidth_gbs(int threads) {
     for (auto& th : pool) th.join();
     const double sec = ms_since(t0) / 1000.0;
     best = std::max(best, double(n * sizeof(float)) / sec / 1e9);
+  }
+  return best;
+}
+
+// The FMA units' fp32 peak: independent vector FMA chains on every thread, nothing loaded.
+double fma_peak_gflops(int threads) {
+  typedef float V __attribute__((vector_size(64)));
+  constexpr int kChains = 12;  // more independent chains than FMA latency x FMA ports
+  constexpr long kIters = 20'000'000;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<std::thread> pool;
+    std::vector<float> sink(static_cast<size_t>(threads));
+    auto t0 = Clock::now();
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        V acc[kChains];
+        for (int c = 0; c < kChains; ++c) acc[c] = V{} + float(c);
+        V a = V{} + 0.999f, b = V{} + 0.001f;
+        __asm__("" : "+v"(a), "+v"(b));
+        for (long i = 0; i < kIters; ++i) {
+          for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * a + b;
+        }
+        float s = 0;
+        for (int c = 0; c < kChains; ++c) s += acc[c][0];
+        sink[static_cast<size_t>(t)] = s;
+      });
+    }
+    for (auto& th : pool) th.join();
+    const double flops = 2.0 * 16 * kChains * double(kIters) * threads;
+    best = std::max(best, flops / (ms_since(t0) / 1000.0) / 1e9);
   }
   return best;
 }
@@ -229,25 +261,33 @@ int main(int argc, char** argv) {
                   batch, percentile(total, 50), percentile(encode, 50), percentile(steps, 50), sps);
     }
 
-    const double bw = read_bandwidth_gbs(threads);
-    const double peak = gemm_peak_gflops();
+    const double bw = read_bandwidth_gbs(threads, size_t(512) << 20);
+    const double bw_step = read_bandwidth_gbs(threads, static_cast<size_t>(step_bytes));
+    const double blas_peak = gemm_peak_gflops();
+    const double peak = fma_peak_gflops(threads);
     const double step_floor_ms = step_bytes / (bw * 1e9) * 1000.0;
     std::printf("\n== limits of this machine ==\n");
     std::printf("read bandwidth (%d threads): %.1f GB/s; a batch-1 decoder step streams %.1f MB -> floor %.2f ms\n",
                 threads, bw, step_bytes / 1e6, step_floor_ms);
     std::printf("batch-1 decoder step: %.2f ms = %.0f%% of the bandwidth limit\n", percentile(step1_ms, 50),
                 100.0 * step_floor_ms / percentile(step1_ms, 50));
+    std::printf("re-reading a %.1f MB working set (a step's weights): %.1f GB/s -> floor %.2f ms, the step is at %.0f%% of it\n",
+                step_bytes / 1e6, bw_step, step_bytes / (bw_step * 1e9) * 1000.0,
+                100.0 * step_bytes / (bw_step * 1e9) * 1000.0 / percentile(step1_ms, 50));
     // FLOPs of one decoder step per sequence ~ 2 * streamed weights (floats); encoder ignored.
     const double flops_per_seq_step = 2.0 * step_bytes / sizeof(float);
-    std::printf("fp32 GEMM peak (BLAS, n=1536): %.1f GFLOP/s\n", peak);
+    std::printf("fp32 FMA peak (%d threads, measured): %.1f GFLOP/s; OpenBLAS sgemm n=1536: %.1f GFLOP/s\n", threads,
+                peak, blas_peak);
     for (auto [batch, ms] : step_at) {
       const double gflops = flops_per_seq_step * batch / (ms / 1000.0) / 1e9;
-      std::printf("batch-%d decoder step: %.1f GFLOP/s = %.0f%% of the GEMM peak\n", batch, gflops, 100.0 * gflops / peak);
+      std::printf("batch-%d decoder step: %.1f GFLOP/s = %.0f%% of the FMA peak\n", batch, gflops, 100.0 * gflops / peak);
     }
 
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
-    std::printf("\npeak resident memory: %.1f MB (includes the 512 MiB bandwidth buffer)\n", ru.ru_maxrss / 1024.0);
+    std::printf("\npeak resident memory: %.1f MB (includes the 512 MiB bandwidth buffer; weights %.1f MB, "
+                "KV cache %.1f MB)\n", ru.ru_maxrss / 1024.0, (model->mapped_weight_bytes() + model->converted_weight_bytes()) / 1e6,
+                gen.cache().bytes() / 1e6);
 
     if (profile) {
       profiler::reset();

@@ -1,7 +1,9 @@
 // linear_bench: the decoder's linear layer, y = x W^T, on OpenBLAS and on the engine's
 // small-batch kernel, side by side in one run, for the row counts a decoder step sees.
 // The ratio between the two picks ops::linear's dispatch (src/ops.cc).
-//   linear_bench [--threads N]
+//   linear_bench [--threads N] [--cold]
+// --cold cycles through 256 MiB of weight copies, so every call streams its weights from DRAM
+// as a decoder step does (the default measures weights that stay in cache).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,12 +31,15 @@ double best_us(F&& f, int reps) {
 
 int main(int argc, char** argv) {
   int threads = 2;
+  bool cold = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
+    } else if (a == "--cold") {
+      cold = true;
     } else {
-      std::fprintf(stderr, "usage: linear_bench [--threads N]\n");
+      std::fprintf(stderr, "usage: linear_bench [--threads N] [--cold]\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -43,13 +48,16 @@ int main(int argc, char** argv) {
   cpu::set_num_threads(threads);
   std::printf("%-16s %4s %10s %10s %8s %12s\n", "shape [n x k]", "m", "blas us", "tiled us", "ratio", "tiled GFLOP/s");
   for (auto [n, k] : {std::pair<int64_t, int64_t>{512, 512}, {2048, 512}, {512, 2048}, {32128, 512}}) {
-    std::vector<float> w(n * k), x(288 * k), y(288 * n);
+    const int64_t copies = cold ? std::max<int64_t>(2, (int64_t(256) << 20) / (n * k * 4)) : 1;
+    std::vector<float> w(copies * n * k), x(288 * k), y(288 * n);
     for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 13) * 0.01f;
+    int64_t next = 0;
+    auto weights = [&] { return w.data() + (next++ % copies) * n * k; };
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) * 0.1f;
     for (int64_t m : {1, 2, 4, 8, 16, 32, 64, 128, 288}) {
       const int reps = 30;
-      double b = best_us([&] { blas::gemm(true, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, y.data(), n); }, reps);
-      double t = best_us([&] { cpu::linear_tiled(x.data(), m, w.data(), n, k, 0.0f, y.data()); }, reps);
+      double b = best_us([&] { blas::gemm(true, m, n, k, 1.0f, x.data(), k, weights(), k, 0.0f, y.data(), n); }, reps);
+      double t = best_us([&] { cpu::linear_tiled(x.data(), m, weights(), n, k, 0.0f, y.data()); }, reps);
       std::printf("[%5ld x %4ld] %4ld %10.1f %10.1f %8.2f %12.1f\n", long(n), long(k), long(m), b, t, b / t,
                   2.0 * m * n * k / t / 1e3);
     }

@@ -46,8 +46,9 @@ void dot_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t 
     // The empty asm pins each loaded vector in a register: without it GCC 12 reloads the
     // weights for every FMA (2 loads per FMA, load-bound instead of FMA-bound).
     for (int j = 0; j < NR; ++j) {
-      // Weights come from DRAM once per step; ask for them 1 KiB ahead of use.
-      __builtin_prefetch(w + j * ldw + i + 256);
+      // Weights come from DRAM once per step: fetch the next block's rows (the same thread's
+      // next work under a static schedule) while this block computes.
+      __builtin_prefetch(w + (j + NR) * ldw + i);
       wv[j] = load16(w + j * ldw + i);
       __asm__("" : "+v"(wv[j]));
     }
