@@ -11,7 +11,8 @@ cmake --build --preset release -j "$(nproc)"
 
 model=build/models/t5-small-random
 if [ ! -f "$model/model.safetensors" ]; then
-  build/release/tools/seqpipe-mkmodel --preset t5-small --seed 0 --spiece --out "$model"
+  # --untied: with random weights a tied model only echoes its start token (empty text)
+  build/release/tools/seqpipe-mkmodel --preset t5-small --untied --seed 0 --spiece --out "$model"
 fi
 text=${1:-"teh speling"}
 echo "seqpipe-generate on $model (random weights: the output text is noise, the timings are real)"
