@@ -1,0 +1,125 @@
+#include "batcher/dynamic_batcher.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace seqpipe::batcher {
+
+void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point now, const BatchPolicy& policy,
+                  BatchDecision& d) {
+  d.batch.clear();
+  d.expired.clear();
+  d.candidates.clear();
+  d.wait = std::chrono::microseconds{0};
+  for (size_t i = 0; i < queue.size(); ++i) {
+    if (queue[i].deadline <= now) {
+      d.expired.push_back(i);
+    } else {
+      d.candidates.push_back(i);
+    }
+  }
+  if (d.candidates.empty()) {
+    d.action = BatchDecision::Action::kIdle;
+    return;
+  }
+  // The oldest live sequence anchors the batch; the others join closest in length first (then
+  // oldest first), so a batch holds similar lengths and nobody waits behind newer arrivals forever.
+  const size_t anchor = d.candidates.front();
+  const int anchor_len = queue[anchor].tokens;
+  std::stable_sort(d.candidates.begin() + 1, d.candidates.end(), [&](size_t a, size_t b) {
+    return std::abs(queue[a].tokens - anchor_len) < std::abs(queue[b].tokens - anchor_len);
+  });
+
+  int count = 0, longest = 0;
+  bool budget_limited = false;  // a candidate did not fit the token budget: waiting cannot help it
+  Clock::time_point earliest_deadline = Clock::time_point::max();
+  for (size_t c : d.candidates) {
+    earliest_deadline = std::min(earliest_deadline, queue[c].deadline);
+    if (count == policy.max_batch_size) continue;
+    const int len = std::max(longest, queue[c].tokens);
+    if (count > 0 && int64_t{count + 1} * len > policy.max_batch_tokens) {
+      budget_limited = true;
+      continue;
+    }
+    longest = len;
+    d.batch.push_back(c);
+    ++count;
+  }
+
+  const bool full = count == policy.max_batch_size || budget_limited;
+  int preferred = 0;
+  for (int p : policy.preferred_batch_sizes) {
+    if (p <= count) preferred = std::max(preferred, p);
+  }
+  const auto waited = now - queue[anchor].enqueued;
+  if (full) {
+    // send the whole formed batch
+  } else if (preferred > 0) {
+    d.batch.resize(static_cast<size_t>(preferred));  // the `preferred` closest in length
+  } else if (waited < policy.max_queue_delay) {
+    d.action = BatchDecision::Action::kWait;
+    // Until the delay runs out, or sooner when a queued sequence's deadline comes first (the
+    // next decision then expires it).
+    const auto until = std::min(queue[anchor].enqueued + policy.max_queue_delay, earliest_deadline);
+    d.wait = std::chrono::duration_cast<std::chrono::microseconds>(until - now);
+    if (d.wait.count() == 0) d.wait = std::chrono::microseconds{1};
+    d.batch.clear();
+    return;
+  }
+  std::sort(d.batch.begin(), d.batch.end());  // arrival order
+  d.action = BatchDecision::Action::kSend;
+}
+
+DynamicBatcher::DynamicBatcher(BatchPolicy policy) : policy_(std::move(policy)) {
+  if (policy_.max_batch_size < 1) throw std::invalid_argument("BatchPolicy.max_batch_size must be >= 1");
+  if (policy_.max_queue_size < 1) throw std::invalid_argument("BatchPolicy.max_queue_size must be >= 1");
+  if (policy_.max_batch_tokens < 1) throw std::invalid_argument("BatchPolicy.max_batch_tokens must be >= 1");
+  const size_t cap = static_cast<size_t>(policy_.max_queue_size);
+  queue_.reserve(cap);
+  taken_.reserve(cap);
+  decision_.batch.reserve(static_cast<size_t>(policy_.max_batch_size));
+  decision_.expired.reserve(cap);
+  decision_.candidates.reserve(cap);
+}
+
+bool DynamicBatcher::enqueue(const QueuedSequence& sequence) {
+  if (queue_.size() >= static_cast<size_t>(policy_.max_queue_size)) return false;
+  queue_.push_back(sequence);
+  return true;
+}
+
+const BatchDecision& DynamicBatcher::poll(Clock::time_point now, std::vector<QueuedSequence>& batch,
+                                          std::vector<QueuedSequence>& expired) {
+  batch.clear();
+  expired.clear();
+  decide_batch(queue_, now, policy_, decision_);
+  if (decision_.expired.empty() && decision_.action != BatchDecision::Action::kSend) return decision_;
+  taken_.assign(queue_.size(), false);
+  for (size_t i : decision_.expired) {
+    expired.push_back(queue_[i]);
+    taken_[i] = true;
+  }
+  if (decision_.action == BatchDecision::Action::kSend) {
+    for (size_t i : decision_.batch) {
+      batch.push_back(queue_[i]);
+      taken_[i] = true;
+    }
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < queue_.size(); ++i) {
+    if (!taken_[i]) queue_[kept++] = queue_[i];
+  }
+  queue_.resize(kept);
+  return decision_;
+}
+
+bool DynamicBatcher::remove(uint64_t id) {
+  auto it = std::find_if(queue_.begin(), queue_.end(), [id](const QueuedSequence& s) { return s.id == id; });
+  if (it == queue_.end()) return false;
+  queue_.erase(it);
+  return true;
+}
+
+}  // namespace seqpipe::batcher

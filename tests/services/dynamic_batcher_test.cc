@@ -1,0 +1,143 @@
+// The batching decision on an injected clock: no sockets, no sleeps.
+#include "batcher/dynamic_batcher.h"
+
+#include <gtest/gtest.h>
+
+namespace seqpipe::batcher {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using Action = BatchDecision::Action;
+
+const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
+
+QueuedSequence seq(uint64_t id, int tokens, microseconds enqueued_after = microseconds{0},
+                   milliseconds deadline_after = milliseconds{1000}) {
+  return {id, tokens, t0 + enqueued_after, t0 + enqueued_after + deadline_after};
+}
+
+BatchPolicy policy(int max = 32, std::vector<int> preferred = {8, 16, 32}, int delay_us = 2000, int tokens = 4096) {
+  return {max, std::move(preferred), microseconds{delay_us}, tokens, 1024};
+}
+
+std::vector<uint64_t> ids(const std::vector<QueuedSequence>& q, const std::vector<size_t>& idx) {
+  std::vector<uint64_t> out;
+  for (size_t i : idx) out.push_back(q[i].id);
+  return out;
+}
+
+TEST(DynamicBatcherDecision, EmptyQueueIsIdle) {
+  BatchDecision d;
+  decide_batch({}, t0, policy(), d);
+  EXPECT_EQ(d.action, Action::kIdle);
+}
+
+TEST(DynamicBatcherDecision, LoneSequenceWaitsForTheDelayThenGoesAlone) {
+  std::vector<QueuedSequence> q = {seq(1, 9)};
+  BatchDecision d;
+  decide_batch(q, t0 + microseconds{500}, policy(), d);
+  EXPECT_EQ(d.action, Action::kWait);
+  EXPECT_EQ(d.wait, microseconds{1500});
+  decide_batch(q, t0 + microseconds{2000}, policy(), d);
+  EXPECT_EQ(d.action, Action::kSend);
+  EXPECT_EQ(ids(q, d.batch), std::vector<uint64_t>{1});
+}
+
+TEST(DynamicBatcherDecision, PreferredSizeGoesAtOnceWithoutWaiting) {
+  std::vector<QueuedSequence> q;
+  for (uint64_t i = 0; i < 9; ++i) q.push_back(seq(i, 9, microseconds{int(i)}));
+  BatchDecision d;
+  decide_batch(q, t0 + microseconds{10}, policy(), d);
+  ASSERT_EQ(d.action, Action::kSend);
+  EXPECT_EQ(d.batch.size(), 8u);  // the largest preferred size that fits
+  EXPECT_EQ(d.batch.front(), 0u) << "the oldest sequence is always in the batch";
+}
+
+TEST(DynamicBatcherDecision, MaxBatchSizeCapsTheBatch) {
+  std::vector<QueuedSequence> q;
+  for (uint64_t i = 0; i < 40; ++i) q.push_back(seq(i, 5));
+  BatchDecision d;
+  decide_batch(q, t0, policy(/*max=*/20, /*preferred=*/{}), d);
+  ASSERT_EQ(d.action, Action::kSend);
+  EXPECT_EQ(d.batch.size(), 20u);
+}
+
+TEST(DynamicBatcherDecision, TokenBudgetIncludesPaddingAndSendsAtOnce) {
+  // 4 x 10 tokens fit a budget of 40; a fifth does not, so waiting cannot grow the batch.
+  std::vector<QueuedSequence> q;
+  for (uint64_t i = 0; i < 6; ++i) q.push_back(seq(i, 10));
+  BatchDecision d;
+  decide_batch(q, t0, policy(32, {}, 2000, 40), d);
+  ASSERT_EQ(d.action, Action::kSend);
+  EXPECT_EQ(d.batch.size(), 4u);
+  // Padding counts: a 20-token sequence makes every row cost 20.
+  q = {seq(1, 20), seq(2, 5), seq(3, 5)};
+  decide_batch(q, t0, policy(32, {}, 2000, 40), d);
+  ASSERT_EQ(d.action, Action::kSend);
+  EXPECT_EQ(ids(q, d.batch), (std::vector<uint64_t>{1, 2}));
+}
+
+TEST(DynamicBatcherDecision, OversizedSequenceStillGoesAlone) {
+  std::vector<QueuedSequence> q = {seq(1, 100), seq(2, 100)};
+  BatchDecision d;
+  decide_batch(q, t0, policy(32, {}, 2000, 64), d);
+  ASSERT_EQ(d.action, Action::kSend);
+  EXPECT_EQ(ids(q, d.batch), std::vector<uint64_t>{1});
+}
+
+TEST(DynamicBatcherDecision, GroupsSimilarLengthsAroundTheOldest) {
+  std::vector<QueuedSequence> q = {seq(1, 5), seq(2, 50), seq(3, 6), seq(4, 48), seq(5, 4), seq(6, 5), seq(7, 51)};
+  BatchDecision d;
+  decide_batch(q, t0, policy(32, {4}), d);
+  ASSERT_EQ(d.action, Action::kSend);
+  EXPECT_EQ(ids(q, d.batch), (std::vector<uint64_t>{1, 3, 5, 6}));  // arrival order, lengths 4..6
+}
+
+TEST(DynamicBatcherDecision, ExpiredSequencesAreListedAndNotBatched) {
+  std::vector<QueuedSequence> q = {seq(1, 9, microseconds{0}, milliseconds{1}), seq(2, 9), seq(3, 9)};
+  BatchDecision d;
+  decide_batch(q, t0 + milliseconds{5}, policy(32, {}, 2000), d);
+  EXPECT_EQ(ids(q, d.expired), std::vector<uint64_t>{1});
+  ASSERT_EQ(d.action, Action::kSend);  // the oldest live one (id 2) has waited 5 ms > 2 ms
+  EXPECT_EQ(ids(q, d.batch), (std::vector<uint64_t>{2, 3}));
+}
+
+TEST(DynamicBatcherDecision, WaitEndsNoLaterThanTheEarliestDeadline) {
+  std::vector<QueuedSequence> q = {seq(1, 9, microseconds{0}, milliseconds{50}), seq(2, 9, microseconds{0}, milliseconds{1})};
+  BatchDecision d;
+  decide_batch(q, t0 + microseconds{200}, policy(32, {}, 10000), d);
+  ASSERT_EQ(d.action, Action::kWait);
+  EXPECT_EQ(d.wait, microseconds{800});
+}
+
+TEST(DynamicBatcher, QueueIsBoundedAndPollRemovesWhatItReturns) {
+  BatchPolicy p = policy(32, {2}, 2000);
+  p.max_queue_size = 3;
+  DynamicBatcher b(p);
+  EXPECT_TRUE(b.enqueue(seq(1, 9, microseconds{0}, milliseconds{1})));
+  EXPECT_TRUE(b.enqueue(seq(2, 9)));
+  EXPECT_TRUE(b.enqueue(seq(3, 30)));
+  EXPECT_FALSE(b.enqueue(seq(4, 9))) << "a full queue refuses: the gateway answers overloaded";
+  std::vector<QueuedSequence> batch, expired;
+  const BatchDecision& d = b.poll(t0 + milliseconds{2}, batch, expired);
+  EXPECT_EQ(d.action, Action::kSend);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].id, 1u);
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch[0].id, 2u);
+  EXPECT_EQ(batch[1].id, 3u);
+  EXPECT_EQ(b.size(), 0u);
+  EXPECT_TRUE(b.enqueue(seq(5, 9)));
+  EXPECT_TRUE(b.remove(5));
+  EXPECT_FALSE(b.remove(5));
+  EXPECT_EQ(b.poll(t0, batch, expired).action, Action::kIdle);
+}
+
+TEST(DynamicBatcher, InvalidPolicyIsRefusedAtStartUp) {
+  EXPECT_THROW(DynamicBatcher(policy(0)), std::invalid_argument);
+  EXPECT_THROW(DynamicBatcher(policy(8, {}, 100, 0)), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace seqpipe::batcher
