@@ -16,6 +16,8 @@ struct Decoder::Workspace {
   Tensor cross_k, cross_v;  // staging for start(EncoderOutput): grows to the largest batch
   std::vector<ops::AttentionSequence> seqs;
   std::vector<int64_t> positions;
+  std::vector<uint64_t> slot_stamp;  // per slot: the step that last used it (duplicate check)
+  uint64_t step_count = 0;
 };
 
 Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
@@ -37,6 +39,7 @@ Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
                               std::max(cache.options().max_target_len, cache.options().max_source_len)});
   ws.seqs.resize(static_cast<size_t>(n));
   ws.positions.resize(static_cast<size_t>(n));
+  ws.slot_stamp.assign(static_cast<size_t>(n), 0);
 }
 
 namespace {
@@ -49,8 +52,12 @@ void check_source_length(int64_t source_len, const KvCache& cache) {
 }  // namespace
 
 void Decoder::start(const EncoderOutput& encoded, const int* slots) {
+  if (!encoded.valid(model_->config().d_model)) throw EngineError("Decoder::start: malformed EncoderOutput");
   const int64_t total = encoded.offsets.empty() ? 0 : encoded.offsets.back();
-  for (size_t i = 0; i < encoded.size(); ++i) check_source_length(encoded.length(i), cache_);
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    check_source_length(encoded.length(i), cache_);
+    if (!cache_.held(slots[i])) throw EngineError("Decoder::start: slot " + std::to_string(slots[i]) + " is not held");
+  }
   if (total == 0) return;
   const T5Model& m = *model_;
   const int64_t inner = m.config().inner_dim();
@@ -79,6 +86,7 @@ void Decoder::start(const EncoderOutput& encoded, const int* slots) {
 
 void Decoder::start(int slot, const float* encoder_rows, int64_t source_len) {
   check_source_length(source_len, cache_);
+  if (!cache_.held(slot)) throw EngineError("Decoder::start: slot " + std::to_string(slot) + " is not held");
   const T5Model& m = *model_;
   int64_t layer = 0;
   for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
@@ -100,6 +108,15 @@ Tensor& Decoder::step(const int* slots, const int* tokens, int n) {
   const int64_t inner = c.inner_dim();
   const float eps = c.layer_norm_epsilon;
 
+  // Each slot once, held, started: a bad slot list would corrupt another sequence's cache.
+  const uint64_t stamp = ++ws.step_count;
+  for (int i = 0; i < n; ++i) {
+    const int s = slots[i];
+    if (!cache_.held(s) || cache_.source_length(s) == 0 || ws.slot_stamp[static_cast<size_t>(s)] == stamp) {
+      throw EngineError("Decoder::step: slot " + std::to_string(s) + " is not held, not started or given twice");
+    }
+    ws.slot_stamp[static_cast<size_t>(s)] = stamp;
+  }
   for (int i = 0; i < n; ++i) {
     const int64_t pos = cache_.length(slots[i]);
     if (pos >= cache_.options().max_target_len) {
@@ -164,7 +181,7 @@ Tensor& Decoder::step(const int* slots, const int* tokens, int n) {
     ++layer;
   }
   // Tied embeddings: HF scales the decoder output by d_model^-0.5 before the shared lm_head.
-  const float scale = c.tie_word_embeddings ? 1.0f / std::sqrt(static_cast<float>(c.d_model)) : 1.0f;
+  const float scale = c.tie_word_embeddings ? static_cast<float>(std::pow(static_cast<double>(c.d_model), -0.5)) : 1.0f;
   ops::rms_norm(dev, hidden, n, m.decoder_final_norm(), eps, scale, ws.normed.data());
   ops::linear(dev, ws.normed.data(), n, m.lm_head(), ws.logits.data(), 0.0f, profiler::Op::kLmHead);
 

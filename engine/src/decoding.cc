@@ -328,6 +328,7 @@ bool Generator::can_admit(const DecodingOptions& options) const {
 
 void Generator::check_admission(const EncoderOutput& encoded, size_t index, const DecodingOptions& options) const {
   options.validate(cache_.options().max_target_len);
+  if (!encoded.valid(model_->config().d_model)) throw EngineError("Generator::add: malformed EncoderOutput");
   if (index >= encoded.size()) throw EngineError("Generator::add: no encoder output " + std::to_string(index));
   if (options.num_beams > cache_.options().max_beams) {
     throw EngineError("decoding options: num_beams " + std::to_string(options.num_beams) +
@@ -340,25 +341,16 @@ void Generator::check_admission(const EncoderOutput& encoded, size_t index, cons
   }
 }
 
-uint64_t Generator::admit(const int* slots, const DecodingOptions& options) {
+Generator::Active Generator::prepare(const int* slots, const DecodingOptions& options) {
   for (int b = 1; b < options.num_beams; ++b) {
     cache_.copy_cross(slots[b], slots[0]);
     cache_.set_length(slots[b], 0);
   }
-  active_.push_back({next_handle_, make_search(slots, options, model_->config())});
-  return next_handle_++;
+  return {next_handle_++, make_search(slots, options, model_->config())};
 }
 
 uint64_t Generator::add(const EncoderOutput& encoded, size_t index, const DecodingOptions& options) {
-  check_admission(encoded, index, options);
-  if (cache_.free_slots() < options.num_beams) {
-    throw EngineError("Generator::add: " + std::to_string(options.num_beams) + " slots needed, " +
-                      std::to_string(cache_.free_slots()) + " free");
-  }
-  int slots[kMaxBeams];
-  for (int b = 0; b < options.num_beams; ++b) slots[b] = *cache_.acquire();
-  decoder_.start(slots[0], encoded.rows(index), encoded.length(index));
-  return admit(slots, options);
+  return add_prepared(encoded, {index}, {options}).front();
 }
 
 std::vector<uint64_t> Generator::add(const EncoderOutput& encoded, const std::vector<DecodingOptions>& options) {
@@ -366,27 +358,54 @@ std::vector<uint64_t> Generator::add(const EncoderOutput& encoded, const std::ve
     throw EngineError("Generator::add: " + std::to_string(options.size()) + " option sets for " +
                       std::to_string(encoded.size()) + " sequences");
   }
+  std::vector<size_t> indices(options.size());
+  for (size_t i = 0; i < indices.size(); ++i) indices[i] = i;
+  return add_prepared(encoded, indices, options);
+}
+
+std::vector<uint64_t> Generator::add_prepared(const EncoderOutput& encoded, const std::vector<size_t>& indices,
+                                              const std::vector<DecodingOptions>& options) {
   int needed = 0;
-  for (size_t i = 0; i < options.size(); ++i) {
-    check_admission(encoded, i, options[i]);
+  for (size_t i = 0; i < indices.size(); ++i) {
+    check_admission(encoded, indices[i], options[i]);
     needed += options[i].num_beams;
   }
   if (cache_.free_slots() < needed) {
     throw EngineError("Generator::add: " + std::to_string(needed) + " slots needed, " +
                       std::to_string(cache_.free_slots()) + " free");
   }
-  std::vector<int> slots(static_cast<size_t>(needed));
-  std::vector<int> first(options.size());
-  for (size_t i = 0, next = 0; i < options.size(); ++i) {
-    first[i] = static_cast<int>(next);
-    for (int b = 0; b < options[i].num_beams; ++b) slots[next++] = *cache_.acquire();
-  }
-  std::vector<int> first_slots(options.size());
-  for (size_t i = 0; i < options.size(); ++i) first_slots[i] = slots[static_cast<size_t>(first[i])];
-  decoder_.start(encoded, first_slots.data());
+  // All or none: anything that throws below releases every slot taken here, and no sequence
+  // joins the batch until all are ready.
+  std::vector<int> slots;
+  std::vector<Active> ready;
   std::vector<uint64_t> handles;
-  handles.reserve(options.size());
-  for (size_t i = 0; i < options.size(); ++i) handles.push_back(admit(&slots[static_cast<size_t>(first[i])], options[i]));
+  try {
+    slots.reserve(static_cast<size_t>(needed));
+    ready.reserve(indices.size());
+    handles.reserve(indices.size());
+    std::vector<size_t> first(indices.size());
+    for (size_t i = 0; i < indices.size(); ++i) {
+      first[i] = slots.size();
+      for (int b = 0; b < options[i].num_beams; ++b) slots.push_back(*cache_.acquire());
+    }
+    if (indices.size() == encoded.size()) {
+      std::vector<int> first_slots(indices.size());
+      for (size_t i = 0; i < indices.size(); ++i) first_slots[indices[i]] = slots[first[i]];
+      decoder_.start(encoded, first_slots.data());  // one GEMM per layer for the whole batch
+    } else {
+      for (size_t i = 0; i < indices.size(); ++i) {
+        decoder_.start(slots[first[i]], encoded.rows(indices[i]), encoded.length(indices[i]));
+      }
+    }
+    for (size_t i = 0; i < indices.size(); ++i) {
+      ready.push_back(prepare(&slots[first[i]], options[i]));
+      handles.push_back(ready.back().handle);
+    }
+  } catch (...) {
+    for (int s : slots) cache_.release(s);
+    throw;
+  }
+  for (Active& a : ready) active_.push_back(std::move(a));  // capacity reserved: cannot throw
   return handles;
 }
 
@@ -416,12 +435,21 @@ void Generator::step(std::vector<Finished>& finished) {
   for (size_t a = 0; a < active_.size(); ++a) {
     active_[a].search->advance(logits.row(row_of_[a]), vocab, cache_);
   }
-  // Finished sequences leave at once, freeing their slots for the next step.
+  // Finished sequences leave at once, freeing their slots for the next step. First the results
+  // (may throw on out of memory: then nothing changed), then the removal (cannot throw).
+  const size_t before = finished.size();
+  try {
+    for (const Active& a : active_) {
+      if (a.search->done()) finished.push_back({a.handle, a.search->result()});
+    }
+  } catch (...) {
+    finished.resize(before);
+    throw;
+  }
   size_t kept = 0;
   for (size_t a = 0; a < active_.size(); ++a) {
     SearchStrategy& s = *active_[a].search;
     if (s.done()) {
-      finished.push_back({active_[a].handle, s.result()});
       for (int i = 0; i < s.num_slots(); ++i) cache_.release(s.slots()[i]);
     } else {
       if (kept != a) active_[kept] = std::move(active_[a]);

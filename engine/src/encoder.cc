@@ -34,6 +34,15 @@ struct Encoder::Workspace {
   }
 };
 
+bool EncoderOutput::valid(int64_t d_model) const {
+  if (offsets.empty() || offsets.front() != 0) return false;
+  for (size_t i = 1; i < offsets.size(); ++i) {
+    if (offsets[i] <= offsets[i - 1]) return false;
+  }
+  if (offsets.size() == 1) return true;
+  return hidden.rank() == 2 && hidden.dim(1) == d_model && offsets.back() <= hidden.dim(0);
+}
+
 Encoder::Encoder(std::shared_ptr<const T5Model> model)
     : model_(std::move(model)), ws_(std::make_shared<Workspace>()) {}
 

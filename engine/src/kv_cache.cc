@@ -13,6 +13,11 @@ KvCache::KvCache(const T5Config& config, const KvCacheOptions& options)
   if (options.max_beams < 1) throw EngineError("KvCacheOptions.max_beams must be >= 1");
   if (options.max_target_len < 2) throw EngineError("KvCacheOptions.max_target_len must be >= 2");
   if (options.max_source_len < 1) throw EngineError("KvCacheOptions.max_source_len must be >= 1");
+  if (options.num_slots > 4096 || options.max_beams > 64 || options.max_target_len > 4097 ||
+      options.max_source_len > 65536) {
+    throw EngineError("KvCacheOptions: num_slots <= 4096, max_beams <= 64, max_target_len <= 4097, "
+                      "max_source_len <= 65536");
+  }
   const int64_t slots = options.num_slots;
   self_k_ = Tensor::empty({slots * layers_ * options.max_target_len, inner_});
   self_v_ = Tensor::empty({slots * layers_ * options.max_target_len, inner_});
@@ -25,6 +30,7 @@ KvCache::KvCache(const T5Config& config, const KvCacheOptions& options)
   length_.assign(static_cast<size_t>(slots), 0);
   source_length_.assign(static_cast<size_t>(slots), 0);
   free_.reserve(static_cast<size_t>(slots));
+  held_.assign(static_cast<size_t>(slots), 0);
   for (int s = options.num_slots - 1; s >= 0; --s) free_.push_back(s);  // hand out 0 first
 }
 
@@ -38,14 +44,30 @@ std::optional<int> KvCache::acquire() {
   if (free_.empty()) return std::nullopt;
   const int slot = free_.back();
   free_.pop_back();
+  held_[static_cast<size_t>(slot)] = 1;
   length_[static_cast<size_t>(slot)] = 0;
   source_length_[static_cast<size_t>(slot)] = 0;
   return slot;
 }
 
 void KvCache::release(int slot) {
-  if (slot < 0 || slot >= options_.num_slots) throw EngineError("KvCache::release: bad slot");
+  if (!held(slot)) throw EngineError("KvCache::release: slot " + std::to_string(slot) + " is not held");
+  held_[static_cast<size_t>(slot)] = 0;
   free_.push_back(slot);  // capacity reserved to num_slots: no allocation
+}
+
+void KvCache::set_length(int slot, int64_t len) {
+  if (slot < 0 || slot >= options_.num_slots || len < 0 || len > options_.max_target_len) {
+    throw EngineError("KvCache::set_length: slot " + std::to_string(slot) + ", length " + std::to_string(len));
+  }
+  length_[static_cast<size_t>(slot)] = len;
+}
+
+void KvCache::set_source_length(int slot, int64_t len) {
+  if (slot < 0 || slot >= options_.num_slots || len < 0 || len > options_.max_source_len) {
+    throw EngineError("KvCache::set_source_length: slot " + std::to_string(slot) + ", length " + std::to_string(len));
+  }
+  source_length_[static_cast<size_t>(slot)] = len;
 }
 
 float* KvCache::self_k(int slot, int64_t layer) {

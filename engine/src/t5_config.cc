@@ -60,7 +60,10 @@ class Reader {
 
  private:
   int token_from(const std::string& key, const json& v) const {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) fail(key, "must be a token id (integer >= 0), got " + v.dump());
+    // Range-checked before narrowing: 4294967295 must not become -1.
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t{1} << 30)) {
+      fail(key, "must be a token id (integer >= 0), got " + v.dump());
+    }
     return static_cast<int>(v.get<int64_t>());
   }
 
@@ -104,6 +107,12 @@ T5Config T5Config::from_json_text(const std::string& text, const std::string& so
   c.relative_attention_max_distance = r.positive("relative_attention_max_distance", 128);
   if (c.relative_attention_num_buckets < 4 || c.relative_attention_num_buckets % 2 != 0) {
     r.fail("relative_attention_num_buckets", "must be an even number >= 4");
+  }
+  // The log-spaced buckets start at num_buckets/2 (causal) or /4 (bidirectional); a max_distance
+  // at or below that makes HF's formula divide by log(<= 1).
+  if (c.relative_attention_max_distance <= c.relative_attention_num_buckets / 2) {
+    r.fail("relative_attention_max_distance", "must be greater than relative_attention_num_buckets / 2 (" +
+                                                  std::to_string(c.relative_attention_num_buckets / 2) + ")");
   }
   const double eps = r.number("layer_norm_epsilon", 1e-6);
   if (!(eps > 0 && eps < 1)) r.fail("layer_norm_epsilon", "must be in (0, 1)");

@@ -142,6 +142,53 @@ TEST_F(BatchingTest, InvalidRequestsAreErrorsNotCrashes) {
   EXPECT_EQ(gen.free_slots(), 2) << "a refused request holds no slot";
 }
 
+TEST_F(BatchingTest, MisuseOfSlotsIsAnErrorNotCorruption) {
+  KvCache cache(model_->config(), {.num_slots = 3, .max_beams = 1, .max_target_len = 8, .max_source_len = 16});
+  EXPECT_THROW(cache.release(0), EngineError) << "not held";
+  const int a = *cache.acquire();
+  cache.release(a);
+  EXPECT_THROW(cache.release(a), EngineError) << "released twice would hand one slot to two sequences";
+  EXPECT_EQ(cache.free_slots(), 3);
+  EXPECT_THROW(cache.set_length(a, -1), EngineError);
+  EXPECT_THROW(cache.set_length(a, 9), EngineError);
+  EXPECT_THROW(cache.set_source_length(a, 17), EngineError);
+
+  Decoder decoder(model_, cache);
+  Encoder encoder(model_);
+  EncoderOutput enc = encoder.encode({kInputs[1]});
+  const int s0 = *cache.acquire();
+  const int s1 = *cache.acquire();
+  const int free_slot = (s0 != 0 && s1 != 0) ? 0 : (s0 != 1 && s1 != 1) ? 1 : 2;
+  const int tokens[2] = {0, 0};
+  EXPECT_THROW(decoder.start(free_slot, enc.rows(0), enc.length(0)), EngineError) << "slot not held";
+  decoder.start(s0, enc.rows(0), enc.length(0));
+  const int not_started[1] = {s1};
+  EXPECT_THROW(decoder.step(not_started, tokens, 1), EngineError);
+  const int twice[2] = {s0, s0};
+  EXPECT_THROW(decoder.step(twice, tokens, 2), EngineError);
+  const int unheld[1] = {free_slot};
+  EXPECT_THROW(decoder.step(unheld, tokens, 1), EngineError);
+  const int out_of_range[1] = {7};
+  EXPECT_THROW(decoder.step(out_of_range, tokens, 1), EngineError);
+  const int good[1] = {s0};
+  EXPECT_NO_THROW(decoder.step(good, tokens, 1));
+}
+
+TEST_F(BatchingTest, MalformedEncoderOutputIsRefusedWithoutHoldingSlots) {
+  Encoder encoder(model_);
+  GeneratorOptions go;
+  go.cache = {.num_slots = 4, .max_beams = 2, .max_target_len = 8, .max_source_len = 32};
+  Generator gen(model_, go);
+  EncoderOutput enc = encoder.encode({kInputs[0], kInputs[1]});
+  EncoderOutput bad = enc;
+  bad.offsets = {0, 5, 5};  // an empty sequence
+  EXPECT_THROW(gen.add(bad, 1, {.max_new_tokens = 4}), EngineError);
+  bad.offsets = {0, 5, 400};  // past the hidden rows
+  EXPECT_THROW(gen.add(bad, std::vector<DecodingOptions>(2, DecodingOptions{.max_new_tokens = 4})), EngineError);
+  EXPECT_EQ(gen.free_slots(), 4);
+  EXPECT_EQ(gen.active(), 0);
+}
+
 TEST(DecodingOptionsTest, ValidateNamesTheField) {
   auto message = [](const DecodingOptions& o) {
     try {

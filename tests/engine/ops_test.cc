@@ -57,7 +57,8 @@ TEST(CpuKernels, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
   const int64_t heads = 2, hd = 4, inner = heads * hd, len = 5;
   std::mt19937 rng(7);
   std::normal_distribution<float> dist;
-  std::vector<float> q(len * inner), k(len * inner), v(len * inner), out(len * inner), scratch(len);
+  std::vector<float> q(len * inner), k(len * inner), v(len * inner), out(len * inner),
+      scratch(static_cast<size_t>(len * ops::max_threads()));  // one row per thread, as the contract says
   for (auto* vec : {&q, &k, &v}) {
     for (auto& x : *vec) x = dist(rng);
   }

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,7 +11,7 @@ namespace seqpipe::engine::cpu {
 
 namespace {
 const int g_max_threads = omp_get_max_threads();
-int g_threads = g_max_threads;  // until ModelOptions.threads says otherwise
+std::atomic<int> g_threads{g_max_threads};  // until ModelOptions.threads says otherwise
 
 // 16 floats: one AVX-512 register (two AVX2 registers when built for such a machine).
 typedef float Vec16 __attribute__((vector_size(64), aligned(4)));
@@ -79,7 +80,7 @@ constexpr DotTile kDotTiles[kTileRows][2] = {{dot_tile<1, 4>, dot_tile<1, 1>},
                                              {dot_tile<4, 4>, dot_tile<4, 1>}};
 }  // namespace
 
-void set_num_threads(int threads) { g_threads = std::clamp(threads, 1, g_max_threads); }
+void set_num_threads(int threads) { g_threads.store(std::clamp(threads, 1, g_max_threads)); }
 
 int max_threads() { return g_max_threads; }
 
@@ -94,7 +95,7 @@ void linear_tiled(const float* x, int64_t m, const float* w, int64_t n, int64_t 
   // Blocks of kTileCols weight rows are split across threads; each block meets every input row
   // while it is in L1, so the weights are streamed from memory once per row chunk.
   const int64_t blocks = (n + kTileCols - 1) / kTileCols;
-#pragma omp parallel for num_threads(g_threads) schedule(static) if (n * k >= (1 << 16))
+#pragma omp parallel for num_threads(g_threads.load(std::memory_order_relaxed)) schedule(static) if (n * k >= (1 << 16))
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t j0 = b * kTileCols;
     const int64_t cols = std::min<int64_t>(kTileCols, n - j0);
@@ -170,7 +171,7 @@ void attention(const ops::AttentionArgs& args) {
   // to split further.
   int64_t work = 0;
   for (int64_t s = 0; s < args.num_seqs; ++s) work += args.seqs[s].q_rows * args.seqs[s].k_rows;
-#pragma omp parallel for num_threads(g_threads) schedule(dynamic, 1) if (args.num_seqs > 1 && work * args.num_heads * args.head_dim >= (1 << 15))
+#pragma omp parallel for num_threads(g_threads.load(std::memory_order_relaxed)) schedule(dynamic, 1) if (args.num_seqs > 1 && work * args.num_heads * args.head_dim >= (1 << 15))
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     float* scores = args.scratch + static_cast<int64_t>(omp_get_thread_num()) * args.scratch_size;
     const ops::AttentionSequence& seq = args.seqs[s];

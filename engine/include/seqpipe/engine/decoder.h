@@ -14,6 +14,8 @@ namespace seqpipe::engine {
 class Decoder {
  public:
   Decoder(std::shared_ptr<const T5Model> model, KvCache& cache);
+  Decoder(const Decoder&) = delete;  // holds a reference to its cache
+  Decoder& operator=(const Decoder&) = delete;
 
   // Prepares `slot` for a new sequence: computes the cross-attention K/V of every layer from
   // the sequence's encoder rows [source_len, d_model] and empties its self-attention cache.

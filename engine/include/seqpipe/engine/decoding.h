@@ -49,9 +49,13 @@ struct GeneratorOptions {
   KvCacheOptions cache;
 };
 
+// Not thread-safe: one thread calls add, cancel and step (the decoder service's loop).
+// Not copyable or movable (its Decoder refers to its KvCache): hold it by unique_ptr if needed.
 class Generator {
  public:
   Generator(std::shared_ptr<const T5Model> model, const GeneratorOptions& options);
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
 
   // True when the free slots can hold one more sequence with these options.
   bool can_admit(const DecodingOptions& options) const;
@@ -69,7 +73,9 @@ class Generator {
     GenerationResult result;
   };
   // One decoder step over every active sequence; finished ones are appended to `finished`
-  // and their slots freed at once.
+  // and their slots freed at once. The step itself allocates nothing; a finishing sequence's
+  // result (its ids) is the one allocation, once per sequence. If it throws (out of memory),
+  // nothing changed: no sequence was dropped.
   void step(std::vector<Finished>& finished);
 
   int active() const { return static_cast<int>(active_.size()); }
@@ -82,8 +88,10 @@ class Generator {
     std::unique_ptr<SearchStrategy> search;
   };
   void check_admission(const EncoderOutput& encoded, size_t index, const DecodingOptions& options) const;
-  // Takes num_beams slots, gives the cross-attention state of the first to the others.
-  uint64_t admit(const int* slots, const DecodingOptions& options);
+  // Gives the first slot's cross-attention state to the other beams and builds the search.
+  Active prepare(const int* slots, const DecodingOptions& options);
+  std::vector<uint64_t> add_prepared(const EncoderOutput& encoded, const std::vector<size_t>& indices,
+                                     const std::vector<DecodingOptions>& options);
 
   std::shared_ptr<const T5Model> model_;
   KvCache cache_;

@@ -18,11 +18,16 @@ struct EncoderOutput {
   size_t size() const { return offsets.empty() ? 0 : offsets.size() - 1; }
   int64_t length(size_t i) const { return offsets[i + 1] - offsets[i]; }
   const float* rows(size_t i) const { return hidden.row(offsets[i]); }
+  // Offsets start at 0, grow strictly (no empty sequence) and stay within hidden's rows, whose
+  // width is d_model. What Encoder::encode returns always is; a hand-built one is checked.
+  bool valid(int64_t d_model) const;
 };
 
 class Encoder {
  public:
   explicit Encoder(std::shared_ptr<const T5Model> model);
+  Encoder(const Encoder&) = delete;  // the workspace is not shareable between threads
+  Encoder& operator=(const Encoder&) = delete;
 
   // Throws EngineError for an empty sequence or a token id outside the vocabulary.
   // Not thread-safe: the encoder reuses its workspace between calls (it grows, never shrinks).

@@ -12,6 +12,7 @@
 
 namespace seqpipe::engine {
 
+// Upper bounds keep every size computation far from overflow.
 struct KvCacheOptions {
   int num_slots = 32;            // sequences (beams) decoded at once
   int max_beams = 8;             // largest num_beams a sequence may use (sizes the reorder scratch)
@@ -28,15 +29,17 @@ class KvCache {
   int free_slots() const { return static_cast<int>(free_.size()); }
   uint64_t bytes() const;
 
-  // A free slot, or nullopt when all are held. acquire/release allocate nothing.
+  // A free slot, or nullopt when all are held. acquire/release allocate nothing; releasing a
+  // slot that is not held is an EngineError (it would hand one slot to two sequences).
   std::optional<int> acquire();
   void release(int slot);
+  bool held(int slot) const { return slot >= 0 && slot < options_.num_slots && held_[static_cast<size_t>(slot)]; }
 
   // Positions filled in the slot's self-attention cache, and the encoder length it attends to.
   int64_t length(int slot) const { return length_[static_cast<size_t>(slot)]; }
-  void set_length(int slot, int64_t len) { length_[static_cast<size_t>(slot)] = len; }
+  void set_length(int slot, int64_t len);  // EngineError outside [0, max_target_len]
   int64_t source_length(int slot) const { return source_length_[static_cast<size_t>(slot)]; }
-  void set_source_length(int slot, int64_t len) { source_length_[static_cast<size_t>(slot)] = len; }
+  void set_source_length(int slot, int64_t len);  // EngineError outside [0, max_source_len]
 
   // Row pointers ([positions, inner_dim], row stride inner_dim).
   float* self_k(int slot, int64_t layer);
@@ -59,6 +62,7 @@ class KvCache {
   std::vector<int64_t> scratch_length_;
   std::vector<int64_t> length_, source_length_;
   std::vector<int> free_;
+  std::vector<uint8_t> held_;
 };
 
 }  // namespace seqpipe::engine
