@@ -1,0 +1,704 @@
+// The pipeline configuration: the shipped file, overrides, every validation error (each must
+// name its key), endpoint resolution, the service command line and run_service_main.
+#include "seqpipe/common/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace seqpipe::config {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+const std::string kSourceDir = SEQPIPE_SOURCE_DIR;
+const std::string kShippedConfig = kSourceDir + "/config/pipeline.yaml";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The ConfigError message of loading `yaml` as "test.yaml" with `overrides`, or "" if it loads.
+std::string load_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_config_text(yaml, "test.yaml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A fresh directory under /tmp (short, so ipc paths in it fit a Unix socket), removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = "/tmp/seqpipe-config-test-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string file = path_ + "/" + name;
+    std::ofstream(file) << text;
+    return file;
+  }
+
+ private:
+  std::string path_;
+};
+
+// argv for parse_service_args / run_service_main; argv[0] is the program name.
+class Argv {
+ public:
+  Argv(std::initializer_list<std::string> args) : strings_(args) {
+    strings_.insert(strings_.begin(), "seqpipe-test");
+    for (std::string& s : strings_) pointers_.push_back(s.data());
+    pointers_.push_back(nullptr);
+  }
+  int argc() const { return static_cast<int>(strings_.size()); }
+  char** argv() { return pointers_.data(); }
+
+ private:
+  std::vector<std::string> strings_;
+  std::vector<char*> pointers_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The shipped file and the reference
+
+TEST(ConfigFile, ShippedFileLoadsAndEqualsTheBuiltInDefaults) {
+  const PipelineConfig loaded = load_config(kShippedConfig);
+  EXPECT_EQ(to_yaml(loaded), to_yaml(PipelineConfig{}));  // a readable diff if not
+  EXPECT_TRUE(loaded == PipelineConfig{});
+}
+
+TEST(ConfigFile, ShippedFileSpellsOutEveryKey) {
+  // The file is the user-facing reference: a key missing from it is undocumented.
+  const YAML::Node root = YAML::LoadFile(kShippedConfig);
+  for (const std::string& key : config_keys()) {
+    const size_t dot = key.find('.');
+    const YAML::Node node =
+        dot == std::string::npos ? root[key] : root[key.substr(0, dot)][key.substr(dot + 1)];
+    EXPECT_TRUE(node.IsDefined()) << key << " is missing from config/pipeline.yaml";
+  }
+}
+
+TEST(ConfigFile, ReferenceDocumentNamesEveryKey) {
+  const std::string doc = read_text(kSourceDir + "/docs/CONFIG.md");
+  ASSERT_FALSE(doc.empty());
+  for (const std::string& key : config_keys()) {
+    EXPECT_THAT(doc, HasSubstr("`" + key + "`")) << key << " is missing from docs/CONFIG.md";
+  }
+}
+
+TEST(ConfigFile, KeysAreListedInFileOrder) {
+  const std::vector<std::string> keys = config_keys();
+  ASSERT_GE(keys.size(), 35u);
+  EXPECT_EQ(keys.front(), "runtime_dir");
+  EXPECT_EQ(keys[1], "model.dir");
+  EXPECT_EQ(keys.back(), "postprocessor.metrics_port");
+}
+
+TEST(ConfigFile, EmptyDocumentAndEmptySectionsTakeDefaults) {
+  EXPECT_TRUE(load_config_text("", "empty.yaml") == PipelineConfig{});
+  EXPECT_TRUE(load_config_text("# only a comment\n", "c.yaml") == PipelineConfig{});
+  EXPECT_TRUE(load_config_text("batcher:\ndecoder:\n", "s.yaml") == PipelineConfig{});
+}
+
+TEST(ConfigFile, MissingKeysKeepTheirDefaults) {
+  const PipelineConfig c = load_config_text(
+      "batcher:\n  max_batch_size: 16\n  preferred_batch_sizes: [4, 8]\n"
+      "decoder:\n  num_slots: 64\n",
+      "partial.yaml");
+  EXPECT_EQ(c.batcher.max_batch_size, 16);
+  EXPECT_THAT(c.batcher.preferred_batch_sizes, ElementsAre(4, 8));
+  EXPECT_EQ(c.batcher.max_queue_delay_us, 2000u);
+  EXPECT_EQ(c.decoder.num_slots, 64);
+  EXPECT_EQ(c.decoder.max_beams, 8);
+  EXPECT_EQ(c.gateway.client_endpoint, "tcp://127.0.0.1:5555");
+}
+
+TEST(ConfigFile, ToYamlRoundTripsAChangedConfig) {
+  PipelineConfig c;
+  c.runtime_dir = "/run/seqpipe-test";
+  c.model.dir = "/models/my model";
+  c.gateway.results_endpoint = "ipc://{runtime_dir}/out.sock";
+  c.gateway.max_message_bytes = 4 << 20;
+  c.batcher.preferred_batch_sizes = {};
+  c.batcher.max_queue_delay_us = 0;
+  c.encoder.threads = 0;
+  c.decoder.max_new_tokens = 200;
+  c.postprocessor.replicas = 1;
+  const std::string yaml = to_yaml(c);
+  EXPECT_THAT(yaml, HasSubstr("max_batch_size: 32"));
+  EXPECT_THAT(yaml, HasSubstr("preferred_batch_sizes: []"));
+  EXPECT_THAT(yaml, HasSubstr("tokenizer_endpoint: \"\""));
+  EXPECT_TRUE(load_config_text(yaml, "round-trip") == c) << yaml;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overrides
+
+TEST(ConfigOverrides, ScalarSequenceAndStringValues) {
+  const PipelineConfig c = load_config(
+      kShippedConfig,
+      {"batcher.max_batch_size=16", "batcher.preferred_batch_sizes=[4, 8]",
+       "gateway.client_endpoint=tcp://0.0.0.0:6000", "decoder.threads=2", "runtime_dir=/run/sp"});
+  EXPECT_EQ(c.batcher.max_batch_size, 16);
+  EXPECT_THAT(c.batcher.preferred_batch_sizes, ElementsAre(4, 8));
+  EXPECT_EQ(c.gateway.client_endpoint, "tcp://0.0.0.0:6000");
+  EXPECT_EQ(c.decoder.threads, 2);
+  EXPECT_EQ(c.runtime_dir, "/run/sp");
+  EXPECT_EQ(c.encoder.threads, 1);  // untouched
+}
+
+TEST(ConfigOverrides, NestedKeysOfInheritedWorkerFields) {
+  const PipelineConfig c = load_config_text(
+      "", "t", {"encoder.replicas=1", "postprocessor.credits=9", "tokenizer.metrics_port=9200"});
+  EXPECT_EQ(c.encoder.replicas, 1);
+  EXPECT_EQ(c.postprocessor.credits, 9);
+  EXPECT_EQ(c.tokenizer.metrics_port, 9200);
+  EXPECT_EQ(c.decoder.replicas, 2);
+}
+
+TEST(ConfigOverrides, ApplyAfterTheFileInOrder) {
+  const PipelineConfig c =
+      load_config_text("batcher:\n  max_batch_size: 8\n  preferred_batch_sizes: [8]\n", "t",
+                       {"batcher.max_batch_size=64", "batcher.max_batch_size=48"});
+  EXPECT_EQ(c.batcher.max_batch_size, 48);
+}
+
+TEST(ConfigOverrides, EmptyValues) {
+  const PipelineConfig c =
+      load_config_text("gateway:\n  tokenizer_endpoint: tcp://127.0.0.1:7000\n", "t",
+                       {"gateway.tokenizer_endpoint=", "batcher.preferred_batch_sizes=[]"});
+  EXPECT_EQ(c.gateway.tokenizer_endpoint, "");
+  EXPECT_TRUE(c.batcher.preferred_batch_sizes.empty());
+}
+
+TEST(ConfigOverrides, CanFixACrossFieldConflictOfTheFile) {
+  // Cross-field checks run once, after every override.
+  const std::string yaml = "decoder:\n  num_slots: 4\n";
+  EXPECT_THAT(load_error(yaml), HasSubstr("decoder.max_beams must be <= decoder.num_slots (4)"));
+  EXPECT_EQ(load_config_text(yaml, "t", {"decoder.max_beams=4"}).decoder.max_beams, 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors: each names its source and key
+
+struct ErrorCase {
+  std::string name;
+  std::string yaml;
+  std::vector<std::string> overrides;
+  std::string expected;  // a substring of the message
+};
+
+void PrintTo(const ErrorCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class ConfigErrors : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(ConfigErrors, NameTheKey) {
+  const ErrorCase& c = GetParam();
+  EXPECT_THAT(load_error(c.yaml, c.overrides), HasSubstr(c.expected));
+}
+
+const ErrorCase kErrorCases[] = {
+    {"UnknownSection",
+     "model:\n  dir: m\nbatchr:\n  max_batch_size: 8\n",
+     {},
+     "test.yaml:3: unknown key 'batchr' (did you mean batcher?)"},
+    {"UnknownKeyWithSuggestion",
+     "batcher:\n  max_batchsize: 8\n",
+     {},
+     "test.yaml:2: unknown key 'batcher.max_batchsize' (did you mean max_batch_size?)"},
+    {"UnknownKeyWithoutSuggestion",
+     "decoder:\n  colour: blue\n",
+     {},
+     "test.yaml:2: unknown key 'decoder.colour'"},
+    {"KeyOfAnotherSection", "tokenizer:\n  threads: 2\n", {}, "unknown key 'tokenizer.threads'"},
+    {"NotAnInteger",
+     "batcher:\n  max_batch_size: lots\n",
+     {},
+     "test.yaml:2: batcher.max_batch_size must be an integer, got 'lots'"},
+    {"FractionIsNotAnInteger",
+     "decoder:\n  num_slots: 1.5\n",
+     {},
+     "decoder.num_slots must be an integer, got '1.5'"},
+    {"ListWhereIntegerExpected",
+     "encoder:\n  threads: [1]\n",
+     {},
+     "encoder.threads must be an integer, got a list"},
+    {"NoValueForInteger",
+     "encoder:\n  threads:\n",
+     {},
+     "test.yaml:2: encoder.threads must be an integer, got nothing"},
+    {"IntegerOverflow",
+     "gateway:\n  max_texts: 99999999999999999999\n",
+     {},
+     "gateway.max_texts must be an integer in [1, 4096], got '99999999999999999999'"},
+    {"ScalarWhereListExpected",
+     "batcher:\n  preferred_batch_sizes: 8\n",
+     {},
+     "batcher.preferred_batch_sizes must be a list of integers like [8, 16], got '8'"},
+    {"BadListElement",
+     "batcher:\n  preferred_batch_sizes: [8, x]\n",
+     {},
+     "batcher.preferred_batch_sizes[1] must be an integer, got 'x'"},
+    {"MappingWhereStringExpected",
+     "model:\n  dir: {a: 1}\n",
+     {},
+     "model.dir must be a string, got a mapping"},
+    {"SectionNotAMapping",
+     "batcher: 3\n",
+     {},
+     "test.yaml:1: batcher must be a mapping of keys, got '3'"},
+    {"TopLevelNotAMapping",
+     "- a\n- b\n",
+     {},
+     "test.yaml:1: the top level must be a mapping of sections"},
+    {"OutOfRange",
+     "batcher:\n  max_batch_size: 0\n",
+     {},
+     "test.yaml:2: batcher.max_batch_size must be an integer in [1, 1024], got 0"},
+    {"NegativeUnsigned",
+     "gateway:\n  default_timeout_ms: -5\n",
+     {},
+     "gateway.default_timeout_ms must be an integer in [1, 3600000], got -5"},
+    {"PortOutOfRange",
+     "gateway:\n  metrics_port: 70000\n",
+     {},
+     "gateway.metrics_port must be an integer in [0, 65535], got 70000"},
+    {"ReplicasZero",
+     "encoder:\n  replicas: 0\n",
+     {},
+     "encoder.replicas must be an integer in [1, 64], got 0"},
+    {"TooManyBeams",
+     "decoder:\n  max_beams: 17\n",
+     {},
+     "decoder.max_beams must be an integer in [1, 16], got 17"},
+    {"EmptyModelDir", "model:\n  dir: \"\"\n", {}, "test.yaml:2: model.dir must not be empty"},
+    {"RelativeRuntimeDir",
+     "runtime_dir: run/seqpipe\n",
+     {},
+     "runtime_dir must be an absolute path"},
+    {"BadEndpointScheme",
+     "batcher:\n  encoder_endpoint: http://127.0.0.1:80\n",
+     {},
+     "test.yaml:2: batcher.encoder_endpoint must start with tcp://, ipc:// or inproc://, got "
+     "'http://127.0.0.1:80'"},
+    {"TcpEndpointWithoutPort",
+     "gateway:\n  client_endpoint: tcp://localhost\n",
+     {},
+     "gateway.client_endpoint must be tcp://HOST:PORT"},
+    {"TcpEndpointBadPort",
+     "gateway:\n  client_endpoint: tcp://localhost:99999\n",
+     {},
+     "gateway.client_endpoint must be tcp://HOST:PORT"},
+    {"EndpointWithNothingAfterScheme",
+     "batcher:\n  decoder_endpoint: ipc://\n",
+     {},
+     "batcher.decoder_endpoint has nothing after ipc://"},
+    {"UnknownPlaceholder",
+     "batcher:\n  decoder_endpoint: ipc://{runtimedir}/d.sock\n",
+     {},
+     "batcher.decoder_endpoint: unknown placeholder in 'ipc://{runtimedir}/d.sock'"},
+    {"PreferredSizesUnsorted",
+     "batcher:\n  preferred_batch_sizes: [16, 8]\n",
+     {},
+     "test.yaml:2: batcher.preferred_batch_sizes must be strictly ascending, got 16 then 8"},
+    {"PreferredSizesRepeated",
+     "batcher:\n  preferred_batch_sizes: [8, 8]\n",
+     {},
+     "strictly ascending, got 8 then 8"},
+    {"PreferredSizeAboveMax",
+     "batcher:\n  max_batch_size: 16\n  preferred_batch_sizes: [8, 32]\n",
+     {},
+     "test.yaml:3: batcher.preferred_batch_sizes[1] = 32 is larger than batcher.max_batch_size "
+     "(16)"},
+    {"BatchTokensBelowInputTokens",
+     "model:\n  max_input_tokens: 512\nbatcher:\n  max_batch_tokens: 256\n",
+     {},
+     "test.yaml:4: batcher.max_batch_tokens must be >= model.max_input_tokens (512), got 256"},
+    {"QueueSmallerThanBatch",
+     "batcher:\n  max_queue_size: 16\n",
+     {},
+     "batcher.max_queue_size must be >= batcher.max_batch_size (32), got 16"},
+    {"MoreTextsThanQueue",
+     "gateway:\n  max_texts: 2048\n",
+     {},
+     "gateway.max_texts must be <= batcher.max_queue_size (1024), got 2048"},
+    {"BeamsAboveSlots",
+     "decoder:\n  num_slots: 4\n  max_beams: 8\n",
+     {},
+     "test.yaml:3: decoder.max_beams must be <= decoder.num_slots (4)"},
+    {"DefaultTimeoutAboveMax",
+     "gateway:\n  default_timeout_ms: 5000\n  max_timeout_ms: 2000\n",
+     {},
+     "test.yaml:2: gateway.default_timeout_ms must be <= gateway.max_timeout_ms (2000), got 5000"},
+    {"TextLargerThanMessage",
+     "gateway:\n  max_message_bytes: 2048\n  max_text_bytes: 4096\n",
+     {},
+     "gateway.max_text_bytes must be <= gateway.max_message_bytes (2048), got 4096"},
+    {"SameEndpointTwice",
+     "batcher:\n  encoder_endpoint: tcp://127.0.0.1:7000\n  decoder_endpoint: "
+     "tcp://127.0.0.1:7000\n",
+     {},
+     "test.yaml:3: batcher.decoder_endpoint and batcher.encoder_endpoint are the same endpoint "
+     "'tcp://127.0.0.1:7000'"},
+    {"EndpointEqualToAnotherDefault",
+     "gateway:\n  results_endpoint: ipc://{runtime_dir}/decoder.sock\n",
+     {},
+     "batcher.decoder_endpoint and gateway.results_endpoint are the same endpoint"},
+    {"MetricsPortsOverlap",
+     "encoder:\n  metrics_port: 9099\n",
+     {},
+     "test.yaml:2: encoder.metrics_port 9099..9100 overlaps gateway.metrics_port 9100"},
+    {"MetricsPortPastTheLastPort",
+     "decoder:\n  replicas: 4\n  metrics_port: 65534\n",
+     {},
+     "decoder.metrics_port + decoder.replicas - 1 must be <= 65535"},
+    {"MalformedYamlHasTheLine",
+     "batcher:\n  max_batch_size: 8\n  preferred_batch_sizes: [8, 16\n  metrics_port: 1\n",
+     {},
+     "test.yaml:4:"},
+    {"MalformedYamlSaysSo", "batcher:\n\tmax_batch_size: 8\n", {}, "not valid YAML"},
+    {"DuplicateKey",
+     "batcher:\n  max_batch_size: 8\n  max_queue_size: 64\n  max_batch_size: 16\n",
+     {},
+     "test.yaml:4: duplicate key 'batcher.max_batch_size' (first at line 2)"},
+    {"DuplicateSection",
+     "decoder:\n  threads: 1\ndecoder:\n  threads: 2\n",
+     {},
+     "test.yaml:3: duplicate key 'decoder' (first at line 1)"},
+    {"SetWithoutEquals",
+     "",
+     {"batcher.max_batch_size"},
+     "--set batcher.max_batch_size: expected key=value"},
+    {"SetWithoutKey", "", {"=8"}, "--set =8: expected key=value"},
+    {"SetUnknownKey",
+     "",
+     {"batcher.max_batchsize=8"},
+     "--set batcher.max_batchsize=8: unknown key 'batcher.max_batchsize' (did you mean "
+     "batcher.max_batch_size?)"},
+    {"SetSection", "", {"batcher=8"}, "--set batcher=8: unknown key 'batcher'"},
+    {"SetWrongType",
+     "",
+     {"decoder.threads=abc"},
+     "--set decoder.threads=abc: decoder.threads must be an integer, got 'abc'"},
+    {"SetOutOfRange",
+     "",
+     {"batcher.max_batch_size=0"},
+     "--set batcher.max_batch_size=0: batcher.max_batch_size must be an integer in [1, 1024], got "
+     "0"},
+    {"SetEmptyInteger",
+     "",
+     {"decoder.threads="},
+     "--set decoder.threads=: decoder.threads must be an integer, got nothing"},
+    {"SetMalformedList",
+     "",
+     {"batcher.preferred_batch_sizes=[4,"},
+     "--set batcher.preferred_batch_sizes=[4,: batcher.preferred_batch_sizes: value is not valid "
+     "YAML"},
+    {"SetBadEndpoint",
+     "",
+     {"batcher.encoder_endpoint=localhost:5"},
+     "--set batcher.encoder_endpoint=localhost:5: batcher.encoder_endpoint must start with tcp://"},
+    {"SetCausesCrossFieldError",
+     "",
+     {"batcher.preferred_batch_sizes=[8, 64]"},
+     "--set batcher.preferred_batch_sizes=[8, 64]: batcher.preferred_batch_sizes[1] = 64 is larger "
+     "than "
+     "batcher.max_batch_size (32)"},
+};
+
+INSTANTIATE_TEST_SUITE_P(ConfigValidation, ConfigErrors, ::testing::ValuesIn(kErrorCases),
+                         [](const ::testing::TestParamInfo<ErrorCase>& info) {
+                           return info.param.name;
+                         });
+
+TEST(ConfigErrorsMore, MissingFileNamesTheFile) {
+  try {
+    load_config("/nonexistent/pipeline.yaml");
+    FAIL() << "loaded a missing file";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), StartsWith("/nonexistent/pipeline.yaml: cannot read"));
+  }
+}
+
+TEST(ConfigErrorsMore, FileErrorsNameTheFile) {
+  TempDir dir;
+  const std::string path = dir.write("bad.yaml", "batcher:\n  max_batch_size: 0\n");
+  try {
+    load_config(path);
+    FAIL() << "loaded a bad file";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path + ":2: batcher.max_batch_size must be an integer in [1, 1024], got 0");
+  }
+}
+
+TEST(ConfigErrorsMore, ValidateChecksConfigsBuiltInCode) {
+  PipelineConfig c;
+  EXPECT_NO_THROW(validate(c));
+  c.decoder.num_slots = 0;
+  EXPECT_THAT([&] { validate(c); },
+              ::testing::ThrowsMessage<ConfigError>(
+                  HasSubstr("decoder.num_slots must be an integer in [1, 4096], got 0")));
+  c = PipelineConfig{};
+  c.gateway.max_message_bytes = size_t{1} << 40;
+  EXPECT_THROW(validate(c), ConfigError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Endpoints
+
+TEST(ConfigEndpoints, EmptyEndpointsBecomeSocketsInTheRuntimeDir) {
+  const PipelineConfig c = resolve_endpoints(PipelineConfig{}, "/run/user/1000/seqpipe/");
+  EXPECT_EQ(c.runtime_dir, "/run/user/1000/seqpipe");
+  EXPECT_EQ(c.gateway.client_endpoint, "tcp://127.0.0.1:5555");
+  EXPECT_EQ(c.gateway.tokenizer_endpoint, "ipc:///run/user/1000/seqpipe/tokenizer.sock");
+  EXPECT_EQ(c.gateway.results_endpoint, "ipc:///run/user/1000/seqpipe/results.sock");
+  EXPECT_EQ(c.batcher.ingress_endpoint, "ipc:///run/user/1000/seqpipe/batcher-in.sock");
+  EXPECT_EQ(c.batcher.encoder_endpoint, "ipc:///run/user/1000/seqpipe/encoder.sock");
+  EXPECT_EQ(c.batcher.decoder_endpoint, "ipc:///run/user/1000/seqpipe/decoder.sock");
+  EXPECT_EQ(c.batcher.postprocessor_endpoint, "ipc:///run/user/1000/seqpipe/postprocessor.sock");
+  EXPECT_TRUE(resolve_endpoints(c, c.runtime_dir) == c);  // idempotent
+}
+
+TEST(ConfigEndpoints, PlaceholderIsReplaced) {
+  const PipelineConfig loaded = load_config_text(
+      "gateway:\n  client_endpoint: ipc://{runtime_dir}/clients.sock\n"
+      "batcher:\n  encoder_endpoint: tcp://10.0.0.2:7001\n",
+      "t", {"batcher.decoder_endpoint=ipc://{runtime_dir}/dec-{runtime_dir}.sock"});
+  const PipelineConfig c = resolve_endpoints(loaded, "/tmp/sp");
+  EXPECT_EQ(c.gateway.client_endpoint, "ipc:///tmp/sp/clients.sock");
+  EXPECT_EQ(c.batcher.encoder_endpoint, "tcp://10.0.0.2:7001");
+  EXPECT_EQ(c.batcher.decoder_endpoint, "ipc:///tmp/sp/dec-/tmp/sp.sock");
+}
+
+TEST(ConfigEndpoints, RuntimeDirMustBeAbsolute) {
+  EXPECT_THAT(
+      [] { resolve_endpoints(PipelineConfig{}, "run/seqpipe"); },
+      ::testing::ThrowsMessage<ConfigError>(HasSubstr("runtime_dir must be an absolute path")));
+  EXPECT_THROW(resolve_endpoints(PipelineConfig{}, ""), ConfigError);
+}
+
+TEST(ConfigEndpoints, IpcPathTooLongForAUnixSocket) {
+  const std::string dir = "/" + std::string(100, 'd');
+  EXPECT_THAT(
+      [&] { resolve_endpoints(PipelineConfig{}, dir); },
+      ::testing::ThrowsMessage<ConfigError>(
+          AllOf(HasSubstr("gateway.tokenizer_endpoint: the ipc path"), HasSubstr("at most 107"))));
+}
+
+TEST(ConfigEndpoints, EndpointsThatBecomeEqualAreAnError) {
+  PipelineConfig c;
+  c.batcher.ingress_endpoint = "ipc:///run/sp/a.sock";
+  c.batcher.encoder_endpoint = "ipc://{runtime_dir}/a.sock";
+  EXPECT_NO_THROW(validate(c));  // different until the runtime directory is known
+  EXPECT_THAT([&] { resolve_endpoints(c, "/run/sp"); },
+              ::testing::ThrowsMessage<ConfigError>(HasSubstr(
+                  "batcher.encoder_endpoint and batcher.ingress_endpoint are the same endpoint")));
+}
+
+TEST(ConfigEndpoints, ChooseRuntimeDir) {
+  EXPECT_EQ(choose_runtime_dir("/srv/sp", "/run/user/7", 7), "/srv/sp");
+  EXPECT_EQ(choose_runtime_dir("", "/run/user/7", 7), "/run/user/7/seqpipe");
+  EXPECT_EQ(choose_runtime_dir("", nullptr, 7), "/tmp/seqpipe-7");
+  EXPECT_EQ(choose_runtime_dir("", "", 7), "/tmp/seqpipe-7");
+  EXPECT_EQ(choose_runtime_dir("", "relative/dir", 7), "/tmp/seqpipe-7");  // ignored, as XDG says
+}
+
+// ---------------------------------------------------------------------------------------------
+// The service command line
+
+TEST(ConfigServiceArgs, NoArguments) {
+  Argv a{};
+  const ServiceArgs args = parse_service_args(a.argc(), a.argv());
+  EXPECT_EQ(args.config_path, "");
+  EXPECT_TRUE(args.overrides.empty());
+  EXPECT_FALSE(args.help);
+}
+
+TEST(ConfigServiceArgs, ConfigAndRepeatedSets) {
+  Argv a{"--config",
+         "my.yaml",
+         "--set",
+         "batcher.max_batch_size=8",
+         "--set=decoder.threads=2",
+         "--set",
+         "batcher.preferred_batch_sizes=[4,8]"};
+  const ServiceArgs args = parse_service_args(a.argc(), a.argv());
+  EXPECT_EQ(args.config_path, "my.yaml");
+  EXPECT_THAT(args.overrides, ElementsAre("batcher.max_batch_size=8", "decoder.threads=2",
+                                          "batcher.preferred_batch_sizes=[4,8]"));
+  Argv b{"--config=other.yaml"};
+  EXPECT_EQ(parse_service_args(b.argc(), b.argv()).config_path, "other.yaml");
+}
+
+TEST(ConfigServiceArgs, Help) {
+  Argv a{"--set", "x=1", "--help", "--bogus"};
+  EXPECT_TRUE(parse_service_args(a.argc(), a.argv()).help);
+  Argv b{"-h"};
+  EXPECT_TRUE(parse_service_args(b.argc(), b.argv()).help);
+}
+
+TEST(ConfigServiceArgs, BadUsage) {
+  auto error_of = [](Argv a) -> std::string {
+    try {
+      parse_service_args(a.argc(), a.argv());
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(error_of(Argv{"--verbose"}), "unknown argument '--verbose'");
+  EXPECT_EQ(error_of(Argv{"pipeline.yaml"}), "unknown argument 'pipeline.yaml'");
+  EXPECT_EQ(error_of(Argv{"--config"}), "--config needs a value");
+  EXPECT_EQ(error_of(Argv{"--set"}), "--set needs a value");
+  EXPECT_EQ(error_of(Argv{"--set", "batcher.max_batch_size"}),
+            "--set needs key=value, got 'batcher.max_batch_size'");
+  EXPECT_EQ(error_of(Argv{"--set", "=3"}), "--set needs key=value, got '=3'");
+  EXPECT_EQ(error_of(Argv{"--config", "a.yaml", "--config", "b.yaml"}), "--config given twice");
+  EXPECT_EQ(error_of(Argv{"--config="}), "--config needs a file name");
+}
+
+// ---------------------------------------------------------------------------------------------
+// run_service_main
+
+class ConfigServiceMain : public ::testing::Test {
+ protected:
+  // Runs run_service_main("batcher") with `args`, capturing stdout and stderr.
+  int run_main(Argv args) {
+    ::testing::internal::CaptureStdout();
+    ::testing::internal::CaptureStderr();
+    const int status =
+        run_service_main(args.argc(), args.argv(), "batcher", "Forms encoder batches.",
+                         [&](const PipelineConfig& config) {
+                           ++run_calls;
+                           seen = config;
+                           if (run_throws) throw std::runtime_error("socket exploded");
+                           return run_status;
+                         });
+    out = ::testing::internal::GetCapturedStdout();
+    err = ::testing::internal::GetCapturedStderr();
+    return status;
+  }
+
+  TempDir dir;
+  std::string runtime_dir_set = "runtime_dir=" + dir.path() + "/run";
+  int run_calls = 0;
+  int run_status = 0;
+  bool run_throws = false;
+  PipelineConfig seen;
+  std::string out, err;
+};
+
+TEST_F(ConfigServiceMain, GoodConfigRunsWithResolvedEndpoints) {
+  EXPECT_EQ(run_main(Argv{"--config", kShippedConfig, "--set", runtime_dir_set, "--set",
+                          "batcher.max_batch_size=64"}),
+            0);
+  EXPECT_EQ(run_calls, 1);
+  EXPECT_EQ(seen.batcher.max_batch_size, 64);
+  EXPECT_EQ(seen.runtime_dir, dir.path() + "/run");
+  EXPECT_EQ(seen.batcher.encoder_endpoint, "ipc://" + dir.path() + "/run/encoder.sock");
+  EXPECT_TRUE(std::filesystem::is_directory(dir.path() + "/run"));  // created for the sockets
+  EXPECT_EQ(std::filesystem::status(dir.path() + "/run").permissions(),
+            std::filesystem::perms::owner_all);
+  EXPECT_EQ(err, "");
+}
+
+TEST_F(ConfigServiceMain, ReturnsWhatRunReturns) {
+  run_status = 7;
+  EXPECT_EQ(run_main(Argv{"--config", kShippedConfig, "--set", runtime_dir_set}), 7);
+}
+
+TEST_F(ConfigServiceMain, BadConfigExits2NamingTheKey) {
+  const std::string path = dir.write("bad.yaml", "decoder:\n  num_slots: 4\n  max_beems: 2\n");
+  EXPECT_EQ(run_main(Argv{"--config", path, "--set", runtime_dir_set}), 2);
+  EXPECT_EQ(run_calls, 0);
+  EXPECT_EQ(err, "seqpipe-batcher: " + path +
+                     ":3: unknown key 'decoder.max_beems' (did you mean max_beams?)\n");
+}
+
+TEST_F(ConfigServiceMain, BadOverrideExits2NamingTheKey) {
+  EXPECT_EQ(run_main(Argv{"--config", kShippedConfig, "--set", "decoder.threads=abc"}), 2);
+  EXPECT_EQ(run_calls, 0);
+  EXPECT_THAT(
+      err,
+      StartsWith("seqpipe-batcher: --set decoder.threads=abc: decoder.threads must be an integer"));
+}
+
+TEST_F(ConfigServiceMain, BadUsageExits2WithTheUsageLine) {
+  EXPECT_EQ(run_main(Argv{"--sett", "a=b"}), 2);
+  EXPECT_EQ(run_calls, 0);
+  EXPECT_THAT(err,
+              AllOf(HasSubstr("seqpipe-batcher: unknown argument '--sett'"),
+                    HasSubstr("usage: seqpipe-batcher [--config FILE] [--set key=value ...]")));
+}
+
+TEST_F(ConfigServiceMain, MissingConfigFileExits2) {
+  EXPECT_EQ(run_main(Argv{"--config", dir.path() + "/none.yaml"}), 2);
+  EXPECT_THAT(err, HasSubstr("none.yaml: cannot read"));
+}
+
+TEST_F(ConfigServiceMain, HelpExits0WithoutRunning) {
+  EXPECT_EQ(run_main(Argv{"--help"}), 0);
+  EXPECT_EQ(run_calls, 0);
+  EXPECT_THAT(out, AllOf(StartsWith("usage: seqpipe-batcher [--config FILE] [--set key=value ...]"),
+                         HasSubstr("Forms encoder batches."), HasSubstr("config/pipeline.yaml"),
+                         HasSubstr("docs/CONFIG.md")));
+  EXPECT_EQ(err, "");
+}
+
+TEST_F(ConfigServiceMain, RunThrowingExits1) {
+  run_throws = true;
+  EXPECT_EQ(run_main(Argv{"--config", kShippedConfig, "--set", runtime_dir_set}), 1);
+  EXPECT_EQ(err, "seqpipe-batcher: error: socket exploded\n");
+}
+
+TEST_F(ConfigServiceMain, WithoutConfigUsesTheDefaultPathOrBuiltInDefaults) {
+  const std::filesystem::path previous = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  // No config/pipeline.yaml here: built-in defaults, and a note saying so.
+  const int without_file = run_main(Argv{"--set", runtime_dir_set});
+  const std::string err_without_file = err;
+  const int seen_without_file = seen.batcher.max_batch_size;
+  // With one: it is read.
+  std::filesystem::create_directory(dir.path() + "/config");
+  dir.write("config/pipeline.yaml",
+            "batcher:\n  max_batch_size: 8\n  preferred_batch_sizes: [8]\n");
+  const int with_file = run_main(Argv{"--set", runtime_dir_set});
+  std::filesystem::current_path(previous);
+
+  EXPECT_EQ(without_file, 0);
+  EXPECT_THAT(err_without_file, HasSubstr("using the built-in defaults"));
+  EXPECT_EQ(seen_without_file, 32);
+  EXPECT_EQ(with_file, 0);
+  EXPECT_EQ(seen.batcher.max_batch_size, 8);
+  EXPECT_EQ(err, "");
+}
+
+}  // namespace
+}  // namespace seqpipe::config

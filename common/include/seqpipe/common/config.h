@@ -1,0 +1,196 @@
+#pragma once
+// The pipeline's configuration: one YAML file (config/pipeline.yaml) holds every stage's
+// settings. Every service loads the whole file, applies its `--set key=value` overrides,
+// validates once, and passes the resulting immutable PipelineConfig down explicitly. Nothing
+// below main() reads the environment. docs/CONFIG.md is the user-facing reference.
+//
+// Endpoints: an empty endpoint means `ipc://{runtime_dir}/<name>.sock`, and an endpoint may
+// use the `{runtime_dir}` placeholder; resolve_endpoints() makes them concrete (services do it
+// through run_service_main before they see the config).
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace seqpipe::config {
+
+// A config that cannot be used. The message names the source (file[:line] or the `--set`
+// argument) and the key path, e.g.
+//   "config/pipeline.yaml:41: batcher.max_batch_size must be an integer in [1, 1024], got 0".
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelConfig {
+  // The HuggingFace-layout model directory (config.json, model.safetensors, spiece.model),
+  // relative to the service's working directory. Read by the tokenizer, encoder, decoder and
+  // postprocessor.
+  std::string dir = "models/speller-t5";
+  // Longest input in tokens (eos included); a longer text is an error reply. Sizes the
+  // decoder's cross-attention cache (KvCacheOptions.max_source_len).
+  int max_input_tokens = 128;
+
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct GatewayConfig {
+  // Where clients connect (bound by the gateway). Default: loopback only.
+  std::string client_endpoint = "tcp://127.0.0.1:5555";
+  // Bound by the gateway; tokenizers connect. Empty: ipc://{runtime_dir}/tokenizer.sock.
+  std::string tokenizer_endpoint;
+  // Bound by the gateway; postprocessors connect and send results. Empty:
+  // ipc://{runtime_dir}/results.sock.
+  std::string results_endpoint;
+  // Deadline of a request that names none, in milliseconds.
+  uint32_t default_timeout_ms = 1000;
+  // Largest deadline a request may ask for, in milliseconds; a request asking for more is
+  // refused with an error reply.
+  uint32_t max_timeout_ms = 60000;
+  // Largest client message in bytes; a larger one is answered with an error and not parsed.
+  size_t max_message_bytes = 1 << 20;
+  // Most texts in one request.
+  size_t max_texts = 64;
+  // Longest text in bytes (UTF-8).
+  size_t max_text_bytes = 4096;
+  // Prometheus /metrics HTTP port; 0 = any free port (logged).
+  int metrics_port = 9100;
+
+  bool operator==(const GatewayConfig&) const = default;
+};
+
+// What every replicated worker stage shares.
+struct WorkerConfig {
+  // Processes of this stage that `seqpipe up` starts.
+  int replicas = 2;
+  // Work items one replica may hold at once (credit-based flow control): more hides the
+  // network round trip, fewer spreads work more evenly across replicas.
+  int credits = 4;
+  // Prometheus /metrics HTTP port of the first replica; replica i uses metrics_port + i.
+  // 0 = any free port (logged).
+  int metrics_port = 0;
+
+  bool operator==(const WorkerConfig&) const = default;
+};
+
+struct TokenizerConfig : WorkerConfig {
+  bool operator==(const TokenizerConfig&) const = default;
+};
+
+struct BatcherConfig {
+  // Bound by the batcher; tokenizers connect. Empty: ipc://{runtime_dir}/batcher-in.sock.
+  std::string ingress_endpoint;
+  // Bound by the batcher; encoders connect. Empty: ipc://{runtime_dir}/encoder.sock.
+  std::string encoder_endpoint;
+  // Bound by the batcher; decoders connect. Empty: ipc://{runtime_dir}/decoder.sock.
+  std::string decoder_endpoint;
+  // Bound by the batcher; postprocessors connect. Empty: ipc://{runtime_dir}/postprocessor.sock.
+  std::string postprocessor_endpoint;
+  // Most sequences in one encoder batch.
+  int max_batch_size = 32;
+  // Batch sizes sent as soon as they can be formed (ascending, each <= max_batch_size);
+  // empty = only full batches or max_queue_delay_us trigger a send.
+  std::vector<int> preferred_batch_sizes = {8, 16, 32};
+  // Longest the oldest queued sequence waits for company, in microseconds: more = fuller
+  // batches (throughput), less = lower latency at low load.
+  uint32_t max_queue_delay_us = 2000;
+  // Most padded tokens in one batch (batch size x longest sequence).
+  int max_batch_tokens = 4096;
+  // Most sequences queued; beyond it requests are refused as overloaded.
+  int max_queue_size = 1024;
+  // Prometheus /metrics HTTP port; 0 = any free port (logged).
+  int metrics_port = 9101;
+
+  bool operator==(const BatcherConfig&) const = default;
+};
+
+struct EncoderConfig : WorkerConfig {
+  // Threads per replica for the BLAS and the engine kernels (ModelOptions.threads);
+  // 0 = all cores. replicas x threads should not exceed the cores.
+  int threads = 1;
+
+  bool operator==(const EncoderConfig&) const = default;
+};
+
+struct DecoderConfig : WorkerConfig {
+  // Threads per replica (ModelOptions.threads); 0 = all cores.
+  int threads = 1;
+  // KV cache slots per replica: sequences (beams) decoded at once (KvCacheOptions.num_slots).
+  int num_slots = 32;
+  // Largest num_beams a request may use (KvCacheOptions.max_beams).
+  int max_beams = 8;
+  // Largest max_new_tokens a request may use; sizes the cache
+  // (KvCacheOptions.max_target_len = max_new_tokens + 1).
+  int max_new_tokens = 64;
+
+  bool operator==(const DecoderConfig&) const = default;
+};
+
+struct PostprocessorConfig : WorkerConfig {
+  bool operator==(const PostprocessorConfig&) const = default;
+};
+
+struct PipelineConfig {
+  // Directory of the ipc:// endpoints (an absolute path). Empty: $XDG_RUNTIME_DIR/seqpipe, or
+  // /tmp/seqpipe-$UID without XDG_RUNTIME_DIR (chosen by run_service_main, nowhere else).
+  std::string runtime_dir;
+  ModelConfig model;
+  GatewayConfig gateway;
+  TokenizerConfig tokenizer;
+  BatcherConfig batcher;
+  EncoderConfig encoder;
+  DecoderConfig decoder;
+  PostprocessorConfig postprocessor;
+
+  bool operator==(const PipelineConfig&) const = default;
+};
+
+// Where services look for the config when no --config is given (relative to the cwd).
+inline constexpr std::string_view kDefaultConfigPath = "config/pipeline.yaml";
+
+// Reads, overrides and validates a config file. `overrides` are "a.b=value" (as after --set):
+// value is a YAML scalar or flow sequence ("[4, 8]"); for string keys the text is taken as
+// written. Unknown keys are errors; missing keys keep their defaults. Throws ConfigError.
+PipelineConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from YAML text; `source_name` stands for the file name in messages.
+PipelineConfig load_config_text(const std::string& yaml, const std::string& source_name,
+                                const std::vector<std::string>& overrides = {});
+// Throws ConfigError naming the first key at fault. load_config* call it; a config built in
+// code (tests, tools) may call it too.
+void validate(const PipelineConfig& config);
+
+// Every key, "section.name" (and "runtime_dir"), in file order.
+std::vector<std::string> config_keys();
+// The config as YAML, every key, sections in file order (for `seqpipe status` and debugging).
+// load_config_text(to_yaml(c), ...) == c.
+std::string to_yaml(const PipelineConfig& config);
+
+// The runtime directory to use: `configured` when not empty, else $XDG_RUNTIME_DIR/seqpipe
+// (`xdg_runtime_dir` may be null or empty), else /tmp/seqpipe-<uid>.
+std::string choose_runtime_dir(const std::string& configured, const char* xdg_runtime_dir,
+                               unsigned uid);
+// Sets runtime_dir and makes every endpoint concrete: empty -> ipc://<runtime_dir>/<name>.sock,
+// "{runtime_dir}" replaced. Throws ConfigError for an ipc path too long for a Unix socket or
+// two endpoints that became equal.
+PipelineConfig resolve_endpoints(PipelineConfig config, const std::string& runtime_dir);
+
+// A service's command line: [--config FILE] [--set key=value ...] [--help].
+struct ServiceArgs {
+  std::string config_path;  // empty: kDefaultConfigPath if it exists, else built-in defaults
+  std::vector<std::string> overrides;
+  bool help = false;
+};
+// Throws ConfigError for bad usage (unknown flag, missing value, --set without '=').
+ServiceArgs parse_service_args(int argc, char** argv);
+
+// The whole front of a service main(): parses the arguments, prints --help, loads and validates
+// the config, chooses the runtime directory (created if missing, mode 0700) and resolves the
+// endpoints, then returns run(config). Exit codes: 0 for --help; 2 with
+// "seqpipe-<service>: <message>" on stderr for bad usage or a bad config; 1 when run throws;
+// else what run returns.
+int run_service_main(int argc, char** argv, std::string_view service_name, std::string_view summary,
+                     const std::function<int(const PipelineConfig&)>& run);
+
+}  // namespace seqpipe::config
