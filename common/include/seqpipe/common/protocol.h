@@ -1,0 +1,140 @@
+#pragma once
+// The client wire protocol, version 1: one msgpack map per request and per reply
+// (docs/PROTOCOL.md). Pure functions over byte buffers, no sockets: the gateway decodes requests
+// and encodes replies, clients and tests do the reverse. Decoding never throws and never trusts the
+// peer: every problem is an Error value naming the field at fault, and msgpack is unpacked under
+// limits so that a hostile frame cannot make the decoder allocate much more than the frame itself.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace seqpipe::protocol {
+
+// Every request and reply carries `v`. A server rejects any other value; bump it only for an
+// incompatible change (see "Versioning" in docs/PROTOCOL.md).
+constexpr int kVersion = 1;
+
+// Stable wire error codes. wire_name() and parse_error_code() are the one place they meet their
+// strings; other modules map their own statuses to these codes, never to strings.
+enum class ErrorCode {
+  kInvalidArgument,  // the request is malformed or out of range; do not retry it unchanged
+  kTooLong,          // input larger than a limit (bytes, number of texts, tokens); split/shorten it
+  kDeadlineExceeded,  // timeout_ms (or the server's default deadline) passed before the reply
+  kOverloaded,        // the server shed this request; retry later with backoff
+  kInternal,          // a bug or an engine failure on the server
+  kUnavailable,       // a pipeline stage is down or restarting; retry later
+};
+
+std::string_view wire_name(ErrorCode code);
+// nullopt for a string that is not a v1 code (clients treat such codes like kInternal).
+std::optional<ErrorCode> parse_error_code(std::string_view name);
+
+struct Error {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;  // human-readable, names the field at fault ("params.num_beams must ...")
+
+  bool operator==(const Error&) const = default;
+};
+
+struct GenerateParams {
+  int max_new_tokens = 32;      // tokens generated, eos included; [1, Limits::max_new_tokens_cap]
+  int num_beams = 1;            // 1 greedy, > 1 beam search; [1, Limits::max_beams]
+  float length_penalty = 1.0f;  // beam score = sum of log-probs / length^length_penalty; finite
+  int min_new_tokens = 0;       // eos suppressed until this many tokens; [0, max_new_tokens]
+  bool return_scores = false;   // the reply carries one score per text
+
+  bool operator==(const GenerateParams&) const = default;
+};
+
+struct Request {
+  std::optional<std::string> id;   // echoed in the reply; absent: the reply's id is ""
+  std::vector<std::string> texts;  // one element for the single-text form
+  bool batch_form = false;         // the client sent texts[] (the reply then carries texts[])
+  GenerateParams params;
+  std::optional<uint32_t> timeout_ms;  // absent: the server's default deadline
+
+  bool operator==(const Request&) const = default;
+};
+
+// What a request may weigh. The gateway fills these from config/pipeline.yaml (the config keys
+// are listed under "Limits" in docs/PROTOCOL.md); the defaults here serve tests and clients.
+struct Limits {
+  size_t max_message_bytes = 1 << 20;  // whole msgpack frame; larger -> too_long before unpacking
+  size_t max_texts = 64;               // elements of texts[]; more -> too_long
+  size_t max_text_bytes = 4096;        // UTF-8 bytes of one text; more -> too_long
+  size_t max_id_bytes = 256;           // bytes of id; more -> invalid_argument
+  int max_new_tokens_cap = 256;        // largest params.max_new_tokens accepted
+  int max_beams = 8;                   // largest params.num_beams accepted
+  uint32_t max_timeout_ms = 60000;     // largest timeout_ms accepted
+};
+
+// A request that failed to decode, with what the gateway needs to answer it.
+struct RejectedRequest {
+  Error error;
+  // The request's id when it could be read (a valid id field in a readable map), else "". A client
+  // pipelining requests on one DEALER matches the error reply to its request by this id.
+  std::string id;
+};
+
+// Never throws. Checks the size, unpacks under limits derived from `limits`, then validates every
+// field (docs/PROTOCOL.md lists the rules and which code each violation gets).
+std::variant<Request, RejectedRequest> decode_request(std::span<const uint8_t> bytes,
+                                                      const Limits& limits);
+
+// For clients and tests. Writes every params field; `id` and `timeout_ms` only when set; `text`
+// (texts[0]) unless batch_form. For a valid request r, decode_request(encode_request(r)) == r.
+std::string encode_request(const Request& request);
+
+// Microseconds spent in each stage; total is the gateway's receive-to-send time.
+struct Timings {
+  uint64_t queue_us = 0;
+  uint64_t tokenize_us = 0;
+  uint64_t batch_wait_us = 0;
+  uint64_t encode_us = 0;
+  uint64_t decode_us = 0;
+  uint64_t postprocess_us = 0;
+  uint64_t total_us = 0;
+
+  bool operator==(const Timings&) const = default;
+};
+
+struct Reply {
+  std::string id;
+  bool ok = true;
+  bool batch_form = false;         // ok replies: texts[] on the wire, else text (= texts[0])
+  std::vector<std::string> texts;  // ok replies only
+  std::optional<std::vector<float>> scores;  // ok replies that asked return_scores: one per text
+  std::optional<Error> error;                // error replies only
+  Timings timings;
+
+  bool operator==(const Reply&) const = default;
+};
+
+// An error reply. Error replies carry neither text nor texts, so the request's form does not
+// matter.
+Reply error_reply(std::string id, Error error);
+inline Reply error_reply(RejectedRequest rejected) {
+  return error_reply(std::move(rejected.id), std::move(rejected.error));
+}
+
+// Ok replies: {v, id, status: "ok", text | texts, scores?, timings_us}.
+// Error replies: {v, id, status: "error", error: {code, message}, timings_us}.
+std::string encode_reply(const Reply& reply);
+
+// For clients. Never throws. Unknown fields are ignored and an unknown error code reads as
+// kInternal (both may appear within v1). The Error alternative means the bytes are not a v1 reply;
+// a well-formed error reply is a Reply with ok == false.
+std::variant<Reply, Error> decode_reply(std::span<const uint8_t> bytes);
+
+// Byte offset of the first ill-formed sequence in `text`, or nullopt when it is valid UTF-8.
+// Strict (Unicode Table 3-7): rejects overlong forms, surrogates, code points above U+10FFFF,
+// stray continuation bytes and truncated sequences.
+std::optional<size_t> find_invalid_utf8(std::string_view text);
+
+}  // namespace seqpipe::protocol
