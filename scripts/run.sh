@@ -9,10 +9,12 @@ scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)"
 
-model=build/models/t5-small-random
+model=build/models/t5-small-random-v500
 if [ ! -f "$model/model.safetensors" ]; then
-  # --untied: with random weights a tied model only echoes its start token (empty text)
-  build/release/tools/seqpipe-mkmodel --preset t5-small --untied --seed 0 --spiece --out "$model"
+  # t5-small's layers with a 500-piece vocabulary, the size of the SentencePiece model --spiece
+  # trains, so the (random) output ids decode to words; --untied: with random weights a tied
+  # model only echoes its start token.
+  build/release/tools/seqpipe-mkmodel --preset t5-small --vocab-size 500 --untied --seed 0 --spiece --out "$model"
 fi
 text=${1:-"teh speling"}
 echo "seqpipe-generate on $model (random weights: the output text is noise, the timings are real)"
