@@ -1,0 +1,63 @@
+#pragma once
+// The transport's first layer: a thin RAII socket over cppzmq that every service uses the same
+// way (limits set, ipc directories made, ephemeral ports read back), and a poller. Patterns
+// (credit broker, heartbeats) sit on top of it in the stages. Routing identities and payloads
+// are byte strings, never C strings.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <zmq.hpp>
+
+namespace seqpipe::transport {
+
+using Frames = std::vector<std::string>;
+
+struct SocketOptions {
+  // ZMQ_MAXMSGSIZE: a peer sending a larger frame is disconnected before the frame is buffered,
+  // so a hostile client cannot exhaust memory. 0: no limit (only for trusted in-process peers).
+  int64_t max_message_bytes = 64 << 20;
+  int linger_ms = 0;              // on close, drop what is unsent: shutdown never hangs on a dead peer
+  int high_water_mark = 100000;   // messages queued per peer before send blocks / drops
+  std::string routing_id;         // a DEALER's identity as the ROUTER sees it; empty: assigned
+};
+
+class Socket {
+ public:
+  Socket(zmq::context_t& context, zmq::socket_type type, const SocketOptions& options = {});
+
+  // Binds and returns the endpoint actually bound: tcp://HOST:0 or :* comes back with its port.
+  // For ipc://PATH the directory is created first. Throws std::runtime_error naming the endpoint.
+  std::string bind(const std::string& endpoint);
+  void connect(const std::string& endpoint);
+
+  // One multipart message. False when, with dontwait, it would block, or when a ROUTER's
+  // destination (the first frame) is not connected; nothing is sent then.
+  bool send(const Frames& frames, bool dontwait = false);
+  bool send(std::initializer_list<std::string_view> frames, bool dontwait = false);
+  // One multipart message if one is waiting, else nullopt. Never blocks.
+  [[nodiscard]] std::optional<Frames> try_recv();
+  // Waits up to `timeout` for one message.
+  [[nodiscard]] std::optional<Frames> recv(std::chrono::milliseconds timeout);
+
+  zmq::socket_t& raw() { return socket_; }
+
+ private:
+  zmq::socket_t socket_;
+};
+
+// Waits on several sockets at once (the hubs' loops). Allocation-free after add().
+class Poller {
+ public:
+  size_t add(Socket& socket);  // returns the socket's index
+  // Waits up to `timeout` (negative: forever) for any socket to be readable; returns how many
+  // are. EINTR (a signal) returns 0 so the caller can look at its stop flag.
+  int poll(std::chrono::milliseconds timeout);
+  bool readable(size_t index) const { return (items_[index].revents & ZMQ_POLLIN) != 0; }
+
+ private:
+  std::vector<zmq::pollitem_t> items_;
+};
+
+}  // namespace seqpipe::transport

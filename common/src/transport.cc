@@ -1,0 +1,112 @@
+#include "seqpipe/common/transport.h"
+
+#include <cerrno>
+#include <filesystem>
+#include <stdexcept>
+#include <zmq_addon.hpp>
+
+namespace seqpipe::transport {
+
+Socket::Socket(zmq::context_t& context, zmq::socket_type type, const SocketOptions& options)
+    : socket_(context, type) {
+  socket_.set(zmq::sockopt::linger, options.linger_ms);
+  socket_.set(zmq::sockopt::sndhwm, options.high_water_mark);
+  socket_.set(zmq::sockopt::rcvhwm, options.high_water_mark);
+  if (options.max_message_bytes > 0) socket_.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
+  if (!options.routing_id.empty()) socket_.set(zmq::sockopt::routing_id, zmq::buffer(options.routing_id));
+  if (type == zmq::socket_type::router) {
+    // A reply to a peer that went away is an error we can count, not a silent drop.
+    socket_.set(zmq::sockopt::router_mandatory, true);
+  }
+}
+
+std::string Socket::bind(const std::string& endpoint) {
+  constexpr std::string_view kIpc = "ipc://";
+  if (endpoint.compare(0, kIpc.size(), kIpc) == 0) {
+    const std::filesystem::path path(endpoint.substr(kIpc.size()));
+    std::error_code ec;
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) throw std::runtime_error("bind " + endpoint + ": cannot create " + path.parent_path().string() + ": " + ec.message());
+  }
+  std::string wanted = endpoint;
+  if (wanted.size() > 2 && wanted.compare(wanted.size() - 2, 2, ":0") == 0) {
+    wanted.replace(wanted.size() - 1, 1, "*");  // ZeroMQ's spelling of "any free port"
+  }
+  try {
+    socket_.bind(wanted);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("bind " + endpoint + ": " + e.what());
+  }
+  return socket_.get(zmq::sockopt::last_endpoint);
+}
+
+void Socket::connect(const std::string& endpoint) {
+  try {
+    socket_.connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("connect " + endpoint + ": " + e.what());
+  }
+}
+
+namespace {
+template <typename Range>
+bool send_frames(zmq::socket_t& socket, const Range& frames, size_t count, bool dontwait) {
+  size_t i = 0;
+  try {
+    for (const auto& f : frames) {
+      zmq::send_flags flags = ++i < count ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      if (dontwait) flags = flags | zmq::send_flags::dontwait;
+      if (!socket.send(zmq::const_buffer(f.data(), f.size()), flags)) return false;
+    }
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) return false;  // ROUTER: the peer is gone (router_mandatory)
+    throw;
+  }
+  return true;
+}
+}  // namespace
+
+bool Socket::send(const Frames& frames, bool dontwait) { return send_frames(socket_, frames, frames.size(), dontwait); }
+
+bool Socket::send(std::initializer_list<std::string_view> frames, bool dontwait) {
+  return send_frames(socket_, frames, frames.size(), dontwait);
+}
+
+std::optional<Frames> Socket::try_recv() {
+  std::vector<zmq::message_t> parts;
+  const auto n = zmq::recv_multipart(socket_, std::back_inserter(parts), zmq::recv_flags::dontwait);
+  if (!n) return std::nullopt;
+  Frames frames;
+  frames.reserve(parts.size());
+  for (auto& p : parts) frames.emplace_back(static_cast<const char*>(p.data()), p.size());
+  return frames;
+}
+
+std::optional<Frames> Socket::recv(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  try {
+    zmq::poll(&item, 1, timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return std::nullopt;
+    throw;
+  }
+  if ((item.revents & ZMQ_POLLIN) == 0) return std::nullopt;
+  return try_recv();
+}
+
+size_t Poller::add(Socket& socket) {
+  items_.push_back({socket.raw().handle(), 0, ZMQ_POLLIN, 0});
+  return items_.size() - 1;
+}
+
+int Poller::poll(std::chrono::milliseconds timeout) {
+  for (auto& item : items_) item.revents = 0;
+  try {
+    return zmq::poll(items_.data(), items_.size(), timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return 0;
+    throw;
+  }
+}
+
+}  // namespace seqpipe::transport
