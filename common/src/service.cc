@@ -1,0 +1,24 @@
+#include "seqpipe/common/service.h"
+
+#include <csignal>
+
+namespace seqpipe::service {
+
+namespace {
+volatile std::sig_atomic_t g_stop = 0;
+extern "C" void on_stop_signal(int) { g_stop = 1; }  // a flag only: nothing else is signal-safe
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+bool stop_requested() { return g_stop != 0; }
+void request_stop() { g_stop = 1; }
+
+}  // namespace seqpipe::service
