@@ -1,0 +1,56 @@
+#include "seqpipe/client.h"
+
+#include "seqpipe/common/transport.h"
+
+namespace seqpipe::client {
+
+struct Client::Impl {
+  zmq::context_t context{1};
+  transport::Socket socket{context, zmq::socket_type::dealer};
+  uint64_t next_id = 1;
+
+  std::variant<protocol::Reply, protocol::Error> exchange(const std::string& payload, const std::string* want_id,
+                                                          std::chrono::milliseconds wait);
+};
+
+Client::Client(const std::string& endpoint) : impl_(std::make_unique<Impl>()) { impl_->socket.connect(endpoint); }
+
+Client::~Client() = default;
+
+std::variant<protocol::Reply, protocol::Error> Client::call(const protocol::Request& request,
+                                                            std::chrono::milliseconds wait) {
+  // Every request carries an id so that a late reply to an earlier (timed-out) call is skipped.
+  protocol::Request r = request;
+  if (!r.id) r.id = "c" + std::to_string(impl_->next_id++);
+  return impl_->exchange(protocol::encode_request(r), &*r.id, wait);
+}
+
+std::variant<protocol::Reply, protocol::Error> Client::call_raw(const std::string& payload,
+                                                                std::chrono::milliseconds wait) {
+  return impl_->exchange(payload, nullptr, wait);
+}
+
+std::variant<protocol::Reply, protocol::Error> Client::Impl::exchange(const std::string& payload,
+                                                                      const std::string* want_id,
+                                                                      std::chrono::milliseconds wait) {
+  // A DEALER sends an empty delimiter first, as REQ does, so the gateway sees one envelope shape.
+  if (!socket.send({std::string_view(), std::string_view(payload)})) {
+    return protocol::Error{protocol::ErrorCode::kUnavailable, "could not send the request"};
+  }
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return protocol::Error{protocol::ErrorCode::kUnavailable, "no reply from the gateway in time"};
+    auto frames = socket.recv(left);
+    if (!frames || frames->empty()) continue;
+    const std::string& body = frames->back();
+    auto reply = protocol::decode_reply(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
+    if (want_id != nullptr) {
+      if (auto* r = std::get_if<protocol::Reply>(&reply); r && r->id != *want_id) continue;  // a stale reply
+    }
+    return reply;
+  }
+}
+
+}  // namespace seqpipe::client

@@ -1,0 +1,254 @@
+// seqpipe: run the pipeline on this machine and talk to it.
+//   seqpipe up   [--config FILE] [--set key=value ...]   start every stage as child processes
+//   seqpipe send [options] TEXT [TEXT ...]               one request to the gateway, print the answer
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/cli.h"
+#include "seqpipe/client.h"
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/service.h"
+
+namespace {
+
+namespace cli = seqpipe::cli;
+namespace config = seqpipe::config;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::string_view kUsage = R"(usage: seqpipe up   [--config FILE] [--set key=value ...]
+       seqpipe send [--config FILE] [--set key=value ...] [--endpoint EP] [--num-beams N]
+                    [--max-new-tokens N] [--min-new-tokens N] [--timeout-ms N] [--scores] TEXT [TEXT ...]
+
+up     starts the whole pipeline on this machine as child processes: the gateway and the batcher,
+       and `replicas` copies of the tokenizer, encoder, decoder and postprocessor (config/pipeline.yaml,
+       docs/CONFIG.md), every one with the same --config and --set arguments. It prints the client
+       endpoint, restarts a child that dies, and stops everything on Ctrl-C or SIGTERM.
+send   sends one request to the gateway (gateway.client_endpoint of the config, or --endpoint) and
+       prints the text(s), the score(s) with --scores, and the per-stage timings.
+
+exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or bad config
+)";
+
+struct Loaded {
+  config::PipelineConfig config;
+  std::string path;  // the config file used ("" for built-in defaults)
+};
+
+Loaded load(const std::string& path_arg, const std::vector<std::string>& overrides) {
+  std::string path = path_arg;
+  if (path.empty() && fs::exists(config::kDefaultConfigPath)) path = std::string(config::kDefaultConfigPath);
+  config::PipelineConfig c = path.empty() ? config::load_config_text("", "built-in defaults", overrides)
+                                          : config::load_config(path, overrides);
+  const std::string runtime = config::choose_runtime_dir(c.runtime_dir, std::getenv("XDG_RUNTIME_DIR"), ::getuid());
+  return {config::resolve_endpoints(std::move(c), runtime), path};
+}
+
+// Where the service executables are: next to this binary, or in the build tree's services/.
+std::string service_binary(const std::string& name) {
+  const fs::path self = fs::read_symlink("/proc/self/exe").parent_path();
+  for (const fs::path& candidate : {self / ("seqpipe-" + name), self.parent_path() / "services" / name / ("seqpipe-" + name)}) {
+    if (fs::exists(candidate)) return candidate.string();
+  }
+  return "seqpipe-" + name;  // from PATH (installed)
+}
+
+struct Child {
+  std::string stage;
+  int replica = 0;
+  std::vector<std::string> argv;
+  pid_t pid = -1;
+  int restarts = 0;
+  Clock::time_point start_after{};
+};
+
+pid_t spawn(const std::vector<std::string>& args) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "seqpipe up: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    std::_Exit(127);
+  }
+  return pid;
+}
+
+int up(int argc, char** argv) {
+  const config::ServiceArgs args = config::parse_service_args(argc, argv);
+  if (args.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  const Loaded loaded = load(args.config_path, args.overrides);
+  const config::PipelineConfig& c = loaded.config;
+  std::vector<std::string> common_args;
+  if (!loaded.path.empty()) common_args = {"--config", loaded.path};
+  for (const auto& o : args.overrides) common_args.insert(common_args.end(), {"--set", o});
+  common_args.insert(common_args.end(), {"--set", "runtime_dir=" + c.runtime_dir});
+
+  std::vector<Child> children;
+  auto add = [&](const std::string& stage, int replicas) {
+    for (int i = 0; i < replicas; ++i) {
+      Child child{stage, i, {service_binary(stage)}};
+      child.argv.insert(child.argv.end(), common_args.begin(), common_args.end());
+      children.push_back(std::move(child));
+    }
+  };
+  add("batcher", 1);
+  add("gateway", 1);
+  add("tokenizer", c.tokenizer.replicas);
+  add("encoder", c.encoder.replicas);
+  add("decoder", c.decoder.replicas);
+  add("postprocessor", c.postprocessor.replicas);
+
+  seqpipe::service::install_stop_handlers();
+  for (Child& ch : children) ch.pid = spawn(ch.argv);
+  std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n", children.size(),
+              c.gateway.client_endpoint.c_str(), c.runtime_dir.c_str());
+  std::fflush(stdout);
+
+  while (!seqpipe::service::stop_requested()) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (Child& ch : children) {
+        if (ch.pid != pid) continue;
+        // A dead child comes back, with a growing pause so a crash loop does not spin.
+        ch.pid = -1;
+        ++ch.restarts;
+        const auto pause = std::chrono::milliseconds(std::min(10000, 250 << std::min(ch.restarts, 6)));
+        ch.start_after = Clock::now() + pause;
+        std::fprintf(stderr, "seqpipe up: %s #%d exited (%s %d); restarting in %lld ms\n", ch.stage.c_str(), ch.replica,
+                     WIFSIGNALED(status) ? "signal" : "status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+                     static_cast<long long>(pause.count()));
+      }
+      continue;
+    }
+    for (Child& ch : children) {
+      if (ch.pid < 0 && Clock::now() >= ch.start_after) ch.pid = spawn(ch.argv);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+  // Stop: SIGTERM to all, up to 5 s for them to drain, then SIGKILL.
+  for (const Child& ch : children) {
+    if (ch.pid > 0) ::kill(ch.pid, SIGTERM);
+  }
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  size_t alive = children.size();
+  while (alive > 0 && Clock::now() < give_up) {
+    alive = 0;
+    for (Child& ch : children) {
+      if (ch.pid > 0 && ::waitpid(ch.pid, nullptr, WNOHANG) == 0) ++alive;
+      else ch.pid = -1;
+    }
+    if (alive > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (Child& ch : children) {
+    if (ch.pid > 0) {
+      ::kill(ch.pid, SIGKILL);
+      ::waitpid(ch.pid, nullptr, 0);
+    }
+  }
+  std::printf("seqpipe up: stopped\n");
+  return 0;
+}
+
+int send(int argc, char** argv) {
+  std::string config_path, endpoint;
+  std::vector<std::string> overrides;
+  seqpipe::protocol::Request request;
+  cli::ArgCursor a(argc, argv);
+  while (a.next()) {
+    const std::string& flag = a.flag();
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (flag == "--config") {
+      config_path = a.value();
+    } else if (flag == "--set") {
+      overrides.push_back(a.value());
+    } else if (flag == "--endpoint") {
+      endpoint = a.value();
+    } else if (flag == "--num-beams") {
+      request.params.num_beams = cli::parse_number<int>(flag, a.value());
+    } else if (flag == "--max-new-tokens") {
+      request.params.max_new_tokens = cli::parse_number<int>(flag, a.value());
+    } else if (flag == "--min-new-tokens") {
+      request.params.min_new_tokens = cli::parse_number<int>(flag, a.value());
+    } else if (flag == "--timeout-ms") {
+      request.timeout_ms = cli::parse_number<uint32_t>(flag, a.value());
+    } else if (flag == "--scores") {
+      request.params.return_scores = true;
+    } else if (!flag.empty() && flag[0] == '-' && flag != "-") {
+      throw cli::UsageError("unknown option '" + flag + "'");
+    } else {
+      request.texts.push_back(flag);
+    }
+  }
+  if (request.texts.empty()) throw cli::UsageError("give the text to send");
+  request.batch_form = request.texts.size() > 1;
+  if (endpoint.empty()) endpoint = load(config_path, overrides).config.gateway.client_endpoint;
+
+  seqpipe::client::Client client(endpoint);
+  const auto wait = std::chrono::milliseconds(request.timeout_ms.value_or(10000) + 1000);
+  auto result = client.call(request, wait);
+  if (auto* e = std::get_if<seqpipe::protocol::Error>(&result)) {
+    std::fprintf(stderr, "seqpipe send: %s (%s)\n", e->message.c_str(), endpoint.c_str());
+    return 1;
+  }
+  const auto& reply = std::get<seqpipe::protocol::Reply>(result);
+  if (!reply.ok) {
+    std::fprintf(stderr, "seqpipe send: error %s: %s\n", std::string(seqpipe::protocol::wire_name(reply.error->code)).c_str(),
+                 reply.error->message.c_str());
+    return 1;
+  }
+  for (size_t i = 0; i < reply.texts.size(); ++i) {
+    std::printf("%s", reply.texts[i].c_str());
+    if (reply.scores && i < reply.scores->size()) std::printf("\t(score %.4f)", (*reply.scores)[i]);
+    std::printf("\n");
+  }
+  const auto& t = reply.timings;
+  std::printf("timings (us): queue %llu, tokenize %llu, batch_wait %llu, encode %llu, decode %llu, postprocess %llu, total %llu\n",
+              (unsigned long long)t.queue_us, (unsigned long long)t.tokenize_us, (unsigned long long)t.batch_wait_us,
+              (unsigned long long)t.encode_us, (unsigned long long)t.decode_us, (unsigned long long)t.postprocess_us,
+              (unsigned long long)t.total_us);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+      std::cout << kUsage;
+      return argc < 2 ? 2 : 0;
+    }
+    const std::string command = argv[1];
+    if (command == "up") return up(argc - 1, argv + 1);
+    if (command == "send") return send(argc - 1, argv + 1);
+    throw cli::UsageError("unknown command '" + command + "'");
+  } catch (const cli::UsageError& e) {
+    std::fprintf(stderr, "seqpipe: %s (see seqpipe --help)\n", e.what());
+    return 2;
+  } catch (const config::ConfigError& e) {
+    std::fprintf(stderr, "seqpipe: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "seqpipe: %s\n", e.what());
+    return 1;
+  }
+}
