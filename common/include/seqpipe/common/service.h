@@ -3,8 +3,13 @@
 // and look at it), and the wall clock the work items' deadlines use.
 #include <chrono>
 #include <cstdint>
+#include <string_view>
 
 namespace seqpipe::service {
+
+// Logs go to stderr (journald and `seqpipe up` collect them) as
+// "[time] [seqpipe-<service> pid] [level] message". Call once at the top of main.
+void init_logging(std::string_view service);
 
 // Installs the handlers; call once at the top of main.
 void install_stop_handlers();

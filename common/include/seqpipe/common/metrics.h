@@ -1,0 +1,83 @@
+#pragma once
+// Prometheus metrics: every metric name in one place, one exporter per process serving /metrics,
+// and the families every stage exports declared in one constructor (handles resolved once, no
+// string lookups per request). Histograms, not summaries: they aggregate across replicas.
+// docs/METRICS.md lists the names.
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "seqpipe/common/protocol.h"
+
+namespace prometheus {
+class Exposer;
+class Registry;
+class Counter;
+class Gauge;
+class Histogram;
+}  // namespace prometheus
+
+namespace seqpipe::metrics {
+
+// Names (base units, _total for counters, seqpipe_ prefix).
+inline constexpr std::string_view kBuildInfo = "seqpipe_build_info";
+inline constexpr std::string_view kRequests = "seqpipe_stage_requests_total";
+inline constexpr std::string_view kErrors = "seqpipe_stage_errors_total";
+inline constexpr std::string_view kMalformed = "seqpipe_stage_malformed_messages_total";
+inline constexpr std::string_view kQueueSeconds = "seqpipe_stage_queue_seconds";
+inline constexpr std::string_view kComputeSeconds = "seqpipe_stage_compute_seconds";
+inline constexpr std::string_view kBatchSize = "seqpipe_stage_batch_size";
+inline constexpr std::string_view kInFlight = "seqpipe_stage_in_flight";
+inline constexpr std::string_view kQueueDepth = "seqpipe_stage_queue_depth";
+inline constexpr std::string_view kRequestSeconds = "seqpipe_gateway_request_seconds";
+inline constexpr std::string_view kLateResults = "seqpipe_gateway_late_results_total";
+
+// Latency buckets from 100 us to 5 s (the default; configurable per issue 5 later).
+std::vector<double> default_latency_buckets();
+
+// A registry not served over HTTP (unit tests of the stages).
+std::shared_ptr<prometheus::Registry> make_registry();
+
+// Serves /metrics for this process on 127.0.0.1. port 0: any free port (see port()). Otherwise
+// the first free port of [port, port + tries): replicas started with the same config take
+// metrics_port, metrics_port + 1, ... in start order. Throws std::runtime_error when none is free.
+class Exporter {
+ public:
+  Exporter(std::string_view service, int port, int tries = 1);
+  ~Exporter();
+  int port() const { return port_; }
+  prometheus::Registry& registry() { return *registry_; }
+
+ private:
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  int port_ = 0;
+};
+
+// What every stage counts, labelled stage="<name>".
+class StageMetrics {
+ public:
+  StageMetrics(prometheus::Registry& registry, std::string_view stage);
+
+  void request(double n = 1);
+  void error(protocol::ErrorCode code);  // by wire code
+  void malformed();
+  void queue_time(double seconds);
+  void compute_time(double seconds);
+  void batch_size(double size);
+  void set_in_flight(double n);
+  void set_queue_depth(double n);
+
+ private:
+  prometheus::Counter* requests_;
+  std::vector<prometheus::Counter*> errors_;  // indexed by ErrorCode
+  prometheus::Counter* malformed_;
+  prometheus::Histogram* queue_;
+  prometheus::Histogram* compute_;
+  prometheus::Histogram* batch_;
+  prometheus::Gauge* in_flight_;
+  prometheus::Gauge* queue_depth_;
+};
+
+}  // namespace seqpipe::metrics

@@ -1,0 +1,63 @@
+#pragma once
+// A worker replica (tokenizer, encoder, decoder, postprocessor): the stage logic is a
+// socket-free WorkerStage that turns incoming messages into outgoing ones (an Outbox), so it is
+// unit-tested by calling it; run_worker() is the one socket loop all four share. The worker
+// connects a DEALER to its hub, announces its capacity (`ready{credits}`), and from then on the
+// hub sends it no more than that: credit-based flow control as in the ZeroMQ guide's
+// load-balancing broker. Results for a gateway go over PUSH sockets to the endpoint named in
+// the item (`WorkItem::gateway`), so any number of gateways can share the workers.
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "seqpipe/common/metrics.h"
+#include "seqpipe/common/stage_messages.h"
+
+namespace seqpipe::worker {
+
+// Messages a stage produced; run_worker sends them and clears the outbox.
+struct Outbox {
+  std::vector<stage::StageMessage> to_hub;                        // over the DEALER
+  std::vector<std::pair<std::string, stage::StageMessage>> pushes;  // (endpoint, message) over PUSH
+
+  // Sends `item` to its gateway as a failed result (the request is answered with `error`),
+  // logging the request id and counting the error: the serving-path error discipline in one place.
+  void fail(stage::WorkItem item, protocol::Error error, std::string_view stage_name, metrics::StageMetrics& metrics);
+  // Sends items to their gateways as results (grouped per gateway endpoint).
+  void results(std::vector<stage::WorkItem>&& items);
+  bool empty() const { return to_hub.empty() && pushes.empty(); }
+};
+
+// True when the item's deadline has passed: stages drop such items before computing on them
+// (the gateway has answered deadline_exceeded already).
+inline bool expired(const stage::WorkItem& item, int64_t now_unix_us) {
+  return item.deadline_unix_us != 0 && now_unix_us >= item.deadline_unix_us;
+}
+
+class WorkerStage {
+ public:
+  virtual ~WorkerStage() = default;
+  // Credits announced to the hub on connect: work units this replica holds at once.
+  virtual int capacity() const = 0;
+  // One message from the hub (already validated by stage::decode).
+  virtual void handle(stage::StageMessage&& message, Outbox& out) = 0;
+  // Work the stage does between messages (the decoder's steps); the loop then polls the socket
+  // without waiting.
+  virtual bool has_pending_work() const { return false; }
+  virtual void work(Outbox& /*out*/) {}
+};
+
+struct WorkerOptions {
+  std::string stage_name;    // "encoder", for logs
+  std::string hub_endpoint;  // the hub's ROUTER this worker connects to
+  stage::Limits limits;      // on incoming messages
+  std::chrono::milliseconds idle_poll{100};  // how often an idle loop looks at the stop flag
+};
+
+// Connects, announces capacity, serves until service::stop_requested(). Malformed messages are
+// logged, counted and dropped. Returns the process exit code.
+int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics);
+
+}  // namespace seqpipe::worker

@@ -1,0 +1,94 @@
+#include "seqpipe/common/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <stdexcept>
+
+namespace seqpipe::metrics {
+
+namespace {
+const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128};
+constexpr protocol::ErrorCode kCodes[] = {protocol::ErrorCode::kInvalidArgument, protocol::ErrorCode::kTooLong,
+                                          protocol::ErrorCode::kDeadlineExceeded, protocol::ErrorCode::kOverloaded,
+                                          protocol::ErrorCode::kInternal,        protocol::ErrorCode::kUnavailable};
+}  // namespace
+
+std::vector<double> default_latency_buckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+}
+
+std::shared_ptr<prometheus::Registry> make_registry() { return std::make_shared<prometheus::Registry>(); }
+
+Exporter::Exporter(std::string_view service, int port, int tries) : registry_(make_registry()) {
+  std::string last_error;
+  for (int i = 0; i < (port == 0 ? 1 : tries) && !exposer_; ++i) {
+    try {
+      exposer_ = std::make_unique<prometheus::Exposer>("127.0.0.1:" + std::to_string(port + i));
+    } catch (const std::exception& e) {
+      last_error = e.what();
+    }
+  }
+  if (!exposer_) {
+    throw std::runtime_error("metrics: no free port in [" + std::to_string(port) + ", " + std::to_string(port + tries) +
+                             "): " + last_error);
+  }
+  exposer_->RegisterCollectable(registry_);
+  const auto ports = exposer_->GetListeningPorts();
+  port_ = ports.empty() ? port : ports.front();
+  prometheus::BuildGauge()
+      .Name(std::string(kBuildInfo))
+      .Help("Always 1; the labels say what runs")
+      .Register(*registry_)
+      .Add({{"service", std::string(service)}, {"version", "0.1.0"}})
+      .Set(1);
+}
+
+Exporter::~Exporter() = default;
+
+StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name) {
+  const prometheus::Labels stage{{"stage", std::string(stage_name)}};
+  requests_ = &prometheus::BuildCounter().Name(std::string(kRequests)).Help("Work items received").Register(r).Add(stage);
+  auto& errors = prometheus::BuildCounter().Name(std::string(kErrors)).Help("Work items failed, by error code").Register(r);
+  for (protocol::ErrorCode code : kCodes) {
+    prometheus::Labels labels = stage;
+    labels["code"] = std::string(protocol::wire_name(code));
+    errors_.push_back(&errors.Add(labels));
+  }
+  malformed_ = &prometheus::BuildCounter()
+                    .Name(std::string(kMalformed))
+                    .Help("Messages dropped because they did not decode")
+                    .Register(r)
+                    .Add(stage);
+  queue_ = &prometheus::BuildHistogram()
+                .Name(std::string(kQueueSeconds))
+                .Help("Time a work item waited in this stage before compute")
+                .Register(r)
+                .Add(stage, default_latency_buckets());
+  compute_ = &prometheus::BuildHistogram()
+                  .Name(std::string(kComputeSeconds))
+                  .Help("Compute time of one unit of work (item or batch)")
+                  .Register(r)
+                  .Add(stage, default_latency_buckets());
+  batch_ = &prometheus::BuildHistogram()
+                .Name(std::string(kBatchSize))
+                .Help("Items per batch (engine stages)")
+                .Register(r)
+                .Add(stage, kBatchBuckets);
+  in_flight_ = &prometheus::BuildGauge().Name(std::string(kInFlight)).Help("Work items being processed").Register(r).Add(stage);
+  queue_depth_ = &prometheus::BuildGauge().Name(std::string(kQueueDepth)).Help("Work items waiting").Register(r).Add(stage);
+}
+
+void StageMetrics::request(double n) { requests_->Increment(n); }
+void StageMetrics::error(protocol::ErrorCode code) { errors_[static_cast<size_t>(code)]->Increment(); }
+void StageMetrics::malformed() { malformed_->Increment(); }
+void StageMetrics::queue_time(double s) { queue_->Observe(s); }
+void StageMetrics::compute_time(double s) { compute_->Observe(s); }
+void StageMetrics::batch_size(double n) { batch_->Observe(n); }
+void StageMetrics::set_in_flight(double n) { in_flight_->Set(n); }
+void StageMetrics::set_queue_depth(double n) { queue_depth_->Set(n); }
+
+}  // namespace seqpipe::metrics

@@ -1,0 +1,117 @@
+#include "seqpipe/common/worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+#include <memory>
+
+#include "seqpipe/common/service.h"
+#include "seqpipe/common/transport.h"
+
+namespace seqpipe::worker {
+
+void Outbox::fail(stage::WorkItem item, protocol::Error error, std::string_view stage_name,
+                  metrics::StageMetrics& metrics) {
+  spdlog::warn("{}: request {} item {}: {}: {}", stage_name, item.request, item.index,
+               protocol::wire_name(error.code), error.message);
+  metrics.error(error.code);
+  item.error = std::move(error);
+  item.ids.clear();
+  item.hidden.clear();
+  item.rows = 0;
+  std::string endpoint = item.gateway;
+  pushes.emplace_back(std::move(endpoint), stage::StageMessage{stage::MessageKind::kResult, 0, {std::move(item)}});
+}
+
+void Outbox::results(std::vector<stage::WorkItem>&& items) {
+  for (auto& item : items) {
+    auto it = std::find_if(pushes.begin(), pushes.end(), [&](const auto& p) {
+      return p.first == item.gateway && p.second.kind == stage::MessageKind::kResult;
+    });
+    if (it == pushes.end()) {
+      pushes.emplace_back(item.gateway, stage::StageMessage{stage::MessageKind::kResult, 0, {}});
+      it = pushes.end() - 1;
+    }
+    it->second.items.push_back(std::move(item));
+  }
+  items.clear();
+}
+
+namespace {
+
+// PUSH sockets to gateways (and the batcher's ingress), connected on first use.
+class Pushers {
+ public:
+  explicit Pushers(zmq::context_t& context) : context_(context) {}
+  bool send(const std::string& endpoint, const std::string& payload) {
+    auto& socket = sockets_[endpoint];
+    if (!socket) {
+      socket = std::make_unique<transport::Socket>(context_, zmq::socket_type::push);
+      socket->connect(endpoint);
+    }
+    // dontwait: a gateway that is gone must not stall the worker; its requests have been
+    // answered (or will be, by its own deadline) anyway.
+    return socket->send({std::string_view(payload)}, true);
+  }
+
+ private:
+  zmq::context_t& context_;
+  std::map<std::string, std::unique_ptr<transport::Socket>> sockets_;
+};
+
+}  // namespace
+
+int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics) {
+  zmq::context_t context(1);
+  transport::SocketOptions hub_options;
+  hub_options.max_message_bytes = static_cast<int64_t>(options.limits.max_message_bytes);
+  transport::Socket hub(context, zmq::socket_type::dealer, hub_options);
+  hub.connect(options.hub_endpoint);
+  Pushers pushers(context);
+
+  const int capacity = stage.capacity();
+  hub.send({std::string_view(stage::encode({stage::MessageKind::kReady, capacity, {}}))});
+  spdlog::info("{}: connected to {}, capacity {}", options.stage_name, options.hub_endpoint, capacity);
+
+  Outbox out;
+  auto flush = [&] {
+    for (const auto& message : out.to_hub) hub.send({std::string_view(stage::encode(message))});
+    for (const auto& [endpoint, message] : out.pushes) {
+      if (endpoint.empty() || !pushers.send(endpoint, stage::encode(message))) {
+        spdlog::warn("{}: could not send {} item(s) to '{}'; dropped", options.stage_name, message.items.size(),
+                     endpoint);
+      }
+    }
+    out.to_hub.clear();
+    out.pushes.clear();
+  };
+  auto handle = [&](const transport::Frames& frames) {
+    if (frames.size() != 1) {
+      spdlog::warn("{}: dropped a message of {} frames from the hub", options.stage_name, frames.size());
+      metrics.malformed();
+      return;
+    }
+    auto decoded = stage::decode(frames[0], options.limits);
+    if (auto* error = std::get_if<protocol::Error>(&decoded)) {
+      spdlog::warn("{}: dropped a malformed message from the hub: {}", options.stage_name, error->message);
+      metrics.malformed();
+      return;
+    }
+    stage.handle(std::move(std::get<stage::StageMessage>(decoded)), out);
+  };
+
+  while (!service::stop_requested()) {
+    const auto wait = stage.has_pending_work() ? std::chrono::milliseconds(0) : options.idle_poll;
+    if (auto frames = hub.recv(wait)) {
+      handle(*frames);
+      // Everything already waiting joins before the next unit of work (continuous batching).
+      while (auto more = hub.try_recv()) handle(*more);
+    }
+    if (stage.has_pending_work()) stage.work(out);
+    flush();
+  }
+  spdlog::info("{}: stopping", options.stage_name);
+  return 0;
+}
+
+}  // namespace seqpipe::worker

@@ -1,0 +1,52 @@
+// The exporter serves real /metrics over HTTP with the stage families and build info.
+#include "seqpipe/common/metrics.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace seqpipe::metrics {
+namespace {
+
+std::string http_get(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return {};
+  }
+  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  (void)!::write(fd, request.data(), request.size());
+  std::string response;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) response.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return response;
+}
+
+TEST(Metrics, ExporterServesStageFamiliesOnAnEphemeralPort) {
+  Exporter exporter("tokenizer", 0);
+  ASSERT_GT(exporter.port(), 0);
+  StageMetrics stage(exporter.registry(), "tokenizer");
+  stage.request(3);
+  stage.error(protocol::ErrorCode::kTooLong);
+  stage.compute_time(0.002);
+  stage.batch_size(8);
+  stage.set_queue_depth(5);
+  const std::string body = http_get(exporter.port(), "/metrics");
+  EXPECT_NE(body.find("seqpipe_build_info{service=\"tokenizer\""), std::string::npos) << body.substr(0, 400);
+  EXPECT_NE(body.find("seqpipe_stage_requests_total{stage=\"tokenizer\"} 3"), std::string::npos);
+  EXPECT_NE(body.find("seqpipe_stage_errors_total{code=\"too_long\",stage=\"tokenizer\"} 1"), std::string::npos);
+  EXPECT_NE(body.find("seqpipe_stage_compute_seconds_bucket{stage=\"tokenizer\",le=\"0.0025\"} 1"), std::string::npos);
+  EXPECT_NE(body.find("seqpipe_stage_queue_depth{stage=\"tokenizer\"} 5"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace seqpipe::metrics
