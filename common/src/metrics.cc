@@ -91,4 +91,35 @@ void StageMetrics::batch_size(double n) { batch_->Observe(n); }
 void StageMetrics::set_in_flight(double n) { in_flight_->Set(n); }
 void StageMetrics::set_queue_depth(double n) { queue_depth_->Set(n); }
 
+GatewayMetrics::GatewayMetrics(prometheus::Registry& r) {
+  auto& requests = prometheus::BuildHistogram()
+                       .Name(std::string(kRequestSeconds))
+                       .Help("End-to-end request latency at the gateway (receive to reply), by status")
+                       .Register(r);
+  ok_ = &requests.Add({{"status", "ok"}}, default_latency_buckets());
+  error_ = &requests.Add({{"status", "error"}}, default_latency_buckets());
+  model_ = &prometheus::BuildHistogram()
+                .Name(std::string(kModelSeconds))
+                .Help("Model latency of ok requests: encode + decode time")
+                .Register(r)
+                .Add({}, default_latency_buckets());
+  overhead_ = &prometheus::BuildHistogram()
+                   .Name(std::string(kOverheadSeconds))
+                   .Help("Overhead latency of ok requests: end to end minus model latency")
+                   .Register(r)
+                   .Add({}, default_latency_buckets());
+  late_ = &prometheus::BuildCounter()
+               .Name(std::string(kLateResults))
+               .Help("Results that arrived after their request was answered (dropped)")
+               .Register(r)
+               .Add({});
+}
+
+void GatewayMetrics::request_seconds(bool ok, double s) { (ok ? ok_ : error_)->Observe(s); }
+void GatewayMetrics::latency_split(double model_s, double overhead_s) {
+  model_->Observe(model_s);
+  overhead_->Observe(overhead_s);
+}
+void GatewayMetrics::late_result() { late_->Increment(); }
+
 }  // namespace seqpipe::metrics

@@ -37,6 +37,23 @@ void Outbox::results(std::vector<stage::WorkItem>&& items) {
   items.clear();
 }
 
+std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>& frames, size_t expected_frames,
+                                                 std::string_view from, const stage::Limits& limits,
+                                                 metrics::StageMetrics& metrics) {
+  if (frames.size() != expected_frames) {
+    spdlog::warn("dropped a message of {} frames from {} (expected {})", frames.size(), from, expected_frames);
+    metrics.malformed();
+    return std::nullopt;
+  }
+  auto decoded = stage::decode(frames.back(), limits);
+  if (auto* error = std::get_if<protocol::Error>(&decoded)) {
+    spdlog::warn("dropped a malformed message from {}: {}", from, error->message);
+    metrics.malformed();
+    return std::nullopt;
+  }
+  return std::move(std::get<stage::StageMessage>(decoded));
+}
+
 namespace {
 
 // PUSH sockets to gateways (and the batcher's ingress), connected on first use.
@@ -85,19 +102,9 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     out.to_hub.clear();
     out.pushes.clear();
   };
+  const std::string from = "the hub " + options.hub_endpoint;
   auto handle = [&](const transport::Frames& frames) {
-    if (frames.size() != 1) {
-      spdlog::warn("{}: dropped a message of {} frames from the hub", options.stage_name, frames.size());
-      metrics.malformed();
-      return;
-    }
-    auto decoded = stage::decode(frames[0], options.limits);
-    if (auto* error = std::get_if<protocol::Error>(&decoded)) {
-      spdlog::warn("{}: dropped a malformed message from the hub: {}", options.stage_name, error->message);
-      metrics.malformed();
-      return;
-    }
-    stage.handle(std::move(std::get<stage::StageMessage>(decoded)), out);
+    if (auto message = decode_frames(frames, 1, from, options.limits, metrics)) stage.handle(std::move(*message), out);
   };
 
   while (!service::stop_requested()) {
@@ -112,6 +119,20 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   }
   spdlog::info("{}: stopping", options.stage_name);
   return 0;
+}
+
+int serve_worker(std::string_view stage_name, int metrics_port, const std::string& hub_endpoint,
+                 const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage) {
+  service::init_logging(stage_name);
+  service::install_stop_handlers();
+  metrics::Exporter exporter(stage_name, metrics_port, metrics::kReplicaPortRange);
+  metrics::StageMetrics stage_metrics(exporter.registry(), stage_name);
+  spdlog::info("{}: metrics on :{}", stage_name, exporter.port());
+  const std::unique_ptr<WorkerStage> stage = make_stage(stage_metrics);
+  WorkerOptions options;
+  options.stage_name = std::string(stage_name);
+  options.hub_endpoint = hub_endpoint;
+  return run_worker(*stage, options, stage_metrics);
 }
 
 }  // namespace seqpipe::worker

@@ -32,9 +32,15 @@ inline constexpr std::string_view kInFlight = "seqpipe_stage_in_flight";
 inline constexpr std::string_view kQueueDepth = "seqpipe_stage_queue_depth";
 inline constexpr std::string_view kRequestSeconds = "seqpipe_gateway_request_seconds";
 inline constexpr std::string_view kLateResults = "seqpipe_gateway_late_results_total";
+inline constexpr std::string_view kModelSeconds = "seqpipe_gateway_model_latency_seconds";
+inline constexpr std::string_view kOverheadSeconds = "seqpipe_gateway_overhead_latency_seconds";
 
 // Latency buckets from 100 us to 5 s (the default; configurable per issue 5 later).
 std::vector<double> default_latency_buckets();
+
+// Ports a worker replica tries from its stage's metrics_port (replica i of a stage gets
+// metrics_port + i when they start in order).
+inline constexpr int kReplicaPortRange = 64;
 
 // A registry not served over HTTP (unit tests of the stages).
 std::shared_ptr<prometheus::Registry> make_registry();
@@ -78,6 +84,23 @@ class StageMetrics {
   prometheus::Histogram* batch_;
   prometheus::Gauge* in_flight_;
   prometheus::Gauge* queue_depth_;
+};
+
+// The gateway's own view: end-to-end latency by status, and its split as SageMaker reports it:
+// model latency (encode + decode compute) and overhead latency (end to end minus model).
+class GatewayMetrics {
+ public:
+  explicit GatewayMetrics(prometheus::Registry& registry);
+  void request_seconds(bool ok, double seconds);
+  void latency_split(double model_seconds, double overhead_seconds);
+  void late_result();
+
+ private:
+  prometheus::Histogram* ok_;
+  prometheus::Histogram* error_;
+  prometheus::Histogram* model_;
+  prometheus::Histogram* overhead_;
+  prometheus::Counter* late_;
 };
 
 }  // namespace seqpipe::metrics

@@ -7,6 +7,9 @@
 // load-balancing broker. Results for a gateway go over PUSH sockets to the endpoint named in
 // the item (`WorkItem::gateway`), so any number of gateways can share the workers.
 #include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,6 +39,13 @@ inline bool expired(const stage::WorkItem& item, int64_t now_unix_us) {
   return item.deadline_unix_us != 0 && now_unix_us >= item.deadline_unix_us;
 }
 
+// The stage message in the last of `frames`, which must number `expected_frames` (1 from a
+// DEALER or PUSH, 2 on a ROUTER: routing id + payload); else nullopt, logged with `from` and
+// counted as malformed. Hubs and workers read every internal message through it.
+std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>& frames, size_t expected_frames,
+                                                 std::string_view from, const stage::Limits& limits,
+                                                 metrics::StageMetrics& metrics);
+
 class WorkerStage {
  public:
   virtual ~WorkerStage() = default;
@@ -52,12 +62,18 @@ class WorkerStage {
 struct WorkerOptions {
   std::string stage_name;    // "encoder", for logs
   std::string hub_endpoint;  // the hub's ROUTER this worker connects to
-  stage::Limits limits;      // on incoming messages
+  stage::Limits limits{};    // on incoming messages
   std::chrono::milliseconds idle_poll{100};  // how often an idle loop looks at the stop flag
 };
 
 // Connects, announces capacity, serves until service::stop_requested(). Malformed messages are
 // logged, counted and dropped. Returns the process exit code.
 int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics);
+
+// A worker's whole main after the config is loaded: logging and stop handlers, the /metrics
+// exporter (first free port from `metrics_port`), the stage from `make_stage` (which loads the
+// model: start-up errors throw), then run_worker.
+int serve_worker(std::string_view stage_name, int metrics_port, const std::string& hub_endpoint,
+                 const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage);
 
 }  // namespace seqpipe::worker

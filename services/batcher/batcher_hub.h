@@ -1,0 +1,79 @@
+#pragma once
+// The batcher's logic, socket-free: the hub between the tokenizers and the engine stages.
+// Sequences from the tokenizers queue in the DynamicBatcher; whole batches go to encoders with
+// credit (one credit = one batch in flight); encoded sequences go to decoders as their free
+// KV-cache slots allow (a sequence costs num_beams credits); decoded sequences go to
+// postprocessors with credit. Every dispatch is by common::CreditQueue, so a slow replica runs
+// out of credit and the others take the work. Time is passed in (tests use an injected clock).
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "batcher/dynamic_batcher.h"
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/credit_queue.h"
+#include "seqpipe/common/metrics.h"
+#include "seqpipe/common/stage_messages.h"
+
+namespace seqpipe::batcher {
+
+enum class Role { kEncoder, kDecoder, kPostprocessor };
+
+struct Outbox {
+  struct ToWorker {
+    Role role;
+    std::string worker;  // routing id
+    stage::StageMessage message;
+  };
+  std::vector<ToWorker> to_workers;
+  std::vector<std::pair<std::string, stage::StageMessage>> to_gateways;  // (results endpoint, message)
+  void clear() {
+    to_workers.clear();
+    to_gateways.clear();
+  }
+};
+
+BatchPolicy batch_policy(const config::BatcherConfig& config);
+
+class BatcherHub {
+ public:
+  BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics);
+
+  // `sequence` messages from the tokenizers. A full queue answers `overloaded` to the gateway.
+  void on_sequences(stage::StageMessage&& message, Clock::time_point now, Outbox& out);
+  // Messages from engine workers: ready, credit, encoded, decoded.
+  void on_worker(Role role, const std::string& worker, stage::StageMessage&& message, Clock::time_point now);
+  // Sends whatever the credits allow: batches to encoders, sequences to decoders and postprocessors.
+  void dispatch(Clock::time_point now, Outbox& out);
+  // A worker could not be reached (ROUTER send failed): it leaves, and its undelivered work waits again.
+  void worker_gone(Role role, const std::string& worker, stage::StageMessage&& undelivered, Clock::time_point now);
+
+  // How long the loop may sleep before dispatch() could do something new without input.
+  std::chrono::microseconds next_wakeup() const { return wakeup_; }
+  size_t queued() const { return batcher_.size() + decode_queue_.size() + postprocess_queue_.size(); }
+  const common::CreditQueue& credits(Role role) const { return workers_[static_cast<size_t>(role)]; }
+
+ private:
+  struct Waiting {
+    Clock::time_point since;
+    stage::WorkItem item;
+  };
+  void enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox* out);
+  void dispatch_batches(Clock::time_point now, Outbox& out);
+  void dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::time_point now, Outbox& out);
+
+  metrics::StageMetrics& metrics_;
+  DynamicBatcher batcher_;
+  common::CreditQueue workers_[3];
+  std::unordered_map<uint64_t, Waiting> batch_items_;  // by DynamicBatcher sequence id
+  uint64_t next_sequence_ = 1;
+  std::deque<Waiting> decode_queue_, postprocess_queue_;
+  std::vector<QueuedSequence> batch_, expired_;  // scratch for DynamicBatcher::poll
+  std::chrono::microseconds wakeup_{100000};
+};
+
+}  // namespace seqpipe::batcher

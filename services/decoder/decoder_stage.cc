@@ -1,0 +1,134 @@
+#include "decoder/decoder_stage.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "seqpipe/common/service.h"
+
+namespace seqpipe::decoder {
+
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+engine::GeneratorOptions generator_options(const config::PipelineConfig& c) {
+  engine::GeneratorOptions o;
+  o.cache.num_slots = c.decoder.num_slots;
+  o.cache.max_beams = c.decoder.max_beams;
+  o.cache.max_target_len = c.decoder.max_new_tokens + 1;  // the start token takes a position
+  o.cache.max_source_len = c.model.max_input_tokens;
+  return o;
+}
+
+engine::DecodingOptions decoding_options(const protocol::GenerateParams& p) {
+  engine::DecodingOptions o;
+  o.max_new_tokens = p.max_new_tokens;
+  o.min_new_tokens = p.min_new_tokens;
+  o.num_beams = p.num_beams;
+  o.length_penalty = p.length_penalty;
+  o.return_scores = p.return_scores;
+  return o;
+}
+
+uint64_t micros_since(SteadyClock::time_point start) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start).count());
+}
+}  // namespace
+
+DecoderStage::DecoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
+                           metrics::StageMetrics& metrics)
+    : model_(model),
+      generator_(model, generator_options(config)),
+      metrics_(metrics),
+      num_slots_(config.decoder.num_slots),
+      max_source_len_(config.model.max_input_tokens) {
+  running_.reserve(static_cast<size_t>(num_slots_));
+  finished_.reserve(static_cast<size_t>(num_slots_));
+}
+
+void DecoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
+  if (message.kind != stage::MessageKind::kDecode) {
+    spdlog::warn("decoder: ignored a '{}' message", stage::kind_name(message.kind));
+    metrics_.malformed();
+    return;
+  }
+  metrics_.request(static_cast<double>(message.items.size()));
+  int credits = 0;  // slots of items that never started: back to the batcher at once
+  for (auto& item : message.items) admit(std::move(item), out, credits);
+  if (credits > 0) out.to_hub.push_back({stage::MessageKind::kDecoded, credits, {}});
+  metrics_.set_in_flight(running());
+}
+
+void DecoderStage::admit(stage::WorkItem&& item, worker::Outbox& out, int& credits) {
+  const int slots = std::max(1, item.params.num_beams);  // what the batcher charged
+  const int64_t d_model = model_->config().d_model;
+  if (worker::expired(item, service::unix_now_us())) {
+    metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
+    credits += slots;
+    return;
+  }
+  if (item.rows < 1 || item.rows > max_source_len_ ||
+      item.hidden.size() != static_cast<size_t>(item.rows * d_model) * sizeof(float)) {
+    credits += slots;
+    out.fail(std::move(item),
+             {protocol::ErrorCode::kInternal, "decoder received encoder rows that do not match the model"}, "decoder",
+             metrics_);
+    return;
+  }
+  engine::EncoderOutput encoded;
+  encoded.hidden = engine::Tensor::empty({item.rows, d_model});
+  std::memcpy(encoded.hidden.data(), item.hidden.data(), item.hidden.size());
+  encoded.offsets = {0, item.rows};
+  item.hidden.clear();
+  item.hidden.shrink_to_fit();
+  item.rows = 0;  // the result carries output ids only
+  try {
+    const uint64_t handle = generator_.add(encoded, 0, decoding_options(item.params));
+    running_.push_back({handle, slots, std::move(item), SteadyClock::now()});
+  } catch (const std::exception& e) {  // options the engine refuses, or no free slots (a hub bug)
+    credits += slots;
+    out.fail(std::move(item), {protocol::ErrorCode::kInternal, std::string("decoder: ") + e.what()}, "decoder",
+             metrics_);
+  }
+}
+
+void DecoderStage::work(worker::Outbox& out) {
+  const auto start = SteadyClock::now();
+  finished_.clear();
+  generator_.step(finished_);
+  metrics_.compute_time(std::chrono::duration<double>(SteadyClock::now() - start).count());
+  metrics_.batch_size(running());
+
+  stage::StageMessage decoded{stage::MessageKind::kDecoded, 0, {}};
+  for (auto& f : finished_) {
+    auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.handle == f.handle; });
+    if (it == running_.end()) continue;
+    stage::WorkItem& item = it->item;
+    item.ids.assign(f.result.ids.begin(), f.result.ids.end());
+    item.score = f.result.score;
+    item.timings.decode_us += micros_since(it->started);
+    decoded.credits += it->slots;
+    decoded.items.push_back(std::move(item));
+    *it = std::move(running_.back());
+    running_.pop_back();
+  }
+  // Expired sequences stop costing compute now; the gateway has answered them.
+  const int64_t now = service::unix_now_us();
+  for (size_t i = 0; i < running_.size();) {
+    if (worker::expired(running_[i].item, now)) {
+      generator_.cancel(running_[i].handle);
+      metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
+      decoded.credits += running_[i].slots;
+      running_[i] = std::move(running_.back());
+      running_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  metrics_.set_in_flight(running());
+  if (decoded.credits > 0) out.to_hub.push_back(std::move(decoded));
+}
+
+}  // namespace seqpipe::decoder

@@ -1,0 +1,48 @@
+#pragma once
+// The decoder stage: continuous (iteration-level) batching over the engine's Generator. A
+// sequence joins the running batch between two decode steps as soon as it arrives and leaves
+// the moment it finishes; its KV-cache slots (num_beams of them) go back to the batcher as
+// credits with its result, so the batcher never sends more than the free slots. Sequences whose
+// deadline passes are cancelled between steps (their slots freed). Socket-free.
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/worker.h"
+#include "seqpipe/engine/decoding.h"
+
+namespace seqpipe::decoder {
+
+class DecoderStage : public worker::WorkerStage {
+ public:
+  DecoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
+               metrics::StageMetrics& metrics);
+  int capacity() const override { return num_slots_; }
+  void handle(stage::StageMessage&& message, worker::Outbox& out) override;
+  bool has_pending_work() const override { return !running_.empty(); }
+  // One decoder step over every running sequence; finished and expired ones leave.
+  void work(worker::Outbox& out) override;
+
+  int running() const { return static_cast<int>(running_.size()); }
+  int free_slots() const { return generator_.free_slots(); }
+
+ private:
+  struct Running {
+    uint64_t handle = 0;
+    int slots = 0;
+    stage::WorkItem item;  // without its encoder rows
+    std::chrono::steady_clock::time_point started;
+  };
+  void admit(stage::WorkItem&& item, worker::Outbox& out, int& credits);
+
+  std::shared_ptr<const engine::T5Model> model_;
+  engine::Generator generator_;
+  metrics::StageMetrics& metrics_;
+  int num_slots_;
+  int max_source_len_;
+  std::vector<Running> running_;                       // reserved to num_slots
+  std::vector<engine::Generator::Finished> finished_;  // reused between steps
+};
+
+}  // namespace seqpipe::decoder

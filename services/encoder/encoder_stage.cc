@@ -1,0 +1,67 @@
+#include "encoder/encoder_stage.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "seqpipe/common/service.h"
+
+namespace seqpipe::encoder {
+
+using SteadyClock = std::chrono::steady_clock;
+
+EncoderStage::EncoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
+                           metrics::StageMetrics& metrics)
+    : encoder_(std::move(model)), metrics_(metrics), credits_(config.encoder.credits) {}
+
+void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
+  if (message.kind != stage::MessageKind::kEncode) {
+    spdlog::warn("encoder: ignored a '{}' message", stage::kind_name(message.kind));
+    metrics_.malformed();
+    return;
+  }
+  metrics_.request(static_cast<double>(message.items.size()));
+  stage::StageMessage encoded{stage::MessageKind::kEncoded, 1, {}};  // the batch's credit comes back
+  const int64_t now = service::unix_now_us();
+  batch_.clear();
+  for (auto& item : message.items) {
+    if (worker::expired(item, now)) {
+      metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
+    } else if (item.ids.empty()) {
+      out.fail(std::move(item), {protocol::ErrorCode::kInternal, "encoder received an item without input ids"},
+               "encoder", metrics_);
+    } else {
+      batch_.emplace_back(item.ids.begin(), item.ids.end());
+      encoded.items.push_back(std::move(item));
+    }
+  }
+  if (!batch_.empty()) {
+    metrics_.batch_size(static_cast<double>(batch_.size()));
+    const auto start = SteadyClock::now();
+    try {
+      const engine::EncoderOutput output = encoder_.encode(batch_);
+      const auto elapsed = SteadyClock::now() - start;
+      metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
+      const auto us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
+      const int64_t d_model = output.hidden.dim(1);
+      for (size_t i = 0; i < encoded.items.size(); ++i) {
+        auto& item = encoded.items[i];
+        item.rows = output.length(i);
+        item.hidden.resize(static_cast<size_t>(item.rows * d_model) * sizeof(float));
+        std::memcpy(item.hidden.data(), output.rows(i), item.hidden.size());
+        item.ids.clear();  // the decoders need the rows only
+        item.timings.encode_us += us;
+      }
+    } catch (const std::exception& e) {  // a bad token id (model and tokenizer disagree) or out of memory
+      for (auto& item : encoded.items) {
+        out.fail(std::move(item), {protocol::ErrorCode::kInternal, std::string("encoder: ") + e.what()}, "encoder",
+                 metrics_);
+      }
+      encoded.items.clear();
+    }
+  }
+  out.to_hub.push_back(std::move(encoded));
+}
+
+}  // namespace seqpipe::encoder

@@ -1,0 +1,27 @@
+#pragma once
+// The encoder stage: one batch of input ids -> encoder hidden states, one block of rows per
+// item (float32 bytes), returned to the batcher for the decoders. A batch costs the batcher one
+// credit, returned with the `encoded` reply. Socket-free.
+#include <memory>
+
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/worker.h"
+#include "seqpipe/engine/encoder.h"
+
+namespace seqpipe::encoder {
+
+class EncoderStage : public worker::WorkerStage {
+ public:
+  EncoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
+               metrics::StageMetrics& metrics);
+  int capacity() const override { return credits_; }
+  void handle(stage::StageMessage&& message, worker::Outbox& out) override;
+
+ private:
+  engine::Encoder encoder_;
+  metrics::StageMetrics& metrics_;
+  int credits_;
+  std::vector<std::vector<int>> batch_;  // reused between batches
+};
+
+}  // namespace seqpipe::encoder

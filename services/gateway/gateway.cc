@@ -1,0 +1,214 @@
+#include "gateway/gateway.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "seqpipe/common/service.h"
+
+namespace seqpipe::gateway {
+
+namespace {
+uint64_t micros(SteadyClock::duration d) {
+  return static_cast<uint64_t>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
+}
+
+void keep_max(stage::StageTimings& into, const stage::StageTimings& t) {
+  into.queue_us = std::max(into.queue_us, t.queue_us);
+  into.tokenize_us = std::max(into.tokenize_us, t.tokenize_us);
+  into.batch_wait_us = std::max(into.batch_wait_us, t.batch_wait_us);
+  into.encode_us = std::max(into.encode_us, t.encode_us);
+  into.decode_us = std::max(into.decode_us, t.decode_us);
+  into.postprocess_us = std::max(into.postprocess_us, t.postprocess_us);
+}
+}  // namespace
+
+protocol::Limits protocol_limits(const config::PipelineConfig& c) {
+  protocol::Limits limits;
+  limits.max_message_bytes = c.gateway.max_message_bytes;
+  limits.max_texts = c.gateway.max_texts;
+  limits.max_text_bytes = c.gateway.max_text_bytes;
+  limits.max_new_tokens_cap = c.decoder.max_new_tokens;
+  limits.max_beams = std::min(c.decoder.max_beams, c.decoder.num_slots);
+  limits.max_timeout_ms = c.gateway.max_timeout_ms;
+  return limits;
+}
+
+Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpoint,
+                 metrics::StageMetrics& stage_metrics, metrics::GatewayMetrics& gateway_metrics)
+    : config_(config),
+      limits_(protocol_limits(config)),
+      results_endpoint_(std::move(results_endpoint)),
+      metrics_(stage_metrics),
+      gateway_metrics_(gateway_metrics) {}
+
+void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_point now, Outbox& out) {
+  if (frames.size() < 2) return;  // no routing frame: nobody to answer
+  std::string payload = std::move(frames.back());
+  frames.pop_back();
+  metrics_.request();
+  auto decoded = protocol::decode_request(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()), limits_);
+  if (auto* rejected = std::get_if<protocol::RejectedRequest>(&decoded)) {
+    reply_error(std::move(frames), std::move(rejected->id), std::move(rejected->error), now, now, out);
+    return;
+  }
+  auto& request = std::get<protocol::Request>(decoded);
+  if (waiting_.size() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
+    reply_error(std::move(frames), request.id.value_or(""),
+                {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"}, now, now, out);
+    return;
+  }
+  const uint64_t id = next_id_++;
+  const uint32_t timeout_ms = request.timeout_ms.value_or(config_.gateway.default_timeout_ms);
+  Request r;
+  r.envelope = std::move(frames);
+  r.client_id = request.id.value_or("");
+  r.batch_form = request.batch_form;
+  r.return_scores = request.params.return_scores;
+  r.texts.resize(request.texts.size());
+  r.scores.resize(request.texts.size());
+  r.done.resize(request.texts.size());
+  r.remaining = request.texts.size();
+  r.received = now;
+  r.deadline = now + std::chrono::milliseconds(timeout_ms);
+
+  stage::StageMessage work{stage::MessageKind::kTokenize, 0, {}};
+  const int64_t deadline_unix_us = service::unix_now_us() + int64_t{timeout_ms} * 1000;
+  for (size_t i = 0; i < request.texts.size(); ++i) {
+    stage::WorkItem item;
+    item.request = id;
+    item.index = static_cast<uint32_t>(i);
+    item.gateway = results_endpoint_;
+    item.deadline_unix_us = deadline_unix_us;
+    item.params = request.params;
+    item.text = std::move(request.texts[i]);
+    work.items.push_back(std::move(item));
+  }
+  deadlines_.emplace(r.deadline, id);
+  requests_.emplace(id, std::move(r));
+  waiting_.push_back(std::move(work));
+  metrics_.set_in_flight(static_cast<double>(requests_.size()));
+}
+
+void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage& message) {
+  switch (message.kind) {
+    case stage::MessageKind::kReady:
+      tokenizers_.announce(worker, message.credits);
+      spdlog::info("gateway: tokenizer joined with {} credits ({} tokenizers)", message.credits, tokenizers_.size());
+      break;
+    case stage::MessageKind::kCredit:
+      tokenizers_.release(worker, message.credits);
+      break;
+    default:
+      spdlog::warn("gateway: ignored a '{}' message from a tokenizer", stage::kind_name(message.kind));
+      metrics_.malformed();
+  }
+}
+
+void Gateway::on_results(stage::StageMessage&& message, SteadyClock::time_point now, Outbox& out) {
+  if (message.kind != stage::MessageKind::kResult) {
+    spdlog::warn("gateway: ignored a '{}' message on the results socket", stage::kind_name(message.kind));
+    metrics_.malformed();
+    return;
+  }
+  for (auto& item : message.items) {
+    auto it = requests_.find(item.request);
+    if (it == requests_.end() || item.index >= it->second.done.size() || it->second.done[item.index]) {
+      gateway_metrics_.late_result();  // answered already (deadline or an earlier error), or a duplicate
+      continue;
+    }
+    Request& r = it->second;
+    if (item.error) {
+      reply(item.request, protocol::error_reply(r.client_id, std::move(*item.error)), now, out);
+      continue;
+    }
+    r.texts[item.index] = std::move(item.text);
+    r.scores[item.index] = item.score;
+    r.done[item.index] = true;
+    keep_max(r.timings, item.timings);
+    if (--r.remaining == 0) {
+      protocol::Reply ok;
+      ok.id = r.client_id;
+      ok.batch_form = r.batch_form;
+      ok.texts = std::move(r.texts);
+      if (r.return_scores) ok.scores = std::move(r.scores);
+      reply(item.request, std::move(ok), now, out);
+    }
+  }
+}
+
+void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now, Outbox& out) {
+  auto it = requests_.find(id);
+  Request& r = it->second;
+  const auto& t = r.timings;
+  reply.timings = {t.queue_us, t.tokenize_us, t.batch_wait_us, t.encode_us, t.decode_us, t.postprocess_us,
+                   micros(now - r.received)};
+  const double total_s = static_cast<double>(reply.timings.total_us) * 1e-6;
+  gateway_metrics_.request_seconds(reply.ok, total_s);
+  if (reply.ok) {
+    const double model_s = static_cast<double>(t.encode_us + t.decode_us) * 1e-6;
+    gateway_metrics_.latency_split(model_s, std::max(0.0, total_s - model_s));
+  } else {
+    metrics_.error(reply.error->code);
+    spdlog::info("gateway: request {} (id '{}'): {}: {}", id, r.client_id, protocol::wire_name(reply.error->code),
+                 reply.error->message);
+  }
+  out.replies.emplace_back(std::move(r.envelope), protocol::encode_reply(reply));
+  deadlines_.erase({r.deadline, id});
+  requests_.erase(it);
+  metrics_.set_in_flight(static_cast<double>(requests_.size()));
+}
+
+void Gateway::reply_error(Envelope envelope, std::string client_id, protocol::Error error,
+                          SteadyClock::time_point received, SteadyClock::time_point now, Outbox& out) {
+  metrics_.error(error.code);
+  spdlog::info("gateway: rejected request (id '{}'): {}: {}", client_id, protocol::wire_name(error.code), error.message);
+  protocol::Reply reply = protocol::error_reply(std::move(client_id), std::move(error));
+  reply.timings.total_us = micros(now - received);
+  gateway_metrics_.request_seconds(false, static_cast<double>(reply.timings.total_us) * 1e-6);
+  out.replies.emplace_back(std::move(envelope), protocol::encode_reply(reply));
+}
+
+void Gateway::expire(SteadyClock::time_point now, Outbox& out) {
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    const uint64_t id = deadlines_.begin()->second;
+    const auto& r = requests_.at(id);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.deadline - r.received).count();
+    reply(id,
+          protocol::error_reply(r.client_id, {protocol::ErrorCode::kDeadlineExceeded,
+                                              "no result within " + std::to_string(ms) + " ms"}),
+          now, out);
+  }
+}
+
+void Gateway::dispatch(SteadyClock::time_point now, Outbox& out) {
+  while (!waiting_.empty()) {
+    stage::StageMessage& work = waiting_.front();
+    auto it = requests_.find(work.items.front().request);
+    if (it == requests_.end()) {  // answered while it waited (deadline)
+      waiting_.pop_front();
+      continue;
+    }
+    auto worker = tokenizers_.take(1);
+    if (!worker) break;
+    const uint64_t queued = micros(now - it->second.received);
+    for (auto& item : work.items) item.timings.queue_us = queued;
+    out.to_tokenizers.emplace_back(std::move(*worker), std::move(work));
+    waiting_.pop_front();
+  }
+  metrics_.set_queue_depth(static_cast<double>(waiting_.size()));
+}
+
+void Gateway::tokenizer_gone(const std::string& worker, stage::StageMessage&& undelivered) {
+  tokenizers_.remove(worker);
+  spdlog::warn("gateway: a tokenizer went away ({} left); its work waits again", tokenizers_.size());
+  waiting_.push_front(std::move(undelivered));
+}
+
+std::optional<SteadyClock::time_point> Gateway::next_deadline() const {
+  if (deadlines_.empty()) return std::nullopt;
+  return deadlines_.begin()->first;
+}
+
+}  // namespace seqpipe::gateway

@@ -1,0 +1,92 @@
+#pragma once
+// The gateway's logic, socket-free: client requests in, tokenize work out to tokenizers with
+// credit, results in, exactly one reply per request out. It owns every request's deadline and
+// answers deadline_exceeded itself; a result for a request already answered is dropped and
+// counted. Time is passed in, so tests drive it with an injected clock.
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/credit_queue.h"
+#include "seqpipe/common/metrics.h"
+#include "seqpipe/common/protocol.h"
+#include "seqpipe/common/stage_messages.h"
+
+namespace seqpipe::gateway {
+
+using SteadyClock = std::chrono::steady_clock;
+using Envelope = std::vector<std::string>;  // the client's routing frames, sent back with its reply
+
+struct Outbox {
+  std::vector<std::pair<Envelope, std::string>> replies;                  // (envelope, reply bytes)
+  std::vector<std::pair<std::string, stage::StageMessage>> to_tokenizers;  // (worker routing id, message)
+  void clear() {
+    replies.clear();
+    to_tokenizers.clear();
+  }
+};
+
+// The protocol limits this gateway enforces, from the config (docs/PROTOCOL.md, "Limits").
+protocol::Limits protocol_limits(const config::PipelineConfig& config);
+
+class Gateway {
+ public:
+  // `results_endpoint` is where this gateway's results come back (its bound PULL endpoint).
+  Gateway(const config::PipelineConfig& config, std::string results_endpoint, metrics::StageMetrics& stage_metrics,
+          metrics::GatewayMetrics& gateway_metrics);
+
+  // A client message: `frames` as the ROUTER received them (routing frames, then the payload).
+  void on_client(std::vector<std::string>&& frames, SteadyClock::time_point now, Outbox& out);
+  // ready / credit from a tokenizer.
+  void on_tokenizer(const std::string& worker, const stage::StageMessage& message);
+  // Results (or failed items) from the postprocessors and other stages.
+  void on_results(stage::StageMessage&& message, SteadyClock::time_point now, Outbox& out);
+  // Answers deadline_exceeded for every request past its deadline.
+  void expire(SteadyClock::time_point now, Outbox& out);
+  // Sends waiting tokenize work to tokenizers with credit.
+  void dispatch(SteadyClock::time_point now, Outbox& out);
+  // A tokenizer could not be reached: it leaves, and the work sent to it waits again.
+  void tokenizer_gone(const std::string& worker, stage::StageMessage&& undelivered);
+
+  std::optional<SteadyClock::time_point> next_deadline() const;
+  size_t in_flight() const { return requests_.size(); }
+  size_t waiting() const { return waiting_.size(); }
+
+ private:
+  struct Request {
+    Envelope envelope;
+    std::string client_id;
+    bool batch_form = false;
+    bool return_scores = false;
+    std::vector<std::string> texts;
+    std::vector<float> scores;
+    std::vector<bool> done;
+    size_t remaining = 0;
+    SteadyClock::time_point received, deadline;
+    stage::StageTimings timings;  // per stage, the slowest of the request's texts
+  };
+  void reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now, Outbox& out);
+  void reply_error(Envelope envelope, std::string client_id, protocol::Error error, SteadyClock::time_point received,
+                   SteadyClock::time_point now, Outbox& out);
+
+  config::PipelineConfig config_;
+  protocol::Limits limits_;
+  std::string results_endpoint_;
+  metrics::StageMetrics& metrics_;
+  metrics::GatewayMetrics& gateway_metrics_;
+  common::CreditQueue tokenizers_;
+  uint64_t next_id_ = 1;
+  std::unordered_map<uint64_t, Request> requests_;
+  std::set<std::pair<SteadyClock::time_point, uint64_t>> deadlines_;
+  std::deque<stage::StageMessage> waiting_;  // tokenize messages without a tokenizer credit yet
+};
+
+}  // namespace seqpipe::gateway

@@ -1,0 +1,92 @@
+// seqpipe-gateway: the client-facing hub. Binds the client socket, the tokenizers' socket and
+// the results socket; one loop polls all three.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "gateway/gateway.h"
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/metrics.h"
+#include "seqpipe/common/service.h"
+#include "seqpipe/common/transport.h"
+#include "seqpipe/common/worker.h"
+
+namespace seqpipe::gateway {
+namespace {
+
+int serve(const config::PipelineConfig& c) {
+  service::init_logging("gateway");
+  service::install_stop_handlers();
+  metrics::Exporter exporter("gateway", c.gateway.metrics_port);
+  metrics::StageMetrics stage_metrics(exporter.registry(), "gateway");
+  metrics::GatewayMetrics gateway_metrics(exporter.registry());
+
+  zmq::context_t context(1);
+  // A frame up to 4x max_message_bytes is read and answered too_long; a larger one makes ZeroMQ
+  // drop the connection before buffering it, so no client can exhaust the gateway's memory.
+  transport::SocketOptions client_options;
+  client_options.max_message_bytes = static_cast<int64_t>(c.gateway.max_message_bytes) * 4;
+  transport::Socket clients(context, zmq::socket_type::router, client_options);
+  transport::Socket tokenizers(context, zmq::socket_type::router);
+  transport::Socket results(context, zmq::socket_type::pull);
+  const std::string client_endpoint = clients.bind(c.gateway.client_endpoint);
+  tokenizers.bind(c.gateway.tokenizer_endpoint);
+  const std::string results_endpoint = results.bind(c.gateway.results_endpoint);
+  spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}", client_endpoint,
+               c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
+
+  Gateway gateway(c, results_endpoint, stage_metrics, gateway_metrics);
+  transport::Poller poller;
+  const size_t kClients = poller.add(clients), kTokenizers = poller.add(tokenizers), kResults = poller.add(results);
+  const stage::Limits limits;
+  Outbox out;
+  while (!service::stop_requested()) {
+    auto now = SteadyClock::now();
+    auto timeout = std::chrono::milliseconds(100);
+    if (auto d = gateway.next_deadline()) {
+      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*d - now), std::chrono::milliseconds(0), timeout);
+    }
+    poller.poll(timeout);
+    now = SteadyClock::now();
+    if (poller.readable(kClients)) {
+      while (auto frames = clients.try_recv()) gateway.on_client(std::move(*frames), now, out);
+    }
+    if (poller.readable(kTokenizers)) {
+      while (auto frames = tokenizers.try_recv()) {
+        if (auto m = worker::decode_frames(*frames, 2, "a tokenizer", limits, stage_metrics)) {
+          gateway.on_tokenizer((*frames)[0], *m);
+        }
+      }
+    }
+    if (poller.readable(kResults)) {
+      while (auto frames = results.try_recv()) {
+        if (auto m = worker::decode_frames(*frames, 1, "the results socket", limits, stage_metrics)) {
+          gateway.on_results(std::move(*m), now, out);
+        }
+      }
+    }
+    gateway.expire(now, out);
+    gateway.dispatch(now, out);
+    for (auto& [envelope, payload] : out.replies) {
+      envelope.push_back(std::move(payload));
+      if (!clients.send(envelope)) spdlog::info("gateway: a client left before its reply");
+    }
+    for (auto& [worker, message] : out.to_tokenizers) {
+      if (!tokenizers.send({std::string_view(worker), std::string_view(stage::encode(message))})) {
+        gateway.tokenizer_gone(worker, std::move(message));
+      }
+    }
+    out.clear();
+  }
+  spdlog::info("gateway: stopping with {} requests in flight", gateway.in_flight());
+  return 0;
+}
+
+}  // namespace
+}  // namespace seqpipe::gateway
+
+int main(int argc, char** argv) {
+  return seqpipe::config::run_service_main(argc, argv, "gateway",
+                                           "Serves clients: validates requests, keeps deadlines, answers each once.",
+                                           seqpipe::gateway::serve);
+}

@@ -1,0 +1,46 @@
+#include "postprocessor/postprocessor_stage.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "seqpipe/common/service.h"
+
+namespace seqpipe::postprocessor {
+
+using SteadyClock = std::chrono::steady_clock;
+
+PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer, const config::PipelineConfig& config,
+                                       metrics::StageMetrics& metrics)
+    : tokenizer_(std::move(tokenizer)), metrics_(metrics), credits_(config.postprocessor.credits) {}
+
+void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
+  if (message.kind != stage::MessageKind::kPostprocess) {
+    spdlog::warn("postprocessor: ignored a '{}' message", stage::kind_name(message.kind));
+    metrics_.malformed();
+    return;
+  }
+  const int credits = static_cast<int>(message.items.size());
+  metrics_.request(credits);
+  std::vector<stage::WorkItem> done;
+  const int64_t now = service::unix_now_us();
+  for (auto& item : message.items) {
+    if (worker::expired(item, now)) {
+      metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
+      continue;
+    }
+    const auto start = SteadyClock::now();
+    const std::vector<int> ids(item.ids.begin(), item.ids.end());
+    item.text = tokenizer_->decode(ids);
+    item.ids.clear();
+    const auto elapsed = SteadyClock::now() - start;
+    metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
+    item.timings.postprocess_us +=
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
+    done.push_back(std::move(item));
+  }
+  out.results(std::move(done));
+  if (credits > 0) out.to_hub.push_back({stage::MessageKind::kCredit, credits, {}});
+}
+
+}  // namespace seqpipe::postprocessor

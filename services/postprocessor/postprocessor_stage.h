@@ -1,0 +1,26 @@
+#pragma once
+// The postprocessor stage: output ids -> text (special tokens skipped, as HF decode with
+// skip_special_tokens), sent to the gateway that owns the request. Socket-free.
+#include <memory>
+
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/worker.h"
+#include "seqpipe/engine/tokenizer.h"
+
+namespace seqpipe::postprocessor {
+
+class PostprocessorStage : public worker::WorkerStage {
+ public:
+  PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer, const config::PipelineConfig& config,
+                     metrics::StageMetrics& metrics);
+  int capacity() const override { return credits_; }
+  // Each item costs one credit; the credits go back with the results.
+  void handle(stage::StageMessage&& message, worker::Outbox& out) override;
+
+ private:
+  std::shared_ptr<const engine::Tokenizer> tokenizer_;
+  metrics::StageMetrics& metrics_;
+  int credits_;
+};
+
+}  // namespace seqpipe::postprocessor

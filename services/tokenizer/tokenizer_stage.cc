@@ -1,0 +1,56 @@
+#include "tokenizer/tokenizer_stage.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "seqpipe/common/service.h"
+
+namespace seqpipe::tokenizer {
+
+using SteadyClock = std::chrono::steady_clock;
+
+TokenizerStage::TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer, const config::PipelineConfig& config,
+                               metrics::StageMetrics& metrics)
+    : tokenizer_(std::move(tokenizer)),
+      metrics_(metrics),
+      ingress_endpoint_(config.batcher.ingress_endpoint),
+      max_input_tokens_(config.model.max_input_tokens),
+      credits_(config.tokenizer.credits) {}
+
+void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
+  if (message.kind != stage::MessageKind::kTokenize) {
+    spdlog::warn("tokenizer: ignored a '{}' message", stage::kind_name(message.kind));
+    metrics_.malformed();
+    return;
+  }
+  metrics_.request(static_cast<double>(message.items.size()));
+  stage::StageMessage sequences{stage::MessageKind::kSequence, 0, {}};
+  const int64_t now = service::unix_now_us();
+  for (auto& item : message.items) {
+    if (worker::expired(item, now)) {
+      metrics_.error(protocol::ErrorCode::kDeadlineExceeded);  // the gateway has answered it
+      continue;
+    }
+    const auto start = SteadyClock::now();
+    std::vector<int> ids = tokenizer_->encode(item.text);
+    const auto elapsed = SteadyClock::now() - start;
+    metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
+    if (static_cast<int>(ids.size()) > max_input_tokens_) {
+      out.fail(std::move(item),
+               {protocol::ErrorCode::kTooLong, "text " + std::to_string(item.index) + " is " + std::to_string(ids.size()) +
+                                                   " tokens; the limit is model.max_input_tokens = " +
+                                                   std::to_string(max_input_tokens_)},
+               "tokenizer", metrics_);
+      continue;
+    }
+    item.ids.assign(ids.begin(), ids.end());
+    item.text.clear();
+    item.timings.tokenize_us += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
+    sequences.items.push_back(std::move(item));
+  }
+  if (!sequences.items.empty()) out.pushes.emplace_back(ingress_endpoint_, std::move(sequences));
+  out.to_hub.push_back({stage::MessageKind::kCredit, 1, {}});
+}
+
+}  // namespace seqpipe::tokenizer

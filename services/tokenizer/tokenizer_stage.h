@@ -1,0 +1,31 @@
+#pragma once
+// The tokenizer stage: text -> SentencePiece ids (eos appended), checked against
+// model.max_input_tokens. Good items go on to the batcher's ingress; a text that is too long is
+// answered to its gateway as `too_long`. Socket-free: run_worker drives it.
+#include <string>
+
+#include <memory>
+
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/worker.h"
+#include "seqpipe/engine/tokenizer.h"
+
+namespace seqpipe::tokenizer {
+
+class TokenizerStage : public worker::WorkerStage {
+ public:
+  TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer, const config::PipelineConfig& config,
+                 metrics::StageMetrics& metrics);
+  int capacity() const override { return credits_; }
+  // A `tokenize` message costs its sender one credit; the credit goes back after it.
+  void handle(stage::StageMessage&& message, worker::Outbox& out) override;
+
+ private:
+  std::shared_ptr<const engine::Tokenizer> tokenizer_;
+  metrics::StageMetrics& metrics_;
+  std::string ingress_endpoint_;
+  int max_input_tokens_;
+  int credits_;
+};
+
+}  // namespace seqpipe::tokenizer
