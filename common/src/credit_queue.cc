@@ -62,6 +62,12 @@ int CreditQueue::total_free() const {
   return total;
 }
 
+int CreditQueue::total_capacity() const {
+  int total = 0;
+  for (const Worker& w : workers_) total += w.capacity;
+  return total;
+}
+
 int CreditQueue::largest_free() const {
   int best = 0;
   for (const Worker& w : workers_) best = std::max(best, w.free);

@@ -159,6 +159,17 @@ void BatcherHub::dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::ti
   }
 }
 
+std::vector<status::StageStatus> BatcherHub::status() const {
+  std::vector<status::StageStatus> stages{{"batcher", 1, 0, static_cast<int>(batcher_.size()), 0}};
+  const size_t queued[] = {0, decode_queue_.size(), postprocess_queue_.size()};
+  for (size_t r = 0; r < 3; ++r) {
+    const auto& w = workers_[r];
+    stages.push_back({kRoleNames[r], static_cast<int>(w.size()), w.total_capacity() - w.total_free(),
+                      static_cast<int>(queued[r]), w.total_free()});
+  }
+  return stages;
+}
+
 void BatcherHub::worker_gone(Role role, const std::string& worker, stage::StageMessage&& undelivered,
                              Clock::time_point now) {
   workers_[static_cast<size_t>(role)].remove(worker);

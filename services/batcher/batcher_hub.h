@@ -18,6 +18,7 @@
 #include "seqpipe/common/credit_queue.h"
 #include "seqpipe/common/metrics.h"
 #include "seqpipe/common/stage_messages.h"
+#include "seqpipe/common/status.h"
 
 namespace seqpipe::batcher {
 
@@ -55,6 +56,8 @@ class BatcherHub {
   // How long the loop may sleep before dispatch() could do something new without input.
   std::chrono::microseconds next_wakeup() const { return wakeup_; }
   size_t queued() const { return batcher_.size() + decode_queue_.size() + postprocess_queue_.size(); }
+  // The batcher and its workers, for `seqpipe status`.
+  std::vector<status::StageStatus> status() const;
   const common::CreditQueue& credits(Role role) const { return workers_[static_cast<size_t>(role)]; }
 
  private:

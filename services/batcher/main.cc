@@ -61,7 +61,9 @@ int serve(const config::PipelineConfig& c) {
     for (size_t r = 0; r < 3; ++r) {
       if (!poller.readable(kIngress + 1 + r)) continue;
       while (auto frames = worker_sockets[r]->try_recv()) {
-        if (auto m = worker::decode_frames(*frames, 2, worker_names[r], limits, stage_metrics)) {
+        if (frames->size() == 2 && (*frames)[1] == status::kProbe) {
+          worker_sockets[r]->send({std::string_view((*frames)[0]), std::string_view(status::encode(hub.status()))});
+        } else if (auto m = worker::decode_frames(*frames, 2, worker_names[r], limits, stage_metrics)) {
           hub.on_worker(static_cast<Role>(r), (*frames)[0], std::move(*m), now);
         }
       }

@@ -206,6 +206,12 @@ void Gateway::tokenizer_gone(const std::string& worker, stage::StageMessage&& un
   waiting_.push_front(std::move(undelivered));
 }
 
+std::vector<status::StageStatus> Gateway::status() const {
+  const int free = tokenizers_.total_free();
+  return {{"gateway", 1, static_cast<int>(requests_.size()), static_cast<int>(waiting_.size()), 0},
+          {"tokenizer", static_cast<int>(tokenizers_.size()), tokenizers_.total_capacity() - free, 0, free}};
+}
+
 std::optional<SteadyClock::time_point> Gateway::next_deadline() const {
   if (deadlines_.empty()) return std::nullopt;
   return deadlines_.begin()->first;

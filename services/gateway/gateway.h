@@ -19,6 +19,7 @@
 #include "seqpipe/common/metrics.h"
 #include "seqpipe/common/protocol.h"
 #include "seqpipe/common/stage_messages.h"
+#include "seqpipe/common/status.h"
 
 namespace seqpipe::gateway {
 
@@ -58,6 +59,8 @@ class Gateway {
 
   std::optional<SteadyClock::time_point> next_deadline() const;
   size_t in_flight() const { return requests_.size(); }
+  // The gateway and its tokenizers, for `seqpipe status`.
+  std::vector<status::StageStatus> status() const;
   size_t waiting() const { return waiting_.size(); }
 
  private:

@@ -53,7 +53,9 @@ int serve(const config::PipelineConfig& c) {
     }
     if (poller.readable(kTokenizers)) {
       while (auto frames = tokenizers.try_recv()) {
-        if (auto m = worker::decode_frames(*frames, 2, "a tokenizer", limits, stage_metrics)) {
+        if (frames->size() == 2 && (*frames)[1] == status::kProbe) {
+          tokenizers.send({std::string_view((*frames)[0]), std::string_view(status::encode(gateway.status()))});
+        } else if (auto m = worker::decode_frames(*frames, 2, "a tokenizer", limits, stage_metrics)) {
           gateway.on_tokenizer((*frames)[0], *m);
         }
       }

@@ -50,3 +50,16 @@ TEST(Metrics, ExporterServesStageFamiliesOnAnEphemeralPort) {
 
 }  // namespace
 }  // namespace seqpipe::metrics
+
+namespace seqpipe::metrics {
+namespace {
+// Replicas started with one config share metrics_port: each takes the first free port after it.
+TEST(Metrics, ReplicaTakesTheNextFreePort) {
+  Exporter first("encoder", 0);
+  Exporter second("encoder", first.port(), kReplicaPortRange);
+  EXPECT_GT(second.port(), first.port());
+  EXPECT_LT(second.port(), first.port() + kReplicaPortRange);
+  EXPECT_THROW(Exporter("encoder", first.port(), 1), std::runtime_error);
+}
+}  // namespace
+}  // namespace seqpipe::metrics

@@ -19,6 +19,8 @@
 #include "seqpipe/client.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/service.h"
+#include "seqpipe/common/status.h"
+#include "seqpipe/common/transport.h"
 
 namespace {
 
@@ -30,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kUsage = R"(usage: seqpipe up   [--config FILE] [--set key=value ...]
        seqpipe send [--config FILE] [--set key=value ...] [--endpoint EP] [--num-beams N]
                     [--max-new-tokens N] [--min-new-tokens N] [--timeout-ms N] [--scores] TEXT [TEXT ...]
+       seqpipe status [--config FILE] [--set key=value ...]
 
 up     starts the whole pipeline on this machine as child processes: the gateway and the batcher,
        and `replicas` copies of the tokenizer, encoder, decoder and postprocessor (config/pipeline.yaml,
@@ -37,6 +40,9 @@ up     starts the whole pipeline on this machine as child processes: the gateway
        endpoint, restarts a child that dies, and stops everything on Ctrl-C or SIGTERM.
 send   sends one request to the gateway (gateway.client_endpoint of the config, or --endpoint) and
        prints the text(s), the score(s) with --scores, and the per-stage timings.
+status asks the two hubs (gateway, batcher) what they see: for each stage its live replicas,
+       the work its replicas hold (in flight), the work waiting in the hub (queued) and the free
+       credits; a hub that does not answer within 1 s is reported as down (exit status 1).
 
 exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or bad config
 )";
@@ -229,6 +235,35 @@ int send(int argc, char** argv) {
   return 0;
 }
 
+int status_command(int argc, char** argv) {
+  const config::ServiceArgs args = config::parse_service_args(argc, argv);
+  if (args.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  const config::PipelineConfig c = load(args.config_path, args.overrides).config;
+  zmq::context_t context(1);
+  int rc = 0;
+  std::printf("%-14s %8s %10s %8s %13s\n", "stage", "replicas", "in_flight", "queued", "free_credits");
+  for (const auto& [hub, endpoint] : {std::pair{"gateway", c.gateway.tokenizer_endpoint},
+                                      std::pair{"batcher", c.batcher.encoder_endpoint}}) {
+    seqpipe::transport::Socket probe(context, zmq::socket_type::dealer);
+    probe.connect(endpoint);
+    probe.send({seqpipe::status::kProbe});
+    const auto reply = probe.recv(std::chrono::milliseconds(1000));
+    const auto stages = reply && reply->size() == 1 ? seqpipe::status::decode(reply->front()) : std::nullopt;
+    if (!stages) {
+      std::printf("%-14s %s (no answer on %s)\n", hub, "down", endpoint.c_str());
+      rc = 1;
+      continue;
+    }
+    for (const auto& st : *stages) {
+      std::printf("%-14s %8d %10d %8d %13d\n", st.stage.c_str(), st.replicas, st.in_flight, st.queued, st.free_credits);
+    }
+  }
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -240,6 +275,7 @@ int main(int argc, char** argv) {
     const std::string command = argv[1];
     if (command == "up") return up(argc - 1, argv + 1);
     if (command == "send") return send(argc - 1, argv + 1);
+    if (command == "status") return status_command(argc - 1, argv + 1);
     throw cli::UsageError("unknown command '" + command + "'");
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "seqpipe: %s (see seqpipe --help)\n", e.what());

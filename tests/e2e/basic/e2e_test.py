@@ -11,12 +11,14 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 import msgpack
 from seqpipe_client import Client, SeqpipeError
@@ -25,6 +27,21 @@ SEQPIPE = os.environ["SEQPIPE_BIN"]
 GENERATE = os.environ["SEQPIPE_GENERATE"]
 MKMODEL = os.environ["SEQPIPE_MKMODEL"]
 TEXTS = ["teh speling is bad", "hello world", "i cant beleive teh wether", "a"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port, sample):
+    """The value of one sample (name with its labels, as exposed) on 127.0.0.1:port/metrics."""
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    for line in body.splitlines():
+        if line.split(" ")[0] == sample:
+            return float(line.split(" ")[-1])
+    raise AssertionError(f"{sample} not in /metrics on port {port}")
 
 
 def generate_text(model, text, beams):
@@ -43,9 +60,10 @@ class PipelineTest(unittest.TestCase):
                         "--out", cls.model], check=True, capture_output=True, timeout=120)
         cls.run_dir = os.path.join(cls.tmp, "run")
         cls.endpoint = f"ipc://{cls.run_dir}/gateway.sock"
+        cls.gateway_metrics, cls.batcher_metrics = free_port(), free_port()
         settings = [f"model.dir={cls.model}", f"runtime_dir={cls.run_dir}",
                     "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
-                    "gateway.metrics_port=0", "batcher.metrics_port=0",
+                    f"gateway.metrics_port={cls.gateway_metrics}", f"batcher.metrics_port={cls.batcher_metrics}",
                     "tokenizer.replicas=2", "encoder.replicas=2", "decoder.replicas=2", "postprocessor.replicas=2",
                     "batcher.max_queue_delay_us=1000", "gateway.default_timeout_ms=20000",
                     "encoder.credits=1"]
@@ -129,6 +147,24 @@ class PipelineTest(unittest.TestCase):
                 self.assertEqual(reply["error"]["code"], code, reply["error"]["message"])
         self.assertEqual(self.client.generate("hello world", max_new_tokens=12)["text"],
                          generate_text(self.model, "hello world", 1))
+
+    def test_status_shows_every_stage(self):
+        out = subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={self.run_dir}"], capture_output=True,
+                             text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()[1:]}
+        self.assertEqual(sorted(rows), ["batcher", "decoder", "encoder", "gateway", "postprocessor", "tokenizer"])
+        for stage in ("tokenizer", "encoder", "decoder", "postprocessor"):
+            self.assertEqual(rows[stage][0], "2", f"{stage}: {out.stdout}")
+
+    def test_metrics_count_requests(self):
+        ok = 'seqpipe_gateway_request_seconds_count{status="ok"}'
+        before = scrape(self.gateway_metrics, ok)
+        for text in TEXTS:
+            self.client.generate(text, max_new_tokens=4)
+        self.assertEqual(scrape(self.gateway_metrics, ok) - before, len(TEXTS))
+        batches = scrape(self.batcher_metrics, 'seqpipe_stage_batch_size_count{stage="batcher"}')
+        self.assertGreater(batches, 0)
 
     def test_stopped_encoder_replica_does_not_stall_new_work(self):
         pids = subprocess.run(["pgrep", "-f", f"seqpipe-encoder.*{self.run_dir}"], capture_output=True,

@@ -28,6 +28,7 @@ class CreditQueue {
 
   int free_credits(std::string_view worker) const;  // -1 for an unknown worker
   int total_free() const;
+  int total_capacity() const;
   int largest_free() const;  // the most any single worker can take now
   size_t size() const { return workers_.size(); }
 

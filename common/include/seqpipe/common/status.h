@@ -1,0 +1,30 @@
+#pragma once
+// Operator status, asked of the hubs on their worker sockets: `seqpipe status` connects a DEALER
+// to the gateway's tokenizer endpoint and to the batcher's encoder endpoint and sends the probe;
+// the hub answers with one StageStatus per stage it knows (the gateway: itself and the
+// tokenizers; the batcher: itself, encoders, decoders, postprocessors). The probe is not a stage
+// message, so a hub tells it apart before decoding, and a worker never sends it.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace seqpipe::status {
+
+inline constexpr std::string_view kProbe = "seqpipe-status-v1";
+
+struct StageStatus {
+  std::string stage;
+  int replicas = 0;      // live workers (hubs: 1)
+  int in_flight = 0;     // work held by the workers (credits in use), or requests in flight (gateway)
+  int queued = 0;        // work waiting in the hub for credit
+  int free_credits = 0;  // capacity left across the replicas
+
+  bool operator==(const StageStatus&) const = default;
+};
+
+std::string encode(const std::vector<StageStatus>& stages);
+// nullopt for bytes that are not a status reply.
+std::optional<std::vector<StageStatus>> decode(std::string_view bytes);
+
+}  // namespace seqpipe::status

@@ -1,0 +1,46 @@
+#include "seqpipe/common/status.h"
+
+#include <msgpack.hpp>
+
+namespace seqpipe::status {
+
+std::string encode(const std::vector<StageStatus>& stages) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> p(buffer);
+  p.pack_array(static_cast<uint32_t>(stages.size()));
+  for (const auto& s : stages) {
+    p.pack_map(5);
+    p.pack("stage");
+    p.pack(s.stage);
+    p.pack("replicas");
+    p.pack(s.replicas);
+    p.pack("in_flight");
+    p.pack(s.in_flight);
+    p.pack("queued");
+    p.pack(s.queued);
+    p.pack("free_credits");
+    p.pack(s.free_credits);
+  }
+  return {buffer.data(), buffer.size()};
+}
+
+std::optional<std::vector<StageStatus>> decode(std::string_view bytes) {
+  try {
+    const msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
+    std::vector<StageStatus> stages;
+    for (const auto& entry : handle.get().as<std::vector<std::map<std::string, msgpack::object>>>()) {
+      StageStatus s;
+      s.stage = entry.at("stage").as<std::string>();
+      s.replicas = entry.at("replicas").as<int>();
+      s.in_flight = entry.at("in_flight").as<int>();
+      s.queued = entry.at("queued").as<int>();
+      s.free_credits = entry.at("free_credits").as<int>();
+      stages.push_back(std::move(s));
+    }
+    return stages;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace seqpipe::status
