@@ -94,6 +94,22 @@ std::optional<Frames> Socket::recv(std::chrono::milliseconds timeout) {
   return try_recv();
 }
 
+bool PushSockets::send(const std::string& endpoint, std::string_view payload) {
+  if (endpoint.empty()) return false;
+  auto& socket = sockets_[endpoint];
+  if (!socket) {
+    try {
+      auto made = std::make_unique<Socket>(context_, zmq::socket_type::push);
+      made->connect(endpoint);
+      socket = std::move(made);
+    } catch (const std::exception&) {
+      sockets_.erase(endpoint);  // a malformed endpoint in an item: nothing to keep
+      return false;
+    }
+  }
+  return socket->send({payload}, true);
+}
+
 size_t Poller::add(Socket& socket) {
   items_.push_back({socket.raw().handle(), 0, ZMQ_POLLIN, 0});
   return items_.size() - 1;

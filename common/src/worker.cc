@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <map>
-#include <memory>
 
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/transport.h"
@@ -54,29 +52,6 @@ std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>&
   return std::move(std::get<stage::StageMessage>(decoded));
 }
 
-namespace {
-
-// PUSH sockets to gateways (and the batcher's ingress), connected on first use.
-class Pushers {
- public:
-  explicit Pushers(zmq::context_t& context) : context_(context) {}
-  bool send(const std::string& endpoint, const std::string& payload) {
-    auto& socket = sockets_[endpoint];
-    if (!socket) {
-      socket = std::make_unique<transport::Socket>(context_, zmq::socket_type::push);
-      socket->connect(endpoint);
-    }
-    // dontwait: a gateway that is gone must not stall the worker; its requests have been
-    // answered (or will be, by its own deadline) anyway.
-    return socket->send({std::string_view(payload)}, true);
-  }
-
- private:
-  zmq::context_t& context_;
-  std::map<std::string, std::unique_ptr<transport::Socket>> sockets_;
-};
-
-}  // namespace
 
 int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics) {
   zmq::context_t context(1);
@@ -84,7 +59,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   hub_options.max_message_bytes = static_cast<int64_t>(options.limits.max_message_bytes);
   transport::Socket hub(context, zmq::socket_type::dealer, hub_options);
   hub.connect(options.hub_endpoint);
-  Pushers pushers(context);
+  transport::PushSockets pushers(context);
 
   const int capacity = stage.capacity();
   hub.send({std::string_view(stage::encode({stage::MessageKind::kReady, capacity, {}}))});
@@ -94,7 +69,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   auto flush = [&] {
     for (const auto& message : out.to_hub) hub.send({std::string_view(stage::encode(message))});
     for (const auto& [endpoint, message] : out.pushes) {
-      if (endpoint.empty() || !pushers.send(endpoint, stage::encode(message))) {
+      if (!pushers.send(endpoint, stage::encode(message))) {
         spdlog::warn("{}: could not send {} item(s) to '{}'; dropped", options.stage_name, message.items.size(),
                      endpoint);
       }

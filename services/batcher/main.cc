@@ -3,8 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <map>
-#include <memory>
 
 #include "batcher/batcher_hub.h"
 #include "seqpipe/common/config.h"
@@ -43,7 +41,7 @@ int serve(const config::PipelineConfig& c) {
   for (auto* s : worker_sockets) poller.add(*s);
 
   // Results for gateways (errors: overloaded) over PUSH, one socket per gateway, made on first use.
-  std::map<std::string, std::unique_ptr<transport::Socket>> gateways;
+  transport::PushSockets gateways(context);
   const stage::Limits limits;
   Outbox out;
   while (!service::stop_requested()) {
@@ -79,12 +77,7 @@ int serve(const config::PipelineConfig& c) {
         }
       }
       for (auto& [endpoint, message] : out.to_gateways) {
-        auto& socket = gateways[endpoint];
-        if (!socket) {
-          socket = std::make_unique<transport::Socket>(context, zmq::socket_type::push);
-          socket->connect(endpoint);
-        }
-        if (!socket->send({std::string_view(stage::encode(message))}, true)) {
+        if (!gateways.send(endpoint, stage::encode(message))) {
           spdlog::warn("batcher: could not send a result to gateway {}", endpoint);
         }
       }

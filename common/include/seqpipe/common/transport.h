@@ -4,6 +4,8 @@
 // (credit broker, heartbeats) sit on top of it in the stages. Routing identities and payloads
 // are byte strings, never C strings.
 #include <chrono>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +47,20 @@ class Socket {
 
  private:
   zmq::socket_t socket_;
+};
+
+// PUSH sockets to endpoints named at run time (a work item's owning gateway), one per endpoint,
+// connected on first use. Sends never block: a gateway that is gone must not stall the sender
+// (its requests are answered by its own deadline, or were answered already).
+class PushSockets {
+ public:
+  explicit PushSockets(zmq::context_t& context) : context_(context) {}
+  // False when the message could not be queued (or the endpoint is empty or malformed).
+  bool send(const std::string& endpoint, std::string_view payload);
+
+ private:
+  zmq::context_t& context_;
+  std::map<std::string, std::unique_ptr<Socket>> sockets_;
 };
 
 // Waits on several sockets at once (the hubs' loops). Allocation-free after add().
