@@ -65,6 +65,10 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"model", "dir"}, c.model.dir, TextRule{TextKind::kPath});
   visit(Key{"model", "max_input_tokens"}, c.model.max_input_tokens, IntRule{1, 8192});
 
+  visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms, IntRule{10, 60'000});
+  visit(Key{"liveness", "heartbeat_liveness"}, c.liveness.heartbeat_liveness, IntRule{1, 100});
+  visit(Key{"liveness", "reconnect_max_ms"}, c.liveness.reconnect_max_ms, IntRule{10, 600'000});
+
   auto& g = c.gateway;
   visit(Key{"gateway", "client_endpoint"}, g.client_endpoint,
         TextRule{TextKind::kEndpoint, "gateway.sock"});

@@ -63,6 +63,21 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name)
                     .Help("Messages dropped because they did not decode")
                     .Register(r)
                     .Add(stage);
+  late_ = &prometheus::BuildCounter()
+               .Name(std::string(kLate))
+               .Help("Items from a worker already declared dead, dropped (their work went elsewhere)")
+               .Register(r)
+               .Add(stage);
+  dead_ = &prometheus::BuildCounter()
+               .Name(std::string(kWorkersDead))
+               .Help("Workers declared dead: missed heartbeats or unreachable")
+               .Register(r)
+               .Add(stage);
+  redispatched_ = &prometheus::BuildCounter()
+                       .Name(std::string(kRedispatched))
+                       .Help("Items a dead worker held, given to another replica")
+                       .Register(r)
+                       .Add(stage);
   queue_ = &prometheus::BuildHistogram()
                 .Name(std::string(kQueueSeconds))
                 .Help("Time a work item waited in this stage before compute")
@@ -85,6 +100,9 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name)
 void StageMetrics::request(double n) { requests_->Increment(n); }
 void StageMetrics::error(protocol::ErrorCode code) { errors_[static_cast<size_t>(code)]->Increment(); }
 void StageMetrics::malformed() { malformed_->Increment(); }
+void StageMetrics::late(double n) { late_->Increment(n); }
+void StageMetrics::worker_dead() { dead_->Increment(); }
+void StageMetrics::redispatched(double n) { redispatched_->Increment(n); }
 void StageMetrics::queue_time(double s) { queue_->Observe(s); }
 void StageMetrics::compute_time(double s) { compute_->Observe(s); }
 void StageMetrics::batch_size(double n) { batch_->Observe(n); }

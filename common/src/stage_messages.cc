@@ -13,7 +13,8 @@ using protocol::Error;
 using protocol::ErrorCode;
 
 constexpr std::string_view kKindNames[] = {"ready",   "credit",  "tokenize",    "sequence", "encode", "encoded",
-                                           "decode",  "decoded", "postprocess", "result",   "cancel"};
+                                           "decode",  "decoded", "postprocess", "result",   "cancel",
+                                           "heartbeat"};
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 

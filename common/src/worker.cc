@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <thread>
 
+
+#include "seqpipe/common/liveness.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/transport.h"
 
@@ -54,20 +57,27 @@ std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>&
 
 
 int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics) {
+  using Clock = std::chrono::steady_clock;
   zmq::context_t context(1);
   transport::SocketOptions hub_options;
   hub_options.max_message_bytes = static_cast<int64_t>(options.limits.max_message_bytes);
-  transport::Socket hub(context, zmq::socket_type::dealer, hub_options);
-  hub.connect(options.hub_endpoint);
   transport::PushSockets pushers(context);
-
-  const int capacity = stage.capacity();
-  hub.send({std::string_view(stage::encode({stage::MessageKind::kReady, capacity, {}}))});
-  spdlog::info("{}: connected to {}, capacity {}", options.stage_name, options.hub_endpoint, capacity);
+  common::PeerLiveness hub_liveness(options.heartbeat_interval, options.heartbeat_liveness, options.reconnect_max,
+                                    Clock::now());
+  // A fresh DEALER for every (re)connection: the hub sees a new routing id, so nothing it
+  // believed about the old connection (credits, work in flight) carries over by mistake.
+  std::unique_ptr<transport::Socket> hub;
+  auto connect = [&](int credits) {
+    hub = std::make_unique<transport::Socket>(context, zmq::socket_type::dealer, hub_options);
+    hub->connect(options.hub_endpoint);
+    hub->send({std::string_view(stage::encode({stage::MessageKind::kReady, credits, {}}))});
+    spdlog::info("{}: connected to {}, {} credits", options.stage_name, options.hub_endpoint, credits);
+  };
+  connect(stage.capacity());
 
   Outbox out;
   auto flush = [&] {
-    for (const auto& message : out.to_hub) hub.send({std::string_view(stage::encode(message))});
+    for (const auto& message : out.to_hub) hub->send({std::string_view(stage::encode(message))});
     for (const auto& [endpoint, message] : out.pushes) {
       if (!pushers.send(endpoint, stage::encode(message))) {
         spdlog::warn("{}: could not send {} item(s) to '{}'; dropped", options.stage_name, message.items.size(),
@@ -79,24 +89,51 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   };
   const std::string from = "the hub " + options.hub_endpoint;
   auto handle = [&](const transport::Frames& frames) {
-    if (auto message = decode_frames(frames, 1, from, options.limits, metrics)) stage.handle(std::move(*message), out);
+    hub_liveness.seen(Clock::now());  // anything from the hub, even malformed, shows it is alive
+    auto message = decode_frames(frames, 1, from, options.limits, metrics);
+    if (message && message->kind != stage::MessageKind::kHeartbeat) stage.handle(std::move(*message), out);
   };
 
   while (!service::stop_requested()) {
-    const auto wait = stage.has_pending_work() ? std::chrono::milliseconds(0) : options.idle_poll;
-    if (auto frames = hub.recv(wait)) {
+    const auto now = Clock::now();
+    const auto wait = stage.has_pending_work() ? std::chrono::milliseconds(0)
+                                               : std::min(options.idle_poll, hub_liveness.until_heartbeat(now));
+    if (auto frames = hub->recv(wait)) {
       handle(*frames);
       // Everything already waiting joins before the next unit of work (continuous batching).
-      while (auto more = hub.try_recv()) handle(*more);
+      while (auto more = hub->try_recv()) handle(*more);
     }
     if (stage.has_pending_work()) stage.work(out);
     flush();
+    const auto after = Clock::now();
+    if (hub_liveness.heartbeat_due(after)) hub->send({std::string_view(stage::encode({stage::MessageKind::kHeartbeat, 0, {}}))});
+    if (hub_liveness.hub_dead(after)) {
+      const auto pause = hub_liveness.reconnect_pause();
+      spdlog::warn("{}: no word from {} for {} heartbeats; reconnecting in {} ms", options.stage_name,
+                   options.hub_endpoint, options.heartbeat_liveness, pause.count());
+      const auto until = Clock::now() + pause;
+      while (!service::stop_requested() && Clock::now() < until) {
+        // Work in hand goes on meanwhile (a decoder's running sequences); its results are kept
+        // for the new connection.
+        if (stage.has_pending_work()) {
+          stage.work(out);
+          for (auto& [endpoint, message] : out.pushes) pushers.send(endpoint, stage::encode(message));
+          out.pushes.clear();
+        } else {
+          std::this_thread::sleep_for(std::min(std::chrono::milliseconds(20), pause));
+        }
+      }
+      connect(stage.free_capacity());
+      hub_liveness.reconnected(Clock::now());
+      flush();
+    }
   }
   spdlog::info("{}: stopping", options.stage_name);
   return 0;
 }
 
 int serve_worker(std::string_view stage_name, int metrics_port, const std::string& hub_endpoint,
+                 const config::LivenessConfig& liveness,
                  const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage) {
   service::init_logging(stage_name);
   service::install_stop_handlers();
@@ -107,6 +144,9 @@ int serve_worker(std::string_view stage_name, int metrics_port, const std::strin
   WorkerOptions options;
   options.stage_name = std::string(stage_name);
   options.hub_endpoint = hub_endpoint;
+  options.heartbeat_interval = std::chrono::milliseconds(liveness.heartbeat_interval_ms);
+  options.heartbeat_liveness = liveness.heartbeat_liveness;
+  options.reconnect_max = std::chrono::milliseconds(liveness.reconnect_max_ms);
   return run_worker(*stage, options, stage_metrics);
 }
 

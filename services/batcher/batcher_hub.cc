@@ -28,8 +28,22 @@ BatchPolicy batch_policy(const config::BatcherConfig& c) {
   return p;
 }
 
+namespace {
+common::HubLiveness hub_liveness(const config::LivenessConfig& c) {
+  return {std::chrono::milliseconds(c.heartbeat_interval_ms), c.heartbeat_liveness};
+}
+std::string item_key(const stage::WorkItem& item) {
+  return item.gateway + '\n' + std::to_string(item.request) + '\n' + std::to_string(item.index);
+}
+bool expired(const stage::WorkItem& item, int64_t now_unix_us) {
+  return item.deadline_unix_us != 0 && now_unix_us >= item.deadline_unix_us;
+}
+}  // namespace
+
 BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics)
-    : metrics_(metrics), batcher_(batch_policy(config.batcher)) {
+    : metrics_(metrics),
+      batcher_(batch_policy(config.batcher)),
+      liveness_{hub_liveness(config.liveness), hub_liveness(config.liveness), hub_liveness(config.liveness)} {
   batch_.reserve(static_cast<size_t>(config.batcher.max_batch_size));
 }
 
@@ -40,59 +54,136 @@ void BatcherHub::on_sequences(stage::StageMessage&& message, Clock::time_point n
     return;
   }
   metrics_.request(static_cast<double>(message.items.size()));
-  for (auto& item : message.items) enqueue(std::move(item), now, &out);
+  for (auto& item : message.items) enqueue(std::move(item), now, out);
 }
 
-void BatcherHub::enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox* out) {
+void BatcherHub::fail(stage::WorkItem&& item, protocol::Error error, Outbox& out) {
+  metrics_.error(error.code);
+  spdlog::warn("batcher: request {} item {}: {}: {}", item.request, item.index, protocol::wire_name(error.code),
+               error.message);
+  item.ids.clear();
+  item.hidden.clear();
+  item.rows = 0;
+  item.error = std::move(error);
+  std::string gateway = item.gateway;
+  out.to_gateways.emplace_back(std::move(gateway), stage::StageMessage{stage::MessageKind::kResult, 0, {std::move(item)}});
+}
+
+void BatcherHub::enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& out) {
   const int64_t left_us = item.deadline_unix_us == 0 ? int64_t{3600} * 1000000
                                                      : item.deadline_unix_us - service::unix_now_us();
   if (item.ids.empty()) {
-    if (out) {
-      metrics_.error(protocol::ErrorCode::kInternal);
-      item.error = protocol::Error{protocol::ErrorCode::kInternal, "batcher received a sequence without ids"};
-      std::string gateway = item.gateway;
-      out->to_gateways.emplace_back(std::move(gateway), stage::StageMessage{stage::MessageKind::kResult, 0, {std::move(item)}});
-    }
+    fail(std::move(item), {protocol::ErrorCode::kInternal, "batcher received a sequence without ids"}, out);
     return;
   }
   const uint64_t id = next_sequence_++;
   const QueuedSequence queued{id, static_cast<int>(item.ids.size()), now, now + std::chrono::microseconds(left_us)};
   if (!batcher_.enqueue(queued)) {
-    metrics_.error(protocol::ErrorCode::kOverloaded);
-    spdlog::warn("batcher: request {} item {}: queue full ({} sequences); overloaded", item.request, item.index,
-                 batcher_.size());
-    if (out) {
-      item.ids.clear();
-      item.error = protocol::Error{protocol::ErrorCode::kOverloaded, "the batcher's queue is full; retry later"};
-      std::string gateway = item.gateway;
-      out->to_gateways.emplace_back(std::move(gateway), stage::StageMessage{stage::MessageKind::kResult, 0, {std::move(item)}});
-    }
+    fail(std::move(item), {protocol::ErrorCode::kOverloaded, "the batcher's queue is full; retry later"}, out);
     return;
   }
   batch_items_.emplace(id, Waiting{now, std::move(item)});
 }
 
 void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMessage&& message, Clock::time_point now) {
-  auto& credits = workers_[static_cast<size_t>(role)];
+  const auto r = static_cast<size_t>(role);
+  auto& credits = workers_[r];
   using stage::MessageKind;
   const bool expected = message.kind == MessageKind::kReady || message.kind == MessageKind::kCredit ||
+                        message.kind == MessageKind::kHeartbeat ||
                         (role == Role::kEncoder && message.kind == MessageKind::kEncoded) ||
                         (role == Role::kDecoder && message.kind == MessageKind::kDecoded);
   if (!expected) {
-    spdlog::warn("batcher: ignored a '{}' message from a {}", stage::kind_name(message.kind),
-                 kRoleNames[static_cast<size_t>(role)]);
+    spdlog::warn("batcher: ignored a '{}' message from a {}", stage::kind_name(message.kind), kRoleNames[r]);
     metrics_.malformed();
     return;
   }
+  const bool known = credits.free_credits(worker) >= 0;
   if (message.kind == MessageKind::kReady) {
     credits.announce(worker, message.credits);
-    spdlog::info("batcher: {} joined with {} credits ({} now)", kRoleNames[static_cast<size_t>(role)], message.credits,
-                 credits.size());
+    liveness_[r].seen(worker, now);
+    spdlog::info("batcher: {} joined with {} credits ({} now)", kRoleNames[r], message.credits, credits.size());
     return;
   }
+  if (!known) {
+    // A worker declared dead that is still talking (it was stopped, not killed): its work went
+    // to another replica. It will miss our heartbeats, reconnect and announce itself anew.
+    if (!message.items.empty()) {
+      spdlog::info("batcher: dropped {} late item(s) from a {} declared dead", message.items.size(), kRoleNames[r]);
+      metrics_.late(static_cast<double>(message.items.size()));
+    }
+    return;
+  }
+  liveness_[r].seen(worker, now);
+  if (message.kind == MessageKind::kHeartbeat) return;
   credits.release(worker, message.credits);
+  settle(role, worker, message);
   auto& next = role == Role::kEncoder ? decode_queue_ : postprocess_queue_;
   for (auto& item : message.items) next.push_back({now, std::move(item)});
+}
+
+void BatcherHub::record(Role role, const std::string& worker, const stage::StageMessage& message) {
+  in_flight_[static_cast<size_t>(role)][worker].push_back(message);
+}
+
+bool BatcherHub::settle(Role role, const std::string& worker, stage::StageMessage& message) {
+  auto it = in_flight_[static_cast<size_t>(role)].find(worker);
+  if (it == in_flight_[static_cast<size_t>(role)].end()) return false;
+  auto& held = it->second;
+  if (role != Role::kDecoder) {
+    // One encoded (encoder) or credit (postprocessor) message answers the oldest message sent.
+    if (!held.empty() && (message.kind != stage::MessageKind::kCredit || role == Role::kPostprocessor)) held.pop_front();
+    return true;
+  }
+  // Decoders: each finished item leaves the record; one not in it is a duplicate (its first
+  // decoder was declared dead and it went to another) and goes no further.
+  auto& items = message.items;
+  size_t kept = 0;
+  for (size_t n = 0; n < items.size(); ++n) {
+    const stage::WorkItem& item = items[n];
+    bool found = false;
+    for (auto m = held.begin(); m != held.end() && !found; ++m) {
+      for (auto i = m->items.begin(); i != m->items.end(); ++i) {
+        if (i->request == item.request && i->index == item.index && i->gateway == item.gateway) {
+          m->items.erase(i);
+          if (m->items.empty()) held.erase(m);
+          found = true;
+          break;
+        }
+      }
+    }
+    if (found) {
+      if (kept != n) items[kept] = std::move(items[n]);
+      ++kept;
+    } else {
+      metrics_.late();
+    }
+  }
+  items.resize(kept);
+  return true;
+}
+
+void BatcherHub::tick(Clock::time_point now, Outbox& out) {
+  for (size_t r = 0; r < 3; ++r) {
+    const auto role = static_cast<Role>(r);
+    if (liveness_[r].heartbeat_due(now)) {
+      for (const auto& worker : liveness_[r].workers()) {
+        out.to_workers.push_back({role, worker, {stage::MessageKind::kHeartbeat, 0, {}}});
+      }
+      if (role == Role::kDecoder) {
+        // Once per interval: forget what can no longer matter (the gateway has answered it).
+        const int64_t now_unix = service::unix_now_us();
+        for (auto& [worker, held] : in_flight_[r]) {
+          for (auto& m : held) {
+            std::erase_if(m.items, [&](const stage::WorkItem& item) { return expired(item, now_unix); });
+          }
+          std::erase_if(held, [](const stage::StageMessage& m) { return m.items.empty(); });
+        }
+        std::erase_if(retried_, [&](const auto& kv) { return kv.second != 0 && now_unix >= kv.second; });
+      }
+    }
+    for (const auto& worker : liveness_[r].take_dead(now)) worker_dead(role, worker, now, out);
+  }
 }
 
 void BatcherHub::dispatch(Clock::time_point now, Outbox& out) {
@@ -129,7 +220,9 @@ void BatcherHub::dispatch_batches(Clock::time_point now, Outbox& out) {
       batch_items_.erase(it);
     }
     metrics_.batch_size(static_cast<double>(encode.items.size()));
-    out.to_workers.push_back({Role::kEncoder, *encoders.take(1), std::move(encode)});
+    std::string worker = *encoders.take(1);
+    record(Role::kEncoder, worker, encode);
+    out.to_workers.push_back({Role::kEncoder, std::move(worker), std::move(encode)});
   }
 }
 
@@ -157,6 +250,7 @@ void BatcherHub::dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::ti
     it->message.items.push_back(std::move(w.item));
     queue.pop_front();
   }
+  for (size_t i = first; i < out.to_workers.size(); ++i) record(role, out.to_workers[i].worker, out.to_workers[i].message);
 }
 
 std::vector<status::StageStatus> BatcherHub::status() const {
@@ -170,16 +264,42 @@ std::vector<status::StageStatus> BatcherHub::status() const {
   return stages;
 }
 
-void BatcherHub::worker_gone(Role role, const std::string& worker, stage::StageMessage&& undelivered,
-                             Clock::time_point now) {
-  workers_[static_cast<size_t>(role)].remove(worker);
-  spdlog::warn("batcher: a {} went away; {} item(s) sent to it wait again", kRoleNames[static_cast<size_t>(role)],
-               undelivered.items.size());
-  for (auto it = undelivered.items.rbegin(); it != undelivered.items.rend(); ++it) {
-    if (role == Role::kEncoder) {
-      enqueue(std::move(*it), now, nullptr);
-    } else {
-      (role == Role::kDecoder ? decode_queue_ : postprocess_queue_).push_front({now, std::move(*it)});
+void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_point now, Outbox& out) {
+  const auto r = static_cast<size_t>(role);
+  if (!workers_[r].remove(worker)) return;
+  liveness_[r].forget(worker);
+  metrics_.worker_dead();
+  auto node = in_flight_[r].extract(worker);
+  size_t held = 0;
+  if (!node.empty()) {
+    for (const auto& m : node.mapped()) held += m.items.size();
+  }
+  spdlog::warn("batcher: {} replica declared dead ({} left); {} item(s) it held are re-dispatched or answered", kRoleNames[r],
+               workers_[r].size(), held);
+  if (node.empty()) return;
+  const int64_t now_unix = service::unix_now_us();
+  auto& messages = node.mapped();
+  // Newest first, each pushed to the front: the oldest ends up first again.
+  for (auto m = messages.rbegin(); m != messages.rend(); ++m) {
+    for (auto it = m->items.rbegin(); it != m->items.rend(); ++it) {
+      stage::WorkItem& item = *it;
+      if (expired(item, now_unix)) continue;  // answered by its gateway already
+      const std::string key = item_key(item);
+      if (retried_.count(key) != 0 || workers_[r].size() == 0) {
+        fail(std::move(item),
+             {protocol::ErrorCode::kUnavailable,
+              retried_.count(key) != 0 ? std::string("two ") + kRoleNames[r] + " replicas failed on this item"
+                                       : std::string("the ") + kRoleNames[r] + " holding this item died and no other is live"},
+             out);
+        continue;
+      }
+      retried_.emplace(key, item.deadline_unix_us);
+      metrics_.redispatched();
+      if (role == Role::kEncoder) {
+        enqueue(std::move(item), now, out);
+      } else {
+        (role == Role::kDecoder ? decode_queue_ : postprocess_queue_).push_front({now, std::move(item)});
+      }
     }
   }
 }

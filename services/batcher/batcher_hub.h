@@ -4,7 +4,10 @@
 // credit (one credit = one batch in flight); encoded sequences go to decoders as their free
 // KV-cache slots allow (a sequence costs num_beams credits); decoded sequences go to
 // postprocessors with credit. Every dispatch is by common::CreditQueue, so a slow replica runs
-// out of credit and the others take the work. Time is passed in (tests use an injected clock).
+// out of credit and the others take the work. The batcher is its workers' hub: heartbeats both
+// ways (Paranoid Pirate); the work a dead worker held goes once to another replica of its stage,
+// and a second loss, or no replica left, answers `unavailable` to the item's gateway. Time is
+// passed in (tests use an injected clock).
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -16,6 +19,7 @@
 #include "batcher/dynamic_batcher.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/credit_queue.h"
+#include "seqpipe/common/liveness.h"
 #include "seqpipe/common/metrics.h"
 #include "seqpipe/common/stage_messages.h"
 #include "seqpipe/common/status.h"
@@ -46,12 +50,15 @@ class BatcherHub {
 
   // `sequence` messages from the tokenizers. A full queue answers `overloaded` to the gateway.
   void on_sequences(stage::StageMessage&& message, Clock::time_point now, Outbox& out);
-  // Messages from engine workers: ready, credit, encoded, decoded.
+  // Messages from engine workers: ready, credit, heartbeat, encoded, decoded.
   void on_worker(Role role, const std::string& worker, stage::StageMessage&& message, Clock::time_point now);
+  // Heartbeats to every worker when due (into `out`); workers silent too long are dead.
+  void tick(Clock::time_point now, Outbox& out);
   // Sends whatever the credits allow: batches to encoders, sequences to decoders and postprocessors.
   void dispatch(Clock::time_point now, Outbox& out);
-  // A worker could not be reached (ROUTER send failed): it leaves, and its undelivered work waits again.
-  void worker_gone(Role role, const std::string& worker, stage::StageMessage&& undelivered, Clock::time_point now);
+  // A worker is dead or unreachable (a send to it failed): it leaves; the work it held (what
+  // could not be delivered included) is dispatched again, once, or answered `unavailable`.
+  void worker_dead(Role role, const std::string& worker, Clock::time_point now, Outbox& out);
 
   // How long the loop may sleep before dispatch() could do something new without input.
   std::chrono::microseconds next_wakeup() const { return wakeup_; }
@@ -65,13 +72,25 @@ class BatcherHub {
     Clock::time_point since;
     stage::WorkItem item;
   };
-  void enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox* out);
+  void enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& out);
+  void fail(stage::WorkItem&& item, protocol::Error error, Outbox& out);
+  void record(Role role, const std::string& worker, const stage::StageMessage& message);
+  // Removes what `worker` answered from its in-flight record; false when the worker is unknown.
+  // Decoded items not in the record (duplicates) are removed from `message`.
+  bool settle(Role role, const std::string& worker, stage::StageMessage& message);
   void dispatch_batches(Clock::time_point now, Outbox& out);
   void dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::time_point now, Outbox& out);
 
   metrics::StageMetrics& metrics_;
   DynamicBatcher batcher_;
   common::CreditQueue workers_[3];
+  common::HubLiveness liveness_[3];
+  // What each worker holds, kept to re-dispatch if it dies. Encoders and postprocessors answer
+  // in order (one encoded / credit message per message sent); decoders finish in any order, so
+  // their items are matched by (request, index).
+  std::unordered_map<std::string, std::deque<stage::StageMessage>> in_flight_[3];
+  // Items re-dispatched once already (key: gateway, request, index), with their deadline.
+  std::unordered_map<std::string, int64_t> retried_;
   std::unordered_map<uint64_t, Waiting> batch_items_;  // by DynamicBatcher sequence id
   uint64_t next_sequence_ = 1;
   std::deque<Waiting> decode_queue_, postprocess_queue_;

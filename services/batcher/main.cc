@@ -46,7 +46,8 @@ int serve(const config::PipelineConfig& c) {
   Outbox out;
   while (!service::stop_requested()) {
     const auto timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(hub.next_wakeup()),
-                                    std::chrono::milliseconds(0), std::chrono::milliseconds(100));
+                                    std::chrono::milliseconds(0),
+                                    std::min(std::chrono::milliseconds(100), std::chrono::milliseconds(c.liveness.heartbeat_interval_ms)));
     poller.poll(timeout);
     auto now = Clock::now();
     if (poller.readable(kIngress)) {
@@ -66,22 +67,27 @@ int serve(const config::PipelineConfig& c) {
         }
       }
     }
-    // Sends can fail only for a worker that left; its work is queued again and dispatched anew.
+    hub.tick(now, out);
+    // A send fails only to a worker that left: it is declared dead and its work (the message
+    // that failed included) is dispatched anew in the next round. What a last round leaves
+    // waits for the next loop.
     for (int round = 0; round < 4; ++round) {
       hub.dispatch(now, out);
       if (out.to_workers.empty() && out.to_gateways.empty()) break;
-      for (auto& m : out.to_workers) {
+      auto to_workers = std::move(out.to_workers);
+      auto to_gateways = std::move(out.to_gateways);
+      out.clear();
+      for (auto& m : to_workers) {
         auto* socket = worker_sockets[static_cast<size_t>(m.role)];
         if (!socket->send({std::string_view(m.worker), std::string_view(stage::encode(m.message))})) {
-          hub.worker_gone(m.role, m.worker, std::move(m.message), now);
+          hub.worker_dead(m.role, m.worker, now, out);
         }
       }
-      for (auto& [endpoint, message] : out.to_gateways) {
+      for (auto& [endpoint, message] : to_gateways) {
         if (!gateways.send(endpoint, stage::encode(message))) {
           spdlog::warn("batcher: could not send a result to gateway {}", endpoint);
         }
       }
-      out.clear();
     }
   }
   spdlog::info("batcher: stopping with {} sequences queued", hub.queued());

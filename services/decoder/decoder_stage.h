@@ -19,6 +19,7 @@ class DecoderStage : public worker::WorkerStage {
   DecoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
                metrics::StageMetrics& metrics);
   int capacity() const override { return num_slots_; }
+  int free_capacity() const override { return generator_.free_slots(); }
   void handle(stage::StageMessage&& message, worker::Outbox& out) override;
   bool has_pending_work() const override { return !running_.empty(); }
   // One decoder step over every running sequence; finished and expired ones leave.

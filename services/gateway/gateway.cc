@@ -40,7 +40,8 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
       limits_(protocol_limits(config)),
       results_endpoint_(std::move(results_endpoint)),
       metrics_(stage_metrics),
-      gateway_metrics_(gateway_metrics) {}
+      gateway_metrics_(gateway_metrics),
+      liveness_(std::chrono::milliseconds(config.liveness.heartbeat_interval_ms), config.liveness.heartbeat_liveness) {}
 
 void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_point now, Outbox& out) {
   if (frames.size() < 2) return;  // no routing frame: nobody to answer
@@ -91,14 +92,23 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
   metrics_.set_in_flight(static_cast<double>(requests_.size()));
 }
 
-void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage& message) {
+void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage& message,
+                           SteadyClock::time_point now) {
+  const bool known = tokenizers_.free_credits(worker) >= 0;
   switch (message.kind) {
     case stage::MessageKind::kReady:
       tokenizers_.announce(worker, message.credits);
+      liveness_.seen(worker, now);
       spdlog::info("gateway: tokenizer joined with {} credits ({} tokenizers)", message.credits, tokenizers_.size());
       break;
     case stage::MessageKind::kCredit:
+      if (!known) break;  // from a tokenizer declared dead: its work went elsewhere
+      liveness_.seen(worker, now);
       tokenizers_.release(worker, message.credits);
+      for (int i = 0; i < message.credits && !in_flight_[worker].empty(); ++i) in_flight_[worker].pop_front();
+      break;
+    case stage::MessageKind::kHeartbeat:
+      if (known) liveness_.seen(worker, now);
       break;
     default:
       spdlog::warn("gateway: ignored a '{}' message from a tokenizer", stage::kind_name(message.kind));
@@ -194,16 +204,49 @@ void Gateway::dispatch(SteadyClock::time_point now, Outbox& out) {
     if (!worker) break;
     const uint64_t queued = micros(now - it->second.received);
     for (auto& item : work.items) item.timings.queue_us = queued;
+    in_flight_[*worker].push_back(work);
     out.to_tokenizers.emplace_back(std::move(*worker), std::move(work));
     waiting_.pop_front();
   }
   metrics_.set_queue_depth(static_cast<double>(waiting_.size()));
 }
 
-void Gateway::tokenizer_gone(const std::string& worker, stage::StageMessage&& undelivered) {
-  tokenizers_.remove(worker);
-  spdlog::warn("gateway: a tokenizer went away ({} left); its work waits again", tokenizers_.size());
-  waiting_.push_front(std::move(undelivered));
+void Gateway::tick(SteadyClock::time_point now, Outbox& out) {
+  if (liveness_.heartbeat_due(now)) {
+    for (const auto& worker : liveness_.workers()) {
+      out.to_tokenizers.emplace_back(worker, stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {}});
+    }
+  }
+  for (const auto& worker : liveness_.take_dead(now)) tokenizer_dead(worker, now, out);
+}
+
+void Gateway::tokenizer_dead(const std::string& worker, SteadyClock::time_point now, Outbox& out) {
+  if (!tokenizers_.remove(worker)) return;
+  liveness_.forget(worker);
+  metrics_.worker_dead();
+  auto node = in_flight_.extract(worker);
+  const size_t held = node.empty() ? 0 : node.mapped().size();
+  spdlog::warn("gateway: a tokenizer is dead ({} left); {} message(s) it held are re-dispatched or answered",
+               tokenizers_.size(), held);
+  if (node.empty()) return;
+  auto& lost = node.mapped();
+  for (auto it = lost.rbegin(); it != lost.rend(); ++it) {
+    const uint64_t id = it->items.front().request;
+    auto request = requests_.find(id);
+    if (request == requests_.end()) continue;  // answered already
+    if (request->second.retried || tokenizers_.size() == 0) {
+      reply(id,
+            protocol::error_reply(request->second.client_id,
+                                  {protocol::ErrorCode::kUnavailable,
+                                   request->second.retried ? "two tokenizer replicas failed on this request"
+                                                           : "the tokenizer holding this request died and no other is live"}),
+            now, out);
+      continue;
+    }
+    request->second.retried = true;
+    metrics_.redispatched(static_cast<double>(it->items.size()));
+    waiting_.push_front(std::move(*it));
+  }
 }
 
 std::vector<status::StageStatus> Gateway::status() const {

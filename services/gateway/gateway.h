@@ -2,7 +2,9 @@
 // The gateway's logic, socket-free: client requests in, tokenize work out to tokenizers with
 // credit, results in, exactly one reply per request out. It owns every request's deadline and
 // answers deadline_exceeded itself; a result for a request already answered is dropped and
-// counted. Time is passed in, so tests drive it with an injected clock.
+// counted. It is the tokenizers' hub: heartbeats both ways, and the work a dead tokenizer held
+// goes once to another (a second loss, or no tokenizer left, answers `unavailable`). Time is
+// passed in, so tests drive it with an injected clock.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -16,6 +18,7 @@
 
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/credit_queue.h"
+#include "seqpipe/common/liveness.h"
 #include "seqpipe/common/metrics.h"
 #include "seqpipe/common/protocol.h"
 #include "seqpipe/common/stage_messages.h"
@@ -46,16 +49,20 @@ class Gateway {
 
   // A client message: `frames` as the ROUTER received them (routing frames, then the payload).
   void on_client(std::vector<std::string>&& frames, SteadyClock::time_point now, Outbox& out);
-  // ready / credit from a tokenizer.
-  void on_tokenizer(const std::string& worker, const stage::StageMessage& message);
+  // ready / credit / heartbeat from a tokenizer.
+  void on_tokenizer(const std::string& worker, const stage::StageMessage& message,
+                    SteadyClock::time_point now = SteadyClock::now());
   // Results (or failed items) from the postprocessors and other stages.
   void on_results(stage::StageMessage&& message, SteadyClock::time_point now, Outbox& out);
   // Answers deadline_exceeded for every request past its deadline.
   void expire(SteadyClock::time_point now, Outbox& out);
   // Sends waiting tokenize work to tokenizers with credit.
   void dispatch(SteadyClock::time_point now, Outbox& out);
-  // A tokenizer could not be reached: it leaves, and the work sent to it waits again.
-  void tokenizer_gone(const std::string& worker, stage::StageMessage&& undelivered);
+  // Heartbeats to the tokenizers when due; tokenizers silent too long are dead (tokenizer_dead).
+  void tick(SteadyClock::time_point now, Outbox& out);
+  // A tokenizer is dead or unreachable (a send to it failed): it leaves, and the work it held
+  // waits again for another tokenizer, once; else its requests are answered `unavailable`.
+  void tokenizer_dead(const std::string& worker, SteadyClock::time_point now, Outbox& out);
 
   std::optional<SteadyClock::time_point> next_deadline() const;
   size_t in_flight() const { return requests_.size(); }
@@ -75,6 +82,7 @@ class Gateway {
     size_t remaining = 0;
     SteadyClock::time_point received, deadline;
     stage::StageTimings timings;  // per stage, the slowest of the request's texts
+    bool retried = false;         // its tokenize work was re-dispatched once already
   };
   void reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now, Outbox& out);
   void reply_error(Envelope envelope, std::string client_id, protocol::Error error, SteadyClock::time_point received,
@@ -86,6 +94,10 @@ class Gateway {
   metrics::StageMetrics& metrics_;
   metrics::GatewayMetrics& gateway_metrics_;
   common::CreditQueue tokenizers_;
+  common::HubLiveness liveness_;
+  // Tokenize messages sent to each tokenizer and not yet credited back (a tokenizer answers in
+  // order, one credit per message), kept to re-dispatch if it dies.
+  std::unordered_map<std::string, std::deque<stage::StageMessage>> in_flight_;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Request> requests_;
   std::set<std::pair<SteadyClock::time_point, uint64_t>> deadlines_;

@@ -42,7 +42,7 @@ int serve(const config::PipelineConfig& c) {
   Outbox out;
   while (!service::stop_requested()) {
     auto now = SteadyClock::now();
-    auto timeout = std::chrono::milliseconds(100);
+    auto timeout = std::min(std::chrono::milliseconds(100), std::chrono::milliseconds(c.liveness.heartbeat_interval_ms));
     if (auto d = gateway.next_deadline()) {
       timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*d - now), std::chrono::milliseconds(0), timeout);
     }
@@ -56,7 +56,7 @@ int serve(const config::PipelineConfig& c) {
         if (frames->size() == 2 && (*frames)[1] == status::kProbe) {
           tokenizers.send({std::string_view((*frames)[0]), std::string_view(status::encode(gateway.status()))});
         } else if (auto m = worker::decode_frames(*frames, 2, "a tokenizer", limits, stage_metrics)) {
-          gateway.on_tokenizer((*frames)[0], *m);
+          gateway.on_tokenizer((*frames)[0], *m, now);
         }
       }
     }
@@ -67,16 +67,24 @@ int serve(const config::PipelineConfig& c) {
         }
       }
     }
+    gateway.tick(now, out);
     gateway.expire(now, out);
     gateway.dispatch(now, out);
+    // A failed send means the tokenizer left: its work (this message included) is dispatched
+    // anew, so send in rounds until nothing new comes out.
+    for (int round = 0; round < 4 && !out.to_tokenizers.empty(); ++round) {
+      auto batch = std::move(out.to_tokenizers);
+      out.to_tokenizers.clear();  // tokenizer_dead and dispatch below add to it: a new round
+      for (auto& [worker, message] : batch) {
+        if (!tokenizers.send({std::string_view(worker), std::string_view(stage::encode(message))})) {
+          gateway.tokenizer_dead(worker, now, out);
+        }
+      }
+      gateway.dispatch(now, out);
+    }
     for (auto& [envelope, payload] : out.replies) {
       envelope.push_back(std::move(payload));
       if (!clients.send(envelope)) spdlog::info("gateway: a client left before its reply");
-    }
-    for (auto& [worker, message] : out.to_tokenizers) {
-      if (!tokenizers.send({std::string_view(worker), std::string_view(stage::encode(message))})) {
-        gateway.tokenizer_gone(worker, std::move(message));
-      }
     }
     out.clear();
   }

@@ -36,6 +36,22 @@ struct ModelConfig {
   bool operator==(const ModelConfig&) const = default;
 };
 
+// Heartbeats between each hub (gateway, batcher) and its workers, as the ZeroMQ guide's
+// Paranoid Pirate: both sides send one every interval; a peer silent for liveness intervals is
+// dead. The hub then gives the dead worker's work to another replica (once) and the worker
+// reconnects with backoff and announces its capacity again.
+struct LivenessConfig {
+  // Milliseconds between heartbeats.
+  int heartbeat_interval_ms = 1000;
+  // Missed heartbeats after which a peer is declared dead.
+  int heartbeat_liveness = 3;
+  // Longest pause between a worker's reconnection attempts (the first waits one interval,
+  // each next one twice as long, up to this).
+  int reconnect_max_ms = 8000;
+
+  bool operator==(const LivenessConfig&) const = default;
+};
+
 struct GatewayConfig {
   // Where clients connect (bound by the gateway). Default: loopback only.
   std::string client_endpoint = "tcp://127.0.0.1:5555";
@@ -137,6 +153,7 @@ struct PipelineConfig {
   // /tmp/seqpipe-$UID without XDG_RUNTIME_DIR (chosen by run_service_main, nowhere else).
   std::string runtime_dir;
   ModelConfig model;
+  LivenessConfig liveness;
   GatewayConfig gateway;
   TokenizerConfig tokenizer;
   BatcherConfig batcher;

@@ -25,6 +25,9 @@ inline constexpr std::string_view kBuildInfo = "seqpipe_build_info";
 inline constexpr std::string_view kRequests = "seqpipe_stage_requests_total";
 inline constexpr std::string_view kErrors = "seqpipe_stage_errors_total";
 inline constexpr std::string_view kMalformed = "seqpipe_stage_malformed_messages_total";
+inline constexpr std::string_view kLate = "seqpipe_stage_late_items_total";
+inline constexpr std::string_view kWorkersDead = "seqpipe_hub_workers_declared_dead_total";
+inline constexpr std::string_view kRedispatched = "seqpipe_hub_items_redispatched_total";
 inline constexpr std::string_view kQueueSeconds = "seqpipe_stage_queue_seconds";
 inline constexpr std::string_view kComputeSeconds = "seqpipe_stage_compute_seconds";
 inline constexpr std::string_view kBatchSize = "seqpipe_stage_batch_size";
@@ -69,6 +72,11 @@ class StageMetrics {
   void request(double n = 1);
   void error(protocol::ErrorCode code);  // by wire code
   void malformed();
+  // Items that came from a worker after it was declared dead (their work went elsewhere).
+  void late(double n = 1);
+  // Hubs: a worker missed its heartbeats (or could not be reached); items given to another replica.
+  void worker_dead();
+  void redispatched(double n = 1);
   void queue_time(double seconds);
   void compute_time(double seconds);
   void batch_size(double size);
@@ -79,6 +87,9 @@ class StageMetrics {
   prometheus::Counter* requests_;
   std::vector<prometheus::Counter*> errors_;  // indexed by ErrorCode
   prometheus::Counter* malformed_;
+  prometheus::Counter* late_;
+  prometheus::Counter* dead_;
+  prometheus::Counter* redispatched_;
   prometheus::Histogram* queue_;
   prometheus::Histogram* compute_;
   prometheus::Histogram* batch_;

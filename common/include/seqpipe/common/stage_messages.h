@@ -31,6 +31,7 @@ enum class MessageKind {
   kPostprocess,  // batcher -> postprocessor: items with output ids
   kResult,       // postprocessor or any stage -> gateway: items with text or an error
   kCancel,       // gateway -> stages: drop the work of these requests
+  kHeartbeat,    // both ways between a hub and each worker, every heartbeat interval (Paranoid Pirate)
 };
 std::string_view kind_name(MessageKind kind);
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "seqpipe/common/config.h"
 #include "seqpipe/common/metrics.h"
 #include "seqpipe/common/stage_messages.h"
 
@@ -51,6 +52,9 @@ class WorkerStage {
   virtual ~WorkerStage() = default;
   // Credits announced to the hub on connect: work units this replica holds at once.
   virtual int capacity() const = 0;
+  // Credits free now, announced when the worker reconnects to a hub (work it still holds
+  // returns its credit with its result).
+  virtual int free_capacity() const { return capacity(); }
   // One message from the hub (already validated by stage::decode).
   virtual void handle(stage::StageMessage&& message, Outbox& out) = 0;
   // Work the stage does between messages (the decoder's steps); the loop then polls the socket
@@ -64,6 +68,12 @@ struct WorkerOptions {
   std::string hub_endpoint;  // the hub's ROUTER this worker connects to
   stage::Limits limits{};    // on incoming messages
   std::chrono::milliseconds idle_poll{100};  // how often an idle loop looks at the stop flag
+  // Heartbeats with the hub (config `liveness`): sent every interval; the hub silent for
+  // `liveness` intervals means reconnect (with doubling pauses up to reconnect_max) and
+  // announce the free capacity again.
+  std::chrono::milliseconds heartbeat_interval{1000};
+  int heartbeat_liveness = 3;
+  std::chrono::milliseconds reconnect_max{8000};
 };
 
 // Connects, announces capacity, serves until service::stop_requested(). Malformed messages are
@@ -74,6 +84,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
 // exporter (first free port from `metrics_port`), the stage from `make_stage` (which loads the
 // model: start-up errors throw), then run_worker.
 int serve_worker(std::string_view stage_name, int metrics_port, const std::string& hub_endpoint,
+                 const config::LivenessConfig& liveness,
                  const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage);
 
 }  // namespace seqpipe::worker

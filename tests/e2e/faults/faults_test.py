@@ -1,0 +1,224 @@
+"""Faults, done for real: replicas killed (SIGKILL) and stopped (SIGSTOP) under a steady load.
+
+`seqpipe up` starts 2 replicas of every worker stage with fast heartbeats (100 ms, liveness 3),
+and `seqpipe up` restarts a killed child. Each test drives a steady load from one DEALER with
+unique request ids and checks: every request is answered exactly once, with ok or `unavailable`,
+never later than its deadline plus a small grace.
+
+Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL; PYTHONPATH has clients/python.
+"""
+import collections
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+import msgpack
+import zmq
+
+SEQPIPE = os.environ["SEQPIPE_BIN"]
+MKMODEL = os.environ["SEQPIPE_MKMODEL"]
+TIMEOUT_MS = 6000
+GRACE_S = 1.0
+TEXTS = ["teh speling is bad", "hello world", "i cant beleive teh wether", "a b c d e f g"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port, sample):
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    for line in body.splitlines():
+        if line.split(" ")[0] == sample:
+            return float(line.split(" ")[-1])
+    raise AssertionError(f"{sample} not in /metrics on port {port}")
+
+
+class Load:
+    """Sends `count` requests at `rate` per second from one DEALER and collects every reply."""
+
+    def __init__(self, endpoint, count, rate, max_new_tokens=8):
+        self.endpoint, self.count, self.rate, self.max_new_tokens = endpoint, count, rate, max_new_tokens
+        self.sent = {}                                  # id -> send time
+        self.replies = collections.defaultdict(list)    # id -> [(status, code, receive time)]
+        self.thread = threading.Thread(target=self._run)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def join(self):
+        self.thread.join(timeout=self.count / self.rate + TIMEOUT_MS / 1000 + 30)
+
+    def _run(self):
+        context = zmq.Context.instance()
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.endpoint)
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        start = time.monotonic()
+        n = 0
+        while True:
+            now = time.monotonic()
+            while n < self.count and now >= start + n / self.rate:
+                rid = f"r{n}"
+                request = {"v": 1, "id": rid, "text": f"{TEXTS[n % len(TEXTS)]} {n}", "timeout_ms": TIMEOUT_MS,
+                           "params": {"max_new_tokens": self.max_new_tokens}}
+                sock.send_multipart([b"", msgpack.packb(request)])
+                self.sent[rid] = time.monotonic()
+                n += 1
+            last_deadline = max(self.sent.values(), default=now) + TIMEOUT_MS / 1000 + GRACE_S + 1
+            if n == self.count and (len(self.replies) == self.count or now > last_deadline):
+                break
+            if poller.poll(5):
+                while True:
+                    try:
+                        frames = sock.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    reply = msgpack.unpackb(frames[-1], raw=False)
+                    code = reply.get("error", {}).get("code") if reply.get("status") != "ok" else None
+                    self.replies[reply.get("id")].append((reply.get("status"), code, time.monotonic()))
+        # Late duplicates would arrive after the last answer: listen a little longer.
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            if poller.poll(50):
+                frames = sock.recv_multipart()
+                reply = msgpack.unpackb(frames[-1], raw=False)
+                self.replies[reply.get("id")].append((reply.get("status"), None, time.monotonic()))
+        sock.close()
+
+    def summary(self):
+        codes = collections.Counter(code or status for answers in self.replies.values()
+                                    for status, code, _ in answers)
+        return dict(codes)
+
+
+class FaultsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="seqpipe-faults-")
+        cls.model = os.path.join(cls.tmp, "model")
+        subprocess.run([MKMODEL, "--preset", "tiny", "--gated", "--untied", "--spiece", "--seed", "3",
+                        "--out", cls.model], check=True, capture_output=True, timeout=120)
+        cls.run_dir = os.path.join(cls.tmp, "run")
+        cls.endpoint = f"ipc://{cls.run_dir}/gateway.sock"
+        cls.decoder_metrics = free_port()
+        settings = [f"model.dir={cls.model}", f"runtime_dir={cls.run_dir}",
+                    "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
+                    "gateway.metrics_port=0", "batcher.metrics_port=0",
+                    f"decoder.metrics_port={cls.decoder_metrics}", "decoder.num_slots=8",
+                    "liveness.heartbeat_interval_ms=100", "liveness.heartbeat_liveness=3",
+                    "liveness.reconnect_max_ms=400", "batcher.max_queue_delay_us=1000",
+                    f"gateway.default_timeout_ms={TIMEOUT_MS}", "encoder.credits=1"]
+        args = [SEQPIPE, "up"]
+        for s in settings:
+            args += ["--set", s]
+        cls.log = open(os.path.join(cls.tmp, "up.log"), "w")
+        cls.up = subprocess.Popen(args, stdout=cls.log, stderr=subprocess.STDOUT, cwd=cls.tmp,
+                                  start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not cls._ready():
+            if time.monotonic() > deadline or cls.up.poll() is not None:
+                cls.tearDownClass()
+                raise RuntimeError("pipeline did not come up; see " + cls.log.name)
+            time.sleep(0.2)
+
+    @classmethod
+    def _ready(cls):
+        load = Load(cls.endpoint, 1, 1)
+        load._run()
+        return any(status == "ok" for status, _, _ in load.replies.get("r0", []))
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.up.poll() is None:
+            cls.up.send_signal(signal.SIGTERM)
+            try:
+                cls.up.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(cls.up.pid, signal.SIGKILL)
+                cls.up.wait()
+        cls.log.close()
+        if os.environ.get("SEQPIPE_KEEP_E2E") is None:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def pids(self, stage):
+        out = subprocess.run(["pgrep", "-f", f"seqpipe-{stage} .*{self.run_dir}"], capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+    def wait_for_replicas(self, stage, n, within_s=15):
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            out = subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={self.run_dir}"], capture_output=True,
+                                 text=True, timeout=10).stdout
+            rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:] if line.split()}
+            if rows.get(stage, ["0"])[0] == str(n):
+                return
+            time.sleep(0.2)
+        self.fail(f"{stage}: not {n} live replicas within {within_s} s")
+
+    def check_every_request_answered_once(self, load, allowed):
+        missing = [rid for rid in load.sent if rid not in load.replies]
+        twice = {rid: a for rid, a in load.replies.items() if len(a) > 1}
+        late = [rid for rid, answers in load.replies.items()
+                if answers[0][2] - load.sent[rid] > TIMEOUT_MS / 1000 + GRACE_S]
+        print(f"\n{load.count} requests: {load.summary()}", flush=True)
+        self.assertEqual(missing, [], "unanswered requests")
+        self.assertEqual(twice, {}, "requests answered twice")
+        self.assertEqual(late, [], "answered after deadline + grace")
+        codes = {code or status for answers in load.replies.values() for status, code, _ in answers}
+        self.assertLessEqual(codes, allowed)
+
+    def test_kill_one_replica_of_each_worker_stage_in_turn(self):
+        load = Load(self.endpoint, 400, 80).start()
+        time.sleep(0.5)
+        for stage in ("tokenizer", "encoder", "decoder", "postprocessor"):
+            victims = self.pids(stage)
+            self.assertEqual(len(victims), 2, stage)
+            os.kill(victims[0], signal.SIGKILL)
+            time.sleep(0.9)
+        load.join()
+        self.check_every_request_answered_once(load, {"ok", "unavailable"})
+        ok = sum(1 for a in load.replies.values() if a[0][0] == "ok")
+        self.assertGreater(ok, load.count * 0.9, "most requests should be served by the surviving replicas")
+        for stage in ("tokenizer", "encoder", "decoder", "postprocessor"):  # restarted by seqpipe up, rejoined
+            self.wait_for_replicas(stage, 2)
+
+    def test_stopped_decoder_work_is_redispatched_and_it_rejoins_after_sigcont(self):
+        self.wait_for_replicas("decoder", 2)
+        victim = self.pids("decoder")[0]
+        load = Load(self.endpoint, 150, 60).start()
+        time.sleep(0.5)
+        os.kill(victim, signal.SIGSTOP)
+        try:
+            time.sleep(1.5)
+        finally:
+            os.kill(victim, signal.SIGCONT)
+        load.join()
+        self.check_every_request_answered_once(load, {"ok", "unavailable"})
+        ok = sum(1 for a in load.replies.values() if a[0][0] == "ok")
+        self.assertEqual(ok, load.count, "a live decoder was there to take the stopped one's work")
+        # Back: it reconnects and announces itself; both decoders then get work again.
+        self.wait_for_replicas("decoder", 2)
+        ports = (self.decoder_metrics, self.decoder_metrics + 1)
+        before = [scrape(p, 'seqpipe_stage_requests_total{stage="decoder"}') for p in ports]
+        burst = Load(self.endpoint, 120, 400, max_new_tokens=16).start()
+        burst.join()
+        self.check_every_request_answered_once(burst, {"ok"})
+        after = [scrape(p, 'seqpipe_stage_requests_total{stage="decoder"}') for p in ports]
+        self.assertTrue(all(a > b for a, b in zip(after, before)), f"decoder requests {before} -> {after}")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
