@@ -278,11 +278,9 @@ void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_p
                workers_[r].size(), held);
   if (node.empty()) return;
   const int64_t now_unix = service::unix_now_us();
-  auto& messages = node.mapped();
-  // Newest first, each pushed to the front: the oldest ends up first again.
-  for (auto m = messages.rbegin(); m != messages.rend(); ++m) {
-    for (auto it = m->items.rbegin(); it != m->items.rend(); ++it) {
-      stage::WorkItem& item = *it;
+  std::vector<stage::WorkItem> again;  // in the order they were first sent
+  for (auto& m : node.mapped()) {
+    for (auto& item : m.items) {
       if (expired(item, now_unix)) continue;  // answered by its gateway already
       const std::string key = item_key(item);
       if (retried_.count(key) != 0 || workers_[r].size() == 0) {
@@ -295,12 +293,14 @@ void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_p
       }
       retried_.emplace(key, item.deadline_unix_us);
       metrics_.redispatched();
-      if (role == Role::kEncoder) {
-        enqueue(std::move(item), now, out);
-      } else {
-        (role == Role::kDecoder ? decode_queue_ : postprocess_queue_).push_front({now, std::move(item)});
-      }
+      again.push_back(std::move(item));
     }
+  }
+  if (role == Role::kEncoder) {
+    for (auto& item : again) enqueue(std::move(item), now, out);  // batched anew
+  } else {
+    auto& queue = role == Role::kDecoder ? decode_queue_ : postprocess_queue_;
+    for (auto it = again.rbegin(); it != again.rend(); ++it) queue.push_front({now, std::move(*it)});  // first in line
   }
 }
 

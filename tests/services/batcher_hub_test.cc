@@ -1,0 +1,182 @@
+// The batcher hub on an injected clock, no sockets: batches only to encoders with credit,
+// decoders charged num_beams slots, credits returned re-enable dispatch, overload and dead
+// workers' work.
+#include "batcher/batcher_hub.h"
+
+#include <gtest/gtest.h>
+
+#include "seqpipe/common/service.h"
+
+namespace seqpipe::batcher {
+namespace {
+
+using std::chrono::milliseconds;
+const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
+
+stage::WorkItem item(uint64_t request, int tokens = 5, int beams = 1) {
+  stage::WorkItem w;
+  w.request = request;
+  w.gateway = "ipc:///tmp/gw.sock";
+  w.deadline_unix_us = service::unix_now_us() + 60'000'000;
+  w.params.num_beams = beams;
+  w.ids.assign(static_cast<size_t>(tokens), 7);
+  return w;
+}
+
+stage::StageMessage sequences(std::vector<stage::WorkItem> items) {
+  return {stage::MessageKind::kSequence, 0, std::move(items)};
+}
+
+std::vector<uint64_t> requests(const stage::StageMessage& m) {
+  std::vector<uint64_t> out;
+  for (const auto& i : m.items) out.push_back(i.request);
+  return out;
+}
+
+class BatcherHubTest : public ::testing::Test {
+ protected:
+  BatcherHubTest() : registry_(metrics::make_registry()), metrics_(*registry_, "batcher") {
+    config_.batcher.max_batch_size = 2;
+    config_.batcher.preferred_batch_sizes = {2};
+    config_.batcher.max_queue_delay_us = 1000;
+    config_.liveness.heartbeat_interval_ms = 100;
+    config_.liveness.heartbeat_liveness = 3;
+  }
+  BatcherHub& hub() {
+    hub_ = std::make_unique<BatcherHub>(config_, metrics_);
+    return *hub_;
+  }
+  // The messages of one role in the outbox (heartbeats left out).
+  static std::vector<Outbox::ToWorker> sent(const Outbox& out, Role role) {
+    std::vector<Outbox::ToWorker> v;
+    for (const auto& m : out.to_workers) {
+      if (m.role == role && m.message.kind != stage::MessageKind::kHeartbeat) v.push_back(m);
+    }
+    return v;
+  }
+
+  config::PipelineConfig config_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  metrics::StageMetrics metrics_;
+  std::unique_ptr<BatcherHub> hub_;
+};
+
+TEST_F(BatcherHubTest, BatchesGoOnlyToEncodersWithCredit) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_sequences(sequences({item(1), item(2), item(3), item(4)}), t0, out);
+  h.dispatch(t0, out);
+  EXPECT_TRUE(out.to_workers.empty());  // no encoder yet: the queue keeps them
+  h.on_worker(Role::kEncoder, "e1", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kEncoder, "e2", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.dispatch(t0, out);
+  auto batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 2u);  // one batch (preferred size 2) per encoder credit
+  EXPECT_NE(batches[0].worker, batches[1].worker);
+  EXPECT_EQ(batches[0].message.kind, stage::MessageKind::kEncode);
+  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(requests(batches[1].message), (std::vector<uint64_t>{3, 4}));
+  out.clear();
+  h.on_sequences(sequences({item(5), item(6)}), t0, out);
+  h.dispatch(t0, out);
+  EXPECT_TRUE(sent(out, Role::kEncoder).empty());  // both encoders busy
+  stage::StageMessage encoded{stage::MessageKind::kEncoded, 1, batches[0].message.items};
+  h.on_worker(Role::kEncoder, batches[0].worker, std::move(encoded), t0);
+  h.dispatch(t0, out);
+  ASSERT_EQ(sent(out, Role::kEncoder).size(), 1u);
+  EXPECT_EQ(sent(out, Role::kEncoder)[0].worker, batches[0].worker);
+}
+
+TEST_F(BatcherHubTest, DecodersAreChargedNumBeamsSlots) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 2, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1, 5, 4), item(2)}}, t0);
+  h.dispatch(t0, out);
+  EXPECT_TRUE(sent(out, Role::kDecoder).empty());  // 4 beams > 2 free slots; in order, item 2 waits too
+  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kReady, 8, {}}, t0);
+  h.dispatch(t0, out);
+  auto decodes = sent(out, Role::kDecoder);
+  ASSERT_EQ(decodes.size(), 1u);  // both items to the one with slots, in one message
+  EXPECT_EQ(decodes[0].worker, "d2");
+  EXPECT_EQ(requests(decodes[0].message), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d2"), 3);
+  // Finishing returns the slots; the decoded item goes to a postprocessor with credit.
+  h.on_worker(Role::kPostprocessor, "p", {stage::MessageKind::kReady, 1, {}}, t0);
+  stage::StageMessage decoded{stage::MessageKind::kDecoded, 4, {decodes[0].message.items[0]}};
+  h.on_worker(Role::kDecoder, "d2", std::move(decoded), t0);
+  EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d2"), 7);
+  out.clear();
+  h.dispatch(t0, out);
+  auto posts = sent(out, Role::kPostprocessor);
+  ASSERT_EQ(posts.size(), 1u);
+  EXPECT_EQ(posts[0].message.kind, stage::MessageKind::kPostprocess);
+  EXPECT_EQ(requests(posts[0].message), (std::vector<uint64_t>{1}));
+}
+
+TEST_F(BatcherHubTest, FullQueueAnswersOverloadedToTheItemsGateway) {
+  config_.batcher.max_queue_size = 2;
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_sequences(sequences({item(1), item(2), item(3)}), t0, out);
+  ASSERT_EQ(out.to_gateways.size(), 1u);
+  EXPECT_EQ(out.to_gateways[0].first, "ipc:///tmp/gw.sock");
+  const auto& failed = out.to_gateways[0].second.items.at(0);
+  EXPECT_EQ(failed.request, 3u);
+  EXPECT_EQ(failed.error->code, protocol::ErrorCode::kOverloaded);
+}
+
+TEST_F(BatcherHubTest, ADeadEncodersBatchGoesToAnotherOnceThenUnavailable) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kEncoder, "e1", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_sequences(sequences({item(1), item(2)}), t0, out);
+  h.dispatch(t0, out);
+  ASSERT_EQ(sent(out, Role::kEncoder).at(0).worker, "e1");
+  h.on_worker(Role::kEncoder, "e2", {stage::MessageKind::kReady, 1, {}}, t0 + milliseconds(250));
+  out.clear();
+  h.tick(t0 + milliseconds(301), out);  // e1 silent for 3 intervals
+  h.dispatch(t0 + milliseconds(301), out);
+  auto again = sent(out, Role::kEncoder);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].worker, "e2");
+  EXPECT_EQ(requests(again[0].message), (std::vector<uint64_t>{1, 2}));
+  EXPECT_TRUE(out.to_gateways.empty());
+  // e1 wakes up and answers: its late items go nowhere.
+  h.on_worker(Role::kEncoder, "e1", {stage::MessageKind::kEncoded, 1, again[0].message.items}, t0 + milliseconds(310));
+  out.clear();
+  h.worker_dead(Role::kEncoder, "e2", t0 + milliseconds(320), out);  // lost twice
+  ASSERT_EQ(out.to_gateways.size(), 2u);
+  for (const auto& [gw, m] : out.to_gateways) EXPECT_EQ(m.items.at(0).error->code, protocol::ErrorCode::kUnavailable);
+  EXPECT_EQ(h.queued(), 0u);  // nothing was forwarded to the decoders
+}
+
+TEST_F(BatcherHubTest, ADecoderThatLeavesWithoutOthersAnswersUnavailable) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 4, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1)}}, t0);
+  h.dispatch(t0, out);
+  ASSERT_EQ(sent(out, Role::kDecoder).size(), 1u);
+  out.clear();
+  h.worker_dead(Role::kDecoder, "d", t0, out);
+  ASSERT_EQ(out.to_gateways.size(), 1u);
+  EXPECT_EQ(out.to_gateways[0].second.items[0].error->code, protocol::ErrorCode::kUnavailable);
+  EXPECT_EQ(h.credits(Role::kDecoder).size(), 0u);
+}
+
+TEST_F(BatcherHubTest, UnexpectedKindsFromWorkersAreIgnored) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kPostprocessor, "p", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kPostprocessor, "p", {stage::MessageKind::kEncoded, 0, {item(1)}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kDecoded, 0, {item(2)}}, t0);
+  h.dispatch(t0, out);
+  EXPECT_TRUE(out.to_workers.empty());
+  EXPECT_EQ(h.queued(), 0u);
+}
+
+}  // namespace
+}  // namespace seqpipe::batcher

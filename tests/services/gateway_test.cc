@@ -1,0 +1,213 @@
+// The gateway's logic on an injected clock, no sockets: credit-gated dispatch, exactly one
+// reply per request (ok, error, deadline), late results dropped, dead tokenizers' work re-sent.
+#include "gateway/gateway.h"
+
+#include <gtest/gtest.h>
+
+namespace seqpipe::gateway {
+namespace {
+
+using std::chrono::milliseconds;
+const SteadyClock::time_point t0 = SteadyClock::time_point{} + std::chrono::hours(1);
+
+class GatewayTest : public ::testing::Test {
+ protected:
+  GatewayTest() : registry_(metrics::make_registry()), stage_(*registry_, "gateway"), gw_metrics_(*registry_) {}
+
+  Gateway& gateway(config::PipelineConfig c = {}) {
+    c.gateway.default_timeout_ms = 1000;
+    c.liveness.heartbeat_interval_ms = 100;
+    c.liveness.heartbeat_liveness = 3;
+    gateway_ = std::make_unique<Gateway>(c, "ipc:///tmp/results.sock", stage_, gw_metrics_);
+    return *gateway_;
+  }
+  static std::vector<std::string> request(const std::string& client, protocol::Request r) {
+    return {client, "", protocol::encode_request(r)};
+  }
+  static protocol::Request texts(std::vector<std::string> t, bool scores = false) {
+    protocol::Request r;
+    r.id = "c1";
+    r.texts = std::move(t);
+    r.batch_form = r.texts.size() > 1;
+    r.params.return_scores = scores;
+    return r;
+  }
+  static protocol::Reply reply_of(const Outbox& out, size_t i = 0) {
+    const std::string& bytes = out.replies.at(i).second;
+    auto r = protocol::decode_reply(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    return std::get<protocol::Reply>(r);
+  }
+  static stage::StageMessage result_for(const stage::StageMessage& work, const std::vector<std::string>& texts) {
+    stage::StageMessage result{stage::MessageKind::kResult, 0, work.items};
+    for (size_t i = 0; i < result.items.size(); ++i) {
+      result.items[i].text = texts[i];
+      result.items[i].score = -0.5f * static_cast<float>(i + 1);
+      result.items[i].timings.encode_us = 100;
+    }
+    return result;
+  }
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  metrics::StageMetrics stage_;
+  metrics::GatewayMetrics gw_metrics_;
+  std::unique_ptr<Gateway> gateway_;
+};
+
+TEST_F(GatewayTest, WorkGoesOutOnlyWithTokenizerCredit) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_client(request("A", texts({"x"})), t0, out);
+  g.on_client(request("B", texts({"y"})), t0, out);
+  g.dispatch(t0, out);
+  EXPECT_TRUE(out.to_tokenizers.empty());  // no tokenizer yet
+  EXPECT_EQ(g.waiting(), 2u);
+  g.on_tokenizer("tok1", {stage::MessageKind::kReady, 1, {}}, t0);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.to_tokenizers.size(), 1u);  // one credit, one message
+  EXPECT_EQ(out.to_tokenizers[0].first, "tok1");
+  EXPECT_EQ(out.to_tokenizers[0].second.items.at(0).text, "x");
+  EXPECT_EQ(out.to_tokenizers[0].second.items.at(0).gateway, "ipc:///tmp/results.sock");
+  g.on_tokenizer("tok1", {stage::MessageKind::kCredit, 1, {}}, t0);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.to_tokenizers.size(), 2u);
+  EXPECT_EQ(out.to_tokenizers[1].second.items.at(0).text, "y");
+}
+
+TEST_F(GatewayTest, AllResultsMakeOneOkReplyInIndexOrder) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_client(request("A", texts({"a", "b", "c"}, true)), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.to_tokenizers.size(), 1u);
+  stage::StageMessage result = result_for(out.to_tokenizers[0].second, {"A", "B", "C"});
+  std::swap(result.items[0], result.items[2]);  // results arrive in any order
+  stage::StageMessage first{stage::MessageKind::kResult, 0, {result.items[0]}};
+  stage::StageMessage rest{stage::MessageKind::kResult, 0, {result.items[1], result.items[2]}};
+  g.on_results(std::move(first), t0 + milliseconds(5), out);
+  EXPECT_TRUE(out.replies.empty());
+  g.on_results(std::move(rest), t0 + milliseconds(7), out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(out.replies[0].first, (Envelope{"A", ""}));
+  const protocol::Reply r = reply_of(out);
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(r.id, "c1");
+  EXPECT_EQ(r.texts, (std::vector<std::string>{"A", "B", "C"}));
+  ASSERT_TRUE(r.scores.has_value());
+  EXPECT_FLOAT_EQ((*r.scores)[2], -1.5f);
+  EXPECT_EQ(r.timings.total_us, 7000u);
+  EXPECT_EQ(r.timings.encode_us, 100u);
+  EXPECT_EQ(g.in_flight(), 0u);
+}
+
+TEST_F(GatewayTest, NoScoresUnlessAsked) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_client(request("A", texts({"a"})), t0, out);
+  g.dispatch(t0, out);
+  g.on_results(result_for(out.to_tokenizers[0].second, {"A"}), t0, out);
+  EXPECT_FALSE(reply_of(out).scores.has_value());
+}
+
+TEST_F(GatewayTest, DeadlineAnswersOnceAndTheLateResultIsDropped) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_client(request("A", texts({"a"})), t0, out);
+  g.dispatch(t0, out);
+  const stage::StageMessage work = out.to_tokenizers[0].second;
+  EXPECT_EQ(g.next_deadline(), t0 + milliseconds(1000));
+  g.expire(t0 + milliseconds(999), out);
+  EXPECT_TRUE(out.replies.empty());
+  g.expire(t0 + milliseconds(1000), out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kDeadlineExceeded);
+  g.on_results(result_for(work, {"A"}), t0 + milliseconds(1200), out);
+  g.expire(t0 + milliseconds(5000), out);
+  EXPECT_EQ(out.replies.size(), 1u);
+  EXPECT_FALSE(g.next_deadline().has_value());
+}
+
+TEST_F(GatewayTest, AFailedItemAnswersTheRequestWithItsCodeOnce) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_client(request("A", texts({"a", "b"})), t0, out);
+  g.dispatch(t0, out);
+  stage::StageMessage result = result_for(out.to_tokenizers[0].second, {"A", "B"});
+  result.items[0].error = protocol::Error{protocol::ErrorCode::kTooLong, "text 0 is 300 tokens"};
+  g.on_results(std::move(result), t0, out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kTooLong);
+  EXPECT_EQ(reply_of(out).error->message, "text 0 is 300 tokens");
+}
+
+TEST_F(GatewayTest, BadRequestsAreAnsweredAtOnce) {
+  config::PipelineConfig c;
+  c.decoder.max_new_tokens = 16;
+  Gateway& g = gateway(c);
+  Outbox out;
+  g.on_client({"A", "", "\xc1"}, t0, out);
+  protocol::Request too_many = texts({"a"});
+  too_many.params.max_new_tokens = 17;  // above decoder.max_new_tokens
+  g.on_client(request("B", too_many), t0, out);
+  ASSERT_EQ(out.replies.size(), 2u);
+  EXPECT_EQ(reply_of(out, 0).error->code, protocol::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(reply_of(out, 0).id, "");
+  EXPECT_EQ(reply_of(out, 1).error->code, protocol::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(reply_of(out, 1).id, "c1");
+  EXPECT_EQ(g.in_flight(), 0u);
+}
+
+TEST_F(GatewayTest, FullQueueAnswersOverloaded) {
+  config::PipelineConfig c;
+  c.batcher.max_queue_size = 2;
+  Gateway& g = gateway(c);
+  Outbox out;
+  for (const char* client : {"A", "B", "C"}) g.on_client(request(client, texts({"x"})), t0, out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(out.replies[0].first[0], "C");
+  EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kOverloaded);
+}
+
+TEST_F(GatewayTest, ADeadTokenizersWorkGoesToAnotherOnceThenUnavailable) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("t1", {stage::MessageKind::kReady, 1, {}}, t0);
+  g.on_client(request("A", texts({"a"})), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.to_tokenizers.at(0).first, "t1");
+  g.on_tokenizer("t2", {stage::MessageKind::kReady, 1, {}}, t0 + milliseconds(200));
+  out.clear();
+  g.tick(t0 + milliseconds(301), out);  // t1 silent for 3 intervals: dead
+  g.dispatch(t0 + milliseconds(301), out);
+  std::vector<std::pair<std::string, std::string>> sent;
+  for (const auto& [w, m] : out.to_tokenizers) {
+    if (m.kind == stage::MessageKind::kTokenize) sent.emplace_back(w, m.items.at(0).text);
+  }
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0], (std::pair<std::string, std::string>{"t2", "a"}));
+  EXPECT_TRUE(out.replies.empty());
+  out.clear();
+  g.tokenizer_dead("t2", t0 + milliseconds(400), out);  // lost a second time
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kUnavailable);
+}
+
+TEST_F(GatewayTest, HeartbeatsGoToEveryTokenizerOncePerInterval) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("t1", {stage::MessageKind::kReady, 1, {}}, t0);
+  g.on_tokenizer("t2", {stage::MessageKind::kReady, 1, {}}, t0);
+  g.tick(t0 + milliseconds(10), out);
+  g.tick(t0 + milliseconds(50), out);
+  ASSERT_EQ(out.to_tokenizers.size(), 2u);
+  for (const auto& [w, m] : out.to_tokenizers) EXPECT_EQ(m.kind, stage::MessageKind::kHeartbeat);
+  const auto status = g.status();
+  EXPECT_EQ(status.at(1).stage, "tokenizer");
+  EXPECT_EQ(status.at(1).replicas, 2);
+}
+
+}  // namespace
+}  // namespace seqpipe::gateway

@@ -1,0 +1,220 @@
+// The four worker stages driven directly (no sockets) against the engine itself, on a random
+// tiny checkpoint with a SentencePiece model made by seqpipe-mkmodel.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "decoder/decoder_stage.h"
+#include "encoder/encoder_stage.h"
+#include "postprocessor/postprocessor_stage.h"
+#include "seqpipe/common/service.h"
+#include "seqpipe/engine/decoding.h"
+#include "seqpipe/engine/model.h"
+#include "tokenizer/tokenizer_stage.h"
+
+namespace seqpipe {
+namespace {
+
+class WorkerStages : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(std::filesystem::temp_directory_path() / ("seqpipe-stages-" + std::to_string(::getpid())));
+    const std::string cmd = std::string(SEQPIPE_MKMODEL) + " --preset tiny --gated --untied --spiece --seed 3 --out " +
+                            *dir_ + " > /dev/null 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    model_ = new std::shared_ptr<const engine::T5Model>(engine::T5Model::load(*dir_, {.threads = 1, .device = engine::Device::kCpu}));
+    tokenizer_ = new std::shared_ptr<const engine::Tokenizer>(std::make_shared<engine::Tokenizer>(*dir_ + "/spiece.model"));
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete model_;
+    delete tokenizer_;
+    delete dir_;
+  }
+  WorkerStages() : registry_(metrics::make_registry()), metrics_(*registry_, "test") {
+    config_.model.max_input_tokens = 32;
+    config_.decoder.num_slots = 8;
+    config_.decoder.max_new_tokens = 12;
+  }
+  static stage::WorkItem item(uint64_t request, std::string text = "", uint32_t index = 0) {
+    stage::WorkItem w;
+    w.request = request;
+    w.index = index;
+    w.gateway = "ipc:///tmp/gw" + std::to_string(request % 2) + ".sock";
+    w.deadline_unix_us = service::unix_now_us() + 60'000'000;
+    w.text = std::move(text);
+    w.params.max_new_tokens = 12;
+    return w;
+  }
+  stage::WorkItem encoded(uint64_t request, const std::string& text, int beams = 1) {
+    stage::WorkItem w = item(request);
+    w.params.num_beams = beams;
+    const auto ids = (*tokenizer_)->encode(text);
+    engine::Encoder encoder(*model_);
+    const auto out = encoder.encode({ids});
+    w.rows = out.length(0);
+    w.hidden.assign(reinterpret_cast<const char*>(out.rows(0)), static_cast<size_t>(out.hidden.numel()) * sizeof(float));
+    return w;
+  }
+  static std::vector<int> reference(const std::string& text, int beams) {
+    engine::DecodingOptions o;
+    o.max_new_tokens = 12;
+    o.num_beams = beams;
+    return engine::generate(*model_, {(*tokenizer_)->encode(text)}, o)[0].ids;
+  }
+
+  static std::string* dir_;
+  static std::shared_ptr<const engine::T5Model>* model_;
+  static std::shared_ptr<const engine::Tokenizer>* tokenizer_;
+  config::PipelineConfig config_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  metrics::StageMetrics metrics_;
+};
+std::string* WorkerStages::dir_ = nullptr;
+std::shared_ptr<const engine::T5Model>* WorkerStages::model_ = nullptr;
+std::shared_ptr<const engine::Tokenizer>* WorkerStages::tokenizer_ = nullptr;
+
+TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
+  config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
+  config_.model.max_input_tokens = 8;
+  tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  stage::WorkItem expired = item(3, "hello");
+  expired.deadline_unix_us = service::unix_now_us() - 1;
+  stage.handle({stage::MessageKind::kTokenize, 0,
+                {item(1, "teh speling"), item(2, "a b c d e f g h i j k l m n o p"), expired}},
+               out);
+  ASSERT_EQ(out.pushes.size(), 2u);
+  // too long: a failed result to the item's gateway
+  const auto& [gw, failed] = out.pushes[0];
+  EXPECT_EQ(gw, "ipc:///tmp/gw0.sock");
+  EXPECT_EQ(failed.kind, stage::MessageKind::kResult);
+  EXPECT_EQ(failed.items.at(0).error->code, protocol::ErrorCode::kTooLong);
+  // the good one: ids to the batcher; the expired one is dropped
+  const auto& [ingress, seq] = out.pushes[1];
+  EXPECT_EQ(ingress, "ipc:///tmp/in.sock");
+  ASSERT_EQ(seq.items.size(), 1u);
+  const auto want = (*tokenizer_)->encode("teh speling");
+  EXPECT_EQ(seq.items[0].ids, std::vector<int32_t>(want.begin(), want.end()));
+  EXPECT_TRUE(seq.items[0].text.empty());
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0].kind, stage::MessageKind::kCredit);
+  EXPECT_EQ(out.to_hub[0].credits, 1);
+}
+
+TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
+  encoder::EncoderStage stage(*model_, config_, metrics_);
+  worker::Outbox out;
+  std::vector<stage::WorkItem> items;
+  for (const char* t : {"teh speling", "hello world again"}) {
+    stage::WorkItem w = item(1, t);
+    const auto ids = (*tokenizer_)->encode(t);
+    w.ids.assign(ids.begin(), ids.end());
+    items.push_back(w);
+  }
+  stage.handle({stage::MessageKind::kEncode, 0, items}, out);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  const auto& encoded = out.to_hub[0];
+  EXPECT_EQ(encoded.kind, stage::MessageKind::kEncoded);
+  EXPECT_EQ(encoded.credits, 1);
+  ASSERT_EQ(encoded.items.size(), 2u);
+  engine::Encoder reference(*model_);
+  const auto want = reference.encode({(*tokenizer_)->encode("teh speling"), (*tokenizer_)->encode("hello world again")});
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(encoded.items[i].rows, want.length(i));
+    ASSERT_EQ(encoded.items[i].hidden.size(), static_cast<size_t>(want.length(i) * want.hidden.dim(1)) * sizeof(float));
+    EXPECT_EQ(std::memcmp(encoded.items[i].hidden.data(), want.rows(i), encoded.items[i].hidden.size()), 0);
+    EXPECT_TRUE(encoded.items[i].ids.empty());
+  }
+}
+
+TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {
+  decoder::DecoderStage stage(*model_, config_, metrics_);
+  EXPECT_EQ(stage.capacity(), 8);
+  worker::Outbox out;
+  stage.handle({stage::MessageKind::kDecode, 0, {encoded(1, "teh speling", 4)}}, out);
+  EXPECT_EQ(stage.free_slots(), 4);
+  stage.work(out);
+  stage.work(out);  // the beam search is two steps in when the greedy one joins
+  stage.handle({stage::MessageKind::kDecode, 0, {encoded(2, "hello world")}}, out);
+  std::map<uint64_t, std::vector<int32_t>> got;
+  int credits = 0;
+  for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
+  for (const auto& m : out.to_hub) {
+    EXPECT_EQ(m.kind, stage::MessageKind::kDecoded);
+    credits += m.credits;
+    for (const auto& i : m.items) got[i.request] = i.ids;
+  }
+  EXPECT_EQ(credits, 5);  // 4 beams + 1
+  EXPECT_EQ(stage.free_slots(), 8);
+  const auto want1 = reference("teh speling", 4), want2 = reference("hello world", 1);
+  EXPECT_EQ(got[1], std::vector<int32_t>(want1.begin(), want1.end()));
+  EXPECT_EQ(got[2], std::vector<int32_t>(want2.begin(), want2.end()));
+}
+
+TEST_F(WorkerStages, DecoderReturnsSlotsOfBadAndExpiredItems) {
+  decoder::DecoderStage stage(*model_, config_, metrics_);
+  worker::Outbox out;
+  stage::WorkItem bad = encoded(1, "x", 2);
+  bad.hidden.resize(bad.hidden.size() - 4);
+  stage.handle({stage::MessageKind::kDecode, 0, {bad}}, out);
+  ASSERT_EQ(out.pushes.size(), 1u);  // an internal error to the gateway
+  EXPECT_EQ(out.pushes[0].second.items.at(0).error->code, protocol::ErrorCode::kInternal);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0].credits, 2);
+  out = {};
+  stage.handle({stage::MessageKind::kDecode, 0, {encoded(2, "hello world")}}, out);
+  EXPECT_EQ(stage.running(), 1);
+  // Its deadline passes while it runs: cancelled between steps, its slot returned, no result.
+  stage::WorkItem running = encoded(3, "again");
+  running.deadline_unix_us = service::unix_now_us() + 20'000;
+  stage.handle({stage::MessageKind::kDecode, 0, {running}}, out);
+  ::usleep(30'000);
+  stage.work(out);
+  int credits = 0;
+  for (const auto& m : out.to_hub) {
+    credits += m.credits;
+    for (const auto& i : m.items) EXPECT_NE(i.request, 3u);
+  }
+  EXPECT_GE(credits, 1);
+  EXPECT_EQ(stage.running(), stage.has_pending_work() ? 1 : 0);
+  EXPECT_EQ(stage.free_slots(), 8 - stage.running());
+}
+
+TEST_F(WorkerStages, PostprocessorDetokenizesAndGroupsResultsPerGateway) {
+  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  const auto ids = (*tokenizer_)->encode("hello world");
+  std::vector<stage::WorkItem> items;
+  for (uint64_t r : {1, 2, 3}) {
+    stage::WorkItem w = item(r);
+    w.ids = {0};
+    w.ids.insert(w.ids.end(), ids.begin(), ids.end());
+    items.push_back(w);
+  }
+  stage.handle({stage::MessageKind::kPostprocess, 0, items}, out);
+  ASSERT_EQ(out.pushes.size(), 2u);  // gw1 (requests 1, 3) and gw0 (request 2)
+  size_t results = 0;
+  for (const auto& [gw, m] : out.pushes) {
+    EXPECT_EQ(m.kind, stage::MessageKind::kResult);
+    for (const auto& i : m.items) {
+      EXPECT_EQ(gw, i.gateway);
+      EXPECT_EQ(i.text, (*tokenizer_)->decode(std::vector<int>{0, ids[0], ids[1]}).empty() ? i.text : (*tokenizer_)->decode([&] {
+        std::vector<int> v{0};
+        v.insert(v.end(), ids.begin(), ids.end());
+        return v;
+      }()));
+      EXPECT_TRUE(i.ids.empty());
+      ++results;
+    }
+  }
+  EXPECT_EQ(results, 3u);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0].credits, 3);
+}
+
+}  // namespace
+}  // namespace seqpipe
