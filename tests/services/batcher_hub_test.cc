@@ -178,5 +178,104 @@ TEST_F(BatcherHubTest, UnexpectedKindsFromWorkersAreIgnored) {
   EXPECT_EQ(h.queued(), 0u);
 }
 
+TEST_F(BatcherHubTest, ALoneSequenceWaitsForTheQueueDelay) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_sequences(sequences({item(1)}), t0, out);
+  h.dispatch(t0 + std::chrono::microseconds(200), out);
+  EXPECT_TRUE(sent(out, Role::kEncoder).empty());
+  EXPECT_EQ(h.next_wakeup(), std::chrono::microseconds(800));
+  h.dispatch(t0 + std::chrono::microseconds(1000), out);
+  auto batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(batches[0].message.items[0].timings.batch_wait_us, 1000u);
+}
+
+TEST_F(BatcherHubTest, ADeadDecodersItemGoesToAnotherAndItsLateAnswerIsDropped) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kDecoder, "d1", {stage::MessageKind::kReady, 2, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 1, {item(1, 5, 2)}}, t0);
+  h.dispatch(t0, out);
+  ASSERT_EQ(sent(out, Role::kDecoder).size(), 1u);
+  ASSERT_EQ(sent(out, Role::kDecoder)[0].worker, "d1");
+  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kReady, 2, {}}, t0);
+  out.clear();
+  h.worker_dead(Role::kDecoder, "d1", t0, out);
+  EXPECT_TRUE(out.to_gateways.empty());
+  EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), -1);
+  h.dispatch(t0, out);
+  auto again = sent(out, Role::kDecoder);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].worker, "d2");
+  EXPECT_EQ(requests(again[0].message), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d2"), 0);
+  // d1 was only stopped: its answer arrives after all and goes no further.
+  stage::WorkItem done = again[0].message.items[0];
+  h.on_worker(Role::kDecoder, "d1", {stage::MessageKind::kDecoded, 2, {done}}, t0);
+  EXPECT_EQ(h.queued(), 0u);
+  // d2's answer goes on to the postprocessors and frees its slots.
+  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kDecoded, 2, {done}}, t0);
+  EXPECT_EQ(h.queued(), 1u);
+  EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d2"), 2);
+  // A duplicate of an item already answered is dropped too.
+  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kDecoded, 0, {done}}, t0);
+  EXPECT_EQ(h.queued(), 1u);
+}
+
+TEST_F(BatcherHubTest, ExpiredItemsWaitingForADecoderAreDroppedWithoutCostingSlots) {
+  BatcherHub& h = hub();
+  Outbox out;
+  stage::WorkItem old = item(1);
+  old.deadline_unix_us = service::unix_now_us() - 1000;
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 1, {old, item(2)}}, t0);
+  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 4, {}}, t0);
+  h.dispatch(t0, out);
+  auto decodes = sent(out, Role::kDecoder);
+  ASSERT_EQ(decodes.size(), 1u);
+  EXPECT_EQ(requests(decodes[0].message), (std::vector<uint64_t>{2}));
+  EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d"), 3);
+  EXPECT_EQ(h.queued(), 0u);
+}
+
+TEST_F(BatcherHubTest, ASequenceWithoutIdsIsAnInternalError) {
+  BatcherHub& h = hub();
+  Outbox out;
+  stage::WorkItem empty = item(1);
+  empty.ids.clear();
+  h.on_sequences(sequences({empty, item(2)}), t0, out);
+  ASSERT_EQ(out.to_gateways.size(), 1u);
+  EXPECT_EQ(out.to_gateways[0].second.items.at(0).request, 1u);
+  EXPECT_EQ(out.to_gateways[0].second.items[0].error->code, protocol::ErrorCode::kInternal);
+  EXPECT_EQ(h.queued(), 1u);
+}
+
+TEST_F(BatcherHubTest, UnexpectedKindsReleaseNoCredit) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 1, {item(1)}}, t0);
+  h.on_sequences(sequences({item(2), item(3)}), t0, out);
+  h.dispatch(t0, out);
+  ASSERT_EQ(h.credits(Role::kEncoder).free_credits("e"), 0);
+  ASSERT_EQ(h.credits(Role::kDecoder).free_credits("d"), 0);
+  out.clear();
+  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kEncoded, 1, {item(9)}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kDecoded, 1, {item(9)}}, t0);
+  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kDecode, 1, {item(9)}}, t0);
+  h.on_sequences({stage::MessageKind::kEncode, 0, {item(9)}}, t0, out);
+  EXPECT_EQ(h.credits(Role::kEncoder).free_credits("e"), 0);
+  EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d"), 0);
+  EXPECT_EQ(h.queued(), 0u);
+  h.dispatch(t0, out);
+  EXPECT_TRUE(out.to_workers.empty());
+  EXPECT_TRUE(out.to_gateways.empty());
+}
+
 }  // namespace
 }  // namespace seqpipe::batcher

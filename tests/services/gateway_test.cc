@@ -209,5 +209,40 @@ TEST_F(GatewayTest, HeartbeatsGoToEveryTokenizerOncePerInterval) {
   EXPECT_EQ(status.at(1).replicas, 2);
 }
 
+TEST_F(GatewayTest, WorkWaitingForATokenizerIsDroppedOnceItsDeadlinePassed) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_client(request("A", texts({"a"})), t0, out);
+  g.expire(t0 + milliseconds(1000), out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kDeadlineExceeded);
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 1, {}}, t0 + milliseconds(1001));
+  g.dispatch(t0 + milliseconds(1001), out);
+  EXPECT_TRUE(out.to_tokenizers.empty());  // answered already: no tokenizer spends time on it
+  EXPECT_EQ(g.waiting(), 0u);
+  EXPECT_EQ(g.status().at(1).free_credits, 1);
+}
+
+TEST_F(GatewayTest, ADeadTokenizerWithNoOtherLeftAnswersUnavailableAndItsCreditIsIgnored) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("t1", {stage::MessageKind::kReady, 1, {}}, t0);
+  g.on_client(request("A", texts({"a"})), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.to_tokenizers.size(), 1u);
+  out.clear();
+  g.tokenizer_dead("t1", t0 + milliseconds(1), out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kUnavailable);
+  EXPECT_EQ(g.in_flight(), 0u);
+  // The dead tokenizer still talks: its credit does not bring it back.
+  g.on_tokenizer("t1", {stage::MessageKind::kCredit, 1, {}}, t0 + milliseconds(2));
+  g.on_client(request("B", texts({"b"})), t0 + milliseconds(2), out);
+  g.dispatch(t0 + milliseconds(2), out);
+  EXPECT_TRUE(out.to_tokenizers.empty());
+  EXPECT_EQ(g.waiting(), 1u);
+  EXPECT_EQ(g.status().at(1).replicas, 0);
+}
+
 }  // namespace
 }  // namespace seqpipe::gateway

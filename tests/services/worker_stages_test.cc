@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <tuple>
 
 #include "decoder/decoder_stage.h"
 #include "encoder/encoder_stage.h"
@@ -214,6 +216,126 @@ TEST_F(WorkerStages, PostprocessorDetokenizesAndGroupsResultsPerGateway) {
   EXPECT_EQ(results, 3u);
   ASSERT_EQ(out.to_hub.size(), 1u);
   EXPECT_EQ(out.to_hub[0].credits, 3);
+}
+
+TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
+  config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
+  tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  stage::WorkItem expired = item(1, "hello");
+  expired.deadline_unix_us = service::unix_now_us() - 1;
+  stage.handle({stage::MessageKind::kTokenize, 0, {expired}}, out);
+  EXPECT_TRUE(out.pushes.empty());
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0], (stage::StageMessage{stage::MessageKind::kCredit, 1, {}}));
+}
+
+TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngineThrows) {
+  encoder::EncoderStage stage(*model_, config_, metrics_);
+  worker::Outbox out;
+  stage::WorkItem good = item(2);
+  const auto ids = (*tokenizer_)->encode("hello world");
+  good.ids.assign(ids.begin(), ids.end());
+  stage.handle({stage::MessageKind::kEncode, 0, {item(1), good}}, out);  // item 1 has no ids
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(out.pushes[0].second.items.at(0).request, 1u);
+  EXPECT_EQ(out.pushes[0].second.items[0].error->code, protocol::ErrorCode::kInternal);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0].credits, 1);
+  ASSERT_EQ(out.to_hub[0].items.size(), 1u);
+  EXPECT_EQ(out.to_hub[0].items[0].rows, static_cast<int64_t>(ids.size()));
+
+  out = {};
+  stage::WorkItem bad = good;
+  bad.ids[0] = 100000;  // outside the vocabulary: the engine throws, the whole batch fails
+  stage.handle({stage::MessageKind::kEncode, 0, {bad, good}}, out);
+  ASSERT_EQ(out.pushes.size(), 2u);
+  for (const auto& [gw, m] : out.pushes) EXPECT_EQ(m.items.at(0).error->code, protocol::ErrorCode::kInternal);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0], (stage::StageMessage{stage::MessageKind::kEncoded, 1, {}}));
+}
+
+TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
+  decoder::DecoderStage stage(*model_, config_, metrics_);
+  worker::Outbox out;
+  stage.handle({stage::MessageKind::kDecode, 0, {encoded(1, "hello world"), encoded(2, "teh speling", 4)}}, out);
+  EXPECT_TRUE(out.empty());  // both admitted: no credit back yet
+  EXPECT_EQ(stage.free_slots(), 3);
+  EXPECT_EQ(stage.free_capacity(), 3);
+  for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
+  std::map<uint64_t, stage::WorkItem> got;
+  int credits = 0;
+  for (const auto& m : out.to_hub) {
+    credits += m.credits;
+    for (const auto& i : m.items) got[i.request] = i;
+  }
+  EXPECT_EQ(credits, 5);
+  ASSERT_EQ(got.size(), 2u);
+  for (auto [request, text, beams] : {std::tuple<uint64_t, const char*, int>{1, "hello world", 1},
+                                      std::tuple<uint64_t, const char*, int>{2, "teh speling", 4}}) {
+    engine::DecodingOptions o;
+    o.max_new_tokens = 12;
+    o.num_beams = beams;
+    const auto want = engine::generate(*model_, {(*tokenizer_)->encode(text)}, o).at(0);
+    EXPECT_EQ(got[request].ids, std::vector<int32_t>(want.ids.begin(), want.ids.end())) << text;
+    if (beams > 1) {
+      EXPECT_FLOAT_EQ(got[request].score, want.score);
+    }
+    EXPECT_TRUE(got[request].hidden.empty());
+    EXPECT_EQ(got[request].rows, 0);
+  }
+}
+
+TEST_F(WorkerStages, DecoderCancelsAnExpiredRunningSequenceAndReturnsExactlyItsSlots) {
+  decoder::DecoderStage stage(*model_, config_, metrics_);
+  worker::Outbox out;
+  stage::WorkItem running = encoded(1, "teh speling", 2);
+  running.params.min_new_tokens = 12;  // cannot finish before its deadline
+  const int64_t deadline = service::unix_now_us() + 300'000;
+  running.deadline_unix_us = deadline;
+  stage.handle({stage::MessageKind::kDecode, 0, {running}}, out);
+  ASSERT_EQ(stage.running(), 1);
+  stage.work(out);
+  if (service::unix_now_us() < deadline) {
+    EXPECT_TRUE(out.to_hub.empty());
+    EXPECT_EQ(stage.running(), 1);
+  }
+  while (service::unix_now_us() <= deadline) ::usleep(20'000);
+  stage.work(out);
+  EXPECT_EQ(stage.running(), 0);
+  EXPECT_FALSE(stage.has_pending_work());
+  EXPECT_EQ(stage.free_slots(), 8);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0], (stage::StageMessage{stage::MessageKind::kDecoded, 2, {}}));  // slots back, no result
+  EXPECT_TRUE(out.pushes.empty());  // the gateway answers deadline_exceeded itself
+}
+
+TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCredited) {
+  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  const std::vector<std::string> texts = {"hello world", "teh speling", "the cat sat on the mat"};
+  std::vector<stage::WorkItem> items;
+  for (uint64_t r = 0; r < texts.size(); ++r) {
+    stage::WorkItem w = item(r + 1);
+    w.ids = {0};  // the decoder start token, as generate returns it
+    for (int id : (*tokenizer_)->encode(texts[r])) w.ids.push_back(id);
+    items.push_back(w);
+  }
+  items[2].deadline_unix_us = service::unix_now_us() - 1;
+  std::map<uint64_t, std::string> want;
+  for (const auto& w : items) want[w.request] = (*tokenizer_)->decode(std::vector<int>(w.ids.begin(), w.ids.end()));
+  stage.handle({stage::MessageKind::kPostprocess, 0, items}, out);
+  std::map<uint64_t, std::string> got;
+  for (const auto& [gw, m] : out.pushes) {
+    for (const auto& i : m.items) got[i.request] = i.text;
+  }
+  ASSERT_EQ(got.size(), 2u);  // the expired one is dropped
+  EXPECT_EQ(got[1], want[1]);
+  EXPECT_EQ(got[2], want[2]);
+  EXPECT_FALSE(got[1].empty());
+  EXPECT_NE(got[1], got[2]);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0], (stage::StageMessage{stage::MessageKind::kCredit, 3, {}}));  // every item's credit
 }
 
 }  // namespace
