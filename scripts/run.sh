@@ -26,10 +26,11 @@ if [ ! -f "$model/model.safetensors" ]; then
 fi
 [ $# -gt 0 ] || set -- "teh speling"
 
-# A private runtime directory and ipc:// client socket, metrics on free ports: the demo does not
-# collide with a pipeline already running on this machine.
+# config/demo.yaml (the defaults, with the response cache on), a private runtime directory and
+# ipc:// client socket, metrics on free ports: the demo does not collide with a pipeline already
+# running on this machine.
 run_dir=$(mktemp -d /tmp/seqpipe-run.XXXXXX)
-settings=(--set "model.dir=$model" --set "runtime_dir=$run_dir" --set "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock"
+settings=(--config config/demo.yaml --set "model.dir=$model" --set "runtime_dir=$run_dir" --set "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock"
           --set gateway.metrics_port=0 --set batcher.metrics_port=0)
 $B/seqpipe up "${settings[@]}" >"$run_dir/up.log" 2>&1 &
 up_pid=$!

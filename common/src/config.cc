@@ -83,6 +83,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"gateway", "max_texts"}, g.max_texts, IntRule{1, 4096});
   visit(Key{"gateway", "max_text_bytes"}, g.max_text_bytes, IntRule{1, int64_t{16} << 20});
   visit(Key{"gateway", "metrics_port"}, g.metrics_port, kPortRule);
+  visit(Key{"gateway", "cache_bytes"}, g.cache_bytes, IntRule{0, int64_t{1} << 36});
 
   worker_fields("tokenizer", c.tokenizer, visit);
 

@@ -131,6 +131,12 @@ GatewayMetrics::GatewayMetrics(prometheus::Registry& r) {
                .Help("Results that arrived after their request was answered (dropped)")
                .Register(r)
                .Add({});
+  auto& cache = prometheus::BuildCounter()
+                    .Name(std::string(kCacheLookups))
+                    .Help("Response cache lookups (one per text), by result")
+                    .Register(r);
+  cache_hits_ = &cache.Add({{"result", "hit"}});
+  cache_misses_ = &cache.Add({{"result", "miss"}});
 }
 
 void GatewayMetrics::request_seconds(bool ok, double s) { (ok ? ok_ : error_)->Observe(s); }
@@ -139,5 +145,6 @@ void GatewayMetrics::latency_split(double model_s, double overhead_s) {
   overhead_->Observe(overhead_s);
 }
 void GatewayMetrics::late_result() { late_->Increment(); }
+void GatewayMetrics::cache_lookup(bool hit) { (hit ? cache_hits_ : cache_misses_)->Increment(); }
 
 }  // namespace seqpipe::metrics

@@ -126,14 +126,12 @@ void BatcherHub::record(Role role, const std::string& worker, const stage::Stage
   in_flight_[static_cast<size_t>(role)][worker].push_back(message);
 }
 
-bool BatcherHub::settle(Role role, const std::string& worker, stage::StageMessage& message) {
-  auto it = in_flight_[static_cast<size_t>(role)].find(worker);
-  if (it == in_flight_[static_cast<size_t>(role)].end()) return false;
-  auto& held = it->second;
+void BatcherHub::settle(Role role, const std::string& worker, stage::StageMessage& message) {
+  auto& held = in_flight_[static_cast<size_t>(role)][worker];
   if (role != Role::kDecoder) {
     // One encoded (encoder) or credit (postprocessor) message answers the oldest message sent.
     if (!held.empty() && (message.kind != stage::MessageKind::kCredit || role == Role::kPostprocessor)) held.pop_front();
-    return true;
+    return;
   }
   // Decoders: each finished item leaves the record; one not in it is a duplicate (its first
   // decoder was declared dead and it went to another) and goes no further.
@@ -160,7 +158,6 @@ bool BatcherHub::settle(Role role, const std::string& worker, stage::StageMessag
     }
   }
   items.resize(kept);
-  return true;
 }
 
 void BatcherHub::tick(Clock::time_point now, Outbox& out) {

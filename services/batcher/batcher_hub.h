@@ -75,9 +75,9 @@ class BatcherHub {
   void enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& out);
   void fail(stage::WorkItem&& item, protocol::Error error, Outbox& out);
   void record(Role role, const std::string& worker, const stage::StageMessage& message);
-  // Removes what `worker` answered from its in-flight record; false when the worker is unknown.
-  // Decoded items not in the record (duplicates) are removed from `message`.
-  bool settle(Role role, const std::string& worker, stage::StageMessage& message);
+  // Removes what `worker` answered from its in-flight record. Decoded items not in it (sent
+  // to a replica later declared dead, or duplicates) are removed from `message`: they go no further.
+  void settle(Role role, const std::string& worker, stage::StageMessage& message);
   void dispatch_batches(Clock::time_point now, Outbox& out);
   void dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::time_point now, Outbox& out);
 

@@ -49,11 +49,6 @@ DecoderStage::DecoderStage(std::shared_ptr<const engine::T5Model> model, const c
 }
 
 void DecoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
-  if (message.kind != stage::MessageKind::kDecode) {
-    spdlog::warn("decoder: ignored a '{}' message", stage::kind_name(message.kind));
-    metrics_.malformed();
-    return;
-  }
   metrics_.request(static_cast<double>(message.items.size()));
   int credits = 0;  // slots of items that never started: back to the batcher at once
   for (auto& item : message.items) admit(std::move(item), out, credits);

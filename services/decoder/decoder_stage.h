@@ -18,6 +18,7 @@ class DecoderStage : public worker::WorkerStage {
  public:
   DecoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
                metrics::StageMetrics& metrics);
+  stage::MessageKind accepts() const override { return stage::MessageKind::kDecode; }
   int capacity() const override { return num_slots_; }
   int free_capacity() const override { return generator_.free_slots(); }
   void handle(stage::StageMessage&& message, worker::Outbox& out) override;

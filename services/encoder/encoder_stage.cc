@@ -16,11 +16,6 @@ EncoderStage::EncoderStage(std::shared_ptr<const engine::T5Model> model, const c
     : encoder_(std::move(model)), metrics_(metrics), credits_(config.encoder.credits) {}
 
 void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
-  if (message.kind != stage::MessageKind::kEncode) {
-    spdlog::warn("encoder: ignored a '{}' message", stage::kind_name(message.kind));
-    metrics_.malformed();
-    return;
-  }
   metrics_.request(static_cast<double>(message.items.size()));
   stage::StageMessage encoded{stage::MessageKind::kEncoded, 1, {}};  // the batch's credit comes back
   const int64_t now = service::unix_now_us();

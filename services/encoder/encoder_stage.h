@@ -14,6 +14,7 @@ class EncoderStage : public worker::WorkerStage {
  public:
   EncoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
                metrics::StageMetrics& metrics);
+  stage::MessageKind accepts() const override { return stage::MessageKind::kEncode; }
   int capacity() const override { return credits_; }
   void handle(stage::StageMessage&& message, worker::Outbox& out) override;
 

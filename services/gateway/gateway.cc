@@ -41,7 +41,8 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
       results_endpoint_(std::move(results_endpoint)),
       metrics_(stage_metrics),
       gateway_metrics_(gateway_metrics),
-      liveness_(std::chrono::milliseconds(config.liveness.heartbeat_interval_ms), config.liveness.heartbeat_liveness) {}
+      liveness_(std::chrono::milliseconds(config.liveness.heartbeat_interval_ms), config.liveness.heartbeat_liveness),
+      cache_(config.gateway.cache_bytes) {}
 
 void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_point now, Outbox& out) {
   if (frames.size() < 2) return;  // no routing frame: nobody to answer
@@ -77,6 +78,19 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
   stage::StageMessage work{stage::MessageKind::kTokenize, 0, {}};
   const int64_t deadline_unix_us = service::unix_now_us() + int64_t{timeout_ms} * 1000;
   for (size_t i = 0; i < request.texts.size(); ++i) {
+    if (cache_.enabled()) {
+      std::string key = cache_key(config_.model.dir, request.params, request.texts[i]);
+      auto hit = cache_.get(key);
+      gateway_metrics_.cache_lookup(hit.has_value());
+      r.cache_keys.push_back(std::move(key));
+      if (hit) {
+        r.texts[i] = std::move(hit->text);
+        r.scores[i] = hit->score;
+        r.done[i] = true;
+        --r.remaining;
+        continue;
+      }
+    }
     stage::WorkItem item;
     item.request = id;
     item.index = static_cast<uint32_t>(i);
@@ -87,7 +101,11 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
     work.items.push_back(std::move(item));
   }
   deadlines_.emplace(r.deadline, id);
-  requests_.emplace(id, std::move(r));
+  auto& stored = requests_.emplace(id, std::move(r)).first->second;
+  if (stored.remaining == 0) {  // every text from the cache
+    reply(id, ok_reply(stored), now, out);
+    return;
+  }
   waiting_.push_back(std::move(work));
   metrics_.set_in_flight(static_cast<double>(requests_.size()));
 }
@@ -133,19 +151,22 @@ void Gateway::on_results(stage::StageMessage&& message, SteadyClock::time_point 
       reply(item.request, protocol::error_reply(r.client_id, std::move(*item.error)), now, out);
       continue;
     }
+    if (!r.cache_keys.empty()) cache_.put(r.cache_keys[item.index], {item.text, item.score});
     r.texts[item.index] = std::move(item.text);
     r.scores[item.index] = item.score;
     r.done[item.index] = true;
     keep_max(r.timings, item.timings);
-    if (--r.remaining == 0) {
-      protocol::Reply ok;
-      ok.id = r.client_id;
-      ok.batch_form = r.batch_form;
-      ok.texts = std::move(r.texts);
-      if (r.return_scores) ok.scores = std::move(r.scores);
-      reply(item.request, std::move(ok), now, out);
-    }
+    if (--r.remaining == 0) reply(item.request, ok_reply(r), now, out);
   }
+}
+
+protocol::Reply Gateway::ok_reply(Request& r) {
+  protocol::Reply ok;
+  ok.id = r.client_id;
+  ok.batch_form = r.batch_form;
+  ok.texts = std::move(r.texts);
+  if (r.return_scores) ok.scores = std::move(r.scores);
+  return ok;
 }
 
 void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now, Outbox& out) {

@@ -23,6 +23,7 @@
 #include "seqpipe/common/protocol.h"
 #include "seqpipe/common/stage_messages.h"
 #include "seqpipe/common/status.h"
+#include "gateway/response_cache.h"
 
 namespace seqpipe::gateway {
 
@@ -83,8 +84,10 @@ class Gateway {
     SteadyClock::time_point received, deadline;
     stage::StageTimings timings;  // per stage, the slowest of the request's texts
     bool retried = false;         // its tokenize work was re-dispatched once already
+    std::vector<std::string> cache_keys;  // per text, when the cache is on
   };
   void reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now, Outbox& out);
+  static protocol::Reply ok_reply(Request& r);
   void reply_error(Envelope envelope, std::string client_id, protocol::Error error, SteadyClock::time_point received,
                    SteadyClock::time_point now, Outbox& out);
 
@@ -95,6 +98,7 @@ class Gateway {
   metrics::GatewayMetrics& gateway_metrics_;
   common::CreditQueue tokenizers_;
   common::HubLiveness liveness_;
+  ResponseCache cache_;
   // Tokenize messages sent to each tokenizer and not yet credited back (a tokenizer answers in
   // order, one credit per message), kept to re-dispatch if it dies.
   std::unordered_map<std::string, std::deque<stage::StageMessage>> in_flight_;

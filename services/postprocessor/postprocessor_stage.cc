@@ -15,11 +15,6 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
     : tokenizer_(std::move(tokenizer)), metrics_(metrics), credits_(config.postprocessor.credits) {}
 
 void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
-  if (message.kind != stage::MessageKind::kPostprocess) {
-    spdlog::warn("postprocessor: ignored a '{}' message", stage::kind_name(message.kind));
-    metrics_.malformed();
-    return;
-  }
   const int credits = static_cast<int>(message.items.size());
   metrics_.request(credits);
   std::vector<stage::WorkItem> done;

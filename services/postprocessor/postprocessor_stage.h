@@ -13,6 +13,7 @@ class PostprocessorStage : public worker::WorkerStage {
  public:
   PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer, const config::PipelineConfig& config,
                      metrics::StageMetrics& metrics);
+  stage::MessageKind accepts() const override { return stage::MessageKind::kPostprocess; }
   int capacity() const override { return credits_; }
   // Each item costs one credit; the credits go back with the results.
   void handle(stage::StageMessage&& message, worker::Outbox& out) override;

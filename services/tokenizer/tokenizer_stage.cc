@@ -19,11 +19,6 @@ TokenizerStage::TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenize
       credits_(config.tokenizer.credits) {}
 
 void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
-  if (message.kind != stage::MessageKind::kTokenize) {
-    spdlog::warn("tokenizer: ignored a '{}' message", stage::kind_name(message.kind));
-    metrics_.malformed();
-    return;
-  }
   metrics_.request(static_cast<double>(message.items.size()));
   stage::StageMessage sequences{stage::MessageKind::kSequence, 0, {}};
   const int64_t now = service::unix_now_us();

@@ -16,6 +16,7 @@ class TokenizerStage : public worker::WorkerStage {
  public:
   TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer, const config::PipelineConfig& config,
                  metrics::StageMetrics& metrics);
+  stage::MessageKind accepts() const override { return stage::MessageKind::kTokenize; }
   int capacity() const override { return credits_; }
   // A `tokenize` message costs its sender one credit; the credit goes back after it.
   void handle(stage::StageMessage&& message, worker::Outbox& out) override;

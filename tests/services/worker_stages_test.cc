@@ -157,67 +157,6 @@ TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {
   EXPECT_EQ(got[2], std::vector<int32_t>(want2.begin(), want2.end()));
 }
 
-TEST_F(WorkerStages, DecoderReturnsSlotsOfBadAndExpiredItems) {
-  decoder::DecoderStage stage(*model_, config_, metrics_);
-  worker::Outbox out;
-  stage::WorkItem bad = encoded(1, "x", 2);
-  bad.hidden.resize(bad.hidden.size() - 4);
-  stage.handle({stage::MessageKind::kDecode, 0, {bad}}, out);
-  ASSERT_EQ(out.pushes.size(), 1u);  // an internal error to the gateway
-  EXPECT_EQ(out.pushes[0].second.items.at(0).error->code, protocol::ErrorCode::kInternal);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].credits, 2);
-  out = {};
-  stage.handle({stage::MessageKind::kDecode, 0, {encoded(2, "hello world")}}, out);
-  EXPECT_EQ(stage.running(), 1);
-  // Its deadline passes while it runs: cancelled between steps, its slot returned, no result.
-  stage::WorkItem running = encoded(3, "again");
-  running.deadline_unix_us = service::unix_now_us() + 20'000;
-  stage.handle({stage::MessageKind::kDecode, 0, {running}}, out);
-  ::usleep(30'000);
-  stage.work(out);
-  int credits = 0;
-  for (const auto& m : out.to_hub) {
-    credits += m.credits;
-    for (const auto& i : m.items) EXPECT_NE(i.request, 3u);
-  }
-  EXPECT_GE(credits, 1);
-  EXPECT_EQ(stage.running(), stage.has_pending_work() ? 1 : 0);
-  EXPECT_EQ(stage.free_slots(), 8 - stage.running());
-}
-
-TEST_F(WorkerStages, PostprocessorDetokenizesAndGroupsResultsPerGateway) {
-  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
-  worker::Outbox out;
-  const auto ids = (*tokenizer_)->encode("hello world");
-  std::vector<stage::WorkItem> items;
-  for (uint64_t r : {1, 2, 3}) {
-    stage::WorkItem w = item(r);
-    w.ids = {0};
-    w.ids.insert(w.ids.end(), ids.begin(), ids.end());
-    items.push_back(w);
-  }
-  stage.handle({stage::MessageKind::kPostprocess, 0, items}, out);
-  ASSERT_EQ(out.pushes.size(), 2u);  // gw1 (requests 1, 3) and gw0 (request 2)
-  size_t results = 0;
-  for (const auto& [gw, m] : out.pushes) {
-    EXPECT_EQ(m.kind, stage::MessageKind::kResult);
-    for (const auto& i : m.items) {
-      EXPECT_EQ(gw, i.gateway);
-      EXPECT_EQ(i.text, (*tokenizer_)->decode(std::vector<int>{0, ids[0], ids[1]}).empty() ? i.text : (*tokenizer_)->decode([&] {
-        std::vector<int> v{0};
-        v.insert(v.end(), ids.begin(), ids.end());
-        return v;
-      }()));
-      EXPECT_TRUE(i.ids.empty());
-      ++results;
-    }
-  }
-  EXPECT_EQ(results, 3u);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].credits, 3);
-}
-
 TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
   config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);

@@ -66,7 +66,7 @@ class PipelineTest(unittest.TestCase):
                     f"gateway.metrics_port={cls.gateway_metrics}", f"batcher.metrics_port={cls.batcher_metrics}",
                     "tokenizer.replicas=2", "encoder.replicas=2", "decoder.replicas=2", "postprocessor.replicas=2",
                     "batcher.max_queue_delay_us=1000", "gateway.default_timeout_ms=20000",
-                    "encoder.credits=1"]
+                    "encoder.credits=1", "gateway.cache_bytes=1048576"]
         args = [SEQPIPE, "up"]
         for s in settings:
             args += ["--set", s]
@@ -103,7 +103,8 @@ class PipelineTest(unittest.TestCase):
             for text in TEXTS:
                 reply = self.client.generate(text, max_new_tokens=12, num_beams=beams)
                 self.assertEqual(reply["text"], generate_text(self.model, text, beams), f"{text!r} beams {beams}")
-                self.assertGreater(reply["timings_us"]["total"], 0)
+                t = reply["timings_us"]
+                self.assertGreaterEqual(t["total"], t["encode"] + t["decode"])  # 0 for a cache hit
 
     def test_batch_request_keeps_order(self):
         reply = self.client.generate(TEXTS, max_new_tokens=12, return_scores=True)
@@ -147,6 +148,17 @@ class PipelineTest(unittest.TestCase):
                 self.assertEqual(reply["error"]["code"], code, reply["error"]["message"])
         self.assertEqual(self.client.generate("hello world", max_new_tokens=12)["text"],
                          generate_text(self.model, "hello world", 1))
+
+    def test_repeated_text_is_answered_from_the_cache(self):
+        hits = 'seqpipe_gateway_cache_lookups_total{result="hit"}'
+        first = self.client.generate("a text seen twice", max_new_tokens=10)
+        before = scrape(self.gateway_metrics, hits)
+        second = self.client.generate("  a text   seen twice", max_new_tokens=10)
+        self.assertEqual(second["text"], first["text"])
+        self.assertEqual(scrape(self.gateway_metrics, hits) - before, 1)
+        self.assertEqual(second["timings_us"]["encode"], 0)  # no stage saw it
+        other = self.client.generate("a text seen twice", max_new_tokens=11)  # other params: a miss
+        self.assertGreater(other["timings_us"]["encode"], 0)
 
     def test_status_shows_every_stage(self):
         out = subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={self.run_dir}"], capture_output=True,

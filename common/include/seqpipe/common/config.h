@@ -73,6 +73,9 @@ struct GatewayConfig {
   size_t max_text_bytes = 4096;
   // Prometheus /metrics HTTP port; 0 = any free port (logged).
   int metrics_port = 9100;
+  // Response cache budget in bytes (LRU over successful results, keyed by model, params and
+  // normalized text); 0 = no cache.
+  size_t cache_bytes = 0;
 
   bool operator==(const GatewayConfig&) const = default;
 };

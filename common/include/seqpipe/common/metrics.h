@@ -37,6 +37,7 @@ inline constexpr std::string_view kRequestSeconds = "seqpipe_gateway_request_sec
 inline constexpr std::string_view kLateResults = "seqpipe_gateway_late_results_total";
 inline constexpr std::string_view kModelSeconds = "seqpipe_gateway_model_latency_seconds";
 inline constexpr std::string_view kOverheadSeconds = "seqpipe_gateway_overhead_latency_seconds";
+inline constexpr std::string_view kCacheLookups = "seqpipe_gateway_cache_lookups_total";
 
 // Latency buckets from 100 us to 5 s (the default; configurable per issue 5 later).
 std::vector<double> default_latency_buckets();
@@ -105,6 +106,7 @@ class GatewayMetrics {
   void request_seconds(bool ok, double seconds);
   void latency_split(double model_seconds, double overhead_seconds);
   void late_result();
+  void cache_lookup(bool hit);
 
  private:
   prometheus::Histogram* ok_;
@@ -112,6 +114,8 @@ class GatewayMetrics {
   prometheus::Histogram* model_;
   prometheus::Histogram* overhead_;
   prometheus::Counter* late_;
+  prometheus::Counter* cache_hits_;
+  prometheus::Counter* cache_misses_;
 };
 
 }  // namespace seqpipe::metrics

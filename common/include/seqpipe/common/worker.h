@@ -55,7 +55,9 @@ class WorkerStage {
   // Credits free now, announced when the worker reconnects to a hub (work it still holds
   // returns its credit with its result).
   virtual int free_capacity() const { return capacity(); }
-  // One message from the hub (already validated by stage::decode).
+  // The kind of work message this stage takes (run_worker drops any other, logged and counted).
+  virtual stage::MessageKind accepts() const = 0;
+  // One message of that kind from the hub (already validated by stage::decode).
   virtual void handle(stage::StageMessage&& message, Outbox& out) = 0;
   // Work the stage does between messages (the decoder's steps); the loop then polls the socket
   // without waiting.

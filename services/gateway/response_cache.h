@@ -1,0 +1,55 @@
+#pragma once
+// The gateway's response cache: successful results per (model, normalized text, params), least
+// recently used evicted first, bounded by a byte budget (keys and values counted). A search
+// team's traffic repeats itself (the same misspelled queries again and again), so a hit skips
+// the whole pipeline.
+#include <cstddef>
+#include <list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "seqpipe/common/protocol.h"
+
+namespace seqpipe::gateway {
+
+struct CachedResult {
+  std::string text;
+  float score = 0.0f;
+};
+
+// Text with leading/trailing whitespace dropped and inner runs collapsed to one space: requests
+// that differ only there share an entry.
+std::string normalize_text(std::string_view text);
+// The cache key: model id, every generation parameter, normalized text.
+std::string cache_key(std::string_view model_id, const protocol::GenerateParams& params, std::string_view text);
+
+class ResponseCache {
+ public:
+  explicit ResponseCache(size_t budget_bytes) : budget_(budget_bytes) {}
+  bool enabled() const { return budget_ > 0; }
+
+  std::optional<CachedResult> get(const std::string& key);  // a hit becomes the most recent
+  // Stores (or refreshes) an entry, evicting the least recent ones until the budget holds. An
+  // entry larger than the whole budget is not stored.
+  void put(const std::string& key, CachedResult value);
+
+  size_t bytes() const { return bytes_; }
+  size_t size() const { return index_.size(); }
+
+ private:
+  struct Entry {
+    std::string key;
+    CachedResult value;
+  };
+  static size_t cost(const std::string& key, const CachedResult& value) {
+    return 2 * key.size() + value.text.size() + sizeof(Entry) + 64;  // key twice: list and index
+  }
+  size_t budget_;
+  size_t bytes_ = 0;
+  std::list<Entry> lru_;  // front: most recent
+  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
+};
+
+}  // namespace seqpipe::gateway

@@ -1,0 +1,97 @@
+// The gateway's response cache: keys, LRU order, the byte budget, and the gateway answering
+// repeated texts from it (only successful results are kept).
+#include "gateway/response_cache.h"
+
+#include <gtest/gtest.h>
+
+#include "gateway/gateway.h"
+
+namespace seqpipe::gateway {
+namespace {
+
+TEST(ResponseCache, KeysNormalizeWhitespaceAndIncludeModelAndEveryParam) {
+  protocol::GenerateParams p;
+  EXPECT_EQ(normalize_text("  teh \t speling\n"), "teh speling");
+  EXPECT_EQ(cache_key("m", p, " teh  speling "), cache_key("m", p, "teh speling"));
+  EXPECT_NE(cache_key("m", p, "teh speling"), cache_key("m", p, "Teh speling"));
+  EXPECT_NE(cache_key("m", p, "x"), cache_key("other-model", p, "x"));
+  for (int field = 0; field < 5; ++field) {
+    protocol::GenerateParams q = p;
+    if (field == 0) q.max_new_tokens += 1;
+    if (field == 1) q.num_beams = 4;
+    if (field == 2) q.min_new_tokens = 2;
+    if (field == 3) q.length_penalty = 0.5f;
+    if (field == 4) q.return_scores = true;
+    EXPECT_NE(cache_key("m", p, "x"), cache_key("m", q, "x")) << "param " << field;
+  }
+}
+
+TEST(ResponseCache, EvictsLeastRecentlyUsedWithinTheByteBudget) {
+  ResponseCache probe(1 << 20);
+  probe.put("a", {"A", 0});
+  const size_t one = probe.bytes();  // what one such entry costs
+  ResponseCache cache(2 * one + one / 2);
+  cache.put("a", {"A", 0});
+  cache.put("b", {"B", 0});
+  ASSERT_TRUE(cache.get("a").has_value());  // a becomes the most recent
+  cache.put("c", {"C", 0});                 // over budget: b, the least recent, goes
+  EXPECT_FALSE(cache.get("b").has_value());
+  EXPECT_EQ(cache.get("a")->text, "A");
+  EXPECT_EQ(cache.get("c")->text, "C");
+  EXPECT_LE(cache.bytes(), 2 * one + one / 2);
+  EXPECT_EQ(cache.size(), 2u);
+  cache.put("huge", {std::string(10 * one, 'x'), 0});  // larger than the budget: not stored
+  EXPECT_FALSE(cache.get("huge").has_value());
+  EXPECT_EQ(cache.size(), 2u);
+  ResponseCache off(0);
+  off.put("a", {"A", 0});
+  EXPECT_FALSE(off.enabled());
+  EXPECT_FALSE(off.get("a").has_value());
+}
+
+TEST(ResponseCache, TheGatewayAnswersARepeatedTextFromTheCacheAndNeverCachesErrors) {
+  auto registry = metrics::make_registry();
+  metrics::StageMetrics stage(*registry, "gateway");
+  metrics::GatewayMetrics gw(*registry);
+  config::PipelineConfig c;
+  c.gateway.cache_bytes = 1 << 20;
+  Gateway g(c, "ipc:///tmp/r.sock", stage, gw);
+  const auto t0 = SteadyClock::time_point{} + std::chrono::hours(1);
+  auto request = [](const std::string& text) {
+    protocol::Request r;
+    r.id = "c";
+    r.texts = {text};
+    return std::vector<std::string>{"client", "", protocol::encode_request(r)};
+  };
+  auto reply_text = [](const Outbox& out) {
+    const std::string& b = out.replies.back().second;
+    auto r = std::get<protocol::Reply>(protocol::decode_reply(std::span<const uint8_t>(
+        reinterpret_cast<const uint8_t*>(b.data()), b.size())));
+    return r.ok ? r.texts.at(0) : "error:" + std::string(protocol::wire_name(r.error->code));
+  };
+  Outbox out;
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 8, {}}, t0);
+  g.on_client(request("teh speling"), t0, out);
+  g.on_client(request("bad one"), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.to_tokenizers.size(), 2u);
+  stage::StageMessage ok{stage::MessageKind::kResult, 0, out.to_tokenizers[0].second.items};
+  ok.items[0].text = "the spelling";
+  stage::StageMessage failed{stage::MessageKind::kResult, 0, out.to_tokenizers[1].second.items};
+  failed.items[0].error = protocol::Error{protocol::ErrorCode::kInternal, "boom"};
+  g.on_results(std::move(ok), t0, out);
+  g.on_results(std::move(failed), t0, out);
+  ASSERT_EQ(out.replies.size(), 2u);
+  out.clear();
+  g.on_client(request("  teh   speling "), t0, out);  // a hit: answered at once, nothing sent
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_text(out), "the spelling");
+  g.on_client(request("bad one"), t0, out);  // the error was not cached: it goes to a tokenizer
+  g.dispatch(t0, out);
+  EXPECT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(out.to_tokenizers.size(), 1u);
+  EXPECT_EQ(g.in_flight(), 1u);
+}
+
+}  // namespace
+}  // namespace seqpipe::gateway
