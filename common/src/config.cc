@@ -105,6 +105,7 @@ void for_each_field(Config&& c, Visit&& visit) {
 
   worker_fields("encoder", c.encoder, visit);
   visit(Key{"encoder", "threads"}, c.encoder.threads, IntRule{0, 256});
+  visit(Key{"encoder", "warmup_batch_size"}, c.encoder.warmup_batch_size, IntRule{0, 1024});
 
   worker_fields("decoder", c.decoder, visit);
   visit(Key{"decoder", "threads"}, c.decoder.threads, IntRule{0, 256});
@@ -112,6 +113,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   // 16: the engine's num_beams limit (DecodingOptions::validate).
   visit(Key{"decoder", "max_beams"}, c.decoder.max_beams, IntRule{1, 16});
   visit(Key{"decoder", "max_new_tokens"}, c.decoder.max_new_tokens, IntRule{1, 4096});
+  visit(Key{"decoder", "warmup_batch_size"}, c.decoder.warmup_batch_size, IntRule{0, 4096});
 
   worker_fields("postprocessor", c.postprocessor, visit);
 }

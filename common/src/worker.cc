@@ -147,6 +147,11 @@ int serve_worker(std::string_view stage_name, int metrics_port, const std::strin
   metrics::StageMetrics stage_metrics(exporter.registry(), stage_name);
   spdlog::info("{}: metrics on :{}", stage_name, exporter.port());
   const std::unique_ptr<WorkerStage> stage = make_stage(stage_metrics);
+  const auto warm_start = std::chrono::steady_clock::now();
+  if (stage->warm_up()) {
+    spdlog::info("{}: warmed up in {:.1f} ms", stage_name,
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start).count());
+  }
   WorkerOptions options;
   options.stage_name = std::string(stage_name);
   options.hub_endpoint = hub_endpoint;

@@ -43,9 +43,30 @@ DecoderStage::DecoderStage(std::shared_ptr<const engine::T5Model> model, const c
       generator_(model, generator_options(config)),
       metrics_(metrics),
       num_slots_(config.decoder.num_slots),
-      max_source_len_(config.model.max_input_tokens) {
+      max_source_len_(config.model.max_input_tokens),
+      warmup_batch_size_(std::min(config.decoder.warmup_batch_size, config.decoder.num_slots)),
+      warmup_steps_(std::min(4, config.decoder.max_new_tokens)) {
   running_.reserve(static_cast<size_t>(num_slots_));
   finished_.reserve(static_cast<size_t>(num_slots_));
+}
+
+bool DecoderStage::warm_up() {
+  if (warmup_batch_size_ == 0) return false;
+  const int64_t d_model = model_->config().d_model;
+  const int64_t rows = std::max(1, max_source_len_ / 2);
+  engine::EncoderOutput encoded;
+  encoded.hidden = engine::Tensor::zeros({rows * warmup_batch_size_, d_model});
+  for (int i = 0; i <= warmup_batch_size_; ++i) encoded.offsets.push_back(rows * i);
+  engine::DecodingOptions options;
+  options.max_new_tokens = warmup_steps_;
+  options.min_new_tokens = warmup_steps_;  // every sequence runs every step
+  const auto handles = generator_.add(encoded, std::vector<engine::DecodingOptions>(static_cast<size_t>(warmup_batch_size_), options));
+  for (int step = 0; step < warmup_steps_ && generator_.active() > 0; ++step) {
+    finished_.clear();
+    generator_.step(finished_);
+  }
+  for (uint64_t h : handles) generator_.cancel(h);
+  return true;
 }
 
 void DecoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {

@@ -25,6 +25,8 @@ class DecoderStage : public worker::WorkerStage {
   bool has_pending_work() const override { return !running_.empty(); }
   // One decoder step over every running sequence; finished and expired ones leave.
   void work(worker::Outbox& out) override;
+  // decoder.warmup_batch_size sequences (from zero encoder rows) decoded up to 4 steps, then dropped.
+  bool warm_up() override;
 
   int running() const { return static_cast<int>(running_.size()); }
   int free_slots() const { return generator_.free_slots(); }
@@ -43,6 +45,8 @@ class DecoderStage : public worker::WorkerStage {
   metrics::StageMetrics& metrics_;
   int num_slots_;
   int max_source_len_;
+  int warmup_batch_size_;
+  int warmup_steps_;
   std::vector<Running> running_;                       // reserved to num_slots
   std::vector<engine::Generator::Finished> finished_;  // reused between steps
 };

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -13,7 +14,20 @@ using SteadyClock = std::chrono::steady_clock;
 
 EncoderStage::EncoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
                            metrics::StageMetrics& metrics)
-    : encoder_(std::move(model)), metrics_(metrics), credits_(config.encoder.credits) {}
+    : encoder_(std::move(model)),
+      metrics_(metrics),
+      credits_(config.encoder.credits),
+      warmup_batch_size_(config.encoder.warmup_batch_size),
+      warmup_tokens_(std::max(1, config.model.max_input_tokens / 2)) {}
+
+bool EncoderStage::warm_up() {
+  if (warmup_batch_size_ == 0) return false;
+  // Ids 3.. are ordinary pieces in any T5 vocabulary (0 pad, 1 eos, 2 unk).
+  std::vector<std::vector<int>> batch(static_cast<size_t>(warmup_batch_size_), std::vector<int>(static_cast<size_t>(warmup_tokens_), 3));
+  for (auto& seq : batch) seq.back() = 1;
+  encoder_.encode(batch);
+  return true;
+}
 
 void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
   metrics_.request(static_cast<double>(message.items.size()));

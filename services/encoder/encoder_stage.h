@@ -17,11 +17,14 @@ class EncoderStage : public worker::WorkerStage {
   stage::MessageKind accepts() const override { return stage::MessageKind::kEncode; }
   int capacity() const override { return credits_; }
   void handle(stage::StageMessage&& message, worker::Outbox& out) override;
+  // encoder.warmup_batch_size sequences of model.max_input_tokens / 2 tokens.
+  bool warm_up() override;
 
  private:
   engine::Encoder encoder_;
   metrics::StageMetrics& metrics_;
   int credits_;
+  int warmup_batch_size_, warmup_tokens_;
   std::vector<std::vector<int>> batch_;  // reused between batches
 };
 

@@ -277,5 +277,31 @@ TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCre
   EXPECT_EQ(out.to_hub[0], (stage::StageMessage{stage::MessageKind::kCredit, 3, {}}));  // every item's credit
 }
 
+TEST_F(WorkerStages, WarmUpLeavesTheStagesReadyAndEmpty) {
+  config_.decoder.warmup_batch_size = 20;  // more than the 8 slots: capped
+  config_.decoder.max_new_tokens = 2;     // shorter than the warm-up's 4 steps: capped
+  decoder::DecoderStage decoder(*model_, config_, metrics_);
+  EXPECT_TRUE(decoder.warm_up());
+  EXPECT_EQ(decoder.free_slots(), 8);
+  EXPECT_FALSE(decoder.has_pending_work());
+  encoder::EncoderStage encoder(*model_, config_, metrics_);
+  EXPECT_TRUE(encoder.warm_up());
+  config_.decoder.warmup_batch_size = 0;
+  config_.encoder.warmup_batch_size = 0;
+  EXPECT_FALSE(decoder::DecoderStage(*model_, config_, metrics_).warm_up());
+  EXPECT_FALSE(encoder::EncoderStage(*model_, config_, metrics_).warm_up());
+  // A warmed decoder still decodes exactly as the engine does.
+  worker::Outbox out;
+  config_.decoder.max_new_tokens = 12;
+  config_.decoder.warmup_batch_size = 4;
+  decoder::DecoderStage warmed(*model_, config_, metrics_);
+  ASSERT_TRUE(warmed.warm_up());
+  warmed.handle({stage::MessageKind::kDecode, 0, {encoded(1, "hello world")}}, out);
+  while (warmed.has_pending_work()) warmed.work(out);
+  const auto want = reference("hello world", 1);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0].items.at(0).ids, std::vector<int32_t>(want.begin(), want.end()));
+}
+
 }  // namespace
 }  // namespace seqpipe

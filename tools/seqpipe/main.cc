@@ -40,9 +40,10 @@ up     starts the whole pipeline on this machine as child processes: the gateway
        endpoint, restarts a child that dies, and stops everything on Ctrl-C or SIGTERM.
 send   sends one request to the gateway (gateway.client_endpoint of the config, or --endpoint) and
        prints the text(s), the score(s) with --scores, and the per-stage timings.
-status asks the two hubs (gateway, batcher) what they see: for each stage its live replicas,
-       the work its replicas hold (in flight), the work waiting in the hub (queued) and the free
-       credits; a hub that does not answer within 1 s is reported as down (exit status 1).
+status asks the two hubs (gateway, batcher) what they see: for each stage its live replicas
+       (announced, so warmed up), the work its replicas hold (in flight), the work waiting in the
+       hub (queued) and the free credits; then "ready: yes" when every stage has a live replica.
+       Exit status 1 when not ready or a hub does not answer within 1 s (reported as down).
 
 exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or bad config
 )";
@@ -243,7 +244,7 @@ int status_command(int argc, char** argv) {
   }
   const config::PipelineConfig c = load(args.config_path, args.overrides).config;
   zmq::context_t context(1);
-  int rc = 0;
+  std::vector<std::string> missing;  // stages without a live replica
   std::printf("%-14s %8s %10s %8s %13s\n", "stage", "replicas", "in_flight", "queued", "free_credits");
   for (const auto& [hub, endpoint] : {std::pair{"gateway", c.gateway.tokenizer_endpoint},
                                       std::pair{"batcher", c.batcher.encoder_endpoint}}) {
@@ -254,14 +255,18 @@ int status_command(int argc, char** argv) {
     const auto stages = reply && reply->size() == 1 ? seqpipe::status::decode(reply->front()) : std::nullopt;
     if (!stages) {
       std::printf("%-14s %s (no answer on %s)\n", hub, "down", endpoint.c_str());
-      rc = 1;
+      missing.push_back(std::string(hub) + " (down)");
       continue;
     }
     for (const auto& st : *stages) {
       std::printf("%-14s %8d %10d %8d %13d\n", st.stage.c_str(), st.replicas, st.in_flight, st.queued, st.free_credits);
+      if (st.replicas == 0) missing.push_back(st.stage);
     }
   }
-  return rc;
+  std::string why;
+  for (const auto& m : missing) why += (why.empty() ? "" : ", ") + m;
+  std::printf("ready: %s\n", missing.empty() ? "yes" : ("no: no live " + why).c_str());
+  return missing.empty() ? 0 : 1;
 }
 
 }  // namespace

@@ -164,7 +164,8 @@ class PipelineTest(unittest.TestCase):
         out = subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={self.run_dir}"], capture_output=True,
                              text=True, timeout=30)
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
-        rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()[1:]}
+        self.assertIn("ready: yes", out.stdout)
+        rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()[1:-1]}
         self.assertEqual(sorted(rows), ["batcher", "decoder", "encoder", "gateway", "postprocessor", "tokenizer"])
         for stage in ("tokenizer", "encoder", "decoder", "postprocessor"):
             self.assertEqual(rows[stage][0], "2", f"{stage}: {out.stdout}")

@@ -162,7 +162,7 @@ class FaultsTest(unittest.TestCase):
         while time.monotonic() < deadline:
             out = subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={self.run_dir}"], capture_output=True,
                                  text=True, timeout=10).stdout
-            rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:] if line.split()}
+            rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:-1] if line.split()}
             if rows.get(stage, ["0"])[0] == str(n):
                 return
             time.sleep(0.2)

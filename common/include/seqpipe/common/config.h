@@ -129,6 +129,9 @@ struct EncoderConfig : WorkerConfig {
   // Threads per replica for the BLAS and the engine kernels (ModelOptions.threads);
   // 0 = all cores. replicas x threads should not exceed the cores.
   int threads = 1;
+  // Sequences in the warm-up batch run before the replica announces itself (0 = none), so the
+  // first real request does not pay for cold caches and first-touch allocations.
+  int warmup_batch_size = 8;
 
   bool operator==(const EncoderConfig&) const = default;
 };
@@ -143,6 +146,8 @@ struct DecoderConfig : WorkerConfig {
   // Largest max_new_tokens a request may use; sizes the cache
   // (KvCacheOptions.max_target_len = max_new_tokens + 1).
   int max_new_tokens = 64;
+  // Sequences decoded (a few steps each) before the replica announces itself (0 = none).
+  int warmup_batch_size = 8;
 
   bool operator==(const DecoderConfig&) const = default;
 };

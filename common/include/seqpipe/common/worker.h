@@ -59,6 +59,8 @@ class WorkerStage {
   virtual stage::MessageKind accepts() const = 0;
   // One message of that kind from the hub (already validated by stage::decode).
   virtual void handle(stage::StageMessage&& message, Outbox& out) = 0;
+  // Runs before the worker announces itself (warm-up batches); true when it did something.
+  virtual bool warm_up() { return false; }
   // Work the stage does between messages (the decoder's steps); the loop then polls the socket
   // without waiting.
   virtual bool has_pending_work() const { return false; }
