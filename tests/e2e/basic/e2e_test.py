@@ -21,6 +21,8 @@ import unittest
 import urllib.request
 
 import msgpack
+import random
+import zmq
 from seqpipe_client import Client, SeqpipeError
 
 SEQPIPE = os.environ["SEQPIPE_BIN"]
@@ -178,6 +180,34 @@ class PipelineTest(unittest.TestCase):
         self.assertEqual(scrape(self.gateway_metrics, ok) - before, len(TEXTS))
         batches = scrape(self.batcher_metrics, 'seqpipe_stage_batch_size_count{stage="batcher"}')
         self.assertGreater(batches, 0)
+
+    def test_thousands_of_random_and_mutated_frames_leave_the_gateway_serving(self):
+        rng = random.Random(7)
+        good = msgpack.packb({"v": 1, "id": "g", "text": "hello world", "params": {"max_new_tokens": 4}})
+        context = zmq.Context.instance()
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.endpoint)
+        for i in range(3000):
+            if i % 3 == 0:
+                frame = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 64)))
+            else:
+                frame = bytearray(good)
+                for _ in range(rng.randint(1, 4)):
+                    frame[rng.randrange(len(frame))] = rng.getrandbits(8)
+                frame = bytes(frame)
+            parts = [b"", frame] if i % 7 else [frame]  # some without the empty delimiter
+            sock.send_multipart(parts)
+        answered = 0
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        while poller.poll(2000):
+            sock.recv_multipart()
+            answered += 1
+        sock.close()
+        self.assertGreater(answered, 2000)  # garbage gets error replies, not silence
+        self.assertEqual(self.client.generate("hello world", max_new_tokens=12)["text"],
+                         generate_text(self.model, "hello world", 1))
 
     def test_stopped_encoder_replica_does_not_stall_new_work(self):
         pids = subprocess.run(["pgrep", "-f", f"seqpipe-encoder.*{self.run_dir}"], capture_output=True,
