@@ -43,7 +43,9 @@ bool expired(const stage::WorkItem& item, int64_t now_unix_us) {
 BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics)
     : metrics_(metrics),
       batcher_(batch_policy(config.batcher)),
-      liveness_{hub_liveness(config.liveness), hub_liveness(config.liveness), hub_liveness(config.liveness)} {
+      liveness_{hub_liveness(config.liveness), hub_liveness(config.liveness), hub_liveness(config.liveness)},
+      max_queue_size_(static_cast<size_t>(config.batcher.max_queue_size)),
+      decode_backlog_limit_(2 * static_cast<size_t>(config.batcher.max_batch_size)) {
   batch_.reserve(static_cast<size_t>(config.batcher.max_batch_size));
 }
 
@@ -78,7 +80,9 @@ void BatcherHub::enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& 
   }
   const uint64_t id = next_sequence_++;
   const QueuedSequence queued{id, static_cast<int>(item.ids.size()), now, now + std::chrono::microseconds(left_us)};
-  if (!batcher_.enqueue(queued)) {
+  // max_queue_size bounds everything waiting here, encoded sequences waiting for decoder slots
+  // included: under overload the excess is refused at once instead of expiring in a queue.
+  if (batcher_.size() + decode_queue_.size() >= max_queue_size_ || !batcher_.enqueue(queued)) {
     fail(std::move(item), {protocol::ErrorCode::kOverloaded, "the batcher's queue is full; retry later"}, out);
     return;
   }
@@ -185,9 +189,10 @@ void BatcherHub::tick(Clock::time_point now, Outbox& out) {
 
 void BatcherHub::dispatch(Clock::time_point now, Outbox& out) {
   wakeup_ = kIdleWakeup;
-  dispatch_batches(now, out);
+  // Downstream first: sequences taken by decoders make room for new batches (backpressure).
   dispatch_queue(Role::kDecoder, decode_queue_, now, out);
   dispatch_queue(Role::kPostprocessor, postprocess_queue_, now, out);
+  dispatch_batches(now, out);
   metrics_.set_queue_depth(static_cast<double>(queued()));
 }
 
@@ -195,7 +200,9 @@ void BatcherHub::dispatch_batches(Clock::time_point now, Outbox& out) {
   auto& encoders = workers_[static_cast<size_t>(Role::kEncoder)];
   // Deciding takes sequences out of the queue, so decide only when an encoder can take a batch;
   // until then the queue keeps growing toward a fuller batch.
-  while (batcher_.size() > 0 && encoders.largest_free() >= 1) {
+  // Backpressure: no new batches while the decoders are behind (encoded sequences waiting for
+  // slots), so encoder time is not spent on work that would only wait.
+  while (batcher_.size() > 0 && encoders.largest_free() >= 1 && decode_queue_.size() < decode_backlog_limit_) {
     const BatchDecision& decision = batcher_.poll(now, batch_, expired_);
     for (const auto& e : expired_) {
       batch_items_.erase(e.id);  // the gateway answers deadline_exceeded

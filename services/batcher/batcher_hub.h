@@ -96,6 +96,8 @@ class BatcherHub {
   std::deque<Waiting> decode_queue_, postprocess_queue_;
   std::vector<QueuedSequence> batch_, expired_;  // scratch for DynamicBatcher::poll
   std::chrono::microseconds wakeup_{100000};
+  size_t max_queue_size_;
+  size_t decode_backlog_limit_;  // encoded sequences waiting for decoder slots before batching pauses
 };
 
 }  // namespace seqpipe::batcher

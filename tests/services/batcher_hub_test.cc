@@ -277,5 +277,26 @@ TEST_F(BatcherHubTest, UnexpectedKindsReleaseNoCredit) {
   EXPECT_TRUE(out.to_gateways.empty());
 }
 
+TEST_F(BatcherHubTest, NoNewBatchesWhileDecodersAreBehindAndTheWholeBacklogCountsForOverload) {
+  config_.batcher.max_queue_size = 6;  // max_batch_size 2: batching pauses at 4 encoded waiting
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 8, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1), item(2), item(3), item(4)}}, t0);
+  h.on_sequences(sequences({item(5), item(6)}), t0, out);
+  h.dispatch(t0, out);
+  EXPECT_TRUE(sent(out, Role::kEncoder).empty());  // 4 encoded sequences wait for decoder slots
+  h.on_sequences(sequences({item(7)}), t0, out);  // 4 waiting + 2 queued = max_queue_size
+  ASSERT_EQ(out.to_gateways.size(), 1u);
+  EXPECT_EQ(out.to_gateways[0].second.items.at(0).request, 7u);
+  EXPECT_EQ(out.to_gateways[0].second.items.at(0).error->code, protocol::ErrorCode::kOverloaded);
+  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 8, {}}, t0);
+  out.clear();
+  h.dispatch(t0, out);  // the decoders take the backlog, and batching resumes
+  EXPECT_EQ(sent(out, Role::kDecoder).size(), 1u);
+  ASSERT_EQ(sent(out, Role::kEncoder).size(), 1u);
+  EXPECT_EQ(requests(sent(out, Role::kEncoder)[0].message), (std::vector<uint64_t>{5, 6}));
+}
+
 }  // namespace
 }  // namespace seqpipe::batcher

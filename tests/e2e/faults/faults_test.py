@@ -1,4 +1,5 @@
-"""Faults, done for real: replicas killed (SIGKILL) and stopped (SIGSTOP) under a steady load.
+"""Faults, done for real: replicas killed (SIGKILL) and stopped (SIGSTOP) under a steady load,
+and an open-loop overload at about twice the measured capacity.
 
 `seqpipe up` starts 2 replicas of every worker stage with fast heartbeats (100 ms, liveness 3),
 and `seqpipe up` restarts a killed child. Each test drives a steady load from one DEALER with
@@ -120,7 +121,8 @@ class FaultsTest(unittest.TestCase):
                     f"decoder.metrics_port={cls.decoder_metrics}", "decoder.num_slots=8",
                     "liveness.heartbeat_interval_ms=100", "liveness.heartbeat_liveness=3",
                     "liveness.reconnect_max_ms=400", "batcher.max_queue_delay_us=1000",
-                    f"gateway.default_timeout_ms={TIMEOUT_MS}", "encoder.credits=1"]
+                    f"gateway.default_timeout_ms={TIMEOUT_MS}", "encoder.credits=1",
+                    "batcher.max_queue_size=64"]
         args = [SEQPIPE, "up"]
         for s in settings:
             args += ["--set", s]
@@ -218,6 +220,54 @@ class FaultsTest(unittest.TestCase):
         self.check_every_request_answered_once(burst, {"ok"})
         after = [scrape(p, 'seqpipe_stage_requests_total{stage="decoder"}') for p in ports]
         self.assertTrue(all(a > b for a, b in zip(after, before)), f"decoder requests {before} -> {after}")
+
+
+def rss_kb(run_dir):
+    """VmRSS of every seqpipe process serving this run dir, by pid."""
+    out = subprocess.run(["pgrep", "-f", f"seqpipe-.*{run_dir}"], capture_output=True, text=True).stdout.split()
+    rss = {}
+    for pid in out:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        rss[int(pid)] = int(line.split()[1])
+        except FileNotFoundError:
+            pass
+    return rss
+
+
+class OverloadTest(FaultsTest):
+    # Its own pipeline (setUpClass runs again for this class): the fault tests leave none behind.
+    test_kill_one_replica_of_each_worker_stage_in_turn = None
+    test_stopped_decoder_work_is_redispatched_and_it_rejoins_after_sigcont = None
+
+    def test_open_loop_at_twice_capacity_sheds_and_memory_stays_bounded(self):
+        for stage in ("tokenizer", "encoder", "decoder", "postprocessor"):
+            self.wait_for_replicas(stage, 2)
+        # Capacity: a burst far above it, ok answers per second.
+        burst = Load(self.endpoint, 1500, 3000).start()
+        burst.join()
+        ok_times = sorted(a[0][2] for a in burst.replies.values() if a[0][0] == "ok")
+        capacity = len(ok_times) / max(1e-3, ok_times[-1] - min(burst.sent.values()))
+        rate = 2 * capacity
+        before = rss_kb(self.run_dir)
+        load = Load(self.endpoint, int(rate * 20), rate).start()
+        load.join()
+        after = rss_kb(self.run_dir)
+        self.check_every_request_answered_once(load, {"ok", "overloaded"})
+        latencies = sorted(a[0][2] - load.sent[rid] for rid, a in load.replies.items() if a[0][0] == "ok")
+        p99 = latencies[int(0.99 * (len(latencies) - 1))]
+        shed = sum(1 for a in load.replies.values() if a[0][1] == "overloaded")
+        print(f"capacity {capacity:.0f}/s, offered {rate:.0f}/s for 20 s: {len(latencies)} ok, {shed} overloaded, "
+              f"ok p50 {latencies[len(latencies) // 2] * 1000:.1f} ms p99 {p99 * 1000:.1f} ms", flush=True)
+        print("RSS kB before -> after: " + ", ".join(f"{pid}: {before[pid]} -> {after.get(pid)}" for pid in before),
+              flush=True)
+        self.assertGreater(shed, 0, "twice the capacity must be shed in part")
+        self.assertGreater(len(latencies), 0)
+        self.assertLess(p99, TIMEOUT_MS / 1000)
+        for pid, kb in before.items():  # bounded: queues are capped, nothing grows with the load
+            self.assertLess(after.get(pid, 0), kb * 2 + 64 * 1024, f"pid {pid} RSS {kb} -> {after.get(pid)} kB")
 
 
 if __name__ == "__main__":
