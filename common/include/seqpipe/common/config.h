@@ -94,7 +94,10 @@ struct WorkerConfig {
   bool operator==(const WorkerConfig&) const = default;
 };
 
+// Default metrics ports: tokenizers 9110.., encoders 9120.., decoders 9130.., postprocessors
+// 9140.. (deploy/prometheus/prometheus.yml scrapes these).
 struct TokenizerConfig : WorkerConfig {
+  TokenizerConfig() { metrics_port = 9110; }
   bool operator==(const TokenizerConfig&) const = default;
 };
 
@@ -126,6 +129,7 @@ struct BatcherConfig {
 };
 
 struct EncoderConfig : WorkerConfig {
+  EncoderConfig() { metrics_port = 9120; }
   // Threads per replica for the BLAS and the engine kernels (ModelOptions.threads);
   // 0 = all cores. replicas x threads should not exceed the cores.
   int threads = 1;
@@ -137,6 +141,7 @@ struct EncoderConfig : WorkerConfig {
 };
 
 struct DecoderConfig : WorkerConfig {
+  DecoderConfig() { metrics_port = 9130; }
   // Threads per replica (ModelOptions.threads); 0 = all cores.
   int threads = 1;
   // KV cache slots per replica: sequences (beams) decoded at once (KvCacheOptions.num_slots).
@@ -153,6 +158,7 @@ struct DecoderConfig : WorkerConfig {
 };
 
 struct PostprocessorConfig : WorkerConfig {
+  PostprocessorConfig() { metrics_port = 9140; }
   bool operator==(const PostprocessorConfig&) const = default;
 };
 
