@@ -5,16 +5,13 @@ counter moved by exactly the number of requests sent; histogram_quantile over th
 latency histogram returns a number.
 
 Skips (exit 0 with a message) only when the prometheus binary is not installed.
-Environment: SEQPIPE_BIN, SEQPIPE_MKMODEL; PYTHONPATH has clients/python.
+Environment: SEQPIPE_BIN, SEQPIPE_MKMODEL (tests/e2e/harness.py); PYTHONPATH has clients/python.
 """
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 import urllib.parse
@@ -22,32 +19,19 @@ import urllib.request
 
 from seqpipe_client import Client, SeqpipeError
 
-SEQPIPE = os.environ["SEQPIPE_BIN"]
-MKMODEL = os.environ["SEQPIPE_MKMODEL"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2e"))
+from harness import Pipeline, free_port, stop  # noqa: E402
+
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMETHEUS = shutil.which("prometheus")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PrometheusTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="seqpipe-prom-")
-        cls.model = os.path.join(cls.tmp, "model")
-        subprocess.run([MKMODEL, "--preset", "tiny", "--spiece", "--seed", "3", "--out", cls.model], check=True,
-                       capture_output=True, timeout=120)
-        run_dir = os.path.join(cls.tmp, "run")
-        cls.endpoint = f"ipc://{run_dir}/gateway.sock"
         # The default metrics ports, which the deploy scrape config lists.
-        args = [SEQPIPE, "up", "--set", f"model.dir={cls.model}", "--set", f"runtime_dir={run_dir}",
-                "--set", "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock"]
-        cls.up_log = open(os.path.join(cls.tmp, "up.log"), "w")
-        cls.up = subprocess.Popen(args, stdout=cls.up_log, stderr=subprocess.STDOUT, start_new_session=True)
+        cls.pipeline = Pipeline("seqpipe-prom-", gated=False)
+        cls.tmp, cls.endpoint = cls.pipeline.tmp, cls.pipeline.endpoint
         with open(os.path.join(SOURCE, "deploy/prometheus/prometheus.yml")) as f:
             config = f.read().replace("scrape_interval: 5s", "scrape_interval: 1s")
         config_path = os.path.join(cls.tmp, "prometheus.yml")
@@ -66,25 +50,16 @@ class PrometheusTest(unittest.TestCase):
                 cls.client.generate("warm up", max_new_tokens=2, timeout_ms=2000)
                 break
             except SeqpipeError:
-                if time.monotonic() > deadline or cls.up.poll() is not None:
+                if time.monotonic() > deadline or not cls.pipeline.alive():
                     cls.tearDownClass()
-                    raise RuntimeError("pipeline did not come up; see " + cls.up_log.name)
+                    raise RuntimeError("pipeline did not come up; see " + cls.pipeline.log.name)
 
     @classmethod
     def tearDownClass(cls):
         cls.client.close()
-        for proc in (cls.up, cls.prom):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-        cls.up_log.close()
+        stop(cls.prom)
         cls.prom_log.close()
-        if os.environ.get("SEQPIPE_KEEP_E2E") is None:
-            shutil.rmtree(cls.tmp, ignore_errors=True)
+        cls.pipeline.close()
 
     def api(self, path, **params):
         url = f"http://127.0.0.1:{self.prom_port}/api/v1/{path}?" + urllib.parse.urlencode(params)

@@ -9,41 +9,23 @@ Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_GENERATE, SEQPIPE_MKMODEL; PYTHONPAT
 """
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
-import urllib.request
 
 import msgpack
 import random
 import zmq
 from seqpipe_client import Client, SeqpipeError
 
-SEQPIPE = os.environ["SEQPIPE_BIN"]
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from harness import SEQPIPE, Pipeline, free_port, scrape  # noqa: E402
+
 GENERATE = os.environ["SEQPIPE_GENERATE"]
-MKMODEL = os.environ["SEQPIPE_MKMODEL"]
 TEXTS = ["teh speling is bad", "hello world", "i cant beleive teh wether", "a"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def scrape(port, sample):
-    """The value of one sample (name with its labels, as exposed) on 127.0.0.1:port/metrics."""
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    for line in body.splitlines():
-        if line.split(" ")[0] == sample:
-            return float(line.split(" ")[-1])
-    raise AssertionError(f"{sample} not in /metrics on port {port}")
 
 
 def generate_text(model, text, beams):
@@ -56,25 +38,13 @@ def generate_text(model, text, beams):
 class PipelineTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="seqpipe-e2e-")
-        cls.model = os.path.join(cls.tmp, "model")
-        subprocess.run([MKMODEL, "--preset", "tiny", "--gated", "--untied", "--spiece", "--seed", "3",
-                        "--out", cls.model], check=True, capture_output=True, timeout=120)
-        cls.run_dir = os.path.join(cls.tmp, "run")
-        cls.endpoint = f"ipc://{cls.run_dir}/gateway.sock"
         cls.gateway_metrics, cls.batcher_metrics = free_port(), free_port()
-        settings = [f"model.dir={cls.model}", f"runtime_dir={cls.run_dir}",
-                    "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
-                    f"gateway.metrics_port={cls.gateway_metrics}", f"batcher.metrics_port={cls.batcher_metrics}",
-                    "tokenizer.replicas=2", "encoder.replicas=2", "decoder.replicas=2", "postprocessor.replicas=2",
-                    "batcher.max_queue_delay_us=1000", "gateway.default_timeout_ms=20000",
-                    "encoder.credits=1", "gateway.cache_bytes=1048576"]
-        args = [SEQPIPE, "up"]
-        for s in settings:
-            args += ["--set", s]
-        cls.log = open(os.path.join(cls.tmp, "up.log"), "w")
-        cls.up = subprocess.Popen(args, stdout=cls.log, stderr=subprocess.STDOUT, cwd=cls.tmp,
-                                  start_new_session=True)
+        cls.pipeline = Pipeline("seqpipe-e2e-", [
+            f"gateway.metrics_port={cls.gateway_metrics}", f"batcher.metrics_port={cls.batcher_metrics}",
+            "tokenizer.replicas=2", "encoder.replicas=2", "decoder.replicas=2", "postprocessor.replicas=2",
+            "batcher.max_queue_delay_us=1000", "gateway.default_timeout_ms=20000",
+            "encoder.credits=1", "gateway.cache_bytes=1048576"])
+        cls.model, cls.run_dir, cls.endpoint = cls.pipeline.model, cls.pipeline.run_dir, cls.pipeline.endpoint
         cls.client = Client(cls.endpoint, timeout_ms=20000)
         deadline = time.monotonic() + 60
         while True:  # ready when a request goes all the way through
@@ -82,23 +52,14 @@ class PipelineTest(unittest.TestCase):
                 cls.client.generate("warm up", max_new_tokens=2, timeout_ms=2000)
                 break
             except SeqpipeError:
-                if time.monotonic() > deadline or cls.up.poll() is not None:
+                if time.monotonic() > deadline or not cls.pipeline.alive():
                     cls.tearDownClass()
-                    raise RuntimeError("pipeline did not come up; see " + cls.log.name)
+                    raise RuntimeError("pipeline did not come up; see " + cls.pipeline.log.name)
 
     @classmethod
     def tearDownClass(cls):
         cls.client.close()
-        if cls.up.poll() is None:
-            cls.up.send_signal(signal.SIGTERM)
-            try:
-                cls.up.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(cls.up.pid, signal.SIGKILL)
-                cls.up.wait()
-        cls.log.close()
-        if os.environ.get("SEQPIPE_KEEP_E2E") is None:
-            shutil.rmtree(cls.tmp, ignore_errors=True)
+        cls.pipeline.close()
 
     def test_replies_equal_seqpipe_generate(self):
         for beams in (1, 4):

@@ -6,42 +6,26 @@ and `seqpipe up` restarts a killed child. Each test drives a steady load from on
 unique request ids and checks: every request is answered exactly once, with ok or `unavailable`,
 never later than its deadline plus a small grace.
 
-Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL; PYTHONPATH has clients/python.
+Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 """
 import collections
 import os
-import shutil
 import signal
-import socket
 import subprocess
-import tempfile
+import sys
 import threading
 import time
 import unittest
-import urllib.request
 
 import msgpack
 import zmq
 
-SEQPIPE = os.environ["SEQPIPE_BIN"]
-MKMODEL = os.environ["SEQPIPE_MKMODEL"]
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from harness import SEQPIPE, Pipeline, free_port, scrape  # noqa: E402
+
 TIMEOUT_MS = 6000
 GRACE_S = 1.0
 TEXTS = ["teh speling is bad", "hello world", "i cant beleive teh wether", "a b c d e f g"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def scrape(port, sample):
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    for line in body.splitlines():
-        if line.split(" ")[0] == sample:
-            return float(line.split(" ")[-1])
-    raise AssertionError(f"{sample} not in /metrics on port {port}")
 
 
 class Load:
@@ -108,32 +92,19 @@ class Load:
 class FaultsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="seqpipe-faults-")
-        cls.model = os.path.join(cls.tmp, "model")
-        subprocess.run([MKMODEL, "--preset", "tiny", "--gated", "--untied", "--spiece", "--seed", "3",
-                        "--out", cls.model], check=True, capture_output=True, timeout=120)
-        cls.run_dir = os.path.join(cls.tmp, "run")
-        cls.endpoint = f"ipc://{cls.run_dir}/gateway.sock"
         cls.decoder_metrics = free_port()
-        settings = [f"model.dir={cls.model}", f"runtime_dir={cls.run_dir}",
-                    "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
-                    "gateway.metrics_port=0", "batcher.metrics_port=0",
-                    f"decoder.metrics_port={cls.decoder_metrics}", "decoder.num_slots=8",
-                    "liveness.heartbeat_interval_ms=100", "liveness.heartbeat_liveness=3",
-                    "liveness.reconnect_max_ms=400", "batcher.max_queue_delay_us=1000",
-                    f"gateway.default_timeout_ms={TIMEOUT_MS}", "encoder.credits=1",
-                    "batcher.max_queue_size=64"]
-        args = [SEQPIPE, "up"]
-        for s in settings:
-            args += ["--set", s]
-        cls.log = open(os.path.join(cls.tmp, "up.log"), "w")
-        cls.up = subprocess.Popen(args, stdout=cls.log, stderr=subprocess.STDOUT, cwd=cls.tmp,
-                                  start_new_session=True)
+        cls.pipeline = Pipeline("seqpipe-faults-", [
+            "gateway.metrics_port=0", "batcher.metrics_port=0",
+            f"decoder.metrics_port={cls.decoder_metrics}", "decoder.num_slots=8",
+            "liveness.heartbeat_interval_ms=100", "liveness.heartbeat_liveness=3",
+            "liveness.reconnect_max_ms=400", "batcher.max_queue_delay_us=1000",
+            f"gateway.default_timeout_ms={TIMEOUT_MS}", "encoder.credits=1", "batcher.max_queue_size=64"])
+        cls.run_dir, cls.endpoint = cls.pipeline.run_dir, cls.pipeline.endpoint
         deadline = time.monotonic() + 60
         while not cls._ready():
-            if time.monotonic() > deadline or cls.up.poll() is not None:
+            if time.monotonic() > deadline or not cls.pipeline.alive():
                 cls.tearDownClass()
-                raise RuntimeError("pipeline did not come up; see " + cls.log.name)
+                raise RuntimeError("pipeline did not come up; see " + cls.pipeline.log.name)
             time.sleep(0.2)
 
     @classmethod
@@ -144,16 +115,7 @@ class FaultsTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        if cls.up.poll() is None:
-            cls.up.send_signal(signal.SIGTERM)
-            try:
-                cls.up.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(cls.up.pid, signal.SIGKILL)
-                cls.up.wait()
-        cls.log.close()
-        if os.environ.get("SEQPIPE_KEEP_E2E") is None:
-            shutil.rmtree(cls.tmp, ignore_errors=True)
+        cls.pipeline.close()
 
     def pids(self, stage):
         out = subprocess.run(["pgrep", "-f", f"seqpipe-{stage} .*{self.run_dir}"], capture_output=True, text=True)

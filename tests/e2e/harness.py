@@ -1,0 +1,72 @@
+"""What the end-to-end and deployment tests share: a model made with seqpipe-mkmodel, a pipeline
+started with `seqpipe up` in a temp dir and stopped for sure, free ports, /metrics samples.
+
+Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import urllib.request
+
+SEQPIPE = os.environ["SEQPIPE_BIN"]
+MKMODEL = os.environ["SEQPIPE_MKMODEL"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port, sample):
+    """The value of one sample (name with its labels, as exposed) on 127.0.0.1:port/metrics."""
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    for line in body.splitlines():
+        if line.split(" ")[0] == sample:
+            return float(line.split(" ")[-1])
+    raise AssertionError(f"{sample} not in /metrics on port {port}")
+
+
+def stop(proc, timeout=20):
+    """SIGTERM, then SIGKILL to the whole process group if it does not stop in time."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+class Pipeline:
+    """`seqpipe up` on a fresh tiny model (gated, untied, with spiece.model) in a temp dir, its
+    client socket on ipc:// in the run dir. `settings` are extra --set overrides."""
+
+    def __init__(self, prefix, settings=(), gated=True):
+        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        self.model = os.path.join(self.tmp, "model")
+        args = [MKMODEL, "--preset", "tiny", "--spiece", "--seed", "3", "--out", self.model]
+        if gated:
+            args += ["--gated", "--untied"]
+        subprocess.run(args, check=True, capture_output=True, timeout=120)
+        self.run_dir = os.path.join(self.tmp, "run")
+        self.endpoint = f"ipc://{self.run_dir}/gateway.sock"
+        up = [SEQPIPE, "up"]
+        for s in [f"model.dir={self.model}", f"runtime_dir={self.run_dir}",
+                  "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock", *settings]:
+            up += ["--set", s]
+        self.log = open(os.path.join(self.tmp, "up.log"), "w")
+        self.proc = subprocess.Popen(up, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.tmp,
+                                     start_new_session=True)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def close(self):
+        stop(self.proc)
+        self.log.close()
+        if os.environ.get("SEQPIPE_KEEP_E2E") is None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
