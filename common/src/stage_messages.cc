@@ -206,7 +206,8 @@ class Reader {
         }
         w.hidden.assign(v.via.bin.ptr, v.via.bin.size);
       } else if (key == "s") {
-        if (!number(v, w.score)) return bad(field + " must be a number");
+        // NaN would reach clients as a score and never compares equal (found by tests/fuzz).
+        if (!number(v, w.score) || std::isnan(w.score)) return bad(field + " must be a number, not NaN");
       } else if (key == "tm") {
         if (v.type != msgpack::type::ARRAY || v.via.array.size != 6) return bad(field + " must be an array of 6 integers");
         uint64_t* slots[6] = {&w.timings.queue_us,  &w.timings.tokenize_us, &w.timings.batch_wait_us,

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <random>
 
 namespace seqpipe::stage {
@@ -79,6 +81,10 @@ TEST(StageMessages, MalformedMessagesAreErrorsNamingTheProblem) {
                 .message.find("items"),
             std::string::npos);
   EXPECT_EQ(error_of(good, Limits{.max_message_bytes = 16}).code, ErrorCode::kTooLong);
+  WorkItem nan_score = full_item();  // found by tests/fuzz: NaN never round-trips equal
+  nan_score.score = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_NE(error_of(encode(StageMessage{MessageKind::kResult, 0, {nan_score}})).message.find("items[0].s"),
+            std::string::npos);
 }
 
 TEST(StageMessages, HostileHeadersAreRefusedWithoutAllocating) {

@@ -39,6 +39,12 @@ for i, kind in enumerate(["ready", "sequence", "result"]):
 PY
 for target in request_fuzz:"$corpus_req" stage_message_fuzz:"$corpus_stage"; do
   name=${target%%:*} corpus=${target#*:}
+  # Inputs that once failed (tests/fuzz/regressions/<target>-*) must pass first.
+  for input in "$src"/tests/fuzz/regressions/"$name"-*; do
+    [ -e "$input" ] || continue
+    "$out/$name" "$input" > "$out/$name.regression.log" 2>&1 || { tail -30 "$out/$name.regression.log"; exit 1; }
+    echo "regression $(basename "$input"): ok"
+  done
   echo "== $name: ${seconds}s"
   "$out/$name" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=1024 -print_final_stats=1 \
     -artifact_prefix="$out/$name-" "$corpus" > "$out/$name.log" 2>&1 || { tail -40 "$out/$name.log"; exit 1; }
