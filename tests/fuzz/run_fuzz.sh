@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan + libFuzzer; the decoders are compiled
 # into each target so they are instrumented) and runs each for a bounded time from a seed corpus
-# of valid messages. Usage: run_fuzz.sh SOURCE_DIR BUILD_DIR [SECONDS]
+# of valid messages. Usage: run_fuzz.sh SOURCE_DIR BUILD_DIR [RUNS]
+# CI runs a fixed number of inputs from a fixed seed and a fresh corpus, so a run is
+# reproducible; for longer exploratory runs give more RUNS (or use the targets directly).
 set -euo pipefail
-src=$1 out=$2/fuzz seconds=${3:-15}
+src=$1 out=$2/fuzz runs=${3:-200000}
 mkdir -p "$out"
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$src/common/include")
 build() {  # target sources...
@@ -20,6 +22,7 @@ build stage_message_fuzz "$src/tests/fuzz/stage_message_fuzz.cc" "$src/common/sr
 # Seeds: valid messages written with python3-msgpack (a fuzzer starting from nothing spends its
 # time discovering the msgpack map header).
 corpus_req=$out/corpus-request corpus_stage=$out/corpus-stage
+rm -rf "$corpus_req" "$corpus_stage"
 mkdir -p "$corpus_req" "$corpus_stage"
 /usr/bin/python3 - "$corpus_req" "$corpus_stage" <<'PY'
 import msgpack, sys
@@ -45,8 +48,8 @@ for target in request_fuzz:"$corpus_req" stage_message_fuzz:"$corpus_stage"; do
     "$out/$name" "$input" > "$out/$name.regression.log" 2>&1 || { tail -30 "$out/$name.regression.log"; exit 1; }
     echo "regression $(basename "$input"): ok"
   done
-  echo "== $name: ${seconds}s"
-  "$out/$name" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=1024 -print_final_stats=1 \
+  echo "== $name: $runs inputs"
+  "$out/$name" -seed=1 -runs="$runs" -max_len=4096 -rss_limit_mb=1024 -print_final_stats=1 \
     -artifact_prefix="$out/$name-" "$corpus" > "$out/$name.log" 2>&1 || { tail -40 "$out/$name.log"; exit 1; }
   grep -E "stat::(number_of_executed_units|new_units_added)" "$out/$name.log"
 done
