@@ -37,7 +37,8 @@ constexpr std::string_view kUsage = R"(usage: seqpipe up   [--config FILE] [--se
 up     starts the whole pipeline on this machine as child processes: the gateway and the batcher,
        and `replicas` copies of the tokenizer, encoder, decoder and postprocessor (config/pipeline.yaml,
        docs/CONFIG.md), every one with the same --config and --set arguments. It prints the client
-       endpoint, restarts a child that dies, and stops everything on Ctrl-C or SIGTERM.
+       endpoint and the metrics ports, restarts a child that dies, and stops everything on Ctrl-C
+       or SIGTERM.
 send   sends one request to the gateway (gateway.client_endpoint of the config, or --endpoint) and
        prints the text(s), the score(s) with --scores, and the per-stage timings.
 status asks the two hubs (gateway, batcher) what they see: for each stage its live replicas
@@ -125,6 +126,20 @@ int up(int argc, char** argv) {
   for (Child& ch : children) ch.pid = spawn(ch.argv);
   std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n", children.size(),
               c.gateway.client_endpoint.c_str(), c.runtime_dir.c_str());
+  // Metrics: the configured ports (a replica takes the first free one from its stage's base;
+  // each process logs the port it got, and 0 means any free port).
+  auto ports = [](int base, int replicas) {
+    if (base == 0) return std::string("any free port");
+    return replicas == 1 ? ":" + std::to_string(base)
+                         : ":" + std::to_string(base) + "-" + std::to_string(base + replicas - 1);
+  };
+  std::printf("seqpipe up: /metrics on 127.0.0.1 gateway %s, batcher %s, tokenizer %s, encoder %s, decoder %s, "
+              "postprocessor %s\n",
+              ports(c.gateway.metrics_port, 1).c_str(), ports(c.batcher.metrics_port, 1).c_str(),
+              ports(c.tokenizer.metrics_port, c.tokenizer.replicas).c_str(),
+              ports(c.encoder.metrics_port, c.encoder.replicas).c_str(),
+              ports(c.decoder.metrics_port, c.decoder.replicas).c_str(),
+              ports(c.postprocessor.metrics_port, c.postprocessor.replicas).c_str());
   std::fflush(stdout);
 
   while (!seqpipe::service::stop_requested()) {
