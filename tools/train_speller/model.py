@@ -1,10 +1,7 @@
 """T5 v1.1 (gated-gelu, untied lm_head) in plain PyTorch, exactly as HuggingFace's T5 computes it
 (RMS norm without mean or bias, no 1/sqrt(d) score scaling, relative position bias from the first
-layer shared by the rest), with HuggingFace tensor names, a config.json writer and a safetensors
-writer of our own (8-byte little-endian header length, JSON header, raw little-endian data)."""
-import json
+layer shared by the rest), with HuggingFace tensor names and a config.json writer."""
 import math
-import struct
 
 import torch
 from torch import nn
@@ -224,19 +221,23 @@ def hf_config(c):
     }
 
 
-def write_safetensors(path, tensors):
-    """safetensors: u64 little-endian header size, JSON header (name -> dtype, shape, offsets), data."""
-    header, offset, blobs = {}, 0, []
-    for name in sorted(tensors):
-        data = tensors[name].numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    header["__metadata__"] = {"format": "pt"}
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
+def load_dir(model_dir):
+    """(T5, config dict) from a HuggingFace-layout directory written by train.py."""
+    import json
+    import os
+
+    import safetensors_writer
+
+    with open(os.path.join(model_dir, "config.json")) as f:
+        c = json.load(f)
+    model = T5({k: c[k] for k in ("d_model", "d_kv", "num_heads", "d_ff", "num_layers", "num_decoder_layers",
+                                  "vocab_size", "relative_attention_num_buckets", "relative_attention_max_distance")})
+    tensors = safetensors_writer.read(os.path.join(model_dir, "model.safetensors"))
+    live = model.hf_state_params()
+    if set(tensors) != set(live):
+        raise ValueError(f"{model_dir}: tensor names differ: {sorted(set(tensors) ^ set(live))[:5]}")
+    with torch.no_grad():
+        for name, p in live.items():
+            p.copy_(tensors[name])
+    model.eval()
+    return model, c

@@ -90,7 +90,10 @@ def corrupt(words, rng, clean_share=0.2, word_rate=0.35):
     out = []
     changed = False
     for w in words:
-        if rng.random() < word_rate or (len(words) == 1):
+        if "'" in w and rng.random() < 0.4:  # apostrophes are often left out: cant, dont, its
+            out.append(w.replace("'", ""))
+            changed = True
+        elif rng.random() < word_rate or (len(words) == 1):
             out.append(misspell(w, rng))
             changed = True
         else:
