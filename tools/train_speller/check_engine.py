@@ -5,7 +5,8 @@ model in model.py does: greedy output ids equal on N held-out noisy inputs.
         --engine build/release/tools/seqpipe-generate --work /work/speller-work -n 200
 
 Inputs: held-out synthetic misspellings (held-out sentences and drawn words, the training noise
-model, a fixed seed), from WORK/corpus.json; without --work, a built-in list of phrases.
+model, a fixed seed), from WORK/corpus.json; without --work (no corpus needed, as in the test),
+spans of a built-in list of sentences misspelled by the same noise model.
 The engine runs once per input with --threads 1; its generate time (encoder + greedy decoding)
 is reported. Exit status 0 only when every input matched.
 """
@@ -25,9 +26,15 @@ import noise  # noqa: E402
 from model import load_dir  # noqa: E402
 from train import MAX_LEN, collate  # noqa: E402
 
-PHRASES = ["teh speling", "i cant beleive teh wether", "recieve the pakage tommorow", "definately not",
-           "the quick brown fox jumps", "seperate rooms", "acommodation in londn", "wich one is beter",
-           "goverment", "beleive", "tomorow morning", "occured yesterday", "untill now", "their going home"]
+# Without a corpus: spans of these sentences, misspelled by the training noise model.
+SENTENCES = ["i can't believe the weather is so nice today", "please receive the package tomorrow morning",
+             "we definitely need separate rooms for the night", "which one of these is better for my friend",
+             "the government announced a new policy yesterday", "it occurred to me that they were not there",
+             "until now nobody knew where the library was", "their house is next to the old church",
+             "the quick brown fox jumps over the lazy dog", "she was surprised by the beautiful garden",
+             "accommodation in london is very expensive", "he doesn't know what happened after the meeting",
+             "you should always remember your first teacher", "the committee will recommend a different approach",
+             "a little knowledge is a dangerous thing", "the restaurant was closed because of the holiday"]
 
 
 def torch_greedy(model, sp, texts, max_new, batch=32):
@@ -43,11 +50,17 @@ def torch_greedy(model, sp, texts, max_new, batch=32):
 
 
 def inputs(work, n, seed):
+    rng = random.Random(seed)
     if not work:
-        return (PHRASES * (n // len(PHRASES) + 1))[:n]
+        out = []
+        for _ in range(n):
+            words = rng.choice(SENTENCES).split()
+            k = rng.randint(1, 6)
+            start = rng.randrange(0, len(words) - k + 1)
+            out.append(noise.corrupt(words[start:start + k], rng))
+        return out
     import data
     corpus = data.Corpus(work)
-    rng = random.Random(seed)
     return [noise.corrupt(corpus.span(rng, heldout=True), rng) for _ in range(n)]
 
 
