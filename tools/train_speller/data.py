@@ -13,7 +13,9 @@ LEVEL_FLOOR = {10: 30.0, 20: 25.0, 35: 20.0, 40: 15.0, 50: 12.0, 55: 8.0, 60: 5.
 
 
 class Corpus:
-    def __init__(self, work):
+    def __init__(self, work, drawn_possessives=True):
+        """drawn_possessives=False: no scowl possessive forms (dog's) among the drawn words unless
+        onboard counts them, so a dropped apostrophe is not taught as an error in plurals (dogs)."""
         with open(os.path.join(work, "corpus.json")) as f:
             c = json.load(f)
         self.sources = c["sources"]
@@ -22,6 +24,8 @@ class Corpus:
         vocab, weights = [], []
         for w in sorted(self.known):
             lv = level.get(w, 99)
+            if not drawn_possessives and w.endswith("'s") and w not in freq:
+                continue
             if w in freq and (lv <= 70 or w in c["words"]):
                 weight = freq[w] ** 0.5
             elif lv <= 70:

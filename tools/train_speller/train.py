@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import data  # noqa: E402
 import noise  # noqa: E402
 import safetensors_writer  # noqa: E402
-from model import T5, hf_config  # noqa: E402
+from model import T5, hf_config, relative_position_bucket  # noqa: E402
 
 SIZES = {
     # d_model, d_kv, heads, d_ff, encoder layers, decoder layers
@@ -54,12 +54,13 @@ def encode(sp, text):
     return sp.encode(text)[:MAX_LEN - 1] + [1]
 
 
-def batches(corpus, sp, rng, size, parts):
+def batches(corpus, sp, rng, size, parts, mix):
     """One training batch as `parts` micro-batches of similar lengths (less padding)."""
     pairs = []
     for _ in range(size):
-        words = corpus.span(rng)
-        pairs.append((encode(sp, noise.corrupt(words, rng)), encode(sp, " ".join(words))))
+        words = corpus.span(rng, single_share=mix["single_share"])
+        noisy = noise.corrupt(words, rng, clean_share=mix["clean_share"], word_rate=mix["word_rate"])
+        pairs.append((encode(sp, noisy), encode(sp, " ".join(words))))
     pairs.sort(key=lambda p: (len(p[0]) + len(p[1])))
     k = -(-size // parts)
     return [collate([p[0] for p in pairs[i:i + k]], [p[1] for p in pairs[i:i + k]]) for i in range(0, size, k)]
@@ -71,7 +72,7 @@ _WORKER = {}  # corpus, tokenizer and batch settings, inherited by the forked ba
 def make_batch(step):
     w = _WORKER
     rng = random.Random(w["seed"] * 1_000_003 + step)  # a resumed run sees the same data
-    return batches(w["corpus"], w["sp"], rng, w["batch"], w["micro"])
+    return batches(w["corpus"], w["sp"], rng, w["batch"], w["micro"], w["mix"])
 
 
 def collate(src, tgt):
@@ -86,6 +87,22 @@ def collate(src, tgt):
         labels[i, :len(t)] = torch.tensor(t)
         dec[i, 1:len(t)] = torch.tensor(t[:-1])  # decoder start token 0, then the target shifted right
     return ids, mask, dec, labels
+
+
+def position_prior(model):
+    """Starts some encoder heads attending to a fixed neighbour (previous, next, two back, itself) and
+    some decoder heads to the previous token: copying needs such heads, and learning them from
+    the near-zero initial biases is slow. Only the initial values change, not the architecture."""
+    with torch.no_grad():
+        heads = model.c["num_heads"]
+        buckets, dist = model.c["relative_attention_num_buckets"], model.c["relative_attention_max_distance"]
+        enc = [-1, 1, -2, 0]  # relative offsets (key - query)
+        for h, rel in enumerate(enc[:heads]):
+            b = int(relative_position_bucket(torch.tensor(rel), True, buckets, dist))
+            model.enc_bias.weight[b, h] += 5.0
+        for h in range(min(2, heads)):
+            b = int(relative_position_bucket(torch.tensor(-1 - h), False, buckets, dist))
+            model.dec_bias.weight[b, h] += 5.0
 
 
 def export(model, sp_path, out):
@@ -108,7 +125,13 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--micro", type=int, default=2, help="micro-batches per batch, grouped by length")
     ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--bias-lr-mult", type=float, default=1.0, help="learning-rate factor of the position biases")
+    ap.add_argument("--position-prior", action="store_true", help="see position_prior() (fresh runs only)")
     ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--single-share", type=float, default=0.4, help="spans of 1-3 drawn words, not sentences")
+    ap.add_argument("--clean-share", type=float, default=0.2, help="inputs left clean")
+    ap.add_argument("--word-rate", type=float, default=0.35, help="chance a word of a noisy span is misspelled")
+    ap.add_argument("--no-drawn-possessives", action="store_true", help="see data.Corpus")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads; more than 1 on a busy machine makes OpenMP wait for descheduled threads")
     ap.add_argument("--seed", type=int, default=0)
@@ -118,13 +141,25 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
-    corpus = data.Corpus(args.work)
+    corpus = data.Corpus(args.work, drawn_possessives=not args.no_drawn_possessives)
     sp_path = train_tokenizer(corpus, args.work, args.vocab, args.seed)
     sp = spm.SentencePieceProcessor(model_file=sp_path)
     cfg = dict(SIZES[args.size], vocab_size=sp.get_piece_size(), relative_attention_num_buckets=32,
                relative_attention_max_distance=128)
     model = T5(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    # The relative position biases start near 0 (std d_model^-0.5) and Adam moves a weight by about
+    # lr per step, so position-selective heads (copying needs one) would take thousands of steps to
+    # sharpen: --bias-lr-mult gives the two bias tables a larger learning rate.
+    bias = [model.enc_bias.weight, model.dec_bias.weight]
+    rest = [p for p in model.parameters() if all(p is not b for b in bias)]
+    groups = [{"params": rest, "lr_mult": 1.0}]
+    if args.bias_lr_mult != 1.0:
+        groups.append({"params": bias, "lr_mult": args.bias_lr_mult, "weight_decay": 0.0})
+    else:
+        groups[0]["params"] = list(model.parameters())
+    if args.position_prior and not os.path.exists(os.path.join(args.work, "checkpoint.pt")):
+        position_prior(model)
+    opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
     ckpt = os.path.join(args.work, "checkpoint.pt")
     step, spent = 0, 0.0
     if os.path.exists(ckpt):
@@ -132,7 +167,10 @@ def main():
         if state["config"] != cfg:
             sys.exit(f"{ckpt} holds a different model ({state['config']}); use another --work")
         model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
+        if len(state["opt"]["param_groups"]) == len(opt.param_groups):
+            opt.load_state_dict(state["opt"])
+        else:
+            print("optimizer groups changed (--bias-lr-mult): the optimizer state starts afresh", flush=True)
         step, spent = state["step"], state["spent"]
         print(f"resumed at step {step}, {spent / 60:.1f} min spent", flush=True)
     params = sum(p.numel() for p in model.parameters())
@@ -146,7 +184,8 @@ def main():
         export(model, sp_path, out)
 
     # One forked process makes the next batches while this one trains.
-    _WORKER.update(corpus=corpus, sp=sp, seed=args.seed, batch=args.batch, micro=args.micro)
+    mix = dict(single_share=args.single_share, clean_share=args.clean_share, word_rate=args.word_rate)
+    _WORKER.update(corpus=corpus, sp=sp, seed=args.seed, batch=args.batch, micro=args.micro, mix=mix)
     pool = multiprocessing.get_context("fork").Pool(1)
     ahead = collections.deque(pool.apply_async(make_batch, (s,)) for s in range(step, step + 4))
     budget = args.max_minutes * 60
@@ -160,7 +199,7 @@ def main():
         frac = spent / budget  # constant, then linear decay over the last 40% of the budget
         lr = args.lr * min(1.0, (step + 1) / args.warmup) * (1.0 if frac < 0.6 else max(0.02, (1.0 - frac) / 0.4))
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g["lr_mult"]
         opt.zero_grad()
         tokens = sum(int((m[3] != -100).sum()) for m in micro)
         total = 0.0
