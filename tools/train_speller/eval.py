@@ -30,14 +30,15 @@ from train import MAX_LEN, collate  # noqa: E402
 
 
 def correct(model, sp, texts, batch=64):
-    """Greedy corrections of texts."""
+    """Greedy corrections of texts (on the model's device)."""
+    device = model.shared.weight.device
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths batch together
     out = [None] * len(texts)
     for i in range(0, len(order), batch):
         idx = order[i:i + batch]
         src = [sp.encode(texts[k])[:MAX_LEN - 1] + [1] for k in idx]
         ids, mask, _, _ = collate(src, [[1]] * len(src))
-        for k, row in zip(idx, model.greedy(ids, mask, MAX_LEN).tolist()):
+        for k, row in zip(idx, model.greedy(ids.to(device), mask.to(device), MAX_LEN).tolist()):
             out[k] = sp.decode([t for t in row[1:row.index(1) if 1 in row else len(row)] if t > 2])
     return out
 
@@ -64,6 +65,8 @@ def main():
     ap.add_argument("--tsv", help="real misspellings: misspelled<TAB>correct")
     ap.add_argument("--synthetic", type=int, default=1000, help="held-out spans per synthetic figure")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="torch device (cuda on a GPU machine)")
+    ap.add_argument("--batch", type=int, default=64, help="inputs decoded together")
     ap.add_argument("--seed", type=int, default=12345)
     ap.add_argument("--examples", type=int, default=15, help="wrong TSV outputs to show")
     ap.add_argument("--json", help="write the figures here")
@@ -71,6 +74,7 @@ def main():
     torch.set_num_threads(args.threads)
     start = time.time()
     model, _ = load_dir(args.model)
+    model.to(args.device)
     sp = spm.SentencePieceProcessor(model_file=os.path.join(args.model, "spiece.model"))
     corpus = data.Corpus(args.work)
     rng = random.Random(args.seed)
@@ -78,20 +82,20 @@ def main():
 
     spans = [corpus.span(rng, heldout=True) for _ in range(args.synthetic)]
     noisy = [noise.corrupt(s, rng, clean_share=0.0) for s in spans]
-    out = correct(model, sp, noisy)
+    out = correct(model, sp, noisy, args.batch)
     figures["synthetic_spans"] = len(spans)
     figures["synthetic_word_accuracy"] = sum(matched(s, o.split()) for s, o in zip(spans, out)) / sum(map(len, spans))
     figures["synthetic_span_exact"] = sum(o == " ".join(s) for s, o in zip(spans, out)) / len(spans)
 
     clean = [corpus.span(rng, heldout=True) for _ in range(args.synthetic)]
-    out = correct(model, sp, [" ".join(c) for c in clean])
+    out = correct(model, sp, [" ".join(c) for c in clean], args.batch)
     figures["clean_spans"] = len(clean)
     figures["clean_words_unchanged"] = sum(matched(c, o.split()) for c, o in zip(clean, out)) / sum(map(len, clean))
     figures["clean_span_unchanged"] = sum(o == " ".join(c) for c, o in zip(clean, out)) / len(clean)
 
     if args.tsv:
         pairs = read_tsv(args.tsv)
-        out = correct(model, sp, [p[0] for p in pairs])
+        out = correct(model, sp, [p[0] for p in pairs], args.batch)
         right = [o.strip() == c for o, (_, c) in zip(out, pairs)]
         figures["tsv"] = args.tsv
         figures["tsv_pairs"] = len(pairs)

@@ -128,8 +128,8 @@ class T5(nn.Module):
                 nn.init.normal_(m.wo.weight, std=ff ** -0.5)
 
     def _bias(self, emb, q_len, k_len, bidirectional):
-        ctx = torch.arange(q_len)[:, None]
-        mem = torch.arange(k_len)[None, :]
+        ctx = torch.arange(q_len, device=emb.weight.device)[:, None]
+        mem = torch.arange(k_len, device=emb.weight.device)[None, :]
         buckets = relative_position_bucket(mem - ctx, bidirectional, self.c["relative_attention_num_buckets"],
                                            self.c["relative_attention_max_distance"])
         return emb(buckets).permute(2, 0, 1).unsqueeze(0)  # [1, heads, q, k]
@@ -145,7 +145,7 @@ class T5(nn.Module):
     def decode(self, dec_ids, enc, mask):
         n = dec_ids.shape[1]
         x = self.shared(dec_ids)
-        causal = torch.triu(torch.full((n, n), torch.finfo(torch.float32).min), diagonal=1)
+        causal = torch.triu(torch.full((n, n), torch.finfo(torch.float32).min, device=dec_ids.device), diagonal=1)
         self_bias = self._bias(self.dec_bias, n, n, False) + causal
         cross_bias = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
         for blk in self.decoder:
@@ -159,8 +159,8 @@ class T5(nn.Module):
     def greedy(self, ids, mask, max_new_tokens, eos=1):
         """HF generate(num_beams=1) without a cache: start token 0, stop at eos."""
         enc = self.encode(ids, mask)
-        out = torch.zeros((ids.shape[0], 1), dtype=torch.long)
-        done = torch.zeros(ids.shape[0], dtype=torch.bool)
+        out = torch.zeros((ids.shape[0], 1), dtype=torch.long, device=ids.device)
+        done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
         for _ in range(max_new_tokens):
             nxt = self.decode(out, enc, mask)[:, -1].argmax(-1)
             nxt = torch.where(done, torch.zeros_like(nxt), nxt)  # pad after eos, as HF
@@ -172,7 +172,7 @@ class T5(nn.Module):
 
     def hf_state(self):
         """Tensors under HuggingFace T5ForConditionalGeneration names (detached copies)."""
-        return {k: v.detach().float().contiguous() for k, v in self.hf_state_params().items()}
+        return {k: v.detach().cpu().float().contiguous() for k, v in self.hf_state_params().items()}
 
     def hf_state_params(self):
         """The live parameters under HuggingFace T5ForConditionalGeneration names."""

@@ -1,5 +1,5 @@
 """Trains the bundled spelling corrector (a small T5 v1.1) on synthetic misspellings of text from
-Debian packages, on the CPU, within a wall-clock budget, resumable from the checkpoint in --work.
+Debian packages, on the CPU (or a GPU with --device cuda), within a wall-clock budget, resumable from the checkpoint in --work.
 
     /usr/bin/python3 tools/train_speller/build_data.py --work /work/speller-work
     nice -n 19 /usr/bin/python3 tools/train_speller/train.py --work /work/speller-work --max-minutes 75
@@ -25,26 +25,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import data  # noqa: E402
 import noise  # noqa: E402
 import safetensors_writer  # noqa: E402
-from model import T5, hf_config, relative_position_bucket  # noqa: E402
+from model import T5, hf_config, load_dir, relative_position_bucket  # noqa: E402
 
 SIZES = {
     # d_model, d_kv, heads, d_ff, encoder layers, decoder layers
+    # "base" is for a GPU run (tools/train_speller/gpu_run.sh): 8.3 M parameters, 33 MB in F32
+    "base": dict(d_model=256, d_kv=32, num_heads=8, d_ff=1024, num_layers=5, num_decoder_layers=2),
     "small": dict(d_model=256, d_kv=32, num_heads=8, d_ff=768, num_layers=4, num_decoder_layers=2),
     "compact": dict(d_model=192, d_kv=32, num_heads=6, d_ff=512, num_layers=3, num_decoder_layers=2),
     "tiny": dict(d_model=128, d_kv=32, num_heads=4, d_ff=384, num_layers=2, num_decoder_layers=2),
 }
-MAX_LEN = 40  # tokens per side, eos included
+MAX_LEN = 64  # tokens per side, eos included
 
 
-def train_tokenizer(corpus, work, vocab_size, seed):
-    """SentencePiece unigram with T5's ids (pad 0, eos 1, unk 2, no bos), flags as seqpipe-mkmodel."""
+def train_tokenizer(corpus, work, vocab_size, seed, model_type="unigram"):
+    """SentencePiece (unigram, or char: one piece per character) with T5's ids (pad 0, eos 1,
+    unk 2, no bos), flags as seqpipe-mkmodel."""
     path = os.path.join(work, "spiece")
     if os.path.exists(path + ".model"):
         return path + ".model"
     lines = corpus.tokenizer_text(random.Random(seed), 120000)
     with open(path + ".txt", "w") as f:
         f.write("\n".join(lines) + "\n")
-    spm.SentencePieceTrainer.train(input=path + ".txt", model_prefix=path, model_type="unigram",
+    spm.SentencePieceTrainer.train(input=path + ".txt", model_prefix=path, model_type=model_type,
                                    vocab_size=vocab_size, hard_vocab_limit=False, pad_id=0, eos_id=1, unk_id=2,
                                    bos_id=-1, character_coverage=1.0, num_threads=1, minloglevel=2)
     return path + ".model"
@@ -121,12 +124,15 @@ def main():
     ap.add_argument("--max-minutes", type=float, default=75, help="training wall-clock budget, across resumes")
     ap.add_argument("--save-minutes", type=float, default=5)
     ap.add_argument("--size", choices=sorted(SIZES), default="compact")
-    ap.add_argument("--vocab", type=int, default=1000, help="SentencePiece pieces")
+    ap.add_argument("--tokenizer", choices=("unigram", "char"), default="unigram", help="SentencePiece model type")
+    ap.add_argument("--vocab", type=int, default=1000, help="SentencePiece pieces (at most, for char)")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--micro", type=int, default=2, help="micro-batches per batch, grouped by length")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--bias-lr-mult", type=float, default=1.0, help="learning-rate factor of the position biases")
     ap.add_argument("--position-prior", action="store_true", help="see position_prior() (fresh runs only)")
+    ap.add_argument("--init", help="start from this exported model directory (same size and tokenizer) with a "
+                                   "fresh optimizer, instead of random weights (fresh runs only)")
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--single-share", type=float, default=0.4, help="spans of 1-3 drawn words, not sentences")
     ap.add_argument("--clean-share", type=float, default=0.2, help="inputs left clean")
@@ -134,6 +140,10 @@ def main():
     ap.add_argument("--no-drawn-possessives", action="store_true", help="see data.Corpus")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads; more than 1 on a busy machine makes OpenMP wait for descheduled threads")
+    ap.add_argument("--device", default="cpu", help="torch device: cpu, or cuda on a GPU machine")
+    ap.add_argument("--bf16", action="store_true", help="bfloat16 autocast (GPU): about twice the steps; "
+                                                        "weights, optimizer and export stay F32")
+    ap.add_argument("--workers", type=int, default=1, help="forked processes making batches (a GPU needs several)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (smoke tests)")
     args = ap.parse_args()
@@ -142,11 +152,14 @@ def main():
     torch.manual_seed(args.seed)
 
     corpus = data.Corpus(args.work, drawn_possessives=not args.no_drawn_possessives)
-    sp_path = train_tokenizer(corpus, args.work, args.vocab, args.seed)
+    sp_path = train_tokenizer(corpus, args.work, args.vocab, args.seed, args.tokenizer)
     sp = spm.SentencePieceProcessor(model_file=sp_path)
     cfg = dict(SIZES[args.size], vocab_size=sp.get_piece_size(), relative_attention_num_buckets=32,
                relative_attention_max_distance=128)
     model = T5(cfg)
+    if args.device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True  # TF32 matmuls; the exported weights are F32
+        torch.backends.cudnn.allow_tf32 = True
     # The relative position biases start near 0 (std d_model^-0.5) and Adam moves a weight by about
     # lr per step, so position-selective heads (copying needs one) would take thousands of steps to
     # sharpen: --bias-lr-mult gives the two bias tables a larger learning rate.
@@ -157,17 +170,25 @@ def main():
         groups.append({"params": bias, "lr_mult": args.bias_lr_mult, "weight_decay": 0.0})
     else:
         groups[0]["params"] = list(model.parameters())
-    if args.position_prior and not os.path.exists(os.path.join(args.work, "checkpoint.pt")):
+    fresh = not os.path.exists(os.path.join(args.work, "checkpoint.pt"))
+    if args.init and fresh:
+        init, init_cfg = load_dir(args.init)
+        if {k: init_cfg[k] for k in cfg} != cfg:
+            sys.exit(f"--init {args.init} holds a different model; want {cfg}")
+        model.load_state_dict(init.state_dict())
+        print(f"initialised from {args.init}", flush=True)
+    elif args.position_prior and fresh:
         position_prior(model)
+    model.to(args.device)
     opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
     ckpt = os.path.join(args.work, "checkpoint.pt")
     step, spent = 0, 0.0
     if os.path.exists(ckpt):
-        state = torch.load(ckpt)
+        state = torch.load(ckpt, map_location="cpu")
         if state["config"] != cfg:
             sys.exit(f"{ckpt} holds a different model ({state['config']}); use another --work")
         model.load_state_dict(state["model"])
-        if len(state["opt"]["param_groups"]) == len(opt.param_groups):
+        if len(state["opt"]["param_groups"]) == len(opt.param_groups):  # moved to the params' device
             opt.load_state_dict(state["opt"])
         else:
             print("optimizer groups changed (--bias-lr-mult): the optimizer state starts afresh", flush=True)
@@ -183,11 +204,12 @@ def main():
         os.replace(ckpt + ".tmp", ckpt)
         export(model, sp_path, out)
 
-    # One forked process makes the next batches while this one trains.
+    # Forked processes make the next batches while this one trains.
     mix = dict(single_share=args.single_share, clean_share=args.clean_share, word_rate=args.word_rate)
     _WORKER.update(corpus=corpus, sp=sp, seed=args.seed, batch=args.batch, micro=args.micro, mix=mix)
-    pool = multiprocessing.get_context("fork").Pool(1)
-    ahead = collections.deque(pool.apply_async(make_batch, (s,)) for s in range(step, step + 4))
+    pool = multiprocessing.get_context("fork").Pool(args.workers)
+    depth = 4 * args.workers
+    ahead = collections.deque(pool.apply_async(make_batch, (s,)) for s in range(step, step + depth))
     budget = args.max_minutes * 60
     start, last_save, losses = time.time() - spent, time.time(), []
     while True:
@@ -195,7 +217,7 @@ def main():
         if spent >= budget or (args.max_steps and step >= args.max_steps):
             break
         micro = ahead.popleft().get()
-        ahead.append(pool.apply_async(make_batch, (step + 4,)))
+        ahead.append(pool.apply_async(make_batch, (step + depth,)))
         frac = spent / budget  # constant, then linear decay over the last 40% of the budget
         lr = args.lr * min(1.0, (step + 1) / args.warmup) * (1.0 if frac < 0.6 else max(0.02, (1.0 - frac) / 0.4))
         for g in opt.param_groups:
@@ -203,18 +225,21 @@ def main():
         opt.zero_grad()
         tokens = sum(int((m[3] != -100).sum()) for m in micro)
         total = 0.0
-        for ids, mask, dec, labels in micro:  # token-weighted mean over the whole batch
-            logits = model(ids, mask, dec)
-            loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1),
+        for part in micro:  # token-weighted mean over the whole batch
+            ids, mask, dec, labels = (t.to(args.device, non_blocking=True) for t in part)
+            with torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16, enabled=args.bf16):
+                logits = model(ids, mask, dec)
+            loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1),
                                                      ignore_index=-100, reduction="sum") / tokens
             loss.backward()
-            total += loss.item()
+            total += loss.detach()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        losses.append(total)
+        losses.append(total)  # a device tensor: no sync per step
         step += 1
         if step % 50 == 0:
-            print(f"step {step} {spent / 60:.1f} min loss {sum(losses) / len(losses):.4f} lr {lr:.2e}", flush=True)
+            print(f"step {step} {spent / 60:.1f} min loss {float(sum(losses)) / len(losses):.4f} lr {lr:.2e}",
+                  flush=True)
             losses = []
         if time.time() - last_save > args.save_minutes * 60:
             save()
