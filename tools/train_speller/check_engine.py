@@ -9,8 +9,16 @@ model, a fixed seed), from WORK/corpus.json; without --work (no corpus needed, a
 spans of a built-in list of sentences misspelled by the same noise model.
 The engine runs once per input with --threads 1; its generate time (encoder + greedy decoding)
 is reported. Exit status 0 only when every input matched.
+
+--write-reference FILE also stores the inputs and PyTorch's ids (with the model's sha256) for
+tests/tools/speller_parity_test.py, which repeats the engine side of this check in CI without torch:
+
+    /usr/bin/python3 tools/train_speller/check_engine.py --model models/speller-t5 \
+        --engine build/release/tools/seqpipe-generate --work /work/speller-work -n 200 \
+        --write-reference tests/data/speller-t5-greedy.json
 """
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -73,6 +81,7 @@ def main():
     ap.add_argument("--max-new-tokens", type=int, default=MAX_LEN)
     ap.add_argument("--seed", type=int, default=4242)
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--write-reference", help="write the inputs and PyTorch's greedy ids here (see above)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     model, _ = load_dir(args.model)
@@ -93,6 +102,14 @@ def main():
         else:
             mismatches.append({"text": text, "torch": ids, "engine": got["ids"]})
         gen_ms.append(got["timings_ms"]["generate"])
+    if args.write_reference:
+        with open(os.path.join(args.model, "model.safetensors"), "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        head = {"model_sha256": digest, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
+                "source": "PyTorch greedy (tools/train_speller/model.py), held-out noisy inputs"}
+        cases = ",\n".join(json.dumps({"text": t, "ids": ids}) for t, ids in zip(texts, expected))
+        with open(args.write_reference, "w") as f:  # one case a line: readable diffs
+            f.write(json.dumps(head)[:-1] + ', "cases": [\n' + cases + "\n]}\n")
     figures = {"inputs": len(texts), "equal": same, "mismatches": mismatches[:10],
                "engine_generate_ms_median": round(statistics.median(gen_ms), 2),
                "engine_generate_ms_p90": round(sorted(gen_ms)[int(0.9 * (len(gen_ms) - 1))], 2)}
