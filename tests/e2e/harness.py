@@ -43,15 +43,17 @@ def stop(proc, timeout=20):
 
 class Pipeline:
     """`seqpipe up` on a fresh tiny model (gated, untied, with spiece.model) in a temp dir, its
-    client socket on ipc:// in the run dir. `settings` are extra --set overrides."""
+    client socket on ipc:// in the run dir. `settings` are extra --set overrides; `model_dir` serves
+    that model directory instead."""
 
-    def __init__(self, prefix, settings=(), gated=True):
+    def __init__(self, prefix, settings=(), gated=True, model_dir=None):
         self.tmp = tempfile.mkdtemp(prefix=prefix)
-        self.model = os.path.join(self.tmp, "model")
-        args = [MKMODEL, "--preset", "tiny", "--spiece", "--seed", "3", "--out", self.model]
-        if gated:
-            args += ["--gated", "--untied"]
-        subprocess.run(args, check=True, capture_output=True, timeout=120)
+        self.model = model_dir or os.path.join(self.tmp, "model")
+        if model_dir is None:
+            args = [MKMODEL, "--preset", "tiny", "--spiece", "--seed", "3", "--out", self.model]
+            if gated:
+                args += ["--gated", "--untied"]
+            subprocess.run(args, check=True, capture_output=True, timeout=120)
         self.run_dir = os.path.join(self.tmp, "run")
         self.endpoint = f"ipc://{self.run_dir}/gateway.sock"
         up = [SEQPIPE, "up"]
