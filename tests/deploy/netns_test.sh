@@ -27,8 +27,15 @@ pids=()
 made=()
 
 cleanup() {
-  local pid
+  local pid alive
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for _ in $(seq 100); do  # up to 10 s to drain, then SIGKILL
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" -eq 0 ] && break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
   rm -rf "$tmp"
@@ -74,8 +81,8 @@ batcher:
   postprocessor_endpoint: tcp://$hub:5563
 EOF
 
-start() {  # start MACHINE STAGE
-  on "$1" "$(svc "$2")" --config "$tmp/pipeline.yaml" --set "runtime_dir=$tmp/run-$1" \
+start() {  # start MACHINE STAGE; `ip netns exec` execs the service: $! is the service's pid
+  ip netns exec "$id-$1" "$(svc "$2")" --config "$tmp/pipeline.yaml" --set "runtime_dir=$tmp/run-$1" \
     >>"$tmp/$1.log" 2>&1 &
   pids+=($!)
 }
