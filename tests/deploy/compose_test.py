@@ -82,6 +82,8 @@ class DockerfileTest(unittest.TestCase):
         build = dockerfile_stages()[0]
         self.assertIn("COPY scripts/install-deps.sh scripts/debian-packages.txt /src/scripts/", build)
         self.assertTrue(any(line.startswith("RUN /src/scripts/install-deps.sh") for line in build), build)
+        self.assertIn("ARG SEQPIPE_MARCH=x86-64-v3", build, "a portable -march, not the builder's native")
+        self.assertTrue(any('-DSEQPIPE_MARCH="$SEQPIPE_MARCH"' in line for line in build), build)
         self.assertFalse([line for line in build if "apt-get install" in line],
                          "the build stage must install through scripts/install-deps.sh only")
         # install-deps.sh reads the list next to it: the one list.
