@@ -1,5 +1,6 @@
 #include "seqpipe/common/config.h"
 
+#include <arpa/inet.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -40,7 +41,7 @@ struct IntRule {
   int64_t max;
 };
 
-enum class TextKind { kPath, kRuntimeDir, kEndpoint };
+enum class TextKind { kPath, kRuntimeDir, kEndpoint, kIpv4 };
 struct TextRule {
   TextKind kind;
   std::string_view default_socket = {};  // kEndpoint: empty means ipc://{runtime_dir}/<this>
@@ -68,6 +69,8 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms, IntRule{10, 60'000});
   visit(Key{"liveness", "heartbeat_liveness"}, c.liveness.heartbeat_liveness, IntRule{1, 100});
   visit(Key{"liveness", "reconnect_max_ms"}, c.liveness.reconnect_max_ms, IntRule{10, 600'000});
+
+  visit(Key{"metrics", "address"}, c.metrics.address, TextRule{TextKind::kIpv4});
 
   auto& g = c.gateway;
   visit(Key{"gateway", "client_endpoint"}, g.client_endpoint,
@@ -270,6 +273,14 @@ void check_text(const std::string& where, const Key& key, const std::string& val
     case TextKind::kEndpoint:
       check_endpoint(where, key.path(), value);
       break;
+    case TextKind::kIpv4: {
+      in_addr parsed{};
+      if (::inet_pton(AF_INET, value.c_str(), &parsed) != 1) {
+        fail(where, key.path() + " must be an IPv4 address such as 127.0.0.1 or 0.0.0.0, got '" +
+                        value + "'");
+      }
+      break;
+    }
   }
 }
 

@@ -23,11 +23,12 @@ std::vector<double> default_latency_buckets() {
 
 std::shared_ptr<prometheus::Registry> make_registry() { return std::make_shared<prometheus::Registry>(); }
 
-Exporter::Exporter(std::string_view service, int port, int tries) : registry_(make_registry()) {
+Exporter::Exporter(std::string_view service, int port, int tries, std::string_view address)
+    : registry_(make_registry()) {
   std::string last_error;
   for (int i = 0; i < (port == 0 ? 1 : tries) && !exposer_; ++i) {
     try {
-      exposer_ = std::make_unique<prometheus::Exposer>("127.0.0.1:" + std::to_string(port + i));
+      exposer_ = std::make_unique<prometheus::Exposer>(std::string(address) + ":" + std::to_string(port + i));
     } catch (const std::exception& e) {
       last_error = e.what();
     }

@@ -138,12 +138,13 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   return 0;
 }
 
-int serve_worker(std::string_view stage_name, int metrics_port, const std::string& hub_endpoint,
+int serve_worker(std::string_view stage_name, const std::string& metrics_address, int metrics_port,
+                 const std::string& hub_endpoint,
                  const config::LivenessConfig& liveness,
                  const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage) {
   service::init_logging(stage_name);
   service::install_stop_handlers();
-  metrics::Exporter exporter(stage_name, metrics_port, metrics::kReplicaPortRange);
+  metrics::Exporter exporter(stage_name, metrics_port, metrics::kReplicaPortRange, metrics_address);
   metrics::StageMetrics stage_metrics(exporter.registry(), stage_name);
   spdlog::info("{}: metrics on :{}", stage_name, exporter.port());
   const std::unique_ptr<WorkerStage> stage = make_stage(stage_metrics);

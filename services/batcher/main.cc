@@ -17,7 +17,7 @@ namespace {
 int serve(const config::PipelineConfig& c) {
   service::init_logging("batcher");
   service::install_stop_handlers();
-  metrics::Exporter exporter("batcher", c.batcher.metrics_port);
+  metrics::Exporter exporter("batcher", c.batcher.metrics_port, 1, c.metrics.address);
   metrics::StageMetrics stage_metrics(exporter.registry(), "batcher");
 
   zmq::context_t context(1);

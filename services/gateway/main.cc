@@ -17,7 +17,7 @@ namespace {
 int serve(const config::PipelineConfig& c) {
   service::init_logging("gateway");
   service::install_stop_handlers();
-  metrics::Exporter exporter("gateway", c.gateway.metrics_port);
+  metrics::Exporter exporter("gateway", c.gateway.metrics_port, 1, c.metrics.address);
   metrics::StageMetrics stage_metrics(exporter.registry(), "gateway");
   metrics::GatewayMetrics gateway_metrics(exporter.registry());
 

@@ -298,6 +298,11 @@ const ErrorCase kErrorCases[] = {
      {},
      "decoder.max_beams must be an integer in [1, 16], got 17"},
     {"EmptyModelDir", "model:\n  dir: \"\"\n", {}, "test.yaml:2: model.dir must not be empty"},
+    {"MetricsAddressNotIpv4",
+     "metrics:\n  address: localhost\n",
+     {},
+     "test.yaml:2: metrics.address must be an IPv4 address such as 127.0.0.1 or 0.0.0.0, got "
+     "'localhost'"},
     {"RelativeRuntimeDir",
      "runtime_dir: run/seqpipe\n",
      {},

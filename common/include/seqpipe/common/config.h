@@ -52,6 +52,16 @@ struct LivenessConfig {
   bool operator==(const LivenessConfig&) const = default;
 };
 
+// The /metrics HTTP servers of every process.
+struct MetricsConfig {
+  // IPv4 address the /metrics servers listen on: 127.0.0.1 (this machine only) or 0.0.0.0
+  // (every interface: a Prometheus in another container or on another machine). The ports are
+  // each stage's metrics_port.
+  std::string address = "127.0.0.1";
+
+  bool operator==(const MetricsConfig&) const = default;
+};
+
 struct GatewayConfig {
   // Where clients connect (bound by the gateway). Default: loopback only.
   std::string client_endpoint = "tcp://127.0.0.1:5555";
@@ -168,6 +178,7 @@ struct PipelineConfig {
   std::string runtime_dir;
   ModelConfig model;
   LivenessConfig liveness;
+  MetricsConfig metrics;
   GatewayConfig gateway;
   TokenizerConfig tokenizer;
   BatcherConfig batcher;

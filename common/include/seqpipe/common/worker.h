@@ -85,9 +85,10 @@ struct WorkerOptions {
 int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics);
 
 // A worker's whole main after the config is loaded: logging and stop handlers, the /metrics
-// exporter (first free port from `metrics_port`), the stage from `make_stage` (which loads the
+// exporter (on `metrics_address`, first free port from `metrics_port`), the stage from `make_stage` (which loads the
 // model: start-up errors throw), then run_worker.
-int serve_worker(std::string_view stage_name, int metrics_port, const std::string& hub_endpoint,
+int serve_worker(std::string_view stage_name, const std::string& metrics_address, int metrics_port,
+                 const std::string& hub_endpoint,
                  const config::LivenessConfig& liveness,
                  const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage);
 
