@@ -41,7 +41,7 @@ struct IntRule {
   int64_t max;
 };
 
-enum class TextKind { kPath, kRuntimeDir, kEndpoint, kIpv4 };
+enum class TextKind { kPath, kPathList, kRuntimeDir, kEndpoint, kIpv4 };
 struct TextRule {
   TextKind kind;
   std::string_view default_socket = {};  // kEndpoint: empty means ipc://{runtime_dir}/<this>
@@ -119,6 +119,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"decoder", "warmup_batch_size"}, c.decoder.warmup_batch_size, IntRule{0, 4096});
 
   worker_fields("postprocessor", c.postprocessor, visit);
+  visit(Key{"postprocessor", "known_words"}, c.postprocessor.known_words, TextRule{TextKind::kPathList});
 }
 
 std::vector<std::string> section_names() {
@@ -263,6 +264,10 @@ void check_text(const std::string& where, const Key& key, const std::string& val
   switch (rule.kind) {
     case TextKind::kPath:
       if (value.empty()) fail(where, key.path() + " must not be empty");
+      break;
+    case TextKind::kPathList:  // empty (off) or paths separated by ':', as $PATH
+      if (!value.empty() && (value.front() == ':' || value.back() == ':' || value.find("::") != std::string::npos))
+        fail(where, key.path() + " must be empty or paths separated by ':' (no empty path), got '" + value + "'");
       break;
     case TextKind::kRuntimeDir:
       if (!value.empty() && value.front() != '/') {

@@ -12,7 +12,12 @@ using SteadyClock = std::chrono::steady_clock;
 
 PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer, const config::PipelineConfig& config,
                                        metrics::StageMetrics& metrics)
-    : tokenizer_(std::move(tokenizer)), metrics_(metrics), credits_(config.postprocessor.credits) {}
+    : tokenizer_(std::move(tokenizer)), metrics_(metrics), credits_(config.postprocessor.credits) {
+  if (!config.postprocessor.known_words.empty()) {
+    known_words_.emplace(KnownWords::load(config.postprocessor.known_words));
+    spdlog::info("postprocessor: {} known words from {}", known_words_->size(), config.postprocessor.known_words);
+  }
+}
 
 void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
   const int credits = static_cast<int>(message.items.size());
@@ -26,7 +31,8 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
     }
     const auto start = SteadyClock::now();
     const std::vector<int> ids(item.ids.begin(), item.ids.end());
-    item.text = tokenizer_->decode(ids);
+    // item.text holds the input when the guard is on (the tokenizer kept it), else nothing.
+    item.text = known_words_ ? known_words_->guard(item.text, tokenizer_->decode(ids)) : tokenizer_->decode(ids);
     item.ids.clear();
     const auto elapsed = SteadyClock::now() - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());

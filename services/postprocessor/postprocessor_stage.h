@@ -1,8 +1,11 @@
 #pragma once
 // The postprocessor stage: output ids -> text (special tokens skipped, as HF decode with
-// skip_special_tokens), sent to the gateway that owns the request. Socket-free.
+// skip_special_tokens), with known input words restored when postprocessor.known_words is set,
+// sent to the gateway that owns the request. Socket-free.
 #include <memory>
+#include <optional>
 
+#include "postprocessor/known_words.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/worker.h"
 #include "seqpipe/engine/tokenizer.h"
@@ -20,6 +23,7 @@ class PostprocessorStage : public worker::WorkerStage {
 
  private:
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
+  std::optional<KnownWords> known_words_;
   metrics::StageMetrics& metrics_;
   int credits_;
 };

@@ -16,7 +16,8 @@ TokenizerStage::TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenize
       metrics_(metrics),
       ingress_endpoint_(config.batcher.ingress_endpoint),
       max_input_tokens_(config.model.max_input_tokens),
-      credits_(config.tokenizer.credits) {}
+      credits_(config.tokenizer.credits),
+      keep_text_(!config.postprocessor.known_words.empty()) {}
 
 void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
   metrics_.request(static_cast<double>(message.items.size()));
@@ -40,7 +41,7 @@ void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) 
       continue;
     }
     item.ids.assign(ids.begin(), ids.end());
-    item.text.clear();
+    if (!keep_text_) item.text.clear();
     item.timings.tokenize_us += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
     sequences.items.push_back(std::move(item));
   }

@@ -27,6 +27,8 @@ class TokenizerStage : public worker::WorkerStage {
   std::string ingress_endpoint_;
   int max_input_tokens_;
   int credits_;
+  // The input text travels on to the postprocessor only when its known-words guard needs it.
+  bool keep_text_;
 };
 
 }  // namespace seqpipe::tokenizer

@@ -115,7 +115,7 @@ TEST(ConfigFile, KeysAreListedInFileOrder) {
   ASSERT_GE(keys.size(), 35u);
   EXPECT_EQ(keys.front(), "runtime_dir");
   EXPECT_EQ(keys[1], "model.dir");
-  EXPECT_EQ(keys.back(), "postprocessor.metrics_port");
+  EXPECT_EQ(keys.back(), "postprocessor.known_words");
 }
 
 TEST(ConfigFile, EmptyDocumentAndEmptySectionsTakeDefaults) {
@@ -237,6 +237,10 @@ const ErrorCase kErrorCases[] = {
      {},
      "test.yaml:2: unknown key 'decoder.colour'"},
     {"KeyOfAnotherSection", "tokenizer:\n  threads: 2\n", {}, "unknown key 'tokenizer.threads'"},
+    {"EmptyPathInKnownWords",
+     "postprocessor:\n  known_words: /a::/b\n",
+     {},
+     "test.yaml:2: postprocessor.known_words must be empty or paths separated by ':' (no empty path), got '/a::/b'"},
     {"NotAnInteger",
      "batcher:\n  max_batch_size: lots\n",
      {},

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <tuple>
 
@@ -275,6 +277,31 @@ TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCre
   EXPECT_NE(got[1], got[2]);
   ASSERT_EQ(out.to_hub.size(), 1u);
   EXPECT_EQ(out.to_hub[0], (stage::StageMessage{stage::MessageKind::kCredit, 3, {}}));  // every item's credit
+}
+
+TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
+  const std::string words = testing::TempDir() + "stage_known_words.txt";
+  std::ofstream(words) << "hello\nworld\n";
+  config_.postprocessor.known_words = words;
+  // The tokenizer keeps the input text for the postprocessor's guard.
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  worker::Outbox tokenized;
+  tokenizer.handle({stage::MessageKind::kTokenize, 0, {item(1, "hello wrld")}}, tokenized);
+  ASSERT_EQ(tokenized.pushes.size(), 1u);
+  stage::WorkItem w = tokenized.pushes[0].second.items.at(0);
+  EXPECT_EQ(w.text, "hello wrld");
+  // The "model" says "help world": the known input word "hello" comes back, "world" stays.
+  w.ids = {0};
+  for (int id : (*tokenizer_)->encode("help world")) w.ids.push_back(id);
+  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  stage.handle({stage::MessageKind::kPostprocess, 0, {w}}, out);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(out.pushes[0].second.items.at(0).text, "hello world");
+  // A list that cannot be read fails at start-up, naming the key and the file.
+  config_.postprocessor.known_words = words + ":/nonexistent/words";
+  EXPECT_THROW(postprocessor::PostprocessorStage(*tokenizer_, config_, metrics_), std::runtime_error);
+  std::remove(words.c_str());
 }
 
 TEST_F(WorkerStages, WarmUpLeavesTheStagesReadyAndEmpty) {

@@ -9,6 +9,14 @@ back through our own safetensors reader, with PyTorch greedy decoding:
     /usr/bin/python3 tools/train_speller/eval.py --model models/speller-t5 --work /work/speller-work \
         --tsv ../shared/spelling/dev_words.tsv --json /work/speller-work/eval.json
 
+--gateway ENDPOINT measures the model as served instead: the outputs come from a running seqpipe
+pipeline (its gateway's client socket), with whatever the pipeline's config adds (e.g. the
+postprocessor's known-words guard). --model still names the model's directory for the figures.
+
+    build/release/tools/seqpipe up --config config/demo.yaml --set runtime_dir=/tmp/sp &
+    /usr/bin/python3 tools/train_speller/eval.py --model models/speller-t5 --work /work/speller-work \
+        --tsv ../shared/spelling/dev_words.tsv --gateway tcp://127.0.0.1:5555
+
 Words are matched in order (difflib), so a merged or split word costs only the words involved.
 """
 import argparse
@@ -43,6 +51,21 @@ def correct(model, sp, texts, batch=64):
     return out
 
 
+class Served:
+    """correct() through a running pipeline: requests of `batch` texts (at most gateway.max_texts)."""
+
+    def __init__(self, endpoint):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+        from seqpipe_client import Client
+        self.client = Client(endpoint, timeout_ms=60000)
+
+    def __call__(self, texts, batch):
+        out = []
+        for i in range(0, len(texts), batch):
+            out += self.client.generate(texts[i:i + batch], max_new_tokens=MAX_LEN)["texts"]
+        return out
+
+
 def matched(a, b):
     """Words of list a that appear, in order, in list b."""
     return sum(m.size for m in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_matching_blocks())
@@ -70,32 +93,38 @@ def main():
     ap.add_argument("--seed", type=int, default=12345)
     ap.add_argument("--examples", type=int, default=15, help="wrong TSV outputs to show")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--gateway", help="measure a running pipeline's outputs (client endpoint), not PyTorch's")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     start = time.time()
-    model, _ = load_dir(args.model)
-    model.to(args.device)
-    sp = spm.SentencePieceProcessor(model_file=os.path.join(args.model, "spiece.model"))
+    if args.gateway:
+        served = Served(args.gateway)
+        run = lambda texts: served(texts, min(args.batch, 64))  # noqa: E731
+    else:
+        model, _ = load_dir(args.model)
+        model.to(args.device)
+        sp = spm.SentencePieceProcessor(model_file=os.path.join(args.model, "spiece.model"))
+        run = lambda texts: correct(model, sp, texts, args.batch)  # noqa: E731
     corpus = data.Corpus(args.work)
     rng = random.Random(args.seed)
-    figures = {"model": args.model}
+    figures = {"model": args.model, "outputs": args.gateway or "pytorch greedy"}
 
     spans = [corpus.span(rng, heldout=True) for _ in range(args.synthetic)]
     noisy = [noise.corrupt(s, rng, clean_share=0.0) for s in spans]
-    out = correct(model, sp, noisy, args.batch)
+    out = run(noisy)
     figures["synthetic_spans"] = len(spans)
     figures["synthetic_word_accuracy"] = sum(matched(s, o.split()) for s, o in zip(spans, out)) / sum(map(len, spans))
     figures["synthetic_span_exact"] = sum(o == " ".join(s) for s, o in zip(spans, out)) / len(spans)
 
     clean = [corpus.span(rng, heldout=True) for _ in range(args.synthetic)]
-    out = correct(model, sp, [" ".join(c) for c in clean], args.batch)
+    out = run([" ".join(c) for c in clean])
     figures["clean_spans"] = len(clean)
     figures["clean_words_unchanged"] = sum(matched(c, o.split()) for c, o in zip(clean, out)) / sum(map(len, clean))
     figures["clean_span_unchanged"] = sum(o == " ".join(c) for c, o in zip(clean, out)) / len(clean)
 
     if args.tsv:
         pairs = read_tsv(args.tsv)
-        out = correct(model, sp, [p[0] for p in pairs], args.batch)
+        out = run([p[0] for p in pairs])
         right = [o.strip() == c for o, (_, c) in zip(out, pairs)]
         figures["tsv"] = args.tsv
         figures["tsv_pairs"] = len(pairs)

@@ -1,8 +1,10 @@
-"""End to end on the bundled model: `seqpipe up` serves models/speller-t5 (what scripts/run.sh and
-the README's quickstart serve), and requests through the gateway socket come back corrected.
+"""End to end on the bundled model: `seqpipe up` serves models/speller-t5 with config/demo.yaml's
+known-words guard (what scripts/run.sh serves), and requests through the gateway socket come back
+corrected.
 
-Checks: known misspellings are corrected ("teh speling" -> "the spelling"); every reply equals
-seqpipe-generate's greedy output on the same model; a burst of concurrent requests from several
+Checks: known misspellings are corrected ("teh speling" -> "the spelling"); replies equal
+seqpipe-generate's greedy output where the guard has nothing to do, and keep the known input word
+where the model changed one ("wether", a word, stays); a burst of concurrent requests from several
 clients is answered completely, each with its own correction.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_GENERATE, SEQPIPE_MKMODEL; PYTHONPATH has clients/python.
@@ -21,8 +23,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from harness import Pipeline  # noqa: E402
 
+import yaml  # noqa: E402  (python3-yaml)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 MODEL = os.path.join(ROOT, "models", "speller-t5")
+with open(os.path.join(ROOT, "config", "demo.yaml")) as f:
+    KNOWN_WORDS = yaml.safe_load(f)["postprocessor"]["known_words"]
 GENERATE = os.environ["SEQPIPE_GENERATE"]
 MAX_NEW = 64
 # Inputs whose correction the shipped model gets right (a change of model that breaks these is
@@ -41,7 +47,8 @@ class SpellerPipelineTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.pipeline = Pipeline("seqpipe-e2e-speller-", [
-            "gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000"],
+            "gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
+            f"postprocessor.known_words={KNOWN_WORDS}"],
             model_dir=MODEL)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
         deadline = time.monotonic() + 60
@@ -63,9 +70,12 @@ class SpellerPipelineTest(unittest.TestCase):
         for text, want in CORRECTED.items():
             self.assertEqual(self.client.generate(text, max_new_tokens=MAX_NEW)["text"], want, text)
 
-    def test_replies_equal_the_engine(self):
-        for text in ["i cant beleive teh wether", "definately seperate", "acommodation", "a"]:
+    def test_replies_equal_the_engine_unless_a_known_word_was_changed(self):
+        for text in ["definately seperate", "acommodation", "a", "i cant beleive"]:
             self.assertEqual(self.client.generate(text, max_new_tokens=MAX_NEW)["text"], generate_text(text), text)
+        # The model turns "wether" (a word) into "whether"; the guard keeps it.
+        self.assertEqual(generate_text("teh wether"), "the whether")
+        self.assertEqual(self.client.generate("teh wether", max_new_tokens=MAX_NEW)["text"], "the wether")
 
     def test_concurrent_clients_each_get_their_correction(self):
         items = list(CORRECTED.items()) * 10

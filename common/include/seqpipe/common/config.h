@@ -169,6 +169,9 @@ struct DecoderConfig : WorkerConfig {
 
 struct PostprocessorConfig : WorkerConfig {
   PostprocessorConfig() { metrics_port = 9140; }
+  // Word lists (one word a line; paths separated by ':'): an input word found there is never
+  // changed by the model (postprocessor/known_words.h). Empty: off, the model's text as it is.
+  std::string known_words;
   bool operator==(const PostprocessorConfig&) const = default;
 };
 

@@ -1,0 +1,68 @@
+#include "postprocessor/known_words.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+namespace seqpipe::postprocessor {
+namespace {
+
+const KnownWords kWords({"the", "spelling", "wether", "whether", "paris", "is", "a", "can't", "any", "way", "cant", "its"});
+
+TEST(KnownWords, ModelCorrectionsOfUnknownWordsPass) {
+  EXPECT_EQ(kWords.guard("teh speling", "the spelling"), "the spelling");
+  EXPECT_EQ(kWords.guard("cant", "can't"), "can't");  // an apostrophe put back: "cant" is known
+  EXPECT_EQ(kWords.guard("its the", "it's the"), "it's the");
+  EXPECT_EQ(kWords.guard("its", "bits"), "its");  // a known word otherwise changed stays
+}
+
+TEST(KnownWords, ChangedKnownWordsAreRestored) {
+  EXPECT_EQ(kWords.guard("teh wether", "the whether"), "the wether");  // wether: a known word
+  EXPECT_EQ(kWords.guard("teh wether speling", "the weather spelling"), "the wether spelling");
+  EXPECT_EQ(kWords.guard("Paris is", "parish is"), "Paris is");         // looked up lower-cased
+  EXPECT_EQ(kWords.guard("a the", "the"), "a the");                     // a dropped known word
+  EXPECT_EQ(kWords.guard("any way", "anyway"), "any way");               // a merge of known words
+}
+
+TEST(KnownWords, AGapWithAnUnknownWordTakesTheModelsWords) {
+  EXPECT_EQ(kWords.guard("wether speling", "weather spelling is"), "weather spelling is");  // 2 vs 3 words
+  EXPECT_EQ(kWords.guard("the speling", "the spelling is"), "the spelling is");  // an inserted word stays
+  EXPECT_EQ(kWords.guard("anyway", "any way"), "any way");                       // a split of an unknown word
+}
+
+TEST(KnownWords, EdgeCases) {
+  EXPECT_EQ(kWords.guard("", "the"), "the");
+  EXPECT_EQ(kWords.guard("the", ""), "the");
+  EXPECT_EQ(kWords.guard("  the   spelling ", "the spelling"), "the spelling");
+  EXPECT_EQ(KnownWords({}).guard("teh", "the"), "the");
+}
+
+TEST(KnownWords, LoadsColonSeparatedListsAndNamesTheFileAtFault) {
+  const std::string a = testing::TempDir() + "known_a.txt", b = testing::TempDir() + "known_b.txt";
+  std::ofstream(a) << "Colour\ncolor\n";
+  std::ofstream(b) << "theatre\n";
+  const KnownWords words = KnownWords::load(a + ":" + b);
+  EXPECT_EQ(words.size(), 3u);
+  EXPECT_TRUE(words.contains("colour"));
+  EXPECT_TRUE(words.contains("THEATRE"));
+  EXPECT_FALSE(words.contains("theater"));
+  try {
+    KnownWords::load(a + ":/nonexistent/words");
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("postprocessor.known_words: cannot read word list '/nonexistent/words'"),
+              std::string::npos);
+  }
+  const std::string empty = testing::TempDir() + "known_empty.txt";
+  std::ofstream(empty) << "\n";
+  EXPECT_THROW(KnownWords::load(empty), std::runtime_error);
+  std::remove(a.c_str());
+  std::remove(b.c_str());
+  std::remove(empty.c_str());
+}
+
+}  // namespace
+}  // namespace seqpipe::postprocessor
