@@ -1,5 +1,7 @@
 #include "seqpipe/common/config.h"
 
+#include "seqpipe/common/metrics.h"
+
 #include <arpa/inet.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -71,6 +73,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"liveness", "reconnect_max_ms"}, c.liveness.reconnect_max_ms, IntRule{10, 600'000});
 
   visit(Key{"metrics", "address"}, c.metrics.address, TextRule{TextKind::kIpv4});
+  visit(Key{"metrics", "latency_buckets_us"}, c.metrics.latency_buckets_us, IntRule{1, 600'000'000});
 
   auto& g = c.gateway;
   visit(Key{"gateway", "client_endpoint"}, g.client_endpoint,
@@ -557,6 +560,13 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
           "must be <= gateway.max_message_bytes (" + std::to_string(g.max_message_bytes) +
               "), got " + std::to_string(g.max_text_bytes));
 
+  const std::vector<int>& buckets = c.metrics.latency_buckets_us;
+  require(!buckets.empty(), "metrics.latency_buckets_us", "must list at least one bucket bound");
+  for (size_t i = 1; i < buckets.size(); ++i) {
+    require(buckets[i] > buckets[i - 1], "metrics.latency_buckets_us",
+            "must be strictly ascending, got " + std::to_string(buckets[i - 1]) + " then " + std::to_string(buckets[i]));
+  }
+
   const BatcherConfig& b = c.batcher;
   const std::vector<int>& preferred = b.preferred_batch_sizes;
   for (size_t i = 0; i < preferred.size(); ++i) {
@@ -793,6 +803,7 @@ int run_service_main(int argc, char** argv, std::string_view service_name, std::
     return 2;
   }
   try {
+    metrics::set_latency_buckets(config.metrics.latency_buckets_us);  // before any metric is built
     return run(config);
   } catch (const ConfigError& e) {
     std::cerr << program << ": " << e.what() << "\n";

@@ -17,8 +17,16 @@ constexpr protocol::ErrorCode kCodes[] = {protocol::ErrorCode::kInvalidArgument,
                                           protocol::ErrorCode::kInternal,        protocol::ErrorCode::kUnavailable};
 }  // namespace
 
-std::vector<double> default_latency_buckets() {
-  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+namespace {
+std::vector<double> g_latency_buckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                         0.05,   0.1,     0.25,   0.5,   1,      2.5,   5};
+}  // namespace
+
+std::vector<double> latency_buckets() { return g_latency_buckets; }
+
+void set_latency_buckets(const std::vector<int>& bounds_us) {
+  g_latency_buckets.clear();
+  for (int us : bounds_us) g_latency_buckets.push_back(us / 1e6);
 }
 
 std::shared_ptr<prometheus::Registry> make_registry() { return std::make_shared<prometheus::Registry>(); }
@@ -50,7 +58,8 @@ Exporter::Exporter(std::string_view service, int port, int tries, std::string_vi
 
 Exporter::~Exporter() = default;
 
-StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name) {
+StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name)
+    : registry_(r), stage_(stage_name) {
   const prometheus::Labels stage{{"stage", std::string(stage_name)}};
   requests_ = &prometheus::BuildCounter().Name(std::string(kRequests)).Help("Work items received").Register(r).Add(stage);
   auto& errors = prometheus::BuildCounter().Name(std::string(kErrors)).Help("Work items failed, by error code").Register(r);
@@ -83,12 +92,12 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name)
                 .Name(std::string(kQueueSeconds))
                 .Help("Time a work item waited in this stage before compute")
                 .Register(r)
-                .Add(stage, default_latency_buckets());
+                .Add(stage, latency_buckets());
   compute_ = &prometheus::BuildHistogram()
                   .Name(std::string(kComputeSeconds))
                   .Help("Compute time of one unit of work (item or batch)")
                   .Register(r)
-                  .Add(stage, default_latency_buckets());
+                  .Add(stage, latency_buckets());
   batch_ = &prometheus::BuildHistogram()
                 .Name(std::string(kBatchSize))
                 .Help("Items per batch (engine stages)")
@@ -110,23 +119,36 @@ void StageMetrics::batch_size(double n) { batch_->Observe(n); }
 void StageMetrics::set_in_flight(double n) { in_flight_->Set(n); }
 void StageMetrics::set_queue_depth(double n) { queue_depth_->Set(n); }
 
+void StageMetrics::set_kv_slots(int used, int free) {
+  if (kv_used_ == nullptr) {
+    auto& slots = prometheus::BuildGauge()
+                      .Name(std::string(kKvSlots))
+                      .Help("Decoder KV-cache slots (one per sequence or beam), by state")
+                      .Register(registry_);
+    kv_used_ = &slots.Add({{"stage", stage_}, {"state", "used"}});
+    kv_free_ = &slots.Add({{"stage", stage_}, {"state", "free"}});
+  }
+  kv_used_->Set(used);
+  kv_free_->Set(free);
+}
+
 GatewayMetrics::GatewayMetrics(prometheus::Registry& r) {
   auto& requests = prometheus::BuildHistogram()
                        .Name(std::string(kRequestSeconds))
                        .Help("End-to-end request latency at the gateway (receive to reply), by status")
                        .Register(r);
-  ok_ = &requests.Add({{"status", "ok"}}, default_latency_buckets());
-  error_ = &requests.Add({{"status", "error"}}, default_latency_buckets());
+  ok_ = &requests.Add({{"status", "ok"}}, latency_buckets());
+  error_ = &requests.Add({{"status", "error"}}, latency_buckets());
   model_ = &prometheus::BuildHistogram()
                 .Name(std::string(kModelSeconds))
                 .Help("Model latency of ok requests: encode + decode time")
                 .Register(r)
-                .Add({}, default_latency_buckets());
+                .Add({}, latency_buckets());
   overhead_ = &prometheus::BuildHistogram()
                    .Name(std::string(kOverheadSeconds))
                    .Help("Overhead latency of ok requests: end to end minus model latency")
                    .Register(r)
-                   .Add({}, default_latency_buckets());
+                   .Add({}, latency_buckets());
   late_ = &prometheus::BuildCounter()
                .Name(std::string(kLateResults))
                .Help("Results that arrived after their request was answered (dropped)")

@@ -48,6 +48,7 @@ DecoderStage::DecoderStage(std::shared_ptr<const engine::T5Model> model, const c
       warmup_steps_(std::min(4, config.decoder.max_new_tokens)) {
   running_.reserve(static_cast<size_t>(num_slots_));
   finished_.reserve(static_cast<size_t>(num_slots_));
+  metrics_.set_kv_slots(0, num_slots_);
 }
 
 bool DecoderStage::warm_up() {
@@ -75,6 +76,7 @@ void DecoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
   for (auto& item : message.items) admit(std::move(item), out, credits);
   if (credits > 0) out.to_hub.push_back({stage::MessageKind::kDecoded, credits, {}});
   metrics_.set_in_flight(running());
+  metrics_.set_kv_slots(num_slots_ - free_slots(), free_slots());
 }
 
 void DecoderStage::admit(stage::WorkItem&& item, worker::Outbox& out, int& credits) {
@@ -144,6 +146,7 @@ void DecoderStage::work(worker::Outbox& out) {
     }
   }
   metrics_.set_in_flight(running());
+  metrics_.set_kv_slots(num_slots_ - free_slots(), free_slots());
   if (decoded.credits > 0) out.to_hub.push_back(std::move(decoded));
 }
 

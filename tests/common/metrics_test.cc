@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 namespace seqpipe::metrics {
 namespace {
@@ -29,6 +30,34 @@ std::string http_get(int port, const std::string& path) {
   for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) response.append(buf, static_cast<size_t>(n));
   ::close(fd);
   return response;
+}
+
+TEST(Metrics, KvSlotGaugesAppearOnFirstUse) {
+  Exporter exporter("decoder", 0);
+  StageMetrics stage(exporter.registry(), "decoder");
+  EXPECT_EQ(http_get(exporter.port(), "/metrics").find("seqpipe_decoder_kv_slots"), std::string::npos);
+  stage.set_kv_slots(3, 29);
+  const std::string body = http_get(exporter.port(), "/metrics");
+  EXPECT_NE(body.find("seqpipe_decoder_kv_slots{stage=\"decoder\",state=\"used\"} 3"), std::string::npos) << body;
+  EXPECT_NE(body.find("seqpipe_decoder_kv_slots{stage=\"decoder\",state=\"free\"} 29"), std::string::npos);
+}
+
+TEST(Metrics, LatencyBucketsAreConfigurable) {
+  const std::vector<double> defaults = latency_buckets();
+  ASSERT_EQ(defaults.front(), 0.0001);
+  ASSERT_EQ(defaults.back(), 5.0);
+  set_latency_buckets({2000, 50000});
+  Exporter exporter("gateway", 0);
+  StageMetrics stage(exporter.registry(), "gateway");
+  stage.queue_time(0.01);
+  const std::string body = http_get(exporter.port(), "/metrics");
+  EXPECT_NE(body.find("seqpipe_stage_queue_seconds_bucket{stage=\"gateway\",le=\"0.002\"} 0"), std::string::npos) << body;
+  EXPECT_NE(body.find("seqpipe_stage_queue_seconds_bucket{stage=\"gateway\",le=\"0.05\"} 1"), std::string::npos);
+  EXPECT_EQ(body.find("seqpipe_stage_queue_seconds_bucket{stage=\"gateway\",le=\"0.0001\"}"), std::string::npos);
+  std::vector<int> restore;
+  for (double s : defaults) restore.push_back(static_cast<int>(s * 1e6 + 0.5));
+  set_latency_buckets(restore);
+  EXPECT_EQ(latency_buckets(), defaults);
 }
 
 TEST(Metrics, ExporterServesStageFamiliesOnAnEphemeralPort) {

@@ -38,9 +38,13 @@ inline constexpr std::string_view kLateResults = "seqpipe_gateway_late_results_t
 inline constexpr std::string_view kModelSeconds = "seqpipe_gateway_model_latency_seconds";
 inline constexpr std::string_view kOverheadSeconds = "seqpipe_gateway_overhead_latency_seconds";
 inline constexpr std::string_view kCacheLookups = "seqpipe_gateway_cache_lookups_total";
+inline constexpr std::string_view kKvSlots = "seqpipe_decoder_kv_slots";
 
-// Latency buckets from 100 us to 5 s (the default; configurable per issue 5 later).
-std::vector<double> default_latency_buckets();
+// The bucket bounds (seconds) every latency histogram of this process gets: 100 us .. 5 s until
+// set_latency_buckets() (run_service_main calls it with metrics.latency_buckets_us, before any
+// metric is built). Histograms built earlier keep their buckets.
+std::vector<double> latency_buckets();
+void set_latency_buckets(const std::vector<int>& bounds_us);
 
 // Ports a worker replica tries from its stage's metrics_port (replica i of a stage gets
 // metrics_port + i when they start in order).
@@ -83,8 +87,14 @@ class StageMetrics {
   void batch_size(double size);
   void set_in_flight(double n);
   void set_queue_depth(double n);
+  // Decoders: KV-cache slots in use and free (the gauges appear on the first call).
+  void set_kv_slots(int used, int free);
 
  private:
+  prometheus::Registry& registry_;
+  std::string stage_;
+  prometheus::Gauge* kv_used_ = nullptr;
+  prometheus::Gauge* kv_free_ = nullptr;
   prometheus::Counter* requests_;
   std::vector<prometheus::Counter*> errors_;  // indexed by ErrorCode
   prometheus::Counter* malformed_;
