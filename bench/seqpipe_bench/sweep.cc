@@ -1,5 +1,6 @@
 #include "sweep.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -87,16 +88,27 @@ class PrivatePipeline {
         "postprocessor.metrics_port=0"};
     for (const std::string& s : private_settings) args.insert(args.end(), {"--set", s});
     log_ = dir_ + "/up.log";
+    // Unflushed stdio buffers would be copied into the child and written out twice.
+    std::fflush(stdout);
+    std::fflush(stderr);
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
-      std::freopen(log_.c_str(), "w", stdout);
-      std::freopen(log_.c_str(), "a", stderr);
+      const int log_fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (log_fd >= 0) {
+        ::dup2(log_fd, STDOUT_FILENO);
+        ::dup2(log_fd, STDERR_FILENO);
+        ::close(log_fd);
+      }
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
       ::execv(argv[0], argv.data());
-      std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
+      // Only async-signal-safe calls between fork and exit.
+      constexpr std::string_view kCannotRun = "seqpipe-bench sweep: cannot run ";
+      (void)!::write(STDERR_FILENO, kCannotRun.data(), kCannotRun.size());
+      (void)!::write(STDERR_FILENO, argv[0], std::strlen(argv[0]));
+      (void)!::write(STDERR_FILENO, "\n", 1);
       std::_Exit(127);
     }
   }
@@ -234,6 +246,7 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
     Measured m{configs[c], summarize_steps(runner.take_result()), std::nullopt};
     m.best = best_under_slo(m.levels, *options.slo_p99_ms);
     print_summaries(stdout, description.c_str(), m.levels);
+    std::fflush(stdout);
     results.push_back(std::move(m));
   }
 

@@ -184,6 +184,9 @@ class SeqpipeBenchTest(unittest.TestCase):
                   "--max-new-tokens", "8", "--slo-p99-ms", "10000", "--csv", csv_path, timeout=240)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("best configuration under the SLO: --set batcher.max_batch_size=", r.stdout)
+        # Each configuration's table once: the pipelines' children must not replay our stdout.
+        self.assertEqual(r.stdout.splitlines().count("batcher.max_batch_size=1"), 1, r.stdout)
+        self.assertEqual(r.stdout.count("best configuration under the SLO"), 1, r.stdout)
         with open(csv_path) as f:
             rows = list(csv.DictReader(f))
         self.assertEqual(sorted({row["batcher.max_batch_size"] for row in rows}), ["1", "4"])
