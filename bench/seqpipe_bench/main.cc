@@ -36,8 +36,8 @@ LOAD (exactly one)
   --concurrency N            closed loop: N requests in flight, a new one as soon as one returns
   --concurrency-range A:B    closed-loop sweep: A, 2A, 4A, ... B, each level measured apart
                              (replies drained in between); stops when throughput grows by less
-                             than --min-gain (default 0.05 = 5%) or, with --slo-p99-ms, when a
-                             level's p99 is over the SLO
+                             than --min-gain (default 0.05 = 5%; -1 runs every level) or, with
+                             --slo-p99-ms, when a level's p99 is over the SLO
   --request-rate R           open loop: R requests/s whatever the replies do (sending wakes on a
                              1 ms timer; late sends catch up, the mean rate holds)
     --distribution constant|poisson   gaps of exactly 1/R, or exponential with mean 1/R (default constant)
@@ -55,7 +55,8 @@ STOP (per step: per level of a sweep; phases carry their own)
   Every run ends by waiting for the replies still due (up to --timeout-ms + 2 s); those that
   never come are errors `no_reply`.
 
-INPUTS (each request is one text; requests cycle through the inputs)
+INPUTS (each request is one text; requests cycle through the inputs, so with the gateway's
+response cache on, repeats are cache hits)
   --input FILE               one text a line (blank lines skipped)
   --words MIN:MAX            otherwise generated: --input-count texts (default 1000) of a uniform
                              number of words in [MIN, MAX] (default 3:12) from a built-in word list

@@ -109,7 +109,7 @@ bool parse_load_option(cli::ArgCursor& args, LoadOptions& o) {
     o.concurrency_range = parse_range(flag, args.value());
   } else if (flag == "--min-gain") {
     o.min_gain = cli::parse_number<double>(flag, args.value());
-    if (o.min_gain < 0) throw UsageError("--min-gain must be >= 0");
+    if (o.min_gain < -1) throw UsageError("--min-gain must be >= -1 (a negative value runs every level)");
   } else if (flag == "--request-rate") {
     o.request_rate = positive(flag, args.value());
   } else if (flag == "--distribution") {

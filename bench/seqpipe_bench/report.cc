@@ -157,8 +157,10 @@ std::vector<Summary> summarize_windows(const RunResult& run, double window_s) {
   if (window_s <= 0 || run.records.empty()) return out;
   const auto window_us = static_cast<int64_t>(window_s * 1e6);
   const int64_t first = run.records.front().sent_us;
-  for (int64_t begin = first; begin < run.end_us; begin += window_us) {
-    const int64_t end = std::min(begin + window_us, run.end_us);
+  // One past the end: requests given up when the run ended carry done_us == end_us.
+  const int64_t run_end = run.end_us + 1;
+  for (int64_t begin = first; begin < run_end; begin += window_us) {
+    const int64_t end = std::min(begin + window_us, run_end);
     Summary s = summarize(run.records, [&](const RequestRecord& r) { return r.done_us >= begin && r.done_us < end; });
     set_rate(s, static_cast<double>(end - begin) / 1e6);
     s.label = format_number(static_cast<double>(begin - first) / 1e6) + "-" +
