@@ -60,7 +60,7 @@ response cache on, repeats are cache hits)
   --input FILE               one text a line (blank lines skipped)
   --words MIN:MAX            otherwise generated: --input-count texts (default 1000) of a uniform
                              number of words in [MIN, MAX] (default 3:12) from a built-in word list
-  --seed N                   seed of the generated texts and of poisson gaps' order (default 1)
+  --seed N                   seed of the generated texts and of the poisson gaps (default 1)
 
 REQUEST
   --max-new-tokens N (default 32, the server's default)   --min-new-tokens N (default 0)
@@ -88,8 +88,12 @@ sweep (model_analyzer-like): for each combination of --grid, starts a private pi
                              (8 pipelines). batcher.preferred_batch_sizes follows max_batch_size
                              (the sizes 8, 16, 32 that fit) unless --set or --grid name it.
   --config FILE, --set k=v   the base configuration every pipeline starts from
+  --rounds N                 measure every configuration N times, the rounds interleaved, and
+                             rank by the median of each level (default 1; on a shared, noisy
+                             machine one round can rank configurations by the neighbours' load)
   --seqpipe PATH             the seqpipe binary (default: the one built with this tool)
-  --json / --csv             every level of every configuration (CSV: the grid keys first)
+  --json / --csv             JSON: the (median) levels of every configuration; CSV: every level of
+                             every round, the grid keys and the round first
 
 plot: latency (p50, p99) against throughput, one line per CSV, and the mean per-stage time per
   step of each CSV, as one PNG drawn by gnuplot (Debian package gnuplot-nox).

@@ -30,8 +30,9 @@ std::string script(const std::vector<std::string>& csvs, const std::string& png)
   s += "set datafile separator ','\nset datafile columnheaders\n";
   s += "set multiplot layout 1," + std::to_string(panels) + "\n";
   // Panel 1: latency against throughput, the classic perf_analyzer curve, one line per file.
-  s += "set title 'latency vs throughput'\nset xlabel 'ok replies / s'\nset ylabel 'latency (ms)'\n"
-       "set key top left\nset grid\n";
+  // Log scale: configurations that differ by 10x in latency stay readable side by side.
+  s += "set title 'latency vs throughput'\nset xlabel 'ok replies / s'\nset ylabel 'latency (ms, log scale)'\n"
+       "set logscale y\nset key top left\nset grid\n";
   s += "plot ";
   for (size_t i = 0; i < csvs.size(); ++i) {
     const std::string name = quoted(std::filesystem::path(csvs[i]).stem().string());
@@ -43,7 +44,7 @@ std::string script(const std::vector<std::string>& csvs, const std::string& png)
   }
   s += "\n";
   // One panel per file: where a request's time goes, per step (mean ms, stacked).
-  s += "unset grid\nset style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 border -1\n"
+  s += "unset grid\nunset logscale y\nset style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 border -1\n"
        "set boxwidth 0.7\nset xtics rotate by -35\nset xlabel ''\nset ylabel 'mean ms per request'\nset key top left\n";
   for (const std::string& csv : csvs) {
     s += "set title " + quoted(std::filesystem::path(csv).stem().string() + ": per-stage time") + "\n";

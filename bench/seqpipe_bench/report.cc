@@ -181,6 +181,47 @@ Summary summarize_all(const RunResult& run) {
   return s;
 }
 
+Summary median_of(const std::vector<Summary>& repeats) {
+  if (repeats.empty()) return {};
+  auto median = [&](auto field) {
+    std::vector<double> v;
+    for (const Summary& s : repeats) v.push_back(field(s));
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  Summary m = repeats.front();
+  m.requests = m.ok = 0;
+  m.by_status = {};
+  for (const Summary& s : repeats) {
+    m.requests += s.requests;
+    m.ok += s.ok;
+    for (size_t i = 0; i < m.by_status.size(); ++i) m.by_status[i] += s.by_status[i];
+  }
+  m.seconds = median([](const Summary& s) { return s.seconds; });
+  m.throughput = median([](const Summary& s) { return s.throughput; });
+  LatencySummary& l = m.latency;
+  l.count = m.ok;
+  l.mean = median([](const Summary& s) { return s.latency.mean; });
+  l.p50 = median([](const Summary& s) { return s.latency.p50; });
+  l.p90 = median([](const Summary& s) { return s.latency.p90; });
+  l.p95 = median([](const Summary& s) { return s.latency.p95; });
+  l.p99 = median([](const Summary& s) { return s.latency.p99; });
+  l.p999 = median([](const Summary& s) { return s.latency.p999; });
+  l.max = median([](const Summary& s) { return s.latency.max; });
+  StageMeans& st = m.stages;
+  st.client_send = median([](const Summary& s) { return s.stages.client_send; });
+  st.queue = median([](const Summary& s) { return s.stages.queue; });
+  st.tokenize = median([](const Summary& s) { return s.stages.tokenize; });
+  st.batch_wait = median([](const Summary& s) { return s.stages.batch_wait; });
+  st.encode = median([](const Summary& s) { return s.stages.encode; });
+  st.decode = median([](const Summary& s) { return s.stages.decode; });
+  st.postprocess = median([](const Summary& s) { return s.stages.postprocess; });
+  st.server_total = median([](const Summary& s) { return s.stages.server_total; });
+  st.overhead = median([](const Summary& s) { return s.stages.overhead; });
+  return m;
+}
+
 std::optional<size_t> best_under_slo(const std::vector<Summary>& steps, double slo_p99_ms) {
   std::optional<size_t> best;
   for (size_t i = 0; i < steps.size(); ++i) {

@@ -47,6 +47,10 @@ std::vector<Summary> summarize_windows(const RunResult& run, double window_s);
 // Every request of the run, from the first send to the last reply.
 Summary summarize_all(const RunResult& run);
 
+// Repeated measurements of one step as one: throughput and each latency figure the median of
+// theirs (each separately), counts summed, stage means the median of theirs.
+Summary median_of(const std::vector<Summary>& repeats);
+
 // The step with the highest throughput among those whose p99 latency is at most `slo_p99_ms`
 // with no errors; nullopt when none met it.
 std::optional<size_t> best_under_slo(const std::vector<Summary>& steps, double slo_p99_ms);

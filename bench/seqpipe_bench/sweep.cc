@@ -187,6 +187,7 @@ std::string preferred_sizes_for(const std::string& max_batch_size) {
 int sweep_main(int argc, char** argv, std::string_view usage) {
   LoadOptions options;
   std::string model, grid_text = kDefaultGrid, seqpipe = default_seqpipe();
+  int rounds = 1;
   cli::ArgCursor args(argc, argv);
   while (args.next()) {
     const std::string& flag = args.flag();
@@ -197,6 +198,9 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
       model = args.value();
     } else if (flag == "--grid") {
       grid_text = args.value();
+    } else if (flag == "--rounds") {
+      rounds = cli::parse_number<int>(flag, args.value());
+      if (rounds < 1) throw UsageError("--rounds must be >= 1");
     } else if (flag == "--seqpipe") {
       seqpipe = args.value();
     } else if (flag == "--endpoint") {
@@ -216,38 +220,59 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
 
   struct Measured {
     std::vector<std::string> values;
-    std::vector<Summary> levels;
-    std::optional<size_t> best;  // under the SLO
+    std::string description;
+    std::vector<std::string> up_args;
+    std::vector<std::vector<Summary>> rounds;  // each round's levels
+    std::vector<Summary> levels;  // the median over the rounds of each level every round ran
+    std::optional<size_t> best;   // under the SLO
   };
   std::vector<Measured> results;
-  for (size_t c = 0; c < configs.size() && !service::stop_requested(); ++c) {
-    std::vector<std::string> up_args;
-    if (!options.config_path.empty()) up_args = {"--config", options.config_path};
-    const std::string model_dir = fs::absolute(model).string();
-    up_args.insert(up_args.end(), {"--set", "model.dir=" + model_dir});
-    for (const std::string& o : options.overrides) up_args.insert(up_args.end(), {"--set", o});
-    std::string description;
+  for (const auto& values : configs) {
+    Measured m{values, {}, {}, {}, {}, std::nullopt};
+    if (!options.config_path.empty()) m.up_args = {"--config", options.config_path};
+    m.up_args.insert(m.up_args.end(), {"--set", "model.dir=" + fs::absolute(model).string()});
+    for (const std::string& o : options.overrides) m.up_args.insert(m.up_args.end(), {"--set", o});
     for (size_t a = 0; a < grid.size(); ++a) {
-      up_args.insert(up_args.end(), {"--set", grid[a].key + "=" + configs[c][a]});
-      description += (a > 0 ? " " : "") + grid[a].key + "=" + configs[c][a];
+      m.up_args.insert(m.up_args.end(), {"--set", grid[a].key + "=" + values[a]});
+      m.description += (a > 0 ? " " : "") + grid[a].key + "=" + values[a];
       if (derive_preferred && grid[a].key == "batcher.max_batch_size") {
-        up_args.insert(up_args.end(), {"--set", "batcher.preferred_batch_sizes=" + preferred_sizes_for(configs[c][a])});
+        m.up_args.insert(m.up_args.end(), {"--set", "batcher.preferred_batch_sizes=" + preferred_sizes_for(values[a])});
       }
     }
-    std::fprintf(stderr, "seqpipe-bench sweep: [%zu/%zu] %s\n", c + 1, configs.size(), description.c_str());
-    PrivatePipeline pipeline(seqpipe, up_args);
-    if (!pipeline.wait_ready(std::chrono::seconds(90))) return 1;
-    Runner runner(make_run_options(options, pipeline.endpoint()));
-    LoadStep level;
-    level.duration = std::chrono::microseconds(static_cast<int64_t>(options.duration_s * 1e6));
-    level.requests = options.requests;
-    run_concurrency_sweep(runner, {options.concurrency_range->first, options.concurrency_range->second,
-                                   options.min_gain, options.slo_p99_ms, level});
-    Measured m{configs[c], summarize_steps(runner.take_result()), std::nullopt};
-    m.best = best_under_slo(m.levels, *options.slo_p99_ms);
-    print_summaries(stdout, description.c_str(), m.levels);
-    std::fflush(stdout);
     results.push_back(std::move(m));
+  }
+  // Rounds visit every configuration in turn, so a burst of load from elsewhere on a shared
+  // machine hits one round of each configuration rather than all rounds of one.
+  for (int round = 1; round <= rounds && !service::stop_requested(); ++round) {
+    for (size_t c = 0; c < results.size() && !service::stop_requested(); ++c) {
+      Measured& m = results[c];
+      std::fprintf(stderr, "seqpipe-bench sweep: round %d/%d, [%zu/%zu] %s\n", round, rounds, c + 1, results.size(),
+                   m.description.c_str());
+      PrivatePipeline pipeline(seqpipe, m.up_args);
+      if (!pipeline.wait_ready(std::chrono::seconds(90))) return 1;
+      Runner runner(make_run_options(options, pipeline.endpoint()));
+      LoadStep level;
+      level.duration = std::chrono::microseconds(static_cast<int64_t>(options.duration_s * 1e6));
+      level.requests = options.requests;
+      run_concurrency_sweep(runner, {options.concurrency_range->first, options.concurrency_range->second,
+                                     options.min_gain, options.slo_p99_ms, level});
+      m.rounds.push_back(summarize_steps(runner.take_result()));
+      const std::string title = rounds > 1 ? m.description + " (round " + std::to_string(round) + ")" : m.description;
+      print_summaries(stdout, title.c_str(), m.rounds.back());
+      std::fflush(stdout);
+    }
+  }
+  for (Measured& m : results) {
+    // A level counts only if every round ran it (a round may stop earlier on the SLO or the gain).
+    for (size_t level = 0; !m.rounds.empty(); ++level) {
+      std::vector<Summary> same_level;
+      for (const auto& r : m.rounds) {
+        if (level < r.size()) same_level.push_back(r[level]);
+      }
+      if (same_level.size() < m.rounds.size()) break;
+      m.levels.push_back(median_of(same_level));
+    }
+    m.best = best_under_slo(m.levels, *options.slo_p99_ms);
   }
 
   // Ranking: configurations that met the SLO by their best throughput under it, then the rest.
@@ -255,7 +280,8 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   auto score = [&](size_t i) { return results[i].best ? results[i].levels[*results[i].best].throughput : -1.0; };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score(a) > score(b); });
-  std::printf("\nconfigurations by throughput under p99 <= %g ms (no errors):\n", *options.slo_p99_ms);
+  std::printf("\nconfigurations by throughput under p99 <= %g ms (no errors)%s:\n", *options.slo_p99_ms,
+              rounds > 1 ? (", medians of " + std::to_string(rounds) + " rounds").c_str() : "");
   for (size_t i : order) {
     std::string description;
     for (size_t a = 0; a < grid.size(); ++a) description += (a > 0 ? " " : "") + grid[a].key + "=" + results[i].values[a];
@@ -279,10 +305,14 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
     std::vector<Summary> rows;
     ExtraColumns extra;
     for (const GridAxis& axis : grid) extra.names.push_back(axis.key);
+    extra.names.push_back("Round");
     for (const Measured& m : results) {
-      for (const Summary& s : m.levels) {
-        rows.push_back(s);
-        extra.values.push_back(m.values);
+      for (size_t r = 0; r < m.rounds.size(); ++r) {
+        for (const Summary& s : m.rounds[r]) {
+          rows.push_back(s);
+          extra.values.push_back(m.values);
+          extra.values.back().push_back(std::to_string(r + 1));
+        }
       }
     }
     write_csv(options.csv_path, rows, extra);
@@ -292,6 +322,7 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
     doc["settings"] = nlohmann::json::parse(settings_json(options, "private pipelines"));
     doc["settings"]["model"] = model;
     doc["settings"]["grid"] = grid_text;
+    doc["settings"]["rounds"] = rounds;
     doc["slo_p99_ms"] = *options.slo_p99_ms;
     doc["configurations"] = nlohmann::json::array();
     for (size_t i : order) {

@@ -2,7 +2,7 @@
 closed loop, concurrency sweep, open loop, phases and a file of inputs; the JSON and CSV reports
 must add up (every request counted once, windows summing to the run, percentiles ordered, stage
 times within the latency) with no errors. Bad arguments exit 2 naming the problem; no gateway
-exits 1. `plot` writes a PNG; `sweep` starts its own pipelines over a two-value grid.
+exits 1. `plot` writes a PNG; `sweep` starts its own pipelines over a two-value grid, two rounds.
 
 Environment: SEQPIPE_BENCH, SEQPIPE_BIN, SEQPIPE_MKMODEL.
 """
@@ -181,15 +181,17 @@ class SeqpipeBenchTest(unittest.TestCase):
         r = bench("sweep", "--model", self.pipeline.model, "--grid", "batcher.max_batch_size=1,4",
                   "--set", "tokenizer.replicas=1", "--set", "encoder.replicas=1", "--set", "decoder.replicas=1",
                   "--set", "postprocessor.replicas=1", "--concurrency-range", "1:2", "--requests", "30",
-                  "--max-new-tokens", "8", "--slo-p99-ms", "10000", "--csv", csv_path, timeout=240)
+                  "--max-new-tokens", "8", "--slo-p99-ms", "10000", "--rounds", "2", "--csv", csv_path, timeout=240)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("best configuration under the SLO: --set batcher.max_batch_size=", r.stdout)
         # Each configuration's table once: the pipelines' children must not replay our stdout.
-        self.assertEqual(r.stdout.splitlines().count("batcher.max_batch_size=1"), 1, r.stdout)
+        self.assertEqual(r.stdout.splitlines().count("batcher.max_batch_size=1 (round 1)"), 1, r.stdout)
+        self.assertIn("medians of 2 rounds", r.stdout)
         self.assertEqual(r.stdout.count("best configuration under the SLO"), 1, r.stdout)
         with open(csv_path) as f:
             rows = list(csv.DictReader(f))
-        self.assertEqual(sorted({row["batcher.max_batch_size"] for row in rows}), ["1", "4"])
+        self.assertEqual(sorted({(row["batcher.max_batch_size"], row["Round"]) for row in rows}),
+                         [("1", "1"), ("1", "2"), ("4", "1"), ("4", "2")])
         self.assertTrue(all(row["Errors"] == "0" for row in rows), rows)
 
 
