@@ -19,15 +19,18 @@ namespace {
 
 // Everyday words and common misspellings: generated inputs look like what the speller serves.
 constexpr const char* kWords[] = {
-    "the",     "a",        "teh",      "speling", "is",       "bad",      "hello",     "world",   "i",
-    "cant",    "beleive",  "wether",   "recieve", "definately", "seperate", "occured", "untill",  "which",
-    "their",   "there",    "they're",  "your",    "you're",   "weird",    "wierd",     "friend",  "freind",
-    "because", "becuase",  "tomorrow", "tommorow", "acommodate", "neccessary", "goverment", "enviroment",
-    "we",      "went",     "to",       "store",   "and",      "bought",   "some",      "apples",  "for",
-    "dinner",  "it",       "was",      "realy",   "good",     "thanks",   "alot",      "see",     "you",
-    "later",   "my",       "cat",      "dgo",     "likes",    "playing",  "outside",   "in",      "rain",
-    "sun",     "morning",  "evening",  "coffee",  "tea",      "please",   "send",      "me",      "report",
-    "meeting", "agenda",   "calender", "schedule", "prefered", "language", "begining", "finaly",  "writting",
+    "the",      "a",        "teh",      "speling",    "is",         "bad",       "hello",
+    "world",    "i",        "cant",     "beleive",    "wether",     "recieve",   "definately",
+    "seperate", "occured",  "untill",   "which",      "their",      "there",     "they're",
+    "your",     "you're",   "weird",    "wierd",      "friend",     "freind",    "because",
+    "becuase",  "tomorrow", "tommorow", "acommodate", "neccessary", "goverment", "enviroment",
+    "we",       "went",     "to",       "store",      "and",        "bought",    "some",
+    "apples",   "for",      "dinner",   "it",         "was",        "realy",     "good",
+    "thanks",   "alot",     "see",      "you",        "later",      "my",        "cat",
+    "dgo",      "likes",    "playing",  "outside",    "in",         "rain",      "sun",
+    "morning",  "evening",  "coffee",   "tea",        "please",     "send",      "me",
+    "report",   "meeting",  "agenda",   "calender",   "schedule",   "prefered",  "language",
+    "begining", "finaly",   "writting",
 };
 
 constexpr int8_t kPending = -1;  // sent, no reply yet
@@ -47,7 +50,8 @@ std::vector<std::string> read_inputs(const std::string& path) {
   return texts;
 }
 
-std::vector<std::string> generate_inputs(size_t count, int min_words, int max_words, uint64_t seed) {
+std::vector<std::string> generate_inputs(size_t count, int min_words, int max_words,
+                                         uint64_t seed) {
   std::mt19937_64 random(seed);
   std::uniform_int_distribution<int> words(min_words, max_words);
   std::uniform_int_distribution<size_t> word(0, std::size(kWords) - 1);
@@ -68,7 +72,8 @@ std::string status_name(int status) {
   if (status == kBadReply) return "bad_reply";
   if (status == kSendFailed) return "send_failed";
   if (status >= kFirstWireError && status < kNoReply) {
-    return std::string(protocol::wire_name(static_cast<protocol::ErrorCode>(status - kFirstWireError)));
+    return std::string(
+        protocol::wire_name(static_cast<protocol::ErrorCode>(status - kFirstWireError)));
   }
   return "status_" + std::to_string(status);
 }
@@ -89,11 +94,13 @@ Runner::Runner(RunOptions options) : options_(std::move(options)), client_(optio
   probe.texts[0] = options_.inputs[0];
   const auto answer = client_.call(probe, std::chrono::milliseconds(options_.timeout_ms + 2000));
   if (const auto* e = std::get_if<protocol::Error>(&answer)) {
-    throw std::runtime_error("no answer from the gateway at " + options_.endpoint + ": " + e->message);
+    throw std::runtime_error("no answer from the gateway at " + options_.endpoint + ": " +
+                             e->message);
   }
   if (const auto& reply = std::get<protocol::Reply>(answer); !reply.ok) {
     throw std::runtime_error("the gateway at " + options_.endpoint + " refused a probe request: " +
-                             std::string(protocol::wire_name(reply.error->code)) + ": " + reply.error->message);
+                             std::string(protocol::wire_name(reply.error->code)) + ": " +
+                             reply.error->message);
   }
   start_ = Clock::now();
   progress_at_ = start_;
@@ -138,7 +145,8 @@ int Runner::collect(std::chrono::microseconds wait) {
     if (!answer) break;
     wait_ms = std::chrono::milliseconds(0);  // then take whatever else is already there
     const auto received = Clock::now();
-    const int64_t done_us = std::chrono::duration_cast<std::chrono::microseconds>(received - start_).count();
+    const int64_t done_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(received - start_).count();
     auto* reply = std::get_if<protocol::Reply>(&*answer);
     if (reply == nullptr) {
       ++failed_;  // undecodable: no id to match, so the request is left to time out as well
@@ -211,8 +219,10 @@ bool Runner::run_step(const LoadStep& step) {
     if (duration_us > 0 && elapsed >= duration_us) break;
     if (step.requests > 0 && sent >= step.requests) break;
     if (result_.records.size() == result_.records.capacity()) {
-      std::fprintf(stderr, "seqpipe-bench: %zu requests recorded, the capacity; stopping (raise --max-records)\n",
-                   result_.records.size());
+      std::fprintf(
+          stderr,
+          "seqpipe-bench: %zu requests recorded, the capacity; stopping (raise --max-records)\n",
+          result_.records.size());
       keep_going = false;
       break;
     }
@@ -239,12 +249,14 @@ bool Runner::run_step(const LoadStep& step) {
       if (now >= next_send_us) {
         send_one(step_index);
         ++sent;
-        const double gap_s = step.arrival == Arrival::kPoisson ? poisson_gap(random) : 1.0 / step.rate_per_s;
+        const double gap_s =
+            step.arrival == Arrival::kPoisson ? poisson_gap(random) : 1.0 / step.rate_per_s;
         next_send_us += static_cast<int64_t>(gap_s * 1e6);
         collect(std::chrono::microseconds(0));
         continue;
       }
-      collect(std::chrono::microseconds(std::min<int64_t>({next_send_us - now, until_end, 100000})));
+      collect(
+          std::chrono::microseconds(std::min<int64_t>({next_send_us - now, until_end, 100000})));
     }
   }
   if (!keep_going || step.drain_after) drain();
@@ -278,15 +290,17 @@ RunResult Runner::take_result() {
 void Runner::print_progress(bool final_line) {
   const auto now = Clock::now();
   const double seconds = std::chrono::duration<double>(now - progress_at_).count();
-  const double rate = seconds > 0 ? static_cast<double>(answered_ - progress_answered_) / seconds : 0;
+  const double rate =
+      seconds > 0 ? static_cast<double>(answered_ - progress_answered_) / seconds : 0;
   progress_answered_ = answered_;
   progress_at_ = now;
   next_progress_ = now + std::chrono::seconds(1);
   const LoadStep* step = result_.steps.empty() ? nullptr : &result_.steps.back();
-  std::fprintf(stderr, "\r\033[K%.1f s | %s | sent %zu | ok %llu | errors %llu | in flight %llu | %.0f ok/s",
-               static_cast<double>(now_us()) / 1e6, step ? step->label.c_str() : "", result_.records.size(),
-               static_cast<unsigned long long>(answered_), static_cast<unsigned long long>(failed_),
-               static_cast<unsigned long long>(in_flight_), rate);
+  std::fprintf(
+      stderr, "\r\033[K%.1f s | %s | sent %zu | ok %llu | errors %llu | in flight %llu | %.0f ok/s",
+      static_cast<double>(now_us()) / 1e6, step ? step->label.c_str() : "", result_.records.size(),
+      static_cast<unsigned long long>(answered_), static_cast<unsigned long long>(failed_),
+      static_cast<unsigned long long>(in_flight_), rate);
   if (final_line) std::fprintf(stderr, "\n");
 }
 

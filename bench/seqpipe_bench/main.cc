@@ -20,7 +20,8 @@ namespace {
 namespace bench = seqpipe::bench;
 namespace cli = seqpipe::cli;
 
-constexpr std::string_view kUsage = R"(usage: seqpipe-bench [WHERE] LOAD [STOP] [INPUTS] [REQUEST] [REPORT]
+constexpr std::string_view kUsage =
+    R"(usage: seqpipe-bench [WHERE] LOAD [STOP] [INPUTS] [REQUEST] [REPORT]
        seqpipe-bench sweep --model DIR [sweep options] [STOP] [INPUTS] [REQUEST] [REPORT]
        seqpipe-bench plot FILE.csv [FILE.csv ...] OUT.png
 
@@ -30,7 +31,8 @@ batch_wait, encode, decode, postprocess; overhead = latency - those = transport,
 
 WHERE (as `seqpipe send`)
   --endpoint EP              gateway client endpoint (tcp://HOST:PORT or ipc://PATH); default:
-  --config FILE, --set k=v   gateway.client_endpoint of this config (default config/pipeline.yaml)
+  --config FILE, --set k=v   gateway.client_endpoint of this config (config/pipeline.yaml if
+                             present, else tcp://127.0.0.1:5555)
 
 LOAD (exactly one)
   --concurrency N            closed loop: N requests in flight, a new one as soon as one returns
@@ -89,8 +91,9 @@ sweep (model_analyzer-like): for each combination of --grid, starts a private pi
                              (the sizes 8, 16, 32 that fit) unless --set or --grid name it.
   --config FILE, --set k=v   the base configuration every pipeline starts from
   --rounds N                 measure every configuration N times, the rounds interleaved, and
-                             rank by the median of each level (default 1; on a shared, noisy
-                             machine one round can rank configurations by the neighbours' load)
+                             rank by the median of each level; a level counts only if every
+                             round ran it (default 1; on a shared, noisy machine one round can
+                             rank configurations by the neighbours' load)
   --seqpipe PATH             the seqpipe binary (default: the one built with this tool)
   --json / --csv             JSON: the (median) levels of every configuration; CSV: every level of
                              every round, the grid keys and the round first
@@ -110,7 +113,8 @@ int run_main(int argc, char** argv) {
       std::cout << kUsage;
       return 0;
     }
-    if (!bench::parse_load_option(args, options)) throw cli::UsageError("unknown option '" + args.flag() + "'");
+    if (!bench::parse_load_option(args, options))
+      throw cli::UsageError("unknown option '" + args.flag() + "'");
   }
   bench::finish_load_options(options, false);
   const std::string endpoint = bench::resolve_endpoint(options);
@@ -122,7 +126,8 @@ int run_main(int argc, char** argv) {
     warm.progress = false;
     bench::Runner runner(warm);
     bench::LoadStep step;
-    step.users = options.concurrency.value_or(options.concurrency_range ? options.concurrency_range->first : 4);
+    step.users = options.concurrency.value_or(
+        options.concurrency_range ? options.concurrency_range->first : 4);
     step.requests = options.warmup;
     step.label = "warm-up";
     runner.run_step(step);
@@ -134,8 +139,9 @@ int run_main(int argc, char** argv) {
   step.duration = std::chrono::microseconds(static_cast<int64_t>(options.duration_s * 1e6));
   step.requests = options.requests;
   if (options.concurrency_range) {
-    bench::ConcurrencySweep sweep{options.concurrency_range->first, options.concurrency_range->second,
-                                  options.min_gain, options.slo_p99_ms, step};
+    bench::ConcurrencySweep sweep{options.concurrency_range->first,
+                                  options.concurrency_range->second, options.min_gain,
+                                  options.slo_p99_ms, step};
     bench::run_concurrency_sweep(runner, sweep);
   } else if (!options.phases.empty()) {
     for (const bench::LoadStep& phase : options.phases) {
@@ -161,8 +167,8 @@ int run_main(int argc, char** argv) {
   const auto overall = bench::summarize_all(run);
   bench::print_table(stdout, steps, windows, overall, options.slo_p99_ms);
   if (!options.json_path.empty()) {
-    bench::write_json(options.json_path, bench::settings_json(options, endpoint), steps, windows, overall,
-                      options.slo_p99_ms);
+    bench::write_json(options.json_path, bench::settings_json(options, endpoint), steps, windows,
+                      overall, options.slo_p99_ms);
   }
   if (!options.csv_path.empty()) bench::write_csv(options.csv_path, steps);
   return 0;
@@ -173,7 +179,8 @@ int run_main(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     if (argc >= 2 && std::strcmp(argv[1], "plot") == 0) return bench::plot_main(argc - 1, argv + 1);
-    if (argc >= 2 && std::strcmp(argv[1], "sweep") == 0) return bench::sweep_main(argc - 1, argv + 1, kUsage);
+    if (argc >= 2 && std::strcmp(argv[1], "sweep") == 0)
+      return bench::sweep_main(argc - 1, argv + 1, kUsage);
     return run_main(argc, argv);
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "seqpipe-bench: %s (see seqpipe-bench --help)\n", e.what());

@@ -27,7 +27,8 @@ std::pair<int, int> parse_range(const std::string& flag, const std::string& text
 
 double positive(const std::string& flag, const std::string& text) {
   const double v = cli::parse_number<double>(flag, text);
-  if (!(v > 0) || !std::isfinite(v)) throw UsageError(flag + " must be a positive number, got '" + text + "'");
+  if (!(v > 0) || !std::isfinite(v))
+    throw UsageError(flag + " must be a positive number, got '" + text + "'");
   return v;
 }
 
@@ -62,7 +63,8 @@ std::vector<LoadStep> parse_phases(const std::string& text, Arrival arrival) {
       if (b == std::string::npos) continue;
       field = field.substr(b, e - b + 1);
       const auto eq = field.find('=');
-      if (eq == std::string::npos) throw UsageError(where + ": expected key=value, got '" + field + "'");
+      if (eq == std::string::npos)
+        throw UsageError(where + ": expected key=value, got '" + field + "'");
       const std::string key = field.substr(0, eq), value = field.substr(eq + 1);
       const std::string flag = where + " " + key;
       if (key == "users") {
@@ -73,21 +75,28 @@ std::vector<LoadStep> parse_phases(const std::string& text, Arrival arrival) {
       } else if (key == "rate") {
         phase.rate_per_s = positive(flag, value);
       } else if (key == "distribution") {
-        if (value != "constant" && value != "poisson") throw UsageError(flag + " must be constant or poisson");
+        if (value != "constant" && value != "poisson")
+          throw UsageError(flag + " must be constant or poisson");
         phase.arrival = value == "poisson" ? Arrival::kPoisson : Arrival::kConstant;
       } else if (key == "duration") {
-        phase.duration = std::chrono::microseconds(static_cast<int64_t>(positive(flag, value) * 1e6));
+        phase.duration =
+            std::chrono::microseconds(static_cast<int64_t>(positive(flag, value) * 1e6));
       } else if (key == "requests") {
         phase.requests = cli::parse_number<uint64_t>(flag, value);
       } else {
-        throw UsageError(where + ": unknown key '" + key + "' (users, spawn, rate, distribution, duration, requests)");
+        throw UsageError(where + ": unknown key '" + key +
+                         "' (users, spawn, rate, distribution, duration, requests)");
       }
     }
-    if ((phase.users > 0) == (phase.rate_per_s > 0)) throw UsageError(where + ": give users=N or rate=R (one of them)");
-    if (phase.spawn_per_s > 0 && phase.users == 0) throw UsageError(where + ": spawn goes with users");
-    if (phase.duration.count() == 0 && phase.requests == 0) throw UsageError(where + ": give duration=S or requests=N");
-    phase.label = where + ": " + (phase.users > 0 ? "users=" + std::to_string(phase.users)
-                                                  : "rate=" + std::to_string(static_cast<int>(phase.rate_per_s)));
+    if ((phase.users > 0) == (phase.rate_per_s > 0))
+      throw UsageError(where + ": give users=N or rate=R (one of them)");
+    if (phase.spawn_per_s > 0 && phase.users == 0)
+      throw UsageError(where + ": spawn goes with users");
+    if (phase.duration.count() == 0 && phase.requests == 0)
+      throw UsageError(where + ": give duration=S or requests=N");
+    phase.label = where + ": " +
+                  (phase.users > 0 ? "users=" + std::to_string(phase.users)
+                                   : "rate=" + std::to_string(static_cast<int>(phase.rate_per_s)));
     phases.push_back(phase);
   }
   if (phases.empty()) throw UsageError("--phases: no phase given");
@@ -109,12 +118,14 @@ bool parse_load_option(cli::ArgCursor& args, LoadOptions& o) {
     o.concurrency_range = parse_range(flag, args.value());
   } else if (flag == "--min-gain") {
     o.min_gain = cli::parse_number<double>(flag, args.value());
-    if (o.min_gain < -1) throw UsageError("--min-gain must be >= -1 (a negative value runs every level)");
+    if (o.min_gain < -1)
+      throw UsageError("--min-gain must be >= -1 (a negative value runs every level)");
   } else if (flag == "--request-rate") {
     o.request_rate = positive(flag, args.value());
   } else if (flag == "--distribution") {
     const std::string v = args.value();
-    if (v != "constant" && v != "poisson") throw UsageError("--distribution must be constant or poisson, got '" + v + "'");
+    if (v != "constant" && v != "poisson")
+      throw UsageError("--distribution must be constant or poisson, got '" + v + "'");
     o.arrival = v == "poisson" ? Arrival::kPoisson : Arrival::kConstant;
   } else if (flag == "--phases") {
     std::string v = args.value();
@@ -163,17 +174,24 @@ bool parse_load_option(cli::ArgCursor& args, LoadOptions& o) {
 }
 
 void finish_load_options(LoadOptions& o, bool sweep_subcommand) {
-  const int modes = (o.concurrency ? 1 : 0) + (o.concurrency_range ? 1 : 0) + (o.request_rate ? 1 : 0) +
-                    (o.phases.empty() ? 0 : 1);
+  const int modes = (o.concurrency ? 1 : 0) + (o.concurrency_range ? 1 : 0) +
+                    (o.request_rate ? 1 : 0) + (o.phases.empty() ? 0 : 1);
   if (sweep_subcommand) {
     if (o.concurrency || o.request_rate || !o.phases.empty()) {
-      throw UsageError("sweep runs closed-loop levels: use --concurrency-range, not --concurrency/--request-rate/--phases");
+      throw UsageError(
+          "sweep runs closed-loop levels: use --concurrency-range, not "
+          "--concurrency/--request-rate/--phases");
     }
     if (!o.concurrency_range) o.concurrency_range = std::pair{1, 16};
     if (o.duration_s == 0 && o.requests == 0) o.duration_s = 3;
   } else {
-    if (modes == 0) throw UsageError("give the load: --concurrency N, --concurrency-range A:B, --request-rate R or --phases SPEC");
-    if (modes > 1) throw UsageError("give only one of --concurrency, --concurrency-range, --request-rate, --phases");
+    if (modes == 0)
+      throw UsageError(
+          "give the load: --concurrency N, --concurrency-range A:B, --request-rate R or --phases "
+          "SPEC");
+    if (modes > 1)
+      throw UsageError(
+          "give only one of --concurrency, --concurrency-range, --request-rate, --phases");
     if (!o.phases.empty() && (o.duration_s > 0 || o.requests > 0)) {
       throw UsageError("--phases carry their own duration=/requests=; drop --duration/--requests");
     }
@@ -197,11 +215,13 @@ void finish_load_options(LoadOptions& o, bool sweep_subcommand) {
     };
     if (!o.phases.empty()) {
       for (const LoadStep& p : o.phases) {
-        bound += step_bound(static_cast<double>(p.duration.count()) / 1e6, p.requests, p.rate_per_s);
+        bound +=
+            step_bound(static_cast<double>(p.duration.count()) / 1e6, p.requests, p.rate_per_s);
       }
     } else {
       const int levels = o.concurrency_range
-                             ? 2 + static_cast<int>(std::log2(o.concurrency_range->second / o.concurrency_range->first))
+                             ? 2 + static_cast<int>(std::log2(o.concurrency_range->second /
+                                                              o.concurrency_range->first))
                              : 1;
       bound = levels * step_bound(o.duration_s, o.requests, o.request_rate.value_or(0));
     }
@@ -213,10 +233,13 @@ void finish_load_options(LoadOptions& o, bool sweep_subcommand) {
 std::string resolve_endpoint(const LoadOptions& o) {
   if (!o.endpoint.empty()) return o.endpoint;
   std::string path = o.config_path;
-  if (path.empty() && std::filesystem::exists(config::kDefaultConfigPath)) path = std::string(config::kDefaultConfigPath);
-  config::PipelineConfig c = path.empty() ? config::load_config_text("", "built-in defaults", o.overrides)
-                                          : config::load_config(path, o.overrides);
-  const std::string runtime = config::choose_runtime_dir(c.runtime_dir, std::getenv("XDG_RUNTIME_DIR"), ::getuid());
+  if (path.empty() && std::filesystem::exists(config::kDefaultConfigPath))
+    path = std::string(config::kDefaultConfigPath);
+  config::PipelineConfig c = path.empty()
+                                 ? config::load_config_text("", "built-in defaults", o.overrides)
+                                 : config::load_config(path, o.overrides);
+  const std::string runtime =
+      config::choose_runtime_dir(c.runtime_dir, std::getenv("XDG_RUNTIME_DIR"), ::getuid());
   return config::resolve_endpoints(std::move(c), runtime).gateway.client_endpoint;
 }
 
@@ -247,7 +270,8 @@ std::string settings_json(const LoadOptions& o, const std::string& endpoint) {
                       {"requests", o.requests},
                       {"warmup", o.warmup}};
   if (o.concurrency) j["concurrency"] = *o.concurrency;
-  if (o.concurrency_range) j["concurrency_range"] = {o.concurrency_range->first, o.concurrency_range->second};
+  if (o.concurrency_range)
+    j["concurrency_range"] = {o.concurrency_range->first, o.concurrency_range->second};
   if (o.request_rate) {
     j["request_rate"] = *o.request_rate;
     j["distribution"] = o.arrival == Arrival::kPoisson ? "poisson" : "constant";

@@ -31,13 +31,18 @@ Summary summarize(const std::vector<RequestRecord>& records, Take take) {
     if (r.status != kOk) continue;
     latencies.push_back(r.latency_us);
     const protocol::Timings& t = r.timings;
-    const double stages = static_cast<double>(t.queue_us + t.tokenize_us + t.batch_wait_us + t.encode_us +
-                                              t.decode_us + t.postprocess_us);
-    const double values[9] = {static_cast<double>(r.client_send_us), static_cast<double>(t.queue_us),
-                              static_cast<double>(t.tokenize_us),    static_cast<double>(t.batch_wait_us),
-                              static_cast<double>(t.encode_us),      static_cast<double>(t.decode_us),
-                              static_cast<double>(t.postprocess_us), static_cast<double>(t.total_us),
-                              static_cast<double>(r.latency_us) - static_cast<double>(r.client_send_us) - stages};
+    const double stages = static_cast<double>(t.queue_us + t.tokenize_us + t.batch_wait_us +
+                                              t.encode_us + t.decode_us + t.postprocess_us);
+    const double values[9] = {
+        static_cast<double>(r.client_send_us),
+        static_cast<double>(t.queue_us),
+        static_cast<double>(t.tokenize_us),
+        static_cast<double>(t.batch_wait_us),
+        static_cast<double>(t.encode_us),
+        static_cast<double>(t.decode_us),
+        static_cast<double>(t.postprocess_us),
+        static_cast<double>(t.total_us),
+        static_cast<double>(r.latency_us) - static_cast<double>(r.client_send_us) - stages};
     for (int i = 0; i < 9; ++i) sums[i] += values[i];
   }
   s.ok = latencies.size();
@@ -80,7 +85,8 @@ std::string errors_text(const Summary& s) {
 nlohmann::json to_json(const Summary& s) {
   nlohmann::json errors = nlohmann::json::object();
   for (int status = 1; status < kStatusCount; ++status) {
-    if (s.by_status[static_cast<size_t>(status)] > 0) errors[status_name(status)] = s.by_status[static_cast<size_t>(status)];
+    if (s.by_status[static_cast<size_t>(status)] > 0)
+      errors[status_name(status)] = s.by_status[static_cast<size_t>(status)];
   }
   const LatencySummary& l = s.latency;
   const StageMeans& m = s.stages;
@@ -92,12 +98,25 @@ nlohmann::json to_json(const Summary& s) {
       {"errors_by_code", errors},
       {"seconds", s.seconds},
       {"throughput_per_s", s.throughput},
-      {"latency_us", {{"count", l.count}, {"mean", l.mean}, {"p50", l.p50}, {"p90", l.p90}, {"p95", l.p95},
-                      {"p99", l.p99}, {"p99.9", l.p999}, {"max", l.max}}},
-      {"stages_mean_us", {{"client_send", m.client_send}, {"queue", m.queue}, {"tokenize", m.tokenize},
-                          {"batch_wait", m.batch_wait}, {"encode", m.encode}, {"decode", m.decode},
-                          {"postprocess", m.postprocess}, {"server_total", m.server_total},
-                          {"overhead", m.overhead}}},
+      {"latency_us",
+       {{"count", l.count},
+        {"mean", l.mean},
+        {"p50", l.p50},
+        {"p90", l.p90},
+        {"p95", l.p95},
+        {"p99", l.p99},
+        {"p99.9", l.p999},
+        {"max", l.max}}},
+      {"stages_mean_us",
+       {{"client_send", m.client_send},
+        {"queue", m.queue},
+        {"tokenize", m.tokenize},
+        {"batch_wait", m.batch_wait},
+        {"encode", m.encode},
+        {"decode", m.decode},
+        {"postprocess", m.postprocess},
+        {"server_total", m.server_total},
+        {"overhead", m.overhead}}},
   };
   if (s.users > 0) j["concurrency"] = s.users;
   if (s.rate_per_s > 0) j["request_rate_per_s"] = s.rate_per_s;
@@ -108,18 +127,21 @@ nlohmann::json to_json(const Summary& s) {
 
 void print_summaries(std::FILE* out, const char* title, const std::vector<Summary>& rows) {
   std::fprintf(out, "%s\n", title);
-  std::fprintf(out, "%-26s %8s %8s %9s %8s %8s %8s %8s %8s %8s | %7s %7s %7s %7s %7s %7s %7s  %s\n", "", "requests",
-               "ok", "ok/s", "p50 ms", "p90 ms", "p95 ms", "p99 ms", "p99.9 ms", "mean ms", "queue", "tokeniz",
-               "b.wait", "encode", "decode", "postpr", "overhd", "errors");
+  std::fprintf(out, "%-26s %8s %8s %9s %8s %8s %8s %8s %8s %8s | %7s %7s %7s %7s %7s %7s %7s  %s\n",
+               "", "requests", "ok", "ok/s", "p50 ms", "p90 ms", "p95 ms", "p99 ms", "p99.9 ms",
+               "mean ms", "queue", "tokeniz", "b.wait", "encode", "decode", "postpr", "overhd",
+               "errors");
   for (const Summary& s : rows) {
     const LatencySummary& l = s.latency;
     const StageMeans& m = s.stages;
     std::fprintf(out,
-                 "%-26s %8llu %8llu %9.1f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f "
+                 "%-26s %8llu %8llu %9.1f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f | %7.2f %7.2f %7.2f "
+                 "%7.2f %7.2f %7.2f "
                  "%7.2f  %s\n",
-                 s.label.c_str(), static_cast<unsigned long long>(s.requests), static_cast<unsigned long long>(s.ok),
-                 s.throughput, l.p50 / 1e3, l.p90 / 1e3, l.p95 / 1e3, l.p99 / 1e3, l.p999 / 1e3, l.mean / 1e3,
-                 m.queue / 1e3, m.tokenize / 1e3, m.batch_wait / 1e3, m.encode / 1e3, m.decode / 1e3,
+                 s.label.c_str(), static_cast<unsigned long long>(s.requests),
+                 static_cast<unsigned long long>(s.ok), s.throughput, l.p50 / 1e3, l.p90 / 1e3,
+                 l.p95 / 1e3, l.p99 / 1e3, l.p999 / 1e3, l.mean / 1e3, m.queue / 1e3,
+                 m.tokenize / 1e3, m.batch_wait / 1e3, m.encode / 1e3, m.decode / 1e3,
                  m.postprocess / 1e3, m.overhead / 1e3, errors_text(s).c_str());
   }
 }
@@ -161,7 +183,8 @@ std::vector<Summary> summarize_windows(const RunResult& run, double window_s) {
   const int64_t run_end = run.end_us + 1;
   for (int64_t begin = first; begin < run_end; begin += window_us) {
     const int64_t end = std::min(begin + window_us, run_end);
-    Summary s = summarize(run.records, [&](const RequestRecord& r) { return r.done_us >= begin && r.done_us < end; });
+    Summary s = summarize(
+        run.records, [&](const RequestRecord& r) { return r.done_us >= begin && r.done_us < end; });
     set_rate(s, static_cast<double>(end - begin) / 1e6);
     s.label = format_number(static_cast<double>(begin - first) / 1e6) + "-" +
               format_number(static_cast<double>(end - first) / 1e6) + " s";
@@ -176,7 +199,9 @@ Summary summarize_all(const RunResult& run) {
   Summary s = summarize(run.records, [](const RequestRecord&) { return true; });
   int64_t last_done = 0;
   for (const RequestRecord& r : run.records) last_done = std::max(last_done, r.done_us);
-  set_rate(s, run.records.empty() ? 0 : static_cast<double>(last_done - run.records.front().sent_us) / 1e6);
+  set_rate(s, run.records.empty()
+                  ? 0
+                  : static_cast<double>(last_done - run.records.front().sent_us) / 1e6);
   s.label = "overall";
   return s;
 }
@@ -232,25 +257,30 @@ std::optional<size_t> best_under_slo(const std::vector<Summary>& steps, double s
   return best;
 }
 
-void print_table(std::FILE* out, const std::vector<Summary>& steps, const std::vector<Summary>& windows,
-                 const Summary& overall, std::optional<double> slo_p99_ms) {
-  std::fprintf(out, "latencies: client-side, successful replies; stage columns: mean ms from the replies' timings_us "
-                    "(overhd = latency - stages: transport, hubs, client)\n");
+void print_table(std::FILE* out, const std::vector<Summary>& steps,
+                 const std::vector<Summary>& windows, const Summary& overall,
+                 std::optional<double> slo_p99_ms) {
+  std::fprintf(out,
+               "latencies: client-side, successful replies; stage columns: mean ms from the "
+               "replies' timings_us "
+               "(overhd = latency - stages: transport, hubs, client)\n");
   if (!windows.empty()) print_summaries(out, "per window (replies by arrival time):", windows);
   print_summaries(out, "per step:", steps);
   print_summaries(out, "", {overall});
   if (slo_p99_ms) {
     if (auto best = best_under_slo(steps, *slo_p99_ms)) {
-      std::fprintf(out, "SLO p99 <= %g ms: best %s, %.1f ok/s at p99 %.2f ms\n", *slo_p99_ms, steps[*best].label.c_str(),
-                   steps[*best].throughput, steps[*best].latency.p99 / 1e3);
+      std::fprintf(out, "SLO p99 <= %g ms: best %s, %.1f ok/s at p99 %.2f ms\n", *slo_p99_ms,
+                   steps[*best].label.c_str(), steps[*best].throughput,
+                   steps[*best].latency.p99 / 1e3);
     } else {
       std::fprintf(out, "SLO p99 <= %g ms: no step met it (with no errors)\n", *slo_p99_ms);
     }
   }
 }
 
-void write_json(const std::string& path, const std::string& settings_json, const std::vector<Summary>& steps,
-                const std::vector<Summary>& windows, const Summary& overall, std::optional<double> slo_p99_ms) {
+void write_json(const std::string& path, const std::string& settings_json,
+                const std::vector<Summary>& steps, const std::vector<Summary>& windows,
+                const Summary& overall, std::optional<double> slo_p99_ms) {
   nlohmann::json doc;
   doc["settings"] = nlohmann::json::parse(settings_json);
   doc["steps"] = nlohmann::json::array();
@@ -272,13 +302,17 @@ void write_json(const std::string& path, const std::string& settings_json, const
   if (!file) throw std::runtime_error("cannot write '" + path + "'");
 }
 
-void write_csv(const std::string& path, const std::vector<Summary>& rows, const ExtraColumns& extra) {
+void write_csv(const std::string& path, const std::vector<Summary>& rows,
+               const ExtraColumns& extra) {
   std::ofstream file(path);
   for (const std::string& name : extra.names) file << name << ",";
   // perf_analyzer's names first (its "Server Queue" etc. mapped onto seqpipe's stages), then ours.
-  file << "Concurrency,Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
-          "Server Compute Input,Server Compute Infer,Server Compute Output,p50 latency,p90 latency,p95 latency,"
-          "p99 latency,p99.9 latency,Avg latency,Requests,Errors,Queue,Tokenize,Batch Wait,Encode,Decode,"
+  file << "Concurrency,Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server "
+          "Queue,"
+          "Server Compute Input,Server Compute Infer,Server Compute Output,p50 latency,p90 "
+          "latency,p95 latency,"
+          "p99 latency,p99.9 latency,Avg latency,Requests,Errors,Queue,Tokenize,Batch "
+          "Wait,Encode,Decode,"
           "Postprocess,Server Total,Label\n";
   for (size_t row = 0; row < rows.size(); ++row) {
     const Summary& s = rows[row];
@@ -289,12 +323,14 @@ void write_csv(const std::string& path, const std::vector<Summary>& rows, const 
     const LatencySummary& l = s.latency;
     char line[1024];
     std::snprintf(line, sizeof line,
-                  "%d,%.2f,%.2f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%llu,%llu,%.0f,%.0f,%.0f,"
+                  "%d,%.2f,%.2f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%llu,%"
+                  "llu,%.0f,%.0f,%.0f,"
                   "%.0f,%.0f,%.0f,%.0f,",
-                  s.users, s.rate_per_s, s.throughput, m.client_send, m.overhead, m.queue + m.batch_wait, m.tokenize,
-                  m.encode + m.decode, m.postprocess, l.p50, l.p90, l.p95, l.p99, l.p999, l.mean,
-                  static_cast<unsigned long long>(s.requests), static_cast<unsigned long long>(s.errors()), m.queue,
-                  m.tokenize, m.batch_wait, m.encode, m.decode, m.postprocess, m.server_total);
+                  s.users, s.rate_per_s, s.throughput, m.client_send, m.overhead,
+                  m.queue + m.batch_wait, m.tokenize, m.encode + m.decode, m.postprocess, l.p50,
+                  l.p90, l.p95, l.p99, l.p999, l.mean, static_cast<unsigned long long>(s.requests),
+                  static_cast<unsigned long long>(s.errors()), m.queue, m.tokenize, m.batch_wait,
+                  m.encode, m.decode, m.postprocess, m.server_total);
     std::string label = s.label;
     std::replace(label.begin(), label.end(), ',', ';');
     file << line << label << "\n";

@@ -20,20 +20,21 @@ struct LatencySummary {
 // Means over the successful replies, microseconds: the reply's per-stage timings, the client's
 // own send time, and what is left of the client latency (transport, the hubs, the client's wait).
 struct StageMeans {
-  double client_send = 0, queue = 0, tokenize = 0, batch_wait = 0, encode = 0, decode = 0, postprocess = 0;
+  double client_send = 0, queue = 0, tokenize = 0, batch_wait = 0, encode = 0, decode = 0,
+         postprocess = 0;
   double server_total = 0;
   double overhead = 0;  // latency - client_send - the six stages
 };
 
 struct Summary {
   std::string label;
-  int users = 0;         // closed loop (0: open loop)
+  int users = 0;          // closed loop (0: open loop)
   double rate_per_s = 0;  // open loop (0: closed loop)
   uint64_t requests = 0;  // sent
   uint64_t ok = 0;
   std::array<uint64_t, kStatusCount> by_status{};  // count per RequestStatus
-  double seconds = 0;     // the time the throughput is over
-  double throughput = 0;  // ok replies per second
+  double seconds = 0;                              // the time the throughput is over
+  double throughput = 0;                           // ok replies per second
   LatencySummary latency;
   StageMeans stages;
 
@@ -58,11 +59,13 @@ std::optional<size_t> best_under_slo(const std::vector<Summary>& steps, double s
 // Rows of summaries under a title, one line each.
 void print_summaries(std::FILE* out, const char* title, const std::vector<Summary>& rows);
 // The whole report: windows (if any), steps, overall, the SLO result.
-void print_table(std::FILE* out, const std::vector<Summary>& steps, const std::vector<Summary>& windows,
-                 const Summary& overall, std::optional<double> slo_p99_ms);
+void print_table(std::FILE* out, const std::vector<Summary>& steps,
+                 const std::vector<Summary>& windows, const Summary& overall,
+                 std::optional<double> slo_p99_ms);
 // One JSON document: settings, steps, windows, overall, the SLO result. Throws on a write error.
-void write_json(const std::string& path, const std::string& settings_json, const std::vector<Summary>& steps,
-                const std::vector<Summary>& windows, const Summary& overall, std::optional<double> slo_p99_ms);
+void write_json(const std::string& path, const std::string& settings_json,
+                const std::vector<Summary>& steps, const std::vector<Summary>& windows,
+                const Summary& overall, std::optional<double> slo_p99_ms);
 // One row per step, perf_analyzer's column names where they mean the same (microseconds), then
 // seqpipe's own stage columns. `extra` columns (name, value per row) come first (the sweep's
 // configuration). Throws on a write error.
@@ -70,6 +73,7 @@ struct ExtraColumns {
   std::vector<std::string> names;
   std::vector<std::vector<std::string>> values;  // one vector per row
 };
-void write_csv(const std::string& path, const std::vector<Summary>& rows, const ExtraColumns& extra = {});
+void write_csv(const std::string& path, const std::vector<Summary>& rows,
+               const ExtraColumns& extra = {});
 
 }  // namespace seqpipe::bench

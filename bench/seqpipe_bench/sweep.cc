@@ -41,7 +41,8 @@ std::vector<GridAxis> parse_grid(const std::string& text) {
   while (std::getline(axes, axis_text, ';')) {
     if (axis_text.find_first_not_of(' ') == std::string::npos) continue;
     const auto eq = axis_text.find('=');
-    if (eq == std::string::npos || eq == 0) throw UsageError("--grid: expected key=v1,v2, got '" + axis_text + "'");
+    if (eq == std::string::npos || eq == 0)
+      throw UsageError("--grid: expected key=v1,v2, got '" + axis_text + "'");
     GridAxis axis{axis_text.substr(0, eq), {}};
     std::stringstream values(axis_text.substr(eq + 1));
     std::string value;
@@ -77,15 +78,17 @@ class PrivatePipeline {
  public:
   PrivatePipeline(const std::string& seqpipe, const std::vector<std::string>& up_args) {
     char dir_template[] = "/tmp/seqpipe-bench.XXXXXX";
-    if (::mkdtemp(dir_template) == nullptr) throw std::runtime_error("cannot make a temporary directory");
+    if (::mkdtemp(dir_template) == nullptr)
+      throw std::runtime_error("cannot make a temporary directory");
     dir_ = dir_template;
     endpoint_ = "ipc://" + dir_ + "/gateway.sock";
     std::vector<std::string> args{seqpipe, "up"};
     args.insert(args.end(), up_args.begin(), up_args.end());
     const std::vector<std::string> private_settings{
-        "runtime_dir=" + dir_, "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock", "gateway.metrics_port=0",
-        "batcher.metrics_port=0", "tokenizer.metrics_port=0", "encoder.metrics_port=0", "decoder.metrics_port=0",
-        "postprocessor.metrics_port=0"};
+        "runtime_dir=" + dir_,      "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
+        "gateway.metrics_port=0",   "batcher.metrics_port=0",
+        "tokenizer.metrics_port=0", "encoder.metrics_port=0",
+        "decoder.metrics_port=0",   "postprocessor.metrics_port=0"};
     for (const std::string& s : private_settings) args.insert(args.end(), {"--set", s});
     log_ = dir_ + "/up.log";
     // Unflushed stdio buffers would be copied into the child and written out twice.
@@ -145,7 +148,8 @@ class PrivatePipeline {
     std::stringstream text;
     text << in.rdbuf();
     const std::string log = text.str();
-    std::fprintf(stderr, "seqpipe-bench sweep: the pipeline did not come up; the end of its log:\n%s\n",
+    std::fprintf(stderr,
+                 "seqpipe-bench sweep: the pipeline did not come up; the end of its log:\n%s\n",
                  log.substr(log.size() > 2000 ? log.size() - 2000 : 0).c_str());
     return false;
   }
@@ -164,7 +168,8 @@ std::string default_seqpipe() {
   return fs::exists(next_to_me) ? next_to_me.string() : "seqpipe";
 }
 
-bool names_key(const std::vector<std::string>& overrides, const std::vector<GridAxis>& grid, const std::string& key) {
+bool names_key(const std::vector<std::string>& overrides, const std::vector<GridAxis>& grid,
+               const std::string& key) {
   for (const std::string& o : overrides) {
     if (o.rfind(key + "=", 0) == 0) return true;
   }
@@ -210,12 +215,14 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
     }
   }
   if (model.empty()) throw UsageError("sweep needs --model DIR");
-  if (!fs::exists(fs::path(model) / "config.json")) throw UsageError("--model: no config.json in '" + model + "'");
+  if (!fs::exists(fs::path(model) / "config.json"))
+    throw UsageError("--model: no config.json in '" + model + "'");
   if (!options.slo_p99_ms) options.slo_p99_ms = 50;
   finish_load_options(options, true);
   const std::vector<GridAxis> grid = parse_grid(grid_text);
   const auto configs = combinations(grid);
-  const bool derive_preferred = !names_key(options.overrides, grid, "batcher.preferred_batch_sizes");
+  const bool derive_preferred =
+      !names_key(options.overrides, grid, "batcher.preferred_batch_sizes");
   service::install_stop_handlers();
 
   struct Measured {
@@ -236,7 +243,8 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
       m.up_args.insert(m.up_args.end(), {"--set", grid[a].key + "=" + values[a]});
       m.description += (a > 0 ? " " : "") + grid[a].key + "=" + values[a];
       if (derive_preferred && grid[a].key == "batcher.max_batch_size") {
-        m.up_args.insert(m.up_args.end(), {"--set", "batcher.preferred_batch_sizes=" + preferred_sizes_for(values[a])});
+        m.up_args.insert(m.up_args.end(), {"--set", "batcher.preferred_batch_sizes=" +
+                                                        preferred_sizes_for(values[a])});
       }
     }
     results.push_back(std::move(m));
@@ -246,18 +254,20 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
   for (int round = 1; round <= rounds && !service::stop_requested(); ++round) {
     for (size_t c = 0; c < results.size() && !service::stop_requested(); ++c) {
       Measured& m = results[c];
-      std::fprintf(stderr, "seqpipe-bench sweep: round %d/%d, [%zu/%zu] %s\n", round, rounds, c + 1, results.size(),
-                   m.description.c_str());
+      std::fprintf(stderr, "seqpipe-bench sweep: round %d/%d, [%zu/%zu] %s\n", round, rounds, c + 1,
+                   results.size(), m.description.c_str());
       PrivatePipeline pipeline(seqpipe, m.up_args);
       if (!pipeline.wait_ready(std::chrono::seconds(90))) return 1;
       Runner runner(make_run_options(options, pipeline.endpoint()));
       LoadStep level;
       level.duration = std::chrono::microseconds(static_cast<int64_t>(options.duration_s * 1e6));
       level.requests = options.requests;
-      run_concurrency_sweep(runner, {options.concurrency_range->first, options.concurrency_range->second,
-                                     options.min_gain, options.slo_p99_ms, level});
+      run_concurrency_sweep(runner,
+                            {options.concurrency_range->first, options.concurrency_range->second,
+                             options.min_gain, options.slo_p99_ms, level});
       m.rounds.push_back(summarize_steps(runner.take_result()));
-      const std::string title = rounds > 1 ? m.description + " (round " + std::to_string(round) + ")" : m.description;
+      const std::string title =
+          rounds > 1 ? m.description + " (round " + std::to_string(round) + ")" : m.description;
       print_summaries(stdout, title.c_str(), m.rounds.back());
       std::fflush(stdout);
     }
@@ -278,24 +288,30 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
   // Ranking: configurations that met the SLO by their best throughput under it, then the rest.
   std::vector<size_t> order(results.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto score = [&](size_t i) { return results[i].best ? results[i].levels[*results[i].best].throughput : -1.0; };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score(a) > score(b); });
-  std::printf("\nconfigurations by throughput under p99 <= %g ms (no errors)%s:\n", *options.slo_p99_ms,
+  auto score = [&](size_t i) {
+    return results[i].best ? results[i].levels[*results[i].best].throughput : -1.0;
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return score(a) > score(b); });
+  std::printf("\nconfigurations by throughput under p99 <= %g ms (no errors)%s:\n",
+              *options.slo_p99_ms,
               rounds > 1 ? (", medians of " + std::to_string(rounds) + " rounds").c_str() : "");
   for (size_t i : order) {
     std::string description;
-    for (size_t a = 0; a < grid.size(); ++a) description += (a > 0 ? " " : "") + grid[a].key + "=" + results[i].values[a];
+    for (size_t a = 0; a < grid.size(); ++a)
+      description += (a > 0 ? " " : "") + grid[a].key + "=" + results[i].values[a];
     if (const auto& best = results[i].best) {
       const Summary& s = results[i].levels[*best];
-      std::printf("  %-80s %8.1f ok/s  p99 %7.2f ms  (%s)\n", description.c_str(), s.throughput, s.latency.p99 / 1e3,
-                  s.label.c_str());
+      std::printf("  %-80s %8.1f ok/s  p99 %7.2f ms  (%s)\n", description.c_str(), s.throughput,
+                  s.latency.p99 / 1e3, s.label.c_str());
     } else {
       std::printf("  %-80s  did not meet the SLO at any level\n", description.c_str());
     }
   }
   if (!order.empty() && results[order.front()].best) {
     std::string best;
-    for (size_t a = 0; a < grid.size(); ++a) best += " --set " + grid[a].key + "=" + results[order.front()].values[a];
+    for (size_t a = 0; a < grid.size(); ++a)
+      best += " --set " + grid[a].key + "=" + results[order.front()].values[a];
     std::printf("best configuration under the SLO:%s\n", best.c_str());
   } else {
     std::printf("no configuration met the SLO\n");
@@ -328,7 +344,8 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
     for (size_t i : order) {
       nlohmann::json config = nlohmann::json::object();
       for (size_t a = 0; a < grid.size(); ++a) config[grid[a].key] = results[i].values[a];
-      nlohmann::json entry = {{"config", config}, {"levels", nlohmann::json::array()}, {"best_level", nullptr}};
+      nlohmann::json entry = {
+          {"config", config}, {"levels", nlohmann::json::array()}, {"best_level", nullptr}};
       for (const Summary& s : results[i].levels) {
         entry["levels"].push_back({{"label", s.label},
                                    {"concurrency", s.users},
