@@ -102,7 +102,8 @@ plot: latency (p50, p99) against throughput, one line per CSV, and the mean per-
   step of each CSV, as one PNG drawn by gnuplot (Debian package gnuplot-nox).
 
 exit status: 0 ok (errors in replies are reported, not fatal), 1 the run could not be made
-(no gateway, a pipeline that does not start, gnuplot failing), 2 bad usage
+(no gateway, a pipeline that does not start, gnuplot failing), 2 bad usage, 130 interrupted
+(Ctrl-C, SIGTERM: sending stops, replies due are awaited, and the report covers what ran)
 )";
 
 int run_main(int argc, char** argv) {
@@ -171,6 +172,10 @@ int run_main(int argc, char** argv) {
                       overall, options.slo_p99_ms);
   }
   if (!options.csv_path.empty()) bench::write_csv(options.csv_path, steps);
+  if (seqpipe::service::stop_requested()) {
+    std::fprintf(stderr, "seqpipe-bench: interrupted; the report covers what ran\n");
+    return 130;
+  }
   return 0;
 }
 

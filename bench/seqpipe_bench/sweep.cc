@@ -362,6 +362,10 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
     file << doc.dump(2) << "\n";
     if (!file) throw std::runtime_error("cannot write '" + options.json_path + "'");
   }
+  if (service::stop_requested()) {
+    std::fprintf(stderr, "seqpipe-bench sweep: interrupted; the report covers what ran\n");
+    return 130;
+  }
   return 0;
 }
 

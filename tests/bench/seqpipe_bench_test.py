@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -136,6 +137,22 @@ class SeqpipeBenchTest(unittest.TestCase):
         self.assertEqual([s["requests"] for s in report["steps"]], [40, 40, 20])
         self.assertEqual(report["overall"]["errors"], 0)
         self.assertEqual(report["settings"]["input"], inputs)
+
+    def test_interrupt_still_reports(self):
+        json_path = os.path.join(self.out, "interrupted.json")
+        proc = subprocess.Popen([BENCH, "--endpoint", self.pipeline.endpoint, "--concurrency", "2", "--duration", "60",
+                                 "--max-new-tokens", "8", "--json", json_path],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 130, stderr)
+        self.assertIn("interrupted", stderr)
+        with open(json_path) as f:
+            report = json.load(f)
+        self.check_summary(report["overall"])
+        self.assertGreater(report["overall"]["ok"], 0)
+        self.assertEqual(report["overall"]["errors"], 0)  # replies in flight were awaited
 
     def test_bad_arguments(self):
         cases = [
