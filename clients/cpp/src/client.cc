@@ -53,4 +53,16 @@ std::variant<protocol::Reply, protocol::Error> Client::Impl::exchange(const std:
   }
 }
 
+bool Client::send(const protocol::Request& request) {
+  const std::string payload = protocol::encode_request(request);
+  return impl_->socket.send({std::string_view(), std::string_view(payload)});
+}
+
+std::optional<std::variant<protocol::Reply, protocol::Error>> Client::receive(std::chrono::milliseconds wait) {
+  auto frames = wait.count() > 0 ? impl_->socket.recv(wait) : impl_->socket.try_recv();
+  if (!frames || frames->empty()) return std::nullopt;
+  const std::string& body = frames->back();
+  return protocol::decode_reply(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
+}
+
 }  // namespace seqpipe::client

@@ -1,8 +1,11 @@
 #pragma once
-// The C++ client of a seqpipe gateway: a DEALER socket, one protocol v1 request at a time
-// (docs/PROTOCOL.md). Used by the `seqpipe` CLI, the benchmarks and the end-to-end tests.
+// The C++ client of a seqpipe gateway: a DEALER socket (docs/PROTOCOL.md). call() sends one
+// request and waits for its reply; send() + receive() keep many requests in flight on the same
+// socket, replies matched by id (the load generator). Used by the `seqpipe` CLI, the benchmarks
+// and the end-to-end tests.
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -25,6 +28,13 @@ class Client {
                                                       std::chrono::milliseconds wait);
   // Sends raw bytes as a request (tests of malformed input) and waits for the reply.
   std::variant<protocol::Reply, protocol::Error> call_raw(const std::string& payload, std::chrono::milliseconds wait);
+
+  // Pipelining: send() queues a request without waiting (false when it could not be queued);
+  // receive() returns the next reply to arrive within `wait`, in completion order, or nullopt.
+  // Give every request its own id and match replies by it. Do not mix with call(), which skips
+  // replies that are not its own.
+  bool send(const protocol::Request& request);
+  std::optional<std::variant<protocol::Reply, protocol::Error>> receive(std::chrono::milliseconds wait);
 
  private:
   struct Impl;

@@ -1,0 +1,372 @@
+#include "sweep.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "options.h"
+#include "report.h"
+#include "seqpipe/common/service.h"
+
+namespace seqpipe::bench {
+
+namespace {
+
+namespace fs = std::filesystem;
+using cli::UsageError;
+
+constexpr const char* kDefaultGrid =
+    "decoder.replicas=1,2;batcher.max_batch_size=1,16;batcher.max_queue_delay_us=0,2000";
+
+struct GridAxis {
+  std::string key;
+  std::vector<std::string> values;
+};
+
+std::vector<GridAxis> parse_grid(const std::string& text) {
+  std::vector<GridAxis> grid;
+  std::stringstream axes(text);
+  std::string axis_text;
+  while (std::getline(axes, axis_text, ';')) {
+    if (axis_text.find_first_not_of(' ') == std::string::npos) continue;
+    const auto eq = axis_text.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UsageError("--grid: expected key=v1,v2, got '" + axis_text + "'");
+    GridAxis axis{axis_text.substr(0, eq), {}};
+    std::stringstream values(axis_text.substr(eq + 1));
+    std::string value;
+    while (std::getline(values, value, ',')) {
+      if (!value.empty()) axis.values.push_back(value);
+    }
+    if (axis.values.empty()) throw UsageError("--grid: no values for '" + axis.key + "'");
+    grid.push_back(std::move(axis));
+  }
+  if (grid.empty()) throw UsageError("--grid: empty");
+  return grid;
+}
+
+// Every combination, the first axis varying slowest.
+std::vector<std::vector<std::string>> combinations(const std::vector<GridAxis>& grid) {
+  std::vector<std::vector<std::string>> out{{}};
+  for (const GridAxis& axis : grid) {
+    std::vector<std::vector<std::string>> next;
+    for (const auto& prefix : out) {
+      for (const std::string& value : axis.values) {
+        next.push_back(prefix);
+        next.back().push_back(value);
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
+// `seqpipe up` as a child in its own runtime dir, stopped (SIGTERM, then what `up` does: drain
+// up to 5 s, SIGKILL) when this goes out of scope.
+class PrivatePipeline {
+ public:
+  PrivatePipeline(const std::string& seqpipe, const std::vector<std::string>& up_args) {
+    char dir_template[] = "/tmp/seqpipe-bench.XXXXXX";
+    if (::mkdtemp(dir_template) == nullptr)
+      throw std::runtime_error("cannot make a temporary directory");
+    dir_ = dir_template;
+    endpoint_ = "ipc://" + dir_ + "/gateway.sock";
+    std::vector<std::string> args{seqpipe, "up"};
+    args.insert(args.end(), up_args.begin(), up_args.end());
+    const std::vector<std::string> private_settings{
+        "runtime_dir=" + dir_,      "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
+        "gateway.metrics_port=0",   "batcher.metrics_port=0",
+        "tokenizer.metrics_port=0", "encoder.metrics_port=0",
+        "decoder.metrics_port=0",   "postprocessor.metrics_port=0"};
+    for (const std::string& s : private_settings) args.insert(args.end(), {"--set", s});
+    log_ = dir_ + "/up.log";
+    // Unflushed stdio buffers would be copied into the child and written out twice.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      const int log_fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (log_fd >= 0) {
+        ::dup2(log_fd, STDOUT_FILENO);
+        ::dup2(log_fd, STDERR_FILENO);
+        ::close(log_fd);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      // Only async-signal-safe calls between fork and exit.
+      constexpr std::string_view kCannotRun = "seqpipe-bench sweep: cannot run ";
+      (void)!::write(STDERR_FILENO, kCannotRun.data(), kCannotRun.size());
+      (void)!::write(STDERR_FILENO, argv[0], std::strlen(argv[0]));
+      (void)!::write(STDERR_FILENO, "\n", 1);
+      std::_Exit(127);
+    }
+  }
+  ~PrivatePipeline() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+  PrivatePipeline(const PrivatePipeline&) = delete;
+  PrivatePipeline& operator=(const PrivatePipeline&) = delete;
+
+  // Ready when one request goes all the way through; false (the log's tail printed) when the
+  // pipeline exits or does not answer within `limit`.
+  bool wait_ready(std::chrono::seconds limit) {
+    client::Client client(endpoint_);
+    protocol::Request request;
+    request.texts = {"warm up"};
+    request.params.max_new_tokens = 2;
+    request.timeout_ms = 1000;
+    const auto give_up = Clock::now() + limit;
+    while (Clock::now() < give_up && !service::stop_requested()) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      auto answer = client.call(request, std::chrono::milliseconds(1500));
+      if (auto* reply = std::get_if<protocol::Reply>(&answer); reply && reply->ok) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    std::ifstream in(log_);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string log = text.str();
+    std::fprintf(stderr,
+                 "seqpipe-bench sweep: the pipeline did not come up; the end of its log:\n%s\n",
+                 log.substr(log.size() > 2000 ? log.size() - 2000 : 0).c_str());
+    return false;
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  std::string dir_, endpoint_, log_;
+  pid_t pid_ = -1;
+};
+
+std::string default_seqpipe() {
+#ifdef SEQPIPE_BIN
+  if (fs::exists(SEQPIPE_BIN)) return SEQPIPE_BIN;
+#endif
+  const fs::path next_to_me = fs::read_symlink("/proc/self/exe").parent_path() / "seqpipe";
+  return fs::exists(next_to_me) ? next_to_me.string() : "seqpipe";
+}
+
+bool names_key(const std::vector<std::string>& overrides, const std::vector<GridAxis>& grid,
+               const std::string& key) {
+  for (const std::string& o : overrides) {
+    if (o.rfind(key + "=", 0) == 0) return true;
+  }
+  return std::any_of(grid.begin(), grid.end(), [&](const GridAxis& a) { return a.key == key; });
+}
+
+std::string preferred_sizes_for(const std::string& max_batch_size) {
+  const int max = std::atoi(max_batch_size.c_str());
+  std::string list = "[";
+  for (int size : {8, 16, 32}) {
+    if (size > max) break;
+    if (list.size() > 1) list += ",";
+    list += std::to_string(size);
+  }
+  return list + "]";
+}
+
+}  // namespace
+
+int sweep_main(int argc, char** argv, std::string_view usage) {
+  LoadOptions options;
+  std::string model, grid_text = kDefaultGrid, seqpipe = default_seqpipe();
+  int rounds = 1;
+  cli::ArgCursor args(argc, argv);
+  while (args.next()) {
+    const std::string& flag = args.flag();
+    if (flag == "--help" || flag == "-h") {
+      std::cout << usage;
+      return 0;
+    } else if (flag == "--model") {
+      model = args.value();
+    } else if (flag == "--grid") {
+      grid_text = args.value();
+    } else if (flag == "--rounds") {
+      rounds = cli::parse_number<int>(flag, args.value());
+      if (rounds < 1) throw UsageError("--rounds must be >= 1");
+    } else if (flag == "--seqpipe") {
+      seqpipe = args.value();
+    } else if (flag == "--endpoint") {
+      throw UsageError("sweep starts its own pipelines: --endpoint does not apply");
+    } else if (!parse_load_option(args, options)) {
+      throw UsageError("sweep: unknown option '" + flag + "'");
+    }
+  }
+  if (model.empty()) throw UsageError("sweep needs --model DIR");
+  if (!fs::exists(fs::path(model) / "config.json"))
+    throw UsageError("--model: no config.json in '" + model + "'");
+  if (!options.slo_p99_ms) options.slo_p99_ms = 50;
+  finish_load_options(options, true);
+  const std::vector<GridAxis> grid = parse_grid(grid_text);
+  const auto configs = combinations(grid);
+  const bool derive_preferred =
+      !names_key(options.overrides, grid, "batcher.preferred_batch_sizes");
+  service::install_stop_handlers();
+
+  struct Measured {
+    std::vector<std::string> values;
+    std::string description;
+    std::vector<std::string> up_args;
+    std::vector<std::vector<Summary>> rounds;  // each round's levels
+    std::vector<Summary> levels;  // the median over the rounds of each level every round ran
+    std::optional<size_t> best;   // under the SLO
+  };
+  std::vector<Measured> results;
+  for (const auto& values : configs) {
+    Measured m{values, {}, {}, {}, {}, std::nullopt};
+    if (!options.config_path.empty()) m.up_args = {"--config", options.config_path};
+    m.up_args.insert(m.up_args.end(), {"--set", "model.dir=" + fs::absolute(model).string()});
+    for (const std::string& o : options.overrides) m.up_args.insert(m.up_args.end(), {"--set", o});
+    for (size_t a = 0; a < grid.size(); ++a) {
+      m.up_args.insert(m.up_args.end(), {"--set", grid[a].key + "=" + values[a]});
+      m.description += (a > 0 ? " " : "") + grid[a].key + "=" + values[a];
+      if (derive_preferred && grid[a].key == "batcher.max_batch_size") {
+        m.up_args.insert(m.up_args.end(), {"--set", "batcher.preferred_batch_sizes=" +
+                                                        preferred_sizes_for(values[a])});
+      }
+    }
+    results.push_back(std::move(m));
+  }
+  // Rounds visit every configuration in turn, so a burst of load from elsewhere on a shared
+  // machine hits one round of each configuration rather than all rounds of one.
+  for (int round = 1; round <= rounds && !service::stop_requested(); ++round) {
+    for (size_t c = 0; c < results.size() && !service::stop_requested(); ++c) {
+      Measured& m = results[c];
+      std::fprintf(stderr, "seqpipe-bench sweep: round %d/%d, [%zu/%zu] %s\n", round, rounds, c + 1,
+                   results.size(), m.description.c_str());
+      PrivatePipeline pipeline(seqpipe, m.up_args);
+      if (!pipeline.wait_ready(std::chrono::seconds(90))) return 1;
+      Runner runner(make_run_options(options, pipeline.endpoint()));
+      LoadStep level;
+      level.duration = std::chrono::microseconds(static_cast<int64_t>(options.duration_s * 1e6));
+      level.requests = options.requests;
+      run_concurrency_sweep(runner,
+                            {options.concurrency_range->first, options.concurrency_range->second,
+                             options.min_gain, options.slo_p99_ms, level});
+      m.rounds.push_back(summarize_steps(runner.take_result()));
+      const std::string title =
+          rounds > 1 ? m.description + " (round " + std::to_string(round) + ")" : m.description;
+      print_summaries(stdout, title.c_str(), m.rounds.back());
+      std::fflush(stdout);
+    }
+  }
+  for (Measured& m : results) {
+    // A level counts only if every round ran it (a round may stop earlier on the SLO or the gain).
+    for (size_t level = 0; !m.rounds.empty(); ++level) {
+      std::vector<Summary> same_level;
+      for (const auto& r : m.rounds) {
+        if (level < r.size()) same_level.push_back(r[level]);
+      }
+      if (same_level.size() < m.rounds.size()) break;
+      m.levels.push_back(median_of(same_level));
+    }
+    m.best = best_under_slo(m.levels, *options.slo_p99_ms);
+  }
+
+  // Ranking: configurations that met the SLO by their best throughput under it, then the rest.
+  std::vector<size_t> order(results.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto score = [&](size_t i) {
+    return results[i].best ? results[i].levels[*results[i].best].throughput : -1.0;
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return score(a) > score(b); });
+  std::printf("\nconfigurations by throughput under p99 <= %g ms (no errors)%s:\n",
+              *options.slo_p99_ms,
+              rounds > 1 ? (", medians of " + std::to_string(rounds) + " rounds").c_str() : "");
+  for (size_t i : order) {
+    std::string description;
+    for (size_t a = 0; a < grid.size(); ++a)
+      description += (a > 0 ? " " : "") + grid[a].key + "=" + results[i].values[a];
+    if (const auto& best = results[i].best) {
+      const Summary& s = results[i].levels[*best];
+      std::printf("  %-80s %8.1f ok/s  p99 %7.2f ms  (%s)\n", description.c_str(), s.throughput,
+                  s.latency.p99 / 1e3, s.label.c_str());
+    } else {
+      std::printf("  %-80s  did not meet the SLO at any level\n", description.c_str());
+    }
+  }
+  if (!order.empty() && results[order.front()].best) {
+    std::string best;
+    for (size_t a = 0; a < grid.size(); ++a)
+      best += " --set " + grid[a].key + "=" + results[order.front()].values[a];
+    std::printf("best configuration under the SLO:%s\n", best.c_str());
+  } else {
+    std::printf("no configuration met the SLO\n");
+  }
+
+  if (!options.csv_path.empty()) {
+    std::vector<Summary> rows;
+    ExtraColumns extra;
+    for (const GridAxis& axis : grid) extra.names.push_back(axis.key);
+    extra.names.push_back("Round");
+    for (const Measured& m : results) {
+      for (size_t r = 0; r < m.rounds.size(); ++r) {
+        for (const Summary& s : m.rounds[r]) {
+          rows.push_back(s);
+          extra.values.push_back(m.values);
+          extra.values.back().push_back(std::to_string(r + 1));
+        }
+      }
+    }
+    write_csv(options.csv_path, rows, extra);
+  }
+  if (!options.json_path.empty()) {
+    nlohmann::json doc;
+    doc["settings"] = nlohmann::json::parse(settings_json(options, "private pipelines"));
+    doc["settings"]["model"] = model;
+    doc["settings"]["grid"] = grid_text;
+    doc["settings"]["rounds"] = rounds;
+    doc["slo_p99_ms"] = *options.slo_p99_ms;
+    doc["configurations"] = nlohmann::json::array();
+    for (size_t i : order) {
+      nlohmann::json config = nlohmann::json::object();
+      for (size_t a = 0; a < grid.size(); ++a) config[grid[a].key] = results[i].values[a];
+      nlohmann::json entry = {
+          {"config", config}, {"levels", nlohmann::json::array()}, {"best_level", nullptr}};
+      for (const Summary& s : results[i].levels) {
+        entry["levels"].push_back({{"label", s.label},
+                                   {"concurrency", s.users},
+                                   {"throughput_per_s", s.throughput},
+                                   {"requests", s.requests},
+                                   {"errors", s.errors()},
+                                   {"p50_us", s.latency.p50},
+                                   {"p99_us", s.latency.p99}});
+      }
+      if (results[i].best) entry["best_level"] = *results[i].best;
+      doc["configurations"].push_back(entry);
+    }
+    std::ofstream file(options.json_path);
+    file << doc.dump(2) << "\n";
+    if (!file) throw std::runtime_error("cannot write '" + options.json_path + "'");
+  }
+  if (service::stop_requested()) {
+    std::fprintf(stderr, "seqpipe-bench sweep: interrupted; the report covers what ran\n");
+    return 130;
+  }
+  return 0;
+}
+
+}  // namespace seqpipe::bench
