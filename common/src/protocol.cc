@@ -387,8 +387,9 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
   const msgpack::object* texts = nullptr;
   const msgpack::object* params = nullptr;
   const msgpack::object* timeout_ms = nullptr;
-  const NamedSlot fields[] = {{"v", &v},         {"id", &id},         {"text", &text},
-                              {"texts", &texts}, {"params", &params}, {"timeout_ms", &timeout_ms}};
+  const msgpack::object* op = nullptr;
+  const NamedSlot fields[] = {{"v", &v},           {"id", &id},         {"text", &text},      {"texts", &texts},
+                              {"params", &params}, {"op", &op},         {"timeout_ms", &timeout_ms}};
   std::optional<std::string> unknown;
   if (auto error = collect_fields(root.via.map, "", fields, unknown)) {
     return reject(std::move(*error));
@@ -416,6 +417,30 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
   }
   if (unknown) return reject(invalid("unknown field " + *unknown), echo_id);
   if (id_error) return reject(std::move(*id_error));
+
+  if (op) {
+    if (op->type != msgpack::type::STR) {
+      return reject(invalid("op must be \"generate\" or \"cancel\", got " + describe(*op)), echo_id);
+    }
+    const std::string_view name = as_string_view(*op);
+    if (name == "cancel") {
+      request.op = Op::kCancel;
+    } else if (name != "generate") {
+      return reject(invalid("op must be \"generate\" or \"cancel\", got " + quote_name(name)), echo_id);
+    }
+  }
+  if (request.op == Op::kCancel) {
+    // A cancel names the request to cancel by its id and carries nothing else.
+    if (!request.id) return reject(invalid("a cancel request needs the id of the request to cancel"));
+    for (const auto& [name, field] : {std::pair{"text", text}, std::pair{"texts", texts},
+                                      std::pair{"params", params}, std::pair{"timeout_ms", timeout_ms}}) {
+      if (field) {
+        return reject(invalid(std::string("a cancel request carries only v, op and id, not '") + name + "'"),
+                      echo_id);
+      }
+    }
+    return request;
+  }
 
   if (text && texts) {
     return reject(invalid("request has both 'text' and 'texts' (send exactly one)"), echo_id);
@@ -655,6 +680,8 @@ std::string_view wire_name(ErrorCode code) {
       return "internal";
     case ErrorCode::kUnavailable:
       return "unavailable";
+    case ErrorCode::kCancelled:
+      return "cancelled";
   }
   return "internal";
 }
@@ -662,7 +689,7 @@ std::string_view wire_name(ErrorCode code) {
 std::optional<ErrorCode> parse_error_code(std::string_view name) {
   for (ErrorCode code :
        {ErrorCode::kInvalidArgument, ErrorCode::kTooLong, ErrorCode::kDeadlineExceeded,
-        ErrorCode::kOverloaded, ErrorCode::kInternal, ErrorCode::kUnavailable}) {
+        ErrorCode::kOverloaded, ErrorCode::kInternal, ErrorCode::kUnavailable, ErrorCode::kCancelled}) {
     if (wire_name(code) == name) return code;
   }
   return std::nullopt;
@@ -726,6 +753,18 @@ std::string encode_request(const Request& request) {
   std::string out;
   StringSink sink(out);
   Packer packer(sink);
+  if (request.op == Op::kCancel) {
+    packer.pack_map(2 + (request.id ? 1 : 0));
+    pack_string(packer, "v");
+    packer.pack_int(kVersion);
+    pack_string(packer, "op");
+    pack_string(packer, "cancel");
+    if (request.id) {
+      pack_string(packer, "id");
+      pack_string(packer, *request.id);
+    }
+    return out;
+  }
   packer.pack_map(3 + (request.id ? 1 : 0) + (request.timeout_ms ? 1 : 0));
   pack_string(packer, "v");
   packer.pack_int(kVersion);

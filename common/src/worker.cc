@@ -92,6 +92,10 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     hub_liveness.seen(Clock::now());  // anything from the hub, even malformed, shows it is alive
     auto message = decode_frames(frames, 1, from, options.limits, metrics);
     if (!message || message->kind == stage::MessageKind::kHeartbeat) return;
+    if (message->kind == stage::MessageKind::kCancel) {
+      stage.cancel(*message, out);
+      return;
+    }
     if (message->kind != stage.accepts()) {
       spdlog::warn("{}: ignored a '{}' message from the hub", options.stage_name, stage::kind_name(message->kind));
       metrics.malformed();

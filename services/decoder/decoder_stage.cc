@@ -77,6 +77,29 @@ void DecoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
   metrics_.set_in_flight(running());
 }
 
+void DecoderStage::cancel(const stage::StageMessage& message, worker::Outbox& out) {
+  int credits = 0;
+  for (const auto& request : message.items) {
+    for (size_t i = 0; i < running_.size();) {
+      Running& r = running_[i];
+      if (r.item.request == request.request && r.item.gateway == request.gateway) {
+        generator_.cancel(r.handle);
+        credits += r.slots;
+        metrics_.cancelled();
+        spdlog::info("decoder: request {} item {} cancelled after {} us; {} slot(s) freed", r.item.request,
+                     r.item.index, micros_since(r.started), r.slots);
+        r = std::move(running_.back());
+        running_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+  // Nothing found: it finished first, and its slots went back with its result.
+  if (credits > 0) out.to_hub.push_back({stage::MessageKind::kDecoded, credits, {}});
+  metrics_.set_in_flight(running());
+}
+
 void DecoderStage::admit(stage::WorkItem&& item, worker::Outbox& out, int& credits) {
   const int slots = std::max(1, item.params.num_beams);  // what the batcher charged
   const int64_t d_model = model_->config().d_model;

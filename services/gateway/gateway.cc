@@ -56,6 +56,10 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
     return;
   }
   auto& request = std::get<protocol::Request>(decoded);
+  if (request.op == protocol::Op::kCancel) {
+    cancel(frames, *request.id, now, out);
+    return;
+  }
   if (waiting_.size() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
     reply_error(std::move(frames), request.id.value_or(""),
                 {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"}, now, now, out);
@@ -99,6 +103,10 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
     item.params = request.params;
     item.text = std::move(request.texts[i]);
     work.items.push_back(std::move(item));
+  }
+  if (request.id) {
+    r.cancel_key = client_key(r.envelope, *request.id);
+    by_client_.emplace(r.cancel_key, id);
   }
   deadlines_.emplace(r.deadline, id);
   auto& stored = requests_.emplace(id, std::move(r)).first->second;
@@ -187,6 +195,15 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
   }
   out.replies.emplace_back(std::move(r.envelope), protocol::encode_reply(reply));
   deadlines_.erase({r.deadline, id});
+  if (!r.cancel_key.empty()) {
+    auto [first, last] = by_client_.equal_range(r.cancel_key);
+    for (auto c = first; c != last; ++c) {
+      if (c->second == id) {
+        by_client_.erase(c);
+        break;
+      }
+    }
+  }
   requests_.erase(it);
   metrics_.set_in_flight(static_cast<double>(requests_.size()));
 }
@@ -199,6 +216,39 @@ void Gateway::reply_error(Envelope envelope, std::string client_id, protocol::Er
   reply.timings.total_us = micros(now - received);
   gateway_metrics_.request_seconds(false, static_cast<double>(reply.timings.total_us) * 1e-6);
   out.replies.emplace_back(std::move(envelope), protocol::encode_reply(reply));
+}
+
+std::string Gateway::client_key(const Envelope& envelope, const std::string& client_id) {
+  // Length-prefixed frames: routing ids are arbitrary bytes.
+  std::string key;
+  for (const auto& frame : envelope) key += std::to_string(frame.size()) + ':' + frame;
+  return key + std::to_string(client_id.size()) + ':' + client_id;
+}
+
+void Gateway::cancel(const Envelope& envelope, const std::string& client_id, SteadyClock::time_point now,
+                     Outbox& out) {
+  auto [first, last] = by_client_.equal_range(client_key(envelope, client_id));
+  std::vector<uint64_t> ids;
+  for (auto c = first; c != last; ++c) ids.push_back(c->second);
+  gateway_metrics_.cancel(!ids.empty());
+  if (ids.empty()) {
+    spdlog::info("gateway: cancel of id '{}' ignored: no such request in flight (answered already?)", client_id);
+    return;
+  }
+  stage::StageMessage cancel{stage::MessageKind::kCancel, 0, {}};
+  const int64_t now_unix = service::unix_now_us();
+  for (uint64_t id : ids) {
+    const Request& r = requests_.at(id);
+    // The batcher forgets a cancelled request at its deadline: no work of it can matter later.
+    stage::WorkItem item;
+    item.request = id;
+    item.gateway = results_endpoint_;
+    item.deadline_unix_us = now_unix + static_cast<int64_t>(micros(r.deadline - now));
+    cancel.items.push_back(std::move(item));
+    reply(id, protocol::error_reply(r.client_id, {protocol::ErrorCode::kCancelled, "cancelled by the client"}), now,
+          out);
+  }
+  out.to_batcher.push_back(std::move(cancel));
 }
 
 void Gateway::expire(SteadyClock::time_point now, Outbox& out) {

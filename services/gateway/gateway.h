@@ -4,7 +4,9 @@
 // answers deadline_exceeded itself; a result for a request already answered is dropped and
 // counted. It is the tokenizers' hub: heartbeats both ways, and the work a dead tokenizer held
 // goes once to another (a second loss, or no tokenizer left, answers `unavailable`). Time is
-// passed in, so tests drive it with an injected clock.
+// passed in, so tests drive it with an injected clock. A client may cancel its own request by id
+// (op "cancel"): the request is answered `cancelled` at once, and a `cancel` message goes to the
+// batcher, which drops the request's work and has its decoder free the KV-cache slots.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -33,9 +35,11 @@ using Envelope = std::vector<std::string>;  // the client's routing frames, sent
 struct Outbox {
   std::vector<std::pair<Envelope, std::string>> replies;                  // (envelope, reply bytes)
   std::vector<std::pair<std::string, stage::StageMessage>> to_tokenizers;  // (worker routing id, message)
+  std::vector<stage::StageMessage> to_batcher;  // `cancel` messages, PUSHed to batcher.ingress_endpoint
   void clear() {
     replies.clear();
     to_tokenizers.clear();
+    to_batcher.clear();
   }
 };
 
@@ -85,7 +89,12 @@ class Gateway {
     stage::StageTimings timings;  // per stage, the slowest of the request's texts
     bool retried = false;         // its tokenize work was re-dispatched once already
     std::vector<std::string> cache_keys;  // per text, when the cache is on
+    std::string cancel_key;               // key in by_client_ (empty: the request had no id)
   };
+  // A cancel from the client behind `envelope` for its request(s) with id `client_id`.
+  void cancel(const Envelope& envelope, const std::string& client_id, SteadyClock::time_point now, Outbox& out);
+  // Which requests a cancel may name: the client's routing frames and its id.
+  static std::string client_key(const Envelope& envelope, const std::string& client_id);
   void reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now, Outbox& out);
   static protocol::Reply ok_reply(Request& r);
   void reply_error(Envelope envelope, std::string client_id, protocol::Error error, SteadyClock::time_point received,
@@ -106,6 +115,8 @@ class Gateway {
   std::unordered_map<uint64_t, Request> requests_;
   std::set<std::pair<SteadyClock::time_point, uint64_t>> deadlines_;
   std::deque<stage::StageMessage> waiting_;  // tokenize messages without a tokenizer credit yet
+  // Requests in flight by client_key, for cancels (a client may reuse an id: a cancel names all).
+  std::unordered_multimap<std::string, uint64_t> by_client_;
 };
 
 }  // namespace seqpipe::gateway

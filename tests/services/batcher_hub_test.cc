@@ -226,6 +226,78 @@ TEST_F(BatcherHubTest, ADeadDecodersItemGoesToAnotherAndItsLateAnswerIsDropped) 
   EXPECT_EQ(h.queued(), 1u);
 }
 
+stage::StageMessage cancel_of(uint64_t request) {
+  stage::WorkItem w = item(request);
+  w.ids.clear();
+  return {stage::MessageKind::kCancel, 0, {w}};
+}
+
+TEST_F(BatcherHubTest, ACancelDropsQueuedWorkAndWorkThatArrivesLater) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_sequences(sequences({item(1), item(2), item(3)}), t0, out);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(4), item(5)}}, t0);
+  EXPECT_EQ(h.queued(), 5u);
+  h.on_sequences(cancel_of(2), t0, out);  // waiting for a batch
+  h.on_sequences(cancel_of(4), t0, out);  // waiting for a decoder
+  h.on_sequences(cancel_of(9), t0, out);  // still at a tokenizer
+  EXPECT_EQ(h.queued(), 3u);
+  EXPECT_TRUE(out.to_workers.empty());
+  EXPECT_TRUE(out.to_gateways.empty());  // the gateway answered `cancelled` itself
+  h.on_sequences(sequences({item(9), item(6)}), t0, out);  // 9 arrives after its cancel: dropped
+  EXPECT_EQ(h.queued(), 4u);
+  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 8, {}}, t0);
+  h.dispatch(t0, out);
+  auto batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{1, 3}));
+  auto decodes = sent(out, Role::kDecoder);
+  ASSERT_EQ(decodes.size(), 1u);
+  EXPECT_EQ(requests(decodes[0].message), (std::vector<uint64_t>{5}));
+  // A request cancelled while its batch is at an encoder: its encoded item goes no further.
+  h.on_sequences(cancel_of(3), t0, out);
+  out.clear();
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 1, batches[0].message.items}, t0);
+  h.dispatch(t0, out);
+  decodes = sent(out, Role::kDecoder);
+  ASSERT_EQ(decodes.size(), 1u);
+  EXPECT_EQ(requests(decodes[0].message), (std::vector<uint64_t>{1}));
+}
+
+TEST_F(BatcherHubTest, ACancelReachesTheDecoderRunningTheSequenceAndItsSlotsComeBack) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kDecoder, "d1", {stage::MessageKind::kReady, 4, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1, 5, 2), item(2, 5, 2)}}, t0);
+  h.dispatch(t0, out);
+  ASSERT_EQ(sent(out, Role::kDecoder).size(), 1u);
+  EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), 0);
+  out.clear();
+  h.on_sequences(cancel_of(2), t0, out);
+  ASSERT_EQ(out.to_workers.size(), 1u);
+  EXPECT_EQ(out.to_workers[0].role, Role::kDecoder);
+  EXPECT_EQ(out.to_workers[0].worker, "d1");
+  EXPECT_EQ(out.to_workers[0].message.kind, stage::MessageKind::kCancel);
+  EXPECT_EQ(requests(out.to_workers[0].message), (std::vector<uint64_t>{2}));
+  // The decoder stops it and returns its two slots without an item.
+  h.on_worker(Role::kDecoder, "d1", {stage::MessageKind::kDecoded, 2, {}}, t0);
+  EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), 2);
+  // If d1 dies now, only request 1 is re-dispatched: the cancelled one left its record.
+  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kReady, 4, {}}, t0);
+  out.clear();
+  h.worker_dead(Role::kDecoder, "d1", t0, out);
+  h.dispatch(t0, out);
+  auto again = sent(out, Role::kDecoder);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(requests(again[0].message), (std::vector<uint64_t>{1}));
+  // A decoder that finished the cancelled sequence before the cancel reached it: dropped.
+  stage::WorkItem finished = item(2, 5, 2);
+  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kDecoded, 0, {finished}}, t0);
+  EXPECT_EQ(h.queued(), 0u);
+}
+
 TEST_F(BatcherHubTest, ExpiredItemsWaitingForADecoderAreDroppedWithoutCostingSlots) {
   BatcherHub& h = hub();
   Outbox out;

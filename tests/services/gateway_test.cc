@@ -195,6 +195,73 @@ TEST_F(GatewayTest, ADeadTokenizersWorkGoesToAnotherOnceThenUnavailable) {
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kUnavailable);
 }
 
+static protocol::Request cancel_of(const std::string& id) {
+  protocol::Request r;
+  r.op = protocol::Op::kCancel;
+  r.id = id;
+  return r;
+}
+
+TEST_F(GatewayTest, ACancelAnswersTheRequestCancelledOnceAndTellsTheBatcher) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_client(request("A", texts({"a", "b"})), t0, out);
+  g.dispatch(t0, out);
+  const stage::StageMessage work = out.to_tokenizers.at(0).second;
+  out.clear();
+  // Another client's cancel of the same id, and this client's cancel of another id: nothing.
+  g.on_client(request("B", cancel_of("c1")), t0 + milliseconds(10), out);
+  g.on_client(request("A", cancel_of("c2")), t0 + milliseconds(10), out);
+  EXPECT_TRUE(out.replies.empty());
+  EXPECT_TRUE(out.to_batcher.empty());
+  EXPECT_EQ(g.in_flight(), 1u);
+
+  g.on_client(request("A", cancel_of("c1")), t0 + milliseconds(20), out);
+  ASSERT_EQ(out.replies.size(), 1u);  // the cancelled request's reply; the cancel has none
+  EXPECT_EQ(out.replies[0].first, (Envelope{"A", ""}));
+  const protocol::Reply r = reply_of(out);
+  EXPECT_EQ(r.id, "c1");
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error->code, protocol::ErrorCode::kCancelled);
+  EXPECT_EQ(r.timings.total_us, 20000u);
+  ASSERT_EQ(out.to_batcher.size(), 1u);
+  EXPECT_EQ(out.to_batcher[0].kind, stage::MessageKind::kCancel);
+  ASSERT_EQ(out.to_batcher[0].items.size(), 1u);
+  EXPECT_EQ(out.to_batcher[0].items[0].request, work.items[0].request);
+  EXPECT_EQ(out.to_batcher[0].items[0].gateway, "ipc:///tmp/results.sock");
+  EXPECT_GT(out.to_batcher[0].items[0].deadline_unix_us, 0);
+  EXPECT_EQ(g.in_flight(), 0u);
+  EXPECT_FALSE(g.next_deadline().has_value());
+
+  // Results still on their way, a second cancel and the deadline: no second reply.
+  out.clear();
+  g.on_results(result_for(work, {"A", "B"}), t0 + milliseconds(30), out);
+  g.on_client(request("A", cancel_of("c1")), t0 + milliseconds(40), out);
+  g.expire(t0 + milliseconds(5000), out);
+  EXPECT_TRUE(out.replies.empty());
+  EXPECT_TRUE(out.to_batcher.empty());
+}
+
+TEST_F(GatewayTest, ACancelAfterTheReplyIsIgnoredAndAMalformedCancelIsAnswered) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_client(request("A", texts({"a"})), t0, out);
+  g.dispatch(t0, out);
+  g.on_results(result_for(out.to_tokenizers.at(0).second, {"A"}), t0, out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_TRUE(reply_of(out).ok);
+  out.clear();
+  g.on_client(request("A", cancel_of("c1")), t0, out);
+  EXPECT_TRUE(out.replies.empty());
+  EXPECT_TRUE(out.to_batcher.empty());
+  g.on_client({"A", "", "\x83\xa1v\x01\xa2op\xa6" "cancel\xa4text\xa1x"}, t0, out);  // cancel with a text
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(out.to_batcher.empty());
+}
+
 TEST_F(GatewayTest, HeartbeatsGoToEveryTokenizerOncePerInterval) {
   Gateway& g = gateway();
   Outbox out;

@@ -157,6 +157,39 @@ TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {
   EXPECT_EQ(got[2], std::vector<int32_t>(want2.begin(), want2.end()));
 }
 
+TEST_F(WorkerStages, DecoderStopsACancelledSequenceAndReturnsItsSlotsWhileOthersGoOn) {
+  decoder::DecoderStage stage(*model_, config_, metrics_);
+  worker::Outbox out;
+  stage::WorkItem doomed = encoded(1, "teh speling", 4);
+  doomed.params.min_new_tokens = 12;  // would run every step
+  stage.handle({stage::MessageKind::kDecode, 0, {doomed, encoded(2, "hello world")}}, out);
+  stage.work(out);
+  ASSERT_EQ(stage.running(), 2);
+  EXPECT_EQ(stage.free_slots(), 3);
+  out.to_hub.clear();
+  // A cancel for another gateway's request 1 and for an unknown request: nothing stops.
+  stage::WorkItem other = item(1);
+  other.gateway = "ipc:///tmp/elsewhere.sock";
+  stage.cancel({stage::MessageKind::kCancel, 0, {other, item(7)}}, out);
+  EXPECT_EQ(stage.running(), 2);
+  EXPECT_TRUE(out.to_hub.empty());
+  stage.cancel({stage::MessageKind::kCancel, 0, {item(1)}}, out);
+  EXPECT_EQ(stage.running(), 1);
+  EXPECT_EQ(stage.free_slots(), 7);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0], (stage::StageMessage{stage::MessageKind::kDecoded, 4, {}}));  // its 4 slots, no result
+  out.to_hub.clear();
+  for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  ASSERT_EQ(out.to_hub[0].items.size(), 1u);
+  EXPECT_EQ(out.to_hub[0].items[0].request, 2u);
+  EXPECT_EQ(out.to_hub[0].credits, 1);
+  const auto want = reference("hello world", 1);
+  EXPECT_EQ(out.to_hub[0].items[0].ids, std::vector<int32_t>(want.begin(), want.end()));
+  EXPECT_EQ(stage.free_slots(), 8);
+  EXPECT_TRUE(out.pushes.empty());
+}
+
 TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
   config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);

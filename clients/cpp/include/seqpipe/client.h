@@ -1,8 +1,10 @@
 #pragma once
-// The C++ client of a seqpipe gateway: a DEALER socket, one protocol v1 request at a time
-// (docs/PROTOCOL.md). Used by the `seqpipe` CLI, the benchmarks and the end-to-end tests.
+// The C++ client of a seqpipe gateway: a DEALER socket speaking protocol v1 (docs/PROTOCOL.md).
+// call() is one request and its reply; submit() / cancel() / receive() keep several in flight
+// and cancel one. Used by the `seqpipe` CLI, the benchmarks and the end-to-end tests.
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -23,6 +25,16 @@ class Client {
   // kInternal; a server-side error is a Reply with ok == false.
   std::variant<protocol::Reply, protocol::Error> call(const protocol::Request& request,
                                                       std::chrono::milliseconds wait);
+  // Sends `request` without waiting and returns its id (the request's own, or a fresh one);
+  // nullopt when it could not be sent. Its reply comes from receive().
+  std::optional<std::string> submit(const protocol::Request& request);
+  // Asks the gateway to cancel the in-flight request `id` (sent by this client). Its reply, from
+  // receive(), is then the error `cancelled`, or its normal reply when it finished first. False
+  // when the cancel could not be sent.
+  bool cancel(const std::string& id);
+  // Waits up to `wait` for the reply to `id`; replies to other ids that arrive meanwhile are
+  // dropped (late replies to calls that timed out). A transport failure is an Error value.
+  std::variant<protocol::Reply, protocol::Error> receive(const std::string& id, std::chrono::milliseconds wait);
   // Sends raw bytes as a request (tests of malformed input) and waits for the reply.
   std::variant<protocol::Reply, protocol::Error> call_raw(const std::string& payload, std::chrono::milliseconds wait);
 

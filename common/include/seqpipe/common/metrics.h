@@ -28,6 +28,7 @@ inline constexpr std::string_view kMalformed = "seqpipe_stage_malformed_messages
 inline constexpr std::string_view kLate = "seqpipe_stage_late_items_total";
 inline constexpr std::string_view kWorkersDead = "seqpipe_hub_workers_declared_dead_total";
 inline constexpr std::string_view kRedispatched = "seqpipe_hub_items_redispatched_total";
+inline constexpr std::string_view kCancelled = "seqpipe_stage_cancelled_items_total";
 inline constexpr std::string_view kQueueSeconds = "seqpipe_stage_queue_seconds";
 inline constexpr std::string_view kComputeSeconds = "seqpipe_stage_compute_seconds";
 inline constexpr std::string_view kBatchSize = "seqpipe_stage_batch_size";
@@ -38,6 +39,7 @@ inline constexpr std::string_view kLateResults = "seqpipe_gateway_late_results_t
 inline constexpr std::string_view kModelSeconds = "seqpipe_gateway_model_latency_seconds";
 inline constexpr std::string_view kOverheadSeconds = "seqpipe_gateway_overhead_latency_seconds";
 inline constexpr std::string_view kCacheLookups = "seqpipe_gateway_cache_lookups_total";
+inline constexpr std::string_view kCancels = "seqpipe_gateway_cancels_total";
 
 // Latency buckets from 100 us to 5 s (the default; configurable per issue 5 later).
 std::vector<double> default_latency_buckets();
@@ -78,6 +80,9 @@ class StageMetrics {
   // Hubs: a worker missed its heartbeats (or could not be reached); items given to another replica.
   void worker_dead();
   void redispatched(double n = 1);
+  // Work items dropped because their request was cancelled by its client (a decoder: sequences
+  // stopped, their KV-cache slots freed).
+  void cancelled(double n = 1);
   void queue_time(double seconds);
   void compute_time(double seconds);
   void batch_size(double size);
@@ -91,6 +96,7 @@ class StageMetrics {
   prometheus::Counter* late_;
   prometheus::Counter* dead_;
   prometheus::Counter* redispatched_;
+  prometheus::Counter* cancelled_;
   prometheus::Histogram* queue_;
   prometheus::Histogram* compute_;
   prometheus::Histogram* batch_;
@@ -107,6 +113,9 @@ class GatewayMetrics {
   void latency_split(double model_seconds, double overhead_seconds);
   void late_result();
   void cache_lookup(bool hit);
+  // A client's cancel: `found` when it named a request in flight (then answered `cancelled`),
+  // else the request had been answered already (or never existed) and nothing happened.
+  void cancel(bool found);
 
  private:
   prometheus::Histogram* ok_;
@@ -116,6 +125,8 @@ class GatewayMetrics {
   prometheus::Counter* late_;
   prometheus::Counter* cache_hits_;
   prometheus::Counter* cache_misses_;
+  prometheus::Counter* cancels_found_;
+  prometheus::Counter* cancels_not_found_;
 };
 
 }  // namespace seqpipe::metrics

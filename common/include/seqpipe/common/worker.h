@@ -59,6 +59,9 @@ class WorkerStage {
   virtual stage::MessageKind accepts() const = 0;
   // One message of that kind from the hub (already validated by stage::decode).
   virtual void handle(stage::StageMessage&& message, Outbox& out) = 0;
+  // A `cancel` from the hub: stop the work of these requests (items: request, gateway) and
+  // return its credits. Stages that hold no work between messages have nothing to stop.
+  virtual void cancel(const stage::StageMessage& /*message*/, Outbox& /*out*/) {}
   // Runs before the worker announces itself (warm-up batches); true when it did something.
   virtual bool warm_up() { return false; }
   // Work the stage does between messages (the decoder's steps); the loop then polls the socket
