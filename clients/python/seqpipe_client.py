@@ -52,10 +52,11 @@ class Client:
         return self._receive(None, wait_ms)
 
     def generate(self, text_or_texts, max_new_tokens=32, num_beams=1, length_penalty=1.0,
-                 min_new_tokens=0, return_scores=False, timeout_ms=None):
-        """One request; returns the reply map, or raises SeqpipeError for an error reply."""
+                 min_new_tokens=0, return_scores=False, timeout_ms=None, priority=None):
+        """One request; returns the reply map, or raises SeqpipeError for an error reply.
+        priority: 1 (highest) .. the server's batcher.priority_levels; None = the server's default."""
         request_id = self.submit(text_or_texts, max_new_tokens, num_beams, length_penalty, min_new_tokens,
-                                 return_scores, timeout_ms)
+                                 return_scores, timeout_ms, priority)
         reply = self.result(request_id, (timeout_ms or self._timeout_ms) + 1000)
         if reply.get("status") != "ok":
             error = reply.get("error", {})
@@ -63,7 +64,7 @@ class Client:
         return reply
 
     def submit(self, text_or_texts, max_new_tokens=32, num_beams=1, length_penalty=1.0,
-               min_new_tokens=0, return_scores=False, timeout_ms=None):
+               min_new_tokens=0, return_scores=False, timeout_ms=None, priority=None):
         """Sends one request without waiting; returns its id (for result() and cancel())."""
         request_id = f"py{next(self._ids)}"
         request = {"v": PROTOCOL_VERSION, "id": request_id}
@@ -78,6 +79,8 @@ class Client:
             "min_new_tokens": int(min_new_tokens),
             "return_scores": bool(return_scores),
         }
+        if priority is not None:
+            request["params"]["priority"] = int(priority)
         if timeout_ms is not None:
             request["timeout_ms"] = int(timeout_ms)
         self._socket.send_multipart([b"", msgpack.packb(request, use_single_float=True)])

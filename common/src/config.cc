@@ -101,6 +101,8 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"batcher", "max_queue_delay_us"}, b.max_queue_delay_us, IntRule{0, 10'000'000});
   visit(Key{"batcher", "max_batch_tokens"}, b.max_batch_tokens, IntRule{1, 1 << 20});
   visit(Key{"batcher", "max_queue_size"}, b.max_queue_size, IntRule{1, 1 << 20});
+  visit(Key{"batcher", "priority_levels"}, b.priority_levels, IntRule{1, 16});
+  visit(Key{"batcher", "default_priority_level"}, b.default_priority_level, IntRule{1, 16});
   visit(Key{"batcher", "metrics_port"}, b.metrics_port, kPortRule);
 
   worker_fields("encoder", c.encoder, visit);
@@ -563,6 +565,9 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
   require(b.max_queue_size >= b.max_batch_size, "batcher.max_queue_size",
           "must be >= batcher.max_batch_size (" + std::to_string(b.max_batch_size) + "), got " +
               std::to_string(b.max_queue_size));
+  require(b.default_priority_level <= b.priority_levels, "batcher.default_priority_level",
+          "must be <= batcher.priority_levels (" + std::to_string(b.priority_levels) + "), got " +
+              std::to_string(b.default_priority_level));
   // Otherwise a request with max_texts texts could never be queued.
   require(g.max_texts <= static_cast<size_t>(b.max_queue_size), "gateway.max_texts",
           "must be <= batcher.max_queue_size (" + std::to_string(b.max_queue_size) + "), got " +

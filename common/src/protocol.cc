@@ -22,7 +22,7 @@ namespace {
 // A v1 request nests two levels (the map, then params or texts). The margin lets an unknown field
 // holding a small structure be reported by its name rather than as "nested too deep".
 constexpr size_t kMaxNesting = 8;
-// A request map has 6 known keys and params 5: a bigger map has unknown or duplicate keys anyway.
+// A request map has 7 known keys and params 6: a bigger map has unknown or duplicate keys anyway.
 constexpr size_t kMaxMapEntries = 64;
 // The only array in a request is texts[]. Up to this length (or max_texts if larger) a long
 // texts[] is reported by name ("texts has 300 elements, at most 64").
@@ -305,11 +305,13 @@ std::optional<Error> read_params(const msgpack::object& value, const Limits& lim
   const msgpack::object* length_penalty = nullptr;
   const msgpack::object* min_new_tokens = nullptr;
   const msgpack::object* return_scores = nullptr;
+  const msgpack::object* priority = nullptr;
   const NamedSlot fields[] = {{"max_new_tokens", &max_new_tokens},
                               {"num_beams", &num_beams},
                               {"length_penalty", &length_penalty},
                               {"min_new_tokens", &min_new_tokens},
-                              {"return_scores", &return_scores}};
+                              {"return_scores", &return_scores},
+                              {"priority", &priority}};
   std::optional<std::string> unknown;
   if (auto error = collect_fields(value.via.map, "params.", fields, unknown)) return error;
   if (unknown) return invalid("unknown field " + *unknown);
@@ -350,6 +352,14 @@ std::optional<Error> read_params(const msgpack::object& value, const Limits& lim
     if (auto error = read_bool(*return_scores, "params.return_scores", params.return_scores)) {
       return error;
     }
+  }
+  if (priority) {
+    if (auto error = read_int(*priority, "params.priority", 1, limits.priority_levels, number)) {
+      error->message += " (1 is the highest of the server's " + std::to_string(limits.priority_levels) +
+                        " priority level" + (limits.priority_levels == 1 ? ")" : "s)");
+      return error;
+    }
+    params.priority = static_cast<int>(number);
   }
   return std::nullopt;
 }
@@ -781,7 +791,7 @@ std::string encode_request(const Request& request) {
   }
   const GenerateParams& params = request.params;
   pack_string(packer, "params");
-  packer.pack_map(5);
+  packer.pack_map(params.priority != 0 ? 6 : 5);
   pack_string(packer, "max_new_tokens");
   packer.pack_int(params.max_new_tokens);
   pack_string(packer, "num_beams");
@@ -792,6 +802,10 @@ std::string encode_request(const Request& request) {
   packer.pack_int(params.min_new_tokens);
   pack_string(packer, "return_scores");
   packer.pack(params.return_scores);
+  if (params.priority != 0) {
+    pack_string(packer, "priority");
+    packer.pack_int(params.priority);
+  }
   if (request.timeout_ms) {
     pack_string(packer, "timeout_ms");
     packer.pack_uint32(*request.timeout_ms);

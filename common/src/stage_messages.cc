@@ -38,12 +38,13 @@ void pack_item(msgpack::sbuffer& buf, Packer& pk, const WorkItem& w) {
   pack_str(pk, "g"), pack_str(pk, w.gateway);
   pack_str(pk, "dl"), pk.pack_int64(w.deadline_unix_us);
   pack_str(pk, "p");
-  pk.pack_map(5);
+  pk.pack_map(w.params.priority != 0 ? 6 : 5);
   pack_str(pk, "mnt"), pk.pack_int32(w.params.max_new_tokens);
   pack_str(pk, "nb"), pk.pack_int32(w.params.num_beams);
   pack_str(pk, "lp"), pack_float32(buf, w.params.length_penalty);
   pack_str(pk, "min"), pk.pack_int32(w.params.min_new_tokens);
   pack_str(pk, "rs"), w.params.return_scores ? pk.pack_true() : pk.pack_false();
+  if (w.params.priority != 0) pack_str(pk, "pr"), pk.pack_int32(w.params.priority);
   pack_str(pk, "t"), pack_str(pk, w.text);
   pack_str(pk, "ids");
   pk.pack_array(static_cast<uint32_t>(w.ids.size()));
@@ -261,6 +262,9 @@ class Reader {
       } else if (key == "rs") {
         if (v.type != msgpack::type::BOOLEAN) return bad(f + " must be a boolean");
         p.return_scores = v.via.boolean;
+      } else if (key == "pr") {
+        // The batcher checks it against its priority_levels (a gateway may be configured apart).
+        if (!small_int(v, 0, 1024, p.priority)) return bad(f + " must be in [0, 1024]");
       } else {
         return bad("unknown field '" + f + "'");
       }

@@ -25,6 +25,7 @@ BatchPolicy batch_policy(const config::BatcherConfig& c) {
   p.max_queue_delay = std::chrono::microseconds(c.max_queue_delay_us);
   p.max_batch_tokens = c.max_batch_tokens;
   p.max_queue_size = c.max_queue_size;
+  p.priority_levels = c.priority_levels;
   return p;
 }
 
@@ -49,6 +50,7 @@ BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetri
       batcher_(batch_policy(config.batcher)),
       liveness_{hub_liveness(config.liveness), hub_liveness(config.liveness), hub_liveness(config.liveness)},
       max_queue_size_(static_cast<size_t>(config.batcher.max_queue_size)),
+      default_priority_(config.batcher.default_priority_level),
       decode_backlog_limit_(2 * static_cast<size_t>(config.batcher.max_batch_size)) {
   batch_.reserve(static_cast<size_t>(config.batcher.max_batch_size));
 }
@@ -149,8 +151,18 @@ void BatcherHub::enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& 
     fail(std::move(item), {protocol::ErrorCode::kInternal, "batcher received a sequence without ids"}, out);
     return;
   }
+  const int priority = item.params.priority == 0 ? default_priority_ : item.params.priority;
+  if (priority > batcher_.policy().priority_levels) {  // the gateway checks it; its config may differ
+    fail(std::move(item),
+         {protocol::ErrorCode::kInvalidArgument,
+          "params.priority " + std::to_string(priority) + " is not a priority level of the batcher (1.." +
+              std::to_string(batcher_.policy().priority_levels) + ")"},
+         out);
+    return;
+  }
   const uint64_t id = next_sequence_++;
-  const QueuedSequence queued{id, static_cast<int>(item.ids.size()), now, now + std::chrono::microseconds(left_us)};
+  const QueuedSequence queued{id, static_cast<int>(item.ids.size()), now, now + std::chrono::microseconds(left_us),
+                              priority};
   // max_queue_size bounds everything waiting here, encoded sequences waiting for decoder slots
   // included: under overload the excess is refused at once instead of expiring in a queue.
   if (batcher_.size() + decode_queue_.size() >= max_queue_size_ || !batcher_.enqueue(queued)) {

@@ -107,6 +107,7 @@ class BatcherHub {
   std::vector<QueuedSequence> batch_, expired_;  // scratch for DynamicBatcher::poll
   std::chrono::microseconds wakeup_{100000};
   size_t max_queue_size_;
+  int default_priority_;         // the level of items without params.priority
   size_t decode_backlog_limit_;  // encoded sequences waiting for decoder slots before batching pauses
 };
 

@@ -31,6 +31,7 @@ protocol::Limits protocol_limits(const config::PipelineConfig& c) {
   limits.max_new_tokens_cap = c.decoder.max_new_tokens;
   limits.max_beams = std::min(c.decoder.max_beams, c.decoder.num_slots);
   limits.max_timeout_ms = c.gateway.max_timeout_ms;
+  limits.priority_levels = c.batcher.priority_levels;
   return limits;
 }
 

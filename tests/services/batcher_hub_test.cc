@@ -226,6 +226,47 @@ TEST_F(BatcherHubTest, ADeadDecodersItemGoesToAnotherAndItsLateAnswerIsDropped) 
   EXPECT_EQ(h.queued(), 1u);
 }
 
+TEST_F(BatcherHubTest, HighPriorityRequestsOvertakeQueuedLowPriorityOnes) {
+  config_.batcher.priority_levels = 2;
+  config_.batcher.default_priority_level = 2;
+  BatcherHub& h = hub();
+  Outbox out;
+  // No encoder yet: four default-priority (level 2) sequences queue, then two urgent ones.
+  h.on_sequences(sequences({item(1), item(2), item(3), item(4)}), t0, out);
+  stage::WorkItem urgent1 = item(11), urgent2 = item(12);
+  urgent1.params.priority = urgent2.params.priority = 1;
+  h.on_sequences(sequences({urgent1, urgent2}), t0 + milliseconds(1), out);
+  EXPECT_TRUE(out.to_gateways.empty());
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.dispatch(t0 + milliseconds(1), out);
+  auto batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{11, 12}));
+  // The next credit takes the oldest low-priority ones.
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 1, batches[0].message.items}, t0);
+  out.clear();
+  h.dispatch(t0 + milliseconds(1), out);
+  batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{1, 2}));
+}
+
+TEST_F(BatcherHubTest, APriorityBeyondTheLevelsIsAnInvalidArgumentResult) {
+  config_.batcher.priority_levels = 2;
+  BatcherHub& h = hub();
+  Outbox out;
+  stage::WorkItem w = item(5);
+  w.params.priority = 3;  // a gateway configured with more levels than this batcher
+  h.on_sequences(sequences({w, item(6)}), t0, out);
+  ASSERT_EQ(out.to_gateways.size(), 1u);
+  const auto& failed = out.to_gateways[0].second.items.at(0);
+  EXPECT_EQ(failed.request, 5u);
+  ASSERT_TRUE(failed.error.has_value());
+  EXPECT_EQ(failed.error->code, protocol::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(failed.error->message, "params.priority 3 is not a priority level of the batcher (1..2)");
+  EXPECT_EQ(h.queued(), 1u);
+}
+
 stage::StageMessage cancel_of(uint64_t request) {
   stage::WorkItem w = item(request);
   w.ids.clear();

@@ -195,6 +195,30 @@ TEST_F(GatewayTest, ADeadTokenizersWorkGoesToAnotherOnceThenUnavailable) {
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kUnavailable);
 }
 
+TEST_F(GatewayTest, PriorityIsPassedOnAndAnUnknownLevelIsAnsweredAtOnce) {
+  config::PipelineConfig c;
+  c.batcher.priority_levels = 2;
+  Gateway& g = gateway(c);
+  Outbox out;
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  protocol::Request urgent = texts({"a"});
+  urgent.params.priority = 1;
+  g.on_client(request("A", urgent), t0, out);
+  protocol::Request unknown = texts({"b"});
+  unknown.id = "c2";
+  unknown.params.priority = 3;
+  g.on_client(request("A", unknown), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.to_tokenizers.size(), 1u);
+  EXPECT_EQ(out.to_tokenizers[0].second.items.at(0).params.priority, 1);
+  ASSERT_EQ(out.replies.size(), 1u);
+  const protocol::Reply r = reply_of(out);
+  EXPECT_EQ(r.id, "c2");
+  EXPECT_EQ(r.error->code, protocol::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(r.error->message,
+            "params.priority must be an integer in [1, 2], got 3 (1 is the highest of the server's 2 priority levels)");
+}
+
 static protocol::Request cancel_of(const std::string& id) {
   protocol::Request r;
   r.op = protocol::Op::kCancel;

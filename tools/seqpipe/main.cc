@@ -34,7 +34,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kUsage = R"(usage: seqpipe up   [--config FILE] [--set key=value ...]
        seqpipe send [--config FILE] [--set key=value ...] [--endpoint EP] [--num-beams N]
                     [--max-new-tokens N] [--min-new-tokens N] [--timeout-ms N] [--scores]
-                    [--cancel-after-ms N] TEXT [TEXT ...]
+                    [--priority N] [--cancel-after-ms N] TEXT [TEXT ...]
        seqpipe status [--config FILE] [--set key=value ...]
 
 up     starts the whole pipeline on this machine as child processes: the gateway and the batcher,
@@ -43,7 +43,8 @@ up     starts the whole pipeline on this machine as child processes: the gateway
        endpoint and the metrics ports, restarts a child that dies, and stops everything on Ctrl-C
        or SIGTERM.
 send   sends one request to the gateway (gateway.client_endpoint of the config, or --endpoint) and
-       prints the text(s), the score(s) with --scores, and the per-stage timings. With
+       prints the text(s), the score(s) with --scores, and the per-stage timings. --priority N:
+       1 (highest) .. batcher.priority_levels (default: batcher.default_priority_level). With
        --cancel-after-ms N it cancels the request if no reply came within N ms, and prints the
        reply that follows: `error cancelled`, or the result when it finished first.
 status asks the two hubs (gateway, batcher) what they see: for each stage its live replicas
@@ -221,6 +222,8 @@ int send(int argc, char** argv) {
       request.timeout_ms = cli::parse_number<uint32_t>(flag, a.value());
     } else if (flag == "--scores") {
       request.params.return_scores = true;
+    } else if (flag == "--priority") {
+      request.params.priority = cli::parse_number<int>(flag, a.value());
     } else if (flag == "--cancel-after-ms") {
       cancel_after = std::chrono::milliseconds(cli::parse_number<uint32_t>(flag, a.value()));
     } else if (!flag.empty() && flag[0] == '-' && flag != "-") {

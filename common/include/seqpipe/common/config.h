@@ -122,6 +122,12 @@ struct BatcherConfig {
   int max_batch_tokens = 4096;
   // Most sequences queued; beyond it requests are refused as overloaded.
   int max_queue_size = 1024;
+  // Priority levels (as Triton's dynamic batcher): a request's params.priority is 1 (highest)
+  // .. priority_levels; each level is its own queue and a batch takes from the highest level
+  // first. 1 = no priorities (every request is level 1). max_queue_size bounds all levels together.
+  int priority_levels = 1;
+  // The level of a request that gives no priority; 1..priority_levels.
+  int default_priority_level = 1;
   // Prometheus /metrics HTTP port; 0 = any free port (logged).
   int metrics_port = 9101;
 

@@ -49,6 +49,10 @@ struct GenerateParams {
   float length_penalty = 1.0f;  // beam score = sum of log-probs / length^length_penalty; finite
   int min_new_tokens = 0;       // eos suppressed until this many tokens; [0, max_new_tokens]
   bool return_scores = false;   // the reply carries one score per text
+  // Scheduling priority, 1 = highest .. Limits::priority_levels (as Triton's dynamic batcher);
+  // 0 = not given: the batcher's default level (batcher.default_priority_level). It orders the
+  // batcher's queue and never changes the output (the response cache ignores it).
+  int priority = 0;
 
   bool operator==(const GenerateParams&) const = default;
 };
@@ -82,6 +86,7 @@ struct Limits {
   int max_new_tokens_cap = 256;        // largest params.max_new_tokens accepted
   int max_beams = 8;                   // largest params.num_beams accepted
   uint32_t max_timeout_ms = 60000;     // largest timeout_ms accepted
+  int priority_levels = 1;             // params.priority accepted in [1, priority_levels]
 };
 
 // A request that failed to decode, with what the gateway needs to answer it.
@@ -97,7 +102,8 @@ struct RejectedRequest {
 std::variant<Request, RejectedRequest> decode_request(std::span<const uint8_t> bytes,
                                                       const Limits& limits);
 
-// For clients and tests. Writes every params field; `id` and `timeout_ms` only when set; `text`
+// For clients and tests. Writes every params field (priority only when not 0); `id` and
+// `timeout_ms` only when set; `text`
 // (texts[0]) unless batch_form. A kCancel request is {v, op: "cancel", id} and nothing else.
 // For a valid request r, decode_request(encode_request(r)) == r.
 std::string encode_request(const Request& request);
