@@ -151,7 +151,7 @@ void BatcherHub::enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& 
     fail(std::move(item), {protocol::ErrorCode::kInternal, "batcher received a sequence without ids"}, out);
     return;
   }
-  const int priority = item.params.priority == 0 ? default_priority_ : item.params.priority;
+  const int priority = level(item);
   if (priority > batcher_.policy().priority_levels) {  // the gateway checks it; its config may differ
     fail(std::move(item),
          {protocol::ErrorCode::kInvalidArgument,
@@ -206,8 +206,23 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
   credits.release(worker, message.credits);
   settle(role, worker, message);
   drop_cancelled(message.items);  // cancelled while an encoder or decoder had them
-  auto& next = role == Role::kEncoder ? decode_queue_ : postprocess_queue_;
-  for (auto& item : message.items) next.push_back({now, std::move(item)});
+  if (role != Role::kEncoder) {  // decoded: on to the postprocessors
+    for (auto& item : message.items) postprocess_queue_.push_back({now, std::move(item)});
+    return;
+  }
+  // Encoded sequences wait for decoder slots by priority level too: each goes behind the last
+  // of its level or a higher one (arrival order within a level, so a waiting beam search is not
+  // overtaken by its own level).
+  for (auto& item : message.items) {
+    const int priority = level(item);
+    auto at = std::find_if(decode_queue_.rbegin(), decode_queue_.rend(),
+                           [&](const Waiting& w) { return level(w.item) <= priority; });
+    decode_queue_.insert(at.base(), {now, std::move(item)});
+  }
+}
+
+int BatcherHub::level(const stage::WorkItem& item) const {
+  return item.params.priority == 0 ? default_priority_ : item.params.priority;
 }
 
 void BatcherHub::record(Role role, const std::string& worker, const stage::StageMessage& message) {

@@ -79,6 +79,8 @@ class BatcherHub {
   void enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& out);
   void cancel(const stage::StageMessage& message, Outbox& out);
   bool is_cancelled(const stage::WorkItem& item) const;
+  // The item's priority level (params.priority, or the default level when it gives none).
+  int level(const stage::WorkItem& item) const;
   // Drops the items of cancelled requests from `items`, counting them.
   void drop_cancelled(std::vector<stage::WorkItem>& items);
   void fail(stage::WorkItem&& item, protocol::Error error, Outbox& out);

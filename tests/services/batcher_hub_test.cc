@@ -251,6 +251,27 @@ TEST_F(BatcherHubTest, HighPriorityRequestsOvertakeQueuedLowPriorityOnes) {
   EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{1, 2}));
 }
 
+TEST_F(BatcherHubTest, HighPrioritySequencesAlsoGoFirstToDecoderSlots) {
+  config_.batcher.priority_levels = 3;
+  config_.batcher.default_priority_level = 2;
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 2, {}}, t0);
+  // Encoded sequences wait for decoder slots (no decoder yet): default level, then low, then
+  // urgent ones, then default again.
+  stage::WorkItem low = item(3), urgent1 = item(4), urgent2 = item(5);
+  low.params.priority = 3;
+  urgent1.params.priority = urgent2.params.priority = 1;
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1), item(2)}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {low, urgent1}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {urgent2, item(6)}}, t0);
+  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 6, {}}, t0);
+  h.dispatch(t0, out);
+  auto decodes = sent(out, Role::kDecoder);
+  ASSERT_EQ(decodes.size(), 1u);
+  EXPECT_EQ(requests(decodes[0].message), (std::vector<uint64_t>{4, 5, 1, 2, 6, 3}));
+}
+
 TEST_F(BatcherHubTest, APriorityBeyondTheLevelsIsAnInvalidArgumentResult) {
   config_.batcher.priority_levels = 2;
   BatcherHub& h = hub();
