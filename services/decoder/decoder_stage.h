@@ -22,6 +22,8 @@ class DecoderStage : public worker::WorkerStage {
   stage::MessageKind accepts() const override { return stage::MessageKind::kDecode; }
   int capacity() const override { return num_slots_; }
   int free_capacity() const override { return generator_.free_slots(); }
+  // Slots held by the running sequences of hub `hub`.
+  int held(size_t hub) const override;
   void handle(stage::StageMessage&& message, worker::Outbox& out) override;
   // Stops the running sequences of the cancelled requests: their slots are free for the next
   // step and go back to the batcher as credits (a `decoded` message without items).
@@ -41,6 +43,7 @@ class DecoderStage : public worker::WorkerStage {
     int slots = 0;
     stage::WorkItem item;  // without its encoder rows
     std::chrono::steady_clock::time_point started;
+    size_t hub = 0;  // the hub (batcher) that sent it: its result and slots go back there
   };
   void admit(stage::WorkItem&& item, worker::Outbox& out, int& credits);
 

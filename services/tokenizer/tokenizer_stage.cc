@@ -45,7 +45,7 @@ void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) 
     sequences.items.push_back(std::move(item));
   }
   if (!sequences.items.empty()) out.pushes.emplace_back(ingress_endpoint_, std::move(sequences));
-  out.to_hub.push_back({stage::MessageKind::kCredit, 1, {}});
+  out.answer({stage::MessageKind::kCredit, 1, {}});
 }
 
 }  // namespace seqpipe::tokenizer

@@ -90,6 +90,11 @@ struct WorkerConfig {
   // Prometheus /metrics HTTP port of the first replica; replica i uses metrics_port + i.
   // 0 = any free port (logged).
   int metrics_port = 0;
+  // The hubs a replica serves (each binds the endpoint): empty = the one hub of the pipeline
+  // (gateway.tokenizer_endpoint for tokenizers, batcher.<stage>_endpoint for the others). With
+  // several, the replica connects to each, splits its credits between them and returns each
+  // result to the hub that sent the work (several gateways, or several batchers).
+  std::vector<std::string> hub_endpoints;
 
   bool operator==(const WorkerConfig&) const = default;
 };
