@@ -32,11 +32,12 @@ void pack_float32(msgpack::sbuffer& buf, float v) {
 }
 
 void pack_item(msgpack::sbuffer& buf, Packer& pk, const WorkItem& w) {
-  pk.pack_map(w.error ? 13 : 12);
+  pk.pack_map((w.error ? 13 : 12) + (w.batcher.empty() ? 0 : 1));
   pack_str(pk, "r"), pk.pack_uint64(w.request);
   pack_str(pk, "i"), pk.pack_uint32(w.index);
   pack_str(pk, "g"), pack_str(pk, w.gateway);
   pack_str(pk, "dl"), pk.pack_int64(w.deadline_unix_us);
+  if (!w.batcher.empty()) pack_str(pk, "b"), pack_str(pk, w.batcher);
   pack_str(pk, "p");
   pk.pack_map(w.params.priority != 0 ? 6 : 5);
   pack_str(pk, "mnt"), pk.pack_int32(w.params.max_new_tokens);
@@ -181,6 +182,10 @@ class Reader {
         std::string_view s;
         if (!str(v, s) || s.size() > 256) return bad(field + " must be a string of at most 256 bytes");
         w.gateway = s;
+      } else if (key == "b") {
+        std::string_view s;
+        if (!str(v, s) || s.size() > 256) return bad(field + " must be a string of at most 256 bytes");
+        w.batcher = s;
       } else if (key == "dl") {
         if (!integer(v, w.deadline_unix_us)) return bad(field + " must be an integer");
       } else if (key == "p") {

@@ -51,6 +51,8 @@ BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetri
       liveness_{hub_liveness(config.liveness), hub_liveness(config.liveness), hub_liveness(config.liveness)},
       max_queue_size_(static_cast<size_t>(config.batcher.max_queue_size)),
       default_priority_(config.batcher.default_priority_level),
+      ingress_endpoint_(config.batcher.ingress_endpoint),
+      heartbeat_interval_(config.liveness.heartbeat_interval_ms),
       decode_backlog_limit_(2 * static_cast<size_t>(config.batcher.max_batch_size)) {
   batch_.reserve(static_cast<size_t>(config.batcher.max_batch_size));
 }
@@ -58,6 +60,12 @@ BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetri
 void BatcherHub::on_sequences(stage::StageMessage&& message, Clock::time_point now, Outbox& out) {
   if (message.kind == stage::MessageKind::kCancel) {
     cancel(message, out);
+    return;
+  }
+  if (message.kind == stage::MessageKind::kHeartbeat) {
+    for (const auto& item : message.items) {
+      if (!item.gateway.empty()) gateways_[item.gateway] = now;
+    }
     return;
   }
   if (message.kind != stage::MessageKind::kSequence) {
@@ -264,6 +272,16 @@ void BatcherHub::settle(Role role, const std::string& worker, stage::StageMessag
 }
 
 void BatcherHub::tick(Clock::time_point now, Outbox& out) {
+  if (!gateways_.empty() && now >= next_gateway_heartbeat_) {
+    // Answer the gateways that heartbeat us; forget one silent for 10 of its periods (gone).
+    next_gateway_heartbeat_ = now + heartbeat_interval_;
+    std::erase_if(gateways_, [&](const auto& g) { return now - g.second > 10 * heartbeat_interval_; });
+    stage::WorkItem me;
+    me.batcher = ingress_endpoint_;
+    for (const auto& [gateway, seen] : gateways_) {
+      out.to_gateways.emplace_back(gateway, stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {me}});
+    }
+  }
   for (size_t r = 0; r < 3; ++r) {
     const auto role = static_cast<Role>(r);
     if (liveness_[r].heartbeat_due(now)) {

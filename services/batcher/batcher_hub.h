@@ -52,7 +52,8 @@ class BatcherHub {
   BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics);
 
   // `sequence` messages from the tokenizers (a full queue answers `overloaded` to the gateway),
-  // and `cancel` messages from the gateways (one item per request: request, gateway, deadline).
+  // `cancel` messages from the gateways (one item per request: request, gateway, deadline), and
+  // gateways' heartbeats (item.gateway: where to answer; tick() heartbeats back).
   void on_sequences(stage::StageMessage&& message, Clock::time_point now, Outbox& out);
   // Messages from engine workers: ready, credit, heartbeat, encoded, decoded.
   void on_worker(Role role, const std::string& worker, stage::StageMessage&& message, Clock::time_point now);
@@ -103,6 +104,9 @@ class BatcherHub {
   std::unordered_map<std::string, int64_t> retried_;
   // Requests cancelled by their gateway (key: gateway, request), until their deadline.
   std::unordered_map<std::string, int64_t> cancelled_;
+  // Gateways that sent heartbeats (several batchers per gateway), by results endpoint: when last heard.
+  std::unordered_map<std::string, Clock::time_point> gateways_;
+  Clock::time_point next_gateway_heartbeat_{};
   std::unordered_map<uint64_t, Waiting> batch_items_;  // by DynamicBatcher sequence id
   uint64_t next_sequence_ = 1;
   std::deque<Waiting> decode_queue_, postprocess_queue_;
@@ -110,6 +114,8 @@ class BatcherHub {
   std::chrono::microseconds wakeup_{100000};
   size_t max_queue_size_;
   int default_priority_;         // the level of items without params.priority
+  std::string ingress_endpoint_;  // names this batcher in its heartbeats to gateways
+  std::chrono::milliseconds heartbeat_interval_;
   size_t decode_backlog_limit_;  // encoded sequences waiting for decoder slots before batching pauses
 };
 

@@ -6,7 +6,10 @@
 // goes once to another (a second loss, or no tokenizer left, answers `unavailable`). Time is
 // passed in, so tests drive it with an injected clock. A client may cancel its own request by id
 // (op "cancel"): the request is answered `cancelled` at once, and a `cancel` message goes to the
-// batcher, which drops the request's work and has its decoder free the KV-cache slots.
+// batcher, which drops the request's work and has its decoder free the KV-cache slots. With
+// several batchers (gateway.batcher_endpoints) it picks one per request (round-robin over the live
+// ones), exchanges heartbeats with them, and submits a silent batcher's requests once to another
+// (else `unavailable`).
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -35,7 +38,8 @@ using Envelope = std::vector<std::string>;  // the client's routing frames, sent
 struct Outbox {
   std::vector<std::pair<Envelope, std::string>> replies;                  // (envelope, reply bytes)
   std::vector<std::pair<std::string, stage::StageMessage>> to_tokenizers;  // (worker routing id, message)
-  std::vector<stage::StageMessage> to_batcher;  // `cancel` messages, PUSHed to batcher.ingress_endpoint
+  // (batcher ingress endpoint, message): cancels, and heartbeats when there are several batchers
+  std::vector<std::pair<std::string, stage::StageMessage>> to_batcher;
   void clear() {
     replies.clear();
     to_tokenizers.clear();
@@ -63,8 +67,13 @@ class Gateway {
   void expire(SteadyClock::time_point now, Outbox& out);
   // Sends waiting tokenize work to tokenizers with credit.
   void dispatch(SteadyClock::time_point now, Outbox& out);
-  // Heartbeats to the tokenizers when due; tokenizers silent too long are dead (tokenizer_dead).
+  // Heartbeats to the tokenizers (and batchers) when due; tokenizers silent too long are dead
+  // (tokenizer_dead), batchers too (batcher_dead).
   void tick(SteadyClock::time_point now, Outbox& out);
+  // Batcher `index` (in batcher_endpoints order) fell silent: its requests go once to another
+  // live batcher, else they are answered `unavailable`. It is live again when heard from.
+  void batcher_dead(size_t index, SteadyClock::time_point now, Outbox& out);
+  size_t live_batchers() const;
   // A tokenizer is dead or unreachable (a send to it failed): it leaves, and the work it held
   // waits again for another tokenizer, once; else its requests are answered `unavailable`.
   void tokenizer_dead(const std::string& worker, SteadyClock::time_point now, Outbox& out);
@@ -90,7 +99,22 @@ class Gateway {
     bool retried = false;         // its tokenize work was re-dispatched once already
     std::vector<std::string> cache_keys;  // per text, when the cache is on
     std::string cancel_key;               // key in by_client_ (empty: the request had no id)
+    // With several batchers: which one holds it, and what a re-submission needs.
+    size_t batcher = 0;
+    bool resubmitted = false;
+    std::vector<std::string> sources;  // the texts
+    protocol::GenerateParams params;
+    int64_t deadline_unix_us = 0;
   };
+  struct BatcherLink {
+    std::string endpoint;  // its ingress
+    SteadyClock::time_point last_seen;
+    bool live = true;
+  };
+  // The tokenize message for the request's texts not answered yet, to its current batcher.
+  stage::StageMessage tokenize_work(uint64_t id, const Request& r) const;
+  // The next live batcher after `after` (round-robin), or nullopt.
+  std::optional<size_t> next_live_batcher(size_t after) const;
   // A cancel from the client behind `envelope` for its request(s) with id `client_id`.
   void cancel(const Envelope& envelope, const std::string& client_id, SteadyClock::time_point now, Outbox& out);
   // Which requests a cancel may name: the client's routing frames and its id.
@@ -117,6 +141,11 @@ class Gateway {
   std::deque<stage::StageMessage> waiting_;  // tokenize messages without a tokenizer credit yet
   // Requests in flight by client_key, for cancels (a client may reuse an id: a cancel names all).
   std::unordered_multimap<std::string, uint64_t> by_client_;
+  // The batchers (one, unless gateway.batcher_endpoints lists several: only then heartbeats,
+  // round-robin and re-submission).
+  std::vector<BatcherLink> batchers_;
+  size_t last_batcher_ = 0;
+  SteadyClock::time_point next_batcher_heartbeat_{};
 };
 
 }  // namespace seqpipe::gateway

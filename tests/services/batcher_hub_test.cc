@@ -288,6 +288,27 @@ TEST_F(BatcherHubTest, APriorityBeyondTheLevelsIsAnInvalidArgumentResult) {
   EXPECT_EQ(h.queued(), 1u);
 }
 
+TEST_F(BatcherHubTest, GatewaysThatHeartbeatAreAnsweredWithThisBatchersIngress) {
+  config_.batcher.ingress_endpoint = "ipc:///tmp/b1-in.sock";
+  BatcherHub& h = hub();
+  Outbox out;
+  h.tick(t0, out);
+  EXPECT_TRUE(out.to_gateways.empty());  // no gateway heard from yet
+  stage::WorkItem gw;
+  gw.gateway = "ipc:///tmp/gw.sock";
+  h.on_sequences({stage::MessageKind::kHeartbeat, 0, {gw}}, t0, out);
+  EXPECT_EQ(h.queued(), 0u);
+  h.tick(t0 + milliseconds(1), out);
+  ASSERT_EQ(out.to_gateways.size(), 1u);
+  EXPECT_EQ(out.to_gateways[0].first, "ipc:///tmp/gw.sock");
+  EXPECT_EQ(out.to_gateways[0].second.kind, stage::MessageKind::kHeartbeat);
+  EXPECT_EQ(out.to_gateways[0].second.items.at(0).batcher, "ipc:///tmp/b1-in.sock");
+  h.tick(t0 + milliseconds(50), out);
+  EXPECT_EQ(out.to_gateways.size(), 1u);  // once per heartbeat interval (100 ms)
+  h.tick(t0 + milliseconds(2000), out);  // silent for 10 intervals: forgotten
+  EXPECT_EQ(out.to_gateways.size(), 1u);
+}
+
 stage::StageMessage cancel_of(uint64_t request) {
   stage::WorkItem w = item(request);
   w.ids.clear();

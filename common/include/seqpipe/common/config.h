@@ -76,6 +76,11 @@ struct GatewayConfig {
   // Response cache budget in bytes (LRU over successful results, keyed by model, params and
   // normalized text); 0 = no cache.
   size_t cache_bytes = 0;
+  // The batchers this gateway submits to, by their ingress endpoints: empty = the one
+  // batcher.ingress_endpoint. With several, requests go round-robin to the live ones; gateway
+  // and batchers exchange heartbeats (over the ingress and the results sockets), and the work of
+  // a batcher that falls silent is submitted once to another (else answered `unavailable`).
+  std::vector<std::string> batcher_endpoints;
 
   bool operator==(const GatewayConfig&) const = default;
 };
