@@ -107,6 +107,27 @@ TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
   EXPECT_EQ(out.to_hub[0].message.credits, 1);
 }
 
+TEST_F(WorkerStages, TokenizerSendsEachSequenceToTheBatcherTheGatewayChoseAndAnswersThatGateway) {
+  config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
+  tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  out.hub = 1;  // the second gateway it serves
+  stage::WorkItem to_b1 = item(1, "teh speling"), to_b2 = item(2, "hello", 0), also_b1 = item(3, "world");
+  to_b1.batcher = also_b1.batcher = "ipc:///tmp/b1-in.sock";
+  to_b2.batcher = "ipc:///tmp/b2-in.sock";
+  stage.handle({stage::MessageKind::kTokenize, 0, {to_b1, to_b2, also_b1, item(4, "none named")}}, out);
+  std::map<std::string, std::vector<uint64_t>> sent;
+  for (const auto& [endpoint, m] : out.pushes) {
+    EXPECT_EQ(m.kind, stage::MessageKind::kSequence);
+    for (const auto& i : m.items) sent[endpoint].push_back(i.request);
+  }
+  EXPECT_EQ(sent, (std::map<std::string, std::vector<uint64_t>>{{"ipc:///tmp/b1-in.sock", {1, 3}},
+                                                                 {"ipc:///tmp/b2-in.sock", {2}},
+                                                                 {"ipc:///tmp/in.sock", {4}}}));
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0], (worker::ToHub{1, {stage::MessageKind::kCredit, 1, {}}}));
+}
+
 TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
   encoder::EncoderStage stage(*model_, config_, metrics_);
   worker::Outbox out;
