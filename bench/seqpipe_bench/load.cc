@@ -123,7 +123,7 @@ void Runner::send_one(int16_t step) {
   record.step = step;
   const auto before = Clock::now();
   record.sent_us = std::chrono::duration_cast<std::chrono::microseconds>(before - start_).count();
-  const bool sent = client_.send(request_);
+  const bool sent = client_.submit(request_).has_value();
   record.client_send_us = static_cast<uint32_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - before).count());
   if (sent) {

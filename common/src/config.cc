@@ -49,6 +49,10 @@ struct TextRule {
   std::string_view default_socket = {};  // kEndpoint: empty means ipc://{runtime_dir}/<this>
 };
 
+// A list of endpoints other processes bind (a worker's hubs): each one checked like an endpoint,
+// none empty; {runtime_dir} is replaced; never compared for distinctness (they name others' binds).
+struct EndpointListRule {};
+
 constexpr int64_t kMaxPort = 65535;
 constexpr IntRule kPortRule{0, kMaxPort};
 
@@ -57,6 +61,7 @@ void worker_fields(std::string_view section, Worker& worker, Visit& visit) {
   visit(Key{section, "replicas"}, worker.replicas, IntRule{1, 64});
   visit(Key{section, "credits"}, worker.credits, IntRule{1, 1024});
   visit(Key{section, "metrics_port"}, worker.metrics_port, kPortRule);
+  visit(Key{section, "hub_endpoints"}, worker.hub_endpoints, EndpointListRule{});
 }
 
 // Calls visit(Key, member, rule) for every field, in file order. `Config` is PipelineConfig or
@@ -90,6 +95,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"gateway", "max_text_bytes"}, g.max_text_bytes, IntRule{1, int64_t{16} << 20});
   visit(Key{"gateway", "metrics_port"}, g.metrics_port, kPortRule);
   visit(Key{"gateway", "cache_bytes"}, g.cache_bytes, IntRule{0, int64_t{1} << 36});
+  visit(Key{"gateway", "batcher_endpoints"}, g.batcher_endpoints, EndpointListRule{});
 
   worker_fields("tokenizer", c.tokenizer, visit);
 
@@ -107,6 +113,8 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"batcher", "max_queue_delay_us"}, b.max_queue_delay_us, IntRule{0, 10'000'000});
   visit(Key{"batcher", "max_batch_tokens"}, b.max_batch_tokens, IntRule{1, 1 << 20});
   visit(Key{"batcher", "max_queue_size"}, b.max_queue_size, IntRule{1, 1 << 20});
+  visit(Key{"batcher", "priority_levels"}, b.priority_levels, IntRule{1, 16});
+  visit(Key{"batcher", "default_priority_level"}, b.default_priority_level, IntRule{1, 16});
   visit(Key{"batcher", "metrics_port"}, b.metrics_port, kPortRule);
 
   worker_fields("encoder", c.encoder, visit);
@@ -262,6 +270,11 @@ void check_endpoint(const std::string& where, const std::string& path,
   }
 }
 
+void check_list_endpoint(const std::string& where, const std::string& path, const std::string& endpoint) {
+  if (endpoint.empty()) fail(where, path + " must not be empty");
+  check_endpoint(where, path, endpoint);
+}
+
 void check_text(const std::string& where, const Key& key, const std::string& value,
                 const TextRule& rule) {
   switch (rule.kind) {
@@ -323,6 +336,21 @@ void assign_from_node(const std::string& where, const Key& key, const YAML::Node
       fail(where, path + " must be a string, got " + describe(node));
     }
     check_text(where, key, member, rule);
+  } else if constexpr (std::is_same_v<Member, std::vector<std::string>>) {
+    if (node.IsNull()) {
+      member.clear();
+      return;
+    }
+    if (!node.IsSequence())
+      fail(where, path + " must be a list of endpoints like [\"ipc:///run/a.sock\"], got " + describe(node));
+    std::vector<std::string> values;
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string element = path + "[" + std::to_string(i) + "]";
+      if (!node[i].IsScalar()) fail(where, element + " must be an endpoint, got " + describe(node[i]));
+      values.push_back(node[i].Scalar());
+      check_list_endpoint(where, element, values.back());
+    }
+    member = std::move(values);
   } else if constexpr (std::is_same_v<Member, std::vector<int>>) {
     if (node.IsNull()) {
       member.clear();
@@ -539,6 +567,10 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
     const std::string where = origins.of(key.path());
     if constexpr (std::is_same_v<Member, std::string>) {
       check_text(where, key, member, rule);
+    } else if constexpr (std::is_same_v<Member, std::vector<std::string>>) {
+      for (size_t i = 0; i < member.size(); ++i) {
+        check_list_endpoint(where, key.path() + "[" + std::to_string(i) + "]", member[i]);
+      }
     } else if constexpr (std::is_same_v<Member, std::vector<int>>) {
       for (size_t i = 0; i < member.size(); ++i) {
         check_int(where, key.path() + "[" + std::to_string(i) + "]", member[i], rule);
@@ -589,6 +621,9 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
   require(b.max_queue_size >= b.max_batch_size, "batcher.max_queue_size",
           "must be >= batcher.max_batch_size (" + std::to_string(b.max_batch_size) + "), got " +
               std::to_string(b.max_queue_size));
+  require(b.default_priority_level <= b.priority_levels, "batcher.default_priority_level",
+          "must be <= batcher.priority_levels (" + std::to_string(b.priority_levels) + "), got " +
+              std::to_string(b.default_priority_level));
   // Otherwise a request with max_texts texts could never be queued.
   require(g.max_texts <= static_cast<size_t>(b.max_queue_size), "gateway.max_texts",
           "must be <= batcher.max_queue_size (" + std::to_string(b.max_queue_size) + "), got " +
@@ -598,6 +633,20 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
   require(d.max_beams <= d.num_slots, "decoder.max_beams",
           "must be <= decoder.num_slots (" + std::to_string(d.num_slots) +
               "): a beam search holds max_beams slots, got " + std::to_string(d.max_beams));
+  // Several hubs share a replica's capacity: each gets a share, and must get enough.
+  const size_t decoder_hubs = std::max<size_t>(1, d.hub_endpoints.size());
+  require(static_cast<size_t>(d.max_beams) <= static_cast<size_t>(d.num_slots) / decoder_hubs,
+          "decoder.max_beams",
+          "must be <= decoder.num_slots / the number of decoder.hub_endpoints (" + std::to_string(d.num_slots) +
+              " / " + std::to_string(decoder_hubs) + "): a beam search must fit one hub's share, got " +
+              std::to_string(d.max_beams));
+  for (const auto& [name, worker] : {std::pair<std::string, const WorkerConfig*>{"tokenizer", &c.tokenizer},
+                                     {"encoder", &c.encoder},
+                                     {"postprocessor", &c.postprocessor}}) {
+    require(static_cast<size_t>(worker->credits) >= worker->hub_endpoints.size(), name + ".credits",
+            "must be >= the number of " + name + ".hub_endpoints (" + std::to_string(worker->hub_endpoints.size()) +
+                "): every hub gets at least one credit, got " + std::to_string(worker->credits));
+  }
 
   check_distinct_endpoints(c, origins);
   check_metrics_ports(c, origins);
@@ -673,6 +722,10 @@ std::string to_yaml(const PipelineConfig& config) {
       out << YAML::Flow << YAML::BeginSeq;
       for (int v : member) out << v;
       out << YAML::EndSeq;
+    } else if constexpr (std::is_same_v<Member, std::vector<std::string>>) {
+      out << YAML::Flow << YAML::BeginSeq;
+      for (const std::string& v : member) out << YAML::DoubleQuoted << v;
+      out << YAML::EndSeq;
     } else {
       out << member;
     }
@@ -699,6 +752,9 @@ PipelineConfig resolve_endpoints(PipelineConfig config, const std::string& runti
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   config.runtime_dir = dir;
   for_each_field(config, [&](Key key, auto& member, const auto& rule) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(rule)>, EndpointListRule>) {
+      for (std::string& endpoint : member) endpoint = replace_all(endpoint, "{runtime_dir}", dir);
+    }
     if constexpr (std::is_same_v<std::decay_t<decltype(rule)>, TextRule>) {
       if (rule.kind != TextKind::kEndpoint) return;
       member = replace_all(effective_endpoint(member, rule), "{runtime_dir}", dir);

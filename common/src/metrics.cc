@@ -14,7 +14,8 @@ namespace {
 const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128};
 constexpr protocol::ErrorCode kCodes[] = {protocol::ErrorCode::kInvalidArgument, protocol::ErrorCode::kTooLong,
                                           protocol::ErrorCode::kDeadlineExceeded, protocol::ErrorCode::kOverloaded,
-                                          protocol::ErrorCode::kInternal,        protocol::ErrorCode::kUnavailable};
+                                          protocol::ErrorCode::kInternal,        protocol::ErrorCode::kUnavailable,
+                                          protocol::ErrorCode::kCancelled};
 }  // namespace
 
 namespace {
@@ -88,6 +89,11 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name)
                        .Help("Items a dead worker held, given to another replica")
                        .Register(r)
                        .Add(stage);
+  cancelled_ = &prometheus::BuildCounter()
+                    .Name(std::string(kCancelled))
+                    .Help("Work items dropped because their client cancelled the request")
+                    .Register(r)
+                    .Add(stage);
   queue_ = &prometheus::BuildHistogram()
                 .Name(std::string(kQueueSeconds))
                 .Help("Time a work item waited in this stage before compute")
@@ -113,6 +119,7 @@ void StageMetrics::malformed() { malformed_->Increment(); }
 void StageMetrics::late(double n) { late_->Increment(n); }
 void StageMetrics::worker_dead() { dead_->Increment(); }
 void StageMetrics::redispatched(double n) { redispatched_->Increment(n); }
+void StageMetrics::cancelled(double n) { cancelled_->Increment(n); }
 void StageMetrics::queue_time(double s) { queue_->Observe(s); }
 void StageMetrics::compute_time(double s) { compute_->Observe(s); }
 void StageMetrics::batch_size(double n) { batch_->Observe(n); }
@@ -160,6 +167,13 @@ GatewayMetrics::GatewayMetrics(prometheus::Registry& r) {
                     .Register(r);
   cache_hits_ = &cache.Add({{"result", "hit"}});
   cache_misses_ = &cache.Add({{"result", "miss"}});
+  auto& cancels = prometheus::BuildCounter()
+                      .Name(std::string(kCancels))
+                      .Help("Cancel requests from clients, by outcome (cancelled: a request in flight was answered "
+                            "cancelled; not_found: it had been answered already)")
+                      .Register(r);
+  cancels_found_ = &cancels.Add({{"outcome", "cancelled"}});
+  cancels_not_found_ = &cancels.Add({{"outcome", "not_found"}});
 }
 
 void GatewayMetrics::request_seconds(bool ok, double s) { (ok ? ok_ : error_)->Observe(s); }
@@ -169,5 +183,6 @@ void GatewayMetrics::latency_split(double model_s, double overhead_s) {
 }
 void GatewayMetrics::late_result() { late_->Increment(); }
 void GatewayMetrics::cache_lookup(bool hit) { (hit ? cache_hits_ : cache_misses_)->Increment(); }
+void GatewayMetrics::cancel(bool found) { (found ? cancels_found_ : cancels_not_found_)->Increment(); }
 
 }  // namespace seqpipe::metrics

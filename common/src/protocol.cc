@@ -22,7 +22,7 @@ namespace {
 // A v1 request nests two levels (the map, then params or texts). The margin lets an unknown field
 // holding a small structure be reported by its name rather than as "nested too deep".
 constexpr size_t kMaxNesting = 8;
-// A request map has 6 known keys and params 5: a bigger map has unknown or duplicate keys anyway.
+// A request map has 7 known keys and params 6: a bigger map has unknown or duplicate keys anyway.
 constexpr size_t kMaxMapEntries = 64;
 // The only array in a request is texts[]. Up to this length (or max_texts if larger) a long
 // texts[] is reported by name ("texts has 300 elements, at most 64").
@@ -305,11 +305,13 @@ std::optional<Error> read_params(const msgpack::object& value, const Limits& lim
   const msgpack::object* length_penalty = nullptr;
   const msgpack::object* min_new_tokens = nullptr;
   const msgpack::object* return_scores = nullptr;
+  const msgpack::object* priority = nullptr;
   const NamedSlot fields[] = {{"max_new_tokens", &max_new_tokens},
                               {"num_beams", &num_beams},
                               {"length_penalty", &length_penalty},
                               {"min_new_tokens", &min_new_tokens},
-                              {"return_scores", &return_scores}};
+                              {"return_scores", &return_scores},
+                              {"priority", &priority}};
   std::optional<std::string> unknown;
   if (auto error = collect_fields(value.via.map, "params.", fields, unknown)) return error;
   if (unknown) return invalid("unknown field " + *unknown);
@@ -351,6 +353,14 @@ std::optional<Error> read_params(const msgpack::object& value, const Limits& lim
       return error;
     }
   }
+  if (priority) {
+    if (auto error = read_int(*priority, "params.priority", 1, limits.priority_levels, number)) {
+      error->message += " (1 is the highest of the server's " + std::to_string(limits.priority_levels) +
+                        " priority level" + (limits.priority_levels == 1 ? ")" : "s)");
+      return error;
+    }
+    params.priority = static_cast<int>(number);
+  }
   return std::nullopt;
 }
 
@@ -387,8 +397,9 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
   const msgpack::object* texts = nullptr;
   const msgpack::object* params = nullptr;
   const msgpack::object* timeout_ms = nullptr;
-  const NamedSlot fields[] = {{"v", &v},         {"id", &id},         {"text", &text},
-                              {"texts", &texts}, {"params", &params}, {"timeout_ms", &timeout_ms}};
+  const msgpack::object* op = nullptr;
+  const NamedSlot fields[] = {{"v", &v},           {"id", &id},         {"text", &text},      {"texts", &texts},
+                              {"params", &params}, {"op", &op},         {"timeout_ms", &timeout_ms}};
   std::optional<std::string> unknown;
   if (auto error = collect_fields(root.via.map, "", fields, unknown)) {
     return reject(std::move(*error));
@@ -416,6 +427,30 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
   }
   if (unknown) return reject(invalid("unknown field " + *unknown), echo_id);
   if (id_error) return reject(std::move(*id_error));
+
+  if (op) {
+    if (op->type != msgpack::type::STR) {
+      return reject(invalid("op must be \"generate\" or \"cancel\", got " + describe(*op)), echo_id);
+    }
+    const std::string_view name = as_string_view(*op);
+    if (name == "cancel") {
+      request.op = Op::kCancel;
+    } else if (name != "generate") {
+      return reject(invalid("op must be \"generate\" or \"cancel\", got " + quote_name(name)), echo_id);
+    }
+  }
+  if (request.op == Op::kCancel) {
+    // A cancel names the request to cancel by its id and carries nothing else.
+    if (!request.id) return reject(invalid("a cancel request needs the id of the request to cancel"));
+    for (const auto& [name, field] : {std::pair{"text", text}, std::pair{"texts", texts},
+                                      std::pair{"params", params}, std::pair{"timeout_ms", timeout_ms}}) {
+      if (field) {
+        return reject(invalid(std::string("a cancel request carries only v, op and id, not '") + name + "'"),
+                      echo_id);
+      }
+    }
+    return request;
+  }
 
   if (text && texts) {
     return reject(invalid("request has both 'text' and 'texts' (send exactly one)"), echo_id);
@@ -655,6 +690,8 @@ std::string_view wire_name(ErrorCode code) {
       return "internal";
     case ErrorCode::kUnavailable:
       return "unavailable";
+    case ErrorCode::kCancelled:
+      return "cancelled";
   }
   return "internal";
 }
@@ -662,7 +699,7 @@ std::string_view wire_name(ErrorCode code) {
 std::optional<ErrorCode> parse_error_code(std::string_view name) {
   for (ErrorCode code :
        {ErrorCode::kInvalidArgument, ErrorCode::kTooLong, ErrorCode::kDeadlineExceeded,
-        ErrorCode::kOverloaded, ErrorCode::kInternal, ErrorCode::kUnavailable}) {
+        ErrorCode::kOverloaded, ErrorCode::kInternal, ErrorCode::kUnavailable, ErrorCode::kCancelled}) {
     if (wire_name(code) == name) return code;
   }
   return std::nullopt;
@@ -726,6 +763,18 @@ std::string encode_request(const Request& request) {
   std::string out;
   StringSink sink(out);
   Packer packer(sink);
+  if (request.op == Op::kCancel) {
+    packer.pack_map(2 + (request.id ? 1 : 0));
+    pack_string(packer, "v");
+    packer.pack_int(kVersion);
+    pack_string(packer, "op");
+    pack_string(packer, "cancel");
+    if (request.id) {
+      pack_string(packer, "id");
+      pack_string(packer, *request.id);
+    }
+    return out;
+  }
   packer.pack_map(3 + (request.id ? 1 : 0) + (request.timeout_ms ? 1 : 0));
   pack_string(packer, "v");
   packer.pack_int(kVersion);
@@ -742,7 +791,7 @@ std::string encode_request(const Request& request) {
   }
   const GenerateParams& params = request.params;
   pack_string(packer, "params");
-  packer.pack_map(5);
+  packer.pack_map(params.priority != 0 ? 6 : 5);
   pack_string(packer, "max_new_tokens");
   packer.pack_int(params.max_new_tokens);
   pack_string(packer, "num_beams");
@@ -753,6 +802,10 @@ std::string encode_request(const Request& request) {
   packer.pack_int(params.min_new_tokens);
   pack_string(packer, "return_scores");
   packer.pack(params.return_scores);
+  if (params.priority != 0) {
+    pack_string(packer, "priority");
+    packer.pack_int(params.priority);
+  }
   if (request.timeout_ms) {
     pack_string(packer, "timeout_ms");
     packer.pack_uint32(*request.timeout_ms);

@@ -32,18 +32,20 @@ void pack_float32(msgpack::sbuffer& buf, float v) {
 }
 
 void pack_item(msgpack::sbuffer& buf, Packer& pk, const WorkItem& w) {
-  pk.pack_map(w.error ? 13 : 12);
+  pk.pack_map((w.error ? 13 : 12) + (w.batcher.empty() ? 0 : 1));
   pack_str(pk, "r"), pk.pack_uint64(w.request);
   pack_str(pk, "i"), pk.pack_uint32(w.index);
   pack_str(pk, "g"), pack_str(pk, w.gateway);
   pack_str(pk, "dl"), pk.pack_int64(w.deadline_unix_us);
+  if (!w.batcher.empty()) pack_str(pk, "b"), pack_str(pk, w.batcher);
   pack_str(pk, "p");
-  pk.pack_map(5);
+  pk.pack_map(w.params.priority != 0 ? 6 : 5);
   pack_str(pk, "mnt"), pk.pack_int32(w.params.max_new_tokens);
   pack_str(pk, "nb"), pk.pack_int32(w.params.num_beams);
   pack_str(pk, "lp"), pack_float32(buf, w.params.length_penalty);
   pack_str(pk, "min"), pk.pack_int32(w.params.min_new_tokens);
   pack_str(pk, "rs"), w.params.return_scores ? pk.pack_true() : pk.pack_false();
+  if (w.params.priority != 0) pack_str(pk, "pr"), pk.pack_int32(w.params.priority);
   pack_str(pk, "t"), pack_str(pk, w.text);
   pack_str(pk, "ids");
   pk.pack_array(static_cast<uint32_t>(w.ids.size()));
@@ -180,6 +182,10 @@ class Reader {
         std::string_view s;
         if (!str(v, s) || s.size() > 256) return bad(field + " must be a string of at most 256 bytes");
         w.gateway = s;
+      } else if (key == "b") {
+        std::string_view s;
+        if (!str(v, s) || s.size() > 256) return bad(field + " must be a string of at most 256 bytes");
+        w.batcher = s;
       } else if (key == "dl") {
         if (!integer(v, w.deadline_unix_us)) return bad(field + " must be an integer");
       } else if (key == "p") {
@@ -261,6 +267,9 @@ class Reader {
       } else if (key == "rs") {
         if (v.type != msgpack::type::BOOLEAN) return bad(f + " must be a boolean");
         p.return_scores = v.via.boolean;
+      } else if (key == "pr") {
+        // The batcher checks it against its priority_levels (a gateway may be configured apart).
+        if (!small_int(v, 0, 1024, p.priority)) return bad(f + " must be in [0, 1024]");
       } else {
         return bad("unknown field '" + f + "'");
       }

@@ -2,7 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <thread>
+#include <algorithm>
+#include <stdexcept>
 
 
 #include "seqpipe/common/liveness.h"
@@ -56,28 +57,82 @@ std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>&
 }
 
 
+int hub_share(int capacity, size_t hub, size_t hubs) {
+  const auto n = static_cast<int>(hubs);
+  return capacity / n + (static_cast<int>(hub) < capacity % n ? 1 : 0);
+}
+
+std::vector<std::string> hubs_or(const std::vector<std::string>& configured, const std::string& the_hub) {
+  return configured.empty() ? std::vector<std::string>{the_hub} : configured;
+}
+
 int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics) {
   using Clock = std::chrono::steady_clock;
+  const size_t hub_count = options.hub_endpoints.size();
+  if (hub_count == 0) throw std::invalid_argument(options.stage_name + ": no hub endpoint to connect to");
+  if (stage.capacity() < static_cast<int>(hub_count)) {
+    throw std::invalid_argument(options.stage_name + ": capacity " + std::to_string(stage.capacity()) +
+                                " cannot give each of " + std::to_string(hub_count) + " hubs a credit");
+  }
   zmq::context_t context(1);
   transport::SocketOptions hub_options;
   hub_options.max_message_bytes = static_cast<int64_t>(options.limits.max_message_bytes);
   transport::PushSockets pushers(context);
-  common::PeerLiveness hub_liveness(options.heartbeat_interval, options.heartbeat_liveness, options.reconnect_max,
-                                    Clock::now());
-  // A fresh DEALER for every (re)connection: the hub sees a new routing id, so nothing it
-  // believed about the old connection (credits, work in flight) carries over by mistake.
-  std::unique_ptr<transport::Socket> hub;
-  auto connect = [&](int credits) {
-    hub = std::make_unique<transport::Socket>(context, zmq::socket_type::dealer, hub_options);
-    hub->connect(options.hub_endpoint);
-    hub->send({std::string_view(stage::encode({stage::MessageKind::kReady, credits, {}}))});
-    spdlog::info("{}: connected to {}, {} credits", options.stage_name, options.hub_endpoint, credits);
+
+  struct Hub {
+    std::string endpoint;
+    std::string from;  // "the hub <endpoint>", for logs
+    int share = 0;     // credits announced to it (its part of the stage's capacity)
+    common::PeerLiveness liveness;
+    // A fresh DEALER for every (re)connection: the hub sees a new routing id, so nothing it
+    // believed about the old connection (credits, work in flight) carries over by mistake.
+    std::unique_ptr<transport::Socket> socket;
+    std::optional<Clock::time_point> reconnect_at;  // set while waiting to reconnect
+    std::vector<stage::StageMessage> pending;       // answers kept for the next connection
   };
-  connect(stage.capacity());
+  std::vector<Hub> hubs;
+  hubs.reserve(hub_count);
+  for (size_t i = 0; i < hub_count; ++i) {
+    hubs.push_back({options.hub_endpoints[i], "the hub " + options.hub_endpoints[i],
+                    hub_share(stage.capacity(), i, hub_count),
+                    common::PeerLiveness(options.heartbeat_interval, options.heartbeat_liveness,
+                                         options.reconnect_max, Clock::now()),
+                    nullptr, std::nullopt, {}});
+  }
+  // The poller watches the connected hubs' sockets; rebuilt when a socket is replaced.
+  std::unique_ptr<transport::Poller> poller;
+  std::vector<size_t> polled;  // poller index -> hub
+  auto rebuild_poller = [&] {
+    poller = std::make_unique<transport::Poller>();
+    polled.clear();
+    for (size_t i = 0; i < hub_count; ++i) {
+      if (hubs[i].socket) {
+        poller->add(*hubs[i].socket);
+        polled.push_back(i);
+      }
+    }
+  };
+  auto connect = [&](size_t i, int credits) {
+    Hub& hub = hubs[i];
+    hub.socket = std::make_unique<transport::Socket>(context, zmq::socket_type::dealer, hub_options);
+    hub.socket->connect(hub.endpoint);
+    hub.socket->send({std::string_view(stage::encode({stage::MessageKind::kReady, credits, {}}))});
+    hub.reconnect_at.reset();
+    spdlog::info("{}: connected to {}, {} credits", options.stage_name, hub.endpoint, credits);
+  };
+  for (size_t i = 0; i < hub_count; ++i) connect(i, hubs[i].share);
+  rebuild_poller();
 
   Outbox out;
   auto flush = [&] {
-    for (const auto& message : out.to_hub) hub->send({std::string_view(stage::encode(message))});
+    for (auto& [i, message] : out.to_hub) {
+      Hub& hub = hubs[i < hub_count ? i : 0];
+      if (hub.socket) {
+        hub.socket->send({std::string_view(stage::encode(message))});
+      } else {
+        hub.pending.push_back(std::move(message));  // sent once reconnected
+      }
+    }
     for (const auto& [endpoint, message] : out.pushes) {
       if (!pushers.send(endpoint, stage::encode(message))) {
         spdlog::warn("{}: could not send {} item(s) to '{}'; dropped", options.stage_name, message.items.size(),
@@ -87,13 +142,18 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     out.to_hub.clear();
     out.pushes.clear();
   };
-  const std::string from = "the hub " + options.hub_endpoint;
-  auto handle = [&](const transport::Frames& frames) {
-    hub_liveness.seen(Clock::now());  // anything from the hub, even malformed, shows it is alive
-    auto message = decode_frames(frames, 1, from, options.limits, metrics);
+  auto handle = [&](size_t i, const transport::Frames& frames) {
+    hubs[i].liveness.seen(Clock::now());  // anything from the hub, even malformed, shows it is alive
+    auto message = decode_frames(frames, 1, hubs[i].from, options.limits, metrics);
     if (!message || message->kind == stage::MessageKind::kHeartbeat) return;
+    out.hub = i;
+    if (message->kind == stage::MessageKind::kCancel) {
+      stage.cancel(*message, out);
+      return;
+    }
     if (message->kind != stage.accepts()) {
-      spdlog::warn("{}: ignored a '{}' message from the hub", options.stage_name, stage::kind_name(message->kind));
+      spdlog::warn("{}: ignored a '{}' message from {}", options.stage_name, stage::kind_name(message->kind),
+                   hubs[i].endpoint);
       metrics.malformed();
       return;
     }
@@ -102,44 +162,57 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
 
   while (!service::stop_requested()) {
     const auto now = Clock::now();
-    const auto wait = stage.has_pending_work() ? std::chrono::milliseconds(0)
-                                               : std::min(options.idle_poll, hub_liveness.until_heartbeat(now));
-    if (auto frames = hub->recv(wait)) {
-      handle(*frames);
-      // Everything already waiting joins before the next unit of work (continuous batching).
-      while (auto more = hub->try_recv()) handle(*more);
+    auto wait = stage.has_pending_work() ? std::chrono::milliseconds(0) : options.idle_poll;
+    for (const Hub& hub : hubs) {
+      wait = std::min(wait, hub.reconnect_at ? std::max(std::chrono::milliseconds(0),
+                                                        std::chrono::ceil<std::chrono::milliseconds>(*hub.reconnect_at - now))
+                                             : hub.liveness.until_heartbeat(now));
+    }
+    if (poller->poll(wait) > 0) {
+      for (size_t p = 0; p < polled.size(); ++p) {
+        if (!poller->readable(p)) continue;
+        // Everything already waiting joins before the next unit of work (continuous batching).
+        while (auto frames = hubs[polled[p]].socket->try_recv()) handle(polled[p], *frames);
+      }
     }
     if (stage.has_pending_work()) stage.work(out);
     flush();
     const auto after = Clock::now();
-    if (hub_liveness.heartbeat_due(after)) hub->send({std::string_view(stage::encode({stage::MessageKind::kHeartbeat, 0, {}}))});
-    if (hub_liveness.hub_dead(after)) {
-      const auto pause = hub_liveness.reconnect_pause();
-      spdlog::warn("{}: no word from {} for {} heartbeats; reconnecting in {} ms", options.stage_name,
-                   options.hub_endpoint, options.heartbeat_liveness, pause.count());
-      const auto until = Clock::now() + pause;
-      while (!service::stop_requested() && Clock::now() < until) {
-        // Work in hand goes on meanwhile (a decoder's running sequences); its results are kept
-        // for the new connection.
-        if (stage.has_pending_work()) {
-          stage.work(out);
-          for (auto& [endpoint, message] : out.pushes) pushers.send(endpoint, stage::encode(message));
-          out.pushes.clear();
-        } else {
-          std::this_thread::sleep_for(std::min(std::chrono::milliseconds(20), pause));
-        }
+    bool sockets_changed = false;
+    for (size_t i = 0; i < hub_count; ++i) {
+      Hub& hub = hubs[i];
+      if (hub.reconnect_at) {
+        if (after < *hub.reconnect_at) continue;
+        // Its share minus what its work still holds (that returns with its results).
+        connect(i, std::max(0, hub.share - stage.held(i)));
+        hub.liveness.reconnected(after);
+        for (auto& message : hub.pending) hub.socket->send({std::string_view(stage::encode(message))});
+        hub.pending.clear();
+        sockets_changed = true;
+        continue;
       }
-      connect(stage.free_capacity());
-      hub_liveness.reconnected(Clock::now());
-      flush();
+      if (hub.liveness.heartbeat_due(after)) {
+        hub.socket->send({std::string_view(stage::encode({stage::MessageKind::kHeartbeat, 0, {}}))});
+      }
+      if (hub.liveness.hub_dead(after)) {
+        const auto pause = hub.liveness.reconnect_pause();
+        spdlog::warn("{}: no word from {} for {} heartbeats; reconnecting in {} ms", options.stage_name, hub.endpoint,
+                     options.heartbeat_liveness, pause.count());
+        // Work in hand goes on meanwhile (a decoder's running sequences); its answers wait in
+        // `pending` for the new connection.
+        hub.socket.reset();
+        hub.reconnect_at = after + pause;
+        sockets_changed = true;
+      }
     }
+    if (sockets_changed) rebuild_poller();
   }
   spdlog::info("{}: stopping", options.stage_name);
   return 0;
 }
 
 int serve_worker(std::string_view stage_name, const std::string& metrics_address, int metrics_port,
-                 const std::string& hub_endpoint,
+                 const std::vector<std::string>& hub_endpoints,
                  const config::LivenessConfig& liveness,
                  const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage) {
   service::init_logging(stage_name);
@@ -155,7 +228,7 @@ int serve_worker(std::string_view stage_name, const std::string& metrics_address
   }
   WorkerOptions options;
   options.stage_name = std::string(stage_name);
-  options.hub_endpoint = hub_endpoint;
+  options.hub_endpoints = hub_endpoints;
   options.heartbeat_interval = std::chrono::milliseconds(liveness.heartbeat_interval_ms);
   options.heartbeat_liveness = liveness.heartbeat_liveness;
   options.reconnect_max = std::chrono::milliseconds(liveness.reconnect_max_ms);

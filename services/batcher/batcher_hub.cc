@@ -25,6 +25,7 @@ BatchPolicy batch_policy(const config::BatcherConfig& c) {
   p.max_queue_delay = std::chrono::microseconds(c.max_queue_delay_us);
   p.max_batch_tokens = c.max_batch_tokens;
   p.max_queue_size = c.max_queue_size;
+  p.priority_levels = c.priority_levels;
   return p;
 }
 
@@ -34,6 +35,10 @@ common::HubLiveness hub_liveness(const config::LivenessConfig& c) {
 }
 std::string item_key(const stage::WorkItem& item) {
   return item.gateway + '\n' + std::to_string(item.request) + '\n' + std::to_string(item.index);
+}
+std::string request_key(const stage::WorkItem& item) { return item.gateway + '\n' + std::to_string(item.request); }
+bool same_request(const stage::WorkItem& a, const stage::WorkItem& b) {
+  return a.request == b.request && a.gateway == b.gateway;
 }
 bool expired(const stage::WorkItem& item, int64_t now_unix_us) {
   return item.deadline_unix_us != 0 && now_unix_us >= item.deadline_unix_us;
@@ -45,11 +50,24 @@ BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetri
       batcher_(batch_policy(config.batcher)),
       liveness_{hub_liveness(config.liveness), hub_liveness(config.liveness), hub_liveness(config.liveness)},
       max_queue_size_(static_cast<size_t>(config.batcher.max_queue_size)),
+      default_priority_(config.batcher.default_priority_level),
+      ingress_endpoint_(config.batcher.ingress_endpoint),
+      heartbeat_interval_(config.liveness.heartbeat_interval_ms),
       decode_backlog_limit_(2 * static_cast<size_t>(config.batcher.max_batch_size)) {
   batch_.reserve(static_cast<size_t>(config.batcher.max_batch_size));
 }
 
 void BatcherHub::on_sequences(stage::StageMessage&& message, Clock::time_point now, Outbox& out) {
+  if (message.kind == stage::MessageKind::kCancel) {
+    cancel(message, out);
+    return;
+  }
+  if (message.kind == stage::MessageKind::kHeartbeat) {
+    for (const auto& item : message.items) {
+      if (!item.gateway.empty()) gateways_[item.gateway] = now;
+    }
+    return;
+  }
   if (message.kind != stage::MessageKind::kSequence) {
     spdlog::warn("batcher: ignored a '{}' message on the ingress socket", stage::kind_name(message.kind));
     metrics_.malformed();
@@ -71,15 +89,88 @@ void BatcherHub::fail(stage::WorkItem&& item, protocol::Error error, Outbox& out
   out.to_gateways.emplace_back(std::move(gateway), stage::StageMessage{stage::MessageKind::kResult, 0, {std::move(item)}});
 }
 
+bool BatcherHub::is_cancelled(const stage::WorkItem& item) const {
+  return !cancelled_.empty() && cancelled_.count(request_key(item)) != 0;
+}
+
+void BatcherHub::drop_cancelled(std::vector<stage::WorkItem>& items) {
+  if (cancelled_.empty()) return;
+  const size_t before = items.size();
+  std::erase_if(items, [&](const stage::WorkItem& item) { return is_cancelled(item); });
+  if (items.size() != before) metrics_.cancelled(static_cast<double>(before - items.size()));
+}
+
+void BatcherHub::cancel(const stage::StageMessage& message, Outbox& out) {
+  for (const auto& request : message.items) {
+    if (!cancelled_.emplace(request_key(request), request.deadline_unix_us).second) continue;  // a repeat
+    size_t dropped = 0;
+    // Waiting for a batch.
+    for (auto it = batch_items_.begin(); it != batch_items_.end();) {
+      if (same_request(it->second.item, request)) {
+        batcher_.remove(it->first);
+        it = batch_items_.erase(it);
+        ++dropped;
+      } else {
+        ++it;
+      }
+    }
+    // Waiting for a decoder or a postprocessor.
+    auto waiting = [&](const Waiting& w) { return same_request(w.item, request); };
+    dropped += std::erase_if(decode_queue_, waiting) + std::erase_if(postprocess_queue_, waiting);
+    // Running on a decoder: it stops them and returns their slots as credits. They leave the
+    // in-flight record now, so a late answer is dropped and a dead decoder's work is not re-sent.
+    for (auto& [worker, held] : in_flight_[static_cast<size_t>(Role::kDecoder)]) {
+      stage::StageMessage to_decoder{stage::MessageKind::kCancel, 0, {}};
+      for (auto& m : held) {
+        for (auto i = m.items.begin(); i != m.items.end();) {
+          if (same_request(*i, request)) {
+            stage::WorkItem key;  // what the decoder needs to find it
+            key.request = i->request;
+            key.index = i->index;
+            key.gateway = i->gateway;
+            key.deadline_unix_us = i->deadline_unix_us;
+            to_decoder.items.push_back(std::move(key));
+            i = m.items.erase(i);
+          } else {
+            ++i;
+          }
+        }
+      }
+      std::erase_if(held, [](const stage::StageMessage& m) { return m.items.empty(); });
+      if (!to_decoder.items.empty()) {
+        dropped += to_decoder.items.size();
+        out.to_workers.push_back({Role::kDecoder, worker, std::move(to_decoder)});
+      }
+    }
+    if (dropped > 0) metrics_.cancelled(static_cast<double>(dropped));
+    spdlog::info("batcher: request {} of {} cancelled; {} item(s) dropped here or stopped on a decoder", request.request,
+                 request.gateway, dropped);
+  }
+}
+
 void BatcherHub::enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& out) {
+  if (is_cancelled(item)) {  // cancelled while it was being tokenized
+    metrics_.cancelled();
+    return;
+  }
   const int64_t left_us = item.deadline_unix_us == 0 ? int64_t{3600} * 1000000
                                                      : item.deadline_unix_us - service::unix_now_us();
   if (item.ids.empty()) {
     fail(std::move(item), {protocol::ErrorCode::kInternal, "batcher received a sequence without ids"}, out);
     return;
   }
+  const int priority = level(item);
+  if (priority > batcher_.policy().priority_levels) {  // the gateway checks it; its config may differ
+    fail(std::move(item),
+         {protocol::ErrorCode::kInvalidArgument,
+          "params.priority " + std::to_string(priority) + " is not a priority level of the batcher (1.." +
+              std::to_string(batcher_.policy().priority_levels) + ")"},
+         out);
+    return;
+  }
   const uint64_t id = next_sequence_++;
-  const QueuedSequence queued{id, static_cast<int>(item.ids.size()), now, now + std::chrono::microseconds(left_us)};
+  const QueuedSequence queued{id, static_cast<int>(item.ids.size()), now, now + std::chrono::microseconds(left_us),
+                              priority};
   // max_queue_size bounds everything waiting here, encoded sequences waiting for decoder slots
   // included: under overload the excess is refused at once instead of expiring in a queue.
   if (batcher_.size() + decode_queue_.size() >= max_queue_size_ || !batcher_.enqueue(queued)) {
@@ -122,8 +213,24 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
   if (message.kind == MessageKind::kHeartbeat) return;
   credits.release(worker, message.credits);
   settle(role, worker, message);
-  auto& next = role == Role::kEncoder ? decode_queue_ : postprocess_queue_;
-  for (auto& item : message.items) next.push_back({now, std::move(item)});
+  drop_cancelled(message.items);  // cancelled while an encoder or decoder had them
+  if (role != Role::kEncoder) {  // decoded: on to the postprocessors
+    for (auto& item : message.items) postprocess_queue_.push_back({now, std::move(item)});
+    return;
+  }
+  // Encoded sequences wait for decoder slots by priority level too: each goes behind the last
+  // of its level or a higher one (arrival order within a level, so a waiting beam search is not
+  // overtaken by its own level).
+  for (auto& item : message.items) {
+    const int priority = level(item);
+    auto at = std::find_if(decode_queue_.rbegin(), decode_queue_.rend(),
+                           [&](const Waiting& w) { return level(w.item) <= priority; });
+    decode_queue_.insert(at.base(), {now, std::move(item)});
+  }
+}
+
+int BatcherHub::level(const stage::WorkItem& item) const {
+  return item.params.priority == 0 ? default_priority_ : item.params.priority;
 }
 
 void BatcherHub::record(Role role, const std::string& worker, const stage::StageMessage& message) {
@@ -165,6 +272,16 @@ void BatcherHub::settle(Role role, const std::string& worker, stage::StageMessag
 }
 
 void BatcherHub::tick(Clock::time_point now, Outbox& out) {
+  if (!gateways_.empty() && now >= next_gateway_heartbeat_) {
+    // Answer the gateways that heartbeat us; forget one silent for 10 of its periods (gone).
+    next_gateway_heartbeat_ = now + heartbeat_interval_;
+    std::erase_if(gateways_, [&](const auto& g) { return now - g.second > 10 * heartbeat_interval_; });
+    stage::WorkItem me;
+    me.batcher = ingress_endpoint_;
+    for (const auto& [gateway, seen] : gateways_) {
+      out.to_gateways.emplace_back(gateway, stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {me}});
+    }
+  }
   for (size_t r = 0; r < 3; ++r) {
     const auto role = static_cast<Role>(r);
     if (liveness_[r].heartbeat_due(now)) {
@@ -181,6 +298,7 @@ void BatcherHub::tick(Clock::time_point now, Outbox& out) {
           std::erase_if(held, [](const stage::StageMessage& m) { return m.items.empty(); });
         }
         std::erase_if(retried_, [&](const auto& kv) { return kv.second != 0 && now_unix >= kv.second; });
+        std::erase_if(cancelled_, [&](const auto& kv) { return now_unix >= kv.second; });
       }
     }
     for (const auto& worker : liveness_[r].take_dead(now)) worker_dead(role, worker, now, out);
@@ -285,7 +403,7 @@ void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_p
   std::vector<stage::WorkItem> again;  // in the order they were first sent
   for (auto& m : node.mapped()) {
     for (auto& item : m.items) {
-      if (expired(item, now_unix)) continue;  // answered by its gateway already
+      if (expired(item, now_unix) || is_cancelled(item)) continue;  // answered by its gateway already
       const std::string key = item_key(item);
       if (retried_.count(key) != 0 || workers_[r].size() == 0) {
         fail(std::move(item),

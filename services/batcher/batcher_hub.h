@@ -7,7 +7,10 @@
 // out of credit and the others take the work. The batcher is its workers' hub: heartbeats both
 // ways (Paranoid Pirate); the work a dead worker held goes once to another replica of its stage,
 // and a second loss, or no replica left, answers `unavailable` to the item's gateway. Time is
-// passed in (tests use an injected clock).
+// passed in (tests use an injected clock). A `cancel` from a gateway drops its requests' work
+// wherever the batcher holds it (queues, encoders' answers still to come, sequences arriving
+// later from a tokenizer) and is forwarded to each decoder running one of them, which stops the
+// sequence and returns its slots.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -48,7 +51,9 @@ class BatcherHub {
  public:
   BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics);
 
-  // `sequence` messages from the tokenizers. A full queue answers `overloaded` to the gateway.
+  // `sequence` messages from the tokenizers (a full queue answers `overloaded` to the gateway),
+  // `cancel` messages from the gateways (one item per request: request, gateway, deadline), and
+  // gateways' heartbeats (item.gateway: where to answer; tick() heartbeats back).
   void on_sequences(stage::StageMessage&& message, Clock::time_point now, Outbox& out);
   // Messages from engine workers: ready, credit, heartbeat, encoded, decoded.
   void on_worker(Role role, const std::string& worker, stage::StageMessage&& message, Clock::time_point now);
@@ -73,6 +78,12 @@ class BatcherHub {
     stage::WorkItem item;
   };
   void enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& out);
+  void cancel(const stage::StageMessage& message, Outbox& out);
+  bool is_cancelled(const stage::WorkItem& item) const;
+  // The item's priority level (params.priority, or the default level when it gives none).
+  int level(const stage::WorkItem& item) const;
+  // Drops the items of cancelled requests from `items`, counting them.
+  void drop_cancelled(std::vector<stage::WorkItem>& items);
   void fail(stage::WorkItem&& item, protocol::Error error, Outbox& out);
   void record(Role role, const std::string& worker, const stage::StageMessage& message);
   // Removes what `worker` answered from its in-flight record. Decoded items not in it (sent
@@ -91,12 +102,20 @@ class BatcherHub {
   std::unordered_map<std::string, std::deque<stage::StageMessage>> in_flight_[3];
   // Items re-dispatched once already (key: gateway, request, index), with their deadline.
   std::unordered_map<std::string, int64_t> retried_;
+  // Requests cancelled by their gateway (key: gateway, request), until their deadline.
+  std::unordered_map<std::string, int64_t> cancelled_;
+  // Gateways that sent heartbeats (several batchers per gateway), by results endpoint: when last heard.
+  std::unordered_map<std::string, Clock::time_point> gateways_;
+  Clock::time_point next_gateway_heartbeat_{};
   std::unordered_map<uint64_t, Waiting> batch_items_;  // by DynamicBatcher sequence id
   uint64_t next_sequence_ = 1;
   std::deque<Waiting> decode_queue_, postprocess_queue_;
   std::vector<QueuedSequence> batch_, expired_;  // scratch for DynamicBatcher::poll
   std::chrono::microseconds wakeup_{100000};
   size_t max_queue_size_;
+  int default_priority_;         // the level of items without params.priority
+  std::string ingress_endpoint_;  // names this batcher in its heartbeats to gateways
+  std::chrono::milliseconds heartbeat_interval_;
   size_t decode_backlog_limit_;  // encoded sequences waiting for decoder slots before batching pauses
 };
 

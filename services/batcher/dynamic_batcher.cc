@@ -24,11 +24,15 @@ void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point no
     d.action = BatchDecision::Action::kIdle;
     return;
   }
-  // The oldest live sequence anchors the batch; the others join closest in length first (then
-  // oldest first), so a batch holds similar lengths and nobody waits behind newer arrivals forever.
+  // The oldest live sequence of the highest level anchors the batch; the others join by level,
+  // then closest in length first (then oldest first), so a batch holds similar lengths and
+  // nobody waits behind newer arrivals of its level forever.
   const size_t anchor = d.candidates.front();
   const int anchor_len = queue[anchor].tokens;
+  Clock::time_point oldest = queue[anchor].enqueued;
+  for (size_t c : d.candidates) oldest = std::min(oldest, queue[c].enqueued);
   std::stable_sort(d.candidates.begin() + 1, d.candidates.end(), [&](size_t a, size_t b) {
+    if (queue[a].priority != queue[b].priority) return queue[a].priority < queue[b].priority;
     return std::abs(queue[a].tokens - anchor_len) < std::abs(queue[b].tokens - anchor_len);
   });
 
@@ -53,7 +57,7 @@ void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point no
   for (int p : policy.preferred_batch_sizes) {
     if (p <= count) preferred = std::max(preferred, p);
   }
-  const auto waited = now - queue[anchor].enqueued;
+  const auto waited = now - oldest;
   if (full) {
     // send the whole formed batch
   } else if (preferred > 0) {
@@ -62,13 +66,13 @@ void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point no
     d.action = BatchDecision::Action::kWait;
     // Until the delay runs out, or sooner when a queued sequence's deadline comes first (the
     // next decision then expires it).
-    const auto until = std::min(queue[anchor].enqueued + policy.max_queue_delay, earliest_deadline);
+    const auto until = std::min(oldest + policy.max_queue_delay, earliest_deadline);
     d.wait = std::chrono::duration_cast<std::chrono::microseconds>(until - now);
     if (d.wait.count() == 0) d.wait = std::chrono::microseconds{1};
     d.batch.clear();
     return;
   }
-  std::sort(d.batch.begin(), d.batch.end());  // arrival order
+  std::sort(d.batch.begin(), d.batch.end());  // queue order: by level, then arrival
   d.action = BatchDecision::Action::kSend;
 }
 
@@ -76,6 +80,7 @@ DynamicBatcher::DynamicBatcher(BatchPolicy policy) : policy_(std::move(policy)) 
   if (policy_.max_batch_size < 1) throw std::invalid_argument("BatchPolicy.max_batch_size must be >= 1");
   if (policy_.max_queue_size < 1) throw std::invalid_argument("BatchPolicy.max_queue_size must be >= 1");
   if (policy_.max_batch_tokens < 1) throw std::invalid_argument("BatchPolicy.max_batch_tokens must be >= 1");
+  if (policy_.priority_levels < 1) throw std::invalid_argument("BatchPolicy.priority_levels must be >= 1");
   const size_t cap = static_cast<size_t>(policy_.max_queue_size);
   queue_.reserve(cap);
   taken_.reserve(cap);
@@ -86,8 +91,17 @@ DynamicBatcher::DynamicBatcher(BatchPolicy policy) : policy_(std::move(policy)) 
 
 bool DynamicBatcher::enqueue(const QueuedSequence& sequence) {
   if (queue_.size() >= static_cast<size_t>(policy_.max_queue_size)) return false;
-  queue_.push_back(sequence);
+  if (sequence.priority < 1 || sequence.priority > policy_.priority_levels) return false;
+  // The end of its level's segment: before the first sequence of a lower level.
+  auto at = std::upper_bound(queue_.begin(), queue_.end(), sequence.priority,
+                             [](int priority, const QueuedSequence& s) { return priority < s.priority; });
+  queue_.insert(at, sequence);  // within the reserved capacity: no allocation
   return true;
+}
+
+size_t DynamicBatcher::size(int priority) const {
+  return static_cast<size_t>(std::count_if(queue_.begin(), queue_.end(),
+                                           [priority](const QueuedSequence& s) { return s.priority == priority; }));
 }
 
 const BatchDecision& DynamicBatcher::poll(Clock::time_point now, std::vector<QueuedSequence>& batch,

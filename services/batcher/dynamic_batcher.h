@@ -1,7 +1,8 @@
 #pragma once
-// Dynamic batching as Triton's dynamic_batch_scheduler does it: one class owns one queue and
-// one policy; the decision "send this batch now" or "wait N us" is a pure function of the
-// queue and the clock (decide_batch), so it is unit-tested with an injected time.
+// Dynamic batching as Triton's dynamic_batch_scheduler does it: one class owns the queues (one
+// per priority level) and the policy; the decision "send this batch now" or "wait N us" is a
+// pure function of the queue and the clock (decide_batch), so it is unit-tested with an injected
+// time.
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -15,7 +16,8 @@ struct BatchPolicy {
   std::vector<int> preferred_batch_sizes{8, 16, 32};  // sent at once when they can be formed
   std::chrono::microseconds max_queue_delay{2000};  // longest the oldest sequence waits for company
   int max_batch_tokens = 4096;                     // batch_size x longest sequence (padding included)
-  int max_queue_size = 1024;                       // beyond it enqueue() refuses (overloaded)
+  int max_queue_size = 1024;                       // beyond it enqueue() refuses (overloaded); all levels together
+  int priority_levels = 1;                         // QueuedSequence::priority in [1, priority_levels], 1 highest
 };
 
 struct QueuedSequence {
@@ -23,6 +25,7 @@ struct QueuedSequence {
   int tokens = 0;  // input length, eos included
   Clock::time_point enqueued;
   Clock::time_point deadline;  // answered deadline_exceeded instead of encoded after this
+  int priority = 1;            // level, 1 = highest .. BatchPolicy::priority_levels
 };
 
 struct BatchDecision {
@@ -35,27 +38,37 @@ struct BatchDecision {
   std::vector<size_t> candidates;
 };
 
-// The batching decision for `queue` (in arrival order) at `now`:
+// The batching decision for `queue` (in dispatch order: by priority level, highest first, then
+// arrival order within a level) at `now`:
 //  - sequences past their deadline are listed in `expired` and take no part;
-//  - the batch is anchored on the oldest live sequence and filled with the sequences closest to
-//    it in length (less padding), while count <= max_batch_size and count x longest <=
+//  - the batch is anchored on the first live sequence (the oldest of the highest level) and
+//    filled level by level, highest first, and within a level with the sequences closest to the
+//    anchor in length (less padding), while count <= max_batch_size and count x longest <=
 //    max_batch_tokens;
 //  - send now when the batch is full (max_batch_size, or a candidate does not fit the token budget),
 //    or when a preferred size can be formed (the largest one that fits), or when the oldest
-//    sequence has waited max_queue_delay (then whatever was formed);
+//    live sequence (of any level) has waited max_queue_delay (then whatever was formed);
 //  - otherwise wait until the oldest sequence's delay runs out (or the earliest deadline, if sooner).
+// With one level this is plain arrival order.
 void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point now, const BatchPolicy& policy,
                   BatchDecision& decision);
 
-// The queue and its policy. Not thread-safe: the batcher's loop owns it.
+// The queues (one per priority level) and their policy. Not thread-safe: the batcher's loop owns
+// it. The per-level queues are consecutive segments of one array, level 1 first, each in arrival
+// order: poll() hands decide_batch that array as it is, and nothing is allocated after
+// construction (the array is reserved to max_queue_size, the bound on all levels together).
 class DynamicBatcher {
  public:
   explicit DynamicBatcher(BatchPolicy policy);
 
   const BatchPolicy& policy() const { return policy_; }
   size_t size() const { return queue_.size(); }
+  // Sequences queued at one level.
+  size_t size(int priority) const;
 
-  // False (and nothing queued) when the queue holds max_queue_size sequences: reply overloaded.
+  // Queues `sequence` at the end of its level. False (and nothing queued) when the queues hold
+  // max_queue_size sequences (reply overloaded) or its priority is not in [1, priority_levels]
+  // (the batcher checks it before).
   bool enqueue(const QueuedSequence& sequence);
 
   // Runs decide_batch; moves the batch (oldest first) into `batch` and the expired sequences
@@ -68,7 +81,7 @@ class DynamicBatcher {
 
  private:
   BatchPolicy policy_;
-  std::vector<QueuedSequence> queue_;  // arrival order; capacity reserved to max_queue_size
+  std::vector<QueuedSequence> queue_;  // by level, then arrival order; capacity reserved to max_queue_size
   std::vector<bool> taken_;
   BatchDecision decision_;
 };

@@ -31,6 +31,16 @@ engine::DecodingOptions decoding_options(const protocol::GenerateParams& p) {
   return o;
 }
 
+// The `decoded` message for `hub` among those added to out.to_hub since index `first` (one per
+// hub per step); a new one when there is none yet. The reference lasts until the next push.
+stage::StageMessage& decoded_for(worker::Outbox& out, size_t first, size_t hub) {
+  for (size_t i = first; i < out.to_hub.size(); ++i) {
+    if (out.to_hub[i].hub == hub) return out.to_hub[i].message;
+  }
+  out.to_hub.push_back({hub, {stage::MessageKind::kDecoded, 0, {}}});
+  return out.to_hub.back().message;
+}
+
 uint64_t micros_since(SteadyClock::time_point start) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start).count());
@@ -74,7 +84,32 @@ void DecoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
   metrics_.request(static_cast<double>(message.items.size()));
   int credits = 0;  // slots of items that never started: back to the batcher at once
   for (auto& item : message.items) admit(std::move(item), out, credits);
-  if (credits > 0) out.to_hub.push_back({stage::MessageKind::kDecoded, credits, {}});
+  if (credits > 0) out.answer({stage::MessageKind::kDecoded, credits, {}});
+  metrics_.set_in_flight(running());
+  metrics_.set_kv_slots(num_slots_ - free_slots(), free_slots());
+}
+
+void DecoderStage::cancel(const stage::StageMessage& message, worker::Outbox& out) {
+  int credits = 0;
+  for (const auto& request : message.items) {
+    for (size_t i = 0; i < running_.size();) {
+      Running& r = running_[i];
+      // Only the hub that sent a sequence cancels it (another batcher may run the same request).
+      if (r.hub == out.hub && r.item.request == request.request && r.item.gateway == request.gateway) {
+        generator_.cancel(r.handle);
+        credits += r.slots;
+        metrics_.cancelled();
+        spdlog::info("decoder: request {} item {} cancelled after {} us; {} slot(s) freed", r.item.request,
+                     r.item.index, micros_since(r.started), r.slots);
+        r = std::move(running_.back());
+        running_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+  // Nothing found: it finished first, and its slots went back with its result.
+  if (credits > 0) out.answer({stage::MessageKind::kDecoded, credits, {}});
   metrics_.set_in_flight(running());
   metrics_.set_kv_slots(num_slots_ - free_slots(), free_slots());
 }
@@ -104,7 +139,7 @@ void DecoderStage::admit(stage::WorkItem&& item, worker::Outbox& out, int& credi
   item.rows = 0;  // the result carries output ids only
   try {
     const uint64_t handle = generator_.add(encoded, 0, decoding_options(item.params));
-    running_.push_back({handle, slots, std::move(item), SteadyClock::now()});
+    running_.push_back({handle, slots, std::move(item), SteadyClock::now(), out.hub});
   } catch (const std::exception& e) {  // options the engine refuses, or no free slots (a hub bug)
     credits += slots;
     out.fail(std::move(item), {protocol::ErrorCode::kInternal, std::string("decoder: ") + e.what()}, "decoder",
@@ -119,7 +154,9 @@ void DecoderStage::work(worker::Outbox& out) {
   metrics_.compute_time(std::chrono::duration<double>(SteadyClock::now() - start).count());
   metrics_.batch_size(running());
 
-  stage::StageMessage decoded{stage::MessageKind::kDecoded, 0, {}};
+  // One `decoded` message per hub with something finished or expired: results and slots go back
+  // to the hub that sent the sequence.
+  const size_t first = out.to_hub.size();
   for (auto& f : finished_) {
     auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.handle == f.handle; });
     if (it == running_.end()) continue;
@@ -127,6 +164,7 @@ void DecoderStage::work(worker::Outbox& out) {
     item.ids.assign(f.result.ids.begin(), f.result.ids.end());
     item.score = f.result.score;
     item.timings.decode_us += micros_since(it->started);
+    stage::StageMessage& decoded = decoded_for(out, first, it->hub);
     decoded.credits += it->slots;
     decoded.items.push_back(std::move(item));
     *it = std::move(running_.back());
@@ -138,7 +176,7 @@ void DecoderStage::work(worker::Outbox& out) {
     if (worker::expired(running_[i].item, now)) {
       generator_.cancel(running_[i].handle);
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
-      decoded.credits += running_[i].slots;
+      decoded_for(out, first, running_[i].hub).credits += running_[i].slots;
       running_[i] = std::move(running_.back());
       running_.pop_back();
     } else {
@@ -147,7 +185,12 @@ void DecoderStage::work(worker::Outbox& out) {
   }
   metrics_.set_in_flight(running());
   metrics_.set_kv_slots(num_slots_ - free_slots(), free_slots());
-  if (decoded.credits > 0) out.to_hub.push_back(std::move(decoded));
+}
+
+int DecoderStage::held(size_t hub) const {
+  int slots = 0;
+  for (const Running& r : running_) slots += r.hub == hub ? r.slots : 0;
+  return slots;
 }
 
 }  // namespace seqpipe::decoder

@@ -3,7 +3,8 @@
 // sequence joins the running batch between two decode steps as soon as it arrives and leaves
 // the moment it finishes; its KV-cache slots (num_beams of them) go back to the batcher as
 // credits with its result, so the batcher never sends more than the free slots. Sequences whose
-// deadline passes are cancelled between steps (their slots freed). Socket-free.
+// deadline passes are cancelled between steps (their slots freed), and so are sequences whose
+// client cancelled the request (a `cancel` from the batcher). Socket-free.
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -21,7 +22,12 @@ class DecoderStage : public worker::WorkerStage {
   stage::MessageKind accepts() const override { return stage::MessageKind::kDecode; }
   int capacity() const override { return num_slots_; }
   int free_capacity() const override { return generator_.free_slots(); }
+  // Slots held by the running sequences of hub `hub`.
+  int held(size_t hub) const override;
   void handle(stage::StageMessage&& message, worker::Outbox& out) override;
+  // Stops the running sequences of the cancelled requests: their slots are free for the next
+  // step and go back to the batcher as credits (a `decoded` message without items).
+  void cancel(const stage::StageMessage& message, worker::Outbox& out) override;
   bool has_pending_work() const override { return !running_.empty(); }
   // One decoder step over every running sequence; finished and expired ones leave.
   void work(worker::Outbox& out) override;
@@ -37,6 +43,7 @@ class DecoderStage : public worker::WorkerStage {
     int slots = 0;
     stage::WorkItem item;  // without its encoder rows
     std::chrono::steady_clock::time_point started;
+    size_t hub = 0;  // the hub (batcher) that sent it: its result and slots go back there
   };
   void admit(stage::WorkItem&& item, worker::Outbox& out, int& credits);
 

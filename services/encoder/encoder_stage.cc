@@ -70,7 +70,7 @@ void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
       encoded.items.clear();
     }
   }
-  out.to_hub.push_back(std::move(encoded));
+  out.answer(std::move(encoded));
 }
 
 }  // namespace seqpipe::encoder

@@ -31,6 +31,7 @@ protocol::Limits protocol_limits(const config::PipelineConfig& c) {
   limits.max_new_tokens_cap = c.decoder.max_new_tokens;
   limits.max_beams = std::min(c.decoder.max_beams, c.decoder.num_slots);
   limits.max_timeout_ms = c.gateway.max_timeout_ms;
+  limits.priority_levels = c.batcher.priority_levels;
   return limits;
 }
 
@@ -42,7 +43,39 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
       metrics_(stage_metrics),
       gateway_metrics_(gateway_metrics),
       liveness_(std::chrono::milliseconds(config.liveness.heartbeat_interval_ms), config.liveness.heartbeat_liveness),
-      cache_(config.gateway.cache_bytes) {}
+      cache_(config.gateway.cache_bytes) {
+  for (const auto& endpoint : config.gateway.batcher_endpoints) batchers_.push_back({endpoint, {}, true});
+  if (batchers_.empty()) batchers_.push_back({config.batcher.ingress_endpoint, {}, true});
+}
+
+size_t Gateway::live_batchers() const {
+  return static_cast<size_t>(std::count_if(batchers_.begin(), batchers_.end(), [](const BatcherLink& b) { return b.live; }));
+}
+
+std::optional<size_t> Gateway::next_live_batcher(size_t after) const {
+  for (size_t k = 1; k <= batchers_.size(); ++k) {
+    const size_t i = (after + k) % batchers_.size();
+    if (batchers_[i].live) return i;
+  }
+  return std::nullopt;
+}
+
+stage::StageMessage Gateway::tokenize_work(uint64_t id, const Request& r) const {
+  stage::StageMessage work{stage::MessageKind::kTokenize, 0, {}};
+  for (size_t i = 0; i < r.sources.size(); ++i) {
+    if (r.done[i]) continue;
+    stage::WorkItem item;
+    item.request = id;
+    item.index = static_cast<uint32_t>(i);
+    item.gateway = results_endpoint_;
+    item.batcher = batchers_[r.batcher].endpoint;
+    item.deadline_unix_us = r.deadline_unix_us;
+    item.params = r.params;
+    item.text = r.sources[i];
+    work.items.push_back(std::move(item));
+  }
+  return work;
+}
 
 void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_point now, Outbox& out) {
   if (frames.size() < 2) return;  // no routing frame: nobody to answer
@@ -56,14 +89,27 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
     return;
   }
   auto& request = std::get<protocol::Request>(decoded);
+  if (request.op == protocol::Op::kCancel) {
+    cancel(frames, *request.id, now, out);
+    return;
+  }
   if (waiting_.size() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
     reply_error(std::move(frames), request.id.value_or(""),
                 {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"}, now, now, out);
     return;
   }
+  const bool several_batchers = batchers_.size() > 1;
+  std::optional<size_t> batcher = several_batchers ? next_live_batcher(last_batcher_) : std::optional<size_t>(0);
+  if (!batcher) {
+    reply_error(std::move(frames), request.id.value_or(""),
+                {protocol::ErrorCode::kUnavailable, "no batcher is live; retry later"}, now, now, out);
+    return;
+  }
+  last_batcher_ = *batcher;
   const uint64_t id = next_id_++;
   const uint32_t timeout_ms = request.timeout_ms.value_or(config_.gateway.default_timeout_ms);
   Request r;
+  r.batcher = *batcher;
   r.envelope = std::move(frames);
   r.client_id = request.id.value_or("");
   r.batch_form = request.batch_form;
@@ -77,6 +123,11 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
 
   stage::StageMessage work{stage::MessageKind::kTokenize, 0, {}};
   const int64_t deadline_unix_us = service::unix_now_us() + int64_t{timeout_ms} * 1000;
+  if (several_batchers) {  // kept to submit to another batcher if this one dies
+    r.sources = request.texts;
+    r.params = request.params;
+    r.deadline_unix_us = deadline_unix_us;
+  }
   for (size_t i = 0; i < request.texts.size(); ++i) {
     if (cache_.enabled()) {
       std::string key = cache_key(config_.model.dir, request.params, request.texts[i]);
@@ -95,10 +146,15 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
     item.request = id;
     item.index = static_cast<uint32_t>(i);
     item.gateway = results_endpoint_;
+    if (several_batchers) item.batcher = batchers_[*batcher].endpoint;
     item.deadline_unix_us = deadline_unix_us;
     item.params = request.params;
     item.text = std::move(request.texts[i]);
     work.items.push_back(std::move(item));
+  }
+  if (request.id) {
+    r.cancel_key = client_key(r.envelope, *request.id);
+    by_client_.emplace(r.cancel_key, id);
   }
   deadlines_.emplace(r.deadline, id);
   auto& stored = requests_.emplace(id, std::move(r)).first->second;
@@ -135,6 +191,17 @@ void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage&
 }
 
 void Gateway::on_results(stage::StageMessage&& message, SteadyClock::time_point now, Outbox& out) {
+  if (message.kind == stage::MessageKind::kHeartbeat) {  // from a batcher: its ingress in the item
+    for (const auto& item : message.items) {
+      for (auto& b : batchers_) {
+        if (b.endpoint != item.batcher) continue;
+        b.last_seen = now;
+        if (!b.live) spdlog::info("gateway: batcher {} is live again", b.endpoint);
+        b.live = true;
+      }
+    }
+    return;
+  }
   if (message.kind != stage::MessageKind::kResult) {
     spdlog::warn("gateway: ignored a '{}' message on the results socket", stage::kind_name(message.kind));
     metrics_.malformed();
@@ -187,6 +254,15 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
   }
   out.replies.emplace_back(std::move(r.envelope), protocol::encode_reply(reply));
   deadlines_.erase({r.deadline, id});
+  if (!r.cancel_key.empty()) {
+    auto [first, last] = by_client_.equal_range(r.cancel_key);
+    for (auto c = first; c != last; ++c) {
+      if (c->second == id) {
+        by_client_.erase(c);
+        break;
+      }
+    }
+  }
   requests_.erase(it);
   metrics_.set_in_flight(static_cast<double>(requests_.size()));
 }
@@ -199,6 +275,40 @@ void Gateway::reply_error(Envelope envelope, std::string client_id, protocol::Er
   reply.timings.total_us = micros(now - received);
   gateway_metrics_.request_seconds(false, static_cast<double>(reply.timings.total_us) * 1e-6);
   out.replies.emplace_back(std::move(envelope), protocol::encode_reply(reply));
+}
+
+std::string Gateway::client_key(const Envelope& envelope, const std::string& client_id) {
+  // Length-prefixed frames: routing ids are arbitrary bytes.
+  std::string key;
+  for (const auto& frame : envelope) key += std::to_string(frame.size()) + ':' + frame;
+  return key + std::to_string(client_id.size()) + ':' + client_id;
+}
+
+void Gateway::cancel(const Envelope& envelope, const std::string& client_id, SteadyClock::time_point now,
+                     Outbox& out) {
+  auto [first, last] = by_client_.equal_range(client_key(envelope, client_id));
+  std::vector<uint64_t> ids;
+  for (auto c = first; c != last; ++c) ids.push_back(c->second);
+  gateway_metrics_.cancel(!ids.empty());
+  if (ids.empty()) {
+    spdlog::info("gateway: cancel of id '{}' ignored: no such request in flight (answered already?)", client_id);
+    return;
+  }
+  stage::StageMessage cancel{stage::MessageKind::kCancel, 0, {}};
+  const int64_t now_unix = service::unix_now_us();
+  for (uint64_t id : ids) {
+    const Request& r = requests_.at(id);
+    // The batcher forgets a cancelled request at its deadline: no work of it can matter later.
+    stage::WorkItem item;
+    item.request = id;
+    item.gateway = results_endpoint_;
+    item.deadline_unix_us = now_unix + static_cast<int64_t>(micros(r.deadline - now));
+    cancel.items.push_back(std::move(item));
+    reply(id, protocol::error_reply(r.client_id, {protocol::ErrorCode::kCancelled, "cancelled by the client"}), now,
+          out);
+  }
+  // Every batcher: a re-submitted request may have work at two.
+  for (const auto& b : batchers_) out.to_batcher.emplace_back(b.endpoint, cancel);
 }
 
 void Gateway::expire(SteadyClock::time_point now, Outbox& out) {
@@ -217,8 +327,9 @@ void Gateway::dispatch(SteadyClock::time_point now, Outbox& out) {
   while (!waiting_.empty()) {
     stage::StageMessage& work = waiting_.front();
     auto it = requests_.find(work.items.front().request);
-    if (it == requests_.end()) {  // answered while it waited (deadline)
-      waiting_.pop_front();
+    const std::string& to = work.items.front().batcher;
+    if (it == requests_.end() || (!to.empty() && to != batchers_[it->second.batcher].endpoint)) {
+      waiting_.pop_front();  // answered while it waited (deadline), or re-submitted elsewhere
       continue;
     }
     auto worker = tokenizers_.take(1);
@@ -239,6 +350,49 @@ void Gateway::tick(SteadyClock::time_point now, Outbox& out) {
     }
   }
   for (const auto& worker : liveness_.take_dead(now)) tokenizer_dead(worker, now, out);
+  if (batchers_.size() < 2) return;
+  const auto timeout = std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms) * config_.liveness.heartbeat_liveness;
+  if (now >= next_batcher_heartbeat_) {
+    next_batcher_heartbeat_ = now + std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms);
+    stage::WorkItem me;
+    me.gateway = results_endpoint_;  // where the batcher answers
+    for (const auto& b : batchers_) {
+      out.to_batcher.emplace_back(b.endpoint, stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {me}});
+    }
+  }
+  for (size_t i = 0; i < batchers_.size(); ++i) {
+    if (batchers_[i].last_seen == SteadyClock::time_point{}) batchers_[i].last_seen = now;  // a full period to answer
+    if (batchers_[i].live && now - batchers_[i].last_seen > timeout) batcher_dead(i, now, out);
+  }
+}
+
+void Gateway::batcher_dead(size_t index, SteadyClock::time_point now, Outbox& out) {
+  if (index >= batchers_.size() || !batchers_[index].live) return;
+  batchers_[index].live = false;
+  metrics_.worker_dead();
+  std::vector<uint64_t> held;
+  for (const auto& [id, r] : requests_) {
+    if (r.batcher == index) held.push_back(id);
+  }
+  spdlog::warn("gateway: batcher {} is silent ({} of {} live); {} request(s) it held are re-submitted or answered",
+               batchers_[index].endpoint, live_batchers(), batchers_.size(), held.size());
+  for (uint64_t id : held) {
+    Request& r = requests_.at(id);
+    const auto other = next_live_batcher(index);
+    if (r.resubmitted || !other) {
+      reply(id,
+            protocol::error_reply(r.client_id, {protocol::ErrorCode::kUnavailable,
+                                                r.resubmitted ? "two batchers failed on this request"
+                                                              : "the batcher holding this request died and no other is live"}),
+            now, out);
+      continue;
+    }
+    r.resubmitted = true;
+    r.batcher = *other;
+    stage::StageMessage work = tokenize_work(id, r);
+    metrics_.redispatched(static_cast<double>(work.items.size()));
+    waiting_.push_front(std::move(work));
+  }
 }
 
 void Gateway::tokenizer_dead(const std::string& worker, SteadyClock::time_point now, Outbox& out) {

@@ -4,7 +4,12 @@
 // answers deadline_exceeded itself; a result for a request already answered is dropped and
 // counted. It is the tokenizers' hub: heartbeats both ways, and the work a dead tokenizer held
 // goes once to another (a second loss, or no tokenizer left, answers `unavailable`). Time is
-// passed in, so tests drive it with an injected clock.
+// passed in, so tests drive it with an injected clock. A client may cancel its own request by id
+// (op "cancel"): the request is answered `cancelled` at once, and a `cancel` message goes to the
+// batcher, which drops the request's work and has its decoder free the KV-cache slots. With
+// several batchers (gateway.batcher_endpoints) it picks one per request (round-robin over the live
+// ones), exchanges heartbeats with them, and submits a silent batcher's requests once to another
+// (else `unavailable`).
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -33,9 +38,12 @@ using Envelope = std::vector<std::string>;  // the client's routing frames, sent
 struct Outbox {
   std::vector<std::pair<Envelope, std::string>> replies;                  // (envelope, reply bytes)
   std::vector<std::pair<std::string, stage::StageMessage>> to_tokenizers;  // (worker routing id, message)
+  // (batcher ingress endpoint, message): cancels, and heartbeats when there are several batchers
+  std::vector<std::pair<std::string, stage::StageMessage>> to_batcher;
   void clear() {
     replies.clear();
     to_tokenizers.clear();
+    to_batcher.clear();
   }
 };
 
@@ -59,8 +67,13 @@ class Gateway {
   void expire(SteadyClock::time_point now, Outbox& out);
   // Sends waiting tokenize work to tokenizers with credit.
   void dispatch(SteadyClock::time_point now, Outbox& out);
-  // Heartbeats to the tokenizers when due; tokenizers silent too long are dead (tokenizer_dead).
+  // Heartbeats to the tokenizers (and batchers) when due; tokenizers silent too long are dead
+  // (tokenizer_dead), batchers too (batcher_dead).
   void tick(SteadyClock::time_point now, Outbox& out);
+  // Batcher `index` (in batcher_endpoints order) fell silent: its requests go once to another
+  // live batcher, else they are answered `unavailable`. It is live again when heard from.
+  void batcher_dead(size_t index, SteadyClock::time_point now, Outbox& out);
+  size_t live_batchers() const;
   // A tokenizer is dead or unreachable (a send to it failed): it leaves, and the work it held
   // waits again for another tokenizer, once; else its requests are answered `unavailable`.
   void tokenizer_dead(const std::string& worker, SteadyClock::time_point now, Outbox& out);
@@ -85,7 +98,27 @@ class Gateway {
     stage::StageTimings timings;  // per stage, the slowest of the request's texts
     bool retried = false;         // its tokenize work was re-dispatched once already
     std::vector<std::string> cache_keys;  // per text, when the cache is on
+    std::string cancel_key;               // key in by_client_ (empty: the request had no id)
+    // With several batchers: which one holds it, and what a re-submission needs.
+    size_t batcher = 0;
+    bool resubmitted = false;
+    std::vector<std::string> sources;  // the texts
+    protocol::GenerateParams params;
+    int64_t deadline_unix_us = 0;
   };
+  struct BatcherLink {
+    std::string endpoint;  // its ingress
+    SteadyClock::time_point last_seen;
+    bool live = true;
+  };
+  // The tokenize message for the request's texts not answered yet, to its current batcher.
+  stage::StageMessage tokenize_work(uint64_t id, const Request& r) const;
+  // The next live batcher after `after` (round-robin), or nullopt.
+  std::optional<size_t> next_live_batcher(size_t after) const;
+  // A cancel from the client behind `envelope` for its request(s) with id `client_id`.
+  void cancel(const Envelope& envelope, const std::string& client_id, SteadyClock::time_point now, Outbox& out);
+  // Which requests a cancel may name: the client's routing frames and its id.
+  static std::string client_key(const Envelope& envelope, const std::string& client_id);
   void reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now, Outbox& out);
   static protocol::Reply ok_reply(Request& r);
   void reply_error(Envelope envelope, std::string client_id, protocol::Error error, SteadyClock::time_point received,
@@ -106,6 +139,13 @@ class Gateway {
   std::unordered_map<uint64_t, Request> requests_;
   std::set<std::pair<SteadyClock::time_point, uint64_t>> deadlines_;
   std::deque<stage::StageMessage> waiting_;  // tokenize messages without a tokenizer credit yet
+  // Requests in flight by client_key, for cancels (a client may reuse an id: a cancel names all).
+  std::unordered_multimap<std::string, uint64_t> by_client_;
+  // The batchers (one, unless gateway.batcher_endpoints lists several: only then heartbeats,
+  // round-robin and re-submission).
+  std::vector<BatcherLink> batchers_;
+  size_t last_batcher_ = 0;
+  SteadyClock::time_point next_batcher_heartbeat_{};
 };
 
 }  // namespace seqpipe::gateway

@@ -35,6 +35,9 @@ int serve(const config::PipelineConfig& c) {
   spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}", client_endpoint,
                c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
 
+  // Cancels (and heartbeats, with several batchers) go to the batchers' ingress (where the
+  // tokenizers send sequences), over PUSH.
+  transport::PushSockets batcher(context);
   Gateway gateway(c, results_endpoint, stage_metrics, gateway_metrics);
   transport::Poller poller;
   const size_t kClients = poller.add(clients), kTokenizers = poller.add(tokenizers), kResults = poller.add(results);
@@ -81,6 +84,12 @@ int serve(const config::PipelineConfig& c) {
         }
       }
       gateway.dispatch(now, out);
+    }
+    for (const auto& [endpoint, message] : out.to_batcher) {
+      if (!batcher.send(endpoint, stage::encode(message)) && message.kind == stage::MessageKind::kCancel) {
+        spdlog::warn("gateway: could not send a cancel to batcher {} ({} request(s)); their work runs to its end",
+                     endpoint, message.items.size());
+      }
     }
     for (auto& [envelope, payload] : out.replies) {
       envelope.push_back(std::move(payload));

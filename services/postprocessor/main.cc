@@ -7,7 +7,7 @@
 int main(int argc, char** argv) {
   using namespace seqpipe;
   return config::run_service_main(argc, argv, "postprocessor", "Detokenizes output ids and returns results to the owning gateway.", [](const config::PipelineConfig& c) {
-    return worker::serve_worker("postprocessor", c.metrics.address, c.postprocessor.metrics_port, c.batcher.postprocessor_endpoint, c.liveness, [&](metrics::StageMetrics& m) {
+    return worker::serve_worker("postprocessor", c.metrics.address, c.postprocessor.metrics_port, worker::hubs_or(c.postprocessor.hub_endpoints, c.batcher.postprocessor_endpoint), c.liveness, [&](metrics::StageMetrics& m) {
       return std::make_unique<postprocessor::PostprocessorStage>(
               std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model"), c, m);
     });

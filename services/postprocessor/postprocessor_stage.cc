@@ -41,7 +41,7 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
     done.push_back(std::move(item));
   }
   out.results(std::move(done));
-  if (credits > 0) out.to_hub.push_back({stage::MessageKind::kCredit, credits, {}});
+  if (credits > 0) out.answer({stage::MessageKind::kCredit, credits, {}});
 }
 
 }  // namespace seqpipe::postprocessor

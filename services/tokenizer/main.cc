@@ -7,7 +7,7 @@
 int main(int argc, char** argv) {
   using namespace seqpipe;
   return config::run_service_main(argc, argv, "tokenizer", "Tokenizes request texts (SentencePiece) and feeds the batcher.", [](const config::PipelineConfig& c) {
-    return worker::serve_worker("tokenizer", c.metrics.address, c.tokenizer.metrics_port, c.gateway.tokenizer_endpoint, c.liveness, [&](metrics::StageMetrics& m) {
+    return worker::serve_worker("tokenizer", c.metrics.address, c.tokenizer.metrics_port, worker::hubs_or(c.tokenizer.hub_endpoints, c.gateway.tokenizer_endpoint), c.liveness, [&](metrics::StageMetrics& m) {
       return std::make_unique<tokenizer::TokenizerStage>(
               std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model"), c, m);
     });

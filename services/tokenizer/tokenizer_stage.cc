@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "seqpipe/common/service.h"
@@ -45,8 +46,19 @@ void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) 
     item.timings.tokenize_us += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
     sequences.items.push_back(std::move(item));
   }
-  if (!sequences.items.empty()) out.pushes.emplace_back(ingress_endpoint_, std::move(sequences));
-  out.to_hub.push_back({stage::MessageKind::kCredit, 1, {}});
+  // To the batcher the gateway chose for each item (one message per batcher), else the configured one.
+  for (auto& item : sequences.items) {
+    const std::string& to = item.batcher.empty() ? ingress_endpoint_ : item.batcher;
+    auto it = std::find_if(out.pushes.begin(), out.pushes.end(), [&](const auto& p) {
+      return p.first == to && p.second.kind == stage::MessageKind::kSequence;
+    });
+    if (it == out.pushes.end()) {
+      out.pushes.emplace_back(to, stage::StageMessage{stage::MessageKind::kSequence, 0, {}});
+      it = out.pushes.end() - 1;
+    }
+    it->second.items.push_back(std::move(item));
+  }
+  out.answer({stage::MessageKind::kCredit, 1, {}});
 }
 
 }  // namespace seqpipe::tokenizer

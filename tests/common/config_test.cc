@@ -148,6 +148,7 @@ TEST(ConfigFile, ToYamlRoundTripsAChangedConfig) {
   c.encoder.threads = 0;
   c.decoder.max_new_tokens = 200;
   c.postprocessor.replicas = 1;
+  c.decoder.hub_endpoints = {"ipc://{runtime_dir}/b1-dec.sock", "tcp://10.0.0.2:5600"};
   const std::string yaml = to_yaml(c);
   EXPECT_THAT(yaml, HasSubstr("max_batch_size: 32"));
   EXPECT_THAT(yaml, HasSubstr("preferred_batch_sizes: []"));
@@ -178,6 +179,33 @@ TEST(ConfigOverrides, NestedKeysOfInheritedWorkerFields) {
   EXPECT_EQ(c.postprocessor.credits, 9);
   EXPECT_EQ(c.tokenizer.metrics_port, 9200);
   EXPECT_EQ(c.decoder.replicas, 2);
+}
+
+TEST(ConfigOverrides, HubEndpointListsAreCheckedAndResolved) {
+  PipelineConfig c = load_config_text(
+      "encoder:\n  hub_endpoints: [\"ipc://{runtime_dir}/b1-enc.sock\", \"tcp://10.0.0.2:5601\"]\n", "t",
+      {"tokenizer.hub_endpoints=[ipc:///run/g1.sock, ipc:///run/g2.sock]"});
+  EXPECT_THAT(c.encoder.hub_endpoints, ElementsAre("ipc://{runtime_dir}/b1-enc.sock", "tcp://10.0.0.2:5601"));
+  EXPECT_THAT(c.tokenizer.hub_endpoints, ElementsAre("ipc:///run/g1.sock", "ipc:///run/g2.sock"));
+  EXPECT_TRUE(c.decoder.hub_endpoints.empty());
+  c = resolve_endpoints(c, "/run/sp");
+  EXPECT_THAT(c.encoder.hub_endpoints, ElementsAre("ipc:///run/sp/b1-enc.sock", "tcp://10.0.0.2:5601"));
+  auto error_of = [](const std::string& yaml, std::vector<std::string> overrides = {}) {
+    try {
+      load_config_text(yaml, "t.yaml", overrides);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_THAT(error_of("encoder:\n  hub_endpoints: [\"\"]\n"), HasSubstr("encoder.hub_endpoints[0] must not be empty"));
+  EXPECT_THAT(error_of("encoder:\n  hub_endpoints: [\"http://x\"]\n"),
+              HasSubstr("encoder.hub_endpoints[0] must start with tcp://, ipc:// or inproc://"));
+  EXPECT_THAT(error_of("encoder:\n  hub_endpoints: ipc:///a.sock\n"), HasSubstr("must be a list of endpoints"));
+  EXPECT_THAT(error_of("", {"encoder.credits=1", "encoder.hub_endpoints=[ipc:///a.sock, ipc:///b.sock]"}),
+              HasSubstr("encoder.credits must be >= the number of encoder.hub_endpoints (2)"));
+  EXPECT_THAT(error_of("", {"decoder.num_slots=12", "decoder.hub_endpoints=[ipc:///a.sock, ipc:///b.sock]"}),
+              HasSubstr("decoder.max_beams must be <= decoder.num_slots / the number of decoder.hub_endpoints (12 / 2)"));
 }
 
 TEST(ConfigOverrides, ApplyAfterTheFileInOrder) {
@@ -357,6 +385,10 @@ const ErrorCase kErrorCases[] = {
      "batcher:\n  max_queue_size: 16\n",
      {},
      "batcher.max_queue_size must be >= batcher.max_batch_size (32), got 16"},
+    {"DefaultPriorityAboveLevels",
+     "batcher:\n  priority_levels: 2\n  default_priority_level: 3\n",
+     {},
+     "test.yaml:3: batcher.default_priority_level must be <= batcher.priority_levels (2), got 3"},
     {"MoreTextsThanQueue",
      "gateway:\n  max_texts: 2048\n",
      {},

@@ -151,14 +151,77 @@ TEST(ProtocolErrorCode, WireNamesAreStableAndRoundTrip) {
       {ErrorCode::kDeadlineExceeded, "deadline_exceeded"},
       {ErrorCode::kOverloaded, "overloaded"},
       {ErrorCode::kInternal, "internal"},
-      {ErrorCode::kUnavailable, "unavailable"}};
+      {ErrorCode::kUnavailable, "unavailable"},
+      {ErrorCode::kCancelled, "cancelled"}};
   for (const auto& [code, name] : expected) {
     EXPECT_EQ(wire_name(code), name);
     EXPECT_EQ(parse_error_code(name), code);
   }
   EXPECT_EQ(parse_error_code("INTERNAL"), std::nullopt);
   EXPECT_EQ(parse_error_code(""), std::nullopt);
-  EXPECT_EQ(parse_error_code("cancelled"), std::nullopt);
+  EXPECT_EQ(parse_error_code("throttled"), std::nullopt);
+}
+
+// --- Priority ------------------------------------------------------------------------------------
+
+TEST(ProtocolPriority, IsOptionalRoundTripsAndIsCheckedAgainstTheLevels) {
+  Limits three;
+  three.priority_levels = 3;
+  EXPECT_EQ(decode_ok(encode(map(base())), three).params.priority, 0);  // not given: the server's default
+  EXPECT_EQ(decode_ok(encode(map(with_params({{"priority", integer(1)}}))), three).params.priority, 1);
+  EXPECT_EQ(decode_ok(encode(map(with_params({{"priority", integer(3)}}))), three).params.priority, 3);
+  Request r;
+  r.texts = {"x"};
+  r.params.priority = 2;
+  EXPECT_EQ(decode_ok(encode_request(r), three), r);
+  r.params.priority = 0;
+  EXPECT_EQ(encode_request(r).find("priority"), std::string::npos);  // 0 is not written
+  for (const auto& [value, got] : std::vector<std::pair<Value, std::string>>{
+           {integer(0), "got 0"}, {integer(4), "got 4"}, {integer(-1), "got -1"},
+           {real(1.0), "got float 1"}, {str("high"), "got a string"}}) {
+    const RejectedRequest rejected = decode_rejected(encode(map(with_params({{"priority", value}}))), three);
+    EXPECT_EQ(rejected.error.code, ErrorCode::kInvalidArgument);
+    EXPECT_THAT(rejected.error.message,
+                HasSubstr("params.priority must be an integer in [1, 3], " + got +
+                          " (1 is the highest of the server's 3 priority levels)"));
+  }
+  // A server without priorities (1 level) accepts only 1.
+  EXPECT_THAT(decode_rejected(encode(map(with_params({{"priority", integer(2)}})))).error.message,
+              HasSubstr("[1, 1], got 2 (1 is the highest of the server's 1 priority level)"));
+}
+
+// --- Cancel requests -----------------------------------------------------------------------------
+
+TEST(ProtocolCancel, RoundTripsAndCarriesOnlyTheId) {
+  Request cancel;
+  cancel.op = Op::kCancel;
+  cancel.id = "r7";
+  const std::string bytes = encode_request(cancel);
+  EXPECT_EQ(bytes, encode(map({{"v", integer(1)}, {"op", str("cancel")}, {"id", str("r7")}})));
+  const Request decoded = decode_ok(bytes);
+  EXPECT_EQ(decoded, cancel);
+  EXPECT_TRUE(decoded.texts.empty());
+  // op "generate" is the default spelled out.
+  EXPECT_EQ(decode_ok(encode(map(with(base(), "op", str("generate"))))).op, Op::kGenerate);
+  EXPECT_EQ(decode_ok(encode(map(base()))).op, Op::kGenerate);
+}
+
+TEST(ProtocolCancel, MalformedCancelsAreRejectedNamingTheProblem) {
+  const Fields cancel = {{"v", integer(1)}, {"op", str("cancel")}, {"id", str("r7")}};
+  RejectedRequest r = decode_rejected(encode(map(without(cancel, "id"))));
+  EXPECT_EQ(r.error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(r.error.message, HasSubstr("needs the id"));
+  r = decode_rejected(encode(map(with(cancel, "text", str("x")))));
+  EXPECT_THAT(r.error.message, HasSubstr("only v, op and id, not 'text'"));
+  EXPECT_EQ(r.id, "r7");
+  r = decode_rejected(encode(map(with(cancel, "timeout_ms", integer(5)))));
+  EXPECT_THAT(r.error.message, HasSubstr("not 'timeout_ms'"));
+  r = decode_rejected(encode(map(with(cancel, "op", str("health")))));
+  EXPECT_THAT(r.error.message, HasSubstr("op must be \"generate\" or \"cancel\", got 'health'"));
+  r = decode_rejected(encode(map(with(cancel, "op", integer(1)))));
+  EXPECT_THAT(r.error.message, HasSubstr("op must be"));
+  r = decode_rejected(encode(map(with(cancel, "id", integer(7)))));
+  EXPECT_THAT(r.error.message, HasSubstr("id must be a string"));
 }
 
 // --- UTF-8 --------------------------------------------------------------------------------------
@@ -369,8 +432,8 @@ std::vector<BadRequest> bad_requests() {
       // Unknown fields, including a future `op` (v1 has none).
       {"UnknownField", encode(map(with(base(), "foo", integer(1)))), kInvalid,
        "unknown field 'foo'"},
-      {"UnknownFieldOp", encode(map(with(base(), "op", str("health")))), kInvalid,
-       "unknown field 'op'"},
+      {"UnknownOp", encode(map(with(base(), "op", str("health")))), kInvalid,
+       "op must be \"generate\" or \"cancel\", got 'health'"},
       {"UnknownFieldEscaped",
        encode(map(with(base(),
                        "b\xff"
@@ -571,7 +634,7 @@ TEST(ProtocolBadRequestId, ErrorRepliesEchoAValidId) {
 TEST(ProtocolBadRequestOrder, VersionIsCheckedBeforeUnknownFields) {
   // A v2 request is told about the version, not about fields this server does not know.
   const RejectedRequest rejected =
-      decode_rejected(encode(map(with(with(base(), "v", integer(2)), "op", str("cancel")))));
+      decode_rejected(encode(map(with(with(base(), "v", integer(2)), "stream", boolean(true)))));
   EXPECT_THAT(rejected.error.message, HasSubstr("v must be 1"));
 }
 
@@ -723,7 +786,7 @@ TEST(ProtocolReply, ErrorRoundTripsWithoutTexts) {
 TEST(ProtocolReply, EveryErrorCodeRoundTrips) {
   for (ErrorCode code :
        {ErrorCode::kInvalidArgument, ErrorCode::kTooLong, ErrorCode::kDeadlineExceeded,
-        ErrorCode::kOverloaded, ErrorCode::kInternal, ErrorCode::kUnavailable}) {
+        ErrorCode::kOverloaded, ErrorCode::kInternal, ErrorCode::kUnavailable, ErrorCode::kCancelled}) {
     const Reply reply = error_reply("", {code, std::string(wire_name(code))});
     EXPECT_EQ(decode_reply_ok(encode_reply(reply)), reply);
   }
@@ -746,7 +809,7 @@ TEST(ProtocolReply, ClientsIgnoreUnknownFieldsAndUnknownCodes) {
       encode(map({{"v", integer(1)},
                   {"id", str("r")},
                   {"status", str("error")},
-                  {"error", map({{"code", str("cancelled")}, {"message", str("by client")}})}}));
+                  {"error", map({{"code", str("throttled")}, {"message", str("by client")}})}}));
   const Reply error = decode_reply_ok(future_error);
   EXPECT_FALSE(error.ok);
   ASSERT_TRUE(error.error);

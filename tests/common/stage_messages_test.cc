@@ -18,8 +18,10 @@ WorkItem full_item() {
   w.request = (uint64_t{1} << 40) + 7;
   w.index = 3;
   w.gateway = std::string("gw\0" "1", 4);
+  w.batcher = "ipc:///run/b2-in.sock";
   w.deadline_unix_us = 1'700'000'000'000'000;
-  w.params = {.max_new_tokens = 11, .num_beams = 4, .length_penalty = 1.0f, .min_new_tokens = 2, .return_scores = true};
+  w.params = {.max_new_tokens = 11, .num_beams = 4, .length_penalty = 1.0f, .min_new_tokens = 2, .return_scores = true,
+              .priority = 3};
   w.text = "teh speling";
   w.ids = {12, 0, 31999, 1};
   w.rows = 2;

@@ -226,6 +226,161 @@ TEST_F(BatcherHubTest, ADeadDecodersItemGoesToAnotherAndItsLateAnswerIsDropped) 
   EXPECT_EQ(h.queued(), 1u);
 }
 
+TEST_F(BatcherHubTest, HighPriorityRequestsOvertakeQueuedLowPriorityOnes) {
+  config_.batcher.priority_levels = 2;
+  config_.batcher.default_priority_level = 2;
+  BatcherHub& h = hub();
+  Outbox out;
+  // No encoder yet: four default-priority (level 2) sequences queue, then two urgent ones.
+  h.on_sequences(sequences({item(1), item(2), item(3), item(4)}), t0, out);
+  stage::WorkItem urgent1 = item(11), urgent2 = item(12);
+  urgent1.params.priority = urgent2.params.priority = 1;
+  h.on_sequences(sequences({urgent1, urgent2}), t0 + milliseconds(1), out);
+  EXPECT_TRUE(out.to_gateways.empty());
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.dispatch(t0 + milliseconds(1), out);
+  auto batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{11, 12}));
+  // The next credit takes the oldest low-priority ones.
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 1, batches[0].message.items}, t0);
+  out.clear();
+  h.dispatch(t0 + milliseconds(1), out);
+  batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{1, 2}));
+}
+
+TEST_F(BatcherHubTest, HighPrioritySequencesAlsoGoFirstToDecoderSlots) {
+  config_.batcher.priority_levels = 3;
+  config_.batcher.default_priority_level = 2;
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 2, {}}, t0);
+  // Encoded sequences wait for decoder slots (no decoder yet): default level, then low, then
+  // urgent ones, then default again.
+  stage::WorkItem low = item(3), urgent1 = item(4), urgent2 = item(5);
+  low.params.priority = 3;
+  urgent1.params.priority = urgent2.params.priority = 1;
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1), item(2)}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {low, urgent1}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {urgent2, item(6)}}, t0);
+  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 6, {}}, t0);
+  h.dispatch(t0, out);
+  auto decodes = sent(out, Role::kDecoder);
+  ASSERT_EQ(decodes.size(), 1u);
+  EXPECT_EQ(requests(decodes[0].message), (std::vector<uint64_t>{4, 5, 1, 2, 6, 3}));
+}
+
+TEST_F(BatcherHubTest, APriorityBeyondTheLevelsIsAnInvalidArgumentResult) {
+  config_.batcher.priority_levels = 2;
+  BatcherHub& h = hub();
+  Outbox out;
+  stage::WorkItem w = item(5);
+  w.params.priority = 3;  // a gateway configured with more levels than this batcher
+  h.on_sequences(sequences({w, item(6)}), t0, out);
+  ASSERT_EQ(out.to_gateways.size(), 1u);
+  const auto& failed = out.to_gateways[0].second.items.at(0);
+  EXPECT_EQ(failed.request, 5u);
+  ASSERT_TRUE(failed.error.has_value());
+  EXPECT_EQ(failed.error->code, protocol::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(failed.error->message, "params.priority 3 is not a priority level of the batcher (1..2)");
+  EXPECT_EQ(h.queued(), 1u);
+}
+
+TEST_F(BatcherHubTest, GatewaysThatHeartbeatAreAnsweredWithThisBatchersIngress) {
+  config_.batcher.ingress_endpoint = "ipc:///tmp/b1-in.sock";
+  BatcherHub& h = hub();
+  Outbox out;
+  h.tick(t0, out);
+  EXPECT_TRUE(out.to_gateways.empty());  // no gateway heard from yet
+  stage::WorkItem gw;
+  gw.gateway = "ipc:///tmp/gw.sock";
+  h.on_sequences({stage::MessageKind::kHeartbeat, 0, {gw}}, t0, out);
+  EXPECT_EQ(h.queued(), 0u);
+  h.tick(t0 + milliseconds(1), out);
+  ASSERT_EQ(out.to_gateways.size(), 1u);
+  EXPECT_EQ(out.to_gateways[0].first, "ipc:///tmp/gw.sock");
+  EXPECT_EQ(out.to_gateways[0].second.kind, stage::MessageKind::kHeartbeat);
+  EXPECT_EQ(out.to_gateways[0].second.items.at(0).batcher, "ipc:///tmp/b1-in.sock");
+  h.tick(t0 + milliseconds(50), out);
+  EXPECT_EQ(out.to_gateways.size(), 1u);  // once per heartbeat interval (100 ms)
+  h.tick(t0 + milliseconds(2000), out);  // silent for 10 intervals: forgotten
+  EXPECT_EQ(out.to_gateways.size(), 1u);
+}
+
+stage::StageMessage cancel_of(uint64_t request) {
+  stage::WorkItem w = item(request);
+  w.ids.clear();
+  return {stage::MessageKind::kCancel, 0, {w}};
+}
+
+TEST_F(BatcherHubTest, ACancelDropsQueuedWorkAndWorkThatArrivesLater) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_sequences(sequences({item(1), item(2), item(3)}), t0, out);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(4), item(5)}}, t0);
+  EXPECT_EQ(h.queued(), 5u);
+  h.on_sequences(cancel_of(2), t0, out);  // waiting for a batch
+  h.on_sequences(cancel_of(4), t0, out);  // waiting for a decoder
+  h.on_sequences(cancel_of(9), t0, out);  // still at a tokenizer
+  EXPECT_EQ(h.queued(), 3u);
+  EXPECT_TRUE(out.to_workers.empty());
+  EXPECT_TRUE(out.to_gateways.empty());  // the gateway answered `cancelled` itself
+  h.on_sequences(sequences({item(9), item(6)}), t0, out);  // 9 arrives after its cancel: dropped
+  EXPECT_EQ(h.queued(), 4u);
+  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 8, {}}, t0);
+  h.dispatch(t0, out);
+  auto batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{1, 3}));
+  auto decodes = sent(out, Role::kDecoder);
+  ASSERT_EQ(decodes.size(), 1u);
+  EXPECT_EQ(requests(decodes[0].message), (std::vector<uint64_t>{5}));
+  // A request cancelled while its batch is at an encoder: its encoded item goes no further.
+  h.on_sequences(cancel_of(3), t0, out);
+  out.clear();
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 1, batches[0].message.items}, t0);
+  h.dispatch(t0, out);
+  decodes = sent(out, Role::kDecoder);
+  ASSERT_EQ(decodes.size(), 1u);
+  EXPECT_EQ(requests(decodes[0].message), (std::vector<uint64_t>{1}));
+}
+
+TEST_F(BatcherHubTest, ACancelReachesTheDecoderRunningTheSequenceAndItsSlotsComeBack) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kDecoder, "d1", {stage::MessageKind::kReady, 4, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1, 5, 2), item(2, 5, 2)}}, t0);
+  h.dispatch(t0, out);
+  ASSERT_EQ(sent(out, Role::kDecoder).size(), 1u);
+  EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), 0);
+  out.clear();
+  h.on_sequences(cancel_of(2), t0, out);
+  ASSERT_EQ(out.to_workers.size(), 1u);
+  EXPECT_EQ(out.to_workers[0].role, Role::kDecoder);
+  EXPECT_EQ(out.to_workers[0].worker, "d1");
+  EXPECT_EQ(out.to_workers[0].message.kind, stage::MessageKind::kCancel);
+  EXPECT_EQ(requests(out.to_workers[0].message), (std::vector<uint64_t>{2}));
+  // The decoder stops it and returns its two slots without an item.
+  h.on_worker(Role::kDecoder, "d1", {stage::MessageKind::kDecoded, 2, {}}, t0);
+  EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), 2);
+  // If d1 dies now, only request 1 is re-dispatched: the cancelled one left its record.
+  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kReady, 4, {}}, t0);
+  out.clear();
+  h.worker_dead(Role::kDecoder, "d1", t0, out);
+  h.dispatch(t0, out);
+  auto again = sent(out, Role::kDecoder);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(requests(again[0].message), (std::vector<uint64_t>{1}));
+  // A decoder that finished the cancelled sequence before the cancel reached it: dropped.
+  stage::WorkItem finished = item(2, 5, 2);
+  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kDecoded, 0, {finished}}, t0);
+  EXPECT_EQ(h.queued(), 0u);
+}
+
 TEST_F(BatcherHubTest, ExpiredItemsWaitingForADecoderAreDroppedWithoutCostingSlots) {
   BatcherHub& h = hub();
   Outbox out;

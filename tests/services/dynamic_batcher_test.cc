@@ -134,9 +134,65 @@ TEST(DynamicBatcher, QueueIsBoundedAndPollRemovesWhatItReturns) {
   EXPECT_EQ(b.poll(t0, batch, expired).action, Action::kIdle);
 }
 
+QueuedSequence at(int priority, uint64_t id, int tokens, microseconds enqueued_after = microseconds{0}) {
+  QueuedSequence s = seq(id, tokens, enqueued_after);
+  s.priority = priority;
+  return s;
+}
+
+TEST(DynamicBatcher, HigherPriorityOvertakesQueuedLowerPriority) {
+  BatchPolicy p = policy(4, {4}, 2000);
+  p.priority_levels = 3;
+  DynamicBatcher b(p);
+  // Six low-priority sequences wait (say, no encoder had credit); then three urgent ones arrive.
+  for (uint64_t i = 1; i <= 6; ++i) ASSERT_TRUE(b.enqueue(at(3, i, 9, microseconds{int(i)})));
+  ASSERT_TRUE(b.enqueue(at(1, 101, 30, microseconds{100})));
+  ASSERT_TRUE(b.enqueue(at(2, 201, 9, microseconds{110})));
+  ASSERT_TRUE(b.enqueue(at(1, 102, 9, microseconds{120})));
+  EXPECT_EQ(b.size(1), 2u);
+  EXPECT_EQ(b.size(2), 1u);
+  EXPECT_EQ(b.size(3), 6u);
+  std::vector<QueuedSequence> batch, expired;
+  ASSERT_EQ(b.poll(t0 + microseconds{200}, batch, expired).action, Action::kSend);
+  std::vector<uint64_t> got;
+  for (const auto& s : batch) got.push_back(s.id);
+  // Level 1 first (though level 3 has a length closer to the anchor's), then level 2, then the
+  // oldest of level 3 closest in length.
+  EXPECT_EQ(got, (std::vector<uint64_t>{101, 102, 201, 1}));
+  ASSERT_EQ(b.poll(t0 + microseconds{200}, batch, expired).action, Action::kSend);
+  got.clear();
+  for (const auto& s : batch) got.push_back(s.id);
+  EXPECT_EQ(got, (std::vector<uint64_t>{2, 3, 4, 5}));
+  EXPECT_EQ(b.size(), 1u);
+}
+
+TEST(DynamicBatcher, LevelsShareTheQueueBoundAndTheDelayCountsFromTheOldestOfAnyLevel) {
+  BatchPolicy p = policy(8, {8}, 2000);
+  p.priority_levels = 2;
+  p.max_queue_size = 3;
+  DynamicBatcher b(p);
+  EXPECT_TRUE(b.enqueue(at(2, 1, 9)));
+  EXPECT_TRUE(b.enqueue(at(2, 2, 9)));
+  EXPECT_TRUE(b.enqueue(at(1, 3, 9, microseconds{1500})));
+  EXPECT_FALSE(b.enqueue(at(1, 4, 9))) << "max_queue_size bounds all levels together";
+  EXPECT_FALSE(DynamicBatcher(p).enqueue(at(3, 5, 9))) << "no level 3";
+  EXPECT_FALSE(DynamicBatcher(p).enqueue(at(0, 5, 9))) << "no level 0";
+  std::vector<QueuedSequence> batch, expired;
+  // The urgent one anchors the batch, but the low ones' wait began at t0: 500 us left, not 2000.
+  const BatchDecision& d = b.poll(t0 + microseconds{1500}, batch, expired);
+  ASSERT_EQ(d.action, Action::kWait);
+  EXPECT_EQ(d.wait, microseconds{500});
+  ASSERT_EQ(b.poll(t0 + microseconds{2000}, batch, expired).action, Action::kSend);
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_EQ(batch[0].id, 3u);
+}
+
 TEST(DynamicBatcher, InvalidPolicyIsRefusedAtStartUp) {
   EXPECT_THROW(DynamicBatcher(policy(0)), std::invalid_argument);
   EXPECT_THROW(DynamicBatcher(policy(8, {}, 100, 0)), std::invalid_argument);
+  BatchPolicy no_levels = policy();
+  no_levels.priority_levels = 0;
+  EXPECT_THROW(DynamicBatcher{no_levels}, std::invalid_argument);
 }
 
 }  // namespace

@@ -195,6 +195,163 @@ TEST_F(GatewayTest, ADeadTokenizersWorkGoesToAnotherOnceThenUnavailable) {
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kUnavailable);
 }
 
+TEST_F(GatewayTest, PriorityIsPassedOnAndAnUnknownLevelIsAnsweredAtOnce) {
+  config::PipelineConfig c;
+  c.batcher.priority_levels = 2;
+  Gateway& g = gateway(c);
+  Outbox out;
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  protocol::Request urgent = texts({"a"});
+  urgent.params.priority = 1;
+  g.on_client(request("A", urgent), t0, out);
+  protocol::Request unknown = texts({"b"});
+  unknown.id = "c2";
+  unknown.params.priority = 3;
+  g.on_client(request("A", unknown), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.to_tokenizers.size(), 1u);
+  EXPECT_EQ(out.to_tokenizers[0].second.items.at(0).params.priority, 1);
+  ASSERT_EQ(out.replies.size(), 1u);
+  const protocol::Reply r = reply_of(out);
+  EXPECT_EQ(r.id, "c2");
+  EXPECT_EQ(r.error->code, protocol::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(r.error->message,
+            "params.priority must be an integer in [1, 2], got 3 (1 is the highest of the server's 2 priority levels)");
+}
+
+TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavailable) {
+  config::PipelineConfig c;
+  c.gateway.batcher_endpoints = {"ipc:///tmp/b1.sock", "ipc:///tmp/b2.sock"};
+  Gateway& g = gateway(c);  // heartbeats every 100 ms, dead after 300 ms
+  Outbox out;
+  auto batcher_heartbeat = [&](const std::string& endpoint, SteadyClock::time_point at) {
+    stage::WorkItem me;
+    me.batcher = endpoint;
+    g.on_results({stage::MessageKind::kHeartbeat, 0, {me}}, at, out);
+  };
+  auto tokenize_sent = [&] {  // (text, batcher) of the tokenize items in the outbox
+    std::vector<std::pair<std::string, std::string>> v;
+    for (const auto& [w, m] : out.to_tokenizers) {
+      if (m.kind == stage::MessageKind::kTokenize) v.emplace_back(m.items.at(0).text, m.items.at(0).batcher);
+    }
+    return v;
+  };
+  using Sent = std::vector<std::pair<std::string, std::string>>;
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 8, {}}, t0);
+  g.tick(t0, out);
+  ASSERT_EQ(out.to_batcher.size(), 2u);  // a heartbeat to each, naming where to answer
+  EXPECT_EQ(out.to_batcher[0].first, "ipc:///tmp/b1.sock");
+  EXPECT_EQ(out.to_batcher[1].first, "ipc:///tmp/b2.sock");
+  EXPECT_EQ(out.to_batcher[1].second.kind, stage::MessageKind::kHeartbeat);
+  EXPECT_EQ(out.to_batcher[1].second.items.at(0).gateway, "ipc:///tmp/results.sock");
+  protocol::Request r1 = texts({"a"}), r2 = texts({"b"}), r3 = texts({"c"});
+  r2.id = "c2";
+  r3.id = "c3";
+  g.on_client(request("A", r1), t0, out);
+  g.on_client(request("A", r2), t0, out);
+  g.dispatch(t0, out);
+  EXPECT_EQ(tokenize_sent(), (Sent{{"a", "ipc:///tmp/b2.sock"}, {"b", "ipc:///tmp/b1.sock"}}));  // round-robin
+  // b1 answers heartbeats; b2 stays silent and is declared dead: its request goes to b1, once.
+  batcher_heartbeat("ipc:///tmp/b1.sock", t0 + milliseconds(250));
+  g.on_tokenizer("tok", {stage::MessageKind::kHeartbeat, 0, {}}, t0 + milliseconds(250));
+  out.clear();
+  g.tick(t0 + milliseconds(301), out);
+  g.dispatch(t0 + milliseconds(301), out);
+  EXPECT_EQ(tokenize_sent(), (Sent{{"a", "ipc:///tmp/b1.sock"}}));
+  EXPECT_TRUE(out.replies.empty());
+  EXPECT_EQ(g.live_batchers(), 1u);
+  out.clear();
+  g.on_client(request("A", r3), t0 + milliseconds(310), out);
+  g.dispatch(t0 + milliseconds(310), out);
+  EXPECT_EQ(tokenize_sent(), (Sent{{"c", "ipc:///tmp/b1.sock"}}));
+  // Then b1 falls silent too: no batcher is left, everything it held is answered unavailable.
+  out.clear();
+  g.on_tokenizer("tok", {stage::MessageKind::kHeartbeat, 0, {}}, t0 + milliseconds(500));
+  g.tick(t0 + milliseconds(551), out);
+  ASSERT_EQ(out.replies.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(reply_of(out, i).error->code, protocol::ErrorCode::kUnavailable);
+  EXPECT_EQ(g.in_flight(), 0u);
+  out.clear();
+  g.on_client(request("B", r1), t0 + milliseconds(560), out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).error->message, "no batcher is live; retry later");
+  // b2 comes back (restarted): it is heard from, and takes new work.
+  out.clear();
+  batcher_heartbeat("ipc:///tmp/b2.sock", t0 + milliseconds(600));
+  g.on_tokenizer("tok", {stage::MessageKind::kHeartbeat, 0, {}}, t0 + milliseconds(600));
+  g.on_client(request("B", r2), t0 + milliseconds(600), out);
+  g.dispatch(t0 + milliseconds(600), out);
+  EXPECT_EQ(tokenize_sent(), (Sent{{"b", "ipc:///tmp/b2.sock"}}));
+  EXPECT_TRUE(out.replies.empty());
+}
+
+static protocol::Request cancel_of(const std::string& id) {
+  protocol::Request r;
+  r.op = protocol::Op::kCancel;
+  r.id = id;
+  return r;
+}
+
+TEST_F(GatewayTest, ACancelAnswersTheRequestCancelledOnceAndTellsTheBatcher) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_client(request("A", texts({"a", "b"})), t0, out);
+  g.dispatch(t0, out);
+  const stage::StageMessage work = out.to_tokenizers.at(0).second;
+  out.clear();
+  // Another client's cancel of the same id, and this client's cancel of another id: nothing.
+  g.on_client(request("B", cancel_of("c1")), t0 + milliseconds(10), out);
+  g.on_client(request("A", cancel_of("c2")), t0 + milliseconds(10), out);
+  EXPECT_TRUE(out.replies.empty());
+  EXPECT_TRUE(out.to_batcher.empty());
+  EXPECT_EQ(g.in_flight(), 1u);
+
+  g.on_client(request("A", cancel_of("c1")), t0 + milliseconds(20), out);
+  ASSERT_EQ(out.replies.size(), 1u);  // the cancelled request's reply; the cancel has none
+  EXPECT_EQ(out.replies[0].first, (Envelope{"A", ""}));
+  const protocol::Reply r = reply_of(out);
+  EXPECT_EQ(r.id, "c1");
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error->code, protocol::ErrorCode::kCancelled);
+  EXPECT_EQ(r.timings.total_us, 20000u);
+  ASSERT_EQ(out.to_batcher.size(), 1u);
+  EXPECT_EQ(out.to_batcher[0].second.kind, stage::MessageKind::kCancel);
+  ASSERT_EQ(out.to_batcher[0].second.items.size(), 1u);
+  EXPECT_EQ(out.to_batcher[0].second.items[0].request, work.items[0].request);
+  EXPECT_EQ(out.to_batcher[0].second.items[0].gateway, "ipc:///tmp/results.sock");
+  EXPECT_GT(out.to_batcher[0].second.items[0].deadline_unix_us, 0);
+  EXPECT_EQ(g.in_flight(), 0u);
+  EXPECT_FALSE(g.next_deadline().has_value());
+
+  // Results still on their way, a second cancel and the deadline: no second reply.
+  out.clear();
+  g.on_results(result_for(work, {"A", "B"}), t0 + milliseconds(30), out);
+  g.on_client(request("A", cancel_of("c1")), t0 + milliseconds(40), out);
+  g.expire(t0 + milliseconds(5000), out);
+  EXPECT_TRUE(out.replies.empty());
+  EXPECT_TRUE(out.to_batcher.empty());
+}
+
+TEST_F(GatewayTest, ACancelAfterTheReplyIsIgnoredAndAMalformedCancelIsAnswered) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_client(request("A", texts({"a"})), t0, out);
+  g.dispatch(t0, out);
+  g.on_results(result_for(out.to_tokenizers.at(0).second, {"A"}), t0, out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_TRUE(reply_of(out).ok);
+  out.clear();
+  g.on_client(request("A", cancel_of("c1")), t0, out);
+  EXPECT_TRUE(out.replies.empty());
+  EXPECT_TRUE(out.to_batcher.empty());
+  g.on_client({"A", "", "\x83\xa1v\x01\xa2op\xa6" "cancel\xa4text\xa1x"}, t0, out);  // cancel with a text
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(out.to_batcher.empty());
+}
+
 TEST_F(GatewayTest, HeartbeatsGoToEveryTokenizerOncePerInterval) {
   Gateway& g = gateway();
   Outbox out;

@@ -24,6 +24,9 @@ TEST(ResponseCache, KeysNormalizeWhitespaceAndIncludeModelAndEveryParam) {
     if (field == 4) q.return_scores = true;
     EXPECT_NE(cache_key("m", p, "x"), cache_key("m", q, "x")) << "param " << field;
   }
+  protocol::GenerateParams urgent = p;
+  urgent.priority = 1;  // scheduling only: the same output
+  EXPECT_EQ(cache_key("m", p, "x"), cache_key("m", urgent, "x"));
 }
 
 TEST(ResponseCache, EvictsLeastRecentlyUsedWithinTheByteBudget) {

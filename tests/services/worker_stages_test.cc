@@ -105,8 +105,29 @@ TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
   EXPECT_EQ(seq.items[0].ids, std::vector<int32_t>(want.begin(), want.end()));
   EXPECT_TRUE(seq.items[0].text.empty());
   ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].kind, stage::MessageKind::kCredit);
-  EXPECT_EQ(out.to_hub[0].credits, 1);
+  EXPECT_EQ(out.to_hub[0].message.kind, stage::MessageKind::kCredit);
+  EXPECT_EQ(out.to_hub[0].message.credits, 1);
+}
+
+TEST_F(WorkerStages, TokenizerSendsEachSequenceToTheBatcherTheGatewayChoseAndAnswersThatGateway) {
+  config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
+  tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  out.hub = 1;  // the second gateway it serves
+  stage::WorkItem to_b1 = item(1, "teh speling"), to_b2 = item(2, "hello", 0), also_b1 = item(3, "world");
+  to_b1.batcher = also_b1.batcher = "ipc:///tmp/b1-in.sock";
+  to_b2.batcher = "ipc:///tmp/b2-in.sock";
+  stage.handle({stage::MessageKind::kTokenize, 0, {to_b1, to_b2, also_b1, item(4, "none named")}}, out);
+  std::map<std::string, std::vector<uint64_t>> sent;
+  for (const auto& [endpoint, m] : out.pushes) {
+    EXPECT_EQ(m.kind, stage::MessageKind::kSequence);
+    for (const auto& i : m.items) sent[endpoint].push_back(i.request);
+  }
+  EXPECT_EQ(sent, (std::map<std::string, std::vector<uint64_t>>{{"ipc:///tmp/b1-in.sock", {1, 3}},
+                                                                 {"ipc:///tmp/b2-in.sock", {2}},
+                                                                 {"ipc:///tmp/in.sock", {4}}}));
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0], (worker::ToHub{1, {stage::MessageKind::kCredit, 1, {}}}));
 }
 
 TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
@@ -121,7 +142,7 @@ TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
   }
   stage.handle({stage::MessageKind::kEncode, 0, items}, out);
   ASSERT_EQ(out.to_hub.size(), 1u);
-  const auto& encoded = out.to_hub[0];
+  const auto& encoded = out.to_hub[0].message;
   EXPECT_EQ(encoded.kind, stage::MessageKind::kEncoded);
   EXPECT_EQ(encoded.credits, 1);
   ASSERT_EQ(encoded.items.size(), 2u);
@@ -147,7 +168,7 @@ TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {
   std::map<uint64_t, std::vector<int32_t>> got;
   int credits = 0;
   for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
-  for (const auto& m : out.to_hub) {
+  for (const auto& [hub, m] : out.to_hub) {
     EXPECT_EQ(m.kind, stage::MessageKind::kDecoded);
     credits += m.credits;
     for (const auto& i : m.items) got[i.request] = i.ids;
@@ -159,6 +180,69 @@ TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {
   EXPECT_EQ(got[2], std::vector<int32_t>(want2.begin(), want2.end()));
 }
 
+TEST_F(WorkerStages, DecoderStopsACancelledSequenceAndReturnsItsSlotsWhileOthersGoOn) {
+  decoder::DecoderStage stage(*model_, config_, metrics_);
+  worker::Outbox out;
+  stage::WorkItem doomed = encoded(1, "teh speling", 4);
+  doomed.params.min_new_tokens = 12;  // would run every step
+  stage.handle({stage::MessageKind::kDecode, 0, {doomed, encoded(2, "hello world")}}, out);
+  stage.work(out);
+  ASSERT_EQ(stage.running(), 2);
+  EXPECT_EQ(stage.free_slots(), 3);
+  out.to_hub.clear();
+  // A cancel for another gateway's request 1 and for an unknown request: nothing stops.
+  stage::WorkItem other = item(1);
+  other.gateway = "ipc:///tmp/elsewhere.sock";
+  stage.cancel({stage::MessageKind::kCancel, 0, {other, item(7)}}, out);
+  EXPECT_EQ(stage.running(), 2);
+  EXPECT_TRUE(out.to_hub.empty());
+  stage.cancel({stage::MessageKind::kCancel, 0, {item(1)}}, out);
+  EXPECT_EQ(stage.running(), 1);
+  EXPECT_EQ(stage.free_slots(), 7);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0].message, (stage::StageMessage{stage::MessageKind::kDecoded, 4, {}}));  // its 4 slots, no result
+  out.to_hub.clear();
+  for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  ASSERT_EQ(out.to_hub[0].message.items.size(), 1u);
+  EXPECT_EQ(out.to_hub[0].message.items[0].request, 2u);
+  EXPECT_EQ(out.to_hub[0].message.credits, 1);
+  const auto want = reference("hello world", 1);
+  EXPECT_EQ(out.to_hub[0].message.items[0].ids, std::vector<int32_t>(want.begin(), want.end()));
+  EXPECT_EQ(stage.free_slots(), 8);
+  EXPECT_TRUE(out.pushes.empty());
+}
+
+TEST_F(WorkerStages, DecoderServingTwoBatchersAnswersEachWithItsOwnResultsSlotsAndCancels) {
+  decoder::DecoderStage stage(*model_, config_, metrics_);
+  worker::Outbox out;
+  out.hub = 0;
+  stage.handle({stage::MessageKind::kDecode, 0, {encoded(1, "teh speling", 2)}}, out);
+  out.hub = 1;  // the other batcher sends the same request id of the same gateway, and another
+  stage.handle({stage::MessageKind::kDecode, 0, {encoded(1, "teh speling"), encoded(2, "hello world")}}, out);
+  EXPECT_EQ(stage.held(0), 2);
+  EXPECT_EQ(stage.held(1), 2);
+  // Batcher 1 cancels request 1: only its own sequence stops, the credit goes back to it.
+  stage.cancel({stage::MessageKind::kCancel, 0, {item(1)}}, out);
+  ASSERT_EQ(out.to_hub.size(), 1u);
+  EXPECT_EQ(out.to_hub[0], (worker::ToHub{1, {stage::MessageKind::kDecoded, 1, {}}}));
+  EXPECT_EQ(stage.held(0), 2);
+  EXPECT_EQ(stage.held(1), 1);
+  out.to_hub.clear();
+  for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
+  std::map<size_t, std::vector<uint64_t>> results;
+  std::map<size_t, int> credits;
+  for (const auto& [hub, m] : out.to_hub) {
+    EXPECT_EQ(m.kind, stage::MessageKind::kDecoded);
+    credits[hub] += m.credits;
+    for (const auto& i : m.items) results[hub].push_back(i.request);
+  }
+  EXPECT_EQ(results, (std::map<size_t, std::vector<uint64_t>>{{0, {1}}, {1, {2}}}));
+  EXPECT_EQ(credits, (std::map<size_t, int>{{0, 2}, {1, 1}}));
+  EXPECT_EQ(stage.held(0) + stage.held(1), 0);
+  EXPECT_EQ(stage.free_slots(), 8);
+}
+
 TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
   config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
@@ -168,7 +252,7 @@ TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
   stage.handle({stage::MessageKind::kTokenize, 0, {expired}}, out);
   EXPECT_TRUE(out.pushes.empty());
   ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0], (stage::StageMessage{stage::MessageKind::kCredit, 1, {}}));
+  EXPECT_EQ(out.to_hub[0].message, (stage::StageMessage{stage::MessageKind::kCredit, 1, {}}));
 }
 
 TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngineThrows) {
@@ -182,9 +266,9 @@ TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngine
   EXPECT_EQ(out.pushes[0].second.items.at(0).request, 1u);
   EXPECT_EQ(out.pushes[0].second.items[0].error->code, protocol::ErrorCode::kInternal);
   ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].credits, 1);
-  ASSERT_EQ(out.to_hub[0].items.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].items[0].rows, static_cast<int64_t>(ids.size()));
+  EXPECT_EQ(out.to_hub[0].message.credits, 1);
+  ASSERT_EQ(out.to_hub[0].message.items.size(), 1u);
+  EXPECT_EQ(out.to_hub[0].message.items[0].rows, static_cast<int64_t>(ids.size()));
 
   out = {};
   stage::WorkItem bad = good;
@@ -193,7 +277,7 @@ TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngine
   ASSERT_EQ(out.pushes.size(), 2u);
   for (const auto& [gw, m] : out.pushes) EXPECT_EQ(m.items.at(0).error->code, protocol::ErrorCode::kInternal);
   ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0], (stage::StageMessage{stage::MessageKind::kEncoded, 1, {}}));
+  EXPECT_EQ(out.to_hub[0].message, (stage::StageMessage{stage::MessageKind::kEncoded, 1, {}}));
 }
 
 TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
@@ -206,7 +290,7 @@ TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
   for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
   std::map<uint64_t, stage::WorkItem> got;
   int credits = 0;
-  for (const auto& m : out.to_hub) {
+  for (const auto& [hub, m] : out.to_hub) {
     credits += m.credits;
     for (const auto& i : m.items) got[i.request] = i;
   }
@@ -247,7 +331,7 @@ TEST_F(WorkerStages, DecoderCancelsAnExpiredRunningSequenceAndReturnsExactlyItsS
   EXPECT_FALSE(stage.has_pending_work());
   EXPECT_EQ(stage.free_slots(), 8);
   ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0], (stage::StageMessage{stage::MessageKind::kDecoded, 2, {}}));  // slots back, no result
+  EXPECT_EQ(out.to_hub[0].message, (stage::StageMessage{stage::MessageKind::kDecoded, 2, {}}));  // slots back, no result
   EXPECT_TRUE(out.pushes.empty());  // the gateway answers deadline_exceeded itself
 }
 
@@ -276,7 +360,7 @@ TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCre
   EXPECT_FALSE(got[1].empty());
   EXPECT_NE(got[1], got[2]);
   ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0], (stage::StageMessage{stage::MessageKind::kCredit, 3, {}}));  // every item's credit
+  EXPECT_EQ(out.to_hub[0].message, (stage::StageMessage{stage::MessageKind::kCredit, 3, {}}));  // every item's credit
 }
 
 TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
@@ -327,7 +411,7 @@ TEST_F(WorkerStages, WarmUpLeavesTheStagesReadyAndEmpty) {
   while (warmed.has_pending_work()) warmed.work(out);
   const auto want = reference("hello world", 1);
   ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].items.at(0).ids, std::vector<int32_t>(want.begin(), want.end()));
+  EXPECT_EQ(out.to_hub[0].message.items.at(0).ids, std::vector<int32_t>(want.begin(), want.end()));
 }
 
 }  // namespace

@@ -11,8 +11,10 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "common/cli.h"
@@ -31,7 +33,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::string_view kUsage = R"(usage: seqpipe up   [--config FILE] [--set key=value ...]
        seqpipe send [--config FILE] [--set key=value ...] [--endpoint EP] [--num-beams N]
-                    [--max-new-tokens N] [--min-new-tokens N] [--timeout-ms N] [--scores] TEXT [TEXT ...]
+                    [--max-new-tokens N] [--min-new-tokens N] [--timeout-ms N] [--scores]
+                    [--priority N] [--cancel-after-ms N] TEXT [TEXT ...]
        seqpipe status [--config FILE] [--set key=value ...]
 
 up     starts the whole pipeline on this machine as child processes: the gateway and the batcher,
@@ -40,7 +43,10 @@ up     starts the whole pipeline on this machine as child processes: the gateway
        endpoint and the metrics ports, restarts a child that dies, and stops everything on Ctrl-C
        or SIGTERM.
 send   sends one request to the gateway (gateway.client_endpoint of the config, or --endpoint) and
-       prints the text(s), the score(s) with --scores, and the per-stage timings.
+       prints the text(s), the score(s) with --scores, and the per-stage timings. --priority N:
+       1 (highest) .. batcher.priority_levels (default: batcher.default_priority_level). With
+       --cancel-after-ms N it cancels the request if no reply came within N ms, and prints the
+       reply that follows: `error cancelled`, or the result when it finished first.
 status asks the two hubs (gateway, batcher) what they see: for each stage its live replicas
        (announced, so warmed up), the work its replicas hold (in flight), the work waiting in the
        hub (queued) and the free credits; then "ready: yes" when every stage has a live replica.
@@ -193,6 +199,7 @@ int send(int argc, char** argv) {
   std::string config_path, endpoint;
   std::vector<std::string> overrides;
   seqpipe::protocol::Request request;
+  std::optional<std::chrono::milliseconds> cancel_after;
   cli::ArgCursor a(argc, argv);
   while (a.next()) {
     const std::string& flag = a.flag();
@@ -215,6 +222,10 @@ int send(int argc, char** argv) {
       request.timeout_ms = cli::parse_number<uint32_t>(flag, a.value());
     } else if (flag == "--scores") {
       request.params.return_scores = true;
+    } else if (flag == "--priority") {
+      request.params.priority = cli::parse_number<int>(flag, a.value());
+    } else if (flag == "--cancel-after-ms") {
+      cancel_after = std::chrono::milliseconds(cli::parse_number<uint32_t>(flag, a.value()));
     } else if (!flag.empty() && flag[0] == '-' && flag != "-") {
       throw cli::UsageError("unknown option '" + flag + "'");
     } else {
@@ -227,7 +238,18 @@ int send(int argc, char** argv) {
 
   seqpipe::client::Client client(endpoint);
   const auto wait = std::chrono::milliseconds(request.timeout_ms.value_or(10000) + 1000);
-  auto result = client.call(request, wait);
+  std::variant<seqpipe::protocol::Reply, seqpipe::protocol::Error> result;
+  if (!cancel_after) {
+    result = client.call(request, wait);
+  } else if (const auto id = client.submit(request); !id) {
+    result = seqpipe::protocol::Error{seqpipe::protocol::ErrorCode::kUnavailable, "could not send the request"};
+  } else {
+    result = client.receive(*id, *cancel_after);
+    if (auto* e = std::get_if<seqpipe::protocol::Error>(&result); e && e->code == seqpipe::protocol::ErrorCode::kUnavailable) {
+      client.cancel(*id);  // no reply yet
+      result = client.receive(*id, wait);
+    }
+  }
   if (auto* e = std::get_if<seqpipe::protocol::Error>(&result)) {
     std::fprintf(stderr, "seqpipe send: %s (%s)\n", e->message.c_str(), endpoint.c_str());
     return 1;

@@ -9,8 +9,17 @@ struct Client::Impl {
   transport::Socket socket{context, zmq::socket_type::dealer};
   uint64_t next_id = 1;
 
+  std::string fresh_id() {
+    std::string id = std::to_string(next_id++);
+    id.insert(id.begin(), 'c');  // (not "c" + ...: GCC 12 warns -Wrestrict on it, wrongly)
+    return id;
+  }
+
   std::variant<protocol::Reply, protocol::Error> exchange(const std::string& payload, const std::string* want_id,
                                                           std::chrono::milliseconds wait);
+  // A DEALER sends an empty delimiter first, as REQ does, so the gateway sees one envelope shape.
+  bool send(const std::string& payload) { return socket.send({std::string_view(), std::string_view(payload)}); }
+  std::variant<protocol::Reply, protocol::Error> await(const std::string* want_id, std::chrono::milliseconds wait);
 };
 
 Client::Client(const std::string& endpoint) : impl_(std::make_unique<Impl>()) { impl_->socket.connect(endpoint); }
@@ -21,8 +30,30 @@ std::variant<protocol::Reply, protocol::Error> Client::call(const protocol::Requ
                                                             std::chrono::milliseconds wait) {
   // Every request carries an id so that a late reply to an earlier (timed-out) call is skipped.
   protocol::Request r = request;
-  if (!r.id) r.id = "c" + std::to_string(impl_->next_id++);
+  if (!r.id) r.id = impl_->fresh_id();
   return impl_->exchange(protocol::encode_request(r), &*r.id, wait);
+}
+
+std::optional<std::string> Client::submit(const protocol::Request& request) {
+  if (request.id) {  // no copy: the load generator reuses one request
+    if (!impl_->send(protocol::encode_request(request))) return std::nullopt;
+    return *request.id;
+  }
+  protocol::Request r = request;
+  if (!r.id) r.id = impl_->fresh_id();
+  if (!impl_->send(protocol::encode_request(r))) return std::nullopt;
+  return *r.id;
+}
+
+bool Client::cancel(const std::string& id) {
+  protocol::Request cancel;
+  cancel.op = protocol::Op::kCancel;
+  cancel.id = id;
+  return impl_->send(protocol::encode_request(cancel));
+}
+
+std::variant<protocol::Reply, protocol::Error> Client::receive(const std::string& id, std::chrono::milliseconds wait) {
+  return impl_->await(&id, wait);
 }
 
 std::variant<protocol::Reply, protocol::Error> Client::call_raw(const std::string& payload,
@@ -33,10 +64,12 @@ std::variant<protocol::Reply, protocol::Error> Client::call_raw(const std::strin
 std::variant<protocol::Reply, protocol::Error> Client::Impl::exchange(const std::string& payload,
                                                                       const std::string* want_id,
                                                                       std::chrono::milliseconds wait) {
-  // A DEALER sends an empty delimiter first, as REQ does, so the gateway sees one envelope shape.
-  if (!socket.send({std::string_view(), std::string_view(payload)})) {
-    return protocol::Error{protocol::ErrorCode::kUnavailable, "could not send the request"};
-  }
+  if (!send(payload)) return protocol::Error{protocol::ErrorCode::kUnavailable, "could not send the request"};
+  return await(want_id, wait);
+}
+
+std::variant<protocol::Reply, protocol::Error> Client::Impl::await(const std::string* want_id,
+                                                                   std::chrono::milliseconds wait) {
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -51,11 +84,6 @@ std::variant<protocol::Reply, protocol::Error> Client::Impl::exchange(const std:
     }
     return reply;
   }
-}
-
-bool Client::send(const protocol::Request& request) {
-  const std::string payload = protocol::encode_request(request);
-  return impl_->socket.send({std::string_view(), std::string_view(payload)});
 }
 
 std::optional<std::variant<protocol::Reply, protocol::Error>> Client::receive(std::chrono::milliseconds wait) {

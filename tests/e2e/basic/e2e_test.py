@@ -102,6 +102,9 @@ class PipelineTest(unittest.TestCase):
             (msgpack.packb({"v": 1, "text": b"ab\xff\xfe"}, use_bin_type=False), "invalid_argument"),
             (msgpack.packb({"v": 1, "text": "x", "bogus": 1}), "invalid_argument"),
             (msgpack.packb({"v": 1, "text": "x", "params": {"num_beams": 0}}), "invalid_argument"),
+            (msgpack.packb({"v": 1, "text": "x", "params": {"priority": 2}}), "invalid_argument"),  # 1 level
+            (msgpack.packb({"v": 1, "op": "cancel"}), "invalid_argument"),  # no id
+            (msgpack.packb({"v": 1, "op": "health", "id": "h"}), "invalid_argument"),
             (msgpack.packb({"v": 1, "text": "hello " * 2000}), "too_long"),
         ]
         for payload, code in cases:
@@ -110,6 +113,9 @@ class PipelineTest(unittest.TestCase):
             if code:
                 self.assertEqual(reply["error"]["code"], code, reply["error"]["message"])
         self.assertEqual(self.client.generate("hello world", max_new_tokens=12)["text"],
+                         generate_text(self.model, "hello world", 1))
+        # The one level there is may be named; it changes nothing in the output.
+        self.assertEqual(self.client.generate("hello world", max_new_tokens=12, priority=1)["text"],
                          generate_text(self.model, "hello world", 1))
 
     def test_repeated_text_is_answered_from_the_cache(self):

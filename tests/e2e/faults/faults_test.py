@@ -88,6 +88,62 @@ class Load:
                                     for status, code, _ in answers)
         return dict(codes)
 
+    def figures(self):
+        """The reliability figures docs/RELIABILITY.md records: sent, ok, errors by code, lost
+        (never answered), answered twice, and the latency of the ok answers."""
+        first = {rid: answers[0] for rid, answers in self.replies.items()}
+        ok = sorted(t - self.sent[rid] for rid, (status, _, t) in first.items() if status == "ok")
+        errors = collections.Counter(code for status, code, _ in first.values() if status != "ok")
+        pct = lambda q: ok[min(len(ok) - 1, int(q * len(ok)))] * 1000 if ok else float("nan")  # noqa: E731
+        return (f"sent {len(self.sent)}, ok {len(ok)}, errors {dict(errors) or '{}'}, "
+                f"lost {sum(1 for rid in self.sent if rid not in self.replies)}, "
+                f"answered twice {sum(1 for a in self.replies.values() if len(a) > 1)}; "
+                f"ok latency p50 {pct(0.5):.0f} ms, p99 {pct(0.99):.0f} ms, max {pct(1.0):.0f} ms")
+
+
+class StatusWatch:
+    """Polls `seqpipe status` every 50 ms in a thread: the live replicas each hub sees per stage,
+    over time. recovery() turns it into "declared dead after X, back to N replicas after Y"."""
+
+    def __init__(self, run_dir):
+        self.run_dir, self.samples, self.stopped = run_dir, [], threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join()
+
+    def _run(self):
+        while not self.stopped.is_set():
+            out = subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={self.run_dir}"], capture_output=True,
+                                 text=True, timeout=10).stdout
+            rows = {line.split()[0]: int(line.split()[1]) for line in out.splitlines()[1:]
+                    if len(line.split()) == 5 and line.split()[1].isdigit()}
+            self.samples.append((time.monotonic(), rows))
+            self.stopped.wait(0.05)
+
+    def recovery(self, stage, since, replicas=2):
+        """(seconds from `since` until the hub saw fewer than `replicas`, seconds until it saw
+        `replicas` again after that); None where it did not happen while watched."""
+        dead = back = None
+        for t, rows in self.samples:
+            if t < since or stage not in rows:
+                continue
+            if dead is None and rows[stage] < replicas:
+                dead = t - since
+            elif dead is not None and rows[stage] >= replicas:
+                back = t - since
+                break
+        return dead, back
+
+
+def fmt_s(seconds):
+    return "not seen" if seconds is None else f"{seconds * 1000:.0f} ms"
+
 
 class FaultsTest(unittest.TestCase):
     @classmethod
@@ -145,12 +201,15 @@ class FaultsTest(unittest.TestCase):
         self.assertLessEqual(codes, allowed)
 
     def test_kill_one_replica_of_each_worker_stage_in_turn(self):
+        watch = StatusWatch(self.run_dir).start()
         load = Load(self.endpoint, 400, 80).start()
         time.sleep(0.5)
+        killed = {}
         for stage in ("tokenizer", "encoder", "decoder", "postprocessor"):
             victims = self.pids(stage)
             self.assertEqual(len(victims), 2, stage)
             os.kill(victims[0], signal.SIGKILL)
+            killed[stage] = time.monotonic()
             time.sleep(0.9)
         load.join()
         self.check_every_request_answered_once(load, {"ok", "unavailable"})
@@ -158,23 +217,37 @@ class FaultsTest(unittest.TestCase):
         self.assertGreater(ok, load.count * 0.9, "most requests should be served by the surviving replicas")
         for stage in ("tokenizer", "encoder", "decoder", "postprocessor"):  # restarted by seqpipe up, rejoined
             self.wait_for_replicas(stage, 2)
+        watch.stop()
+        print(f"SIGKILL one replica of each stage, 0.9 s apart, under 80 req/s: {load.figures()}", flush=True)
+        for stage, at in killed.items():
+            dead, back = watch.recovery(stage, at)
+            print(f"  {stage}: declared dead after {fmt_s(dead)}, 2 live replicas again after {fmt_s(back)} "
+                  "(restarted by seqpipe up, model loaded, warmed up, announced)", flush=True)
 
     def test_stopped_decoder_work_is_redispatched_and_it_rejoins_after_sigcont(self):
         self.wait_for_replicas("decoder", 2)
         victim = self.pids("decoder")[0]
+        watch = StatusWatch(self.run_dir).start()
         load = Load(self.endpoint, 150, 60).start()
         time.sleep(0.5)
         os.kill(victim, signal.SIGSTOP)
+        stopped = time.monotonic()
         try:
             time.sleep(1.5)
         finally:
             os.kill(victim, signal.SIGCONT)
+            resumed = time.monotonic()
         load.join()
         self.check_every_request_answered_once(load, {"ok", "unavailable"})
         ok = sum(1 for a in load.replies.values() if a[0][0] == "ok")
         self.assertEqual(ok, load.count, "a live decoder was there to take the stopped one's work")
         # Back: it reconnects and announces itself; both decoders then get work again.
         self.wait_for_replicas("decoder", 2)
+        watch.stop()
+        dead, back = watch.recovery("decoder", stopped)
+        print(f"SIGSTOP one decoder for 1.5 s under 60 req/s: {load.figures()}\n"
+              f"  decoder: declared dead after {fmt_s(dead)}; after SIGCONT, 2 live replicas again after "
+              f"{fmt_s(None if back is None else back - (resumed - stopped))}", flush=True)
         ports = (self.decoder_metrics, self.decoder_metrics + 1)
         before = [scrape(p, 'seqpipe_stage_requests_total{stage="decoder"}') for p in ports]
         burst = Load(self.endpoint, 120, 400, max_new_tokens=16).start()
@@ -223,6 +296,7 @@ class OverloadTest(FaultsTest):
         shed = sum(1 for a in load.replies.values() if a[0][1] == "overloaded")
         print(f"capacity {capacity:.0f}/s, offered {rate:.0f}/s for 20 s: {len(latencies)} ok, {shed} overloaded, "
               f"ok p50 {latencies[len(latencies) // 2] * 1000:.1f} ms p99 {p99 * 1000:.1f} ms", flush=True)
+        print(f"open loop at twice capacity: {load.figures()}", flush=True)
         print("RSS kB before -> after: " + ", ".join(f"{pid}: {before[pid]} -> {after.get(pid)}" for pid in before),
               flush=True)
         self.assertGreater(shed, 0, "twice the capacity must be shed in part")

@@ -90,6 +90,11 @@ struct GatewayConfig {
   // Response cache budget in bytes (LRU over successful results, keyed by model, params and
   // normalized text); 0 = no cache.
   size_t cache_bytes = 0;
+  // The batchers this gateway submits to, by their ingress endpoints: empty = the one
+  // batcher.ingress_endpoint. With several, requests go round-robin to the live ones; gateway
+  // and batchers exchange heartbeats (over the ingress and the results sockets), and the work of
+  // a batcher that falls silent is submitted once to another (else answered `unavailable`).
+  std::vector<std::string> batcher_endpoints;
 
   bool operator==(const GatewayConfig&) const = default;
 };
@@ -104,6 +109,11 @@ struct WorkerConfig {
   // Prometheus /metrics HTTP port of the first replica; replica i uses metrics_port + i.
   // 0 = any free port (logged).
   int metrics_port = 0;
+  // The hubs a replica serves (each binds the endpoint): empty = the one hub of the pipeline
+  // (gateway.tokenizer_endpoint for tokenizers, batcher.<stage>_endpoint for the others). With
+  // several, the replica connects to each, splits its credits between them and returns each
+  // result to the hub that sent the work (several gateways, or several batchers).
+  std::vector<std::string> hub_endpoints;
 
   bool operator==(const WorkerConfig&) const = default;
 };
@@ -136,6 +146,12 @@ struct BatcherConfig {
   int max_batch_tokens = 4096;
   // Most sequences queued; beyond it requests are refused as overloaded.
   int max_queue_size = 1024;
+  // Priority levels (as Triton's dynamic batcher): a request's params.priority is 1 (highest)
+  // .. priority_levels; each level is its own queue and a batch takes from the highest level
+  // first. 1 = no priorities (every request is level 1). max_queue_size bounds all levels together.
+  int priority_levels = 1;
+  // The level of a request that gives no priority; 1..priority_levels.
+  int default_priority_level = 1;
   // Prometheus /metrics HTTP port; 0 = any free port (logged).
   int metrics_port = 9101;
 

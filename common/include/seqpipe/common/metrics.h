@@ -28,6 +28,7 @@ inline constexpr std::string_view kMalformed = "seqpipe_stage_malformed_messages
 inline constexpr std::string_view kLate = "seqpipe_stage_late_items_total";
 inline constexpr std::string_view kWorkersDead = "seqpipe_hub_workers_declared_dead_total";
 inline constexpr std::string_view kRedispatched = "seqpipe_hub_items_redispatched_total";
+inline constexpr std::string_view kCancelled = "seqpipe_stage_cancelled_items_total";
 inline constexpr std::string_view kQueueSeconds = "seqpipe_stage_queue_seconds";
 inline constexpr std::string_view kComputeSeconds = "seqpipe_stage_compute_seconds";
 inline constexpr std::string_view kBatchSize = "seqpipe_stage_batch_size";
@@ -39,6 +40,7 @@ inline constexpr std::string_view kModelSeconds = "seqpipe_gateway_model_latency
 inline constexpr std::string_view kOverheadSeconds = "seqpipe_gateway_overhead_latency_seconds";
 inline constexpr std::string_view kCacheLookups = "seqpipe_gateway_cache_lookups_total";
 inline constexpr std::string_view kKvSlots = "seqpipe_decoder_kv_slots";
+inline constexpr std::string_view kCancels = "seqpipe_gateway_cancels_total";
 
 // The bucket bounds (seconds) every latency histogram of this process gets: 100 us .. 5 s until
 // set_latency_buckets() (run_service_main calls it with metrics.latency_buckets_us, before any
@@ -82,6 +84,9 @@ class StageMetrics {
   // Hubs: a worker missed its heartbeats (or could not be reached); items given to another replica.
   void worker_dead();
   void redispatched(double n = 1);
+  // Work items dropped because their request was cancelled by its client (a decoder: sequences
+  // stopped, their KV-cache slots freed).
+  void cancelled(double n = 1);
   void queue_time(double seconds);
   void compute_time(double seconds);
   void batch_size(double size);
@@ -101,6 +106,7 @@ class StageMetrics {
   prometheus::Counter* late_;
   prometheus::Counter* dead_;
   prometheus::Counter* redispatched_;
+  prometheus::Counter* cancelled_;
   prometheus::Histogram* queue_;
   prometheus::Histogram* compute_;
   prometheus::Histogram* batch_;
@@ -117,6 +123,9 @@ class GatewayMetrics {
   void latency_split(double model_seconds, double overhead_seconds);
   void late_result();
   void cache_lookup(bool hit);
+  // A client's cancel: `found` when it named a request in flight (then answered `cancelled`),
+  // else the request had been answered already (or never existed) and nothing happened.
+  void cancel(bool found);
 
  private:
   prometheus::Histogram* ok_;
@@ -126,6 +135,8 @@ class GatewayMetrics {
   prometheus::Counter* late_;
   prometheus::Counter* cache_hits_;
   prometheus::Counter* cache_misses_;
+  prometheus::Counter* cancels_found_;
+  prometheus::Counter* cancels_not_found_;
 };
 
 }  // namespace seqpipe::metrics

@@ -29,6 +29,7 @@ enum class ErrorCode {
   kOverloaded,        // the server shed this request; retry later with backoff
   kInternal,          // a bug or an engine failure on the server
   kUnavailable,       // a pipeline stage is down or restarting; retry later
+  kCancelled,         // the client cancelled the request (op "cancel"); the work was dropped
 };
 
 std::string_view wire_name(ErrorCode code);
@@ -48,13 +49,26 @@ struct GenerateParams {
   float length_penalty = 1.0f;  // beam score = sum of log-probs / length^length_penalty; finite
   int min_new_tokens = 0;       // eos suppressed until this many tokens; [0, max_new_tokens]
   bool return_scores = false;   // the reply carries one score per text
+  // Scheduling priority, 1 = highest .. Limits::priority_levels (as Triton's dynamic batcher);
+  // 0 = not given: the batcher's default level (batcher.default_priority_level). It orders the
+  // batcher's queue and never changes the output (the response cache ignores it).
+  int priority = 0;
 
   bool operator==(const GenerateParams&) const = default;
 };
 
+// What a request asks for (the `op` field; absent means generate).
+enum class Op {
+  kGenerate,  // texts in, corrected texts out (the reply)
+  kCancel,    // cancel this client's in-flight request `id`: it is answered `cancelled` once, or
+              // nothing happens when it has been answered already. A cancel gets no reply of its
+              // own unless it is malformed.
+};
+
 struct Request {
-  std::optional<std::string> id;   // echoed in the reply; absent: the reply's id is ""
-  std::vector<std::string> texts;  // one element for the single-text form
+  Op op = Op::kGenerate;
+  std::optional<std::string> id;   // echoed in the reply; absent: the reply's id is ""; required by kCancel
+  std::vector<std::string> texts;  // one element for the single-text form; empty for kCancel
   bool batch_form = false;         // the client sent texts[] (the reply then carries texts[])
   GenerateParams params;
   std::optional<uint32_t> timeout_ms;  // absent: the server's default deadline
@@ -72,6 +86,7 @@ struct Limits {
   int max_new_tokens_cap = 256;        // largest params.max_new_tokens accepted
   int max_beams = 8;                   // largest params.num_beams accepted
   uint32_t max_timeout_ms = 60000;     // largest timeout_ms accepted
+  int priority_levels = 1;             // params.priority accepted in [1, priority_levels]
 };
 
 // A request that failed to decode, with what the gateway needs to answer it.
@@ -87,8 +102,10 @@ struct RejectedRequest {
 std::variant<Request, RejectedRequest> decode_request(std::span<const uint8_t> bytes,
                                                       const Limits& limits);
 
-// For clients and tests. Writes every params field; `id` and `timeout_ms` only when set; `text`
-// (texts[0]) unless batch_form. For a valid request r, decode_request(encode_request(r)) == r.
+// For clients and tests. Writes every params field (priority only when not 0); `id` and
+// `timeout_ms` only when set; `text`
+// (texts[0]) unless batch_form. A kCancel request is {v, op: "cancel", id} and nothing else.
+// For a valid request r, decode_request(encode_request(r)) == r.
 std::string encode_request(const Request& request);
 
 // Microseconds spent in each stage; total is the gateway's receive-to-send time.

@@ -31,7 +31,8 @@ enum class MessageKind {
   kPostprocess,  // batcher -> postprocessor: items with output ids
   kResult,       // postprocessor or any stage -> gateway: items with text or an error
   kCancel,       // gateway -> stages: drop the work of these requests
-  kHeartbeat,    // both ways between a hub and each worker, every heartbeat interval (Paranoid Pirate)
+  kHeartbeat,    // both ways between a hub and each worker, every heartbeat interval (Paranoid Pirate);
+                 // and between gateways and batchers (an item names the sender: gateway or batcher)
 };
 std::string_view kind_name(MessageKind kind);
 
@@ -45,6 +46,9 @@ struct WorkItem {
   uint64_t request = 0;           // the gateway's internal request id
   uint32_t index = 0;             // which text of the request
   std::string gateway;            // the owning gateway's identity: results go back to it
+  // The batcher's ingress endpoint the gateway chose: tokenizers send the sequence there (empty:
+  // the configured batcher.ingress_endpoint). In batcher heartbeats: the batcher's own.
+  std::string batcher;
   int64_t deadline_unix_us = 0;   // wall clock, comparable across processes and machines
   protocol::GenerateParams params;
   std::string text;               // tokenizer input; postprocessor output

@@ -5,7 +5,9 @@
 // connects a DEALER to its hub, announces its capacity (`ready{credits}`), and from then on the
 // hub sends it no more than that: credit-based flow control as in the ZeroMQ guide's
 // load-balancing broker. Results for a gateway go over PUSH sockets to the endpoint named in
-// the item (`WorkItem::gateway`), so any number of gateways can share the workers.
+// the item (`WorkItem::gateway`). A worker may serve several hubs (several gateways, or several
+// batchers): one DEALER, heartbeat and reconnection each, its capacity split between them, and
+// every answer and credit back to the hub that sent the work.
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -21,10 +23,23 @@
 
 namespace seqpipe::worker {
 
+// A message for one of the worker's hubs.
+struct ToHub {
+  size_t hub = 0;  // index in WorkerOptions::hub_endpoints
+  stage::StageMessage message;
+  bool operator==(const ToHub&) const = default;
+};
+
 // Messages a stage produced; run_worker sends them and clears the outbox.
 struct Outbox {
-  std::vector<stage::StageMessage> to_hub;                        // over the DEALER
+  // The hub whose message the stage is handling (set by run_worker before handle() and
+  // cancel()); a stage that answers later (the decoder) keeps it with the work.
+  size_t hub = 0;
+  std::vector<ToHub> to_hub;                                        // over the hubs' DEALERs
   std::vector<std::pair<std::string, stage::StageMessage>> pushes;  // (endpoint, message) over PUSH
+
+  // A message to the hub being handled (credits and results of the message at hand).
+  void answer(stage::StageMessage message) { to_hub.push_back({hub, std::move(message)}); }
 
   // Sends `item` to its gateway as a failed result (the request is answered with `error`),
   // logging the request id and counting the error: the serving-path error discipline in one place.
@@ -55,10 +70,16 @@ class WorkerStage {
   // Credits free now, announced when the worker reconnects to a hub (work it still holds
   // returns its credit with its result).
   virtual int free_capacity() const { return capacity(); }
+  // Credits that work from hub `hub` still holds (a reconnecting worker announces its share of
+  // the capacity minus these). Stages that hold nothing between messages hold none.
+  virtual int held(size_t /*hub*/) const { return 0; }
   // The kind of work message this stage takes (run_worker drops any other, logged and counted).
   virtual stage::MessageKind accepts() const = 0;
   // One message of that kind from the hub (already validated by stage::decode).
   virtual void handle(stage::StageMessage&& message, Outbox& out) = 0;
+  // A `cancel` from the hub: stop the work of these requests (items: request, gateway) and
+  // return its credits. Stages that hold no work between messages have nothing to stop.
+  virtual void cancel(const stage::StageMessage& /*message*/, Outbox& /*out*/) {}
   // Runs before the worker announces itself (warm-up batches); true when it did something.
   virtual bool warm_up() { return false; }
   // Work the stage does between messages (the decoder's steps); the loop then polls the socket
@@ -68,8 +89,8 @@ class WorkerStage {
 };
 
 struct WorkerOptions {
-  std::string stage_name;    // "encoder", for logs
-  std::string hub_endpoint;  // the hub's ROUTER this worker connects to
+  std::string stage_name;                  // "encoder", for logs
+  std::vector<std::string> hub_endpoints;  // the hubs' ROUTERs this worker connects to (at least one)
   stage::Limits limits{};    // on incoming messages
   std::chrono::milliseconds idle_poll{100};  // how often an idle loop looks at the stop flag
   // Heartbeats with the hub (config `liveness`): sent every interval; the hub silent for
@@ -80,15 +101,23 @@ struct WorkerOptions {
   std::chrono::milliseconds reconnect_max{8000};
 };
 
-// Connects, announces capacity, serves until service::stop_requested(). Malformed messages are
-// logged, counted and dropped. Returns the process exit code.
+// The share of `capacity` that hub `hub` of `hubs` gets: capacity / hubs, and one more for the
+// first capacity % hubs hubs (so the shares add up to the capacity).
+int hub_share(int capacity, size_t hub, size_t hubs);
+
+// Connects to every hub, announces each its share of the capacity, serves until
+// service::stop_requested(). Malformed messages are logged, counted and dropped. Throws
+// std::invalid_argument when the capacity cannot give every hub a credit. Returns the exit code.
 int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics);
+
+// The hubs a stage serves: `configured` (the stage's hub_endpoints), or the pipeline's one hub.
+std::vector<std::string> hubs_or(const std::vector<std::string>& configured, const std::string& the_hub);
 
 // A worker's whole main after the config is loaded: logging and stop handlers, the /metrics
 // exporter (on `metrics_address`, first free port from `metrics_port`), the stage from `make_stage` (which loads the
 // model: start-up errors throw), then run_worker.
 int serve_worker(std::string_view stage_name, const std::string& metrics_address, int metrics_port,
-                 const std::string& hub_endpoint,
+                 const std::vector<std::string>& hub_endpoints,
                  const config::LivenessConfig& liveness,
                  const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage);
 

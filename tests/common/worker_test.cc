@@ -1,0 +1,92 @@
+// The worker loop (common/worker.h) over real sockets: a worker serving two hubs announces each
+// its share of the capacity and answers each message on the hub that sent it. The hubs are
+// ROUTER sockets of the test on ephemeral tcp ports; no sleeps, every wait is a recv with a
+// timeout. run_worker stops through service::request_stop(), a process-wide flag that is never
+// cleared: it is the last thing a test here does (ctest runs each test in its own process).
+#include "seqpipe/common/worker.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "seqpipe/common/service.h"
+#include "seqpipe/common/transport.h"
+
+namespace seqpipe::worker {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(WorkerHubShare, SharesAddUpToTheCapacityAndDifferByAtMostOne) {
+  EXPECT_EQ(hub_share(5, 0, 2), 3);
+  EXPECT_EQ(hub_share(5, 1, 2), 2);
+  EXPECT_EQ(hub_share(32, 0, 1), 32);
+  for (int capacity : {3, 7, 32}) {
+    for (size_t hubs : {1u, 2u, 3u}) {
+      int sum = 0;
+      for (size_t h = 0; h < hubs; ++h) sum += hub_share(capacity, h, hubs);
+      EXPECT_EQ(sum, capacity) << capacity << " over " << hubs;
+    }
+  }
+  EXPECT_EQ(hubs_or({}, "ipc:///run/b.sock"), std::vector<std::string>{"ipc:///run/b.sock"});
+  EXPECT_EQ(hubs_or({"tcp://a:1", "tcp://b:2"}, "ipc:///run/b.sock"), (std::vector<std::string>{"tcp://a:1", "tcp://b:2"}));
+}
+
+// Answers every message with one credit per item, to whoever sent it.
+class EchoStage : public WorkerStage {
+ public:
+  int capacity() const override { return 3; }
+  stage::MessageKind accepts() const override { return stage::MessageKind::kPostprocess; }
+  void handle(stage::StageMessage&& message, Outbox& out) override {
+    out.answer({stage::MessageKind::kCredit, static_cast<int32_t>(message.items.size()), {}});
+  }
+};
+
+stage::StageMessage next_non_heartbeat(transport::Socket& hub, std::string& worker) {
+  for (int i = 0; i < 20; ++i) {
+    auto frames = hub.recv(milliseconds(5000));
+    if (!frames) break;
+    EXPECT_EQ(frames->size(), 2u);
+    auto decoded = stage::decode(frames->back());
+    EXPECT_TRUE(std::holds_alternative<stage::StageMessage>(decoded));
+    if (!std::holds_alternative<stage::StageMessage>(decoded)) break;
+    auto message = std::get<stage::StageMessage>(decoded);
+    if (message.kind == stage::MessageKind::kHeartbeat) continue;
+    worker = frames->front();
+    return message;
+  }
+  ADD_FAILURE() << "no message from the worker";
+  return {};
+}
+
+TEST(WorkerLoop, ServesEveryHubWithItsShareAndAnswersTheHubThatSentTheWork) {
+  zmq::context_t context(1);
+  transport::Socket hub_a(context, zmq::socket_type::router), hub_b(context, zmq::socket_type::router);
+  WorkerOptions options;
+  options.stage_name = "echo";
+  options.hub_endpoints = {hub_a.bind("tcp://127.0.0.1:*"), hub_b.bind("tcp://127.0.0.1:*")};
+  options.heartbeat_interval = milliseconds(2000);  // no heartbeat gets in the way of the test
+  auto registry = metrics::make_registry();
+  metrics::StageMetrics metrics(*registry, "echo");
+  EchoStage stage;
+  std::thread loop([&] { run_worker(stage, options, metrics); });
+
+  std::string worker_a, worker_b;
+  const stage::StageMessage ready_a = next_non_heartbeat(hub_a, worker_a);
+  const stage::StageMessage ready_b = next_non_heartbeat(hub_b, worker_b);
+  EXPECT_EQ(ready_a, (stage::StageMessage{stage::MessageKind::kReady, 2, {}}));  // 3 credits: 2 + 1
+  EXPECT_EQ(ready_b, (stage::StageMessage{stage::MessageKind::kReady, 1, {}}));
+
+  const stage::StageMessage work{stage::MessageKind::kPostprocess, 0, {stage::WorkItem{}, stage::WorkItem{}}};
+  hub_b.send({std::string_view(worker_b), std::string_view(stage::encode(work))});
+  EXPECT_EQ(next_non_heartbeat(hub_b, worker_b), (stage::StageMessage{stage::MessageKind::kCredit, 2, {}}));
+  hub_a.send({std::string_view(worker_a), std::string_view(stage::encode(work))});
+  EXPECT_EQ(next_non_heartbeat(hub_a, worker_a), (stage::StageMessage{stage::MessageKind::kCredit, 2, {}}));
+  EXPECT_FALSE(hub_b.recv(milliseconds(200)).has_value()) << "hub b got an answer to hub a's work";
+
+  service::request_stop();
+  loop.join();
+}
+
+}  // namespace
+}  // namespace seqpipe::worker
