@@ -48,6 +48,11 @@ bool HubLiveness::heartbeat_due(SteadyClock::time_point now) {
   return true;
 }
 
+int HubLiveness::silent(SteadyClock::time_point now) const {
+  return static_cast<int>(std::count_if(last_seen_.begin(), last_seen_.end(),
+                                        [&](SteadyClock::time_point seen) { return now - seen > interval_; }));
+}
+
 PeerLiveness::PeerLiveness(std::chrono::milliseconds interval, int liveness, std::chrono::milliseconds reconnect_max,
                            SteadyClock::time_point now)
     : interval_(interval),

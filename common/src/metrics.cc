@@ -94,6 +94,11 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name)
                     .Help("Work items dropped because their client cancelled the request")
                     .Register(r)
                     .Add(stage);
+  heartbeats_missed_ = &prometheus::BuildCounter()
+                           .Name(std::string(kHeartbeatsMissed))
+                           .Help("Heartbeat intervals in which a worker sent the hub nothing")
+                           .Register(r)
+                           .Add(stage);
   queue_ = &prometheus::BuildHistogram()
                 .Name(std::string(kQueueSeconds))
                 .Help("Time a work item waited in this stage before compute")
@@ -119,6 +124,7 @@ void StageMetrics::malformed() { malformed_->Increment(); }
 void StageMetrics::late(double n) { late_->Increment(n); }
 void StageMetrics::worker_dead() { dead_->Increment(); }
 void StageMetrics::redispatched(double n) { redispatched_->Increment(n); }
+void StageMetrics::heartbeats_missed(double n) { heartbeats_missed_->Increment(n); }
 void StageMetrics::cancelled(double n) { cancelled_->Increment(n); }
 void StageMetrics::queue_time(double s) { queue_->Observe(s); }
 void StageMetrics::compute_time(double s) { compute_->Observe(s); }

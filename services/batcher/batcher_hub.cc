@@ -285,6 +285,7 @@ void BatcherHub::tick(Clock::time_point now, Outbox& out) {
   for (size_t r = 0; r < 3; ++r) {
     const auto role = static_cast<Role>(r);
     if (liveness_[r].heartbeat_due(now)) {
+      metrics_.heartbeats_missed(liveness_[r].silent(now));
       for (const auto& worker : liveness_[r].workers()) {
         out.to_workers.push_back({role, worker, {stage::MessageKind::kHeartbeat, 0, {}}});
       }

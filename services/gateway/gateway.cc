@@ -345,6 +345,7 @@ void Gateway::dispatch(SteadyClock::time_point now, Outbox& out) {
 
 void Gateway::tick(SteadyClock::time_point now, Outbox& out) {
   if (liveness_.heartbeat_due(now)) {
+    metrics_.heartbeats_missed(liveness_.silent(now));
     for (const auto& worker : liveness_.workers()) {
       out.to_tokenizers.emplace_back(worker, stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {}});
     }

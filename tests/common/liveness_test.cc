@@ -22,6 +22,16 @@ TEST(HubLiveness, AWorkerSilentForLivenessIntervalsIsDeadOnce) {
   EXPECT_EQ(hub.take_dead(t0 + milliseconds(551)), std::vector<std::string>{"b"});
 }
 
+TEST(HubLiveness, SilentCountsWorkersQuietForMoreThanOneInterval) {
+  HubLiveness hub(milliseconds(100), 3);
+  hub.seen("a", t0);
+  hub.seen("b", t0);
+  EXPECT_EQ(hub.silent(t0 + milliseconds(100)), 0);  // exactly one interval: not missed yet
+  EXPECT_EQ(hub.silent(t0 + milliseconds(101)), 2);
+  hub.seen("b", t0 + milliseconds(150));
+  EXPECT_EQ(hub.silent(t0 + milliseconds(201)), 1);  // only a
+}
+
 TEST(HubLiveness, ForgottenWorkersAreNeitherDeadNorSentHeartbeats) {
   HubLiveness hub(milliseconds(100), 2);
   hub.seen("a", t0);

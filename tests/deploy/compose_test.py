@@ -14,7 +14,6 @@
 Only the checks that need docker-compose (Debian package `docker-compose`) skip without it.
 Environment: SEQPIPE_BUILD_DIR (the Release build tree).
 """
-import glob
 import os
 import re
 import shutil

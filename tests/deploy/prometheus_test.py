@@ -17,10 +17,10 @@ import unittest
 import urllib.parse
 import urllib.request
 
-from seqpipe_client import Client, SeqpipeError
+from seqpipe_client import Client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2e"))
-from harness import Pipeline, free_port, stop  # noqa: E402
+from harness import Pipeline, answers, free_port, stop  # noqa: E402
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMETHEUS = shutil.which("prometheus")
@@ -44,15 +44,7 @@ class PrometheusTest(unittest.TestCase):
                                      f"--web.listen-address=127.0.0.1:{cls.prom_port}"],
                                     stdout=cls.prom_log, stderr=subprocess.STDOUT, start_new_session=True)
         cls.client = Client(cls.endpoint, timeout_ms=10000)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                cls.client.generate("warm up", max_new_tokens=2, timeout_ms=2000)
-                break
-            except SeqpipeError:
-                if time.monotonic() > deadline or not cls.pipeline.alive():
-                    cls.tearDownClass()
-                    raise RuntimeError("pipeline did not come up; see " + cls.pipeline.log.name)
+        cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
 
     @classmethod
     def tearDownClass(cls):

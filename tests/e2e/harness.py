@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 import urllib.request
 
 SEQPIPE = os.environ["SEQPIPE_BIN"]
@@ -28,6 +29,12 @@ def scrape(port, sample):
         if line.split(" ")[0] == sample:
             return float(line.split(" ")[-1])
     raise AssertionError(f"{sample} not in /metrics on port {port}")
+
+
+def answers(client):
+    """A readiness check for Pipeline.wait_until: a short request goes all the way through."""
+    client.generate("warm up", max_new_tokens=2, timeout_ms=2000)
+    return True
 
 
 def stop(proc, timeout=20):
@@ -66,6 +73,21 @@ class Pipeline:
 
     def alive(self):
         return self.proc.poll() is None
+
+    def wait_until(self, ready, on_fail, timeout=60):
+        """Polls ready() (an exception counts as not yet) until it is true. If the pipeline exits or
+        `timeout` seconds pass first, calls on_fail() (the test class's teardown) and raises."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if ready():
+                    return
+            except Exception:  # noqa: BLE001  (not up yet: connection refused, unavailable, ...)
+                pass
+            if time.monotonic() > deadline or not self.alive():
+                on_fail()
+                raise RuntimeError("pipeline did not come up; see " + self.log.name)
+            time.sleep(0.2)
 
     def close(self):
         stop(self.proc)

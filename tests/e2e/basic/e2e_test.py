@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import unittest
 
 import msgpack
@@ -22,7 +21,7 @@ import zmq
 from seqpipe_client import Client, SeqpipeError
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, Pipeline, free_port, scrape  # noqa: E402
+from harness import SEQPIPE, Pipeline, answers, free_port, scrape  # noqa: E402
 
 GENERATE = os.environ["SEQPIPE_GENERATE"]
 TEXTS = ["teh speling is bad", "hello world", "i cant beleive teh wether", "a"]
@@ -46,15 +45,7 @@ class PipelineTest(unittest.TestCase):
             "encoder.credits=1", "gateway.cache_bytes=1048576"])
         cls.model, cls.run_dir, cls.endpoint = cls.pipeline.model, cls.pipeline.run_dir, cls.pipeline.endpoint
         cls.client = Client(cls.endpoint, timeout_ms=20000)
-        deadline = time.monotonic() + 60
-        while True:  # ready when a request goes all the way through
-            try:
-                cls.client.generate("warm up", max_new_tokens=2, timeout_ms=2000)
-                break
-            except SeqpipeError:
-                if time.monotonic() > deadline or not cls.pipeline.alive():
-                    cls.tearDownClass()
-                    raise RuntimeError("pipeline did not come up; see " + cls.pipeline.log.name)
+        cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
 
     @classmethod
     def tearDownClass(cls):

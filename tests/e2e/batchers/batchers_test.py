@@ -70,12 +70,7 @@ class TwoBatchersTest(unittest.TestCase):
             hubs("encoder"), hubs("decoder"), hubs("postprocessor")])
         cls.run_dir, cls.endpoint = cls.pipeline.run_dir, cls.pipeline.endpoint
         cls.start_batcher2()
-        deadline = time.monotonic() + 60
-        while not all(a and a[0][0] == "ok" for a in load(cls.endpoint, 4, 50).values()):
-            if time.monotonic() > deadline or not cls.pipeline.alive():
-                cls.tearDownClass()
-                raise RuntimeError("pipeline did not come up; see " + cls.pipeline.log.name)
-            time.sleep(0.2)
+        cls.pipeline.wait_until(lambda: all(a and a[0][0] == "ok" for a in load(cls.endpoint, 4, 50).values()), cls.tearDownClass)
 
     @classmethod
     def start_batcher2(cls):

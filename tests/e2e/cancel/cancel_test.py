@@ -25,7 +25,7 @@ import zmq
 from seqpipe_client import Client
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, Pipeline, free_port, scrape  # noqa: E402
+from harness import SEQPIPE, Pipeline, answers, free_port, scrape  # noqa: E402
 
 LONG = 3000        # tokens: a sequence runs for seconds on the tiny model
 SLOTS = 8          # per decoder
@@ -76,15 +76,7 @@ class CancelTest(unittest.TestCase):
             "batcher.max_queue_delay_us=1000", f"gateway.default_timeout_ms={TIMEOUT_MS}"])
         cls.run_dir, cls.endpoint = cls.pipeline.run_dir, cls.pipeline.endpoint
         cls.client = Client(cls.endpoint, timeout_ms=5000)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                cls.client.generate("warm up", max_new_tokens=2, timeout_ms=2000)
-                break
-            except Exception:
-                if time.monotonic() > deadline or not cls.pipeline.alive():
-                    cls.tearDownClass()
-                    raise RuntimeError("pipeline did not come up; see " + cls.pipeline.log.name)
+        cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
         # Both decoders joined (a request may go through with one).
         cls.wait_for(lambda: cls.status()["decoder"][0] == 2, 20, "two decoders")
 

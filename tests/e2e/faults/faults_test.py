@@ -148,20 +148,15 @@ def fmt_s(seconds):
 class FaultsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.decoder_metrics = free_port()
+        cls.decoder_metrics, cls.batcher_metrics = free_port(), free_port()
         cls.pipeline = Pipeline("seqpipe-faults-", [
-            "gateway.metrics_port=0", "batcher.metrics_port=0",
+            "gateway.metrics_port=0", f"batcher.metrics_port={cls.batcher_metrics}",
             f"decoder.metrics_port={cls.decoder_metrics}", "decoder.num_slots=8",
             "liveness.heartbeat_interval_ms=100", "liveness.heartbeat_liveness=3",
             "liveness.reconnect_max_ms=400", "batcher.max_queue_delay_us=1000",
             f"gateway.default_timeout_ms={TIMEOUT_MS}", "encoder.credits=1", "batcher.max_queue_size=64"])
         cls.run_dir, cls.endpoint = cls.pipeline.run_dir, cls.pipeline.endpoint
-        deadline = time.monotonic() + 60
-        while not cls._ready():
-            if time.monotonic() > deadline or not cls.pipeline.alive():
-                cls.tearDownClass()
-                raise RuntimeError("pipeline did not come up; see " + cls.pipeline.log.name)
-            time.sleep(0.2)
+        cls.pipeline.wait_until(lambda: cls._ready(), cls.tearDownClass)
 
     @classmethod
     def _ready(cls):
@@ -230,6 +225,8 @@ class FaultsTest(unittest.TestCase):
         watch = StatusWatch(self.run_dir).start()
         load = Load(self.endpoint, 150, 60).start()
         time.sleep(0.5)
+        missed = 'seqpipe_hub_heartbeats_missed_total{stage="batcher"}'
+        missed_before = scrape(self.batcher_metrics, missed)
         os.kill(victim, signal.SIGSTOP)
         stopped = time.monotonic()
         try:
@@ -238,6 +235,8 @@ class FaultsTest(unittest.TestCase):
             os.kill(victim, signal.SIGCONT)
             resumed = time.monotonic()
         load.join()
+        # 1.5 s silent at 100 ms intervals: at least the 3 beats that get it declared dead.
+        self.assertGreaterEqual(scrape(self.batcher_metrics, missed) - missed_before, 3)
         self.check_every_request_answered_once(load, {"ok", "unavailable"})
         ok = sum(1 for a in load.replies.values() if a[0][0] == "ok")
         self.assertEqual(ok, load.count, "a live decoder was there to take the stopped one's work")

@@ -69,12 +69,7 @@ class TwoGatewaysTest(unittest.TestCase):
             out = subprocess.run([GENERATE, "--model", cls.pipeline.model, "--text", text, "--max-new-tokens", "12",
                                   "--threads", "1", "--json"], check=True, capture_output=True, text=True, timeout=60)
             cls.expected[text] = json.loads(out.stdout)["text"]
-        deadline = time.monotonic() + 60
-        while not all(cls.serves(e) for e in (cls.endpoint1, cls.endpoint2)):
-            if time.monotonic() > deadline or not cls.pipeline.alive():
-                cls.tearDownClass()
-                raise RuntimeError("pipeline did not come up; see " + cls.pipeline.log.name)
-            time.sleep(0.2)
+        cls.pipeline.wait_until(lambda: all(cls.serves(e) for e in (cls.endpoint1, cls.endpoint2)), cls.tearDownClass)
 
     @classmethod
     def start_gateway2(cls):

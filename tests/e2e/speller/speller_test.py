@@ -14,14 +14,13 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import unittest
 
 from seqpipe_client import Client, SeqpipeError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from harness import Pipeline  # noqa: E402
+from harness import Pipeline, answers  # noqa: E402
 
 import yaml  # noqa: E402  (python3-yaml)
 
@@ -51,15 +50,7 @@ class SpellerPipelineTest(unittest.TestCase):
             f"postprocessor.known_words={KNOWN_WORDS}"],
             model_dir=MODEL)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
-        deadline = time.monotonic() + 60
-        while True:  # ready when a request goes all the way through
-            try:
-                cls.client.generate("warm up", max_new_tokens=2, timeout_ms=2000)
-                break
-            except SeqpipeError:
-                if time.monotonic() > deadline or not cls.pipeline.alive():
-                    cls.tearDownClass()
-                    raise RuntimeError("pipeline did not come up; see " + cls.pipeline.log.name)
+        cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
 
     @classmethod
     def tearDownClass(cls):

@@ -28,6 +28,7 @@ inline constexpr std::string_view kMalformed = "seqpipe_stage_malformed_messages
 inline constexpr std::string_view kLate = "seqpipe_stage_late_items_total";
 inline constexpr std::string_view kWorkersDead = "seqpipe_hub_workers_declared_dead_total";
 inline constexpr std::string_view kRedispatched = "seqpipe_hub_items_redispatched_total";
+inline constexpr std::string_view kHeartbeatsMissed = "seqpipe_hub_heartbeats_missed_total";
 inline constexpr std::string_view kCancelled = "seqpipe_stage_cancelled_items_total";
 inline constexpr std::string_view kQueueSeconds = "seqpipe_stage_queue_seconds";
 inline constexpr std::string_view kComputeSeconds = "seqpipe_stage_compute_seconds";
@@ -84,6 +85,7 @@ class StageMetrics {
   // Hubs: a worker missed its heartbeats (or could not be reached); items given to another replica.
   void worker_dead();
   void redispatched(double n = 1);
+  void heartbeats_missed(double n);
   // Work items dropped because their request was cancelled by its client (a decoder: sequences
   // stopped, their KV-cache slots freed).
   void cancelled(double n = 1);
@@ -106,6 +108,7 @@ class StageMetrics {
   prometheus::Counter* late_;
   prometheus::Counter* dead_;
   prometheus::Counter* redispatched_;
+  prometheus::Counter* heartbeats_missed_;
   prometheus::Counter* cancelled_;
   prometheus::Histogram* queue_;
   prometheus::Histogram* compute_;
