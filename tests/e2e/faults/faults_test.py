@@ -35,7 +35,7 @@ class Load:
         self.endpoint, self.count, self.rate, self.max_new_tokens = endpoint, count, rate, max_new_tokens
         self.sent = {}                                  # id -> send time
         self.replies = collections.defaultdict(list)    # id -> [(status, code, receive time)]
-        self.thread = threading.Thread(target=self._run)
+        self.thread = threading.Thread(target=self._run, daemon=True)  # a failed test must not hang on it
 
     def start(self):
         self.thread.start()
@@ -107,7 +107,7 @@ class StatusWatch:
 
     def __init__(self, run_dir):
         self.run_dir, self.samples, self.stopped = run_dir, [], threading.Event()
-        self.thread = threading.Thread(target=self._run)
+        self.thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self):
         self.thread.start()
