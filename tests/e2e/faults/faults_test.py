@@ -235,8 +235,9 @@ class FaultsTest(unittest.TestCase):
             os.kill(victim, signal.SIGCONT)
             resumed = time.monotonic()
         load.join()
-        # 1.5 s silent at 100 ms intervals: at least the 3 beats that get it declared dead.
-        self.assertGreaterEqual(scrape(self.batcher_metrics, missed) - missed_before, 3)
+        # Counted at each 100 ms beat while it is silent, until it is declared dead (silent > 300 ms,
+        # checked between beats too): at least 2 beats.
+        self.assertGreaterEqual(scrape(self.batcher_metrics, missed) - missed_before, 2)
         self.check_every_request_answered_once(load, {"ok", "unavailable"})
         ok = sum(1 for a in load.replies.values() if a[0][0] == "ok")
         self.assertEqual(ok, load.count, "a live decoder was there to take the stopped one's work")

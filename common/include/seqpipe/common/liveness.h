@@ -24,7 +24,7 @@ class HubLiveness {
   // True at most once per interval: time to send every known worker a heartbeat.
   bool heartbeat_due(SteadyClock::time_point now);
   // Workers that sent nothing in the last interval: counted at each heartbeat, their sum is the
-  // heartbeats missed (a worker declared dead missed `liveness` in a row).
+  // heartbeats missed (until a worker is declared dead and leaves the table).
   int silent(SteadyClock::time_point now) const;
   const std::vector<std::string>& workers() const { return ids_; }
   std::chrono::milliseconds interval() const { return interval_; }
