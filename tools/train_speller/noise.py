@@ -5,7 +5,6 @@ transposition, doubled/undoubled letters, phonetic confusions (ie/ei, -ance/-enc
 c/k/s, ph/f, silent letters), split and merged words, dropped apostrophes. A share of inputs stay
 clean so the model learns to leave correct text alone.
 """
-import random
 
 ROWS = ["qwertyuiop", "asdfghjkl", "zxcvbnm"]
 NEIGHBOURS = {}
