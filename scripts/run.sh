@@ -45,4 +45,6 @@ for _ in $(seq 1 100); do  # ready when a request goes all the way through (up t
   sleep 0.2
 done
 echo "run.sh: pipeline up ($model); seqpipe send $*"
-$B/seqpipe send "${settings[@]}" --timeout-ms 5000 "$@"
+# Beam search with 8 beams: with config/demo.yaml's word lists, the postprocessor takes the best
+# hypothesis whose words are all known (models/speller-t5/MODEL_CARD.md: 75% vs 56% top-1).
+$B/seqpipe send "${settings[@]}" --timeout-ms 5000 --num-beams 8 "$@"

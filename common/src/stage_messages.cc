@@ -32,7 +32,7 @@ void pack_float32(msgpack::sbuffer& buf, float v) {
 }
 
 void pack_item(msgpack::sbuffer& buf, Packer& pk, const WorkItem& w) {
-  pk.pack_map((w.error ? 13 : 12) + (w.batcher.empty() ? 0 : 1));
+  pk.pack_map((w.error ? 13 : 12) + (w.batcher.empty() ? 0 : 1) + (w.alternatives.empty() ? 0 : 1));
   pack_str(pk, "r"), pk.pack_uint64(w.request);
   pack_str(pk, "i"), pk.pack_uint32(w.index);
   pack_str(pk, "g"), pack_str(pk, w.gateway);
@@ -50,6 +50,14 @@ void pack_item(msgpack::sbuffer& buf, Packer& pk, const WorkItem& w) {
   pack_str(pk, "ids");
   pk.pack_array(static_cast<uint32_t>(w.ids.size()));
   for (int32_t id : w.ids) pk.pack_int32(id);
+  if (!w.alternatives.empty()) {
+    pack_str(pk, "alt");
+    pk.pack_array(static_cast<uint32_t>(w.alternatives.size()));
+    for (const auto& alt : w.alternatives) {
+      pk.pack_array(static_cast<uint32_t>(alt.size()));
+      for (int32_t id : alt) pk.pack_int32(id);
+    }
+  }
   pack_str(pk, "rows"), pk.pack_int64(w.rows);
   pack_str(pk, "h");
   pk.pack_bin(static_cast<uint32_t>(w.hidden.size()));
@@ -72,6 +80,9 @@ void pack_item(msgpack::sbuffer& buf, Packer& pk, const WorkItem& w) {
 }
 
 // Reads one decoded msgpack object tree into a StageMessage, checking every field.
+// Beam search's other hypotheses a decoder returns at most (the engine's num_beams limit - 1).
+constexpr uint32_t kMaxAlternatives = 15;
+
 class Reader {
  public:
   explicit Reader(const Limits& limits) : limits_(limits) {}
@@ -161,6 +172,20 @@ class Reader {
     return true;
   }
 
+  // An array of at most max_ids token ids (non-negative int32).
+  std::optional<Error> token_ids(const msgpack::object& v, const std::string& field, std::vector<int32_t>& out) const {
+    if (v.type != msgpack::type::ARRAY || v.via.array.size > limits_.max_ids) return bad(field + " must be an array within the size limit");
+    out.resize(v.via.array.size);
+    for (uint32_t k = 0; k < v.via.array.size; ++k) {
+      int64_t id = 0;
+      if (!integer(v.via.array.ptr[k], id) || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+        return bad(field + "[" + std::to_string(k) + "] must be a token id");
+      }
+      out[k] = static_cast<int32_t>(id);
+    }
+    return std::nullopt;
+  }
+
   std::optional<Error> item(const msgpack::object& o, WorkItem& w, uint32_t n) {
     const std::string at = "items[" + std::to_string(n) + "]";
     if (o.type != msgpack::type::MAP) return bad(at + " is not a map");
@@ -195,14 +220,14 @@ class Reader {
         if (!str(v, s) || s.size() > limits_.max_text_bytes) return bad(field + " must be a string within the size limit");
         w.text = s;
       } else if (key == "ids") {
-        if (v.type != msgpack::type::ARRAY || v.via.array.size > limits_.max_ids) return bad(field + " must be an array within the size limit");
-        w.ids.resize(v.via.array.size);
+        if (auto e = token_ids(v, field, w.ids)) return *e;
+      } else if (key == "alt") {
+        if (v.type != msgpack::type::ARRAY || v.via.array.size > kMaxAlternatives) {
+          return bad(field + " must be an array of at most " + std::to_string(kMaxAlternatives) + " id arrays");
+        }
+        w.alternatives.resize(v.via.array.size);
         for (uint32_t k = 0; k < v.via.array.size; ++k) {
-          int64_t id = 0;
-          if (!integer(v.via.array.ptr[k], id) || id < 0 || id > std::numeric_limits<int32_t>::max()) {
-            return bad(field + "[" + std::to_string(k) + "] must be a token id");
-          }
-          w.ids[k] = static_cast<int32_t>(id);
+          if (auto e = token_ids(v.via.array.ptr[k], field + "[" + std::to_string(k) + "]", w.alternatives[k])) return *e;
         }
       } else if (key == "rows") {
         if (!integer(v, w.rows) || w.rows < 0) return bad(field + " must be a non-negative integer");

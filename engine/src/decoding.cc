@@ -191,8 +191,20 @@ class BeamSearch final : public SearchStrategy {
     }
     if (best < 0) return r;
     const Hypothesis& h = hyps_[static_cast<size_t>(best)];
-    r.ids.assign(h.tokens.begin(), h.tokens.begin() + h.length);
-    if (h.length < max_len_) r.ids.push_back(eos_);
+    r.ids = ids_of(h);
+    if (options_.num_return_sequences > 1) {
+      // The others by score, best first; among equals the latest added first, as for `best`.
+      std::vector<int> rest;
+      for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+        if (*it != best) rest.push_back(*it);
+      }
+      std::stable_sort(rest.begin(), rest.end(), [&](int a, int b) {
+        return hyps_[static_cast<size_t>(a)].score > hyps_[static_cast<size_t>(b)].score;
+      });
+      for (size_t k = 0; k < rest.size() && static_cast<int>(k) + 1 < options_.num_return_sequences; ++k) {
+        r.alternatives.push_back(ids_of(hyps_[static_cast<size_t>(rest[k])]));
+      }
+    }
     r.score = static_cast<float>(h.score);
     if (options_.return_scores) {
       r.token_logprobs.assign(h.logprobs.begin() + 1, h.logprobs.begin() + h.length);
@@ -215,6 +227,12 @@ class BeamSearch final : public SearchStrategy {
     std::vector<int> tokens;
     std::vector<float> logprobs;
   };
+
+  std::vector<int> ids_of(const Hypothesis& h) const {
+    std::vector<int> ids(h.tokens.begin(), h.tokens.begin() + h.length);
+    if (h.length < max_len_) ids.push_back(eos_);
+    return ids;
+  }
 
   // A beam that produced eos: the hypothesis is the beam's tokens so far (eos not stored, as HF).
   void add_hypothesis(int beam, int length, float sum_logprobs, float eos_logprob) {
@@ -311,6 +329,9 @@ void DecodingOptions::validate(int64_t max_target_len) const {
     fail("num_beams must be in [1, " + std::to_string(kMaxBeams) + "], got " + std::to_string(num_beams));
   }
   if (!std::isfinite(length_penalty)) fail("length_penalty must be a finite number");
+  if (num_return_sequences < 1 || num_return_sequences > num_beams) {
+    fail("num_return_sequences must be in [1, num_beams], got " + std::to_string(num_return_sequences));
+  }
 }
 
 Generator::Generator(std::shared_ptr<const T5Model> model, const GeneratorOptions& options)

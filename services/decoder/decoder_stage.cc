@@ -21,13 +21,16 @@ engine::GeneratorOptions generator_options(const config::PipelineConfig& c) {
   return o;
 }
 
-engine::DecodingOptions decoding_options(const protocol::GenerateParams& p) {
+// all_hypotheses: beam search returns every finished hypothesis (the postprocessor's
+// known-words pick chooses among them).
+engine::DecodingOptions decoding_options(const protocol::GenerateParams& p, bool all_hypotheses) {
   engine::DecodingOptions o;
   o.max_new_tokens = p.max_new_tokens;
   o.min_new_tokens = p.min_new_tokens;
   o.num_beams = p.num_beams;
   o.length_penalty = p.length_penalty;
   o.return_scores = p.return_scores;
+  o.num_return_sequences = all_hypotheses ? p.num_beams : 1;
   return o;
 }
 
@@ -55,7 +58,8 @@ DecoderStage::DecoderStage(std::shared_ptr<const engine::T5Model> model, const c
       num_slots_(config.decoder.num_slots),
       max_source_len_(config.model.max_input_tokens),
       warmup_batch_size_(std::min(config.decoder.warmup_batch_size, config.decoder.num_slots)),
-      warmup_steps_(std::min(4, config.decoder.max_new_tokens)) {
+      warmup_steps_(std::min(4, config.decoder.max_new_tokens)),
+      all_hypotheses_(!config.postprocessor.known_words.empty()) {
   running_.reserve(static_cast<size_t>(num_slots_));
   finished_.reserve(static_cast<size_t>(num_slots_));
   metrics_.set_kv_slots(0, num_slots_);
@@ -138,7 +142,7 @@ void DecoderStage::admit(stage::WorkItem&& item, worker::Outbox& out, int& credi
   item.hidden.shrink_to_fit();
   item.rows = 0;  // the result carries output ids only
   try {
-    const uint64_t handle = generator_.add(encoded, 0, decoding_options(item.params));
+    const uint64_t handle = generator_.add(encoded, 0, decoding_options(item.params, all_hypotheses_));
     running_.push_back({handle, slots, std::move(item), SteadyClock::now(), out.hub});
   } catch (const std::exception& e) {  // options the engine refuses, or no free slots (a hub bug)
     credits += slots;
@@ -163,6 +167,8 @@ void DecoderStage::work(worker::Outbox& out) {
     stage::WorkItem& item = it->item;
     item.ids.assign(f.result.ids.begin(), f.result.ids.end());
     item.score = f.result.score;
+    item.alternatives.clear();
+    for (const auto& alt : f.result.alternatives) item.alternatives.emplace_back(alt.begin(), alt.end());
     item.timings.decode_us += micros_since(it->started);
     stage::StageMessage& decoded = decoded_for(out, first, it->hub);
     decoded.credits += it->slots;

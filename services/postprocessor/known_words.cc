@@ -65,6 +65,11 @@ KnownWords KnownWords::load(std::string_view paths) {
 
 bool KnownWords::contains(std::string_view word) const { return words_.count(lower(word)) > 0; }
 
+bool KnownWords::all_known(std::string_view text) const {
+  const auto words = split_words(text);
+  return !words.empty() && std::all_of(words.begin(), words.end(), [&](std::string_view w) { return contains(w); });
+}
+
 std::string KnownWords::guard(std::string_view input, std::string_view output) const {
   const auto a = split_words(input);
   const auto b = split_words(output);

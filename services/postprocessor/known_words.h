@@ -22,6 +22,8 @@ class KnownWords {
   explicit KnownWords(const std::vector<std::string>& words);
 
   bool contains(std::string_view word) const;
+  // True when the text has words and the lists know every one.
+  bool all_known(std::string_view text) const;
   size_t size() const { return words_.size(); }
 
   // The output with changed known input words restored; words are separated by single spaces.

@@ -31,8 +31,24 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
     }
     const auto start = SteadyClock::now();
     const std::vector<int> ids(item.ids.begin(), item.ids.end());
-    // item.text holds the input when the guard is on (the tokenizer kept it), else nothing.
-    item.text = known_words_ ? known_words_->guard(item.text, tokenizer_->decode(ids)) : tokenizer_->decode(ids);
+    if (!known_words_) {
+      item.text = tokenizer_->decode(ids);
+    } else {
+      // item.text holds the input (the tokenizer kept it). A beam search's hypotheses come best
+      // first: the first whose words the lists all know wins, else the best.
+      std::string output = tokenizer_->decode(ids);
+      if (!known_words_->all_known(output)) {
+        for (const auto& alt : item.alternatives) {
+          std::string text = tokenizer_->decode(std::vector<int>(alt.begin(), alt.end()));
+          if (known_words_->all_known(text)) {
+            output = std::move(text);
+            break;
+          }
+        }
+      }
+      item.text = known_words_->guard(item.text, output);
+      item.alternatives.clear();
+    }
     item.ids.clear();
     const auto elapsed = SteadyClock::now() - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());

@@ -58,6 +58,17 @@ TEST(StageMessages, EveryKindRoundTrips) {
   with_error.items[0].error = protocol::Error{ErrorCode::kTooLong, "texts[0] is 300 tokens, at most 128"};
   EXPECT_EQ(decoded(encode(with_error)), with_error);
   EXPECT_EQ(decoded(encode(StageMessage{MessageKind::kReady, 32, {}})).credits, 32);
+  StageMessage with_alternatives{MessageKind::kDecoded, 4, {full_item()}};
+  with_alternatives.items[0].alternatives = {{0, 5, 1}, {0, 7, 7, 1}};
+  EXPECT_EQ(decoded(encode(with_alternatives)), with_alternatives);
+}
+
+TEST(StageMessages, AlternativesAreBounded) {
+  StageMessage m{MessageKind::kDecoded, 0, {full_item()}};
+  m.items[0].alternatives.assign(16, {0, 1});  // one more than beam search can return
+  EXPECT_NE(error_of(encode(m)).message.find("alt must be an array of at most 15 id arrays"), std::string::npos);
+  m.items[0].alternatives = {{0, -1}};
+  EXPECT_NE(error_of(encode(m)).message.find("alt[0][1] must be a token id"), std::string::npos);
 }
 
 std::string patch(std::string bytes, const std::string& from, const std::string& to) {

@@ -209,3 +209,30 @@ TEST(DecodingOptionsTest, ValidateNamesTheField) {
 
 }  // namespace
 }  // namespace seqpipe::engine
+
+namespace seqpipe::engine {
+namespace {
+
+TEST(NumReturnSequences, BeamReturnsItsOtherHypothesesBestFirstAndTheSameBest) {
+  auto model = T5Model::load(test::data_dir() + "/t5v11-tiny-random", {.threads = 1});
+  const std::vector<std::vector<int>> input = {{467, 413, 398, 67, 58, 36, 434, 17, 1}};
+  DecodingOptions one{.max_new_tokens = 8, .num_beams = 4, .length_penalty = 1.0f};
+  DecodingOptions four = one;
+  four.num_return_sequences = 4;
+  const GenerationResult a = generate(model, input, one)[0];
+  const GenerationResult b = generate(model, input, four)[0];
+  EXPECT_EQ(b.ids, a.ids);  // the best is unchanged
+  EXPECT_EQ(b.score, a.score);
+  EXPECT_TRUE(a.alternatives.empty());
+  ASSERT_EQ(b.alternatives.size(), 3u);
+  for (const auto& alt : b.alternatives) {
+    EXPECT_NE(alt, b.ids);
+    EXPECT_EQ(alt.front(), 0);  // the decoder start token, as ids
+  }
+  EXPECT_NE(b.alternatives[0], b.alternatives[1]);
+  four.num_return_sequences = 5;  // more than num_beams
+  EXPECT_THROW(four.validate(64), EngineError);
+}
+
+}  // namespace
+}  // namespace seqpipe::engine

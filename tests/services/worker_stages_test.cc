@@ -388,6 +388,33 @@ TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
   std::remove(words.c_str());
 }
 
+TEST_F(WorkerStages, WithKnownWordsTheFirstKnownBeamHypothesisWins) {
+  const std::string words = testing::TempDir() + "stage_known_words2.txt";
+  std::ofstream(words) << "hello\nworld\nhelp\n";
+  config_.postprocessor.known_words = words;
+  auto ids_of = [&](const std::string& text) {
+    std::vector<int32_t> ids = {0};
+    for (int id : (*tokenizer_)->encode(text)) ids.push_back(id);
+    return ids;
+  };
+  stage::WorkItem w = item(1, "helo wrld");  // the input, as the tokenizer forwards it
+  w.ids = ids_of("help wrld");                // the best hypothesis: "wrld" is no word
+  w.alternatives = {ids_of("helo world"), ids_of("hello world"), ids_of("help world")};
+  stage::WorkItem known_best = item(2, "helo wrld");
+  known_best.ids = ids_of("help world");  // all known: it stays, whatever follows
+  known_best.alternatives = {ids_of("hello world")};
+  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  stage.handle({stage::MessageKind::kPostprocess, 0, {w, known_best}}, out);
+  std::map<uint64_t, std::string> got;
+  for (const auto& [gw, m] : out.pushes) {
+    for (const auto& i : m.items) got[i.request] = i.text;
+  }
+  EXPECT_EQ(got[1], "hello world");
+  EXPECT_EQ(got[2], "help world");
+  std::remove(words.c_str());
+}
+
 TEST_F(WorkerStages, WarmUpLeavesTheStagesReadyAndEmpty) {
   config_.decoder.warmup_batch_size = 20;  // more than the 8 slots: capped
   config_.decoder.max_new_tokens = 2;     // shorter than the warm-up's 4 steps: capped

@@ -54,7 +54,8 @@ def correct(model, sp, texts, batch=64):
 class Served:
     """correct() through a running pipeline: requests of `batch` texts (at most gateway.max_texts)."""
 
-    def __init__(self, endpoint):
+    def __init__(self, endpoint, num_beams):
+        self.num_beams = num_beams
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
         from seqpipe_client import Client
         self.client = Client(endpoint, timeout_ms=60000)
@@ -62,7 +63,7 @@ class Served:
     def __call__(self, texts, batch):
         out = []
         for i in range(0, len(texts), batch):
-            out += self.client.generate(texts[i:i + batch], max_new_tokens=MAX_LEN)["texts"]
+            out += self.client.generate(texts[i:i + batch], max_new_tokens=MAX_LEN, num_beams=self.num_beams)["texts"]
         return out
 
 
@@ -94,11 +95,12 @@ def main():
     ap.add_argument("--examples", type=int, default=15, help="wrong TSV outputs to show")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--gateway", help="measure a running pipeline's outputs (client endpoint), not PyTorch's")
+    ap.add_argument("--num-beams", type=int, default=1, help="with --gateway: the requests' num_beams")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     start = time.time()
     if args.gateway:
-        served = Served(args.gateway)
+        served = Served(args.gateway, args.num_beams)
         run = lambda texts: served(texts, min(args.batch, 64))  # noqa: E731
     else:
         model, _ = load_dir(args.model)
@@ -107,7 +109,7 @@ def main():
         run = lambda texts: correct(model, sp, texts, args.batch)  # noqa: E731
     corpus = data.Corpus(args.work)
     rng = random.Random(args.seed)
-    figures = {"model": args.model, "outputs": args.gateway or "pytorch greedy"}
+    figures = {"model": args.model, "outputs": args.gateway or "pytorch greedy", "num_beams": args.num_beams}
 
     spans = [corpus.span(rng, heldout=True) for _ in range(args.synthetic)]
     noisy = [noise.corrupt(s, rng, clean_share=0.0) for s in spans]

@@ -68,6 +68,13 @@ class SpellerPipelineTest(unittest.TestCase):
         self.assertEqual(generate_text("teh wether"), "the whether")
         self.assertEqual(self.client.generate("teh wether", max_new_tokens=MAX_NEW)["text"], "the wether")
 
+    def test_beam_search_takes_the_best_hypothesis_made_of_known_words(self):
+        # Greedy (and the best beam) keep "definately", no word; a later beam hypothesis is all
+        # words, and the postprocessor takes it.
+        self.assertEqual(generate_text("definately seperate"), "definately separate")
+        reply = self.client.generate("definately seperate", max_new_tokens=MAX_NEW, num_beams=8)
+        self.assertEqual(reply["text"], "definitely separate")
+
     def test_concurrent_clients_each_get_their_correction(self):
         items = list(CORRECTED.items()) * 10
         got, errors = [None] * len(items), []

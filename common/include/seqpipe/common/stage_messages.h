@@ -53,6 +53,9 @@ struct WorkItem {
   protocol::GenerateParams params;
   std::string text;               // tokenizer input; postprocessor output
   std::vector<int32_t> ids;       // tokenizer output (input ids); decoder output (output ids)
+  // Decoder output, beam search with postprocessor.known_words: the next best hypotheses' ids,
+  // best first (at most 15), for the postprocessor to choose among.
+  std::vector<std::vector<int32_t>> alternatives;
   int64_t rows = 0;               // encoder output: rows x d_model float32 values in `hidden`
   std::string hidden;             // little-endian float32 bytes
   float score = 0.0f;

@@ -17,6 +17,9 @@ struct DecodingOptions {
   float length_penalty = 1.0f;  // beam score = sum of log-probs / length^length_penalty
   bool early_stopping = false;  // beam: stop as soon as num_beams hypotheses finished
   bool return_scores = false;   // fill GenerationResult::token_logprobs
+  // Beam: hypotheses returned, best first (1..num_beams): the best in `ids`, the next ones in
+  // GenerationResult::alternatives (HF num_return_sequences). Greedy: 1.
+  int num_return_sequences = 1;
 
   // Throws EngineError naming the field at fault. `max_target_len` is the KV cache's limit.
   void validate(int64_t max_target_len) const;
@@ -29,6 +32,9 @@ struct GenerationResult {
   // softmax over the vocabulary at every step.
   float score = 0.0f;
   std::vector<float> token_logprobs;  // one per id after the start token (return_scores)
+  // Beam with num_return_sequences > 1: the next best finished hypotheses' ids (as `ids`), best
+  // first.
+  std::vector<std::vector<int>> alternatives;
 };
 
 // One sequence's search: greedy or beam, chosen by make_search() from the options.
