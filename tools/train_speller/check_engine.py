@@ -32,6 +32,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import noise  # noqa: E402
 from model import load_dir  # noqa: E402
+from eval import report  # noqa: E402
 from train import MAX_LEN, collate  # noqa: E402
 
 # Without a corpus: spans of these sentences, misspelled by the training noise model.
@@ -113,10 +114,7 @@ def main():
     figures = {"inputs": len(texts), "equal": same, "mismatches": mismatches[:10],
                "engine_generate_ms_median": round(statistics.median(gen_ms), 2),
                "engine_generate_ms_p90": round(sorted(gen_ms)[int(0.9 * (len(gen_ms) - 1))], 2)}
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(figures, f, indent=2)
+    report(figures, args.json)
     sys.exit(0 if same == len(texts) else 1)
 
 

@@ -67,6 +67,14 @@ class Served:
         return out
 
 
+def report(figures, path=None):
+    """Prints the figures as JSON, and writes them to `path` too when given."""
+    print(json.dumps(figures, indent=2))
+    if path:
+        with open(path, "w") as f:
+            json.dump(figures, f, indent=2)
+
+
 def matched(a, b):
     """Words of list a that appear, in order, in list b."""
     return sum(m.size for m in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_matching_blocks())
@@ -135,10 +143,7 @@ def main():
         figures["tsv_wrong_examples"] = [f"{m} -> {o} (want {c})" for o, (m, c), r in zip(out, pairs, right)
                                          if not r][:args.examples]
     figures["eval_seconds"] = round(time.time() - start, 1)
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(figures, f, indent=2)
+    report(figures, args.json)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
 """What beam search's n-best list plus a word-list pick would give on real misspellings: for each
 misspelled word, PyTorch beam search (no cache; HF-like beams, finished hypotheses ranked by their
 sum of log-probs / length) returns K hypotheses; the pick is the first whose words the word lists
-all know (else the best). The pipeline does not do this yet (the decoder returns one sequence):
-this measures whether it is worth building.
+all know (else the best). The pipeline does the same when postprocessor.known_words is set and a
+request asks for num_beams > 1 (config/demo.yaml, scripts/run.sh): this measures it on the model
+alone, without running a pipeline.
 
     /usr/bin/python3 tools/train_speller/nbest_eval.py --model models/speller-t5 \\
         --tsv ../shared/spelling/dev_words.tsv --beams 8 \\
         --known /usr/share/dict/american-english-large:/usr/share/dict/british-english-large
 """
 import argparse
-import json
 import os
 import sys
 
@@ -17,7 +17,7 @@ import sentencepiece as spm
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from eval import read_tsv  # noqa: E402
+from eval import read_tsv, report  # noqa: E402
 from model import load_dir  # noqa: E402
 from train import MAX_LEN  # noqa: E402
 
@@ -91,10 +91,7 @@ def main():
                "top1_best_hypothesis": sum(h[0] == c for h, (_, c) in zip(hyps, pairs)) / len(pairs),
                "correct_in_nbest": sum(c in h for h, (_, c) in zip(hyps, pairs)) / len(pairs),
                "top1_known_words_pick": sum(pick(h) == c for h, (_, c) in zip(hyps, pairs)) / len(pairs)}
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(figures, f, indent=2)
+    report(figures, args.json)
 
 
 if __name__ == "__main__":
