@@ -3,7 +3,8 @@
 // Prints batch-1 generate latency (median, p99), encoder-only latency, decoder step time at
 // batch 1/8/32, sequences/s at batch 8/32, peak RSS and KV-cache bytes, heap allocations inside
 // the decode loop, the machine's measured read bandwidth and GEMM peak, each figure as a fraction
-// of its limit, and (--profile) where a generate of --profile-batch N (default 1) spends its time, per op.
+// of its limit, and (--profile) where a generate of --profile-batch N (default 1) spends its time,
+// per op.
 //
 //   seqpipe-mkmodel --preset t5-small --seed 0 --out /tmp/t5-small
 //   engine_bench --model /tmp/t5-small --threads 2 [--runs 50] [--profile]
@@ -32,8 +33,12 @@ void* operator new(size_t n) {
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, size_t) noexcept {
+  std::free(p);
+}
 
 namespace {
 
@@ -54,7 +59,8 @@ constexpr int kNewTokens = 11;
 
 std::vector<int> input(int i, int64_t vocab) {  // 8 tokens + eos = 9
   std::vector<int> ids;
-  for (int t = 0; t < 8; ++t) ids.push_back(static_cast<int>(100 + (i * 37 + t * 11) % (vocab - 200)));
+  for (int t = 0; t < 8; ++t)
+    ids.push_back(static_cast<int>(100 + (i * 37 + t * 11) % (vocab - 200)));
   ids.push_back(1);
   return ids;
 }
@@ -66,8 +72,8 @@ struct BatchTiming {
   uint64_t decode_loop_allocations = 0;
 };
 
-BatchTiming run_batch(const std::shared_ptr<const T5Model>& model, Encoder& encoder, Generator& gen, int batch,
-                      std::vector<Generator::Finished>& finished) {
+BatchTiming run_batch(const std::shared_ptr<const T5Model>& model, Encoder& encoder, Generator& gen,
+                      int batch, std::vector<Generator::Finished>& finished) {
   std::vector<std::vector<int>> inputs;
   for (int i = 0; i < batch; ++i) inputs.push_back(input(i, model->config().vocab_size));
   const DecodingOptions o{.max_new_tokens = kNewTokens, .min_new_tokens = kNewTokens};
@@ -95,7 +101,8 @@ BatchTiming run_batch(const std::shared_ptr<const T5Model>& model, Encoder& enco
 // Read bandwidth with `threads` threads, reading the same `bytes` over and over (as decoder steps
 // re-read the same weights).
 double read_bandwidth_gbs(int threads, size_t bytes) {
-  const size_t n = bytes / sizeof(float) / 64 / static_cast<size_t>(threads) * 64 * static_cast<size_t>(threads);
+  const size_t n =
+      bytes / sizeof(float) / 64 / static_cast<size_t>(threads) * 64 * static_cast<size_t>(threads);
   std::vector<float> buf(n, 1.0f);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
@@ -166,9 +173,10 @@ double gemm_peak_gflops() {
 }
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: engine_bench --model DIR [--threads N] [--runs N] [--profile] [--profile-batch N]\n"
-               "  the seed workload: 9 input tokens, exactly 11 new tokens, greedy, fp32\n");
+  std::fprintf(
+      stderr,
+      "usage: engine_bench --model DIR [--threads N] [--runs N] [--profile] [--profile-batch N]\n"
+      "  the seed workload: 9 input tokens, exactly 11 new tokens, greedy, fp32\n");
   return 2;
 }
 
@@ -185,37 +193,50 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) std::exit(usage());
       return argv[++i];
     };
-    if (a == "--model") dir = value();
-    else if (a == "--threads") threads = std::atoi(value().c_str());
-    else if (a == "--runs") runs = std::atoi(value().c_str());
-    else if (a == "--profile") profile = true;
-    else if (a == "--profile-batch") profile_batch = std::atoi(value().c_str());
-    else if (a == "--help" || a == "-h") return usage() == 2 ? 0 : 0;
-    else return usage();
+    if (a == "--model")
+      dir = value();
+    else if (a == "--threads")
+      threads = std::atoi(value().c_str());
+    else if (a == "--runs")
+      runs = std::atoi(value().c_str());
+    else if (a == "--profile")
+      profile = true;
+    else if (a == "--profile-batch")
+      profile_batch = std::atoi(value().c_str());
+    else if (a == "--help" || a == "-h")
+      return usage() == 2 ? 0 : 0;
+    else
+      return usage();
   }
-  if (dir.empty() || threads < 1 || runs < 5 || profile_batch < 1 || profile_batch > 32) return usage();
+  if (dir.empty() || threads < 1 || runs < 5 || profile_batch < 1 || profile_batch > 32)
+    return usage();
 
   try {
     auto model = T5Model::load(dir, {.threads = threads});
     const T5Config& c = model->config();
     Encoder encoder(model);
     GeneratorOptions go;
-    go.cache = {.num_slots = 32, .max_beams = 1, .max_target_len = kNewTokens + 1, .max_source_len = 16};
+    go.cache = {
+        .num_slots = 32, .max_beams = 1, .max_target_len = kNewTokens + 1, .max_source_len = 16};
     Generator gen(model, go);
     std::vector<Generator::Finished> finished;
     finished.reserve(32);
 
-    std::printf("model %s: d_model %ld, d_ff %ld, %ld+%ld layers, vocab %ld; %d threads\n", dir.c_str(),
-                long(c.d_model), long(c.d_ff), long(c.num_layers), long(c.num_decoder_layers), long(c.vocab_size), threads);
-    std::printf("weights: %.1f MB mapped in place, %.1f MB converted; KV cache (32 slots): %.1f MB\n",
-                model->mapped_weight_bytes() / 1e6, model->converted_weight_bytes() / 1e6, gen.cache().bytes() / 1e6);
+    std::printf("model %s: d_model %ld, d_ff %ld, %ld+%ld layers, vocab %ld; %d threads\n",
+                dir.c_str(), long(c.d_model), long(c.d_ff), long(c.num_layers),
+                long(c.num_decoder_layers), long(c.vocab_size), threads);
+    std::printf(
+        "weights: %.1f MB mapped in place, %.1f MB converted; KV cache (32 slots): %.1f MB\n",
+        model->mapped_weight_bytes() / 1e6, model->converted_weight_bytes() / 1e6,
+        gen.cache().bytes() / 1e6);
 
     // Bytes a batch-1 decoder step must stream: every decoder weight but the cross K/V
     // projections (computed once per sequence), plus the lm_head.
     double step_bytes = double(c.vocab_size * c.d_model);
     for (const auto& b : model->decoder_blocks()) {
-      for (const Tensor* t : {&b.self_attention.q, &b.self_attention.k, &b.self_attention.v, &b.self_attention.o,
-                              &b.cross_attention.q, &b.cross_attention.o, &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo}) {
+      for (const Tensor* t :
+           {&b.self_attention.q, &b.self_attention.k, &b.self_attention.v, &b.self_attention.o,
+            &b.cross_attention.q, &b.cross_attention.o, &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo}) {
         if (t->defined()) step_bytes += double(t->numel());
       }
     }
@@ -236,11 +257,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::printf("\n== batch 1 (%d runs after 5 warm-up) ==\n", runs);
-    std::printf("generate      median %8.2f ms   p99 %8.2f ms\n", percentile(gen_ms, 50), percentile(gen_ms, 99));
-    std::printf("encoder only  median %8.2f ms   p99 %8.2f ms\n", percentile(enc_ms, 50), percentile(enc_ms, 99));
-    std::printf("decoder step  median %8.2f ms   p99 %8.2f ms\n", percentile(step1_ms, 50), percentile(step1_ms, 99));
-    std::printf("heap allocations inside the decode loop: %lu over %d runs x %d steps\n", (unsigned long)loop_allocs,
-                runs, kNewTokens - 1);
+    std::printf("generate      median %8.2f ms   p99 %8.2f ms\n", percentile(gen_ms, 50),
+                percentile(gen_ms, 99));
+    std::printf("encoder only  median %8.2f ms   p99 %8.2f ms\n", percentile(enc_ms, 50),
+                percentile(enc_ms, 99));
+    std::printf("decoder step  median %8.2f ms   p99 %8.2f ms\n", percentile(step1_ms, 50),
+                percentile(step1_ms, 99));
+    std::printf("heap allocations inside the decode loop: %lu over %d runs x %d steps\n",
+                (unsigned long)loop_allocs, runs, kNewTokens - 1);
 
     std::printf("\n== larger batches (median of %d runs) ==\n", std::max(5, runs / 5));
     std::vector<std::pair<int, double>> seqs_per_s;
@@ -257,8 +281,10 @@ int main(int argc, char** argv) {
       const double sps = batch / (percentile(total, 50) / 1000.0);
       seqs_per_s.emplace_back(batch, sps);
       step_at.emplace_back(batch, percentile(steps, 50));
-      std::printf("batch %2d: generate %8.2f ms (encoder %7.2f ms), decoder step %7.2f ms, %7.1f sequences/s\n",
-                  batch, percentile(total, 50), percentile(encode, 50), percentile(steps, 50), sps);
+      std::printf(
+          "batch %2d: generate %8.2f ms (encoder %7.2f ms), decoder step %7.2f ms, %7.1f "
+          "sequences/s\n",
+          batch, percentile(total, 50), percentile(encode, 50), percentile(steps, 50), sps);
     }
 
     const double bw = read_bandwidth_gbs(threads, size_t(512) << 20);
@@ -267,43 +293,54 @@ int main(int argc, char** argv) {
     const double peak = fma_peak_gflops(threads);
     const double step_floor_ms = step_bytes / (bw * 1e9) * 1000.0;
     std::printf("\n== limits of this machine ==\n");
-    std::printf("read bandwidth (%d threads): %.1f GB/s; a batch-1 decoder step streams %.1f MB -> floor %.2f ms\n",
-                threads, bw, step_bytes / 1e6, step_floor_ms);
-    std::printf("batch-1 decoder step: %.2f ms = %.0f%% of the bandwidth limit\n", percentile(step1_ms, 50),
-                100.0 * step_floor_ms / percentile(step1_ms, 50));
-    std::printf("re-reading a %.1f MB working set (a step's weights): %.1f GB/s -> floor %.2f ms, the step is at %.0f%% of it\n",
-                step_bytes / 1e6, bw_step, step_bytes / (bw_step * 1e9) * 1000.0,
-                100.0 * step_bytes / (bw_step * 1e9) * 1000.0 / percentile(step1_ms, 50));
+    std::printf(
+        "read bandwidth (%d threads): %.1f GB/s; a batch-1 decoder step streams %.1f MB -> floor "
+        "%.2f ms\n",
+        threads, bw, step_bytes / 1e6, step_floor_ms);
+    std::printf("batch-1 decoder step: %.2f ms = %.0f%% of the bandwidth limit\n",
+                percentile(step1_ms, 50), 100.0 * step_floor_ms / percentile(step1_ms, 50));
+    std::printf(
+        "re-reading a %.1f MB working set (a step's weights): %.1f GB/s -> floor %.2f ms, the step "
+        "is at %.0f%% of it\n",
+        step_bytes / 1e6, bw_step, step_bytes / (bw_step * 1e9) * 1000.0,
+        100.0 * step_bytes / (bw_step * 1e9) * 1000.0 / percentile(step1_ms, 50));
     // FLOPs of one decoder step per sequence ~ 2 * streamed weights (floats); encoder ignored.
     const double flops_per_seq_step = 2.0 * step_bytes / sizeof(float);
-    std::printf("fp32 FMA peak (%d threads, measured): %.1f GFLOP/s; OpenBLAS sgemm n=1536: %.1f GFLOP/s\n", threads,
-                peak, blas_peak);
+    std::printf(
+        "fp32 FMA peak (%d threads, measured): %.1f GFLOP/s; OpenBLAS sgemm n=1536: %.1f GFLOP/s\n",
+        threads, peak, blas_peak);
     for (auto [batch, ms] : step_at) {
       const double gflops = flops_per_seq_step * batch / (ms / 1000.0) / 1e9;
-      std::printf("batch-%d decoder step: %.1f GFLOP/s = %.0f%% of the FMA peak\n", batch, gflops, 100.0 * gflops / peak);
+      std::printf("batch-%d decoder step: %.1f GFLOP/s = %.0f%% of the FMA peak\n", batch, gflops,
+                  100.0 * gflops / peak);
     }
 
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
-    std::printf("\npeak resident memory: %.1f MB (includes the 512 MiB bandwidth buffer; weights %.1f MB, "
-                "KV cache %.1f MB)\n", ru.ru_maxrss / 1024.0, (model->mapped_weight_bytes() + model->converted_weight_bytes()) / 1e6,
-                gen.cache().bytes() / 1e6);
+    std::printf(
+        "\npeak resident memory: %.1f MB (includes the 512 MiB bandwidth buffer; weights %.1f MB, "
+        "KV cache %.1f MB)\n",
+        ru.ru_maxrss / 1024.0,
+        (model->mapped_weight_bytes() + model->converted_weight_bytes()) / 1e6,
+        gen.cache().bytes() / 1e6);
 
     if (profile) {
       profiler::reset();
       profiler::set_enabled(true);
       double total = 0;
-      for (int r = 0; r < runs; ++r) total += run_batch(model, encoder, gen, profile_batch, finished).total_ms;
+      for (int r = 0; r < runs; ++r)
+        total += run_batch(model, encoder, gen, profile_batch, finished).total_ms;
       profiler::set_enabled(false);
       auto stats = profiler::snapshot();
-      std::printf("\n== per-op profile, batch-%d generate (%d runs, %.2f ms each) ==\n", profile_batch, runs, total / runs);
+      std::printf("\n== per-op profile, batch-%d generate (%d runs, %.2f ms each) ==\n",
+                  profile_batch, runs, total / runs);
       double accounted = 0;
       for (size_t i = 0; i < profiler::kNumOps; ++i) {
         const double ms = stats[i].nanoseconds / 1e6 / runs;
         accounted += ms;
         std::printf("%-24s %8.3f ms/generate %5.1f%%  (%lu calls/generate)\n",
-                    std::string(profiler::op_name(static_cast<profiler::Op>(i))).c_str(), ms, 100 * ms / (total / runs),
-                    (unsigned long)(stats[i].calls / runs));
+                    std::string(profiler::op_name(static_cast<profiler::Op>(i))).c_str(), ms,
+                    100 * ms / (total / runs), (unsigned long)(stats[i].calls / runs));
       }
       std::printf("%-24s %8.3f ms/generate %5.1f%%\n", "other", total / runs - accounted,
                   100 * (total / runs - accounted) / (total / runs));

@@ -46,8 +46,10 @@ int main(int argc, char** argv) {
   using namespace seqpipe::engine;
   blas::set_num_threads(threads);
   cpu::set_num_threads(threads);
-  std::printf("%-16s %4s %10s %10s %8s %12s\n", "shape [n x k]", "m", "blas us", "tiled us", "ratio", "tiled GFLOP/s");
-  for (auto [n, k] : {std::pair<int64_t, int64_t>{512, 512}, {2048, 512}, {512, 2048}, {32128, 512}}) {
+  std::printf("%-16s %4s %10s %10s %8s %12s\n", "shape [n x k]", "m", "blas us", "tiled us",
+              "ratio", "tiled GFLOP/s");
+  for (auto [n, k] :
+       {std::pair<int64_t, int64_t>{512, 512}, {2048, 512}, {512, 2048}, {32128, 512}}) {
     const int64_t copies = cold ? std::max<int64_t>(2, (int64_t(256) << 20) / (n * k * 4)) : 1;
     std::vector<float> w(copies * n * k), x(288 * k), y(288 * n);
     for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 13) * 0.01f;
@@ -56,10 +58,13 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) * 0.1f;
     for (int64_t m : {1, 2, 4, 8, 16, 32, 64, 128, 288}) {
       const int reps = 30;
-      double b = best_us([&] { blas::gemm(true, m, n, k, 1.0f, x.data(), k, weights(), k, 0.0f, y.data(), n); }, reps);
-      double t = best_us([&] { cpu::linear_tiled(x.data(), m, weights(), n, k, 0.0f, y.data()); }, reps);
-      std::printf("[%5ld x %4ld] %4ld %10.1f %10.1f %8.2f %12.1f\n", long(n), long(k), long(m), b, t, b / t,
-                  2.0 * m * n * k / t / 1e3);
+      double b = best_us(
+          [&] { blas::gemm(true, m, n, k, 1.0f, x.data(), k, weights(), k, 0.0f, y.data(), n); },
+          reps);
+      double t =
+          best_us([&] { cpu::linear_tiled(x.data(), m, weights(), n, k, 0.0f, y.data()); }, reps);
+      std::printf("[%5ld x %4ld] %4ld %10.1f %10.1f %8.2f %12.1f\n", long(n), long(k), long(m), b,
+                  t, b / t, 2.0 * m * n * k / t / 1e3);
     }
   }
   return 0;

@@ -4,7 +4,8 @@
 // scale, a bare ZeroMQ relay chain with the same number of hops as a request's path (10) is
 // measured in the same run, and the overhead is reported as a ratio to it.
 //
-//   pipeline_overhead [--model DIR] [--requests N] [--max-new-tokens N] [--text T] [--set key=value ...]
+//   pipeline_overhead [--model DIR] [--requests N] [--max-new-tokens N] [--text T] [--set key=value
+//   ...]
 // Without --model, a tiny random checkpoint is written with seqpipe-mkmodel. --set passes config
 // overrides to the pipeline (e.g. batcher.max_queue_delay_us=0: no wait for batch company).
 #include <arpa/inet.h>
@@ -51,7 +52,8 @@ int free_port() {
 }
 
 std::string endpoint(bool tcp, const std::string& dir, const std::string& name) {
-  return tcp ? "tcp://127.0.0.1:" + std::to_string(free_port()) : "ipc://" + dir + "/" + name + ".sock";
+  return tcp ? "tcp://127.0.0.1:" + std::to_string(free_port())
+             : "ipc://" + dir + "/" + name + ".sock";
 }
 
 void stop(pid_t pid) {
@@ -62,13 +64,15 @@ void stop(pid_t pid) {
 // Round trips of a 20 KB message through kHops - 1 relay processes (PULL -> PUSH), in ms.
 std::vector<double> relay_chain(bool tcp, const std::string& dir, int messages) {
   std::vector<std::string> endpoints;
-  for (int i = 0; i < kHops; ++i) endpoints.push_back(endpoint(tcp, dir, "relay" + std::to_string(i)));
+  for (int i = 0; i < kHops; ++i)
+    endpoints.push_back(endpoint(tcp, dir, "relay" + std::to_string(i)));
   std::vector<pid_t> relays;
   for (int i = 0; i + 1 < kHops; ++i) {
     const pid_t pid = ::fork();
     if (pid == 0) {  // a relay: its own context, created after the fork
       zmq::context_t context(1);
-      seqpipe::transport::Socket in(context, zmq::socket_type::pull), out(context, zmq::socket_type::push);
+      seqpipe::transport::Socket in(context, zmq::socket_type::pull),
+          out(context, zmq::socket_type::push);
       in.bind(endpoints[static_cast<size_t>(i)]);
       out.connect(endpoints[static_cast<size_t>(i) + 1]);
       for (;;) {
@@ -81,7 +85,8 @@ std::vector<double> relay_chain(bool tcp, const std::string& dir, int messages) 
   std::vector<double> ms;
   {
     zmq::context_t context(1);
-    seqpipe::transport::Socket out(context, zmq::socket_type::push), back(context, zmq::socket_type::pull);
+    seqpipe::transport::Socket out(context, zmq::socket_type::push),
+        back(context, zmq::socket_type::pull);
     back.bind(endpoints.back());
     out.connect(endpoints.front());
     const std::string payload(20 * 1024, 'x');
@@ -89,7 +94,8 @@ std::vector<double> relay_chain(bool tcp, const std::string& dir, int messages) 
       const auto start = Clock::now();
       out.send({std::string_view(payload)});
       if (!back.recv(std::chrono::milliseconds(5000))) break;
-      if (i >= 50) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+      if (i >= 50)
+        ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     }
   }
   for (pid_t pid : relays) stop(pid);
@@ -97,17 +103,26 @@ std::vector<double> relay_chain(bool tcp, const std::string& dir, int messages) 
 }
 
 std::vector<double> through_pipeline(bool tcp, const std::string& seqpipe, const std::string& model,
-                                     const std::string& dir, const std::vector<std::string>& extra_sets,
-                                     const seqpipe::protocol::Request& request, int n, std::string& text) {
+                                     const std::string& dir,
+                                     const std::vector<std::string>& extra_sets,
+                                     const seqpipe::protocol::Request& request, int n,
+                                     std::string& text) {
   const std::string client = endpoint(tcp, dir, "gateway");
   std::vector<std::string> args{seqpipe, "up"};
-  std::vector<std::string> sets{"model.dir=" + model, "runtime_dir=" + dir, "gateway.client_endpoint=" + client,
-                                "gateway.metrics_port=0", "batcher.metrics_port=0", "tokenizer.replicas=1",
-                                "encoder.replicas=1", "decoder.replicas=1", "postprocessor.replicas=1",
+  std::vector<std::string> sets{"model.dir=" + model,
+                                "runtime_dir=" + dir,
+                                "gateway.client_endpoint=" + client,
+                                "gateway.metrics_port=0",
+                                "batcher.metrics_port=0",
+                                "tokenizer.replicas=1",
+                                "encoder.replicas=1",
+                                "decoder.replicas=1",
+                                "postprocessor.replicas=1",
                                 "gateway.default_timeout_ms=10000"};
   if (tcp) {
-    for (const char* key : {"gateway.tokenizer_endpoint", "gateway.results_endpoint", "batcher.ingress_endpoint",
-                            "batcher.encoder_endpoint", "batcher.decoder_endpoint", "batcher.postprocessor_endpoint"}) {
+    for (const char* key : {"gateway.tokenizer_endpoint", "gateway.results_endpoint",
+                            "batcher.ingress_endpoint", "batcher.encoder_endpoint",
+                            "batcher.decoder_endpoint", "batcher.postprocessor_endpoint"}) {
       sets.push_back(std::string(key) + "=" + endpoint(true, dir, key));
     }
   }
@@ -134,7 +149,8 @@ std::vector<double> through_pipeline(bool tcp, const std::string& seqpipe, const
     for (int i = 0; i < n + 20; ++i) {
       const auto start = Clock::now();
       auto r = c.call(request, std::chrono::milliseconds(10000));
-      const double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      const double elapsed =
+          std::chrono::duration<double, std::milli>(Clock::now() - start).count();
       auto* reply = std::get_if<seqpipe::protocol::Reply>(&r);
       if (!reply || !reply->ok) {
         std::fprintf(stderr, "pipeline_overhead: a request failed; see %s\n", log.c_str());
@@ -153,8 +169,8 @@ void row(const char* what, const std::vector<double>& ms) {
     std::printf("%-34s  no samples\n", what);
     return;
   }
-  std::printf("%-34s  p50 %8.3f ms  p99 %8.3f ms  (%zu samples)\n", what, percentile(ms, 0.5), percentile(ms, 0.99),
-              ms.size());
+  std::printf("%-34s  p50 %8.3f ms  p99 %8.3f ms  (%zu samples)\n", what, percentile(ms, 0.5),
+              percentile(ms, 0.99), ms.size());
 }
 
 }  // namespace
@@ -165,13 +181,20 @@ int main(int argc, char** argv) {
   std::vector<std::string> sets;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--model") model = argv[i + 1];
-    else if (flag == "--requests") requests = std::stoi(argv[i + 1]);
-    else if (flag == "--max-new-tokens") max_new_tokens = std::stoi(argv[i + 1]);
-    else if (flag == "--text") text = argv[i + 1];
-    else if (flag == "--set") sets.push_back(argv[i + 1]);
+    if (flag == "--model")
+      model = argv[i + 1];
+    else if (flag == "--requests")
+      requests = std::stoi(argv[i + 1]);
+    else if (flag == "--max-new-tokens")
+      max_new_tokens = std::stoi(argv[i + 1]);
+    else if (flag == "--text")
+      text = argv[i + 1];
+    else if (flag == "--set")
+      sets.push_back(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: pipeline_overhead [--model DIR] [--requests N] [--max-new-tokens N] [--text T] [--set k=v ...]\n");
+      std::fprintf(stderr,
+                   "usage: pipeline_overhead [--model DIR] [--requests N] [--max-new-tokens N] "
+                   "[--text T] [--set k=v ...]\n");
       return 2;
     }
   }
@@ -179,8 +202,9 @@ int main(int argc, char** argv) {
   const std::string dir = ::mkdtemp(dir_template);
   if (model.empty()) {
     model = dir + "/model";
-    const std::string cmd = std::string(SEQPIPE_MKMODEL) + " --preset tiny --gated --untied --spiece --seed 3 --out " +
-                            model + " > /dev/null";
+    const std::string cmd = std::string(SEQPIPE_MKMODEL) +
+                            " --preset tiny --gated --untied --spiece --seed 3 --out " + model +
+                            " > /dev/null";
     if (std::system(cmd.c_str()) != 0) return 1;
   }
   // Relays first: they fork without exec, before this process has threads of its own.
@@ -188,7 +212,8 @@ int main(int argc, char** argv) {
   const auto relay_tcp = relay_chain(true, dir, requests * 3);
 
   // The engine in-process, as the services run it (one thread).
-  auto loaded = seqpipe::engine::T5Model::load(model, {.threads = 1, .device = seqpipe::engine::Device::kCpu});
+  auto loaded = seqpipe::engine::T5Model::load(
+      model, {.threads = 1, .device = seqpipe::engine::Device::kCpu});
   seqpipe::engine::Tokenizer tokenizer(model + "/spiece.model");
   seqpipe::engine::DecodingOptions options;
   options.max_new_tokens = max_new_tokens;
@@ -199,18 +224,23 @@ int main(int argc, char** argv) {
     const auto ids = tokenizer.encode(text);
     const auto results = seqpipe::engine::generate(loaded, {ids}, options);
     engine_text = tokenizer.decode(results[0].ids);
-    if (i >= 20) engine_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    if (i >= 20)
+      engine_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
 
   seqpipe::protocol::Request request;
   request.texts = {text};
   request.params.max_new_tokens = max_new_tokens;
   std::string ipc_text, tcp_text;
-  const auto ipc = through_pipeline(false, SEQPIPE_BIN, model, dir + "/ipc", sets, request, requests, ipc_text);
-  const auto tcp = through_pipeline(true, SEQPIPE_BIN, model, dir + "/tcp", sets, request, requests, tcp_text);
+  const auto ipc =
+      through_pipeline(false, SEQPIPE_BIN, model, dir + "/ipc", sets, request, requests, ipc_text);
+  const auto tcp =
+      through_pipeline(true, SEQPIPE_BIN, model, dir + "/tcp", sets, request, requests, tcp_text);
 
-  std::printf("pipeline_overhead: model %s, text \"%s\", max_new_tokens %d, %d requests one at a time, %u cores\n",
-              model.c_str(), text.c_str(), max_new_tokens, requests, std::thread::hardware_concurrency());
+  std::printf(
+      "pipeline_overhead: model %s, text \"%s\", max_new_tokens %d, %d requests one at a time, %u "
+      "cores\n",
+      model.c_str(), text.c_str(), max_new_tokens, requests, std::thread::hardware_concurrency());
   for (const auto& s : sets) std::printf("  pipeline --set %s\n", s.c_str());
   row("engine in-process", engine_ms);
   row("pipeline, ipc://", ipc);
@@ -218,15 +248,17 @@ int main(int argc, char** argv) {
   row("bare relay chain (10 hops), ipc://", relay_ipc);
   row("bare relay chain (10 hops), tcp://", relay_tcp);
   if (ipc_text != engine_text || tcp_text != engine_text) {
-    std::printf("MISMATCH: engine \"%s\", ipc \"%s\", tcp \"%s\"\n", engine_text.c_str(), ipc_text.c_str(), tcp_text.c_str());
+    std::printf("MISMATCH: engine \"%s\", ipc \"%s\", tcp \"%s\"\n", engine_text.c_str(),
+                ipc_text.c_str(), tcp_text.c_str());
     return 1;
   }
-  for (const auto& [name, samples, relay] : {std::tuple{"ipc://", &ipc, &relay_ipc}, std::tuple{"tcp://", &tcp, &relay_tcp}}) {
+  for (const auto& [name, samples, relay] :
+       {std::tuple{"ipc://", &ipc, &relay_ipc}, std::tuple{"tcp://", &tcp, &relay_tcp}}) {
     if (samples->empty() || relay->empty()) continue;
     const double o50 = percentile(*samples, 0.5) - percentile(engine_ms, 0.5);
     const double o99 = percentile(*samples, 0.99) - percentile(engine_ms, 0.99);
-    std::printf("overhead %-7s p50 %.3f ms (%.2fx the relay chain), p99 %.3f ms (%.2fx)\n", name, o50,
-                o50 / percentile(*relay, 0.5), o99, o99 / percentile(*relay, 0.99));
+    std::printf("overhead %-7s p50 %.3f ms (%.2fx the relay chain), p99 %.3f ms (%.2fx)\n", name,
+                o50, o50 / percentile(*relay, 0.5), o99, o99 / percentile(*relay, 0.99));
   }
   std::filesystem::remove_all(dir);
   return 0;

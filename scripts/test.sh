@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The test command: install the Debian packages, build Release and run every test, then build
-# with AddressSanitizer + UndefinedBehaviorSanitizer and run the engine tests under them.
+# with AddressSanitizer + UndefinedBehaviorSanitizer and run the engine tests under them. Fails
+# first if any C++ source differs from .clang-format.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 scripts/install-deps.sh
+echo "== format: clang-format --dry-run -Werror"
+find common engine services clients tools bench tests \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) -print0 |
+  xargs -0 clang-format --dry-run -Werror
 jobs=$(nproc)
 for preset in release asan; do
   echo "== $preset: configure, build, test"

@@ -1,7 +1,5 @@
 #include "seqpipe/common/config.h"
 
-#include "seqpipe/common/metrics.h"
-
 #include <arpa/inet.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -20,6 +18,8 @@
 #include <system_error>
 #include <type_traits>
 #include <utility>
+
+#include "seqpipe/common/metrics.h"
 
 namespace seqpipe::config {
 namespace {
@@ -73,12 +73,14 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"model", "dir"}, c.model.dir, TextRule{TextKind::kPath});
   visit(Key{"model", "max_input_tokens"}, c.model.max_input_tokens, IntRule{1, 8192});
 
-  visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms, IntRule{10, 60'000});
+  visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms,
+        IntRule{10, 60'000});
   visit(Key{"liveness", "heartbeat_liveness"}, c.liveness.heartbeat_liveness, IntRule{1, 100});
   visit(Key{"liveness", "reconnect_max_ms"}, c.liveness.reconnect_max_ms, IntRule{10, 600'000});
 
   visit(Key{"metrics", "address"}, c.metrics.address, TextRule{TextKind::kIpv4});
-  visit(Key{"metrics", "latency_buckets_us"}, c.metrics.latency_buckets_us, IntRule{1, 600'000'000});
+  visit(Key{"metrics", "latency_buckets_us"}, c.metrics.latency_buckets_us,
+        IntRule{1, 600'000'000});
 
   auto& g = c.gateway;
   visit(Key{"gateway", "client_endpoint"}, g.client_endpoint,
@@ -130,7 +132,8 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"decoder", "warmup_batch_size"}, c.decoder.warmup_batch_size, IntRule{0, 4096});
 
   worker_fields("postprocessor", c.postprocessor, visit);
-  visit(Key{"postprocessor", "known_words"}, c.postprocessor.known_words, TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "known_words"}, c.postprocessor.known_words,
+        TextRule{TextKind::kPathList});
 }
 
 std::vector<std::string> section_names() {
@@ -270,7 +273,8 @@ void check_endpoint(const std::string& where, const std::string& path,
   }
 }
 
-void check_list_endpoint(const std::string& where, const std::string& path, const std::string& endpoint) {
+void check_list_endpoint(const std::string& where, const std::string& path,
+                         const std::string& endpoint) {
   if (endpoint.empty()) fail(where, path + " must not be empty");
   check_endpoint(where, path, endpoint);
 }
@@ -282,8 +286,10 @@ void check_text(const std::string& where, const Key& key, const std::string& val
       if (value.empty()) fail(where, key.path() + " must not be empty");
       break;
     case TextKind::kPathList:  // empty (off) or paths separated by ':', as $PATH
-      if (!value.empty() && (value.front() == ':' || value.back() == ':' || value.find("::") != std::string::npos))
-        fail(where, key.path() + " must be empty or paths separated by ':' (no empty path), got '" + value + "'");
+      if (!value.empty() &&
+          (value.front() == ':' || value.back() == ':' || value.find("::") != std::string::npos))
+        fail(where, key.path() + " must be empty or paths separated by ':' (no empty path), got '" +
+                        value + "'");
       break;
     case TextKind::kRuntimeDir:
       if (!value.empty() && value.front() != '/') {
@@ -342,11 +348,13 @@ void assign_from_node(const std::string& where, const Key& key, const YAML::Node
       return;
     }
     if (!node.IsSequence())
-      fail(where, path + " must be a list of endpoints like [\"ipc:///run/a.sock\"], got " + describe(node));
+      fail(where, path + " must be a list of endpoints like [\"ipc:///run/a.sock\"], got " +
+                      describe(node));
     std::vector<std::string> values;
     for (size_t i = 0; i < node.size(); ++i) {
       const std::string element = path + "[" + std::to_string(i) + "]";
-      if (!node[i].IsScalar()) fail(where, element + " must be an endpoint, got " + describe(node[i]));
+      if (!node[i].IsScalar())
+        fail(where, element + " must be an endpoint, got " + describe(node[i]));
       values.push_back(node[i].Scalar());
       check_list_endpoint(where, element, values.back());
     }
@@ -596,7 +604,8 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
   require(!buckets.empty(), "metrics.latency_buckets_us", "must list at least one bucket bound");
   for (size_t i = 1; i < buckets.size(); ++i) {
     require(buckets[i] > buckets[i - 1], "metrics.latency_buckets_us",
-            "must be strictly ascending, got " + std::to_string(buckets[i - 1]) + " then " + std::to_string(buckets[i]));
+            "must be strictly ascending, got " + std::to_string(buckets[i - 1]) + " then " +
+                std::to_string(buckets[i]));
   }
 
   const BatcherConfig& b = c.batcher;
@@ -637,14 +646,16 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
   const size_t decoder_hubs = std::max<size_t>(1, d.hub_endpoints.size());
   require(static_cast<size_t>(d.max_beams) <= static_cast<size_t>(d.num_slots) / decoder_hubs,
           "decoder.max_beams",
-          "must be <= decoder.num_slots / the number of decoder.hub_endpoints (" + std::to_string(d.num_slots) +
-              " / " + std::to_string(decoder_hubs) + "): a beam search must fit one hub's share, got " +
-              std::to_string(d.max_beams));
-  for (const auto& [name, worker] : {std::pair<std::string, const WorkerConfig*>{"tokenizer", &c.tokenizer},
-                                     {"encoder", &c.encoder},
-                                     {"postprocessor", &c.postprocessor}}) {
+          "must be <= decoder.num_slots / the number of decoder.hub_endpoints (" +
+              std::to_string(d.num_slots) + " / " + std::to_string(decoder_hubs) +
+              "): a beam search must fit one hub's share, got " + std::to_string(d.max_beams));
+  for (const auto& [name, worker] :
+       {std::pair<std::string, const WorkerConfig*>{"tokenizer", &c.tokenizer},
+        {"encoder", &c.encoder},
+        {"postprocessor", &c.postprocessor}}) {
     require(static_cast<size_t>(worker->credits) >= worker->hub_endpoints.size(), name + ".credits",
-            "must be >= the number of " + name + ".hub_endpoints (" + std::to_string(worker->hub_endpoints.size()) +
+            "must be >= the number of " + name + ".hub_endpoints (" +
+                std::to_string(worker->hub_endpoints.size()) +
                 "): every hub gets at least one credit, got " + std::to_string(worker->credits));
   }
 

@@ -36,7 +36,9 @@ std::optional<std::string> CreditQueue::take(int cost) {
   Worker* best = nullptr;
   for (Worker& w : workers_) {
     if (w.free < cost) continue;
-    if (best == nullptr || w.free > best->free || (w.free == best->free && w.last_taken < best->last_taken)) best = &w;
+    if (best == nullptr || w.free > best->free ||
+        (w.free == best->free && w.last_taken < best->last_taken))
+      best = &w;
   }
   if (best == nullptr) return std::nullopt;
   best->free -= cost;
@@ -45,7 +47,8 @@ std::optional<std::string> CreditQueue::take(int cost) {
 }
 
 bool CreditQueue::remove(std::string_view worker) {
-  auto it = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.id == worker; });
+  auto it = std::find_if(workers_.begin(), workers_.end(),
+                         [&](const Worker& w) { return w.id == worker; });
   if (it == workers_.end()) return false;
   workers_.erase(it);
   return true;

@@ -49,12 +49,13 @@ bool HubLiveness::heartbeat_due(SteadyClock::time_point now) {
 }
 
 int HubLiveness::silent(SteadyClock::time_point now) const {
-  return static_cast<int>(std::count_if(last_seen_.begin(), last_seen_.end(),
-                                        [&](SteadyClock::time_point seen) { return now - seen > interval_; }));
+  return static_cast<int>(
+      std::count_if(last_seen_.begin(), last_seen_.end(),
+                    [&](SteadyClock::time_point seen) { return now - seen > interval_; }));
 }
 
-PeerLiveness::PeerLiveness(std::chrono::milliseconds interval, int liveness, std::chrono::milliseconds reconnect_max,
-                           SteadyClock::time_point now)
+PeerLiveness::PeerLiveness(std::chrono::milliseconds interval, int liveness,
+                           std::chrono::milliseconds reconnect_max, SteadyClock::time_point now)
     : interval_(interval),
       reconnect_max_(reconnect_max),
       pause_(interval),
@@ -80,7 +81,8 @@ std::chrono::milliseconds PeerLiveness::reconnect_pause() {
 }
 
 std::chrono::milliseconds PeerLiveness::until_heartbeat(SteadyClock::time_point now) const {
-  return std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(next_heartbeat_ - now));
+  return std::max(std::chrono::milliseconds(0),
+                  std::chrono::ceil<std::chrono::milliseconds>(next_heartbeat_ - now));
 }
 
 }  // namespace seqpipe::common

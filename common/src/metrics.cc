@@ -12,10 +12,11 @@ namespace seqpipe::metrics {
 
 namespace {
 const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128};
-constexpr protocol::ErrorCode kCodes[] = {protocol::ErrorCode::kInvalidArgument, protocol::ErrorCode::kTooLong,
-                                          protocol::ErrorCode::kDeadlineExceeded, protocol::ErrorCode::kOverloaded,
-                                          protocol::ErrorCode::kInternal,        protocol::ErrorCode::kUnavailable,
-                                          protocol::ErrorCode::kCancelled};
+constexpr protocol::ErrorCode kCodes[] = {
+    protocol::ErrorCode::kInvalidArgument,  protocol::ErrorCode::kTooLong,
+    protocol::ErrorCode::kDeadlineExceeded, protocol::ErrorCode::kOverloaded,
+    protocol::ErrorCode::kInternal,         protocol::ErrorCode::kUnavailable,
+    protocol::ErrorCode::kCancelled};
 }  // namespace
 
 namespace {
@@ -23,28 +24,33 @@ std::vector<double> g_latency_buckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
                                          0.05,   0.1,     0.25,   0.5,   1,      2.5,   5};
 }  // namespace
 
-std::vector<double> latency_buckets() { return g_latency_buckets; }
+std::vector<double> latency_buckets() {
+  return g_latency_buckets;
+}
 
 void set_latency_buckets(const std::vector<int>& bounds_us) {
   g_latency_buckets.clear();
   for (int us : bounds_us) g_latency_buckets.push_back(us / 1e6);
 }
 
-std::shared_ptr<prometheus::Registry> make_registry() { return std::make_shared<prometheus::Registry>(); }
+std::shared_ptr<prometheus::Registry> make_registry() {
+  return std::make_shared<prometheus::Registry>();
+}
 
 Exporter::Exporter(std::string_view service, int port, int tries, std::string_view address)
     : registry_(make_registry()) {
   std::string last_error;
   for (int i = 0; i < (port == 0 ? 1 : tries) && !exposer_; ++i) {
     try {
-      exposer_ = std::make_unique<prometheus::Exposer>(std::string(address) + ":" + std::to_string(port + i));
+      exposer_ = std::make_unique<prometheus::Exposer>(std::string(address) + ":" +
+                                                       std::to_string(port + i));
     } catch (const std::exception& e) {
       last_error = e.what();
     }
   }
   if (!exposer_) {
-    throw std::runtime_error("metrics: no free port in [" + std::to_string(port) + ", " + std::to_string(port + tries) +
-                             "): " + last_error);
+    throw std::runtime_error("metrics: no free port in [" + std::to_string(port) + ", " +
+                             std::to_string(port + tries) + "): " + last_error);
   }
   exposer_->RegisterCollectable(registry_);
   const auto ports = exposer_->GetListeningPorts();
@@ -62,8 +68,15 @@ Exporter::~Exporter() = default;
 StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name)
     : registry_(r), stage_(stage_name) {
   const prometheus::Labels stage{{"stage", std::string(stage_name)}};
-  requests_ = &prometheus::BuildCounter().Name(std::string(kRequests)).Help("Work items received").Register(r).Add(stage);
-  auto& errors = prometheus::BuildCounter().Name(std::string(kErrors)).Help("Work items failed, by error code").Register(r);
+  requests_ = &prometheus::BuildCounter()
+                   .Name(std::string(kRequests))
+                   .Help("Work items received")
+                   .Register(r)
+                   .Add(stage);
+  auto& errors = prometheus::BuildCounter()
+                     .Name(std::string(kErrors))
+                     .Help("Work items failed, by error code")
+                     .Register(r);
   for (protocol::ErrorCode code : kCodes) {
     prometheus::Labels labels = stage;
     labels["code"] = std::string(protocol::wire_name(code));
@@ -74,11 +87,12 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name)
                     .Help("Messages dropped because they did not decode")
                     .Register(r)
                     .Add(stage);
-  late_ = &prometheus::BuildCounter()
-               .Name(std::string(kLate))
-               .Help("Items from a worker already declared dead, dropped (their work went elsewhere)")
-               .Register(r)
-               .Add(stage);
+  late_ =
+      &prometheus::BuildCounter()
+           .Name(std::string(kLate))
+           .Help("Items from a worker already declared dead, dropped (their work went elsewhere)")
+           .Register(r)
+           .Add(stage);
   dead_ = &prometheus::BuildCounter()
                .Name(std::string(kWorkersDead))
                .Help("Workers declared dead: missed heartbeats or unreachable")
@@ -95,10 +109,10 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name)
                     .Register(r)
                     .Add(stage);
   heartbeats_missed_ = &prometheus::BuildCounter()
-                           .Name(std::string(kHeartbeatsMissed))
-                           .Help("Heartbeat intervals in which a worker sent the hub nothing")
-                           .Register(r)
-                           .Add(stage);
+                            .Name(std::string(kHeartbeatsMissed))
+                            .Help("Heartbeat intervals in which a worker sent the hub nothing")
+                            .Register(r)
+                            .Add(stage);
   queue_ = &prometheus::BuildHistogram()
                 .Name(std::string(kQueueSeconds))
                 .Help("Time a work item waited in this stage before compute")
@@ -114,23 +128,57 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name)
                 .Help("Items per batch (engine stages)")
                 .Register(r)
                 .Add(stage, kBatchBuckets);
-  in_flight_ = &prometheus::BuildGauge().Name(std::string(kInFlight)).Help("Work items being processed").Register(r).Add(stage);
-  queue_depth_ = &prometheus::BuildGauge().Name(std::string(kQueueDepth)).Help("Work items waiting").Register(r).Add(stage);
+  in_flight_ = &prometheus::BuildGauge()
+                    .Name(std::string(kInFlight))
+                    .Help("Work items being processed")
+                    .Register(r)
+                    .Add(stage);
+  queue_depth_ = &prometheus::BuildGauge()
+                      .Name(std::string(kQueueDepth))
+                      .Help("Work items waiting")
+                      .Register(r)
+                      .Add(stage);
 }
 
-void StageMetrics::request(double n) { requests_->Increment(n); }
-void StageMetrics::error(protocol::ErrorCode code) { errors_[static_cast<size_t>(code)]->Increment(); }
-void StageMetrics::malformed() { malformed_->Increment(); }
-void StageMetrics::late(double n) { late_->Increment(n); }
-void StageMetrics::worker_dead() { dead_->Increment(); }
-void StageMetrics::redispatched(double n) { redispatched_->Increment(n); }
-void StageMetrics::heartbeats_missed(double n) { heartbeats_missed_->Increment(n); }
-void StageMetrics::cancelled(double n) { cancelled_->Increment(n); }
-void StageMetrics::queue_time(double s) { queue_->Observe(s); }
-void StageMetrics::compute_time(double s) { compute_->Observe(s); }
-void StageMetrics::batch_size(double n) { batch_->Observe(n); }
-void StageMetrics::set_in_flight(double n) { in_flight_->Set(n); }
-void StageMetrics::set_queue_depth(double n) { queue_depth_->Set(n); }
+void StageMetrics::request(double n) {
+  requests_->Increment(n);
+}
+void StageMetrics::error(protocol::ErrorCode code) {
+  errors_[static_cast<size_t>(code)]->Increment();
+}
+void StageMetrics::malformed() {
+  malformed_->Increment();
+}
+void StageMetrics::late(double n) {
+  late_->Increment(n);
+}
+void StageMetrics::worker_dead() {
+  dead_->Increment();
+}
+void StageMetrics::redispatched(double n) {
+  redispatched_->Increment(n);
+}
+void StageMetrics::heartbeats_missed(double n) {
+  heartbeats_missed_->Increment(n);
+}
+void StageMetrics::cancelled(double n) {
+  cancelled_->Increment(n);
+}
+void StageMetrics::queue_time(double s) {
+  queue_->Observe(s);
+}
+void StageMetrics::compute_time(double s) {
+  compute_->Observe(s);
+}
+void StageMetrics::batch_size(double n) {
+  batch_->Observe(n);
+}
+void StageMetrics::set_in_flight(double n) {
+  in_flight_->Set(n);
+}
+void StageMetrics::set_queue_depth(double n) {
+  queue_depth_->Set(n);
+}
 
 void StageMetrics::set_kv_slots(int used, int free) {
   if (kv_used_ == nullptr) {
@@ -146,10 +194,11 @@ void StageMetrics::set_kv_slots(int used, int free) {
 }
 
 GatewayMetrics::GatewayMetrics(prometheus::Registry& r) {
-  auto& requests = prometheus::BuildHistogram()
-                       .Name(std::string(kRequestSeconds))
-                       .Help("End-to-end request latency at the gateway (receive to reply), by status")
-                       .Register(r);
+  auto& requests =
+      prometheus::BuildHistogram()
+          .Name(std::string(kRequestSeconds))
+          .Help("End-to-end request latency at the gateway (receive to reply), by status")
+          .Register(r);
   ok_ = &requests.Add({{"status", "ok"}}, latency_buckets());
   error_ = &requests.Add({{"status", "error"}}, latency_buckets());
   model_ = &prometheus::BuildHistogram()
@@ -175,20 +224,30 @@ GatewayMetrics::GatewayMetrics(prometheus::Registry& r) {
   cache_misses_ = &cache.Add({{"result", "miss"}});
   auto& cancels = prometheus::BuildCounter()
                       .Name(std::string(kCancels))
-                      .Help("Cancel requests from clients, by outcome (cancelled: a request in flight was answered "
-                            "cancelled; not_found: it had been answered already)")
+                      .Help(
+                          "Cancel requests from clients, by outcome (cancelled: a request in "
+                          "flight was answered "
+                          "cancelled; not_found: it had been answered already)")
                       .Register(r);
   cancels_found_ = &cancels.Add({{"outcome", "cancelled"}});
   cancels_not_found_ = &cancels.Add({{"outcome", "not_found"}});
 }
 
-void GatewayMetrics::request_seconds(bool ok, double s) { (ok ? ok_ : error_)->Observe(s); }
+void GatewayMetrics::request_seconds(bool ok, double s) {
+  (ok ? ok_ : error_)->Observe(s);
+}
 void GatewayMetrics::latency_split(double model_s, double overhead_s) {
   model_->Observe(model_s);
   overhead_->Observe(overhead_s);
 }
-void GatewayMetrics::late_result() { late_->Increment(); }
-void GatewayMetrics::cache_lookup(bool hit) { (hit ? cache_hits_ : cache_misses_)->Increment(); }
-void GatewayMetrics::cancel(bool found) { (found ? cancels_found_ : cancels_not_found_)->Increment(); }
+void GatewayMetrics::late_result() {
+  late_->Increment();
+}
+void GatewayMetrics::cache_lookup(bool hit) {
+  (hit ? cache_hits_ : cache_misses_)->Increment();
+}
+void GatewayMetrics::cancel(bool found) {
+  (found ? cancels_found_ : cancels_not_found_)->Increment();
+}
 
 }  // namespace seqpipe::metrics

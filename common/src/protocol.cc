@@ -306,12 +306,10 @@ std::optional<Error> read_params(const msgpack::object& value, const Limits& lim
   const msgpack::object* min_new_tokens = nullptr;
   const msgpack::object* return_scores = nullptr;
   const msgpack::object* priority = nullptr;
-  const NamedSlot fields[] = {{"max_new_tokens", &max_new_tokens},
-                              {"num_beams", &num_beams},
-                              {"length_penalty", &length_penalty},
-                              {"min_new_tokens", &min_new_tokens},
-                              {"return_scores", &return_scores},
-                              {"priority", &priority}};
+  const NamedSlot fields[] = {
+      {"max_new_tokens", &max_new_tokens}, {"num_beams", &num_beams},
+      {"length_penalty", &length_penalty}, {"min_new_tokens", &min_new_tokens},
+      {"return_scores", &return_scores},   {"priority", &priority}};
   std::optional<std::string> unknown;
   if (auto error = collect_fields(value.via.map, "params.", fields, unknown)) return error;
   if (unknown) return invalid("unknown field " + *unknown);
@@ -355,8 +353,9 @@ std::optional<Error> read_params(const msgpack::object& value, const Limits& lim
   }
   if (priority) {
     if (auto error = read_int(*priority, "params.priority", 1, limits.priority_levels, number)) {
-      error->message += " (1 is the highest of the server's " + std::to_string(limits.priority_levels) +
-                        " priority level" + (limits.priority_levels == 1 ? ")" : "s)");
+      error->message += " (1 is the highest of the server's " +
+                        std::to_string(limits.priority_levels) + " priority level" +
+                        (limits.priority_levels == 1 ? ")" : "s)");
       return error;
     }
     params.priority = static_cast<int>(number);
@@ -398,8 +397,13 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
   const msgpack::object* params = nullptr;
   const msgpack::object* timeout_ms = nullptr;
   const msgpack::object* op = nullptr;
-  const NamedSlot fields[] = {{"v", &v},           {"id", &id},         {"text", &text},      {"texts", &texts},
-                              {"params", &params}, {"op", &op},         {"timeout_ms", &timeout_ms}};
+  const NamedSlot fields[] = {{"v", &v},
+                              {"id", &id},
+                              {"text", &text},
+                              {"texts", &texts},
+                              {"params", &params},
+                              {"op", &op},
+                              {"timeout_ms", &timeout_ms}};
   std::optional<std::string> unknown;
   if (auto error = collect_fields(root.via.map, "", fields, unknown)) {
     return reject(std::move(*error));
@@ -430,23 +434,28 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
 
   if (op) {
     if (op->type != msgpack::type::STR) {
-      return reject(invalid("op must be \"generate\" or \"cancel\", got " + describe(*op)), echo_id);
+      return reject(invalid("op must be \"generate\" or \"cancel\", got " + describe(*op)),
+                    echo_id);
     }
     const std::string_view name = as_string_view(*op);
     if (name == "cancel") {
       request.op = Op::kCancel;
     } else if (name != "generate") {
-      return reject(invalid("op must be \"generate\" or \"cancel\", got " + quote_name(name)), echo_id);
+      return reject(invalid("op must be \"generate\" or \"cancel\", got " + quote_name(name)),
+                    echo_id);
     }
   }
   if (request.op == Op::kCancel) {
     // A cancel names the request to cancel by its id and carries nothing else.
-    if (!request.id) return reject(invalid("a cancel request needs the id of the request to cancel"));
-    for (const auto& [name, field] : {std::pair{"text", text}, std::pair{"texts", texts},
-                                      std::pair{"params", params}, std::pair{"timeout_ms", timeout_ms}}) {
+    if (!request.id)
+      return reject(invalid("a cancel request needs the id of the request to cancel"));
+    for (const auto& [name, field] :
+         {std::pair{"text", text}, std::pair{"texts", texts}, std::pair{"params", params},
+          std::pair{"timeout_ms", timeout_ms}}) {
       if (field) {
-        return reject(invalid(std::string("a cancel request carries only v, op and id, not '") + name + "'"),
-                      echo_id);
+        return reject(
+            invalid(std::string("a cancel request carries only v, op and id, not '") + name + "'"),
+            echo_id);
       }
     }
     return request;
@@ -697,9 +706,9 @@ std::string_view wire_name(ErrorCode code) {
 }
 
 std::optional<ErrorCode> parse_error_code(std::string_view name) {
-  for (ErrorCode code :
-       {ErrorCode::kInvalidArgument, ErrorCode::kTooLong, ErrorCode::kDeadlineExceeded,
-        ErrorCode::kOverloaded, ErrorCode::kInternal, ErrorCode::kUnavailable, ErrorCode::kCancelled}) {
+  for (ErrorCode code : {ErrorCode::kInvalidArgument, ErrorCode::kTooLong,
+                         ErrorCode::kDeadlineExceeded, ErrorCode::kOverloaded, ErrorCode::kInternal,
+                         ErrorCode::kUnavailable, ErrorCode::kCancelled}) {
     if (wire_name(code) == name) return code;
   }
   return std::nullopt;

@@ -11,7 +11,9 @@ namespace seqpipe::service {
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
-extern "C" void on_stop_signal(int) { g_stop = 1; }  // a flag only: nothing else is signal-safe
+extern "C" void on_stop_signal(int) {
+  g_stop = 1;
+}  // a flag only: nothing else is signal-safe
 }  // namespace
 
 void init_logging(std::string_view service) {
@@ -30,7 +32,11 @@ void install_stop_handlers() {
   std::signal(SIGPIPE, SIG_IGN);
 }
 
-bool stop_requested() { return g_stop != 0; }
-void request_stop() { g_stop = 1; }
+bool stop_requested() {
+  return g_stop != 0;
+}
+void request_stop() {
+  g_stop = 1;
+}
 
 }  // namespace seqpipe::service

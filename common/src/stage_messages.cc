@@ -12,9 +12,9 @@ namespace {
 using protocol::Error;
 using protocol::ErrorCode;
 
-constexpr std::string_view kKindNames[] = {"ready",   "credit",  "tokenize",    "sequence", "encode", "encoded",
-                                           "decode",  "decoded", "postprocess", "result",   "cancel",
-                                           "heartbeat"};
+constexpr std::string_view kKindNames[] = {"ready",       "credit",  "tokenize", "sequence",
+                                           "encode",      "encoded", "decode",   "decoded",
+                                           "postprocess", "result",  "cancel",   "heartbeat"};
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
@@ -26,8 +26,9 @@ void pack_str(Packer& pk, std::string_view s) {
 // Always a msgpack float32 (msgpack-c's pack_float writes whole values as integers).
 void pack_float32(msgpack::sbuffer& buf, float v) {
   const uint32_t bits = std::bit_cast<uint32_t>(v);
-  const char bytes[5] = {static_cast<char>(0xca), static_cast<char>(bits >> 24), static_cast<char>(bits >> 16),
-                         static_cast<char>(bits >> 8), static_cast<char>(bits)};
+  const char bytes[5] = {static_cast<char>(0xca), static_cast<char>(bits >> 24),
+                         static_cast<char>(bits >> 16), static_cast<char>(bits >> 8),
+                         static_cast<char>(bits)};
   buf.write(bytes, 5);
 }
 
@@ -65,8 +66,8 @@ void pack_item(msgpack::sbuffer& buf, Packer& pk, const WorkItem& w) {
   pack_str(pk, "s"), pack_float32(buf, w.score);
   pack_str(pk, "tm");
   pk.pack_array(6);
-  for (uint64_t t : {w.timings.queue_us, w.timings.tokenize_us, w.timings.batch_wait_us, w.timings.encode_us,
-                     w.timings.decode_us, w.timings.postprocess_us}) {
+  for (uint64_t t : {w.timings.queue_us, w.timings.tokenize_us, w.timings.batch_wait_us,
+                     w.timings.encode_us, w.timings.decode_us, w.timings.postprocess_us}) {
     pk.pack_uint64(t);
   }
   pack_str(pk, "x");  // reserved for heartbeat/liveness data (issue 4); nil today
@@ -96,7 +97,8 @@ class Reader {
       if (!str(kv.key, key)) return bad("a key is not a string");
       if (key == "v") {
         int64_t v = 0;
-        if (!integer(kv.val, v) || v != kVersion) return bad("v must be " + std::to_string(kVersion));
+        if (!integer(kv.val, v) || v != kVersion)
+          return bad("v must be " + std::to_string(kVersion));
         have_v = true;
       } else if (key == "kind") {
         std::string_view k;
@@ -112,11 +114,13 @@ class Reader {
         have_kind = true;
       } else if (key == "credits") {
         int64_t c = 0;
-        if (!integer(kv.val, c) || c < 0 || c > 1'000'000) return bad("credits must be an integer in [0, 1000000]");
+        if (!integer(kv.val, c) || c < 0 || c > 1'000'000)
+          return bad("credits must be an integer in [0, 1000000]");
         out.credits = static_cast<int32_t>(c);
       } else if (key == "items") {
         if (kv.val.type != msgpack::type::ARRAY) return bad("items must be an array");
-        if (kv.val.via.array.size > limits_.max_items) return bad("more than " + std::to_string(limits_.max_items) + " items");
+        if (kv.val.via.array.size > limits_.max_items)
+          return bad("more than " + std::to_string(limits_.max_items) + " items");
         out.items.resize(kv.val.via.array.size);
         for (uint32_t n = 0; n < kv.val.via.array.size; ++n) {
           if (auto e = item(kv.val.via.array.ptr[n], out.items[n], n)) return e;
@@ -131,7 +135,9 @@ class Reader {
   }
 
  private:
-  static Error bad(std::string message) { return {ErrorCode::kInvalidArgument, "stage message: " + std::move(message)}; }
+  static Error bad(std::string message) {
+    return {ErrorCode::kInvalidArgument, "stage message: " + std::move(message)};
+  }
 
   static bool str(const msgpack::object& o, std::string_view& out) {
     if (o.type != msgpack::type::STR) return false;
@@ -173,8 +179,10 @@ class Reader {
   }
 
   // An array of at most max_ids token ids (non-negative int32).
-  std::optional<Error> token_ids(const msgpack::object& v, const std::string& field, std::vector<int32_t>& out) const {
-    if (v.type != msgpack::type::ARRAY || v.via.array.size > limits_.max_ids) return bad(field + " must be an array within the size limit");
+  std::optional<Error> token_ids(const msgpack::object& v, const std::string& field,
+                                 std::vector<int32_t>& out) const {
+    if (v.type != msgpack::type::ARRAY || v.via.array.size > limits_.max_ids)
+      return bad(field + " must be an array within the size limit");
     out.resize(v.via.array.size);
     for (uint32_t k = 0; k < v.via.array.size; ++k) {
       int64_t id = 0;
@@ -201,15 +209,18 @@ class Reader {
         have_r = true;
       } else if (key == "i") {
         uint64_t idx = 0;
-        if (!unsigned_integer(v, idx) || idx > std::numeric_limits<uint32_t>::max()) return bad(field + " must be a uint32");
+        if (!unsigned_integer(v, idx) || idx > std::numeric_limits<uint32_t>::max())
+          return bad(field + " must be a uint32");
         w.index = static_cast<uint32_t>(idx);
       } else if (key == "g") {
         std::string_view s;
-        if (!str(v, s) || s.size() > 256) return bad(field + " must be a string of at most 256 bytes");
+        if (!str(v, s) || s.size() > 256)
+          return bad(field + " must be a string of at most 256 bytes");
         w.gateway = s;
       } else if (key == "b") {
         std::string_view s;
-        if (!str(v, s) || s.size() > 256) return bad(field + " must be a string of at most 256 bytes");
+        if (!str(v, s) || s.size() > 256)
+          return bad(field + " must be a string of at most 256 bytes");
         w.batcher = s;
       } else if (key == "dl") {
         if (!integer(v, w.deadline_unix_us)) return bad(field + " must be an integer");
@@ -217,43 +228,55 @@ class Reader {
         if (auto e = params(v, w.params, field)) return e;
       } else if (key == "t") {
         std::string_view s;
-        if (!str(v, s) || s.size() > limits_.max_text_bytes) return bad(field + " must be a string within the size limit");
+        if (!str(v, s) || s.size() > limits_.max_text_bytes)
+          return bad(field + " must be a string within the size limit");
         w.text = s;
       } else if (key == "ids") {
         if (auto e = token_ids(v, field, w.ids)) return *e;
       } else if (key == "alt") {
         if (v.type != msgpack::type::ARRAY || v.via.array.size > kMaxAlternatives) {
-          return bad(field + " must be an array of at most " + std::to_string(kMaxAlternatives) + " id arrays");
+          return bad(field + " must be an array of at most " + std::to_string(kMaxAlternatives) +
+                     " id arrays");
         }
         w.alternatives.resize(v.via.array.size);
         for (uint32_t k = 0; k < v.via.array.size; ++k) {
-          if (auto e = token_ids(v.via.array.ptr[k], field + "[" + std::to_string(k) + "]", w.alternatives[k])) return *e;
+          if (auto e = token_ids(v.via.array.ptr[k], field + "[" + std::to_string(k) + "]",
+                                 w.alternatives[k]))
+            return *e;
         }
       } else if (key == "rows") {
-        if (!integer(v, w.rows) || w.rows < 0) return bad(field + " must be a non-negative integer");
+        if (!integer(v, w.rows) || w.rows < 0)
+          return bad(field + " must be a non-negative integer");
       } else if (key == "h") {
-        if (v.type != msgpack::type::BIN || v.via.bin.size > limits_.max_hidden_bytes || v.via.bin.size % 4 != 0) {
+        if (v.type != msgpack::type::BIN || v.via.bin.size > limits_.max_hidden_bytes ||
+            v.via.bin.size % 4 != 0) {
           return bad(field + " must be float32 bytes within the size limit");
         }
         w.hidden.assign(v.via.bin.ptr, v.via.bin.size);
       } else if (key == "s") {
         // NaN would reach clients as a score and never compares equal (found by tests/fuzz).
-        if (!number(v, w.score) || std::isnan(w.score)) return bad(field + " must be a number, not NaN");
+        if (!number(v, w.score) || std::isnan(w.score))
+          return bad(field + " must be a number, not NaN");
       } else if (key == "tm") {
-        if (v.type != msgpack::type::ARRAY || v.via.array.size != 6) return bad(field + " must be an array of 6 integers");
-        uint64_t* slots[6] = {&w.timings.queue_us,  &w.timings.tokenize_us, &w.timings.batch_wait_us,
-                              &w.timings.encode_us, &w.timings.decode_us,   &w.timings.postprocess_us};
+        if (v.type != msgpack::type::ARRAY || v.via.array.size != 6)
+          return bad(field + " must be an array of 6 integers");
+        uint64_t* slots[6] = {&w.timings.queue_us,      &w.timings.tokenize_us,
+                              &w.timings.batch_wait_us, &w.timings.encode_us,
+                              &w.timings.decode_us,     &w.timings.postprocess_us};
         for (int k = 0; k < 6; ++k) {
-          if (!unsigned_integer(v.via.array.ptr[k], *slots[k])) return bad(field + " must be an array of 6 integers");
+          if (!unsigned_integer(v.via.array.ptr[k], *slots[k]))
+            return bad(field + " must be an array of 6 integers");
         }
       } else if (key == "x") {
         if (v.type != msgpack::type::NIL) return bad(field + " must be nil in version 1");
       } else if (key == "e") {
-        if (v.type != msgpack::type::MAP || v.via.map.size != 2) return bad(field + " must be {c, m}");
+        if (v.type != msgpack::type::MAP || v.via.map.size != 2)
+          return bad(field + " must be {c, m}");
         Error err;
         for (uint32_t k = 0; k < 2; ++k) {
           std::string_view ek, ev;
-          if (!str(v.via.map.ptr[k].key, ek) || !str(v.via.map.ptr[k].val, ev)) return bad(field + " must be {c, m}");
+          if (!str(v.via.map.ptr[k].key, ek) || !str(v.via.map.ptr[k].val, ev))
+            return bad(field + " must be {c, m}");
           if (ek == "c") {
             auto code = protocol::parse_error_code(ev);
             if (!code) return bad(field + ".c is not an error code");
@@ -274,7 +297,8 @@ class Reader {
     return std::nullopt;
   }
 
-  std::optional<Error> params(const msgpack::object& o, protocol::GenerateParams& p, const std::string& field) {
+  std::optional<Error> params(const msgpack::object& o, protocol::GenerateParams& p,
+                              const std::string& field) {
     if (o.type != msgpack::type::MAP) return bad(field + " must be a map");
     for (uint32_t i = 0; i < o.via.map.size; ++i) {
       std::string_view key;
@@ -286,7 +310,8 @@ class Reader {
       } else if (key == "nb") {
         if (!small_int(v, 1, 64, p.num_beams)) return bad(f + " must be in [1, 64]");
       } else if (key == "lp") {
-        if (!number(v, p.length_penalty) || !std::isfinite(p.length_penalty)) return bad(f + " must be a finite number");
+        if (!number(v, p.length_penalty) || !std::isfinite(p.length_penalty))
+          return bad(f + " must be a finite number");
       } else if (key == "min") {
         if (!small_int(v, 0, 4096, p.min_new_tokens)) return bad(f + " must be in [0, 4096]");
       } else if (key == "rs") {
@@ -307,7 +332,9 @@ class Reader {
 
 }  // namespace
 
-std::string_view kind_name(MessageKind kind) { return kKindNames[static_cast<size_t>(kind)]; }
+std::string_view kind_name(MessageKind kind) {
+  return kKindNames[static_cast<size_t>(kind)];
+}
 
 std::string encode(const StageMessage& m) {
   msgpack::sbuffer buf;
@@ -324,21 +351,25 @@ std::string encode(const StageMessage& m) {
 
 std::variant<StageMessage, Error> decode(std::span<const uint8_t> bytes, const Limits& limits) {
   if (bytes.size() > limits.max_message_bytes) {
-    return Error{ErrorCode::kTooLong, "stage message: " + std::to_string(bytes.size()) + " bytes, limit " +
+    return Error{ErrorCode::kTooLong, "stage message: " + std::to_string(bytes.size()) +
+                                          " bytes, limit " +
                                           std::to_string(limits.max_message_bytes)};
   }
   // Limits sized so a header cannot make the unpacker reserve much more than the frame holds.
   const msgpack::unpack_limit unpack_limits(
-      /*array=*/std::max(limits.max_items, limits.max_ids), /*map=*/32, /*str=*/limits.max_text_bytes,
+      /*array=*/std::max(limits.max_items, limits.max_ids), /*map=*/32,
+      /*str=*/limits.max_text_bytes,
       /*bin=*/limits.max_hidden_bytes, /*ext=*/0, /*depth=*/6);
   msgpack::object_handle handle;
   try {
     size_t offset = 0;
-    handle = msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size(), offset, nullptr, nullptr,
-                             unpack_limits);
-    if (offset != bytes.size()) return Error{ErrorCode::kInvalidArgument, "stage message: trailing bytes"};
+    handle = msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size(), offset,
+                             nullptr, nullptr, unpack_limits);
+    if (offset != bytes.size())
+      return Error{ErrorCode::kInvalidArgument, "stage message: trailing bytes"};
   } catch (const std::exception& e) {
-    return Error{ErrorCode::kInvalidArgument, std::string("stage message: not valid msgpack within limits (") + e.what() + ")"};
+    return Error{ErrorCode::kInvalidArgument,
+                 std::string("stage message: not valid msgpack within limits (") + e.what() + ")"};
   }
   StageMessage out;
   Reader reader(limits);

@@ -28,11 +28,14 @@ std::optional<std::vector<StageStatus>> decode(std::string_view bytes) {
   // Limits before parsing: a few bytes claiming a huge array must not make msgpack allocate
   // for it (found by tests/fuzz). A hub reports a handful of stages of five fields each.
   if (bytes.size() > 64 * 1024) return std::nullopt;
-  const msgpack::unpack_limit limits(/*array=*/64, /*map=*/16, /*str=*/256, /*bin=*/0, /*ext=*/0, /*depth=*/3);
+  const msgpack::unpack_limit limits(/*array=*/64, /*map=*/16, /*str=*/256, /*bin=*/0, /*ext=*/0,
+                                     /*depth=*/3);
   try {
-    const msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size(), nullptr, nullptr, limits);
+    const msgpack::object_handle handle =
+        msgpack::unpack(bytes.data(), bytes.size(), nullptr, nullptr, limits);
     std::vector<StageStatus> stages;
-    for (const auto& entry : handle.get().as<std::vector<std::map<std::string, msgpack::object>>>()) {
+    for (const auto& entry :
+         handle.get().as<std::vector<std::map<std::string, msgpack::object>>>()) {
       StageStatus s;
       s.stage = entry.at("stage").as<std::string>();
       s.replicas = entry.at("replicas").as<int>();

@@ -12,8 +12,10 @@ Socket::Socket(zmq::context_t& context, zmq::socket_type type, const SocketOptio
   socket_.set(zmq::sockopt::linger, options.linger_ms);
   socket_.set(zmq::sockopt::sndhwm, options.high_water_mark);
   socket_.set(zmq::sockopt::rcvhwm, options.high_water_mark);
-  if (options.max_message_bytes > 0) socket_.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
-  if (!options.routing_id.empty()) socket_.set(zmq::sockopt::routing_id, zmq::buffer(options.routing_id));
+  if (options.max_message_bytes > 0)
+    socket_.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
+  if (!options.routing_id.empty())
+    socket_.set(zmq::sockopt::routing_id, zmq::buffer(options.routing_id));
   if (type == zmq::socket_type::router) {
     // A reply to a peer that went away is an error we can count, not a silent drop.
     socket_.set(zmq::sockopt::router_mandatory, true);
@@ -26,7 +28,9 @@ std::string Socket::bind(const std::string& endpoint) {
     const std::filesystem::path path(endpoint.substr(kIpc.size()));
     std::error_code ec;
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec) throw std::runtime_error("bind " + endpoint + ": cannot create " + path.parent_path().string() + ": " + ec.message());
+    if (ec)
+      throw std::runtime_error("bind " + endpoint + ": cannot create " +
+                               path.parent_path().string() + ": " + ec.message());
   }
   std::string wanted = endpoint;
   if (wanted.size() > 2 && wanted.compare(wanted.size() - 2, 2, ":0") == 0) {
@@ -66,7 +70,9 @@ bool send_frames(zmq::socket_t& socket, const Range& frames, size_t count, bool 
 }
 }  // namespace
 
-bool Socket::send(const Frames& frames, bool dontwait) { return send_frames(socket_, frames, frames.size(), dontwait); }
+bool Socket::send(const Frames& frames, bool dontwait) {
+  return send_frames(socket_, frames, frames.size(), dontwait);
+}
 
 bool Socket::send(std::initializer_list<std::string_view> frames, bool dontwait) {
   return send_frames(socket_, frames, frames.size(), dontwait);

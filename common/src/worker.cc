@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <stdexcept>
 
-
 #include "seqpipe/common/liveness.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/transport.h"
@@ -22,7 +21,8 @@ void Outbox::fail(stage::WorkItem item, protocol::Error error, std::string_view 
   item.hidden.clear();
   item.rows = 0;
   std::string endpoint = item.gateway;
-  pushes.emplace_back(std::move(endpoint), stage::StageMessage{stage::MessageKind::kResult, 0, {std::move(item)}});
+  pushes.emplace_back(std::move(endpoint),
+                      stage::StageMessage{stage::MessageKind::kResult, 0, {std::move(item)}});
 }
 
 void Outbox::results(std::vector<stage::WorkItem>&& items) {
@@ -39,11 +39,13 @@ void Outbox::results(std::vector<stage::WorkItem>&& items) {
   items.clear();
 }
 
-std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>& frames, size_t expected_frames,
-                                                 std::string_view from, const stage::Limits& limits,
+std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>& frames,
+                                                 size_t expected_frames, std::string_view from,
+                                                 const stage::Limits& limits,
                                                  metrics::StageMetrics& metrics) {
   if (frames.size() != expected_frames) {
-    spdlog::warn("dropped a message of {} frames from {} (expected {})", frames.size(), from, expected_frames);
+    spdlog::warn("dropped a message of {} frames from {} (expected {})", frames.size(), from,
+                 expected_frames);
     metrics.malformed();
     return std::nullopt;
   }
@@ -56,23 +58,25 @@ std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>&
   return std::move(std::get<stage::StageMessage>(decoded));
 }
 
-
 int hub_share(int capacity, size_t hub, size_t hubs) {
   const auto n = static_cast<int>(hubs);
   return capacity / n + (static_cast<int>(hub) < capacity % n ? 1 : 0);
 }
 
-std::vector<std::string> hubs_or(const std::vector<std::string>& configured, const std::string& the_hub) {
+std::vector<std::string> hubs_or(const std::vector<std::string>& configured,
+                                 const std::string& the_hub) {
   return configured.empty() ? std::vector<std::string>{the_hub} : configured;
 }
 
 int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics) {
   using Clock = std::chrono::steady_clock;
   const size_t hub_count = options.hub_endpoints.size();
-  if (hub_count == 0) throw std::invalid_argument(options.stage_name + ": no hub endpoint to connect to");
+  if (hub_count == 0)
+    throw std::invalid_argument(options.stage_name + ": no hub endpoint to connect to");
   if (stage.capacity() < static_cast<int>(hub_count)) {
-    throw std::invalid_argument(options.stage_name + ": capacity " + std::to_string(stage.capacity()) +
-                                " cannot give each of " + std::to_string(hub_count) + " hubs a credit");
+    throw std::invalid_argument(options.stage_name + ": capacity " +
+                                std::to_string(stage.capacity()) + " cannot give each of " +
+                                std::to_string(hub_count) + " hubs a credit");
   }
   zmq::context_t context(1);
   transport::SocketOptions hub_options;
@@ -93,11 +97,14 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   std::vector<Hub> hubs;
   hubs.reserve(hub_count);
   for (size_t i = 0; i < hub_count; ++i) {
-    hubs.push_back({options.hub_endpoints[i], "the hub " + options.hub_endpoints[i],
+    hubs.push_back({options.hub_endpoints[i],
+                    "the hub " + options.hub_endpoints[i],
                     hub_share(stage.capacity(), i, hub_count),
                     common::PeerLiveness(options.heartbeat_interval, options.heartbeat_liveness,
                                          options.reconnect_max, Clock::now()),
-                    nullptr, std::nullopt, {}});
+                    nullptr,
+                    std::nullopt,
+                    {}});
   }
   // The poller watches the connected hubs' sockets; rebuilt when a socket is replaced.
   std::unique_ptr<transport::Poller> poller;
@@ -114,7 +121,8 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   };
   auto connect = [&](size_t i, int credits) {
     Hub& hub = hubs[i];
-    hub.socket = std::make_unique<transport::Socket>(context, zmq::socket_type::dealer, hub_options);
+    hub.socket =
+        std::make_unique<transport::Socket>(context, zmq::socket_type::dealer, hub_options);
     hub.socket->connect(hub.endpoint);
     hub.socket->send({std::string_view(stage::encode({stage::MessageKind::kReady, credits, {}}))});
     hub.reconnect_at.reset();
@@ -135,15 +143,16 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     }
     for (const auto& [endpoint, message] : out.pushes) {
       if (!pushers.send(endpoint, stage::encode(message))) {
-        spdlog::warn("{}: could not send {} item(s) to '{}'; dropped", options.stage_name, message.items.size(),
-                     endpoint);
+        spdlog::warn("{}: could not send {} item(s) to '{}'; dropped", options.stage_name,
+                     message.items.size(), endpoint);
       }
     }
     out.to_hub.clear();
     out.pushes.clear();
   };
   auto handle = [&](size_t i, const transport::Frames& frames) {
-    hubs[i].liveness.seen(Clock::now());  // anything from the hub, even malformed, shows it is alive
+    hubs[i].liveness.seen(
+        Clock::now());  // anything from the hub, even malformed, shows it is alive
     auto message = decode_frames(frames, 1, hubs[i].from, options.limits, metrics);
     if (!message || message->kind == stage::MessageKind::kHeartbeat) return;
     out.hub = i;
@@ -152,8 +161,8 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
       return;
     }
     if (message->kind != stage.accepts()) {
-      spdlog::warn("{}: ignored a '{}' message from {}", options.stage_name, stage::kind_name(message->kind),
-                   hubs[i].endpoint);
+      spdlog::warn("{}: ignored a '{}' message from {}", options.stage_name,
+                   stage::kind_name(message->kind), hubs[i].endpoint);
       metrics.malformed();
       return;
     }
@@ -164,9 +173,11 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     const auto now = Clock::now();
     auto wait = stage.has_pending_work() ? std::chrono::milliseconds(0) : options.idle_poll;
     for (const Hub& hub : hubs) {
-      wait = std::min(wait, hub.reconnect_at ? std::max(std::chrono::milliseconds(0),
-                                                        std::chrono::ceil<std::chrono::milliseconds>(*hub.reconnect_at - now))
-                                             : hub.liveness.until_heartbeat(now));
+      wait =
+          std::min(wait, hub.reconnect_at ? std::max(std::chrono::milliseconds(0),
+                                                     std::chrono::ceil<std::chrono::milliseconds>(
+                                                         *hub.reconnect_at - now))
+                                          : hub.liveness.until_heartbeat(now));
     }
     if (poller->poll(wait) > 0) {
       for (size_t p = 0; p < polled.size(); ++p) {
@@ -186,18 +197,20 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
         // Its share minus what its work still holds (that returns with its results).
         connect(i, std::max(0, hub.share - stage.held(i)));
         hub.liveness.reconnected(after);
-        for (auto& message : hub.pending) hub.socket->send({std::string_view(stage::encode(message))});
+        for (auto& message : hub.pending)
+          hub.socket->send({std::string_view(stage::encode(message))});
         hub.pending.clear();
         sockets_changed = true;
         continue;
       }
       if (hub.liveness.heartbeat_due(after)) {
-        hub.socket->send({std::string_view(stage::encode({stage::MessageKind::kHeartbeat, 0, {}}))});
+        hub.socket->send(
+            {std::string_view(stage::encode({stage::MessageKind::kHeartbeat, 0, {}}))});
       }
       if (hub.liveness.hub_dead(after)) {
         const auto pause = hub.liveness.reconnect_pause();
-        spdlog::warn("{}: no word from {} for {} heartbeats; reconnecting in {} ms", options.stage_name, hub.endpoint,
-                     options.heartbeat_liveness, pause.count());
+        spdlog::warn("{}: no word from {} for {} heartbeats; reconnecting in {} ms",
+                     options.stage_name, hub.endpoint, options.heartbeat_liveness, pause.count());
         // Work in hand goes on meanwhile (a decoder's running sequences); its answers wait in
         // `pending` for the new connection.
         hub.socket.reset();
@@ -211,10 +224,10 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   return 0;
 }
 
-int serve_worker(std::string_view stage_name, const std::string& metrics_address, int metrics_port,
-                 const std::vector<std::string>& hub_endpoints,
-                 const config::LivenessConfig& liveness,
-                 const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage) {
+int serve_worker(
+    std::string_view stage_name, const std::string& metrics_address, int metrics_port,
+    const std::vector<std::string>& hub_endpoints, const config::LivenessConfig& liveness,
+    const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage) {
   service::init_logging(stage_name);
   service::install_stop_handlers();
   metrics::Exporter exporter(stage_name, metrics_port, metrics::kReplicaPortRange, metrics_address);
@@ -223,8 +236,10 @@ int serve_worker(std::string_view stage_name, const std::string& metrics_address
   const std::unique_ptr<WorkerStage> stage = make_stage(stage_metrics);
   const auto warm_start = std::chrono::steady_clock::now();
   if (stage->warm_up()) {
-    spdlog::info("{}: warmed up in {:.1f} ms", stage_name,
-                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start).count());
+    spdlog::info(
+        "{}: warmed up in {:.1f} ms", stage_name,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start)
+            .count());
   }
   WorkerOptions options;
   options.stage_name = std::string(stage_name);

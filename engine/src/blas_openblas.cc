@@ -1,7 +1,7 @@
 // The BLAS seam implemented on OpenBLAS (Debian libopenblas-dev).
-#include <cblas.h>
-
 #include "seqpipe/engine/blas.h"
+
+#include <cblas.h>
 
 namespace seqpipe::engine::blas {
 
@@ -19,8 +19,12 @@ void gemm(bool b_transposed, int64_t m, int64_t n, int64_t k, float alpha, const
               static_cast<blasint>(ldc));
 }
 
-void set_num_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
+void set_num_threads(int threads) {
+  openblas_set_num_threads(threads < 1 ? 1 : threads);
+}
 
-int num_threads() { return openblas_get_num_threads(); }
+int num_threads() {
+  return openblas_get_num_threads();
+}
 
 }  // namespace seqpipe::engine::blas

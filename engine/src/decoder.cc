@@ -35,8 +35,9 @@ Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
   ws.ff_b = Tensor::empty({n, c.d_ff});
   ws.logits = Tensor::empty({n, c.vocab_size});
   // One attention scratch row per thread (ops::attention runs sequences in parallel).
-  ws.scratch = Tensor::empty({static_cast<int64_t>(ops::max_threads()) *
-                              std::max(cache.options().max_target_len, cache.options().max_source_len)});
+  ws.scratch =
+      Tensor::empty({static_cast<int64_t>(ops::max_threads()) *
+                     std::max(cache.options().max_target_len, cache.options().max_source_len)});
   ws.seqs.resize(static_cast<size_t>(n));
   ws.positions.resize(static_cast<size_t>(n));
   ws.slot_stamp.assign(static_cast<size_t>(n), 0);
@@ -46,17 +47,20 @@ namespace {
 void check_source_length(int64_t source_len, const KvCache& cache) {
   if (source_len < 1 || source_len > cache.options().max_source_len) {
     throw EngineError("source length " + std::to_string(source_len) + " is outside [1, " +
-                      std::to_string(cache.options().max_source_len) + "] (KV cache max_source_len)");
+                      std::to_string(cache.options().max_source_len) +
+                      "] (KV cache max_source_len)");
   }
 }
 }  // namespace
 
 void Decoder::start(const EncoderOutput& encoded, const int* slots) {
-  if (!encoded.valid(model_->config().d_model)) throw EngineError("Decoder::start: malformed EncoderOutput");
+  if (!encoded.valid(model_->config().d_model))
+    throw EngineError("Decoder::start: malformed EncoderOutput");
   const int64_t total = encoded.offsets.empty() ? 0 : encoded.offsets.back();
   for (size_t i = 0; i < encoded.size(); ++i) {
     check_source_length(encoded.length(i), cache_);
-    if (!cache_.held(slots[i])) throw EngineError("Decoder::start: slot " + std::to_string(slots[i]) + " is not held");
+    if (!cache_.held(slots[i]))
+      throw EngineError("Decoder::start: slot " + std::to_string(slots[i]) + " is not held");
   }
   if (total == 0) return;
   const T5Model& m = *model_;
@@ -86,13 +90,16 @@ void Decoder::start(const EncoderOutput& encoded, const int* slots) {
 
 void Decoder::start(int slot, const float* encoder_rows, int64_t source_len) {
   check_source_length(source_len, cache_);
-  if (!cache_.held(slot)) throw EngineError("Decoder::start: slot " + std::to_string(slot) + " is not held");
+  if (!cache_.held(slot))
+    throw EngineError("Decoder::start: slot " + std::to_string(slot) + " is not held");
   const T5Model& m = *model_;
   int64_t layer = 0;
   for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
     // Cross-attention K/V depend only on the encoder output: computed once per sequence.
-    ops::linear(m.device(), encoder_rows, source_len, blk.cross_attention.k, cache_.cross_k(slot, layer));
-    ops::linear(m.device(), encoder_rows, source_len, blk.cross_attention.v, cache_.cross_v(slot, layer));
+    ops::linear(m.device(), encoder_rows, source_len, blk.cross_attention.k,
+                cache_.cross_k(slot, layer));
+    ops::linear(m.device(), encoder_rows, source_len, blk.cross_attention.v,
+                cache_.cross_v(slot, layer));
     ++layer;
   }
   cache_.set_source_length(slot, source_len);
@@ -101,7 +108,8 @@ void Decoder::start(int slot, const float* encoder_rows, int64_t source_len) {
 
 Tensor& Decoder::step(const int* slots, const int* tokens, int n) {
   Workspace& ws = *ws_;
-  if (n < 1 || n > cache_.num_slots()) throw EngineError("Decoder::step: batch of " + std::to_string(n) + " slots");
+  if (n < 1 || n > cache_.num_slots())
+    throw EngineError("Decoder::step: batch of " + std::to_string(n) + " slots");
   const T5Model& m = *model_;
   const T5Config& c = m.config();
   const Device dev = m.device();
@@ -112,15 +120,18 @@ Tensor& Decoder::step(const int* slots, const int* tokens, int n) {
   const uint64_t stamp = ++ws.step_count;
   for (int i = 0; i < n; ++i) {
     const int s = slots[i];
-    if (!cache_.held(s) || cache_.source_length(s) == 0 || ws.slot_stamp[static_cast<size_t>(s)] == stamp) {
-      throw EngineError("Decoder::step: slot " + std::to_string(s) + " is not held, not started or given twice");
+    if (!cache_.held(s) || cache_.source_length(s) == 0 ||
+        ws.slot_stamp[static_cast<size_t>(s)] == stamp) {
+      throw EngineError("Decoder::step: slot " + std::to_string(s) +
+                        " is not held, not started or given twice");
     }
     ws.slot_stamp[static_cast<size_t>(s)] = stamp;
   }
   for (int i = 0; i < n; ++i) {
     const int64_t pos = cache_.length(slots[i]);
     if (pos >= cache_.options().max_target_len) {
-      throw EngineError("Decoder::step: slot " + std::to_string(slots[i]) + " is full (max_target_len " +
+      throw EngineError("Decoder::step: slot " + std::to_string(slots[i]) +
+                        " is full (max_target_len " +
                         std::to_string(cache_.options().max_target_len) + ")");
     }
     ws.positions[static_cast<size_t>(i)] = pos;
@@ -153,14 +164,21 @@ Tensor& Decoder::step(const int* slots, const int* tokens, int n) {
       profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
       for (int i = 0; i < n; ++i) {
         const int64_t pos = ws.positions[static_cast<size_t>(i)];
-        std::memcpy(cache_.self_k(slots[i], layer) + pos * inner, ws.k.row(i), static_cast<size_t>(inner) * sizeof(float));
-        std::memcpy(cache_.self_v(slots[i], layer) + pos * inner, ws.v.row(i), static_cast<size_t>(inner) * sizeof(float));
+        std::memcpy(cache_.self_k(slots[i], layer) + pos * inner, ws.k.row(i),
+                    static_cast<size_t>(inner) * sizeof(float));
+        std::memcpy(cache_.self_v(slots[i], layer) + pos * inner, ws.v.row(i),
+                    static_cast<size_t>(inner) * sizeof(float));
       }
     }
     for (int i = 0; i < n; ++i) {
       const int64_t pos = ws.positions[static_cast<size_t>(i)];
-      ws.seqs[static_cast<size_t>(i)] = {ws.q.row(i), 1, pos, cache_.self_k(slots[i], layer),
-                                         cache_.self_v(slots[i], layer), pos + 1, ws.attn.row(i)};
+      ws.seqs[static_cast<size_t>(i)] = {ws.q.row(i),
+                                         1,
+                                         pos,
+                                         cache_.self_k(slots[i], layer),
+                                         cache_.self_v(slots[i], layer),
+                                         pos + 1,
+                                         ws.attn.row(i)};
     }
     ops::attention(dev, self_args);
     ops::linear(dev, ws.attn.data(), n, blk.self_attention.o, hidden, 1.0f);
@@ -169,19 +187,26 @@ Tensor& Decoder::step(const int* slots, const int* tokens, int n) {
     ops::rms_norm(dev, hidden, n, blk.cross_attention_norm, eps, 1.0f, ws.normed.data());
     ops::linear(dev, ws.normed.data(), n, blk.cross_attention.q, ws.q.data());
     for (int i = 0; i < n; ++i) {
-      ws.seqs[static_cast<size_t>(i)] = {ws.q.row(i), 1, 0, cache_.cross_k(slots[i], layer),
-                                         cache_.cross_v(slots[i], layer), cache_.source_length(slots[i]),
+      ws.seqs[static_cast<size_t>(i)] = {ws.q.row(i),
+                                         1,
+                                         0,
+                                         cache_.cross_k(slots[i], layer),
+                                         cache_.cross_v(slots[i], layer),
+                                         cache_.source_length(slots[i]),
                                          ws.attn.row(i)};
     }
     ops::attention(dev, cross_args);
     ops::linear(dev, ws.attn.data(), n, blk.cross_attention.o, hidden, 1.0f);
 
     ops::rms_norm(dev, hidden, n, blk.ffn_norm, eps, 1.0f, ws.normed.data());
-    layers::feed_forward_residual(m, blk.ffn, ws.normed.data(), n, ws.ff_a.data(), ws.ff_b.data(), hidden);
+    layers::feed_forward_residual(m, blk.ffn, ws.normed.data(), n, ws.ff_a.data(), ws.ff_b.data(),
+                                  hidden);
     ++layer;
   }
   // Tied embeddings: HF scales the decoder output by d_model^-0.5 before the shared lm_head.
-  const float scale = c.tie_word_embeddings ? static_cast<float>(std::pow(static_cast<double>(c.d_model), -0.5)) : 1.0f;
+  const float scale = c.tie_word_embeddings
+                          ? static_cast<float>(std::pow(static_cast<double>(c.d_model), -0.5))
+                          : 1.0f;
   ops::rms_norm(dev, hidden, n, m.decoder_final_norm(), eps, scale, ws.normed.data());
   ops::linear(dev, ws.normed.data(), n, m.lm_head(), ws.logits.data(), 0.0f, profiler::Op::kLmHead);
 

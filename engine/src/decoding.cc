@@ -43,8 +43,10 @@ class GreedySearch final : public SearchStrategy {
   void advance(float* logits, int64_t vocab, KvCache&) override {
     profiler::ScopedOp timer(profiler::Op::kSearch);
     const int generated = static_cast<int>(ids_.size()) - 1;
-    if (generated < options_.min_new_tokens) logits[eos_] = kNegInf;  // MinNewTokensLengthLogitsProcessor
-    const int best = static_cast<int>(cpu::argmax(logits, vocab));  // first maximum, as torch.argmax
+    if (generated < options_.min_new_tokens)
+      logits[eos_] = kNegInf;  // MinNewTokensLengthLogitsProcessor
+    const int best =
+        static_cast<int>(cpu::argmax(logits, vocab));  // first maximum, as torch.argmax
     if (options_.return_scores) logprobs_.push_back(logits[best] - log_sum_exp(logits, vocab));
     ids_.push_back(best);
     next_ = best;
@@ -60,7 +62,8 @@ class GreedySearch final : public SearchStrategy {
       double sum = 0.0;
       for (float lp : logprobs_) sum += lp;
       const size_t length = ids_.size() - (ids_.back() == eos_ && ids_.size() > 1 ? 1 : 0);
-      r.score = static_cast<float>(sum / std::pow(static_cast<double>(length), options_.length_penalty));
+      r.score =
+          static_cast<float>(sum / std::pow(static_cast<double>(length), options_.length_penalty));
     }
     return r;
   }
@@ -157,8 +160,10 @@ class BeamSearch final : public SearchStrategy {
     for (int j = 0; j < beams_; ++j) {
       const Candidate& cand = candidates_[static_cast<size_t>(parents_[static_cast<size_t>(j)])];
       const size_t dst = static_cast<size_t>(j) * len, src = static_cast<size_t>(cand.beam) * len;
-      std::copy_n(tokens_.begin() + static_cast<std::ptrdiff_t>(src), cur_len, new_tokens_.begin() + static_cast<std::ptrdiff_t>(dst));
-      std::copy_n(logprobs_.begin() + static_cast<std::ptrdiff_t>(src), cur_len, new_logprobs_.begin() + static_cast<std::ptrdiff_t>(dst));
+      std::copy_n(tokens_.begin() + static_cast<std::ptrdiff_t>(src), cur_len,
+                  new_tokens_.begin() + static_cast<std::ptrdiff_t>(dst));
+      std::copy_n(logprobs_.begin() + static_cast<std::ptrdiff_t>(src), cur_len,
+                  new_logprobs_.begin() + static_cast<std::ptrdiff_t>(dst));
       new_tokens_[dst + static_cast<size_t>(cur_len)] = cand.token;
       new_logprobs_[dst + static_cast<size_t>(cur_len)] = cand.logprob;
       beam_scores_[static_cast<size_t>(j)] = cand.score;
@@ -177,7 +182,8 @@ class BeamSearch final : public SearchStrategy {
     }
     cur_len_ = cur_len + 1;
     if (cur_len_ >= max_len_) {  // max length: every live beam becomes a hypothesis (finalize)
-      for (int b = 0; b < beams_; ++b) add_hypothesis_full(b, cur_len_, beam_scores_[static_cast<size_t>(b)]);
+      for (int b = 0; b < beams_; ++b)
+        add_hypothesis_full(b, cur_len_, beam_scores_[static_cast<size_t>(b)]);
       done_ = true;
     }
   }
@@ -187,7 +193,9 @@ class BeamSearch final : public SearchStrategy {
     // sorted(beams, key=score).pop(): the highest score, the latest added among equals.
     int best = -1;
     for (int idx : order_) {
-      if (best < 0 || hyps_[static_cast<size_t>(idx)].score >= hyps_[static_cast<size_t>(best)].score) best = idx;
+      if (best < 0 ||
+          hyps_[static_cast<size_t>(idx)].score >= hyps_[static_cast<size_t>(best)].score)
+        best = idx;
     }
     if (best < 0) return r;
     const Hypothesis& h = hyps_[static_cast<size_t>(best)];
@@ -201,7 +209,8 @@ class BeamSearch final : public SearchStrategy {
       std::stable_sort(rest.begin(), rest.end(), [&](int a, int b) {
         return hyps_[static_cast<size_t>(a)].score > hyps_[static_cast<size_t>(b)].score;
       });
-      for (size_t k = 0; k < rest.size() && static_cast<int>(k) + 1 < options_.num_return_sequences; ++k) {
+      for (size_t k = 0; k < rest.size() && static_cast<int>(k) + 1 < options_.num_return_sequences;
+           ++k) {
         r.alternatives.push_back(ids_of(hyps_[static_cast<size_t>(rest[k])]));
       }
     }
@@ -254,8 +263,9 @@ class BeamSearch final : public SearchStrategy {
 
   // BeamHypotheses.add: returns the entry to fill, or null when the hypothesis is not kept.
   Hypothesis* insert(int length, float sum_logprobs) {
-    const double score = static_cast<double>(sum_logprobs) /
-                         std::pow(static_cast<double>(length), static_cast<double>(options_.length_penalty));
+    const double score =
+        static_cast<double>(sum_logprobs) /
+        std::pow(static_cast<double>(length), static_cast<double>(options_.length_penalty));
     if (static_cast<int>(order_.size()) >= beams_ && !(score > worst_score_)) return nullptr;
     int free_idx = 0;
     while (std::find(order_.begin(), order_.end(), free_idx) != order_.end()) ++free_idx;
@@ -265,11 +275,15 @@ class BeamSearch final : public SearchStrategy {
       // Drop the worst (the first in list order among equals), as HF's sorted((score, idx)).
       size_t worst = 0, second = 1;
       for (size_t i = 0; i < order_.size(); ++i) {
-        if (hyps_[static_cast<size_t>(order_[i])].score < hyps_[static_cast<size_t>(order_[worst])].score) worst = i;
+        if (hyps_[static_cast<size_t>(order_[i])].score <
+            hyps_[static_cast<size_t>(order_[worst])].score)
+          worst = i;
       }
       second = worst == 0 ? 1 : 0;
       for (size_t i = 0; i < order_.size(); ++i) {
-        if (i != worst && hyps_[static_cast<size_t>(order_[i])].score < hyps_[static_cast<size_t>(order_[second])].score) second = i;
+        if (i != worst && hyps_[static_cast<size_t>(order_[i])].score <
+                              hyps_[static_cast<size_t>(order_[second])].score)
+          second = i;
       }
       worst_score_ = hyps_[static_cast<size_t>(order_[second])].score;
       const bool dropped_new = order_[worst] == free_idx;
@@ -284,8 +298,9 @@ class BeamSearch final : public SearchStrategy {
   bool is_done(float best_sum_logprobs, int cur_len) const {
     if (static_cast<int>(order_.size()) < beams_) return false;
     if (options_.early_stopping) return true;
-    const double highest = static_cast<double>(best_sum_logprobs) /
-                           std::pow(static_cast<double>(cur_len), static_cast<double>(options_.length_penalty));
+    const double highest =
+        static_cast<double>(best_sum_logprobs) /
+        std::pow(static_cast<double>(cur_len), static_cast<double>(options_.length_penalty));
     return worst_score_ >= highest;
   }
 
@@ -296,8 +311,8 @@ class BeamSearch final : public SearchStrategy {
   int cur_len_ = 1;
   bool done_ = false;
   std::vector<int> slots_, next_;
-  std::vector<int> tokens_, new_tokens_;         // [beams, max_len]
-  std::vector<float> logprobs_, new_logprobs_;   // per-token log-probs along each beam
+  std::vector<int> tokens_, new_tokens_;        // [beams, max_len]
+  std::vector<float> logprobs_, new_logprobs_;  // per-token log-probs along each beam
   std::vector<float> beam_scores_;
   std::vector<Candidate> candidates_;
   std::vector<int> parents_, reorder_dst_, reorder_src_;
@@ -306,7 +321,8 @@ class BeamSearch final : public SearchStrategy {
   double worst_score_ = 1e9;
 };
 
-std::unique_ptr<SearchStrategy> make_search(const int* slots, const DecodingOptions& o, const T5Config& c) {
+std::unique_ptr<SearchStrategy> make_search(const int* slots, const DecodingOptions& o,
+                                            const T5Config& c) {
   if (o.num_beams == 1) return std::make_unique<GreedySearch>(slots[0], o, c);
   return std::make_unique<BeamSearch>(slots, o, c);
 }
@@ -316,7 +332,8 @@ std::unique_ptr<SearchStrategy> make_search(const int* slots, const DecodingOpti
 void DecodingOptions::validate(int64_t max_target_len) const {
   auto fail = [](const std::string& what) { throw EngineError("decoding options: " + what); };
   if (max_new_tokens < 1 || max_new_tokens > kMaxNewTokens) {
-    fail("max_new_tokens must be in [1, " + std::to_string(kMaxNewTokens) + "], got " + std::to_string(max_new_tokens));
+    fail("max_new_tokens must be in [1, " + std::to_string(kMaxNewTokens) + "], got " +
+         std::to_string(max_new_tokens));
   }
   if (int64_t{max_new_tokens} + 1 > max_target_len) {
     fail("max_new_tokens " + std::to_string(max_new_tokens) + " exceeds the KV cache's limit of " +
@@ -326,11 +343,13 @@ void DecodingOptions::validate(int64_t max_target_len) const {
     fail("min_new_tokens must be in [0, max_new_tokens], got " + std::to_string(min_new_tokens));
   }
   if (num_beams < 1 || num_beams > kMaxBeams) {
-    fail("num_beams must be in [1, " + std::to_string(kMaxBeams) + "], got " + std::to_string(num_beams));
+    fail("num_beams must be in [1, " + std::to_string(kMaxBeams) + "], got " +
+         std::to_string(num_beams));
   }
   if (!std::isfinite(length_penalty)) fail("length_penalty must be a finite number");
   if (num_return_sequences < 1 || num_return_sequences > num_beams) {
-    fail("num_return_sequences must be in [1, num_beams], got " + std::to_string(num_return_sequences));
+    fail("num_return_sequences must be in [1, num_beams], got " +
+         std::to_string(num_return_sequences));
   }
 }
 
@@ -344,20 +363,26 @@ Generator::Generator(std::shared_ptr<const T5Model> model, const GeneratorOption
 }
 
 bool Generator::can_admit(const DecodingOptions& options) const {
-  return cache_.free_slots() >= options.num_beams && options.num_beams <= cache_.options().max_beams;
+  return cache_.free_slots() >= options.num_beams &&
+         options.num_beams <= cache_.options().max_beams;
 }
 
-void Generator::check_admission(const EncoderOutput& encoded, size_t index, const DecodingOptions& options) const {
+void Generator::check_admission(const EncoderOutput& encoded, size_t index,
+                                const DecodingOptions& options) const {
   options.validate(cache_.options().max_target_len);
-  if (!encoded.valid(model_->config().d_model)) throw EngineError("Generator::add: malformed EncoderOutput");
-  if (index >= encoded.size()) throw EngineError("Generator::add: no encoder output " + std::to_string(index));
+  if (!encoded.valid(model_->config().d_model))
+    throw EngineError("Generator::add: malformed EncoderOutput");
+  if (index >= encoded.size())
+    throw EngineError("Generator::add: no encoder output " + std::to_string(index));
   if (options.num_beams > cache_.options().max_beams) {
     throw EngineError("decoding options: num_beams " + std::to_string(options.num_beams) +
-                      " exceeds the KV cache's max_beams " + std::to_string(cache_.options().max_beams));
+                      " exceeds the KV cache's max_beams " +
+                      std::to_string(cache_.options().max_beams));
   }
   const int64_t source_len = encoded.length(index);
   if (source_len > cache_.options().max_source_len) {
-    throw EngineError("input of " + std::to_string(source_len) + " tokens exceeds the KV cache's max_source_len " +
+    throw EngineError("input of " + std::to_string(source_len) +
+                      " tokens exceeds the KV cache's max_source_len " +
                       std::to_string(cache_.options().max_source_len));
   }
 }
@@ -370,11 +395,13 @@ Generator::Active Generator::prepare(const int* slots, const DecodingOptions& op
   return {next_handle_++, make_search(slots, options, model_->config())};
 }
 
-uint64_t Generator::add(const EncoderOutput& encoded, size_t index, const DecodingOptions& options) {
+uint64_t Generator::add(const EncoderOutput& encoded, size_t index,
+                        const DecodingOptions& options) {
   return add_prepared(encoded, {index}, {options}).front();
 }
 
-std::vector<uint64_t> Generator::add(const EncoderOutput& encoded, const std::vector<DecodingOptions>& options) {
+std::vector<uint64_t> Generator::add(const EncoderOutput& encoded,
+                                     const std::vector<DecodingOptions>& options) {
   if (options.size() != encoded.size()) {
     throw EngineError("Generator::add: " + std::to_string(options.size()) + " option sets for " +
                       std::to_string(encoded.size()) + " sequences");
@@ -384,7 +411,8 @@ std::vector<uint64_t> Generator::add(const EncoderOutput& encoded, const std::ve
   return add_prepared(encoded, indices, options);
 }
 
-std::vector<uint64_t> Generator::add_prepared(const EncoderOutput& encoded, const std::vector<size_t>& indices,
+std::vector<uint64_t> Generator::add_prepared(const EncoderOutput& encoded,
+                                              const std::vector<size_t>& indices,
                                               const std::vector<DecodingOptions>& options) {
   int needed = 0;
   for (size_t i = 0; i < indices.size(); ++i) {
@@ -495,7 +523,8 @@ std::vector<GenerationResult> generate(std::shared_ptr<const T5Model> model,
   go.cache.max_target_len = options.max_new_tokens + 1;
   go.cache.max_source_len = longest;
   Generator gen(model, go);
-  const std::vector<uint64_t> handles = gen.add(encoded, std::vector<DecodingOptions>(batch.size(), options));
+  const std::vector<uint64_t> handles =
+      gen.add(encoded, std::vector<DecodingOptions>(batch.size(), options));
   std::vector<Generator::Finished> finished;
   finished.reserve(batch.size());
   while (gen.active() > 0) gen.step(finished);

@@ -71,8 +71,8 @@ EncoderOutput Encoder::encode(const std::vector<std::vector<int>>& batch) {
   const int64_t inner = c.inner_dim();
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t first = out.offsets[i];
-    ws.seqs[i] = {ws.q.row(first), out.length(i), 0, ws.k.row(first), ws.v.row(first), out.length(i),
-                  ws.attn.row(first)};
+    ws.seqs[i] = {ws.q.row(first), out.length(i),     0, ws.k.row(first), ws.v.row(first),
+                  out.length(i),   ws.attn.row(first)};
   }
   ops::AttentionArgs args;
   args.seqs = ws.seqs.data();
@@ -88,14 +88,16 @@ EncoderOutput Encoder::encode(const std::vector<std::vector<int>>& batch) {
   float* hidden = out.hidden.data();
   ops::embedding(dev, ws.ids.data(), total, m.shared_embedding(), hidden);
   for (const EncoderBlockWeights& blk : m.encoder_blocks()) {
-    ops::rms_norm(dev, hidden, total, blk.attention_norm, c.layer_norm_epsilon, 1.0f, ws.normed.data());
+    ops::rms_norm(dev, hidden, total, blk.attention_norm, c.layer_norm_epsilon, 1.0f,
+                  ws.normed.data());
     ops::linear(dev, ws.normed.data(), total, blk.attention.q, ws.q.data());
     ops::linear(dev, ws.normed.data(), total, blk.attention.k, ws.k.data());
     ops::linear(dev, ws.normed.data(), total, blk.attention.v, ws.v.data());
     ops::attention(dev, args);
     ops::linear(dev, ws.attn.data(), total, blk.attention.o, hidden, 1.0f);
     ops::rms_norm(dev, hidden, total, blk.ffn_norm, c.layer_norm_epsilon, 1.0f, ws.normed.data());
-    layers::feed_forward_residual(m, blk.ffn, ws.normed.data(), total, ws.ff_a.data(), ws.ff_b.data(), hidden);
+    layers::feed_forward_residual(m, blk.ffn, ws.normed.data(), total, ws.ff_a.data(),
+                                  ws.ff_b.data(), hidden);
   }
   ops::rms_norm(dev, hidden, total, m.encoder_final_norm(), c.layer_norm_epsilon, 1.0f, hidden);
   return out;

@@ -15,8 +15,9 @@ KvCache::KvCache(const T5Config& config, const KvCacheOptions& options)
   if (options.max_source_len < 1) throw EngineError("KvCacheOptions.max_source_len must be >= 1");
   if (options.num_slots > 4096 || options.max_beams > 64 || options.max_target_len > 4097 ||
       options.max_source_len > 65536) {
-    throw EngineError("KvCacheOptions: num_slots <= 4096, max_beams <= 64, max_target_len <= 4097, "
-                      "max_source_len <= 65536");
+    throw EngineError(
+        "KvCacheOptions: num_slots <= 4096, max_beams <= 64, max_target_len <= 4097, "
+        "max_source_len <= 65536");
   }
   const int64_t slots = options.num_slots;
   self_k_ = Tensor::empty({slots * layers_ * options.max_target_len, inner_});
@@ -35,8 +36,8 @@ KvCache::KvCache(const T5Config& config, const KvCacheOptions& options)
 }
 
 uint64_t KvCache::bytes() const {
-  return static_cast<uint64_t>(self_k_.numel() + self_v_.numel() + cross_k_.numel() + cross_v_.numel() +
-                               scratch_k_.numel() + scratch_v_.numel()) *
+  return static_cast<uint64_t>(self_k_.numel() + self_v_.numel() + cross_k_.numel() +
+                               cross_v_.numel() + scratch_k_.numel() + scratch_v_.numel()) *
          sizeof(float);
 }
 
@@ -51,21 +52,24 @@ std::optional<int> KvCache::acquire() {
 }
 
 void KvCache::release(int slot) {
-  if (!held(slot)) throw EngineError("KvCache::release: slot " + std::to_string(slot) + " is not held");
+  if (!held(slot))
+    throw EngineError("KvCache::release: slot " + std::to_string(slot) + " is not held");
   held_[static_cast<size_t>(slot)] = 0;
   free_.push_back(slot);  // capacity reserved to num_slots: no allocation
 }
 
 void KvCache::set_length(int slot, int64_t len) {
   if (slot < 0 || slot >= options_.num_slots || len < 0 || len > options_.max_target_len) {
-    throw EngineError("KvCache::set_length: slot " + std::to_string(slot) + ", length " + std::to_string(len));
+    throw EngineError("KvCache::set_length: slot " + std::to_string(slot) + ", length " +
+                      std::to_string(len));
   }
   length_[static_cast<size_t>(slot)] = len;
 }
 
 void KvCache::set_source_length(int slot, int64_t len) {
   if (slot < 0 || slot >= options_.num_slots || len < 0 || len > options_.max_source_len) {
-    throw EngineError("KvCache::set_source_length: slot " + std::to_string(slot) + ", length " + std::to_string(len));
+    throw EngineError("KvCache::set_source_length: slot " + std::to_string(slot) + ", length " +
+                      std::to_string(len));
   }
   source_length_[static_cast<size_t>(slot)] = len;
 }
@@ -84,7 +88,8 @@ float* KvCache::cross_v(int slot, int64_t layer) {
 }
 
 void KvCache::reorder(const int* dst, const int* src, int n) {
-  if (n > static_cast<int>(scratch_length_.size())) throw EngineError("KvCache::reorder: more pairs than max_beams");
+  if (n > static_cast<int>(scratch_length_.size()))
+    throw EngineError("KvCache::reorder: more pairs than max_beams");
   const int64_t block = options_.max_target_len * inner_;  // floats of one layer of one slot
   // Stage every source that moves, then write: a slot may be both a source and a destination.
   for (int i = 0; i < n; ++i) {

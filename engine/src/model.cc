@@ -10,7 +10,8 @@
 
 namespace seqpipe::engine {
 
-int relative_position_bucket(int64_t rel, bool bidirectional, int64_t num_buckets, int64_t max_distance) {
+int relative_position_bucket(int64_t rel, bool bidirectional, int64_t num_buckets,
+                             int64_t max_distance) {
   // Mirrors HF T5Attention._relative_position_bucket, including its float32 log arithmetic.
   int64_t bucket = 0;
   int64_t n;
@@ -24,9 +25,11 @@ int relative_position_bucket(int64_t rel, bool bidirectional, int64_t num_bucket
   const int64_t max_exact = num_buckets / 2;
   if (n < max_exact) return static_cast<int>(bucket + n);
   const float scaled = std::log(static_cast<float>(n) / static_cast<float>(max_exact)) /
-                       static_cast<float>(std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact))) *
+                       static_cast<float>(std::log(static_cast<double>(max_distance) /
+                                                   static_cast<double>(max_exact))) *
                        static_cast<float>(num_buckets - max_exact);
-  const int64_t large = std::min<int64_t>(max_exact + static_cast<int64_t>(scaled), num_buckets - 1);
+  const int64_t large =
+      std::min<int64_t>(max_exact + static_cast<int64_t>(scaled), num_buckets - 1);
   return static_cast<int>(bucket + large);
 }
 
@@ -95,9 +98,11 @@ PositionBias expand_bias(const Tensor& buckets, const T5Config& c, bool bidirect
 }  // namespace
 
 std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const ModelOptions& options) {
-  if (!std::filesystem::is_directory(dir)) throw EngineError(dir + ": model directory does not exist");
+  if (!std::filesystem::is_directory(dir))
+    throw EngineError(dir + ": model directory does not exist");
   if (options.device != Device::kCpu) {
-    throw EngineError("device '" + std::string(device_name(options.device)) + "' has no backend in this build");
+    throw EngineError("device '" + std::string(device_name(options.device)) +
+                      "' has no backend in this build");
   }
   if (options.threads < 0) throw EngineError("ModelOptions.threads must be >= 0");
   if (options.threads > 0) ops::set_num_threads(options.threads);
@@ -114,7 +119,9 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
     m->lm_head_ = m->shared_;
   } else {
     if (!w.contains("lm_head.weight")) {
-      throw EngineError(w.path() + ": missing tensor 'lm_head.weight' (config.json has tie_word_embeddings: false)");
+      throw EngineError(
+          w.path() +
+          ": missing tensor 'lm_head.weight' (config.json has tie_word_embeddings: false)");
     }
     m->lm_head_ = w.get("lm_head.weight", {c.vocab_size, c.d_model});
   }
@@ -131,7 +138,8 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
   }
   m->encoder_final_norm_ = w.get("encoder.final_layer_norm.weight", {c.d_model});
   m->encoder_bias_ = expand_bias(
-      w.get("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", bias_shape), c, true);
+      w.get("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", bias_shape), c,
+      true);
 
   for (int64_t i = 0; i < c.num_decoder_layers; ++i) {
     const std::string b = "decoder.block." + std::to_string(i);
@@ -146,7 +154,8 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
   }
   m->decoder_final_norm_ = w.get("decoder.final_layer_norm.weight", {c.d_model});
   m->decoder_bias_ = expand_bias(
-      w.get("decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", bias_shape), c, false);
+      w.get("decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", bias_shape), c,
+      false);
 
   m->mapped_bytes_ = w.mapped();
   m->converted_bytes_ = w.converted();

@@ -23,7 +23,8 @@ void require(bool ok, const char* op, const char* what) {
 
 }  // namespace
 
-void linear(Device device, const float* x, int64_t m, const Tensor& w, float* y, float beta, profiler::Op tag) {
+void linear(Device device, const float* x, int64_t m, const Tensor& w, float* y, float beta,
+            profiler::Op tag) {
   profiler::ScopedOp timer(tag);
   require(w.rank() == 2, "linear", "weight must be 2-D [out, in]");
   if (m == 0) return;
@@ -41,9 +42,12 @@ void set_num_threads(int threads) {
   cpu::set_num_threads(threads);
 }
 
-int max_threads() { return cpu::max_threads(); }
+int max_threads() {
+  return cpu::max_threads();
+}
 
-void rms_norm(Device device, const float* x, int64_t m, const Tensor& w, float eps, float scale, float* y) {
+void rms_norm(Device device, const float* x, int64_t m, const Tensor& w, float eps, float scale,
+              float* y) {
   profiler::ScopedOp timer(profiler::Op::kRmsNorm);
   require(w.rank() == 1, "rms_norm", "weight must be 1-D");
   if (device != Device::kCpu) unsupported(device, "rms_norm");
@@ -78,7 +82,8 @@ void gated_gelu(Device device, float* a, const float* b, int64_t n) {
 void attention(Device device, const AttentionArgs& args) {
   profiler::ScopedOp timer(profiler::Op::kAttention);
   for (int64_t s = 0; s < args.num_seqs; ++s) {
-    require(args.seqs[s].k_rows <= args.scratch_size, "attention", "scratch smaller than the key count");
+    require(args.seqs[s].k_rows <= args.scratch_size, "attention",
+            "scratch smaller than the key count");
     require(args.seqs[s].k_rows > 0, "attention", "a sequence has no keys");
   }
   if (device != Device::kCpu) unsupported(device, "attention");

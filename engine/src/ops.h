@@ -22,7 +22,8 @@ void linear(Device device, const float* x, int64_t m, const Tensor& w, float* y,
             profiler::Op tag = profiler::Op::kLinear);
 
 // y = x / sqrt(mean(x^2) + eps) * w * scale, per row of width w.dim(0) (T5LayerNorm).
-void rms_norm(Device device, const float* x, int64_t m, const Tensor& w, float eps, float scale, float* y);
+void rms_norm(Device device, const float* x, int64_t m, const Tensor& w, float eps, float scale,
+              float* y);
 
 // out[i] = table[ids[i]]
 void embedding(Device device, const int* ids, int64_t n, const Tensor& table, float* out);
@@ -49,9 +50,10 @@ struct AttentionArgs {
   int64_t num_heads = 0;
   int64_t head_dim = 0;
   int64_t q_stride = 0, kv_stride = 0, out_stride = 0;  // row strides in floats
-  const PositionBias* bias = nullptr;                    // null: no position bias (cross-attention)
+  const PositionBias* bias = nullptr;                   // null: no position bias (cross-attention)
   bool causal = false;
-  float* scratch = nullptr;  // max_threads() rows of scratch_size floats, scratch_size >= max k_rows
+  float* scratch =
+      nullptr;  // max_threads() rows of scratch_size floats, scratch_size >= max k_rows
   int64_t scratch_size = 0;
 };
 

@@ -18,7 +18,8 @@ ScopedOp::ScopedOp(Op op) : op_(op), on_(enabled()) {
 ScopedOp::~ScopedOp() {
   if (!on_) return;
   const auto elapsed = std::chrono::steady_clock::now() - start_;
-  const uint64_t ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+  const uint64_t ns =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
   auto& s = t_stats[static_cast<size_t>(op_)];
   s.nanoseconds += ns > child_ns_ ? ns - child_ns_ : 0;
   s.calls += 1;
@@ -28,22 +29,39 @@ ScopedOp::~ScopedOp() {
 
 std::string_view op_name(Op op) {
   switch (op) {
-    case Op::kEmbedding: return "embedding";
-    case Op::kRmsNorm: return "rms_norm";
-    case Op::kLinear: return "linear (GEMM)";
-    case Op::kLmHead: return "lm_head (GEMM)";
-    case Op::kAttention: return "attention";
-    case Op::kActivation: return "activation";
-    case Op::kCacheUpdate: return "kv_cache update";
-    case Op::kSearch: return "search (softmax/top-k)";
-    case Op::kCount: break;
+    case Op::kEmbedding:
+      return "embedding";
+    case Op::kRmsNorm:
+      return "rms_norm";
+    case Op::kLinear:
+      return "linear (GEMM)";
+    case Op::kLmHead:
+      return "lm_head (GEMM)";
+    case Op::kAttention:
+      return "attention";
+    case Op::kActivation:
+      return "activation";
+    case Op::kCacheUpdate:
+      return "kv_cache update";
+    case Op::kSearch:
+      return "search (softmax/top-k)";
+    case Op::kCount:
+      break;
   }
   return "?";
 }
 
-void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
-bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
-void reset() { t_stats = {}; }
-std::array<OpStats, kNumOps> snapshot() { return t_stats; }
+void set_enabled(bool on) {
+  g_enabled.store(on, std::memory_order_relaxed);
+}
+bool enabled() {
+  return g_enabled.load(std::memory_order_relaxed);
+}
+void reset() {
+  t_stats = {};
+}
+std::array<OpStats, kNumOps> snapshot() {
+  return t_stats;
+}
 
 }  // namespace seqpipe::engine::profiler

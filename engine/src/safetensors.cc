@@ -21,13 +21,18 @@ namespace {
 // A header larger than this is not a checkpoint header; refuse before parsing it.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
-size_t storage_size(StorageType t) { return t == StorageType::kF32 ? 4 : 2; }
+size_t storage_size(StorageType t) {
+  return t == StorageType::kF32 ? 4 : 2;
+}
 
 const char* storage_name(StorageType t) {
   switch (t) {
-    case StorageType::kF32: return "F32";
-    case StorageType::kF16: return "F16";
-    case StorageType::kBF16: return "BF16";
+    case StorageType::kF32:
+      return "F32";
+    case StorageType::kF16:
+      return "F16";
+    case StorageType::kBF16:
+      return "BF16";
   }
   return "?";
 }
@@ -41,7 +46,9 @@ StorageType parse_dtype(const std::string& s, const std::string& where) {
 
 }  // namespace
 
-float bf16_to_float(uint16_t v) { return std::bit_cast<float>(static_cast<uint32_t>(v) << 16); }
+float bf16_to_float(uint16_t v) {
+  return std::bit_cast<float>(static_cast<uint32_t>(v) << 16);
+}
 
 uint16_t float_to_bf16(float v) {
   uint32_t bits = std::bit_cast<uint32_t>(v);
@@ -78,9 +85,9 @@ uint16_t float_to_f16(float v) {
   uint32_t bits = std::bit_cast<uint32_t>(v);
   uint32_t sign = (bits >> 16) & 0x8000u;
   uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // subnormal or zero in f16
+  if (abs < 0x38800000u) {                                               // subnormal or zero in f16
     float f = std::bit_cast<float>(abs);
     uint32_t m = static_cast<uint32_t>(std::nearbyint(f * 16777216.0f));  // f / 2^-24
     return static_cast<uint16_t>(sign | m);
@@ -106,16 +113,16 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path) {
   void* map = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (map == MAP_FAILED) throw EngineError(path + ": mmap failed: " + std::strerror(errno));
-  mapping_ = std::shared_ptr<const void>(map, [file_size](const void* p) {
-    ::munmap(const_cast<void*>(p), file_size);
-  });
+  mapping_ = std::shared_ptr<const void>(
+      map, [file_size](const void* p) { ::munmap(const_cast<void*>(p), file_size); });
   const auto* bytes = static_cast<const uint8_t*>(map);
 
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | bytes[i];
   if (header_len > kMaxHeaderBytes || header_len > file_size - 8) {
     throw EngineError(path + ": truncated or corrupt safetensors file (header length " +
-                      std::to_string(header_len) + ", file size " + std::to_string(file_size) + ")");
+                      std::to_string(header_len) + ", file size " + std::to_string(file_size) +
+                      ")");
   }
   data_ = bytes + 8 + header_len;
   size_ = file_size - 8 - header_len;
@@ -141,12 +148,14 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path) {
     info.dtype = parse_dtype(entry["dtype"].get<std::string>(), where);
     uint64_t numel = 1;
     for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned()) throw EngineError(where + ": shape must hold non-negative integers");
+      if (!d.is_number_unsigned())
+        throw EngineError(where + ": shape must hold non-negative integers");
       info.shape.push_back(d.get<int64_t>());
       numel *= d.get<uint64_t>();
     }
     for (const auto& o : entry["data_offsets"]) {
-      if (!o.is_number_unsigned()) throw EngineError(where + ": data_offsets must be non-negative integers");
+      if (!o.is_number_unsigned())
+        throw EngineError(where + ": data_offsets must be non-negative integers");
     }
     info.begin = entry["data_offsets"][0].get<uint64_t>();
     info.end = entry["data_offsets"][1].get<uint64_t>();
@@ -220,9 +229,11 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
     } else {
       std::vector<uint16_t> half(numel);
       for (uint64_t i = 0; i < numel; ++i) {
-        half[i] = t.dtype == StorageType::kBF16 ? float_to_bf16(t.values[i]) : float_to_f16(t.values[i]);
+        half[i] =
+            t.dtype == StorageType::kBF16 ? float_to_bf16(t.values[i]) : float_to_f16(t.values[i]);
       }
-      out.write(reinterpret_cast<const char*>(half.data()), static_cast<std::streamsize>(numel * 2));
+      out.write(reinterpret_cast<const char*>(half.data()),
+                static_cast<std::streamsize>(numel * 2));
     }
   }
   if (!out) throw EngineError(path + ": write failed");

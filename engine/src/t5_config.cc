@@ -29,7 +29,8 @@ class Reader {
       return fallback;
     }
     const json& v = j_[key];
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0) fail(key, "must be a positive integer, got " + v.dump());
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+      fail(key, "must be a positive integer, got " + v.dump());
     return v.get<int64_t>();
   }
 
@@ -111,8 +112,9 @@ T5Config T5Config::from_json_text(const std::string& text, const std::string& so
   // The log-spaced buckets start at num_buckets/2 (causal) or /4 (bidirectional); a max_distance
   // at or below that makes HF's formula divide by log(<= 1).
   if (c.relative_attention_max_distance <= c.relative_attention_num_buckets / 2) {
-    r.fail("relative_attention_max_distance", "must be greater than relative_attention_num_buckets / 2 (" +
-                                                  std::to_string(c.relative_attention_num_buckets / 2) + ")");
+    r.fail("relative_attention_max_distance",
+           "must be greater than relative_attention_num_buckets / 2 (" +
+               std::to_string(c.relative_attention_num_buckets / 2) + ")");
   }
   const double eps = r.number("layer_norm_epsilon", 1e-6);
   if (!(eps > 0 && eps < 1)) r.fail("layer_norm_epsilon", "must be in (0, 1)");
@@ -124,7 +126,8 @@ T5Config T5Config::from_json_text(const std::string& text, const std::string& so
   } else if (ff == "gated-gelu") {
     c.feed_forward = FeedForward::kGatedGelu;
   } else {
-    r.fail("feed_forward_proj", "is '" + ff + "'; supported: 'relu' (T5 v1.0), 'gated-gelu' (T5 v1.1)");
+    r.fail("feed_forward_proj",
+           "is '" + ff + "'; supported: 'relu' (T5 v1.0), 'gated-gelu' (T5 v1.1)");
   }
   const std::string act = r.string("dense_act_fn", ff == "relu" ? "relu" : "gelu_new");
   if ((ff == "relu" && act != "relu") || (ff == "gated-gelu" && act != "gelu_new")) {
@@ -132,14 +135,17 @@ T5Config T5Config::from_json_text(const std::string& text, const std::string& so
                                (ff == "relu" ? "relu" : "gelu_new") + "' is supported");
   }
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
-  if (r.boolean("is_decoder", false)) r.fail("is_decoder", "is true; only encoder-decoder T5 is supported");
+  if (r.boolean("is_decoder", false))
+    r.fail("is_decoder", "is true; only encoder-decoder T5 is supported");
   c.decoder_start_token_id = r.token_id("decoder_start_token_id", 0);
   c.eos_token_id = r.token_id("eos_token_id", 1);
   c.pad_token_id = r.token_id("pad_token_id", 0);
-  for (auto [key, id] : {std::pair{"decoder_start_token_id", c.decoder_start_token_id},
-                         std::pair{"eos_token_id", c.eos_token_id},
-                         std::pair{"pad_token_id", c.pad_token_id}}) {
-    if (id >= c.vocab_size) r.fail(key, "is " + std::to_string(id) + ", outside vocab_size " + std::to_string(c.vocab_size));
+  for (auto [key, id] :
+       {std::pair{"decoder_start_token_id", c.decoder_start_token_id},
+        std::pair{"eos_token_id", c.eos_token_id}, std::pair{"pad_token_id", c.pad_token_id}}) {
+    if (id >= c.vocab_size)
+      r.fail(key,
+             "is " + std::to_string(id) + ", outside vocab_size " + std::to_string(c.vocab_size));
   }
   return c;
 }

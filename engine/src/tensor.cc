@@ -11,7 +11,8 @@ namespace seqpipe::engine {
 
 namespace {
 std::shared_ptr<void> allocate(int64_t numel, Device device) {
-  if (device != Device::kCpu) throw EngineError("Tensor: device " + std::string(device_name(device)) + " is not built in");
+  if (device != Device::kCpu)
+    throw EngineError("Tensor: device " + std::string(device_name(device)) + " is not built in");
   size_t bytes = static_cast<size_t>(numel) * sizeof(float);
   bytes = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
@@ -21,7 +22,8 @@ std::shared_ptr<void> allocate(int64_t numel, Device device) {
 }  // namespace
 
 Tensor Tensor::empty(const std::vector<int64_t>& shape, Device device) {
-  if (shape.size() > kMaxRank) throw EngineError("Tensor: rank " + std::to_string(shape.size()) + " > 4");
+  if (shape.size() > kMaxRank)
+    throw EngineError("Tensor: rank " + std::to_string(shape.size()) + " > 4");
   Tensor t;
   t.rank_ = static_cast<int>(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) t.shape_[i] = shape[i];
@@ -44,7 +46,8 @@ Tensor Tensor::zeros(std::initializer_list<int64_t> shape, Device device) {
 
 Tensor Tensor::view(float* data, const std::vector<int64_t>& shape, Device device,
                     std::shared_ptr<const void> owner) {
-  if (shape.size() > kMaxRank) throw EngineError("Tensor: rank " + std::to_string(shape.size()) + " > 4");
+  if (shape.size() > kMaxRank)
+    throw EngineError("Tensor: rank " + std::to_string(shape.size()) + " > 4");
   Tensor t;
   t.rank_ = static_cast<int>(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) t.shape_[i] = shape[i];

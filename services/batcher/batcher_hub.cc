@@ -13,9 +13,12 @@ constexpr std::chrono::microseconds kIdleWakeup{100000};
 constexpr const char* kRoleNames[] = {"encoder", "decoder", "postprocessor"};
 
 uint64_t micros(Clock::duration d) {
-  return static_cast<uint64_t>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
+  return static_cast<uint64_t>(
+      std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
 }
-int cost(Role role, const stage::WorkItem& item) { return role == Role::kDecoder ? std::max(1, item.params.num_beams) : 1; }
+int cost(Role role, const stage::WorkItem& item) {
+  return role == Role::kDecoder ? std::max(1, item.params.num_beams) : 1;
+}
 }  // namespace
 
 BatchPolicy batch_policy(const config::BatcherConfig& c) {
@@ -36,7 +39,9 @@ common::HubLiveness hub_liveness(const config::LivenessConfig& c) {
 std::string item_key(const stage::WorkItem& item) {
   return item.gateway + '\n' + std::to_string(item.request) + '\n' + std::to_string(item.index);
 }
-std::string request_key(const stage::WorkItem& item) { return item.gateway + '\n' + std::to_string(item.request); }
+std::string request_key(const stage::WorkItem& item) {
+  return item.gateway + '\n' + std::to_string(item.request);
+}
 bool same_request(const stage::WorkItem& a, const stage::WorkItem& b) {
   return a.request == b.request && a.gateway == b.gateway;
 }
@@ -48,7 +53,8 @@ bool expired(const stage::WorkItem& item, int64_t now_unix_us) {
 BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics)
     : metrics_(metrics),
       batcher_(batch_policy(config.batcher)),
-      liveness_{hub_liveness(config.liveness), hub_liveness(config.liveness), hub_liveness(config.liveness)},
+      liveness_{hub_liveness(config.liveness), hub_liveness(config.liveness),
+                hub_liveness(config.liveness)},
       max_queue_size_(static_cast<size_t>(config.batcher.max_queue_size)),
       default_priority_(config.batcher.default_priority_level),
       ingress_endpoint_(config.batcher.ingress_endpoint),
@@ -69,7 +75,8 @@ void BatcherHub::on_sequences(stage::StageMessage&& message, Clock::time_point n
     return;
   }
   if (message.kind != stage::MessageKind::kSequence) {
-    spdlog::warn("batcher: ignored a '{}' message on the ingress socket", stage::kind_name(message.kind));
+    spdlog::warn("batcher: ignored a '{}' message on the ingress socket",
+                 stage::kind_name(message.kind));
     metrics_.malformed();
     return;
   }
@@ -79,14 +86,15 @@ void BatcherHub::on_sequences(stage::StageMessage&& message, Clock::time_point n
 
 void BatcherHub::fail(stage::WorkItem&& item, protocol::Error error, Outbox& out) {
   metrics_.error(error.code);
-  spdlog::warn("batcher: request {} item {}: {}: {}", item.request, item.index, protocol::wire_name(error.code),
-               error.message);
+  spdlog::warn("batcher: request {} item {}: {}: {}", item.request, item.index,
+               protocol::wire_name(error.code), error.message);
   item.ids.clear();
   item.hidden.clear();
   item.rows = 0;
   item.error = std::move(error);
   std::string gateway = item.gateway;
-  out.to_gateways.emplace_back(std::move(gateway), stage::StageMessage{stage::MessageKind::kResult, 0, {std::move(item)}});
+  out.to_gateways.emplace_back(
+      std::move(gateway), stage::StageMessage{stage::MessageKind::kResult, 0, {std::move(item)}});
 }
 
 bool BatcherHub::is_cancelled(const stage::WorkItem& item) const {
@@ -102,7 +110,8 @@ void BatcherHub::drop_cancelled(std::vector<stage::WorkItem>& items) {
 
 void BatcherHub::cancel(const stage::StageMessage& message, Outbox& out) {
   for (const auto& request : message.items) {
-    if (!cancelled_.emplace(request_key(request), request.deadline_unix_us).second) continue;  // a repeat
+    if (!cancelled_.emplace(request_key(request), request.deadline_unix_us).second)
+      continue;  // a repeat
     size_t dropped = 0;
     // Waiting for a batch.
     for (auto it = batch_items_.begin(); it != batch_items_.end();) {
@@ -143,8 +152,9 @@ void BatcherHub::cancel(const stage::StageMessage& message, Outbox& out) {
       }
     }
     if (dropped > 0) metrics_.cancelled(static_cast<double>(dropped));
-    spdlog::info("batcher: request {} of {} cancelled; {} item(s) dropped here or stopped on a decoder", request.request,
-                 request.gateway, dropped);
+    spdlog::info(
+        "batcher: request {} of {} cancelled; {} item(s) dropped here or stopped on a decoder",
+        request.request, request.gateway, dropped);
   }
 }
 
@@ -153,43 +163,51 @@ void BatcherHub::enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& 
     metrics_.cancelled();
     return;
   }
-  const int64_t left_us = item.deadline_unix_us == 0 ? int64_t{3600} * 1000000
-                                                     : item.deadline_unix_us - service::unix_now_us();
+  const int64_t left_us = item.deadline_unix_us == 0
+                              ? int64_t{3600} * 1000000
+                              : item.deadline_unix_us - service::unix_now_us();
   if (item.ids.empty()) {
-    fail(std::move(item), {protocol::ErrorCode::kInternal, "batcher received a sequence without ids"}, out);
+    fail(std::move(item),
+         {protocol::ErrorCode::kInternal, "batcher received a sequence without ids"}, out);
     return;
   }
   const int priority = level(item);
-  if (priority > batcher_.policy().priority_levels) {  // the gateway checks it; its config may differ
+  if (priority >
+      batcher_.policy().priority_levels) {  // the gateway checks it; its config may differ
     fail(std::move(item),
          {protocol::ErrorCode::kInvalidArgument,
-          "params.priority " + std::to_string(priority) + " is not a priority level of the batcher (1.." +
+          "params.priority " + std::to_string(priority) +
+              " is not a priority level of the batcher (1.." +
               std::to_string(batcher_.policy().priority_levels) + ")"},
          out);
     return;
   }
   const uint64_t id = next_sequence_++;
-  const QueuedSequence queued{id, static_cast<int>(item.ids.size()), now, now + std::chrono::microseconds(left_us),
-                              priority};
+  const QueuedSequence queued{id, static_cast<int>(item.ids.size()), now,
+                              now + std::chrono::microseconds(left_us), priority};
   // max_queue_size bounds everything waiting here, encoded sequences waiting for decoder slots
   // included: under overload the excess is refused at once instead of expiring in a queue.
   if (batcher_.size() + decode_queue_.size() >= max_queue_size_ || !batcher_.enqueue(queued)) {
-    fail(std::move(item), {protocol::ErrorCode::kOverloaded, "the batcher's queue is full; retry later"}, out);
+    fail(std::move(item),
+         {protocol::ErrorCode::kOverloaded, "the batcher's queue is full; retry later"}, out);
     return;
   }
   batch_items_.emplace(id, Waiting{now, std::move(item)});
 }
 
-void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMessage&& message, Clock::time_point now) {
+void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMessage&& message,
+                           Clock::time_point now) {
   const auto r = static_cast<size_t>(role);
   auto& credits = workers_[r];
   using stage::MessageKind;
-  const bool expected = message.kind == MessageKind::kReady || message.kind == MessageKind::kCredit ||
+  const bool expected = message.kind == MessageKind::kReady ||
+                        message.kind == MessageKind::kCredit ||
                         message.kind == MessageKind::kHeartbeat ||
                         (role == Role::kEncoder && message.kind == MessageKind::kEncoded) ||
                         (role == Role::kDecoder && message.kind == MessageKind::kDecoded);
   if (!expected) {
-    spdlog::warn("batcher: ignored a '{}' message from a {}", stage::kind_name(message.kind), kRoleNames[r]);
+    spdlog::warn("batcher: ignored a '{}' message from a {}", stage::kind_name(message.kind),
+                 kRoleNames[r]);
     metrics_.malformed();
     return;
   }
@@ -197,14 +215,16 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
   if (message.kind == MessageKind::kReady) {
     credits.announce(worker, message.credits);
     liveness_[r].seen(worker, now);
-    spdlog::info("batcher: {} joined with {} credits ({} now)", kRoleNames[r], message.credits, credits.size());
+    spdlog::info("batcher: {} joined with {} credits ({} now)", kRoleNames[r], message.credits,
+                 credits.size());
     return;
   }
   if (!known) {
     // A worker declared dead that is still talking (it was stopped, not killed): its work went
     // to another replica. It will miss our heartbeats, reconnect and announce itself anew.
     if (!message.items.empty()) {
-      spdlog::info("batcher: dropped {} late item(s) from a {} declared dead", message.items.size(), kRoleNames[r]);
+      spdlog::info("batcher: dropped {} late item(s) from a {} declared dead", message.items.size(),
+                   kRoleNames[r]);
       metrics_.late(static_cast<double>(message.items.size()));
     }
     return;
@@ -214,7 +234,7 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
   credits.release(worker, message.credits);
   settle(role, worker, message);
   drop_cancelled(message.items);  // cancelled while an encoder or decoder had them
-  if (role != Role::kEncoder) {  // decoded: on to the postprocessors
+  if (role != Role::kEncoder) {   // decoded: on to the postprocessors
     for (auto& item : message.items) postprocess_queue_.push_back({now, std::move(item)});
     return;
   }
@@ -241,7 +261,9 @@ void BatcherHub::settle(Role role, const std::string& worker, stage::StageMessag
   auto& held = in_flight_[static_cast<size_t>(role)][worker];
   if (role != Role::kDecoder) {
     // One encoded (encoder) or credit (postprocessor) message answers the oldest message sent.
-    if (!held.empty() && (message.kind != stage::MessageKind::kCredit || role == Role::kPostprocessor)) held.pop_front();
+    if (!held.empty() &&
+        (message.kind != stage::MessageKind::kCredit || role == Role::kPostprocessor))
+      held.pop_front();
     return;
   }
   // Decoders: each finished item leaves the record; one not in it is a duplicate (its first
@@ -275,11 +297,13 @@ void BatcherHub::tick(Clock::time_point now, Outbox& out) {
   if (!gateways_.empty() && now >= next_gateway_heartbeat_) {
     // Answer the gateways that heartbeat us; forget one silent for 10 of its periods (gone).
     next_gateway_heartbeat_ = now + heartbeat_interval_;
-    std::erase_if(gateways_, [&](const auto& g) { return now - g.second > 10 * heartbeat_interval_; });
+    std::erase_if(gateways_,
+                  [&](const auto& g) { return now - g.second > 10 * heartbeat_interval_; });
     stage::WorkItem me;
     me.batcher = ingress_endpoint_;
     for (const auto& [gateway, seen] : gateways_) {
-      out.to_gateways.emplace_back(gateway, stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {me}});
+      out.to_gateways.emplace_back(gateway,
+                                   stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {me}});
     }
   }
   for (size_t r = 0; r < 3; ++r) {
@@ -294,11 +318,13 @@ void BatcherHub::tick(Clock::time_point now, Outbox& out) {
         const int64_t now_unix = service::unix_now_us();
         for (auto& [worker, held] : in_flight_[r]) {
           for (auto& m : held) {
-            std::erase_if(m.items, [&](const stage::WorkItem& item) { return expired(item, now_unix); });
+            std::erase_if(m.items,
+                          [&](const stage::WorkItem& item) { return expired(item, now_unix); });
           }
           std::erase_if(held, [](const stage::StageMessage& m) { return m.items.empty(); });
         }
-        std::erase_if(retried_, [&](const auto& kv) { return kv.second != 0 && now_unix >= kv.second; });
+        std::erase_if(retried_,
+                      [&](const auto& kv) { return kv.second != 0 && now_unix >= kv.second; });
         std::erase_if(cancelled_, [&](const auto& kv) { return now_unix >= kv.second; });
       }
     }
@@ -321,14 +347,16 @@ void BatcherHub::dispatch_batches(Clock::time_point now, Outbox& out) {
   // until then the queue keeps growing toward a fuller batch.
   // Backpressure: no new batches while the decoders are behind (encoded sequences waiting for
   // slots), so encoder time is not spent on work that would only wait.
-  while (batcher_.size() > 0 && encoders.largest_free() >= 1 && decode_queue_.size() < decode_backlog_limit_) {
+  while (batcher_.size() > 0 && encoders.largest_free() >= 1 &&
+         decode_queue_.size() < decode_backlog_limit_) {
     const BatchDecision& decision = batcher_.poll(now, batch_, expired_);
     for (const auto& e : expired_) {
       batch_items_.erase(e.id);  // the gateway answers deadline_exceeded
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
     }
     if (decision.action != BatchDecision::Action::kSend) {
-      if (decision.action == BatchDecision::Action::kWait) wakeup_ = std::min(wakeup_, decision.wait);
+      if (decision.action == BatchDecision::Action::kWait)
+        wakeup_ = std::min(wakeup_, decision.wait);
       break;
     }
     stage::StageMessage encode{stage::MessageKind::kEncode, 0, {}};
@@ -349,10 +377,13 @@ void BatcherHub::dispatch_batches(Clock::time_point now, Outbox& out) {
   }
 }
 
-void BatcherHub::dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::time_point now, Outbox& out) {
+void BatcherHub::dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::time_point now,
+                                Outbox& out) {
   auto& workers = workers_[static_cast<size_t>(role)];
-  const stage::MessageKind kind = role == Role::kDecoder ? stage::MessageKind::kDecode : stage::MessageKind::kPostprocess;
-  const size_t first = out.to_workers.size();  // this role's messages: one per worker, items appended
+  const stage::MessageKind kind =
+      role == Role::kDecoder ? stage::MessageKind::kDecode : stage::MessageKind::kPostprocess;
+  const size_t first =
+      out.to_workers.size();  // this role's messages: one per worker, items appended
   const int64_t now_unix = service::unix_now_us();
   while (!queue.empty()) {
     Waiting& w = queue.front();
@@ -364,7 +395,8 @@ void BatcherHub::dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::ti
     auto worker = workers.take(cost(role, w.item));
     if (!worker) break;  // in order: a beam search waiting for slots is not overtaken
     w.item.timings.queue_us += micros(now - w.since);
-    auto it = std::find_if(out.to_workers.begin() + static_cast<std::ptrdiff_t>(first), out.to_workers.end(),
+    auto it = std::find_if(out.to_workers.begin() + static_cast<std::ptrdiff_t>(first),
+                           out.to_workers.end(),
                            [&](const Outbox::ToWorker& m) { return m.worker == *worker; });
     if (it == out.to_workers.end()) {
       out.to_workers.push_back({role, std::move(*worker), {kind, 0, {}}});
@@ -373,7 +405,8 @@ void BatcherHub::dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::ti
     it->message.items.push_back(std::move(w.item));
     queue.pop_front();
   }
-  for (size_t i = first; i < out.to_workers.size(); ++i) record(role, out.to_workers[i].worker, out.to_workers[i].message);
+  for (size_t i = first; i < out.to_workers.size(); ++i)
+    record(role, out.to_workers[i].worker, out.to_workers[i].message);
 }
 
 std::vector<status::StageStatus> BatcherHub::status() const {
@@ -381,13 +414,15 @@ std::vector<status::StageStatus> BatcherHub::status() const {
   const size_t queued[] = {0, decode_queue_.size(), postprocess_queue_.size()};
   for (size_t r = 0; r < 3; ++r) {
     const auto& w = workers_[r];
-    stages.push_back({kRoleNames[r], static_cast<int>(w.size()), w.total_capacity() - w.total_free(),
-                      static_cast<int>(queued[r]), w.total_free()});
+    stages.push_back({kRoleNames[r], static_cast<int>(w.size()),
+                      w.total_capacity() - w.total_free(), static_cast<int>(queued[r]),
+                      w.total_free()});
   }
   return stages;
 }
 
-void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_point now, Outbox& out) {
+void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_point now,
+                             Outbox& out) {
   const auto r = static_cast<size_t>(role);
   if (!workers_[r].remove(worker)) return;
   liveness_[r].forget(worker);
@@ -397,20 +432,25 @@ void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_p
   if (!node.empty()) {
     for (const auto& m : node.mapped()) held += m.items.size();
   }
-  spdlog::warn("batcher: {} replica declared dead ({} left); {} item(s) it held are re-dispatched or answered", kRoleNames[r],
-               workers_[r].size(), held);
+  spdlog::warn(
+      "batcher: {} replica declared dead ({} left); {} item(s) it held are re-dispatched or "
+      "answered",
+      kRoleNames[r], workers_[r].size(), held);
   if (node.empty()) return;
   const int64_t now_unix = service::unix_now_us();
   std::vector<stage::WorkItem> again;  // in the order they were first sent
   for (auto& m : node.mapped()) {
     for (auto& item : m.items) {
-      if (expired(item, now_unix) || is_cancelled(item)) continue;  // answered by its gateway already
+      if (expired(item, now_unix) || is_cancelled(item))
+        continue;  // answered by its gateway already
       const std::string key = item_key(item);
       if (retried_.count(key) != 0 || workers_[r].size() == 0) {
         fail(std::move(item),
              {protocol::ErrorCode::kUnavailable,
-              retried_.count(key) != 0 ? std::string("two ") + kRoleNames[r] + " replicas failed on this item"
-                                       : std::string("the ") + kRoleNames[r] + " holding this item died and no other is live"},
+              retried_.count(key) != 0
+                  ? std::string("two ") + kRoleNames[r] + " replicas failed on this item"
+                  : std::string("the ") + kRoleNames[r] +
+                        " holding this item died and no other is live"},
              out);
         continue;
       }
@@ -423,7 +463,8 @@ void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_p
     for (auto& item : again) enqueue(std::move(item), now, out);  // batched anew
   } else {
     auto& queue = role == Role::kDecoder ? decode_queue_ : postprocess_queue_;
-    for (auto it = again.rbegin(); it != again.rend(); ++it) queue.push_front({now, std::move(*it)});  // first in line
+    for (auto it = again.rbegin(); it != again.rend(); ++it)
+      queue.push_front({now, std::move(*it)});  // first in line
   }
 }
 

@@ -38,7 +38,8 @@ struct Outbox {
     stage::StageMessage message;
   };
   std::vector<ToWorker> to_workers;
-  std::vector<std::pair<std::string, stage::StageMessage>> to_gateways;  // (results endpoint, message)
+  std::vector<std::pair<std::string, stage::StageMessage>>
+      to_gateways;  // (results endpoint, message)
   void clear() {
     to_workers.clear();
     to_gateways.clear();
@@ -56,10 +57,12 @@ class BatcherHub {
   // gateways' heartbeats (item.gateway: where to answer; tick() heartbeats back).
   void on_sequences(stage::StageMessage&& message, Clock::time_point now, Outbox& out);
   // Messages from engine workers: ready, credit, heartbeat, encoded, decoded.
-  void on_worker(Role role, const std::string& worker, stage::StageMessage&& message, Clock::time_point now);
+  void on_worker(Role role, const std::string& worker, stage::StageMessage&& message,
+                 Clock::time_point now);
   // Heartbeats to every worker when due (into `out`); workers silent too long are dead.
   void tick(Clock::time_point now, Outbox& out);
-  // Sends whatever the credits allow: batches to encoders, sequences to decoders and postprocessors.
+  // Sends whatever the credits allow: batches to encoders, sequences to decoders and
+  // postprocessors.
   void dispatch(Clock::time_point now, Outbox& out);
   // A worker is dead or unreachable (a send to it failed): it leaves; the work it held (what
   // could not be delivered included) is dispatched again, once, or answered `unavailable`.
@@ -67,10 +70,14 @@ class BatcherHub {
 
   // How long the loop may sleep before dispatch() could do something new without input.
   std::chrono::microseconds next_wakeup() const { return wakeup_; }
-  size_t queued() const { return batcher_.size() + decode_queue_.size() + postprocess_queue_.size(); }
+  size_t queued() const {
+    return batcher_.size() + decode_queue_.size() + postprocess_queue_.size();
+  }
   // The batcher and its workers, for `seqpipe status`.
   std::vector<status::StageStatus> status() const;
-  const common::CreditQueue& credits(Role role) const { return workers_[static_cast<size_t>(role)]; }
+  const common::CreditQueue& credits(Role role) const {
+    return workers_[static_cast<size_t>(role)];
+  }
 
  private:
   struct Waiting {
@@ -87,7 +94,8 @@ class BatcherHub {
   void fail(stage::WorkItem&& item, protocol::Error error, Outbox& out);
   void record(Role role, const std::string& worker, const stage::StageMessage& message);
   // Removes what `worker` answered from its in-flight record. Decoded items not in it (sent
-  // to a replica later declared dead, or duplicates) are removed from `message`: they go no further.
+  // to a replica later declared dead, or duplicates) are removed from `message`: they go no
+  // further.
   void settle(Role role, const std::string& worker, stage::StageMessage& message);
   void dispatch_batches(Clock::time_point now, Outbox& out);
   void dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::time_point now, Outbox& out);
@@ -104,7 +112,8 @@ class BatcherHub {
   std::unordered_map<std::string, int64_t> retried_;
   // Requests cancelled by their gateway (key: gateway, request), until their deadline.
   std::unordered_map<std::string, int64_t> cancelled_;
-  // Gateways that sent heartbeats (several batchers per gateway), by results endpoint: when last heard.
+  // Gateways that sent heartbeats (several batchers per gateway), by results endpoint: when last
+  // heard.
   std::unordered_map<std::string, Clock::time_point> gateways_;
   Clock::time_point next_gateway_heartbeat_{};
   std::unordered_map<uint64_t, Waiting> batch_items_;  // by DynamicBatcher sequence id
@@ -113,10 +122,11 @@ class BatcherHub {
   std::vector<QueuedSequence> batch_, expired_;  // scratch for DynamicBatcher::poll
   std::chrono::microseconds wakeup_{100000};
   size_t max_queue_size_;
-  int default_priority_;         // the level of items without params.priority
+  int default_priority_;          // the level of items without params.priority
   std::string ingress_endpoint_;  // names this batcher in its heartbeats to gateways
   std::chrono::milliseconds heartbeat_interval_;
-  size_t decode_backlog_limit_;  // encoded sequences waiting for decoder slots before batching pauses
+  size_t
+      decode_backlog_limit_;  // encoded sequences waiting for decoder slots before batching pauses
 };
 
 }  // namespace seqpipe::batcher

@@ -7,8 +7,8 @@
 
 namespace seqpipe::batcher {
 
-void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point now, const BatchPolicy& policy,
-                  BatchDecision& d) {
+void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point now,
+                  const BatchPolicy& policy, BatchDecision& d) {
   d.batch.clear();
   d.expired.clear();
   d.candidates.clear();
@@ -77,10 +77,14 @@ void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point no
 }
 
 DynamicBatcher::DynamicBatcher(BatchPolicy policy) : policy_(std::move(policy)) {
-  if (policy_.max_batch_size < 1) throw std::invalid_argument("BatchPolicy.max_batch_size must be >= 1");
-  if (policy_.max_queue_size < 1) throw std::invalid_argument("BatchPolicy.max_queue_size must be >= 1");
-  if (policy_.max_batch_tokens < 1) throw std::invalid_argument("BatchPolicy.max_batch_tokens must be >= 1");
-  if (policy_.priority_levels < 1) throw std::invalid_argument("BatchPolicy.priority_levels must be >= 1");
+  if (policy_.max_batch_size < 1)
+    throw std::invalid_argument("BatchPolicy.max_batch_size must be >= 1");
+  if (policy_.max_queue_size < 1)
+    throw std::invalid_argument("BatchPolicy.max_queue_size must be >= 1");
+  if (policy_.max_batch_tokens < 1)
+    throw std::invalid_argument("BatchPolicy.max_batch_tokens must be >= 1");
+  if (policy_.priority_levels < 1)
+    throw std::invalid_argument("BatchPolicy.priority_levels must be >= 1");
   const size_t cap = static_cast<size_t>(policy_.max_queue_size);
   queue_.reserve(cap);
   taken_.reserve(cap);
@@ -93,15 +97,17 @@ bool DynamicBatcher::enqueue(const QueuedSequence& sequence) {
   if (queue_.size() >= static_cast<size_t>(policy_.max_queue_size)) return false;
   if (sequence.priority < 1 || sequence.priority > policy_.priority_levels) return false;
   // The end of its level's segment: before the first sequence of a lower level.
-  auto at = std::upper_bound(queue_.begin(), queue_.end(), sequence.priority,
-                             [](int priority, const QueuedSequence& s) { return priority < s.priority; });
+  auto at =
+      std::upper_bound(queue_.begin(), queue_.end(), sequence.priority,
+                       [](int priority, const QueuedSequence& s) { return priority < s.priority; });
   queue_.insert(at, sequence);  // within the reserved capacity: no allocation
   return true;
 }
 
 size_t DynamicBatcher::size(int priority) const {
-  return static_cast<size_t>(std::count_if(queue_.begin(), queue_.end(),
-                                           [priority](const QueuedSequence& s) { return s.priority == priority; }));
+  return static_cast<size_t>(
+      std::count_if(queue_.begin(), queue_.end(),
+                    [priority](const QueuedSequence& s) { return s.priority == priority; }));
 }
 
 const BatchDecision& DynamicBatcher::poll(Clock::time_point now, std::vector<QueuedSequence>& batch,
@@ -109,7 +115,8 @@ const BatchDecision& DynamicBatcher::poll(Clock::time_point now, std::vector<Que
   batch.clear();
   expired.clear();
   decide_batch(queue_, now, policy_, decision_);
-  if (decision_.expired.empty() && decision_.action != BatchDecision::Action::kSend) return decision_;
+  if (decision_.expired.empty() && decision_.action != BatchDecision::Action::kSend)
+    return decision_;
   taken_.assign(queue_.size(), false);
   for (size_t i : decision_.expired) {
     expired.push_back(queue_[i]);
@@ -130,7 +137,8 @@ const BatchDecision& DynamicBatcher::poll(Clock::time_point now, std::vector<Que
 }
 
 bool DynamicBatcher::remove(uint64_t id) {
-  auto it = std::find_if(queue_.begin(), queue_.end(), [id](const QueuedSequence& s) { return s.id == id; });
+  auto it = std::find_if(queue_.begin(), queue_.end(),
+                         [id](const QueuedSequence& s) { return s.id == id; });
   if (it == queue_.end()) return false;
   queue_.erase(it);
   return true;

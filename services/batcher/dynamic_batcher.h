@@ -12,12 +12,12 @@ namespace seqpipe::batcher {
 using Clock = std::chrono::steady_clock;
 
 struct BatchPolicy {
-  int max_batch_size = 32;                         // sequences per encoder batch
+  int max_batch_size = 32;                            // sequences per encoder batch
   std::vector<int> preferred_batch_sizes{8, 16, 32};  // sent at once when they can be formed
   std::chrono::microseconds max_queue_delay{2000};  // longest the oldest sequence waits for company
-  int max_batch_tokens = 4096;                     // batch_size x longest sequence (padding included)
-  int max_queue_size = 1024;                       // beyond it enqueue() refuses (overloaded); all levels together
-  int priority_levels = 1;                         // QueuedSequence::priority in [1, priority_levels], 1 highest
+  int max_batch_tokens = 4096;  // batch_size x longest sequence (padding included)
+  int max_queue_size = 1024;    // beyond it enqueue() refuses (overloaded); all levels together
+  int priority_levels = 1;      // QueuedSequence::priority in [1, priority_levels], 1 highest
 };
 
 struct QueuedSequence {
@@ -31,8 +31,8 @@ struct QueuedSequence {
 struct BatchDecision {
   enum class Action { kIdle, kWait, kSend };
   Action action = Action::kIdle;
-  std::vector<size_t> batch;    // kSend: queue indices, oldest first
-  std::vector<size_t> expired;  // queue indices past their deadline (whatever the action)
+  std::vector<size_t> batch;          // kSend: queue indices, oldest first
+  std::vector<size_t> expired;        // queue indices past their deadline (whatever the action)
   std::chrono::microseconds wait{0};  // kWait: time until the decision may change
   // Scratch for the length grouping, kept here so deciding allocates nothing once warm.
   std::vector<size_t> candidates;
@@ -45,13 +45,15 @@ struct BatchDecision {
 //    filled level by level, highest first, and within a level with the sequences closest to the
 //    anchor in length (less padding), while count <= max_batch_size and count x longest <=
 //    max_batch_tokens;
-//  - send now when the batch is full (max_batch_size, or a candidate does not fit the token budget),
+//  - send now when the batch is full (max_batch_size, or a candidate does not fit the token
+//  budget),
 //    or when a preferred size can be formed (the largest one that fits), or when the oldest
 //    live sequence (of any level) has waited max_queue_delay (then whatever was formed);
-//  - otherwise wait until the oldest sequence's delay runs out (or the earliest deadline, if sooner).
+//  - otherwise wait until the oldest sequence's delay runs out (or the earliest deadline, if
+//  sooner).
 // With one level this is plain arrival order.
-void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point now, const BatchPolicy& policy,
-                  BatchDecision& decision);
+void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point now,
+                  const BatchPolicy& policy, BatchDecision& decision);
 
 // The queues (one per priority level) and their policy. Not thread-safe: the batcher's loop owns
 // it. The per-level queues are consecutive segments of one array, level 1 first, each in arrival
@@ -81,7 +83,8 @@ class DynamicBatcher {
 
  private:
   BatchPolicy policy_;
-  std::vector<QueuedSequence> queue_;  // by level, then arrival order; capacity reserved to max_queue_size
+  std::vector<QueuedSequence>
+      queue_;  // by level, then arrival order; capacity reserved to max_queue_size
   std::vector<bool> taken_;
   BatchDecision decision_;
 };

@@ -45,14 +45,17 @@ int serve(const config::PipelineConfig& c) {
   const stage::Limits limits;
   Outbox out;
   while (!service::stop_requested()) {
-    const auto timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(hub.next_wakeup()),
-                                    std::chrono::milliseconds(0),
-                                    std::min(std::chrono::milliseconds(100), std::chrono::milliseconds(c.liveness.heartbeat_interval_ms)));
+    const auto timeout =
+        std::clamp(std::chrono::ceil<std::chrono::milliseconds>(hub.next_wakeup()),
+                   std::chrono::milliseconds(0),
+                   std::min(std::chrono::milliseconds(100),
+                            std::chrono::milliseconds(c.liveness.heartbeat_interval_ms)));
     poller.poll(timeout);
     auto now = Clock::now();
     if (poller.readable(kIngress)) {
       while (auto frames = ingress.try_recv()) {
-        if (auto m = worker::decode_frames(*frames, 1, "the ingress socket", limits, stage_metrics)) {
+        if (auto m =
+                worker::decode_frames(*frames, 1, "the ingress socket", limits, stage_metrics)) {
           hub.on_sequences(std::move(*m), now, out);
         }
       }
@@ -61,8 +64,10 @@ int serve(const config::PipelineConfig& c) {
       if (!poller.readable(kIngress + 1 + r)) continue;
       while (auto frames = worker_sockets[r]->try_recv()) {
         if (frames->size() == 2 && (*frames)[1] == status::kProbe) {
-          worker_sockets[r]->send({std::string_view((*frames)[0]), std::string_view(status::encode(hub.status()))});
-        } else if (auto m = worker::decode_frames(*frames, 2, worker_names[r], limits, stage_metrics)) {
+          worker_sockets[r]->send(
+              {std::string_view((*frames)[0]), std::string_view(status::encode(hub.status()))});
+        } else if (auto m =
+                       worker::decode_frames(*frames, 2, worker_names[r], limits, stage_metrics)) {
           hub.on_worker(static_cast<Role>(r), (*frames)[0], std::move(*m), now);
         }
       }
@@ -79,7 +84,8 @@ int serve(const config::PipelineConfig& c) {
       out.clear();
       for (auto& m : to_workers) {
         auto* socket = worker_sockets[static_cast<size_t>(m.role)];
-        if (!socket->send({std::string_view(m.worker), std::string_view(stage::encode(m.message))})) {
+        if (!socket->send(
+                {std::string_view(m.worker), std::string_view(stage::encode(m.message))})) {
           hub.worker_dead(m.role, m.worker, now, out);
         }
       }
@@ -98,7 +104,7 @@ int serve(const config::PipelineConfig& c) {
 }  // namespace seqpipe::batcher
 
 int main(int argc, char** argv) {
-  return seqpipe::config::run_service_main(argc, argv, "batcher",
-                                           "Batches sequences for the encoders and dispatches work by credit.",
-                                           seqpipe::batcher::serve);
+  return seqpipe::config::run_service_main(
+      argc, argv, "batcher", "Batches sequences for the encoders and dispatches work by credit.",
+      seqpipe::batcher::serve);
 }

@@ -50,8 +50,8 @@ uint64_t micros_since(SteadyClock::time_point start) {
 }
 }  // namespace
 
-DecoderStage::DecoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
-                           metrics::StageMetrics& metrics)
+DecoderStage::DecoderStage(std::shared_ptr<const engine::T5Model> model,
+                           const config::PipelineConfig& config, metrics::StageMetrics& metrics)
     : model_(model),
       generator_(model, generator_options(config)),
       metrics_(metrics),
@@ -75,7 +75,9 @@ bool DecoderStage::warm_up() {
   engine::DecodingOptions options;
   options.max_new_tokens = warmup_steps_;
   options.min_new_tokens = warmup_steps_;  // every sequence runs every step
-  const auto handles = generator_.add(encoded, std::vector<engine::DecodingOptions>(static_cast<size_t>(warmup_batch_size_), options));
+  const auto handles = generator_.add(
+      encoded,
+      std::vector<engine::DecodingOptions>(static_cast<size_t>(warmup_batch_size_), options));
   for (int step = 0; step < warmup_steps_ && generator_.active() > 0; ++step) {
     finished_.clear();
     generator_.step(finished_);
@@ -99,12 +101,13 @@ void DecoderStage::cancel(const stage::StageMessage& message, worker::Outbox& ou
     for (size_t i = 0; i < running_.size();) {
       Running& r = running_[i];
       // Only the hub that sent a sequence cancels it (another batcher may run the same request).
-      if (r.hub == out.hub && r.item.request == request.request && r.item.gateway == request.gateway) {
+      if (r.hub == out.hub && r.item.request == request.request &&
+          r.item.gateway == request.gateway) {
         generator_.cancel(r.handle);
         credits += r.slots;
         metrics_.cancelled();
-        spdlog::info("decoder: request {} item {} cancelled after {} us; {} slot(s) freed", r.item.request,
-                     r.item.index, micros_since(r.started), r.slots);
+        spdlog::info("decoder: request {} item {} cancelled after {} us; {} slot(s) freed",
+                     r.item.request, r.item.index, micros_since(r.started), r.slots);
         r = std::move(running_.back());
         running_.pop_back();
       } else {
@@ -130,8 +133,9 @@ void DecoderStage::admit(stage::WorkItem&& item, worker::Outbox& out, int& credi
       item.hidden.size() != static_cast<size_t>(item.rows * d_model) * sizeof(float)) {
     credits += slots;
     out.fail(std::move(item),
-             {protocol::ErrorCode::kInternal, "decoder received encoder rows that do not match the model"}, "decoder",
-             metrics_);
+             {protocol::ErrorCode::kInternal,
+              "decoder received encoder rows that do not match the model"},
+             "decoder", metrics_);
     return;
   }
   engine::EncoderOutput encoded;
@@ -142,12 +146,13 @@ void DecoderStage::admit(stage::WorkItem&& item, worker::Outbox& out, int& credi
   item.hidden.shrink_to_fit();
   item.rows = 0;  // the result carries output ids only
   try {
-    const uint64_t handle = generator_.add(encoded, 0, decoding_options(item.params, all_hypotheses_));
+    const uint64_t handle =
+        generator_.add(encoded, 0, decoding_options(item.params, all_hypotheses_));
     running_.push_back({handle, slots, std::move(item), SteadyClock::now(), out.hub});
   } catch (const std::exception& e) {  // options the engine refuses, or no free slots (a hub bug)
     credits += slots;
-    out.fail(std::move(item), {protocol::ErrorCode::kInternal, std::string("decoder: ") + e.what()}, "decoder",
-             metrics_);
+    out.fail(std::move(item), {protocol::ErrorCode::kInternal, std::string("decoder: ") + e.what()},
+             "decoder", metrics_);
   }
 }
 
@@ -162,13 +167,15 @@ void DecoderStage::work(worker::Outbox& out) {
   // to the hub that sent the sequence.
   const size_t first = out.to_hub.size();
   for (auto& f : finished_) {
-    auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.handle == f.handle; });
+    auto it = std::find_if(running_.begin(), running_.end(),
+                           [&](const Running& r) { return r.handle == f.handle; });
     if (it == running_.end()) continue;
     stage::WorkItem& item = it->item;
     item.ids.assign(f.result.ids.begin(), f.result.ids.end());
     item.score = f.result.score;
     item.alternatives.clear();
-    for (const auto& alt : f.result.alternatives) item.alternatives.emplace_back(alt.begin(), alt.end());
+    for (const auto& alt : f.result.alternatives)
+      item.alternatives.emplace_back(alt.begin(), alt.end());
     item.timings.decode_us += micros_since(it->started);
     stage::StageMessage& decoded = decoded_for(out, first, it->hub);
     decoded.credits += it->slots;

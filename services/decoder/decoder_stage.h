@@ -31,7 +31,8 @@ class DecoderStage : public worker::WorkerStage {
   bool has_pending_work() const override { return !running_.empty(); }
   // One decoder step over every running sequence; finished and expired ones leave.
   void work(worker::Outbox& out) override;
-  // decoder.warmup_batch_size sequences (from zero encoder rows) decoded up to 4 steps, then dropped.
+  // decoder.warmup_batch_size sequences (from zero encoder rows) decoded up to 4 steps, then
+  // dropped.
   bool warm_up() override;
 
   int running() const { return static_cast<int>(running_.size()); }

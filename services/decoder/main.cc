@@ -6,10 +6,18 @@
 
 int main(int argc, char** argv) {
   using namespace seqpipe;
-  return config::run_service_main(argc, argv, "decoder", "Runs the T5 decoder with continuous batching over its KV-cache slots.", [](const config::PipelineConfig& c) {
-    return worker::serve_worker("decoder", c.metrics.address, c.decoder.metrics_port, worker::hubs_or(c.decoder.hub_endpoints, c.batcher.decoder_endpoint), c.liveness, [&](metrics::StageMetrics& m) {
-      return std::make_unique<decoder::DecoderStage>(
-              engine::T5Model::load(c.model.dir, {.threads = c.decoder.threads, .device = engine::Device::kCpu}), c, m);
-    });
-  });
+  return config::run_service_main(
+      argc, argv, "decoder",
+      "Runs the T5 decoder with continuous batching over its KV-cache slots.",
+      [](const config::PipelineConfig& c) {
+        return worker::serve_worker(
+            "decoder", c.metrics.address, c.decoder.metrics_port,
+            worker::hubs_or(c.decoder.hub_endpoints, c.batcher.decoder_endpoint), c.liveness,
+            [&](metrics::StageMetrics& m) {
+              return std::make_unique<decoder::DecoderStage>(
+                  engine::T5Model::load(
+                      c.model.dir, {.threads = c.decoder.threads, .device = engine::Device::kCpu}),
+                  c, m);
+            });
+      });
 }

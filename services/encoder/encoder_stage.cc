@@ -12,8 +12,8 @@ namespace seqpipe::encoder {
 
 using SteadyClock = std::chrono::steady_clock;
 
-EncoderStage::EncoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
-                           metrics::StageMetrics& metrics)
+EncoderStage::EncoderStage(std::shared_ptr<const engine::T5Model> model,
+                           const config::PipelineConfig& config, metrics::StageMetrics& metrics)
     : encoder_(std::move(model)),
       metrics_(metrics),
       credits_(config.encoder.credits),
@@ -23,7 +23,8 @@ EncoderStage::EncoderStage(std::shared_ptr<const engine::T5Model> model, const c
 bool EncoderStage::warm_up() {
   if (warmup_batch_size_ == 0) return false;
   // Ids 3.. are ordinary pieces in any T5 vocabulary (0 pad, 1 eos, 2 unk).
-  std::vector<std::vector<int>> batch(static_cast<size_t>(warmup_batch_size_), std::vector<int>(static_cast<size_t>(warmup_tokens_), 3));
+  std::vector<std::vector<int>> batch(static_cast<size_t>(warmup_batch_size_),
+                                      std::vector<int>(static_cast<size_t>(warmup_tokens_), 3));
   for (auto& seq : batch) seq.back() = 1;
   encoder_.encode(batch);
   return true;
@@ -31,14 +32,16 @@ bool EncoderStage::warm_up() {
 
 void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
   metrics_.request(static_cast<double>(message.items.size()));
-  stage::StageMessage encoded{stage::MessageKind::kEncoded, 1, {}};  // the batch's credit comes back
+  stage::StageMessage encoded{
+      stage::MessageKind::kEncoded, 1, {}};  // the batch's credit comes back
   const int64_t now = service::unix_now_us();
   batch_.clear();
   for (auto& item : message.items) {
     if (worker::expired(item, now)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
     } else if (item.ids.empty()) {
-      out.fail(std::move(item), {protocol::ErrorCode::kInternal, "encoder received an item without input ids"},
+      out.fail(std::move(item),
+               {protocol::ErrorCode::kInternal, "encoder received an item without input ids"},
                "encoder", metrics_);
     } else {
       batch_.emplace_back(item.ids.begin(), item.ids.end());
@@ -52,7 +55,8 @@ void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
       const engine::EncoderOutput output = encoder_.encode(batch_);
       const auto elapsed = SteadyClock::now() - start;
       metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
-      const auto us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
+      const auto us = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
       const int64_t d_model = output.hidden.dim(1);
       for (size_t i = 0; i < encoded.items.size(); ++i) {
         auto& item = encoded.items[i];
@@ -62,9 +66,11 @@ void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
         item.ids.clear();  // the decoders need the rows only
         item.timings.encode_us += us;
       }
-    } catch (const std::exception& e) {  // a bad token id (model and tokenizer disagree) or out of memory
+    } catch (const std::exception&
+                 e) {  // a bad token id (model and tokenizer disagree) or out of memory
       for (auto& item : encoded.items) {
-        out.fail(std::move(item), {protocol::ErrorCode::kInternal, std::string("encoder: ") + e.what()}, "encoder",
+        out.fail(std::move(item),
+                 {protocol::ErrorCode::kInternal, std::string("encoder: ") + e.what()}, "encoder",
                  metrics_);
       }
       encoded.items.clear();

@@ -6,10 +6,17 @@
 
 int main(int argc, char** argv) {
   using namespace seqpipe;
-  return config::run_service_main(argc, argv, "encoder", "Runs the T5 encoder on batches from the batcher.", [](const config::PipelineConfig& c) {
-    return worker::serve_worker("encoder", c.metrics.address, c.encoder.metrics_port, worker::hubs_or(c.encoder.hub_endpoints, c.batcher.encoder_endpoint), c.liveness, [&](metrics::StageMetrics& m) {
-      return std::make_unique<encoder::EncoderStage>(
-              engine::T5Model::load(c.model.dir, {.threads = c.encoder.threads, .device = engine::Device::kCpu}), c, m);
-    });
-  });
+  return config::run_service_main(
+      argc, argv, "encoder", "Runs the T5 encoder on batches from the batcher.",
+      [](const config::PipelineConfig& c) {
+        return worker::serve_worker(
+            "encoder", c.metrics.address, c.encoder.metrics_port,
+            worker::hubs_or(c.encoder.hub_endpoints, c.batcher.encoder_endpoint), c.liveness,
+            [&](metrics::StageMetrics& m) {
+              return std::make_unique<encoder::EncoderStage>(
+                  engine::T5Model::load(
+                      c.model.dir, {.threads = c.encoder.threads, .device = engine::Device::kCpu}),
+                  c, m);
+            });
+      });
 }

@@ -10,7 +10,8 @@ namespace seqpipe::gateway {
 
 namespace {
 uint64_t micros(SteadyClock::duration d) {
-  return static_cast<uint64_t>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
+  return static_cast<uint64_t>(
+      std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
 }
 
 void keep_max(stage::StageTimings& into, const stage::StageTimings& t) {
@@ -42,14 +43,17 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
       results_endpoint_(std::move(results_endpoint)),
       metrics_(stage_metrics),
       gateway_metrics_(gateway_metrics),
-      liveness_(std::chrono::milliseconds(config.liveness.heartbeat_interval_ms), config.liveness.heartbeat_liveness),
+      liveness_(std::chrono::milliseconds(config.liveness.heartbeat_interval_ms),
+                config.liveness.heartbeat_liveness),
       cache_(config.gateway.cache_bytes) {
-  for (const auto& endpoint : config.gateway.batcher_endpoints) batchers_.push_back({endpoint, {}, true});
+  for (const auto& endpoint : config.gateway.batcher_endpoints)
+    batchers_.push_back({endpoint, {}, true});
   if (batchers_.empty()) batchers_.push_back({config.batcher.ingress_endpoint, {}, true});
 }
 
 size_t Gateway::live_batchers() const {
-  return static_cast<size_t>(std::count_if(batchers_.begin(), batchers_.end(), [](const BatcherLink& b) { return b.live; }));
+  return static_cast<size_t>(std::count_if(batchers_.begin(), batchers_.end(),
+                                           [](const BatcherLink& b) { return b.live; }));
 }
 
 std::optional<size_t> Gateway::next_live_batcher(size_t after) const {
@@ -77,15 +81,18 @@ stage::StageMessage Gateway::tokenize_work(uint64_t id, const Request& r) const 
   return work;
 }
 
-void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_point now, Outbox& out) {
+void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_point now,
+                        Outbox& out) {
   if (frames.size() < 2) return;  // no routing frame: nobody to answer
   std::string payload = std::move(frames.back());
   frames.pop_back();
   metrics_.request();
   auto decoded = protocol::decode_request(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()), limits_);
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()),
+      limits_);
   if (auto* rejected = std::get_if<protocol::RejectedRequest>(&decoded)) {
-    reply_error(std::move(frames), std::move(rejected->id), std::move(rejected->error), now, now, out);
+    reply_error(std::move(frames), std::move(rejected->id), std::move(rejected->error), now, now,
+                out);
     return;
   }
   auto& request = std::get<protocol::Request>(decoded);
@@ -95,14 +102,17 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
   }
   if (waiting_.size() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
     reply_error(std::move(frames), request.id.value_or(""),
-                {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"}, now, now, out);
+                {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"}, now,
+                now, out);
     return;
   }
   const bool several_batchers = batchers_.size() > 1;
-  std::optional<size_t> batcher = several_batchers ? next_live_batcher(last_batcher_) : std::optional<size_t>(0);
+  std::optional<size_t> batcher =
+      several_batchers ? next_live_batcher(last_batcher_) : std::optional<size_t>(0);
   if (!batcher) {
     reply_error(std::move(frames), request.id.value_or(""),
-                {protocol::ErrorCode::kUnavailable, "no batcher is live; retry later"}, now, now, out);
+                {protocol::ErrorCode::kUnavailable, "no batcher is live; retry later"}, now, now,
+                out);
     return;
   }
   last_batcher_ = *batcher;
@@ -173,19 +183,22 @@ void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage&
     case stage::MessageKind::kReady:
       tokenizers_.announce(worker, message.credits);
       liveness_.seen(worker, now);
-      spdlog::info("gateway: tokenizer joined with {} credits ({} tokenizers)", message.credits, tokenizers_.size());
+      spdlog::info("gateway: tokenizer joined with {} credits ({} tokenizers)", message.credits,
+                   tokenizers_.size());
       break;
     case stage::MessageKind::kCredit:
       if (!known) break;  // from a tokenizer declared dead: its work went elsewhere
       liveness_.seen(worker, now);
       tokenizers_.release(worker, message.credits);
-      for (int i = 0; i < message.credits && !in_flight_[worker].empty(); ++i) in_flight_[worker].pop_front();
+      for (int i = 0; i < message.credits && !in_flight_[worker].empty(); ++i)
+        in_flight_[worker].pop_front();
       break;
     case stage::MessageKind::kHeartbeat:
       if (known) liveness_.seen(worker, now);
       break;
     default:
-      spdlog::warn("gateway: ignored a '{}' message from a tokenizer", stage::kind_name(message.kind));
+      spdlog::warn("gateway: ignored a '{}' message from a tokenizer",
+                   stage::kind_name(message.kind));
       metrics_.malformed();
   }
 }
@@ -203,14 +216,17 @@ void Gateway::on_results(stage::StageMessage&& message, SteadyClock::time_point 
     return;
   }
   if (message.kind != stage::MessageKind::kResult) {
-    spdlog::warn("gateway: ignored a '{}' message on the results socket", stage::kind_name(message.kind));
+    spdlog::warn("gateway: ignored a '{}' message on the results socket",
+                 stage::kind_name(message.kind));
     metrics_.malformed();
     return;
   }
   for (auto& item : message.items) {
     auto it = requests_.find(item.request);
-    if (it == requests_.end() || item.index >= it->second.done.size() || it->second.done[item.index]) {
-      gateway_metrics_.late_result();  // answered already (deadline or an earlier error), or a duplicate
+    if (it == requests_.end() || item.index >= it->second.done.size() ||
+        it->second.done[item.index]) {
+      gateway_metrics_
+          .late_result();  // answered already (deadline or an earlier error), or a duplicate
       continue;
     }
     Request& r = it->second;
@@ -236,12 +252,13 @@ protocol::Reply Gateway::ok_reply(Request& r) {
   return ok;
 }
 
-void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now, Outbox& out) {
+void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now,
+                    Outbox& out) {
   auto it = requests_.find(id);
   Request& r = it->second;
   const auto& t = r.timings;
-  reply.timings = {t.queue_us, t.tokenize_us, t.batch_wait_us, t.encode_us, t.decode_us, t.postprocess_us,
-                   micros(now - r.received)};
+  reply.timings = {t.queue_us,  t.tokenize_us,    t.batch_wait_us,         t.encode_us,
+                   t.decode_us, t.postprocess_us, micros(now - r.received)};
   const double total_s = static_cast<double>(reply.timings.total_us) * 1e-6;
   gateway_metrics_.request_seconds(reply.ok, total_s);
   if (reply.ok) {
@@ -249,8 +266,8 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
     gateway_metrics_.latency_split(model_s, std::max(0.0, total_s - model_s));
   } else {
     metrics_.error(reply.error->code);
-    spdlog::info("gateway: request {} (id '{}'): {}: {}", id, r.client_id, protocol::wire_name(reply.error->code),
-                 reply.error->message);
+    spdlog::info("gateway: request {} (id '{}'): {}: {}", id, r.client_id,
+                 protocol::wire_name(reply.error->code), reply.error->message);
   }
   out.replies.emplace_back(std::move(r.envelope), protocol::encode_reply(reply));
   deadlines_.erase({r.deadline, id});
@@ -268,9 +285,11 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
 }
 
 void Gateway::reply_error(Envelope envelope, std::string client_id, protocol::Error error,
-                          SteadyClock::time_point received, SteadyClock::time_point now, Outbox& out) {
+                          SteadyClock::time_point received, SteadyClock::time_point now,
+                          Outbox& out) {
   metrics_.error(error.code);
-  spdlog::info("gateway: rejected request (id '{}'): {}: {}", client_id, protocol::wire_name(error.code), error.message);
+  spdlog::info("gateway: rejected request (id '{}'): {}: {}", client_id,
+               protocol::wire_name(error.code), error.message);
   protocol::Reply reply = protocol::error_reply(std::move(client_id), std::move(error));
   reply.timings.total_us = micros(now - received);
   gateway_metrics_.request_seconds(false, static_cast<double>(reply.timings.total_us) * 1e-6);
@@ -284,14 +303,16 @@ std::string Gateway::client_key(const Envelope& envelope, const std::string& cli
   return key + std::to_string(client_id.size()) + ':' + client_id;
 }
 
-void Gateway::cancel(const Envelope& envelope, const std::string& client_id, SteadyClock::time_point now,
-                     Outbox& out) {
+void Gateway::cancel(const Envelope& envelope, const std::string& client_id,
+                     SteadyClock::time_point now, Outbox& out) {
   auto [first, last] = by_client_.equal_range(client_key(envelope, client_id));
   std::vector<uint64_t> ids;
   for (auto c = first; c != last; ++c) ids.push_back(c->second);
   gateway_metrics_.cancel(!ids.empty());
   if (ids.empty()) {
-    spdlog::info("gateway: cancel of id '{}' ignored: no such request in flight (answered already?)", client_id);
+    spdlog::info(
+        "gateway: cancel of id '{}' ignored: no such request in flight (answered already?)",
+        client_id);
     return;
   }
   stage::StageMessage cancel{stage::MessageKind::kCancel, 0, {}};
@@ -304,8 +325,10 @@ void Gateway::cancel(const Envelope& envelope, const std::string& client_id, Ste
     item.gateway = results_endpoint_;
     item.deadline_unix_us = now_unix + static_cast<int64_t>(micros(r.deadline - now));
     cancel.items.push_back(std::move(item));
-    reply(id, protocol::error_reply(r.client_id, {protocol::ErrorCode::kCancelled, "cancelled by the client"}), now,
-          out);
+    reply(id,
+          protocol::error_reply(r.client_id,
+                                {protocol::ErrorCode::kCancelled, "cancelled by the client"}),
+          now, out);
   }
   // Every batcher: a re-submitted request may have work at two.
   for (const auto& b : batchers_) out.to_batcher.emplace_back(b.endpoint, cancel);
@@ -315,7 +338,8 @@ void Gateway::expire(SteadyClock::time_point now, Outbox& out) {
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     const uint64_t id = deadlines_.begin()->second;
     const auto& r = requests_.at(id);
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.deadline - r.received).count();
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(r.deadline - r.received).count();
     reply(id,
           protocol::error_reply(r.client_id, {protocol::ErrorCode::kDeadlineExceeded,
                                               "no result within " + std::to_string(ms) + " ms"}),
@@ -347,22 +371,27 @@ void Gateway::tick(SteadyClock::time_point now, Outbox& out) {
   if (liveness_.heartbeat_due(now)) {
     metrics_.heartbeats_missed(liveness_.silent(now));
     for (const auto& worker : liveness_.workers()) {
-      out.to_tokenizers.emplace_back(worker, stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {}});
+      out.to_tokenizers.emplace_back(worker,
+                                     stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {}});
     }
   }
   for (const auto& worker : liveness_.take_dead(now)) tokenizer_dead(worker, now, out);
   if (batchers_.size() < 2) return;
-  const auto timeout = std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms) * config_.liveness.heartbeat_liveness;
+  const auto timeout = std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms) *
+                       config_.liveness.heartbeat_liveness;
   if (now >= next_batcher_heartbeat_) {
-    next_batcher_heartbeat_ = now + std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms);
+    next_batcher_heartbeat_ =
+        now + std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms);
     stage::WorkItem me;
     me.gateway = results_endpoint_;  // where the batcher answers
     for (const auto& b : batchers_) {
-      out.to_batcher.emplace_back(b.endpoint, stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {me}});
+      out.to_batcher.emplace_back(b.endpoint,
+                                  stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {me}});
     }
   }
   for (size_t i = 0; i < batchers_.size(); ++i) {
-    if (batchers_[i].last_seen == SteadyClock::time_point{}) batchers_[i].last_seen = now;  // a full period to answer
+    if (batchers_[i].last_seen == SteadyClock::time_point{})
+      batchers_[i].last_seen = now;  // a full period to answer
     if (batchers_[i].live && now - batchers_[i].last_seen > timeout) batcher_dead(i, now, out);
   }
 }
@@ -375,16 +404,20 @@ void Gateway::batcher_dead(size_t index, SteadyClock::time_point now, Outbox& ou
   for (const auto& [id, r] : requests_) {
     if (r.batcher == index) held.push_back(id);
   }
-  spdlog::warn("gateway: batcher {} is silent ({} of {} live); {} request(s) it held are re-submitted or answered",
-               batchers_[index].endpoint, live_batchers(), batchers_.size(), held.size());
+  spdlog::warn(
+      "gateway: batcher {} is silent ({} of {} live); {} request(s) it held are re-submitted or "
+      "answered",
+      batchers_[index].endpoint, live_batchers(), batchers_.size(), held.size());
   for (uint64_t id : held) {
     Request& r = requests_.at(id);
     const auto other = next_live_batcher(index);
     if (r.resubmitted || !other) {
       reply(id,
-            protocol::error_reply(r.client_id, {protocol::ErrorCode::kUnavailable,
-                                                r.resubmitted ? "two batchers failed on this request"
-                                                              : "the batcher holding this request died and no other is live"}),
+            protocol::error_reply(
+                r.client_id,
+                {protocol::ErrorCode::kUnavailable,
+                 r.resubmitted ? "two batchers failed on this request"
+                               : "the batcher holding this request died and no other is live"}),
             now, out);
       continue;
     }
@@ -402,8 +435,9 @@ void Gateway::tokenizer_dead(const std::string& worker, SteadyClock::time_point 
   metrics_.worker_dead();
   auto node = in_flight_.extract(worker);
   const size_t held = node.empty() ? 0 : node.mapped().size();
-  spdlog::warn("gateway: a tokenizer is dead ({} left); {} message(s) it held are re-dispatched or answered",
-               tokenizers_.size(), held);
+  spdlog::warn(
+      "gateway: a tokenizer is dead ({} left); {} message(s) it held are re-dispatched or answered",
+      tokenizers_.size(), held);
   if (node.empty()) return;
   auto& lost = node.mapped();
   for (auto it = lost.rbegin(); it != lost.rend(); ++it) {
@@ -412,10 +446,12 @@ void Gateway::tokenizer_dead(const std::string& worker, SteadyClock::time_point 
     if (request == requests_.end()) continue;  // answered already
     if (request->second.retried || tokenizers_.size() == 0) {
       reply(id,
-            protocol::error_reply(request->second.client_id,
-                                  {protocol::ErrorCode::kUnavailable,
-                                   request->second.retried ? "two tokenizer replicas failed on this request"
-                                                           : "the tokenizer holding this request died and no other is live"}),
+            protocol::error_reply(
+                request->second.client_id,
+                {protocol::ErrorCode::kUnavailable,
+                 request->second.retried
+                     ? "two tokenizer replicas failed on this request"
+                     : "the tokenizer holding this request died and no other is live"}),
             now, out);
       continue;
     }
@@ -428,7 +464,8 @@ void Gateway::tokenizer_dead(const std::string& worker, SteadyClock::time_point 
 std::vector<status::StageStatus> Gateway::status() const {
   const int free = tokenizers_.total_free();
   return {{"gateway", 1, static_cast<int>(requests_.size()), static_cast<int>(waiting_.size()), 0},
-          {"tokenizer", static_cast<int>(tokenizers_.size()), tokenizers_.total_capacity() - free, 0, free}};
+          {"tokenizer", static_cast<int>(tokenizers_.size()), tokenizers_.total_capacity() - free,
+           0, free}};
 }
 
 std::optional<SteadyClock::time_point> Gateway::next_deadline() const {

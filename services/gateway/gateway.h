@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/response_cache.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/credit_queue.h"
 #include "seqpipe/common/liveness.h"
@@ -28,7 +29,6 @@
 #include "seqpipe/common/protocol.h"
 #include "seqpipe/common/stage_messages.h"
 #include "seqpipe/common/status.h"
-#include "gateway/response_cache.h"
 
 namespace seqpipe::gateway {
 
@@ -36,8 +36,9 @@ using SteadyClock = std::chrono::steady_clock;
 using Envelope = std::vector<std::string>;  // the client's routing frames, sent back with its reply
 
 struct Outbox {
-  std::vector<std::pair<Envelope, std::string>> replies;                  // (envelope, reply bytes)
-  std::vector<std::pair<std::string, stage::StageMessage>> to_tokenizers;  // (worker routing id, message)
+  std::vector<std::pair<Envelope, std::string>> replies;  // (envelope, reply bytes)
+  std::vector<std::pair<std::string, stage::StageMessage>>
+      to_tokenizers;  // (worker routing id, message)
   // (batcher ingress endpoint, message): cancels, and heartbeats when there are several batchers
   std::vector<std::pair<std::string, stage::StageMessage>> to_batcher;
   void clear() {
@@ -53,8 +54,8 @@ protocol::Limits protocol_limits(const config::PipelineConfig& config);
 class Gateway {
  public:
   // `results_endpoint` is where this gateway's results come back (its bound PULL endpoint).
-  Gateway(const config::PipelineConfig& config, std::string results_endpoint, metrics::StageMetrics& stage_metrics,
-          metrics::GatewayMetrics& gateway_metrics);
+  Gateway(const config::PipelineConfig& config, std::string results_endpoint,
+          metrics::StageMetrics& stage_metrics, metrics::GatewayMetrics& gateway_metrics);
 
   // A client message: `frames` as the ROUTER received them (routing frames, then the payload).
   void on_client(std::vector<std::string>&& frames, SteadyClock::time_point now, Outbox& out);
@@ -95,8 +96,8 @@ class Gateway {
     std::vector<bool> done;
     size_t remaining = 0;
     SteadyClock::time_point received, deadline;
-    stage::StageTimings timings;  // per stage, the slowest of the request's texts
-    bool retried = false;         // its tokenize work was re-dispatched once already
+    stage::StageTimings timings;          // per stage, the slowest of the request's texts
+    bool retried = false;                 // its tokenize work was re-dispatched once already
     std::vector<std::string> cache_keys;  // per text, when the cache is on
     std::string cancel_key;               // key in by_client_ (empty: the request had no id)
     // With several batchers: which one holds it, and what a re-submission needs.
@@ -116,13 +117,14 @@ class Gateway {
   // The next live batcher after `after` (round-robin), or nullopt.
   std::optional<size_t> next_live_batcher(size_t after) const;
   // A cancel from the client behind `envelope` for its request(s) with id `client_id`.
-  void cancel(const Envelope& envelope, const std::string& client_id, SteadyClock::time_point now, Outbox& out);
+  void cancel(const Envelope& envelope, const std::string& client_id, SteadyClock::time_point now,
+              Outbox& out);
   // Which requests a cancel may name: the client's routing frames and its id.
   static std::string client_key(const Envelope& envelope, const std::string& client_id);
   void reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now, Outbox& out);
   static protocol::Reply ok_reply(Request& r);
-  void reply_error(Envelope envelope, std::string client_id, protocol::Error error, SteadyClock::time_point received,
-                   SteadyClock::time_point now, Outbox& out);
+  void reply_error(Envelope envelope, std::string client_id, protocol::Error error,
+                   SteadyClock::time_point received, SteadyClock::time_point now, Outbox& out);
 
   config::PipelineConfig config_;
   protocol::Limits limits_;

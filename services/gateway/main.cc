@@ -32,22 +32,25 @@ int serve(const config::PipelineConfig& c) {
   const std::string client_endpoint = clients.bind(c.gateway.client_endpoint);
   tokenizers.bind(c.gateway.tokenizer_endpoint);
   const std::string results_endpoint = results.bind(c.gateway.results_endpoint);
-  spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}", client_endpoint,
-               c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
+  spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}",
+               client_endpoint, c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
 
   // Cancels (and heartbeats, with several batchers) go to the batchers' ingress (where the
   // tokenizers send sequences), over PUSH.
   transport::PushSockets batcher(context);
   Gateway gateway(c, results_endpoint, stage_metrics, gateway_metrics);
   transport::Poller poller;
-  const size_t kClients = poller.add(clients), kTokenizers = poller.add(tokenizers), kResults = poller.add(results);
+  const size_t kClients = poller.add(clients), kTokenizers = poller.add(tokenizers),
+               kResults = poller.add(results);
   const stage::Limits limits;
   Outbox out;
   while (!service::stop_requested()) {
     auto now = SteadyClock::now();
-    auto timeout = std::min(std::chrono::milliseconds(100), std::chrono::milliseconds(c.liveness.heartbeat_interval_ms));
+    auto timeout = std::min(std::chrono::milliseconds(100),
+                            std::chrono::milliseconds(c.liveness.heartbeat_interval_ms));
     if (auto d = gateway.next_deadline()) {
-      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*d - now), std::chrono::milliseconds(0), timeout);
+      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*d - now),
+                           std::chrono::milliseconds(0), timeout);
     }
     poller.poll(timeout);
     now = SteadyClock::now();
@@ -57,15 +60,18 @@ int serve(const config::PipelineConfig& c) {
     if (poller.readable(kTokenizers)) {
       while (auto frames = tokenizers.try_recv()) {
         if (frames->size() == 2 && (*frames)[1] == status::kProbe) {
-          tokenizers.send({std::string_view((*frames)[0]), std::string_view(status::encode(gateway.status()))});
-        } else if (auto m = worker::decode_frames(*frames, 2, "a tokenizer", limits, stage_metrics)) {
+          tokenizers.send(
+              {std::string_view((*frames)[0]), std::string_view(status::encode(gateway.status()))});
+        } else if (auto m =
+                       worker::decode_frames(*frames, 2, "a tokenizer", limits, stage_metrics)) {
           gateway.on_tokenizer((*frames)[0], *m, now);
         }
       }
     }
     if (poller.readable(kResults)) {
       while (auto frames = results.try_recv()) {
-        if (auto m = worker::decode_frames(*frames, 1, "the results socket", limits, stage_metrics)) {
+        if (auto m =
+                worker::decode_frames(*frames, 1, "the results socket", limits, stage_metrics)) {
           gateway.on_results(std::move(*m), now, out);
         }
       }
@@ -79,16 +85,20 @@ int serve(const config::PipelineConfig& c) {
       auto batch = std::move(out.to_tokenizers);
       out.to_tokenizers.clear();  // tokenizer_dead and dispatch below add to it: a new round
       for (auto& [worker, message] : batch) {
-        if (!tokenizers.send({std::string_view(worker), std::string_view(stage::encode(message))})) {
+        if (!tokenizers.send(
+                {std::string_view(worker), std::string_view(stage::encode(message))})) {
           gateway.tokenizer_dead(worker, now, out);
         }
       }
       gateway.dispatch(now, out);
     }
     for (const auto& [endpoint, message] : out.to_batcher) {
-      if (!batcher.send(endpoint, stage::encode(message)) && message.kind == stage::MessageKind::kCancel) {
-        spdlog::warn("gateway: could not send a cancel to batcher {} ({} request(s)); their work runs to its end",
-                     endpoint, message.items.size());
+      if (!batcher.send(endpoint, stage::encode(message)) &&
+          message.kind == stage::MessageKind::kCancel) {
+        spdlog::warn(
+            "gateway: could not send a cancel to batcher {} ({} request(s)); their work runs to "
+            "its end",
+            endpoint, message.items.size());
       }
     }
     for (auto& [envelope, payload] : out.replies) {
@@ -105,7 +115,8 @@ int serve(const config::PipelineConfig& c) {
 }  // namespace seqpipe::gateway
 
 int main(int argc, char** argv) {
-  return seqpipe::config::run_service_main(argc, argv, "gateway",
-                                           "Serves clients: validates requests, keeps deadlines, answers each once.",
-                                           seqpipe::gateway::serve);
+  return seqpipe::config::run_service_main(
+      argc, argv, "gateway",
+      "Serves clients: validates requests, keeps deadlines, answers each once.",
+      seqpipe::gateway::serve);
 }

@@ -20,10 +20,11 @@ std::string normalize_text(std::string_view text) {
   return out;
 }
 
-std::string cache_key(std::string_view model_id, const protocol::GenerateParams& p, std::string_view text) {
+std::string cache_key(std::string_view model_id, const protocol::GenerateParams& p,
+                      std::string_view text) {
   char params[96];
-  std::snprintf(params, sizeof params, "%d|%d|%d|%.9g|%d", p.max_new_tokens, p.num_beams, p.min_new_tokens,
-                static_cast<double>(p.length_penalty), p.return_scores ? 1 : 0);
+  std::snprintf(params, sizeof params, "%d|%d|%d|%.9g|%d", p.max_new_tokens, p.num_beams,
+                p.min_new_tokens, static_cast<double>(p.length_penalty), p.return_scores ? 1 : 0);
   std::string key(model_id);
   key += '\0';
   key += params;

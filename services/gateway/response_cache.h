@@ -23,7 +23,8 @@ struct CachedResult {
 // that differ only there share an entry.
 std::string normalize_text(std::string_view text);
 // The cache key: model id, every generation parameter, normalized text.
-std::string cache_key(std::string_view model_id, const protocol::GenerateParams& params, std::string_view text);
+std::string cache_key(std::string_view model_id, const protocol::GenerateParams& params,
+                      std::string_view text);
 
 class ResponseCache {
  public:

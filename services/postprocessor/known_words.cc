@@ -9,8 +9,9 @@ namespace {
 
 std::string lower(std::string_view word) {
   std::string out(word);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c); });
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) {
+    return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  });
   return out;
 }
 
@@ -18,9 +19,13 @@ std::vector<std::string_view> split_words(std::string_view text) {
   std::vector<std::string_view> words;
   size_t i = 0;
   while (i < text.size()) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) ++i;
+    while (i < text.size() &&
+           (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
+      ++i;
     size_t j = i;
-    while (j < text.size() && text[j] != ' ' && text[j] != '\t' && text[j] != '\n' && text[j] != '\r') ++j;
+    while (j < text.size() && text[j] != ' ' && text[j] != '\t' && text[j] != '\n' &&
+           text[j] != '\r')
+      ++j;
     if (j > i) words.push_back(text.substr(i, j - i));
     i = j;
   }
@@ -52,22 +57,27 @@ KnownWords KnownWords::load(std::string_view paths) {
     const size_t end = std::min(paths.find(':', start), paths.size());
     const std::string path(paths.substr(start, end - start));
     std::ifstream in(path);
-    if (!in) throw std::runtime_error("postprocessor.known_words: cannot read word list '" + path + "'");
+    if (!in)
+      throw std::runtime_error("postprocessor.known_words: cannot read word list '" + path + "'");
     const size_t before = words.size();
     for (std::string line; std::getline(in, line);) {
       for (const auto word : split_words(line)) words.emplace_back(word);
     }
-    if (words.size() == before) throw std::runtime_error("postprocessor.known_words: '" + path + "' holds no word");
+    if (words.size() == before)
+      throw std::runtime_error("postprocessor.known_words: '" + path + "' holds no word");
     start = end + 1;
   }
   return KnownWords(words);
 }
 
-bool KnownWords::contains(std::string_view word) const { return words_.count(lower(word)) > 0; }
+bool KnownWords::contains(std::string_view word) const {
+  return words_.count(lower(word)) > 0;
+}
 
 bool KnownWords::all_known(std::string_view text) const {
   const auto words = split_words(text);
-  return !words.empty() && std::all_of(words.begin(), words.end(), [&](std::string_view w) { return contains(w); });
+  return !words.empty() &&
+         std::all_of(words.begin(), words.end(), [&](std::string_view w) { return contains(w); });
 }
 
 std::string KnownWords::guard(std::string_view input, std::string_view output) const {
@@ -79,7 +89,8 @@ std::string KnownWords::guard(std::string_view input, std::string_view output) c
   std::vector<uint32_t> lcs((n + 1) * (m + 1), 0);
   auto at = [&](size_t i, size_t j) -> uint32_t& { return lcs[i * (m + 1) + j]; };
   for (size_t i = n; i-- > 0;) {
-    for (size_t j = m; j-- > 0;) at(i, j) = a[i] == b[j] ? at(i + 1, j + 1) + 1 : std::max(at(i + 1, j), at(i, j + 1));
+    for (size_t j = m; j-- > 0;)
+      at(i, j) = a[i] == b[j] ? at(i + 1, j + 1) + 1 : std::max(at(i + 1, j), at(i, j + 1));
   }
   std::string out;
   auto emit = [&](std::string_view word) {
@@ -99,7 +110,8 @@ std::string KnownWords::guard(std::string_view input, std::string_view output) c
       }
       return;
     }
-    const bool keep = i > i0 && std::all_of(a.begin() + static_cast<std::ptrdiff_t>(i0), a.begin() + static_cast<std::ptrdiff_t>(i),
+    const bool keep = i > i0 && std::all_of(a.begin() + static_cast<std::ptrdiff_t>(i0),
+                                            a.begin() + static_cast<std::ptrdiff_t>(i),
                                             [&](std::string_view w) { return contains(w); });
     if (keep) {
       for (size_t k = i0; k < i; ++k) emit(a[k]);

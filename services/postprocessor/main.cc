@@ -1,4 +1,5 @@
-// seqpipe-postprocessor: one postprocessor replica. Start more copies (same command, same config) to scale.
+// seqpipe-postprocessor: one postprocessor replica. Start more copies (same command, same config)
+// to scale.
 #include "postprocessor/postprocessor_stage.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/worker.h"
@@ -6,10 +7,16 @@
 
 int main(int argc, char** argv) {
   using namespace seqpipe;
-  return config::run_service_main(argc, argv, "postprocessor", "Detokenizes output ids and returns results to the owning gateway.", [](const config::PipelineConfig& c) {
-    return worker::serve_worker("postprocessor", c.metrics.address, c.postprocessor.metrics_port, worker::hubs_or(c.postprocessor.hub_endpoints, c.batcher.postprocessor_endpoint), c.liveness, [&](metrics::StageMetrics& m) {
-      return std::make_unique<postprocessor::PostprocessorStage>(
-              std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model"), c, m);
-    });
-  });
+  return config::run_service_main(
+      argc, argv, "postprocessor",
+      "Detokenizes output ids and returns results to the owning gateway.",
+      [](const config::PipelineConfig& c) {
+        return worker::serve_worker(
+            "postprocessor", c.metrics.address, c.postprocessor.metrics_port,
+            worker::hubs_or(c.postprocessor.hub_endpoints, c.batcher.postprocessor_endpoint),
+            c.liveness, [&](metrics::StageMetrics& m) {
+              return std::make_unique<postprocessor::PostprocessorStage>(
+                  std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model"), c, m);
+            });
+      });
 }

@@ -10,12 +10,14 @@ namespace seqpipe::postprocessor {
 
 using SteadyClock = std::chrono::steady_clock;
 
-PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer, const config::PipelineConfig& config,
+PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
+                                       const config::PipelineConfig& config,
                                        metrics::StageMetrics& metrics)
     : tokenizer_(std::move(tokenizer)), metrics_(metrics), credits_(config.postprocessor.credits) {
   if (!config.postprocessor.known_words.empty()) {
     known_words_.emplace(KnownWords::load(config.postprocessor.known_words));
-    spdlog::info("postprocessor: {} known words from {}", known_words_->size(), config.postprocessor.known_words);
+    spdlog::info("postprocessor: {} known words from {}", known_words_->size(),
+                 config.postprocessor.known_words);
   }
 }
 
@@ -52,8 +54,8 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
     item.ids.clear();
     const auto elapsed = SteadyClock::now() - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
-    item.timings.postprocess_us +=
-        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
+    item.timings.postprocess_us += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
     done.push_back(std::move(item));
   }
   out.results(std::move(done));

@@ -14,8 +14,8 @@ namespace seqpipe::postprocessor {
 
 class PostprocessorStage : public worker::WorkerStage {
  public:
-  PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer, const config::PipelineConfig& config,
-                     metrics::StageMetrics& metrics);
+  PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
+                     const config::PipelineConfig& config, metrics::StageMetrics& metrics);
   stage::MessageKind accepts() const override { return stage::MessageKind::kPostprocess; }
   int capacity() const override { return credits_; }
   // Each item costs one credit; the credits go back with the results.

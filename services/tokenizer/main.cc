@@ -1,15 +1,20 @@
 // seqpipe-tokenizer: one tokenizer replica. Start more copies (same command, same config) to scale.
-#include "tokenizer/tokenizer_stage.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/worker.h"
 #include "seqpipe/engine/tokenizer.h"
+#include "tokenizer/tokenizer_stage.h"
 
 int main(int argc, char** argv) {
   using namespace seqpipe;
-  return config::run_service_main(argc, argv, "tokenizer", "Tokenizes request texts (SentencePiece) and feeds the batcher.", [](const config::PipelineConfig& c) {
-    return worker::serve_worker("tokenizer", c.metrics.address, c.tokenizer.metrics_port, worker::hubs_or(c.tokenizer.hub_endpoints, c.gateway.tokenizer_endpoint), c.liveness, [&](metrics::StageMetrics& m) {
-      return std::make_unique<tokenizer::TokenizerStage>(
-              std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model"), c, m);
-    });
-  });
+  return config::run_service_main(
+      argc, argv, "tokenizer", "Tokenizes request texts (SentencePiece) and feeds the batcher.",
+      [](const config::PipelineConfig& c) {
+        return worker::serve_worker(
+            "tokenizer", c.metrics.address, c.tokenizer.metrics_port,
+            worker::hubs_or(c.tokenizer.hub_endpoints, c.gateway.tokenizer_endpoint), c.liveness,
+            [&](metrics::StageMetrics& m) {
+              return std::make_unique<tokenizer::TokenizerStage>(
+                  std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model"), c, m);
+            });
+      });
 }

@@ -11,8 +11,8 @@ namespace seqpipe::tokenizer {
 
 using SteadyClock = std::chrono::steady_clock;
 
-TokenizerStage::TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer, const config::PipelineConfig& config,
-                               metrics::StageMetrics& metrics)
+TokenizerStage::TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
+                               const config::PipelineConfig& config, metrics::StageMetrics& metrics)
     : tokenizer_(std::move(tokenizer)),
       metrics_(metrics),
       ingress_endpoint_(config.batcher.ingress_endpoint),
@@ -35,18 +35,21 @@ void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) 
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
     if (static_cast<int>(ids.size()) > max_input_tokens_) {
       out.fail(std::move(item),
-               {protocol::ErrorCode::kTooLong, "text " + std::to_string(item.index) + " is " + std::to_string(ids.size()) +
-                                                   " tokens; the limit is model.max_input_tokens = " +
-                                                   std::to_string(max_input_tokens_)},
+               {protocol::ErrorCode::kTooLong,
+                "text " + std::to_string(item.index) + " is " + std::to_string(ids.size()) +
+                    " tokens; the limit is model.max_input_tokens = " +
+                    std::to_string(max_input_tokens_)},
                "tokenizer", metrics_);
       continue;
     }
     item.ids.assign(ids.begin(), ids.end());
     if (!keep_text_) item.text.clear();
-    item.timings.tokenize_us += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
+    item.timings.tokenize_us += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
     sequences.items.push_back(std::move(item));
   }
-  // To the batcher the gateway chose for each item (one message per batcher), else the configured one.
+  // To the batcher the gateway chose for each item (one message per batcher), else the configured
+  // one.
   for (auto& item : sequences.items) {
     const std::string& to = item.batcher.empty() ? ingress_endpoint_ : item.batcher;
     auto it = std::find_if(out.pushes.begin(), out.pushes.end(), [&](const auto& p) {

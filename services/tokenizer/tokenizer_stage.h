@@ -2,9 +2,8 @@
 // The tokenizer stage: text -> SentencePiece ids (eos appended), checked against
 // model.max_input_tokens. Good items go on to the batcher's ingress; a text that is too long is
 // answered to its gateway as `too_long`. Socket-free: run_worker drives it.
-#include <string>
-
 #include <memory>
+#include <string>
 
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/worker.h"
@@ -14,8 +13,8 @@ namespace seqpipe::tokenizer {
 
 class TokenizerStage : public worker::WorkerStage {
  public:
-  TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer, const config::PipelineConfig& config,
-                 metrics::StageMetrics& metrics);
+  TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
+                 const config::PipelineConfig& config, metrics::StageMetrics& metrics);
   stage::MessageKind accepts() const override { return stage::MessageKind::kTokenize; }
   int capacity() const override { return credits_; }
   // A `tokenize` message costs its sender one credit; the credit goes back after it.

@@ -183,13 +183,15 @@ TEST(ConfigOverrides, NestedKeysOfInheritedWorkerFields) {
 
 TEST(ConfigOverrides, HubEndpointListsAreCheckedAndResolved) {
   PipelineConfig c = load_config_text(
-      "encoder:\n  hub_endpoints: [\"ipc://{runtime_dir}/b1-enc.sock\", \"tcp://10.0.0.2:5601\"]\n", "t",
-      {"tokenizer.hub_endpoints=[ipc:///run/g1.sock, ipc:///run/g2.sock]"});
-  EXPECT_THAT(c.encoder.hub_endpoints, ElementsAre("ipc://{runtime_dir}/b1-enc.sock", "tcp://10.0.0.2:5601"));
+      "encoder:\n  hub_endpoints: [\"ipc://{runtime_dir}/b1-enc.sock\", \"tcp://10.0.0.2:5601\"]\n",
+      "t", {"tokenizer.hub_endpoints=[ipc:///run/g1.sock, ipc:///run/g2.sock]"});
+  EXPECT_THAT(c.encoder.hub_endpoints,
+              ElementsAre("ipc://{runtime_dir}/b1-enc.sock", "tcp://10.0.0.2:5601"));
   EXPECT_THAT(c.tokenizer.hub_endpoints, ElementsAre("ipc:///run/g1.sock", "ipc:///run/g2.sock"));
   EXPECT_TRUE(c.decoder.hub_endpoints.empty());
   c = resolve_endpoints(c, "/run/sp");
-  EXPECT_THAT(c.encoder.hub_endpoints, ElementsAre("ipc:///run/sp/b1-enc.sock", "tcp://10.0.0.2:5601"));
+  EXPECT_THAT(c.encoder.hub_endpoints,
+              ElementsAre("ipc:///run/sp/b1-enc.sock", "tcp://10.0.0.2:5601"));
   auto error_of = [](const std::string& yaml, std::vector<std::string> overrides = {}) {
     try {
       load_config_text(yaml, "t.yaml", overrides);
@@ -198,14 +200,19 @@ TEST(ConfigOverrides, HubEndpointListsAreCheckedAndResolved) {
     }
     return std::string("accepted");
   };
-  EXPECT_THAT(error_of("encoder:\n  hub_endpoints: [\"\"]\n"), HasSubstr("encoder.hub_endpoints[0] must not be empty"));
+  EXPECT_THAT(error_of("encoder:\n  hub_endpoints: [\"\"]\n"),
+              HasSubstr("encoder.hub_endpoints[0] must not be empty"));
   EXPECT_THAT(error_of("encoder:\n  hub_endpoints: [\"http://x\"]\n"),
               HasSubstr("encoder.hub_endpoints[0] must start with tcp://, ipc:// or inproc://"));
-  EXPECT_THAT(error_of("encoder:\n  hub_endpoints: ipc:///a.sock\n"), HasSubstr("must be a list of endpoints"));
-  EXPECT_THAT(error_of("", {"encoder.credits=1", "encoder.hub_endpoints=[ipc:///a.sock, ipc:///b.sock]"}),
-              HasSubstr("encoder.credits must be >= the number of encoder.hub_endpoints (2)"));
-  EXPECT_THAT(error_of("", {"decoder.num_slots=12", "decoder.hub_endpoints=[ipc:///a.sock, ipc:///b.sock]"}),
-              HasSubstr("decoder.max_beams must be <= decoder.num_slots / the number of decoder.hub_endpoints (12 / 2)"));
+  EXPECT_THAT(error_of("encoder:\n  hub_endpoints: ipc:///a.sock\n"),
+              HasSubstr("must be a list of endpoints"));
+  EXPECT_THAT(
+      error_of("", {"encoder.credits=1", "encoder.hub_endpoints=[ipc:///a.sock, ipc:///b.sock]"}),
+      HasSubstr("encoder.credits must be >= the number of encoder.hub_endpoints (2)"));
+  EXPECT_THAT(error_of("", {"decoder.num_slots=12",
+                            "decoder.hub_endpoints=[ipc:///a.sock, ipc:///b.sock]"}),
+              HasSubstr("decoder.max_beams must be <= decoder.num_slots / the number of "
+                        "decoder.hub_endpoints (12 / 2)"));
 }
 
 TEST(ConfigOverrides, ApplyAfterTheFileInOrder) {
@@ -272,7 +279,8 @@ const ErrorCase kErrorCases[] = {
     {"EmptyPathInKnownWords",
      "postprocessor:\n  known_words: /a::/b\n",
      {},
-     "test.yaml:2: postprocessor.known_words must be empty or paths separated by ':' (no empty path), got '/a::/b'"},
+     "test.yaml:2: postprocessor.known_words must be empty or paths separated by ':' (no empty "
+     "path), got '/a::/b'"},
     {"NotAnInteger",
      "batcher:\n  max_batch_size: lots\n",
      {},

@@ -14,7 +14,7 @@ TEST(HubLiveness, AWorkerSilentForLivenessIntervalsIsDeadOnce) {
   HubLiveness hub(milliseconds(100), 3);
   hub.seen("a", t0);
   hub.seen("b", t0);
-  hub.seen("b", t0 + milliseconds(250));  // b keeps talking
+  hub.seen("b", t0 + milliseconds(250));                       // b keeps talking
   EXPECT_TRUE(hub.take_dead(t0 + milliseconds(300)).empty());  // exactly 3 intervals: not yet
   EXPECT_EQ(hub.take_dead(t0 + milliseconds(301)), std::vector<std::string>{"a"});
   EXPECT_TRUE(hub.take_dead(t0 + milliseconds(302)).empty());  // reported once, then forgotten

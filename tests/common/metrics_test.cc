@@ -27,7 +27,8 @@ std::string http_get(int port, const std::string& path) {
   (void)!::write(fd, request.data(), request.size());
   std::string response;
   char buf[4096];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) response.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;)
+    response.append(buf, static_cast<size_t>(n));
   ::close(fd);
   return response;
 }
@@ -35,11 +36,15 @@ std::string http_get(int port, const std::string& path) {
 TEST(Metrics, KvSlotGaugesAppearOnFirstUse) {
   Exporter exporter("decoder", 0);
   StageMetrics stage(exporter.registry(), "decoder");
-  EXPECT_EQ(http_get(exporter.port(), "/metrics").find("seqpipe_decoder_kv_slots"), std::string::npos);
+  EXPECT_EQ(http_get(exporter.port(), "/metrics").find("seqpipe_decoder_kv_slots"),
+            std::string::npos);
   stage.set_kv_slots(3, 29);
   const std::string body = http_get(exporter.port(), "/metrics");
-  EXPECT_NE(body.find("seqpipe_decoder_kv_slots{stage=\"decoder\",state=\"used\"} 3"), std::string::npos) << body;
-  EXPECT_NE(body.find("seqpipe_decoder_kv_slots{stage=\"decoder\",state=\"free\"} 29"), std::string::npos);
+  EXPECT_NE(body.find("seqpipe_decoder_kv_slots{stage=\"decoder\",state=\"used\"} 3"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("seqpipe_decoder_kv_slots{stage=\"decoder\",state=\"free\"} 29"),
+            std::string::npos);
 }
 
 TEST(Metrics, LatencyBucketsAreConfigurable) {
@@ -51,9 +56,13 @@ TEST(Metrics, LatencyBucketsAreConfigurable) {
   StageMetrics stage(exporter.registry(), "gateway");
   stage.queue_time(0.01);
   const std::string body = http_get(exporter.port(), "/metrics");
-  EXPECT_NE(body.find("seqpipe_stage_queue_seconds_bucket{stage=\"gateway\",le=\"0.002\"} 0"), std::string::npos) << body;
-  EXPECT_NE(body.find("seqpipe_stage_queue_seconds_bucket{stage=\"gateway\",le=\"0.05\"} 1"), std::string::npos);
-  EXPECT_EQ(body.find("seqpipe_stage_queue_seconds_bucket{stage=\"gateway\",le=\"0.0001\"}"), std::string::npos);
+  EXPECT_NE(body.find("seqpipe_stage_queue_seconds_bucket{stage=\"gateway\",le=\"0.002\"} 0"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("seqpipe_stage_queue_seconds_bucket{stage=\"gateway\",le=\"0.05\"} 1"),
+            std::string::npos);
+  EXPECT_EQ(body.find("seqpipe_stage_queue_seconds_bucket{stage=\"gateway\",le=\"0.0001\"}"),
+            std::string::npos);
   std::vector<int> restore;
   for (double s : defaults) restore.push_back(static_cast<int>(s * 1e6 + 0.5));
   set_latency_buckets(restore);
@@ -70,10 +79,13 @@ TEST(Metrics, ExporterServesStageFamiliesOnAnEphemeralPort) {
   stage.batch_size(8);
   stage.set_queue_depth(5);
   const std::string body = http_get(exporter.port(), "/metrics");
-  EXPECT_NE(body.find("seqpipe_build_info{service=\"tokenizer\""), std::string::npos) << body.substr(0, 400);
+  EXPECT_NE(body.find("seqpipe_build_info{service=\"tokenizer\""), std::string::npos)
+      << body.substr(0, 400);
   EXPECT_NE(body.find("seqpipe_stage_requests_total{stage=\"tokenizer\"} 3"), std::string::npos);
-  EXPECT_NE(body.find("seqpipe_stage_errors_total{code=\"too_long\",stage=\"tokenizer\"} 1"), std::string::npos);
-  EXPECT_NE(body.find("seqpipe_stage_compute_seconds_bucket{stage=\"tokenizer\",le=\"0.0025\"} 1"), std::string::npos);
+  EXPECT_NE(body.find("seqpipe_stage_errors_total{code=\"too_long\",stage=\"tokenizer\"} 1"),
+            std::string::npos);
+  EXPECT_NE(body.find("seqpipe_stage_compute_seconds_bucket{stage=\"tokenizer\",le=\"0.0025\"} 1"),
+            std::string::npos);
   EXPECT_NE(body.find("seqpipe_stage_queue_depth{stage=\"tokenizer\"} 5"), std::string::npos);
 }
 

@@ -167,19 +167,26 @@ TEST(ProtocolErrorCode, WireNamesAreStableAndRoundTrip) {
 TEST(ProtocolPriority, IsOptionalRoundTripsAndIsCheckedAgainstTheLevels) {
   Limits three;
   three.priority_levels = 3;
-  EXPECT_EQ(decode_ok(encode(map(base())), three).params.priority, 0);  // not given: the server's default
-  EXPECT_EQ(decode_ok(encode(map(with_params({{"priority", integer(1)}}))), three).params.priority, 1);
-  EXPECT_EQ(decode_ok(encode(map(with_params({{"priority", integer(3)}}))), three).params.priority, 3);
+  EXPECT_EQ(decode_ok(encode(map(base())), three).params.priority,
+            0);  // not given: the server's default
+  EXPECT_EQ(decode_ok(encode(map(with_params({{"priority", integer(1)}}))), three).params.priority,
+            1);
+  EXPECT_EQ(decode_ok(encode(map(with_params({{"priority", integer(3)}}))), three).params.priority,
+            3);
   Request r;
   r.texts = {"x"};
   r.params.priority = 2;
   EXPECT_EQ(decode_ok(encode_request(r), three), r);
   r.params.priority = 0;
   EXPECT_EQ(encode_request(r).find("priority"), std::string::npos);  // 0 is not written
-  for (const auto& [value, got] : std::vector<std::pair<Value, std::string>>{
-           {integer(0), "got 0"}, {integer(4), "got 4"}, {integer(-1), "got -1"},
-           {real(1.0), "got float 1"}, {str("high"), "got a string"}}) {
-    const RejectedRequest rejected = decode_rejected(encode(map(with_params({{"priority", value}}))), three);
+  for (const auto& [value, got] :
+       std::vector<std::pair<Value, std::string>>{{integer(0), "got 0"},
+                                                  {integer(4), "got 4"},
+                                                  {integer(-1), "got -1"},
+                                                  {real(1.0), "got float 1"},
+                                                  {str("high"), "got a string"}}) {
+    const RejectedRequest rejected =
+        decode_rejected(encode(map(with_params({{"priority", value}}))), three);
     EXPECT_EQ(rejected.error.code, ErrorCode::kInvalidArgument);
     EXPECT_THAT(rejected.error.message,
                 HasSubstr("params.priority must be an integer in [1, 3], " + got +
@@ -784,9 +791,9 @@ TEST(ProtocolReply, ErrorRoundTripsWithoutTexts) {
 }
 
 TEST(ProtocolReply, EveryErrorCodeRoundTrips) {
-  for (ErrorCode code :
-       {ErrorCode::kInvalidArgument, ErrorCode::kTooLong, ErrorCode::kDeadlineExceeded,
-        ErrorCode::kOverloaded, ErrorCode::kInternal, ErrorCode::kUnavailable, ErrorCode::kCancelled}) {
+  for (ErrorCode code : {ErrorCode::kInvalidArgument, ErrorCode::kTooLong,
+                         ErrorCode::kDeadlineExceeded, ErrorCode::kOverloaded, ErrorCode::kInternal,
+                         ErrorCode::kUnavailable, ErrorCode::kCancelled}) {
     const Reply reply = error_reply("", {code, std::string(wire_name(code))});
     EXPECT_EQ(decode_reply_ok(encode_reply(reply)), reply);
   }

@@ -15,7 +15,8 @@ TEST(Status, RoundTrips) {
 TEST(Status, RefusesWhatIsNotAStatusReply) {
   EXPECT_FALSE(decode(kProbe).has_value());
   EXPECT_FALSE(decode("").has_value());
-  EXPECT_FALSE(decode("\x91\x81\xa5stage\x01").has_value());  // [{"stage": 1}]: wrong type, fields missing
+  EXPECT_FALSE(
+      decode("\x91\x81\xa5stage\x01").has_value());  // [{"stage": 1}]: wrong type, fields missing
   // A few bytes claiming a 3.7-billion-element array (found by the fuzzer): refused, not allocated.
   EXPECT_FALSE(decode(std::string("\xdd\xdd\xdd\xdd\xdd", 5)).has_value());
   std::string truncated = encode({{"encoder", 2, 1, 0, 7}});

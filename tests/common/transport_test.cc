@@ -17,14 +17,21 @@ TEST(Transport, TcpEphemeralPortRoundTrip) {
   Socket router(ctx, zmq::socket_type::router);
   const std::string endpoint = router.bind("tcp://127.0.0.1:0");
   ASSERT_NE(endpoint.find("tcp://127.0.0.1:"), std::string::npos);
-  EXPECT_EQ(endpoint.find(":0", endpoint.size() - 2), std::string::npos) << "the real port comes back: " << endpoint;
-  Socket dealer(ctx, zmq::socket_type::dealer, {.routing_id = std::string("w\0" "1", 3)});
+  EXPECT_EQ(endpoint.find(":0", endpoint.size() - 2), std::string::npos)
+      << "the real port comes back: " << endpoint;
+  Socket dealer(ctx, zmq::socket_type::dealer,
+                {.routing_id = std::string("w\0"
+                                           "1",
+                                           3)});
   dealer.connect(endpoint);
   ASSERT_TRUE(dealer.send({"", "hello"}));
   auto got = router.recv(milliseconds(5000));
   ASSERT_TRUE(got.has_value());
   ASSERT_EQ(got->size(), 3u);
-  EXPECT_EQ((*got)[0], std::string("w\0" "1", 3)) << "routing ids are bytes";
+  EXPECT_EQ((*got)[0], std::string("w\0"
+                                   "1",
+                                   3))
+      << "routing ids are bytes";
   EXPECT_EQ((*got)[2], "hello");
   ASSERT_TRUE(router.send({(*got)[0], "", "world"}));
   auto reply = dealer.recv(milliseconds(5000));
@@ -58,7 +65,8 @@ TEST(Transport, OversizedFrameIsRefusedAndTheSocketKeepsServing) {
   Socket hostile(ctx, zmq::socket_type::dealer);
   hostile.connect(ep);
   ASSERT_TRUE(hostile.send({"", std::string(4096, 'x')}));
-  EXPECT_FALSE(router.recv(milliseconds(300)).has_value()) << "a frame over ZMQ_MAXMSGSIZE never arrives";
+  EXPECT_FALSE(router.recv(milliseconds(300)).has_value())
+      << "a frame over ZMQ_MAXMSGSIZE never arrives";
   Socket good(ctx, zmq::socket_type::dealer);
   good.connect(ep);
   ASSERT_TRUE(good.send({"", "small"}));

@@ -29,7 +29,8 @@ TEST(WorkerHubShare, SharesAddUpToTheCapacityAndDifferByAtMostOne) {
     }
   }
   EXPECT_EQ(hubs_or({}, "ipc:///run/b.sock"), std::vector<std::string>{"ipc:///run/b.sock"});
-  EXPECT_EQ(hubs_or({"tcp://a:1", "tcp://b:2"}, "ipc:///run/b.sock"), (std::vector<std::string>{"tcp://a:1", "tcp://b:2"}));
+  EXPECT_EQ(hubs_or({"tcp://a:1", "tcp://b:2"}, "ipc:///run/b.sock"),
+            (std::vector<std::string>{"tcp://a:1", "tcp://b:2"}));
 }
 
 // Answers every message with one credit per item, to whoever sent it.
@@ -61,7 +62,8 @@ stage::StageMessage next_non_heartbeat(transport::Socket& hub, std::string& work
 
 TEST(WorkerLoop, ServesEveryHubWithItsShareAndAnswersTheHubThatSentTheWork) {
   zmq::context_t context(1);
-  transport::Socket hub_a(context, zmq::socket_type::router), hub_b(context, zmq::socket_type::router);
+  transport::Socket hub_a(context, zmq::socket_type::router),
+      hub_b(context, zmq::socket_type::router);
   WorkerOptions options;
   options.stage_name = "echo";
   options.hub_endpoints = {hub_a.bind("tcp://127.0.0.1:*"), hub_b.bind("tcp://127.0.0.1:*")};
@@ -77,11 +79,14 @@ TEST(WorkerLoop, ServesEveryHubWithItsShareAndAnswersTheHubThatSentTheWork) {
   EXPECT_EQ(ready_a, (stage::StageMessage{stage::MessageKind::kReady, 2, {}}));  // 3 credits: 2 + 1
   EXPECT_EQ(ready_b, (stage::StageMessage{stage::MessageKind::kReady, 1, {}}));
 
-  const stage::StageMessage work{stage::MessageKind::kPostprocess, 0, {stage::WorkItem{}, stage::WorkItem{}}};
+  const stage::StageMessage work{
+      stage::MessageKind::kPostprocess, 0, {stage::WorkItem{}, stage::WorkItem{}}};
   hub_b.send({std::string_view(worker_b), std::string_view(stage::encode(work))});
-  EXPECT_EQ(next_non_heartbeat(hub_b, worker_b), (stage::StageMessage{stage::MessageKind::kCredit, 2, {}}));
+  EXPECT_EQ(next_non_heartbeat(hub_b, worker_b),
+            (stage::StageMessage{stage::MessageKind::kCredit, 2, {}}));
   hub_a.send({std::string_view(worker_a), std::string_view(stage::encode(work))});
-  EXPECT_EQ(next_non_heartbeat(hub_a, worker_a), (stage::StageMessage{stage::MessageKind::kCredit, 2, {}}));
+  EXPECT_EQ(next_non_heartbeat(hub_a, worker_a),
+            (stage::StageMessage{stage::MessageKind::kCredit, 2, {}}));
   EXPECT_FALSE(hub_b.recv(milliseconds(200)).has_value()) << "hub b got an answer to hub a's work";
 
   service::request_stop();

@@ -19,7 +19,8 @@ const std::vector<std::vector<int>> kInputs = {
 
 class BatchingTest : public ::testing::Test {
  protected:
-  std::shared_ptr<const T5Model> model_ = T5Model::load(test::data_dir() + "/t5v11-tiny-random", {.threads = 1});
+  std::shared_ptr<const T5Model> model_ =
+      T5Model::load(test::data_dir() + "/t5v11-tiny-random", {.threads = 1});
 };
 
 TEST_F(BatchingTest, EncoderBatchEqualsEncoderAlone) {
@@ -48,8 +49,9 @@ TEST_F(BatchingTest, GenerateBatchEqualsGenerateAlone) {
 }
 
 // Runs `first` for `steps` decoder steps, then adds `second` to the running batch.
-std::vector<GenerationResult> join_mid_run(std::shared_ptr<const T5Model> model, const DecodingOptions& o1,
-                                           const DecodingOptions& o2, int steps) {
+std::vector<GenerationResult> join_mid_run(std::shared_ptr<const T5Model> model,
+                                           const DecodingOptions& o1, const DecodingOptions& o2,
+                                           int steps) {
   Encoder encoder(model);
   GeneratorOptions go;
   go.cache = {.num_slots = 8, .max_beams = 4, .max_target_len = 32, .max_source_len = 32};
@@ -72,7 +74,8 @@ std::vector<GenerationResult> join_mid_run(std::shared_ptr<const T5Model> model,
 TEST_F(BatchingTest, SequenceJoiningARunningBatchMatchesDecodingAlone) {
   const DecodingOptions greedy{.max_new_tokens = 12, .min_new_tokens = 12};
   const DecodingOptions beam{.max_new_tokens = 12, .num_beams = 4};
-  for (auto [o1, o2] : {std::pair{greedy, greedy}, std::pair{greedy, beam}, std::pair{beam, greedy}, std::pair{beam, beam}}) {
+  for (auto [o1, o2] : {std::pair{greedy, greedy}, std::pair{greedy, beam}, std::pair{beam, greedy},
+                        std::pair{beam, beam}}) {
     auto joined = join_mid_run(model_, o1, o2, 5);
     EXPECT_EQ(joined[0].ids, generate(model_, {kInputs[0]}, o1)[0].ids);
     EXPECT_EQ(joined[1].ids, generate(model_, {kInputs[2]}, o2)[0].ids);
@@ -96,12 +99,14 @@ TEST_F(BatchingTest, BatchedAddWithMixedOptionsMatchesDecodingAlone) {
   while (gen.active() > 0) gen.step(finished);
   ASSERT_EQ(finished.size(), 4u);
   for (const auto& f : finished) {
-    const size_t i = static_cast<size_t>(std::find(handles.begin(), handles.end(), f.handle) - handles.begin());
+    const size_t i =
+        static_cast<size_t>(std::find(handles.begin(), handles.end(), f.handle) - handles.begin());
     ASSERT_LT(i, 4u);
     EXPECT_EQ(f.result.ids, generate(model_, {kInputs[i]}, options[i])[0].ids) << "sequence " << i;
   }
   // All or none: a batch that does not fit takes no slot.
-  const std::vector<DecodingOptions> too_many(4, DecodingOptions{.max_new_tokens = 4, .num_beams = 3});
+  const std::vector<DecodingOptions> too_many(4,
+                                              DecodingOptions{.max_new_tokens = 4, .num_beams = 3});
   EXPECT_THROW(gen.add(enc, too_many), EngineError);
   EXPECT_EQ(gen.free_slots(), 10);
   EXPECT_THROW(gen.add(enc, std::vector<DecodingOptions>(2)), EngineError);  // count mismatch
@@ -143,11 +148,13 @@ TEST_F(BatchingTest, InvalidRequestsAreErrorsNotCrashes) {
 }
 
 TEST_F(BatchingTest, MisuseOfSlotsIsAnErrorNotCorruption) {
-  KvCache cache(model_->config(), {.num_slots = 3, .max_beams = 1, .max_target_len = 8, .max_source_len = 16});
+  KvCache cache(model_->config(),
+                {.num_slots = 3, .max_beams = 1, .max_target_len = 8, .max_source_len = 16});
   EXPECT_THROW(cache.release(0), EngineError) << "not held";
   const int a = *cache.acquire();
   cache.release(a);
-  EXPECT_THROW(cache.release(a), EngineError) << "released twice would hand one slot to two sequences";
+  EXPECT_THROW(cache.release(a), EngineError)
+      << "released twice would hand one slot to two sequences";
   EXPECT_EQ(cache.free_slots(), 3);
   EXPECT_THROW(cache.set_length(a, -1), EngineError);
   EXPECT_THROW(cache.set_length(a, 9), EngineError);
@@ -160,7 +167,8 @@ TEST_F(BatchingTest, MisuseOfSlotsIsAnErrorNotCorruption) {
   const int s1 = *cache.acquire();
   const int free_slot = (s0 != 0 && s1 != 0) ? 0 : (s0 != 1 && s1 != 1) ? 1 : 2;
   const int tokens[2] = {0, 0};
-  EXPECT_THROW(decoder.start(free_slot, enc.rows(0), enc.length(0)), EngineError) << "slot not held";
+  EXPECT_THROW(decoder.start(free_slot, enc.rows(0), enc.length(0)), EngineError)
+      << "slot not held";
   decoder.start(s0, enc.rows(0), enc.length(0));
   const int not_started[1] = {s1};
   EXPECT_THROW(decoder.step(not_started, tokens, 1), EngineError);
@@ -184,7 +192,8 @@ TEST_F(BatchingTest, MalformedEncoderOutputIsRefusedWithoutHoldingSlots) {
   bad.offsets = {0, 5, 5};  // an empty sequence
   EXPECT_THROW(gen.add(bad, 1, {.max_new_tokens = 4}), EngineError);
   bad.offsets = {0, 5, 400};  // past the hidden rows
-  EXPECT_THROW(gen.add(bad, std::vector<DecodingOptions>(2, DecodingOptions{.max_new_tokens = 4})), EngineError);
+  EXPECT_THROW(gen.add(bad, std::vector<DecodingOptions>(2, DecodingOptions{.max_new_tokens = 4})),
+               EngineError);
   EXPECT_EQ(gen.free_slots(), 4);
   EXPECT_EQ(gen.active(), 0);
 }
@@ -200,7 +209,8 @@ TEST(DecodingOptionsTest, ValidateNamesTheField) {
   };
   EXPECT_NE(message({.max_new_tokens = 0}).find("max_new_tokens"), std::string::npos);
   EXPECT_NE(message({.max_new_tokens = 64}).find("max_new_tokens"), std::string::npos);
-  EXPECT_NE(message({.max_new_tokens = 5, .min_new_tokens = 6}).find("min_new_tokens"), std::string::npos);
+  EXPECT_NE(message({.max_new_tokens = 5, .min_new_tokens = 6}).find("min_new_tokens"),
+            std::string::npos);
   EXPECT_NE(message({.num_beams = 0}).find("num_beams"), std::string::npos);
   EXPECT_NE(message({.num_beams = 17}).find("num_beams"), std::string::npos);
   EXPECT_NE(message({.length_penalty = NAN}).find("length_penalty"), std::string::npos);

@@ -157,13 +157,16 @@ namespace {
 TEST(ConfigTest, TokenIdsAreRangeCheckedBeforeNarrowing) {
   // 2^32 - 1 must not wrap to -1 and slip past the vocabulary check.
   EXPECT_THAT(error_with("eos_token_id", 4294967295u), HasSubstr("eos_token_id"));
-  EXPECT_THAT(error_with("decoder_start_token_id", 4294967296u), HasSubstr("decoder_start_token_id"));
+  EXPECT_THAT(error_with("decoder_start_token_id", 4294967296u),
+              HasSubstr("decoder_start_token_id"));
 }
 
 TEST(ConfigTest, MaxDistanceMustExceedTheExactBuckets) {
   // HF's log-spaced buckets divide by log(max_distance / (num_buckets / 2)).
-  EXPECT_THAT(error_with("relative_attention_max_distance", 16), HasSubstr("relative_attention_max_distance"));
-  EXPECT_THAT(error_with("relative_attention_max_distance", 8), HasSubstr("relative_attention_max_distance"));
+  EXPECT_THAT(error_with("relative_attention_max_distance", 16),
+              HasSubstr("relative_attention_max_distance"));
+  EXPECT_THAT(error_with("relative_attention_max_distance", 8),
+              HasSubstr("relative_attention_max_distance"));
 }
 
 }  // namespace

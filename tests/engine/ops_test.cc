@@ -1,11 +1,12 @@
 // The CPU kernels against plain reference formulas, and T5's relative position buckets against
 // values worked out from HF's _relative_position_bucket.
+#include "ops.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
-#include "ops.h"
 #include "seqpipe/engine/model.h"
 
 namespace seqpipe::engine {
@@ -58,7 +59,8 @@ TEST(CpuKernels, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
   std::mt19937 rng(7);
   std::normal_distribution<float> dist;
   std::vector<float> q(len * inner), k(len * inner), v(len * inner), out(len * inner),
-      scratch(static_cast<size_t>(len * ops::max_threads()));  // one row per thread, as the contract says
+      scratch(static_cast<size_t>(len *
+                                  ops::max_threads()));  // one row per thread, as the contract says
   for (auto* vec : {&q, &k, &v}) {
     for (auto& x : *vec) x = dist(rng);
   }
@@ -66,7 +68,8 @@ TEST(CpuKernels, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
   for (int64_t i = 0; i < bias.table.numel(); ++i) bias.table.data()[i] = 0.1f * float(i);
   for (bool causal : {false, true}) {
     ops::AttentionSequence seq{q.data(), len, 0, k.data(), v.data(), len, out.data()};
-    ops::AttentionArgs args{&seq, 1, heads, hd, inner, inner, inner, &bias, causal, scratch.data(), len};
+    ops::AttentionArgs args{&seq,  1,      heads,          hd, inner, inner, inner,
+                            &bias, causal, scratch.data(), len};
     ops::attention(Device::kCpu, args);
     for (int64_t i = 0; i < len; ++i) {
       for (int64_t h = 0; h < heads; ++h) {
@@ -75,7 +78,8 @@ TEST(CpuKernels, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
         double mx = -1e30, total = 0;
         for (int64_t j = 0; j < kend; ++j) {
           double dot = 0;
-          for (int64_t d = 0; d < hd; ++d) dot += double(q[i * inner + h * hd + d]) * k[j * inner + h * hd + d];
+          for (int64_t d = 0; d < hd; ++d)
+            dot += double(q[i * inner + h * hd + d]) * k[j * inner + h * hd + d];
           const int64_t rel = std::clamp<int64_t>(j - i, -3, 3);
           dot += bias.table.row(h)[rel + 3];
           s.push_back(dot);
@@ -84,8 +88,10 @@ TEST(CpuKernels, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
         for (auto& x : s) total += (x = std::exp(x - mx));
         for (int64_t d = 0; d < hd; ++d) {
           double want = 0;
-          for (int64_t j = 0; j < kend; ++j) want += s[size_t(j)] / total * v[j * inner + h * hd + d];
-          EXPECT_NEAR(out[i * inner + h * hd + d], want, 1e-5) << "causal " << causal << " row " << i;
+          for (int64_t j = 0; j < kend; ++j)
+            want += s[size_t(j)] / total * v[j * inner + h * hd + d];
+          EXPECT_NEAR(out[i * inner + h * hd + d], want, 1e-5)
+              << "causal " << causal << " row " << i;
         }
       }
     }

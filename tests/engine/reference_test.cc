@@ -47,10 +47,12 @@ TEST_P(ReferenceTest, EncoderStatesMatchHuggingFace) {
       l2 = std::sqrt(l2);
       const double want_l2 = e["row_l2"][i].get<double>();
       EXPECT_TRUE(close(l2, want_l2)) << "row " << i << " l2 " << l2 << " want " << want_l2;
-      EXPECT_TRUE(close(sum, e["row_sum"][i].get<double>(), want_l2)) << "row " << i << " sum " << sum;
+      EXPECT_TRUE(close(sum, e["row_sum"][i].get<double>(), want_l2))
+          << "row " << i << " sum " << sum;
       EXPECT_TRUE(close(dot_sin, e["row_dot_sin"][i].get<double>(), want_l2)) << "row " << i;
       for (int j = 0; j < 8; ++j) {
-        EXPECT_TRUE(close(row[j], e["first8"][i][j].get<double>())) << "row " << i << " col " << j << " got " << row[j];
+        EXPECT_TRUE(close(row[j], e["first8"][i][j].get<double>()))
+            << "row " << i << " col " << j << " got " << row[j];
       }
     }
   }
@@ -62,7 +64,8 @@ TEST_P(ReferenceTest, TeacherForcedLogitsMatchHuggingFace) {
   Encoder encoder(model_);
   for (const auto& c : ref_["cases"]) {
     EncoderOutput enc = encoder.encode({ids(c["input_ids"])});
-    KvCache cache(model_->config(), {.num_slots = 1, .max_beams = 1, .max_target_len = 16, .max_source_len = 32});
+    KvCache cache(model_->config(),
+                  {.num_slots = 1, .max_beams = 1, .max_target_len = 16, .max_source_len = 32});
     Decoder decoder(model_, cache);
     const int slot = *cache.acquire();
     decoder.start(slot, enc.rows(0), enc.length(0));
@@ -77,10 +80,12 @@ TEST_P(ReferenceTest, TeacherForcedLogitsMatchHuggingFace) {
       }
       for (int64_t v = 0; v < vocab; ++v) sum += std::exp(logits[v] - max_v);
       EXPECT_EQ(argmax, tf["argmax"][pos].get<int64_t>()) << "position " << pos;
-      EXPECT_TRUE(close(max_v + std::log(sum), tf["logsumexp"][pos].get<double>())) << "position " << pos;
+      EXPECT_TRUE(close(max_v + std::log(sum), tf["logsumexp"][pos].get<double>()))
+          << "position " << pos;
       for (int j = 0; j < 8; ++j) {
         EXPECT_TRUE(close(logits[j], tf["first8"][pos][j].get<double>()))
-            << "position " << pos << " logit " << j << " got " << logits[j] << " want " << tf["first8"][pos][j];
+            << "position " << pos << " logit " << j << " got " << logits[j] << " want "
+            << tf["first8"][pos][j];
       }
     }
   }
@@ -95,7 +100,8 @@ TEST_P(ReferenceTest, GreedyIdsMatchHuggingFace) {
 
 TEST_P(ReferenceTest, GreedyMinNewTokensIdsMatchHuggingFace) {
   for (const auto& c : ref_["cases"]) {
-    auto out = generate(model_, {ids(c["input_ids"])}, {.max_new_tokens = 11, .min_new_tokens = 11});
+    auto out =
+        generate(model_, {ids(c["input_ids"])}, {.max_new_tokens = 11, .min_new_tokens = 11});
     EXPECT_EQ(out[0].ids, ids(c["greedy_min11"]["ids"]));
     EXPECT_EQ(out[0].ids.size(), 12u);
   }
@@ -103,14 +109,16 @@ TEST_P(ReferenceTest, GreedyMinNewTokensIdsMatchHuggingFace) {
 
 TEST_P(ReferenceTest, BeamSearchIdsAndScoreMatchHuggingFace) {
   for (const auto& c : ref_["cases"]) {
-    auto out = generate(model_, {ids(c["input_ids"])}, {.max_new_tokens = 11, .num_beams = 4, .return_scores = true});
+    auto out = generate(model_, {ids(c["input_ids"])},
+                        {.max_new_tokens = 11, .num_beams = 4, .return_scores = true});
     EXPECT_EQ(out[0].ids, ids(c["beam4"]["ids"]));
     const double want = c["beam4"]["sequences_score"].get<double>();
     EXPECT_TRUE(close(out[0].score, want)) << "score " << out[0].score << " want " << want;
     // The per-token log-probs add up to the score's numerator.
     double sum = 0;
     for (float lp : out[0].token_logprobs) sum += lp;
-    EXPECT_NEAR(sum / std::pow(double(out[0].ids.size() - (out[0].ids.back() == 1 ? 1 : 0)), 1.0), want, 1e-3);
+    EXPECT_NEAR(sum / std::pow(double(out[0].ids.size() - (out[0].ids.back() == 1 ? 1 : 0)), 1.0),
+                want, 1e-3);
   }
 }
 
@@ -138,8 +146,12 @@ TEST_P(ReferenceTest, PaddedBatchMatchesHuggingFaceBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceTest, ::testing::Values("t5-tiny-random", "t5v11-tiny-random"),
-                         [](const auto& info) { return info.param == "t5-tiny-random" ? std::string("T5v10Tied") : std::string("T5v11Gated"); });
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceTest,
+                         ::testing::Values("t5-tiny-random", "t5v11-tiny-random"),
+                         [](const auto& info) {
+                           return info.param == "t5-tiny-random" ? std::string("T5v10Tied")
+                                                                 : std::string("T5v11Gated");
+                         });
 
 }  // namespace
 }  // namespace seqpipe::engine

@@ -7,7 +7,9 @@
 
 namespace seqpipe::engine::test {
 
-inline std::string data_dir() { return SEQPIPE_TEST_DATA_DIR; }
+inline std::string data_dir() {
+  return SEQPIPE_TEST_DATA_DIR;
+}
 
 inline nlohmann::json load_json(const std::string& path) {
   std::ifstream in(path);

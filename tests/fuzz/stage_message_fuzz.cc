@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto* message = std::get_if<stage::StageMessage>(&decoded)) {
     const std::string again = stage::encode(*message);
     auto round = stage::decode(again, limits);
-    if (!std::holds_alternative<stage::StageMessage>(round) || !(std::get<stage::StageMessage>(round) == *message)) {
+    if (!std::holds_alternative<stage::StageMessage>(round) ||
+        !(std::get<stage::StageMessage>(round) == *message)) {
       std::abort();
     }
   }

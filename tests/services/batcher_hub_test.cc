@@ -94,7 +94,8 @@ TEST_F(BatcherHubTest, DecodersAreChargedNumBeamsSlots) {
   h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 2, {}}, t0);
   h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1, 5, 4), item(2)}}, t0);
   h.dispatch(t0, out);
-  EXPECT_TRUE(sent(out, Role::kDecoder).empty());  // 4 beams > 2 free slots; in order, item 2 waits too
+  EXPECT_TRUE(
+      sent(out, Role::kDecoder).empty());  // 4 beams > 2 free slots; in order, item 2 waits too
   h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kReady, 8, {}}, t0);
   h.dispatch(t0, out);
   auto decodes = sent(out, Role::kDecoder);
@@ -144,11 +145,13 @@ TEST_F(BatcherHubTest, ADeadEncodersBatchGoesToAnotherOnceThenUnavailable) {
   EXPECT_EQ(requests(again[0].message), (std::vector<uint64_t>{1, 2}));
   EXPECT_TRUE(out.to_gateways.empty());
   // e1 wakes up and answers: its late items go nowhere.
-  h.on_worker(Role::kEncoder, "e1", {stage::MessageKind::kEncoded, 1, again[0].message.items}, t0 + milliseconds(310));
+  h.on_worker(Role::kEncoder, "e1", {stage::MessageKind::kEncoded, 1, again[0].message.items},
+              t0 + milliseconds(310));
   out.clear();
   h.worker_dead(Role::kEncoder, "e2", t0 + milliseconds(320), out);  // lost twice
   ASSERT_EQ(out.to_gateways.size(), 2u);
-  for (const auto& [gw, m] : out.to_gateways) EXPECT_EQ(m.items.at(0).error->code, protocol::ErrorCode::kUnavailable);
+  for (const auto& [gw, m] : out.to_gateways)
+    EXPECT_EQ(m.items.at(0).error->code, protocol::ErrorCode::kUnavailable);
   EXPECT_EQ(h.queued(), 0u);  // nothing was forwarded to the decoders
 }
 
@@ -284,7 +287,8 @@ TEST_F(BatcherHubTest, APriorityBeyondTheLevelsIsAnInvalidArgumentResult) {
   EXPECT_EQ(failed.request, 5u);
   ASSERT_TRUE(failed.error.has_value());
   EXPECT_EQ(failed.error->code, protocol::ErrorCode::kInvalidArgument);
-  EXPECT_EQ(failed.error->message, "params.priority 3 is not a priority level of the batcher (1..2)");
+  EXPECT_EQ(failed.error->message,
+            "params.priority 3 is not a priority level of the batcher (1..2)");
   EXPECT_EQ(h.queued(), 1u);
 }
 
@@ -305,7 +309,7 @@ TEST_F(BatcherHubTest, GatewaysThatHeartbeatAreAnsweredWithThisBatchersIngress) 
   EXPECT_EQ(out.to_gateways[0].second.items.at(0).batcher, "ipc:///tmp/b1-in.sock");
   h.tick(t0 + milliseconds(50), out);
   EXPECT_EQ(out.to_gateways.size(), 1u);  // once per heartbeat interval (100 ms)
-  h.tick(t0 + milliseconds(2000), out);  // silent for 10 intervals: forgotten
+  h.tick(t0 + milliseconds(2000), out);   // silent for 10 intervals: forgotten
   EXPECT_EQ(out.to_gateways.size(), 1u);
 }
 
@@ -353,7 +357,8 @@ TEST_F(BatcherHubTest, ACancelReachesTheDecoderRunningTheSequenceAndItsSlotsCome
   Outbox out;
   h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
   h.on_worker(Role::kDecoder, "d1", {stage::MessageKind::kReady, 4, {}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1, 5, 2), item(2, 5, 2)}}, t0);
+  h.on_worker(Role::kEncoder, "e",
+              {stage::MessageKind::kEncoded, 0, {item(1, 5, 2), item(2, 5, 2)}}, t0);
   h.dispatch(t0, out);
   ASSERT_EQ(sent(out, Role::kDecoder).size(), 1u);
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), 0);
@@ -437,11 +442,12 @@ TEST_F(BatcherHubTest, NoNewBatchesWhileDecodersAreBehindAndTheWholeBacklogCount
   BatcherHub& h = hub();
   Outbox out;
   h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 8, {}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1), item(2), item(3), item(4)}}, t0);
+  h.on_worker(Role::kEncoder, "e",
+              {stage::MessageKind::kEncoded, 0, {item(1), item(2), item(3), item(4)}}, t0);
   h.on_sequences(sequences({item(5), item(6)}), t0, out);
   h.dispatch(t0, out);
   EXPECT_TRUE(sent(out, Role::kEncoder).empty());  // 4 encoded sequences wait for decoder slots
-  h.on_sequences(sequences({item(7)}), t0, out);  // 4 waiting + 2 queued = max_queue_size
+  h.on_sequences(sequences({item(7)}), t0, out);   // 4 waiting + 2 queued = max_queue_size
   ASSERT_EQ(out.to_gateways.size(), 1u);
   EXPECT_EQ(out.to_gateways[0].second.items.at(0).request, 7u);
   EXPECT_EQ(out.to_gateways[0].second.items.at(0).error->code, protocol::ErrorCode::kOverloaded);

@@ -17,7 +17,8 @@ QueuedSequence seq(uint64_t id, int tokens, microseconds enqueued_after = micros
   return {id, tokens, t0 + enqueued_after, t0 + enqueued_after + deadline_after};
 }
 
-BatchPolicy policy(int max = 32, std::vector<int> preferred = {8, 16, 32}, int delay_us = 2000, int tokens = 4096) {
+BatchPolicy policy(int max = 32, std::vector<int> preferred = {8, 16, 32}, int delay_us = 2000,
+                   int tokens = 4096) {
   return {max, std::move(preferred), microseconds{delay_us}, tokens, 1024};
 }
 
@@ -87,7 +88,8 @@ TEST(DynamicBatcherDecision, OversizedSequenceStillGoesAlone) {
 }
 
 TEST(DynamicBatcherDecision, GroupsSimilarLengthsAroundTheOldest) {
-  std::vector<QueuedSequence> q = {seq(1, 5), seq(2, 50), seq(3, 6), seq(4, 48), seq(5, 4), seq(6, 5), seq(7, 51)};
+  std::vector<QueuedSequence> q = {seq(1, 5), seq(2, 50), seq(3, 6), seq(4, 48),
+                                   seq(5, 4), seq(6, 5),  seq(7, 51)};
   BatchDecision d;
   decide_batch(q, t0, policy(32, {4}), d);
   ASSERT_EQ(d.action, Action::kSend);
@@ -95,7 +97,8 @@ TEST(DynamicBatcherDecision, GroupsSimilarLengthsAroundTheOldest) {
 }
 
 TEST(DynamicBatcherDecision, ExpiredSequencesAreListedAndNotBatched) {
-  std::vector<QueuedSequence> q = {seq(1, 9, microseconds{0}, milliseconds{1}), seq(2, 9), seq(3, 9)};
+  std::vector<QueuedSequence> q = {seq(1, 9, microseconds{0}, milliseconds{1}), seq(2, 9),
+                                   seq(3, 9)};
   BatchDecision d;
   decide_batch(q, t0 + milliseconds{5}, policy(32, {}, 2000), d);
   EXPECT_EQ(ids(q, d.expired), std::vector<uint64_t>{1});
@@ -104,7 +107,8 @@ TEST(DynamicBatcherDecision, ExpiredSequencesAreListedAndNotBatched) {
 }
 
 TEST(DynamicBatcherDecision, WaitEndsNoLaterThanTheEarliestDeadline) {
-  std::vector<QueuedSequence> q = {seq(1, 9, microseconds{0}, milliseconds{50}), seq(2, 9, microseconds{0}, milliseconds{1})};
+  std::vector<QueuedSequence> q = {seq(1, 9, microseconds{0}, milliseconds{50}),
+                                   seq(2, 9, microseconds{0}, milliseconds{1})};
   BatchDecision d;
   decide_batch(q, t0 + microseconds{200}, policy(32, {}, 10000), d);
   ASSERT_EQ(d.action, Action::kWait);
@@ -134,7 +138,8 @@ TEST(DynamicBatcher, QueueIsBoundedAndPollRemovesWhatItReturns) {
   EXPECT_EQ(b.poll(t0, batch, expired).action, Action::kIdle);
 }
 
-QueuedSequence at(int priority, uint64_t id, int tokens, microseconds enqueued_after = microseconds{0}) {
+QueuedSequence at(int priority, uint64_t id, int tokens,
+                  microseconds enqueued_after = microseconds{0}) {
   QueuedSequence s = seq(id, tokens, enqueued_after);
   s.priority = priority;
   return s;

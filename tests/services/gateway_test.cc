@@ -12,7 +12,10 @@ const SteadyClock::time_point t0 = SteadyClock::time_point{} + std::chrono::hour
 
 class GatewayTest : public ::testing::Test {
  protected:
-  GatewayTest() : registry_(metrics::make_registry()), stage_(*registry_, "gateway"), gw_metrics_(*registry_) {}
+  GatewayTest()
+      : registry_(metrics::make_registry()),
+        stage_(*registry_, "gateway"),
+        gw_metrics_(*registry_) {}
 
   Gateway& gateway(config::PipelineConfig c = {}) {
     c.gateway.default_timeout_ms = 1000;
@@ -34,10 +37,12 @@ class GatewayTest : public ::testing::Test {
   }
   static protocol::Reply reply_of(const Outbox& out, size_t i = 0) {
     const std::string& bytes = out.replies.at(i).second;
-    auto r = protocol::decode_reply(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    auto r = protocol::decode_reply(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
     return std::get<protocol::Reply>(r);
   }
-  static stage::StageMessage result_for(const stage::StageMessage& work, const std::vector<std::string>& texts) {
+  static stage::StageMessage result_for(const stage::StageMessage& work,
+                                        const std::vector<std::string>& texts) {
     stage::StageMessage result{stage::MessageKind::kResult, 0, work.items};
     for (size_t i = 0; i < result.items.size(); ++i) {
       result.items[i].text = texts[i];
@@ -216,7 +221,8 @@ TEST_F(GatewayTest, PriorityIsPassedOnAndAnUnknownLevelIsAnsweredAtOnce) {
   EXPECT_EQ(r.id, "c2");
   EXPECT_EQ(r.error->code, protocol::ErrorCode::kInvalidArgument);
   EXPECT_EQ(r.error->message,
-            "params.priority must be an integer in [1, 2], got 3 (1 is the highest of the server's 2 priority levels)");
+            "params.priority must be an integer in [1, 2], got 3 (1 is the highest of the server's "
+            "2 priority levels)");
 }
 
 TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavailable) {
@@ -232,7 +238,8 @@ TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavai
   auto tokenize_sent = [&] {  // (text, batcher) of the tokenize items in the outbox
     std::vector<std::pair<std::string, std::string>> v;
     for (const auto& [w, m] : out.to_tokenizers) {
-      if (m.kind == stage::MessageKind::kTokenize) v.emplace_back(m.items.at(0).text, m.items.at(0).batcher);
+      if (m.kind == stage::MessageKind::kTokenize)
+        v.emplace_back(m.items.at(0).text, m.items.at(0).batcher);
     }
     return v;
   };
@@ -250,7 +257,8 @@ TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavai
   g.on_client(request("A", r1), t0, out);
   g.on_client(request("A", r2), t0, out);
   g.dispatch(t0, out);
-  EXPECT_EQ(tokenize_sent(), (Sent{{"a", "ipc:///tmp/b2.sock"}, {"b", "ipc:///tmp/b1.sock"}}));  // round-robin
+  EXPECT_EQ(tokenize_sent(),
+            (Sent{{"a", "ipc:///tmp/b2.sock"}, {"b", "ipc:///tmp/b1.sock"}}));  // round-robin
   // b1 answers heartbeats; b2 stays silent and is declared dead: its request goes to b1, once.
   batcher_heartbeat("ipc:///tmp/b1.sock", t0 + milliseconds(250));
   g.on_tokenizer("tok", {stage::MessageKind::kHeartbeat, 0, {}}, t0 + milliseconds(250));
@@ -269,7 +277,8 @@ TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavai
   g.on_tokenizer("tok", {stage::MessageKind::kHeartbeat, 0, {}}, t0 + milliseconds(500));
   g.tick(t0 + milliseconds(551), out);
   ASSERT_EQ(out.replies.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(reply_of(out, i).error->code, protocol::ErrorCode::kUnavailable);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(reply_of(out, i).error->code, protocol::ErrorCode::kUnavailable);
   EXPECT_EQ(g.in_flight(), 0u);
   out.clear();
   g.on_client(request("B", r1), t0 + milliseconds(560), out);
@@ -346,7 +355,10 @@ TEST_F(GatewayTest, ACancelAfterTheReplyIsIgnoredAndAMalformedCancelIsAnswered) 
   g.on_client(request("A", cancel_of("c1")), t0, out);
   EXPECT_TRUE(out.replies.empty());
   EXPECT_TRUE(out.to_batcher.empty());
-  g.on_client({"A", "", "\x83\xa1v\x01\xa2op\xa6" "cancel\xa4text\xa1x"}, t0, out);  // cancel with a text
+  g.on_client({"A", "",
+               "\x83\xa1v\x01\xa2op\xa6"
+               "cancel\xa4text\xa1x"},
+              t0, out);  // cancel with a text
   ASSERT_EQ(out.replies.size(), 1u);
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kInvalidArgument);
   EXPECT_TRUE(out.to_batcher.empty());

@@ -10,7 +10,8 @@
 namespace seqpipe::postprocessor {
 namespace {
 
-const KnownWords kWords({"the", "spelling", "wether", "whether", "paris", "is", "a", "can't", "any", "way", "cant", "its"});
+const KnownWords kWords({"the", "spelling", "wether", "whether", "paris", "is", "a", "can't", "any",
+                         "way", "cant", "its"});
 
 TEST(KnownWords, ModelCorrectionsOfUnknownWordsPass) {
   EXPECT_EQ(kWords.guard("teh speling", "the spelling"), "the spelling");
@@ -22,15 +23,17 @@ TEST(KnownWords, ModelCorrectionsOfUnknownWordsPass) {
 TEST(KnownWords, ChangedKnownWordsAreRestored) {
   EXPECT_EQ(kWords.guard("teh wether", "the whether"), "the wether");  // wether: a known word
   EXPECT_EQ(kWords.guard("teh wether speling", "the weather spelling"), "the wether spelling");
-  EXPECT_EQ(kWords.guard("Paris is", "parish is"), "Paris is");         // looked up lower-cased
-  EXPECT_EQ(kWords.guard("a the", "the"), "a the");                     // a dropped known word
-  EXPECT_EQ(kWords.guard("any way", "anyway"), "any way");               // a merge of known words
+  EXPECT_EQ(kWords.guard("Paris is", "parish is"), "Paris is");  // looked up lower-cased
+  EXPECT_EQ(kWords.guard("a the", "the"), "a the");              // a dropped known word
+  EXPECT_EQ(kWords.guard("any way", "anyway"), "any way");       // a merge of known words
 }
 
 TEST(KnownWords, AGapWithAnUnknownWordTakesTheModelsWords) {
-  EXPECT_EQ(kWords.guard("wether speling", "weather spelling is"), "weather spelling is");  // 2 vs 3 words
-  EXPECT_EQ(kWords.guard("the speling", "the spelling is"), "the spelling is");  // an inserted word stays
-  EXPECT_EQ(kWords.guard("anyway", "any way"), "any way");                       // a split of an unknown word
+  EXPECT_EQ(kWords.guard("wether speling", "weather spelling is"),
+            "weather spelling is");  // 2 vs 3 words
+  EXPECT_EQ(kWords.guard("the speling", "the spelling is"),
+            "the spelling is");                             // an inserted word stays
+  EXPECT_EQ(kWords.guard("anyway", "any way"), "any way");  // a split of an unknown word
 }
 
 TEST(KnownWords, EdgeCases) {
@@ -53,7 +56,8 @@ TEST(KnownWords, LoadsColonSeparatedListsAndNamesTheFileAtFault) {
     KnownWords::load(a + ":/nonexistent/words");
     FAIL() << "no exception";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("postprocessor.known_words: cannot read word list '/nonexistent/words'"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "postprocessor.known_words: cannot read word list '/nonexistent/words'"),
               std::string::npos);
   }
   const std::string empty = testing::TempDir() + "known_empty.txt";

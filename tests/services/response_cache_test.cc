@@ -68,8 +68,8 @@ TEST(ResponseCache, TheGatewayAnswersARepeatedTextFromTheCacheAndNeverCachesErro
   };
   auto reply_text = [](const Outbox& out) {
     const std::string& b = out.replies.back().second;
-    auto r = std::get<protocol::Reply>(protocol::decode_reply(std::span<const uint8_t>(
-        reinterpret_cast<const uint8_t*>(b.data()), b.size())));
+    auto r = std::get<protocol::Reply>(protocol::decode_reply(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(b.data()), b.size())));
     return r.ok ? r.texts.at(0) : "error:" + std::string(protocol::wire_name(r.error->code));
   };
   Outbox out;

@@ -25,12 +25,16 @@ namespace {
 class WorkerStages : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(std::filesystem::temp_directory_path() / ("seqpipe-stages-" + std::to_string(::getpid())));
-    const std::string cmd = std::string(SEQPIPE_MKMODEL) + " --preset tiny --gated --untied --spiece --seed 3 --out " +
-                            *dir_ + " > /dev/null 2>&1";
+    dir_ = new std::string(std::filesystem::temp_directory_path() /
+                           ("seqpipe-stages-" + std::to_string(::getpid())));
+    const std::string cmd = std::string(SEQPIPE_MKMODEL) +
+                            " --preset tiny --gated --untied --spiece --seed 3 --out " + *dir_ +
+                            " > /dev/null 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    model_ = new std::shared_ptr<const engine::T5Model>(engine::T5Model::load(*dir_, {.threads = 1, .device = engine::Device::kCpu}));
-    tokenizer_ = new std::shared_ptr<const engine::Tokenizer>(std::make_shared<engine::Tokenizer>(*dir_ + "/spiece.model"));
+    model_ = new std::shared_ptr<const engine::T5Model>(
+        engine::T5Model::load(*dir_, {.threads = 1, .device = engine::Device::kCpu}));
+    tokenizer_ = new std::shared_ptr<const engine::Tokenizer>(
+        std::make_shared<engine::Tokenizer>(*dir_ + "/spiece.model"));
   }
   static void TearDownTestSuite() {
     std::filesystem::remove_all(*dir_);
@@ -60,7 +64,8 @@ class WorkerStages : public ::testing::Test {
     engine::Encoder encoder(*model_);
     const auto out = encoder.encode({ids});
     w.rows = out.length(0);
-    w.hidden.assign(reinterpret_cast<const char*>(out.rows(0)), static_cast<size_t>(out.hidden.numel()) * sizeof(float));
+    w.hidden.assign(reinterpret_cast<const char*>(out.rows(0)),
+                    static_cast<size_t>(out.hidden.numel()) * sizeof(float));
     return w;
   }
   static std::vector<int> reference(const std::string& text, int beams) {
@@ -88,7 +93,8 @@ TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
   worker::Outbox out;
   stage::WorkItem expired = item(3, "hello");
   expired.deadline_unix_us = service::unix_now_us() - 1;
-  stage.handle({stage::MessageKind::kTokenize, 0,
+  stage.handle({stage::MessageKind::kTokenize,
+                0,
                 {item(1, "teh speling"), item(2, "a b c d e f g h i j k l m n o p"), expired}},
                out);
   ASSERT_EQ(out.pushes.size(), 2u);
@@ -114,18 +120,20 @@ TEST_F(WorkerStages, TokenizerSendsEachSequenceToTheBatcherTheGatewayChoseAndAns
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
   out.hub = 1;  // the second gateway it serves
-  stage::WorkItem to_b1 = item(1, "teh speling"), to_b2 = item(2, "hello", 0), also_b1 = item(3, "world");
+  stage::WorkItem to_b1 = item(1, "teh speling"), to_b2 = item(2, "hello", 0),
+                  also_b1 = item(3, "world");
   to_b1.batcher = also_b1.batcher = "ipc:///tmp/b1-in.sock";
   to_b2.batcher = "ipc:///tmp/b2-in.sock";
-  stage.handle({stage::MessageKind::kTokenize, 0, {to_b1, to_b2, also_b1, item(4, "none named")}}, out);
+  stage.handle({stage::MessageKind::kTokenize, 0, {to_b1, to_b2, also_b1, item(4, "none named")}},
+               out);
   std::map<std::string, std::vector<uint64_t>> sent;
   for (const auto& [endpoint, m] : out.pushes) {
     EXPECT_EQ(m.kind, stage::MessageKind::kSequence);
     for (const auto& i : m.items) sent[endpoint].push_back(i.request);
   }
   EXPECT_EQ(sent, (std::map<std::string, std::vector<uint64_t>>{{"ipc:///tmp/b1-in.sock", {1, 3}},
-                                                                 {"ipc:///tmp/b2-in.sock", {2}},
-                                                                 {"ipc:///tmp/in.sock", {4}}}));
+                                                                {"ipc:///tmp/b2-in.sock", {2}},
+                                                                {"ipc:///tmp/in.sock", {4}}}));
   ASSERT_EQ(out.to_hub.size(), 1u);
   EXPECT_EQ(out.to_hub[0], (worker::ToHub{1, {stage::MessageKind::kCredit, 1, {}}}));
 }
@@ -147,11 +155,15 @@ TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
   EXPECT_EQ(encoded.credits, 1);
   ASSERT_EQ(encoded.items.size(), 2u);
   engine::Encoder reference(*model_);
-  const auto want = reference.encode({(*tokenizer_)->encode("teh speling"), (*tokenizer_)->encode("hello world again")});
+  const auto want = reference.encode(
+      {(*tokenizer_)->encode("teh speling"), (*tokenizer_)->encode("hello world again")});
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(encoded.items[i].rows, want.length(i));
-    ASSERT_EQ(encoded.items[i].hidden.size(), static_cast<size_t>(want.length(i) * want.hidden.dim(1)) * sizeof(float));
-    EXPECT_EQ(std::memcmp(encoded.items[i].hidden.data(), want.rows(i), encoded.items[i].hidden.size()), 0);
+    ASSERT_EQ(encoded.items[i].hidden.size(),
+              static_cast<size_t>(want.length(i) * want.hidden.dim(1)) * sizeof(float));
+    EXPECT_EQ(
+        std::memcmp(encoded.items[i].hidden.data(), want.rows(i), encoded.items[i].hidden.size()),
+        0);
     EXPECT_TRUE(encoded.items[i].ids.empty());
   }
 }
@@ -200,7 +212,8 @@ TEST_F(WorkerStages, DecoderStopsACancelledSequenceAndReturnsItsSlotsWhileOthers
   EXPECT_EQ(stage.running(), 1);
   EXPECT_EQ(stage.free_slots(), 7);
   ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message, (stage::StageMessage{stage::MessageKind::kDecoded, 4, {}}));  // its 4 slots, no result
+  EXPECT_EQ(out.to_hub[0].message,
+            (stage::StageMessage{stage::MessageKind::kDecoded, 4, {}}));  // its 4 slots, no result
   out.to_hub.clear();
   for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
   ASSERT_EQ(out.to_hub.size(), 1u);
@@ -219,7 +232,9 @@ TEST_F(WorkerStages, DecoderServingTwoBatchersAnswersEachWithItsOwnResultsSlotsA
   out.hub = 0;
   stage.handle({stage::MessageKind::kDecode, 0, {encoded(1, "teh speling", 2)}}, out);
   out.hub = 1;  // the other batcher sends the same request id of the same gateway, and another
-  stage.handle({stage::MessageKind::kDecode, 0, {encoded(1, "teh speling"), encoded(2, "hello world")}}, out);
+  stage.handle(
+      {stage::MessageKind::kDecode, 0, {encoded(1, "teh speling"), encoded(2, "hello world")}},
+      out);
   EXPECT_EQ(stage.held(0), 2);
   EXPECT_EQ(stage.held(1), 2);
   // Batcher 1 cancels request 1: only its own sequence stops, the credit goes back to it.
@@ -275,7 +290,8 @@ TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngine
   bad.ids[0] = 100000;  // outside the vocabulary: the engine throws, the whole batch fails
   stage.handle({stage::MessageKind::kEncode, 0, {bad, good}}, out);
   ASSERT_EQ(out.pushes.size(), 2u);
-  for (const auto& [gw, m] : out.pushes) EXPECT_EQ(m.items.at(0).error->code, protocol::ErrorCode::kInternal);
+  for (const auto& [gw, m] : out.pushes)
+    EXPECT_EQ(m.items.at(0).error->code, protocol::ErrorCode::kInternal);
   ASSERT_EQ(out.to_hub.size(), 1u);
   EXPECT_EQ(out.to_hub[0].message, (stage::StageMessage{stage::MessageKind::kEncoded, 1, {}}));
 }
@@ -283,7 +299,9 @@ TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngine
 TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
   decoder::DecoderStage stage(*model_, config_, metrics_);
   worker::Outbox out;
-  stage.handle({stage::MessageKind::kDecode, 0, {encoded(1, "hello world"), encoded(2, "teh speling", 4)}}, out);
+  stage.handle(
+      {stage::MessageKind::kDecode, 0, {encoded(1, "hello world"), encoded(2, "teh speling", 4)}},
+      out);
   EXPECT_TRUE(out.empty());  // both admitted: no credit back yet
   EXPECT_EQ(stage.free_slots(), 3);
   EXPECT_EQ(stage.free_capacity(), 3);
@@ -296,8 +314,9 @@ TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
   }
   EXPECT_EQ(credits, 5);
   ASSERT_EQ(got.size(), 2u);
-  for (auto [request, text, beams] : {std::tuple<uint64_t, const char*, int>{1, "hello world", 1},
-                                      std::tuple<uint64_t, const char*, int>{2, "teh speling", 4}}) {
+  for (auto [request, text, beams] :
+       {std::tuple<uint64_t, const char*, int>{1, "hello world", 1},
+        std::tuple<uint64_t, const char*, int>{2, "teh speling", 4}}) {
     engine::DecodingOptions o;
     o.max_new_tokens = 12;
     o.num_beams = beams;
@@ -331,7 +350,8 @@ TEST_F(WorkerStages, DecoderCancelsAnExpiredRunningSequenceAndReturnsExactlyItsS
   EXPECT_FALSE(stage.has_pending_work());
   EXPECT_EQ(stage.free_slots(), 8);
   ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message, (stage::StageMessage{stage::MessageKind::kDecoded, 2, {}}));  // slots back, no result
+  EXPECT_EQ(out.to_hub[0].message,
+            (stage::StageMessage{stage::MessageKind::kDecoded, 2, {}}));  // slots back, no result
   EXPECT_TRUE(out.pushes.empty());  // the gateway answers deadline_exceeded itself
 }
 
@@ -348,7 +368,8 @@ TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCre
   }
   items[2].deadline_unix_us = service::unix_now_us() - 1;
   std::map<uint64_t, std::string> want;
-  for (const auto& w : items) want[w.request] = (*tokenizer_)->decode(std::vector<int>(w.ids.begin(), w.ids.end()));
+  for (const auto& w : items)
+    want[w.request] = (*tokenizer_)->decode(std::vector<int>(w.ids.begin(), w.ids.end()));
   stage.handle({stage::MessageKind::kPostprocess, 0, items}, out);
   std::map<uint64_t, std::string> got;
   for (const auto& [gw, m] : out.pushes) {
@@ -360,7 +381,8 @@ TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCre
   EXPECT_FALSE(got[1].empty());
   EXPECT_NE(got[1], got[2]);
   ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message, (stage::StageMessage{stage::MessageKind::kCredit, 3, {}}));  // every item's credit
+  EXPECT_EQ(out.to_hub[0].message,
+            (stage::StageMessage{stage::MessageKind::kCredit, 3, {}}));  // every item's credit
 }
 
 TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
@@ -384,7 +406,8 @@ TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
   EXPECT_EQ(out.pushes[0].second.items.at(0).text, "hello world");
   // A list that cannot be read fails at start-up, naming the key and the file.
   config_.postprocessor.known_words = words + ":/nonexistent/words";
-  EXPECT_THROW(postprocessor::PostprocessorStage(*tokenizer_, config_, metrics_), std::runtime_error);
+  EXPECT_THROW(postprocessor::PostprocessorStage(*tokenizer_, config_, metrics_),
+               std::runtime_error);
   std::remove(words.c_str());
 }
 
@@ -398,7 +421,7 @@ TEST_F(WorkerStages, WithKnownWordsTheFirstKnownBeamHypothesisWins) {
     return ids;
   };
   stage::WorkItem w = item(1, "helo wrld");  // the input, as the tokenizer forwards it
-  w.ids = ids_of("help wrld");                // the best hypothesis: "wrld" is no word
+  w.ids = ids_of("help wrld");               // the best hypothesis: "wrld" is no word
   w.alternatives = {ids_of("helo world"), ids_of("hello world"), ids_of("help world")};
   stage::WorkItem known_best = item(2, "helo wrld");
   known_best.ids = ids_of("help world");  // all known: it stays, whatever follows
@@ -417,7 +440,7 @@ TEST_F(WorkerStages, WithKnownWordsTheFirstKnownBeamHypothesisWins) {
 
 TEST_F(WorkerStages, WarmUpLeavesTheStagesReadyAndEmpty) {
   config_.decoder.warmup_batch_size = 20;  // more than the 8 slots: capped
-  config_.decoder.max_new_tokens = 2;     // shorter than the warm-up's 4 steps: capped
+  config_.decoder.max_new_tokens = 2;      // shorter than the warm-up's 4 steps: capped
   decoder::DecoderStage decoder(*model_, config_, metrics_);
   EXPECT_TRUE(decoder.warm_up());
   EXPECT_EQ(decoder.free_slots(), 8);

@@ -19,7 +19,9 @@ T parse_number(std::string_view flag, std::string_view text) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
     throw UsageError(std::string(flag) + " needs " +
-                     (std::is_floating_point_v<T> ? "a number" : std::is_signed_v<T> ? "an integer" : "an unsigned integer") +
+                     (std::is_floating_point_v<T> ? "a number"
+                      : std::is_signed_v<T>       ? "an integer"
+                                                  : "an unsigned integer") +
                      ", got '" + std::string(text) + "'");
   }
   return value;

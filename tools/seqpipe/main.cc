@@ -1,6 +1,7 @@
 // seqpipe: run the pipeline on this machine and talk to it.
 //   seqpipe up   [--config FILE] [--set key=value ...]   start every stage as child processes
-//   seqpipe send [options] TEXT [TEXT ...]               one request to the gateway, print the answer
+//   seqpipe send [options] TEXT [TEXT ...]               one request to the gateway, print the
+//   answer
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,17 +63,21 @@ struct Loaded {
 
 Loaded load(const std::string& path_arg, const std::vector<std::string>& overrides) {
   std::string path = path_arg;
-  if (path.empty() && fs::exists(config::kDefaultConfigPath)) path = std::string(config::kDefaultConfigPath);
-  config::PipelineConfig c = path.empty() ? config::load_config_text("", "built-in defaults", overrides)
-                                          : config::load_config(path, overrides);
-  const std::string runtime = config::choose_runtime_dir(c.runtime_dir, std::getenv("XDG_RUNTIME_DIR"), ::getuid());
+  if (path.empty() && fs::exists(config::kDefaultConfigPath))
+    path = std::string(config::kDefaultConfigPath);
+  config::PipelineConfig c = path.empty()
+                                 ? config::load_config_text("", "built-in defaults", overrides)
+                                 : config::load_config(path, overrides);
+  const std::string runtime =
+      config::choose_runtime_dir(c.runtime_dir, std::getenv("XDG_RUNTIME_DIR"), ::getuid());
   return {config::resolve_endpoints(std::move(c), runtime), path};
 }
 
 // Where the service executables are: next to this binary, or in the build tree's services/.
 std::string service_binary(const std::string& name) {
   const fs::path self = fs::read_symlink("/proc/self/exe").parent_path();
-  for (const fs::path& candidate : {self / ("seqpipe-" + name), self.parent_path() / "services" / name / ("seqpipe-" + name)}) {
+  for (const fs::path& candidate :
+       {self / ("seqpipe-" + name), self.parent_path() / "services" / name / ("seqpipe-" + name)}) {
     if (fs::exists(candidate)) return candidate.string();
   }
   return "seqpipe-" + name;  // from PATH (installed)
@@ -130,8 +135,8 @@ int up(int argc, char** argv) {
 
   seqpipe::service::install_stop_handlers();
   for (Child& ch : children) ch.pid = spawn(ch.argv);
-  std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n", children.size(),
-              c.gateway.client_endpoint.c_str(), c.runtime_dir.c_str());
+  std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n",
+              children.size(), c.gateway.client_endpoint.c_str(), c.runtime_dir.c_str());
   // Metrics: the configured ports (a replica takes the first free one from its stage's base;
   // each process logs the port it got, and 0 means any free port).
   auto ports = [](int base, int replicas) {
@@ -139,13 +144,15 @@ int up(int argc, char** argv) {
     return replicas == 1 ? ":" + std::to_string(base)
                          : ":" + std::to_string(base) + "-" + std::to_string(base + replicas - 1);
   };
-  std::printf("seqpipe up: /metrics on 127.0.0.1 gateway %s, batcher %s, tokenizer %s, encoder %s, decoder %s, "
-              "postprocessor %s\n",
-              ports(c.gateway.metrics_port, 1).c_str(), ports(c.batcher.metrics_port, 1).c_str(),
-              ports(c.tokenizer.metrics_port, c.tokenizer.replicas).c_str(),
-              ports(c.encoder.metrics_port, c.encoder.replicas).c_str(),
-              ports(c.decoder.metrics_port, c.decoder.replicas).c_str(),
-              ports(c.postprocessor.metrics_port, c.postprocessor.replicas).c_str());
+  std::printf(
+      "seqpipe up: /metrics on 127.0.0.1 gateway %s, batcher %s, tokenizer %s, encoder %s, decoder "
+      "%s, "
+      "postprocessor %s\n",
+      ports(c.gateway.metrics_port, 1).c_str(), ports(c.batcher.metrics_port, 1).c_str(),
+      ports(c.tokenizer.metrics_port, c.tokenizer.replicas).c_str(),
+      ports(c.encoder.metrics_port, c.encoder.replicas).c_str(),
+      ports(c.decoder.metrics_port, c.decoder.replicas).c_str(),
+      ports(c.postprocessor.metrics_port, c.postprocessor.replicas).c_str());
   std::fflush(stdout);
 
   while (!seqpipe::service::stop_requested()) {
@@ -157,10 +164,12 @@ int up(int argc, char** argv) {
         // A dead child comes back, with a growing pause so a crash loop does not spin.
         ch.pid = -1;
         ++ch.restarts;
-        const auto pause = std::chrono::milliseconds(std::min(10000, 250 << std::min(ch.restarts, 6)));
+        const auto pause =
+            std::chrono::milliseconds(std::min(10000, 250 << std::min(ch.restarts, 6)));
         ch.start_after = Clock::now() + pause;
-        std::fprintf(stderr, "seqpipe up: %s #%d exited (%s %d); restarting in %lld ms\n", ch.stage.c_str(), ch.replica,
-                     WIFSIGNALED(status) ? "signal" : "status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+        std::fprintf(stderr, "seqpipe up: %s #%d exited (%s %d); restarting in %lld ms\n",
+                     ch.stage.c_str(), ch.replica, WIFSIGNALED(status) ? "signal" : "status",
+                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
                      static_cast<long long>(pause.count()));
       }
       continue;
@@ -180,8 +189,10 @@ int up(int argc, char** argv) {
   while (alive > 0 && Clock::now() < give_up) {
     alive = 0;
     for (Child& ch : children) {
-      if (ch.pid > 0 && ::waitpid(ch.pid, nullptr, WNOHANG) == 0) ++alive;
-      else ch.pid = -1;
+      if (ch.pid > 0 && ::waitpid(ch.pid, nullptr, WNOHANG) == 0)
+        ++alive;
+      else
+        ch.pid = -1;
     }
     if (alive > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -242,10 +253,12 @@ int send(int argc, char** argv) {
   if (!cancel_after) {
     result = client.call(request, wait);
   } else if (const auto id = client.submit(request); !id) {
-    result = seqpipe::protocol::Error{seqpipe::protocol::ErrorCode::kUnavailable, "could not send the request"};
+    result = seqpipe::protocol::Error{seqpipe::protocol::ErrorCode::kUnavailable,
+                                      "could not send the request"};
   } else {
     result = client.receive(*id, *cancel_after);
-    if (auto* e = std::get_if<seqpipe::protocol::Error>(&result); e && e->code == seqpipe::protocol::ErrorCode::kUnavailable) {
+    if (auto* e = std::get_if<seqpipe::protocol::Error>(&result);
+        e && e->code == seqpipe::protocol::ErrorCode::kUnavailable) {
       client.cancel(*id);  // no reply yet
       result = client.receive(*id, wait);
     }
@@ -256,7 +269,8 @@ int send(int argc, char** argv) {
   }
   const auto& reply = std::get<seqpipe::protocol::Reply>(result);
   if (!reply.ok) {
-    std::fprintf(stderr, "seqpipe send: error %s: %s\n", std::string(seqpipe::protocol::wire_name(reply.error->code)).c_str(),
+    std::fprintf(stderr, "seqpipe send: error %s: %s\n",
+                 std::string(seqpipe::protocol::wire_name(reply.error->code)).c_str(),
                  reply.error->message.c_str());
     return 1;
   }
@@ -266,10 +280,13 @@ int send(int argc, char** argv) {
     std::printf("\n");
   }
   const auto& t = reply.timings;
-  std::printf("timings (us): queue %llu, tokenize %llu, batch_wait %llu, encode %llu, decode %llu, postprocess %llu, total %llu\n",
-              (unsigned long long)t.queue_us, (unsigned long long)t.tokenize_us, (unsigned long long)t.batch_wait_us,
-              (unsigned long long)t.encode_us, (unsigned long long)t.decode_us, (unsigned long long)t.postprocess_us,
-              (unsigned long long)t.total_us);
+  std::printf(
+      "timings (us): queue %llu, tokenize %llu, batch_wait %llu, encode %llu, decode %llu, "
+      "postprocess %llu, total %llu\n",
+      (unsigned long long)t.queue_us, (unsigned long long)t.tokenize_us,
+      (unsigned long long)t.batch_wait_us, (unsigned long long)t.encode_us,
+      (unsigned long long)t.decode_us, (unsigned long long)t.postprocess_us,
+      (unsigned long long)t.total_us);
   return 0;
 }
 
@@ -282,21 +299,24 @@ int status_command(int argc, char** argv) {
   const config::PipelineConfig c = load(args.config_path, args.overrides).config;
   zmq::context_t context(1);
   std::vector<std::string> missing;  // stages without a live replica
-  std::printf("%-14s %8s %10s %8s %13s\n", "stage", "replicas", "in_flight", "queued", "free_credits");
+  std::printf("%-14s %8s %10s %8s %13s\n", "stage", "replicas", "in_flight", "queued",
+              "free_credits");
   for (const auto& [hub, endpoint] : {std::pair{"gateway", c.gateway.tokenizer_endpoint},
                                       std::pair{"batcher", c.batcher.encoder_endpoint}}) {
     seqpipe::transport::Socket probe(context, zmq::socket_type::dealer);
     probe.connect(endpoint);
     probe.send({seqpipe::status::kProbe});
     const auto reply = probe.recv(std::chrono::milliseconds(1000));
-    const auto stages = reply && reply->size() == 1 ? seqpipe::status::decode(reply->front()) : std::nullopt;
+    const auto stages =
+        reply && reply->size() == 1 ? seqpipe::status::decode(reply->front()) : std::nullopt;
     if (!stages) {
       std::printf("%-14s %s (no answer on %s)\n", hub, "down", endpoint.c_str());
       missing.push_back(std::string(hub) + " (down)");
       continue;
     }
     for (const auto& st : *stages) {
-      std::printf("%-14s %8d %10d %8d %13d\n", st.stage.c_str(), st.replicas, st.in_flight, st.queued, st.free_credits);
+      std::printf("%-14s %8d %10d %8d %13d\n", st.stage.c_str(), st.replicas, st.in_flight,
+                  st.queued, st.free_credits);
       if (st.replicas == 0) missing.push_back(st.stage);
     }
   }

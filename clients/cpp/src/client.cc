@@ -15,14 +15,20 @@ struct Client::Impl {
     return id;
   }
 
-  std::variant<protocol::Reply, protocol::Error> exchange(const std::string& payload, const std::string* want_id,
+  std::variant<protocol::Reply, protocol::Error> exchange(const std::string& payload,
+                                                          const std::string* want_id,
                                                           std::chrono::milliseconds wait);
   // A DEALER sends an empty delimiter first, as REQ does, so the gateway sees one envelope shape.
-  bool send(const std::string& payload) { return socket.send({std::string_view(), std::string_view(payload)}); }
-  std::variant<protocol::Reply, protocol::Error> await(const std::string* want_id, std::chrono::milliseconds wait);
+  bool send(const std::string& payload) {
+    return socket.send({std::string_view(), std::string_view(payload)});
+  }
+  std::variant<protocol::Reply, protocol::Error> await(const std::string* want_id,
+                                                       std::chrono::milliseconds wait);
 };
 
-Client::Client(const std::string& endpoint) : impl_(std::make_unique<Impl>()) { impl_->socket.connect(endpoint); }
+Client::Client(const std::string& endpoint) : impl_(std::make_unique<Impl>()) {
+  impl_->socket.connect(endpoint);
+}
 
 Client::~Client() = default;
 
@@ -52,7 +58,8 @@ bool Client::cancel(const std::string& id) {
   return impl_->send(protocol::encode_request(cancel));
 }
 
-std::variant<protocol::Reply, protocol::Error> Client::receive(const std::string& id, std::chrono::milliseconds wait) {
+std::variant<protocol::Reply, protocol::Error> Client::receive(const std::string& id,
+                                                               std::chrono::milliseconds wait) {
   return impl_->await(&id, wait);
 }
 
@@ -61,10 +68,10 @@ std::variant<protocol::Reply, protocol::Error> Client::call_raw(const std::strin
   return impl_->exchange(payload, nullptr, wait);
 }
 
-std::variant<protocol::Reply, protocol::Error> Client::Impl::exchange(const std::string& payload,
-                                                                      const std::string* want_id,
-                                                                      std::chrono::milliseconds wait) {
-  if (!send(payload)) return protocol::Error{protocol::ErrorCode::kUnavailable, "could not send the request"};
+std::variant<protocol::Reply, protocol::Error> Client::Impl::exchange(
+    const std::string& payload, const std::string* want_id, std::chrono::milliseconds wait) {
+  if (!send(payload))
+    return protocol::Error{protocol::ErrorCode::kUnavailable, "could not send the request"};
   return await(want_id, wait);
 }
 
@@ -72,25 +79,31 @@ std::variant<protocol::Reply, protocol::Error> Client::Impl::await(const std::st
                                                                    std::chrono::milliseconds wait) {
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return protocol::Error{protocol::ErrorCode::kUnavailable, "no reply from the gateway in time"};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return protocol::Error{protocol::ErrorCode::kUnavailable,
+                             "no reply from the gateway in time"};
     auto frames = socket.recv(left);
     if (!frames || frames->empty()) continue;
     const std::string& body = frames->back();
     auto reply = protocol::decode_reply(
         std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
     if (want_id != nullptr) {
-      if (auto* r = std::get_if<protocol::Reply>(&reply); r && r->id != *want_id) continue;  // a stale reply
+      if (auto* r = std::get_if<protocol::Reply>(&reply); r && r->id != *want_id)
+        continue;  // a stale reply
     }
     return reply;
   }
 }
 
-std::optional<std::variant<protocol::Reply, protocol::Error>> Client::receive(std::chrono::milliseconds wait) {
+std::optional<std::variant<protocol::Reply, protocol::Error>> Client::receive(
+    std::chrono::milliseconds wait) {
   auto frames = wait.count() > 0 ? impl_->socket.recv(wait) : impl_->socket.try_recv();
   if (!frames || frames->empty()) return std::nullopt;
   const std::string& body = frames->back();
-  return protocol::decode_reply(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
+  return protocol::decode_reply(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
 }
 
 }  // namespace seqpipe::client

@@ -2,8 +2,8 @@
 
 #include <omp.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -29,14 +29,16 @@ typedef float Vec4 __attribute__((vector_size(16)));
 inline float sum16(Vec16 v) {
   const Vec8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
                  __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  const Vec4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  const Vec4 b =
+      __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
   return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
 // A register tile: MR input rows x NR weight rows, 16 lanes of k at a time. Each step loads
 // MR + NR vectors for MR * NR FMAs, so the FMA units, not the loads, set the pace.
 template <int MR, int NR>
-void dot_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* out, int64_t ldo) {
+void dot_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* out,
+              int64_t ldo) {
   Vec16 acc[MR][NR];
   for (int r = 0; r < MR; ++r) {
     for (int j = 0; j < NR; ++j) acc[r][j] = Vec16{};
@@ -80,11 +82,16 @@ constexpr DotTile kDotTiles[kTileRows][2] = {{dot_tile<1, 4>, dot_tile<1, 1>},
                                              {dot_tile<4, 4>, dot_tile<4, 1>}};
 }  // namespace
 
-void set_num_threads(int threads) { g_threads.store(std::clamp(threads, 1, g_max_threads)); }
+void set_num_threads(int threads) {
+  g_threads.store(std::clamp(threads, 1, g_max_threads));
+}
 
-int max_threads() { return g_max_threads; }
+int max_threads() {
+  return g_max_threads;
+}
 
-void linear_tiled(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float beta, float* y) {
+void linear_tiled(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float beta,
+                  float* y) {
   constexpr int64_t kRowChunk = 128;  // 128 x 2048 floats = 1 MiB of inputs: an L2's worth
   if (m > kRowChunk) {
     for (int64_t r = 0; r < m; r += kRowChunk) {
@@ -95,7 +102,8 @@ void linear_tiled(const float* x, int64_t m, const float* w, int64_t n, int64_t 
   // Blocks of kTileCols weight rows are split across threads; each block meets every input row
   // while it is in L1, so the weights are streamed from memory once per row chunk.
   const int64_t blocks = (n + kTileCols - 1) / kTileCols;
-#pragma omp parallel for num_threads(g_threads.load(std::memory_order_relaxed)) schedule(static) if (n * k >= (1 << 16))
+#pragma omp parallel for num_threads(g_threads.load(std::memory_order_relaxed)) \
+    schedule(static) if (n * k >= (1 << 16))
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t j0 = b * kTileCols;
     const int64_t cols = std::min<int64_t>(kTileCols, n - j0);
@@ -105,7 +113,8 @@ void linear_tiled(const float* x, int64_t m, const float* w, int64_t n, int64_t 
       if (cols == kTileCols) {
         kDotTiles[rows - 1][0](x + r0 * k, k, w + j0 * k, k, k, tile, kTileCols);
       } else {
-        for (int64_t c = 0; c < cols; ++c) kDotTiles[rows - 1][1](x + r0 * k, k, w + (j0 + c) * k, k, k, tile + c, kTileCols);
+        for (int64_t c = 0; c < cols; ++c)
+          kDotTiles[rows - 1][1](x + r0 * k, k, w + (j0 + c) * k, k, k, tile + c, kTileCols);
       }
       for (int64_t r = 0; r < rows; ++r) {
         float* out = y + (r0 + r) * n + j0;
@@ -126,7 +135,8 @@ int64_t argmax(const float* row, int64_t n) {
   return 0;  // only NaNs: torch would return a NaN's index; any id is as good
 }
 
-void rms_norm(const float* x, int64_t m, int64_t d, const float* w, float eps, float scale, float* y) {
+void rms_norm(const float* x, int64_t m, int64_t d, const float* w, float eps, float scale,
+              float* y) {
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = x + r * d;
     float* yr = y + r * d;
@@ -146,7 +156,8 @@ void rms_norm(const float* x, int64_t m, int64_t d, const float* w, float eps, f
 
 void embedding(const int* ids, int64_t n, const float* table, int64_t d, float* out) {
   for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(out + i * d, table + static_cast<int64_t>(ids[i]) * d, static_cast<size_t>(d) * sizeof(float));
+    std::memcpy(out + i * d, table + static_cast<int64_t>(ids[i]) * d,
+                static_cast<size_t>(d) * sizeof(float));
   }
 }
 
@@ -171,7 +182,8 @@ void attention(const ops::AttentionArgs& args) {
   // to split further.
   int64_t work = 0;
   for (int64_t s = 0; s < args.num_seqs; ++s) work += args.seqs[s].q_rows * args.seqs[s].k_rows;
-#pragma omp parallel for num_threads(g_threads.load(std::memory_order_relaxed)) schedule(dynamic, 1) if (args.num_seqs > 1 && work * args.num_heads * args.head_dim >= (1 << 15))
+#pragma omp parallel for num_threads(g_threads.load(std::memory_order_relaxed)) schedule( \
+    dynamic, 1) if (args.num_seqs > 1 && work * args.num_heads * args.head_dim >= (1 << 15))
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     float* scores = args.scratch + static_cast<int64_t>(omp_get_thread_num()) * args.scratch_size;
     const ops::AttentionSequence& seq = args.seqs[s];
@@ -180,7 +192,8 @@ void attention(const ops::AttentionArgs& args) {
       const int64_t kend = args.causal ? std::min(seq.k_rows, qpos + 1) : seq.k_rows;
       for (int64_t h = 0; h < args.num_heads; ++h) {
         const float* q = seq.q + r * args.q_stride + h * hd;
-        const float* bias_row = args.bias ? args.bias->table.row(h) + args.bias->max_distance : nullptr;
+        const float* bias_row =
+            args.bias ? args.bias->table.row(h) + args.bias->max_distance : nullptr;
         float max_score = -INFINITY;
         for (int64_t j = 0; j < kend; ++j) {
           const float* k = seq.k + j * args.kv_stride + h * hd;
@@ -189,7 +202,7 @@ void attention(const ops::AttentionArgs& args) {
           for (int64_t i = 0; i < hd; ++i) dot += q[i] * k[i];
           if (bias_row) {
             int64_t rel = j - qpos;
-            rel = rel < -args.bias->max_distance ? -args.bias->max_distance
+            rel = rel < -args.bias->max_distance  ? -args.bias->max_distance
                   : rel > args.bias->max_distance ? args.bias->max_distance
                                                   : rel;
             dot += bias_row[rel];

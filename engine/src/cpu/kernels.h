@@ -14,7 +14,8 @@ namespace seqpipe::engine::cpu {
 // shapes (docs/PERFORMANCE.md). ops::linear uses it for 2 <= m <= kTiledMaxRows and the BLAS
 // otherwise (gemv for m = 1, sgemm for large m).
 constexpr int64_t kTiledMaxRows = 512;
-void linear_tiled(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float beta, float* y);
+void linear_tiled(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float beta,
+                  float* y);
 
 // Threads for the engine's own parallel kernels.
 void set_num_threads(int threads);
@@ -24,7 +25,8 @@ int max_threads();
 // Index of the first maximum of row[0, n) (torch.argmax's tie rule).
 int64_t argmax(const float* row, int64_t n);
 
-void rms_norm(const float* x, int64_t m, int64_t d, const float* w, float eps, float scale, float* y);
+void rms_norm(const float* x, int64_t m, int64_t d, const float* w, float eps, float scale,
+              float* y);
 void embedding(const int* ids, int64_t n, const float* table, int64_t d, float* out);
 void relu(float* x, int64_t n);
 void gated_gelu(float* a, const float* b, int64_t n);

@@ -35,14 +35,17 @@ class Client {
   bool cancel(const std::string& id);
   // Waits up to `wait` for the reply to `id`; replies to other ids that arrive meanwhile are
   // dropped (late replies to calls that timed out). A transport failure is an Error value.
-  std::variant<protocol::Reply, protocol::Error> receive(const std::string& id, std::chrono::milliseconds wait);
+  std::variant<protocol::Reply, protocol::Error> receive(const std::string& id,
+                                                         std::chrono::milliseconds wait);
   // Sends raw bytes as a request (tests of malformed input) and waits for the reply.
-  std::variant<protocol::Reply, protocol::Error> call_raw(const std::string& payload, std::chrono::milliseconds wait);
+  std::variant<protocol::Reply, protocol::Error> call_raw(const std::string& payload,
+                                                          std::chrono::milliseconds wait);
 
   // Pipelining (after submit()s): the next reply to arrive within `wait`, whatever its id, in
   // completion order, or nullopt. Give every request its own id and match replies by it. Do not
   // mix with call() or receive(id), which skip replies that are not theirs.
-  std::optional<std::variant<protocol::Reply, protocol::Error>> receive(std::chrono::milliseconds wait);
+  std::optional<std::variant<protocol::Reply, protocol::Error>> receive(
+      std::chrono::milliseconds wait);
 
  private:
   struct Impl;

@@ -60,8 +60,9 @@ struct MetricsConfig {
   std::string address = "127.0.0.1";
   // Upper bounds (microseconds, strictly ascending) of every latency histogram's buckets:
   // 100 us .. 5 s by default.
-  std::vector<int> latency_buckets_us = {100,    250,    500,    1000,    2500,    5000,    10000,  25000,
-                                         50000,  100000, 250000, 500000, 1000000, 2500000, 5000000};
+  std::vector<int> latency_buckets_us = {100,    250,    500,     1000,    2500,
+                                         5000,   10000,  25000,   50000,   100000,
+                                         250000, 500000, 1000000, 2500000, 5000000};
 
   bool operator==(const MetricsConfig&) const = default;
 };

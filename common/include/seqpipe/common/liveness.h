@@ -39,8 +39,8 @@ class HubLiveness {
 
 class PeerLiveness {
  public:
-  PeerLiveness(std::chrono::milliseconds interval, int liveness, std::chrono::milliseconds reconnect_max,
-               SteadyClock::time_point now);
+  PeerLiveness(std::chrono::milliseconds interval, int liveness,
+               std::chrono::milliseconds reconnect_max, SteadyClock::time_point now);
 
   // A message from the hub arrived.
   void seen(SteadyClock::time_point now);

@@ -56,12 +56,14 @@ inline constexpr int kReplicaPortRange = 64;
 // A registry not served over HTTP (unit tests of the stages).
 std::shared_ptr<prometheus::Registry> make_registry();
 
-// Serves /metrics for this process on `address` (an IPv4 address: 127.0.0.1, 0.0.0.0). port 0: any free port (see port()). Otherwise
-// the first free port of [port, port + tries): replicas started with the same config take
-// metrics_port, metrics_port + 1, ... in start order. Throws std::runtime_error when none is free.
+// Serves /metrics for this process on `address` (an IPv4 address: 127.0.0.1, 0.0.0.0). port 0: any
+// free port (see port()). Otherwise the first free port of [port, port + tries): replicas started
+// with the same config take metrics_port, metrics_port + 1, ... in start order. Throws
+// std::runtime_error when none is free.
 class Exporter {
  public:
-  Exporter(std::string_view service, int port, int tries = 1, std::string_view address = "127.0.0.1");
+  Exporter(std::string_view service, int port, int tries = 1,
+           std::string_view address = "127.0.0.1");
   ~Exporter();
   int port() const { return port_; }
   prometheus::Registry& registry() { return *registry_; }

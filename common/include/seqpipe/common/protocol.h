@@ -67,7 +67,8 @@ enum class Op {
 
 struct Request {
   Op op = Op::kGenerate;
-  std::optional<std::string> id;   // echoed in the reply; absent: the reply's id is ""; required by kCancel
+  std::optional<std::string>
+      id;  // echoed in the reply; absent: the reply's id is ""; required by kCancel
   std::vector<std::string> texts;  // one element for the single-text form; empty for kCancel
   bool batch_form = false;         // the client sent texts[] (the reply then carries texts[])
   GenerateParams params;

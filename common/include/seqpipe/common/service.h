@@ -18,7 +18,8 @@ void request_stop();  // for tests and for fatal conditions found by the loop it
 
 // Microseconds since the Unix epoch (comparable across processes and machines).
 inline int64_t unix_now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 

@@ -15,9 +15,9 @@ inline constexpr std::string_view kProbe = "seqpipe-status-v1";
 
 struct StageStatus {
   std::string stage;
-  int replicas = 0;      // live workers (hubs: 1)
-  int in_flight = 0;     // work held by the workers (credits in use), or requests in flight (gateway)
-  int queued = 0;        // work waiting in the hub for credit
+  int replicas = 0;   // live workers (hubs: 1)
+  int in_flight = 0;  // work held by the workers (credits in use), or requests in flight (gateway)
+  int queued = 0;     // work waiting in the hub for credit
   int free_credits = 0;  // capacity left across the replicas
 
   bool operator==(const StageStatus&) const = default;

@@ -20,9 +20,9 @@ struct SocketOptions {
   // ZMQ_MAXMSGSIZE: a peer sending a larger frame is disconnected before the frame is buffered,
   // so a hostile client cannot exhaust memory. 0: no limit (only for trusted in-process peers).
   int64_t max_message_bytes = 64 << 20;
-  int linger_ms = 0;              // on close, drop what is unsent: shutdown never hangs on a dead peer
-  int high_water_mark = 100000;   // messages queued per peer before send blocks / drops
-  std::string routing_id;         // a DEALER's identity as the ROUTER sees it; empty: assigned
+  int linger_ms = 0;  // on close, drop what is unsent: shutdown never hangs on a dead peer
+  int high_water_mark = 100000;  // messages queued per peer before send blocks / drops
+  std::string routing_id;        // a DEALER's identity as the ROUTER sees it; empty: assigned
 };
 
 class Socket {

@@ -43,7 +43,8 @@ struct Outbox {
 
   // Sends `item` to its gateway as a failed result (the request is answered with `error`),
   // logging the request id and counting the error: the serving-path error discipline in one place.
-  void fail(stage::WorkItem item, protocol::Error error, std::string_view stage_name, metrics::StageMetrics& metrics);
+  void fail(stage::WorkItem item, protocol::Error error, std::string_view stage_name,
+            metrics::StageMetrics& metrics);
   // Sends items to their gateways as results (grouped per gateway endpoint).
   void results(std::vector<stage::WorkItem>&& items);
   bool empty() const { return to_hub.empty() && pushes.empty(); }
@@ -58,8 +59,9 @@ inline bool expired(const stage::WorkItem& item, int64_t now_unix_us) {
 // The stage message in the last of `frames`, which must number `expected_frames` (1 from a
 // DEALER or PUSH, 2 on a ROUTER: routing id + payload); else nullopt, logged with `from` and
 // counted as malformed. Hubs and workers read every internal message through it.
-std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>& frames, size_t expected_frames,
-                                                 std::string_view from, const stage::Limits& limits,
+std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>& frames,
+                                                 size_t expected_frames, std::string_view from,
+                                                 const stage::Limits& limits,
                                                  metrics::StageMetrics& metrics);
 
 class WorkerStage {
@@ -89,9 +91,10 @@ class WorkerStage {
 };
 
 struct WorkerOptions {
-  std::string stage_name;                  // "encoder", for logs
-  std::vector<std::string> hub_endpoints;  // the hubs' ROUTERs this worker connects to (at least one)
-  stage::Limits limits{};    // on incoming messages
+  std::string stage_name;  // "encoder", for logs
+  std::vector<std::string>
+      hub_endpoints;       // the hubs' ROUTERs this worker connects to (at least one)
+  stage::Limits limits{};  // on incoming messages
   std::chrono::milliseconds idle_poll{100};  // how often an idle loop looks at the stop flag
   // Heartbeats with the hub (config `liveness`): sent every interval; the hub silent for
   // `liveness` intervals means reconnect (with doubling pauses up to reconnect_max) and
@@ -111,14 +114,15 @@ int hub_share(int capacity, size_t hub, size_t hubs);
 int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics);
 
 // The hubs a stage serves: `configured` (the stage's hub_endpoints), or the pipeline's one hub.
-std::vector<std::string> hubs_or(const std::vector<std::string>& configured, const std::string& the_hub);
+std::vector<std::string> hubs_or(const std::vector<std::string>& configured,
+                                 const std::string& the_hub);
 
 // A worker's whole main after the config is loaded: logging and stop handlers, the /metrics
-// exporter (on `metrics_address`, first free port from `metrics_port`), the stage from `make_stage` (which loads the
-// model: start-up errors throw), then run_worker.
-int serve_worker(std::string_view stage_name, const std::string& metrics_address, int metrics_port,
-                 const std::vector<std::string>& hub_endpoints,
-                 const config::LivenessConfig& liveness,
-                 const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage);
+// exporter (on `metrics_address`, first free port from `metrics_port`), the stage from `make_stage`
+// (which loads the model: start-up errors throw), then run_worker.
+int serve_worker(
+    std::string_view stage_name, const std::string& metrics_address, int metrics_port,
+    const std::vector<std::string>& hub_endpoints, const config::LivenessConfig& liveness,
+    const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage);
 
 }  // namespace seqpipe::worker

@@ -70,7 +70,8 @@ class Generator {
   uint64_t add(const EncoderOutput& encoded, size_t index, const DecodingOptions& options);
   // Starts every sequence of an encoder batch (sequence i with options[i]), all or none: one
   // cross-attention GEMM per layer for the whole batch. Returns the handles in input order.
-  std::vector<uint64_t> add(const EncoderOutput& encoded, const std::vector<DecodingOptions>& options);
+  std::vector<uint64_t> add(const EncoderOutput& encoded,
+                            const std::vector<DecodingOptions>& options);
   // Drops a sequence before it finished and frees its slots; false if the handle is unknown.
   bool cancel(uint64_t handle);
 
@@ -93,10 +94,12 @@ class Generator {
     uint64_t handle;
     std::unique_ptr<SearchStrategy> search;
   };
-  void check_admission(const EncoderOutput& encoded, size_t index, const DecodingOptions& options) const;
+  void check_admission(const EncoderOutput& encoded, size_t index,
+                       const DecodingOptions& options) const;
   // Gives the first slot's cross-attention state to the other beams and builds the search.
   Active prepare(const int* slots, const DecodingOptions& options);
-  std::vector<uint64_t> add_prepared(const EncoderOutput& encoded, const std::vector<size_t>& indices,
+  std::vector<uint64_t> add_prepared(const EncoderOutput& encoded,
+                                     const std::vector<size_t>& indices,
                                      const std::vector<DecodingOptions>& options);
 
   std::shared_ptr<const T5Model> model_;

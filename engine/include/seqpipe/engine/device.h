@@ -7,6 +7,8 @@ namespace seqpipe::engine {
 
 enum class Device { kCpu, kCuda };
 
-constexpr std::string_view device_name(Device d) { return d == Device::kCpu ? "cpu" : "cuda"; }
+constexpr std::string_view device_name(Device d) {
+  return d == Device::kCpu ? "cpu" : "cuda";
+}
 
 }  // namespace seqpipe::engine

@@ -33,7 +33,9 @@ class KvCache {
   // slot that is not held is an EngineError (it would hand one slot to two sequences).
   std::optional<int> acquire();
   void release(int slot);
-  bool held(int slot) const { return slot >= 0 && slot < options_.num_slots && held_[static_cast<size_t>(slot)]; }
+  bool held(int slot) const {
+    return slot >= 0 && slot < options_.num_slots && held_[static_cast<size_t>(slot)];
+  }
 
   // Positions filled in the slot's self-attention cache, and the encoder length it attends to.
   int64_t length(int slot) const { return length_[static_cast<size_t>(slot)]; }
@@ -58,7 +60,7 @@ class KvCache {
   int64_t layers_ = 0;
   int64_t inner_ = 0;
   Tensor self_k_, self_v_, cross_k_, cross_v_;  // [slots * layers * len, inner]
-  Tensor scratch_k_, scratch_v_;                // reorder staging, [max_beams * layers * len, inner]
+  Tensor scratch_k_, scratch_v_;  // reorder staging, [max_beams * layers * len, inner]
   std::vector<int64_t> scratch_length_;
   std::vector<int64_t> length_, source_length_;
   std::vector<int> free_;

@@ -55,7 +55,8 @@ struct PositionBias {
 class T5Model {
  public:
   // Throws EngineError naming the file, tensor or key at fault.
-  static std::shared_ptr<const T5Model> load(const std::string& dir, const ModelOptions& options = {});
+  static std::shared_ptr<const T5Model> load(const std::string& dir,
+                                             const ModelOptions& options = {});
 
   const T5Config& config() const { return config_; }
   const std::string& dir() const { return dir_; }
@@ -63,7 +64,7 @@ class T5Model {
   const ModelOptions& options() const { return options_; }
 
   const Tensor& shared_embedding() const { return shared_; }  // [vocab, d_model]
-  const Tensor& lm_head() const { return lm_head_; }           // [vocab, d_model]
+  const Tensor& lm_head() const { return lm_head_; }          // [vocab, d_model]
   const std::vector<EncoderBlockWeights>& encoder_blocks() const { return encoder_; }
   const std::vector<DecoderBlockWeights>& decoder_blocks() const { return decoder_; }
   const Tensor& encoder_final_norm() const { return encoder_final_norm_; }
@@ -90,6 +91,7 @@ class T5Model {
 };
 
 // T5's relative position bucket (HF T5Attention._relative_position_bucket), rel = key - query.
-int relative_position_bucket(int64_t rel, bool bidirectional, int64_t num_buckets, int64_t max_distance);
+int relative_position_bucket(int64_t rel, bool bidirectional, int64_t num_buckets,
+                             int64_t max_distance);
 
 }  // namespace seqpipe::engine

@@ -10,7 +10,17 @@
 
 namespace seqpipe::engine::profiler {
 
-enum class Op { kEmbedding, kRmsNorm, kLinear, kLmHead, kAttention, kActivation, kCacheUpdate, kSearch, kCount };
+enum class Op {
+  kEmbedding,
+  kRmsNorm,
+  kLinear,
+  kLmHead,
+  kAttention,
+  kActivation,
+  kCacheUpdate,
+  kSearch,
+  kCount
+};
 constexpr size_t kNumOps = static_cast<size_t>(Op::kCount);
 
 std::string_view op_name(Op op);
