@@ -201,7 +201,7 @@ class ComposeFileTest(unittest.TestCase):
         for stage in WORKERS:
             self.assertEqual(self.services[stage]["deploy"]["replicas"], 2, stage)
         for hub in ["gateway", "batcher"]:
-            self.assertNotIn("deploy", self.services[hub], "one gateway and one batcher (issue 4)")
+            self.assertNotIn("deploy", self.services[hub], "one gateway and one batcher")
         self.assertIn("5555:5555", [f"{p['published']}:{p['target']}" if isinstance(p, dict) else p
                                     for p in self.services["gateway"]["ports"]])
 
