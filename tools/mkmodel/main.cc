@@ -310,8 +310,8 @@ class LineIterator : public sentencepiece::SentenceIterator {
 };
 
 std::string default_corpus_path() {
-  // The source tree's copy: this file's directory (CMake compiles it by absolute path).
-  return (fs::path(__FILE__).parent_path() / "corpus.txt").string();
+  // The source tree's copy (SEQPIPE_SOURCE_DIR, set by tools/CMakeLists.txt).
+  return (fs::path(SEQPIPE_SOURCE_DIR) / "tools" / "mkmodel" / "corpus.txt").string();
 }
 
 struct TrainedSpiece {

@@ -3,6 +3,7 @@
 //   seqpipe send [options] TEXT [TEXT ...]               one request to the gateway, print the
 //   answer
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/status.h"
 #include "seqpipe/common/transport.h"
+#include "seqpipe/supervisor.h"
 
 namespace {
 
@@ -41,8 +43,11 @@ constexpr std::string_view kUsage = R"(usage: seqpipe up   [--config FILE] [--se
 up     starts the whole pipeline on this machine as child processes: the gateway and the batcher,
        and `replicas` copies of the tokenizer, encoder, decoder and postprocessor (config/pipeline.yaml,
        docs/CONFIG.md), every one with the same --config and --set arguments. It prints the client
-       endpoint and the metrics ports, restarts a child that dies, and stops everything on Ctrl-C
-       or SIGTERM.
+       endpoint and the metrics ports, restarts a child that dies (after 0.5 s, doubling while it
+       keeps failing), and stops everything on Ctrl-C or SIGTERM. It checks the config and the
+       model directory before starting anything, and stops with the error (exit status 1) when a
+       child exits with status 2 (bad usage or config) or exits 5 times in a row within 5 s of
+       its start. Its children die with it, even when it is killed.
 send   sends one request to the gateway (gateway.client_endpoint of the config, or --endpoint) and
        prints the text(s), the score(s) with --scores, and the per-stage timings. --priority N:
        1 (highest) .. batcher.priority_levels (default: batcher.default_priority_level). With
@@ -88,13 +93,18 @@ struct Child {
   int replica = 0;
   std::vector<std::string> argv;
   pid_t pid = -1;
-  int restarts = 0;
+  seqpipe::supervisor::RestartTracker restarts;
   Clock::time_point start_after{};
 };
 
 pid_t spawn(const std::vector<std::string>& args) {
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
+    // The child is stopped (SIGTERM: it drains) when seqpipe up dies, even by SIGKILL, so no
+    // orphan keeps the pipeline's sockets; if that happened before prctl took effect, leave now.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) std::_Exit(1);
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -113,6 +123,10 @@ int up(int argc, char** argv) {
   }
   const Loaded loaded = load(args.config_path, args.overrides);
   const config::PipelineConfig& c = loaded.config;
+  if (const auto problems = seqpipe::supervisor::check_model_dir(c.model.dir); !problems.empty()) {
+    for (const std::string& p : problems) std::fprintf(stderr, "seqpipe up: %s\n", p.c_str());
+    return 2;
+  }
   std::vector<std::string> common_args;
   if (!loaded.path.empty()) common_args = {"--config", loaded.path};
   for (const auto& o : args.overrides) common_args.insert(common_args.end(), {"--set", o});
@@ -121,7 +135,10 @@ int up(int argc, char** argv) {
   std::vector<Child> children;
   auto add = [&](const std::string& stage, int replicas) {
     for (int i = 0; i < replicas; ++i) {
-      Child child{stage, i, {service_binary(stage)}};
+      Child child;
+      child.stage = stage;
+      child.replica = i;
+      child.argv = {service_binary(stage)};
       child.argv.insert(child.argv.end(), common_args.begin(), common_args.end());
       children.push_back(std::move(child));
     }
@@ -134,7 +151,10 @@ int up(int argc, char** argv) {
   add("postprocessor", c.postprocessor.replicas);
 
   seqpipe::service::install_stop_handlers();
-  for (Child& ch : children) ch.pid = spawn(ch.argv);
+  for (Child& ch : children) {
+    ch.pid = spawn(ch.argv);
+    ch.restarts.started(Clock::now());
+  }
   std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n",
               children.size(), c.gateway.client_endpoint.c_str(), c.runtime_dir.c_str());
   // Metrics: the configured ports (a replica takes the first free one from its stage's base;
@@ -155,27 +175,38 @@ int up(int argc, char** argv) {
       ports(c.postprocessor.metrics_port, c.postprocessor.replicas).c_str());
   std::fflush(stdout);
 
-  while (!seqpipe::service::stop_requested()) {
+  bool gave_up = false;
+  while (!seqpipe::service::stop_requested() && !gave_up) {
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
       for (Child& ch : children) {
         if (ch.pid != pid) continue;
-        // A dead child comes back, with a growing pause so a crash loop does not spin.
         ch.pid = -1;
-        ++ch.restarts;
-        const auto pause =
-            std::chrono::milliseconds(std::min(10000, 250 << std::min(ch.restarts, 6)));
-        ch.start_after = Clock::now() + pause;
-        std::fprintf(stderr, "seqpipe up: %s #%d exited (%s %d); restarting in %lld ms\n",
-                     ch.stage.c_str(), ch.replica, WIFSIGNALED(status) ? "signal" : "status",
-                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
-                     static_cast<long long>(pause.count()));
+        const seqpipe::supervisor::Exit exit{
+            WIFSIGNALED(status) != 0, WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)};
+        const auto now = Clock::now();
+        const auto decision = ch.restarts.exited(exit, now);
+        if (decision.give_up) {
+          std::fprintf(stderr, "seqpipe up: %s #%d %s: stopping the pipeline\n", ch.stage.c_str(),
+                       ch.replica, decision.reason.c_str());
+          gave_up = true;
+          break;
+        }
+        ch.start_after = decision.restart_at;
+        std::fprintf(stderr, "seqpipe up: %s #%d exited (%s); restarting in %lld ms\n",
+                     ch.stage.c_str(), ch.replica, exit.describe().c_str(),
+                     static_cast<long long>(
+                         std::chrono::duration_cast<std::chrono::milliseconds>(ch.start_after - now)
+                             .count()));
       }
       continue;
     }
     for (Child& ch : children) {
-      if (ch.pid < 0 && Clock::now() >= ch.start_after) ch.pid = spawn(ch.argv);
+      if (ch.pid < 0 && Clock::now() >= ch.start_after) {
+        ch.pid = spawn(ch.argv);
+        ch.restarts.started(Clock::now());
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -203,7 +234,7 @@ int up(int argc, char** argv) {
     }
   }
   std::printf("seqpipe up: stopped\n");
-  return 0;
+  return gave_up ? 1 : 0;
 }
 
 int send(int argc, char** argv) {

@@ -1,0 +1,88 @@
+"""`seqpipe up` as a supervisor: its children die with it, it checks the model directory before
+starting anything, and a child that cannot start stops the pipeline with the error instead of
+being restarted forever.
+
+Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from harness import SEQPIPE, Pipeline, answers  # noqa: E402
+from seqpipe_client import Client  # noqa: E402
+
+
+def processes_with(marker):
+    """PIDs of the processes whose command line contains `marker` (our run dir)."""
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def up(args, timeout):
+    """Runs `seqpipe up ARGS` to its end; returns (exit status, seconds, output)."""
+    start = time.monotonic()
+    proc = subprocess.run([SEQPIPE, "up", *args], capture_output=True, text=True, timeout=timeout,
+                          start_new_session=True)
+    return proc.returncode, time.monotonic() - start, proc.stdout + proc.stderr
+
+
+class ChildrenDieWithUpTest(unittest.TestCase):
+    def test_sigkill_of_up_stops_every_child(self):
+        pipeline = Pipeline("seqpipe-supervision-", ["gateway.metrics_port=0",
+                                                      "batcher.metrics_port=0"])
+        try:
+            client = Client(pipeline.endpoint)
+            pipeline.wait_until(lambda: answers(client), pipeline.close)
+            children = processes_with(pipeline.run_dir)
+            children.remove(pipeline.proc.pid)
+            self.assertEqual(len(children), 10, "gateway, batcher and 2 of each worker stage")
+            os.kill(pipeline.proc.pid, signal.SIGKILL)
+            pipeline.proc.wait()
+            deadline = time.monotonic() + 15
+            while processes_with(pipeline.run_dir) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.assertEqual(processes_with(pipeline.run_dir), [], "orphans outlived seqpipe up")
+        finally:
+            for pid in processes_with(pipeline.run_dir):
+                os.kill(pid, signal.SIGKILL)
+            pipeline.close()
+
+
+class StartFailureTest(unittest.TestCase):
+    def test_missing_model_dir_is_refused_before_starting(self):
+        status, seconds, output = up(["--set", "model.dir=/nonexistent/model"], timeout=30)
+        self.assertEqual(status, 2, output)
+        self.assertIn("model.dir: '/nonexistent/model' is not a directory", output)
+        self.assertNotIn("processes;", output, "nothing is started")
+        self.assertLess(seconds, 10)
+
+    def test_a_child_that_keeps_failing_stops_the_pipeline(self):
+        with tempfile.TemporaryDirectory(prefix="seqpipe-supervision-") as tmp:
+            # The files are there, but config.json is no T5 config: the encoder and decoder exit
+            # right after each start.
+            model = os.path.join(tmp, "model")
+            os.makedirs(model)
+            with open(os.path.join(model, "config.json"), "w") as f:
+                json.dump({"model_type": "not-t5"}, f)
+            for name in ("model.safetensors", "spiece.model"):
+                open(os.path.join(model, name), "w").close()
+            status, seconds, output = up(
+                ["--set", f"model.dir={model}", "--set", f"runtime_dir={tmp}/run",
+                 "--set", "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
+                 "--set", "gateway.metrics_port=0", "--set", "batcher.metrics_port=0"],
+                timeout=90)
+            self.assertEqual(status, 1, output)
+            self.assertIn("times in a row right after starting", output)
+            self.assertIn("stopping the pipeline", output)
+            self.assertIn("seqpipe up: stopped", output)
+            self.assertEqual(processes_with(f"{tmp}/run"), [], "children left behind")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

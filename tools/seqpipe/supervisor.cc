@@ -1,0 +1,43 @@
+#include "seqpipe/supervisor.h"
+
+#include <algorithm>
+#include <filesystem>
+
+namespace seqpipe::supervisor {
+
+std::string Exit::describe() const {
+  return (signaled ? "signal " : "status ") + std::to_string(code);
+}
+
+Decision RestartTracker::exited(const Exit& exit, Clock::time_point now) {
+  if (!exit.signaled && exit.code == kBadConfigStatus)
+    return {.give_up = true,
+            .restart_at = {},
+            .reason = "exited with " + exit.describe() + " (bad usage or config)"};
+  const bool quick = now - started_at_ < policy_.quick_exit;
+  quick_exits_ = quick ? quick_exits_ + 1 : 0;
+  if (quick_exits_ >= policy_.start_limit) {
+    return {.give_up = true,
+            .restart_at = {},
+            .reason = "exited " + std::to_string(quick_exits_) +
+                      " times in a row right after starting, last with " + exit.describe()};
+  }
+  // first_pause for a child that ran fine, doubling with each quick exit in a row.
+  std::chrono::milliseconds pause = policy_.first_pause;
+  for (int i = 1; i < quick_exits_ && pause < policy_.max_pause; ++i) pause *= 2;
+  return {.give_up = false, .restart_at = now + std::min(pause, policy_.max_pause), .reason = ""};
+}
+
+std::vector<std::string> check_model_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return {"model.dir: '" + dir + "' is not a directory"};
+  std::vector<std::string> problems;
+  for (const char* file : {"config.json", "model.safetensors", "spiece.model"}) {
+    if (!fs::is_regular_file(fs::path(dir) / file, ec))
+      problems.push_back("model.dir: '" + dir + "' has no " + file);
+  }
+  return problems;
+}
+
+}  // namespace seqpipe::supervisor
