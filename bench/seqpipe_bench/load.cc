@@ -78,7 +78,11 @@ std::string status_name(int status) {
   return "status_" + std::to_string(status);
 }
 
-Runner::Runner(RunOptions options) : options_(std::move(options)), client_(options_.endpoint) {
+// A load generator measures the server: no retry of a slow request (it would be computed twice
+// and count as load); a dropped gateway connection still moves its requests to the next gateway.
+Runner::Runner(RunOptions options)
+    : options_(std::move(options)),
+      client_(options_.endpoint, {.retry_after = std::chrono::milliseconds(0)}) {
   if (options_.inputs.empty()) throw std::invalid_argument("no input texts");
   // Every record is preallocated here: the measurement loop appends without allocating.
   result_.records.reserve(options_.max_records);

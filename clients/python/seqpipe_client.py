@@ -12,9 +12,11 @@ Uses Debian's python3-zmq and python3-msgpack:
         reply = c.result(request_id)                               # the reply map, error or not
 """
 import itertools
+import time
 
 import msgpack
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 PROTOCOL_VERSION = 1
 
@@ -29,16 +31,49 @@ class SeqpipeError(Exception):
 
 
 class Client:
-    def __init__(self, endpoint, timeout_ms=10000):
+    """A DEALER per gateway. `endpoint`: one endpoint, a comma-separated list, or a list.
+
+    A gateway that dies loses nothing (the ZeroMQ guide's Lazy Pirate and Freelance patterns):
+    when its connection drops (seen at once by a socket monitor), the requests it held are sent
+    again, with the same id, to the next gateway (with only one, to it again: delivered once it is
+    back); a request unanswered for `retry_after_ms` (a hung gateway keeps its connection) moves on
+    the same way; 0 turns that timer off. At most `max_attempts` sends per request, none past its
+    timeout_ms. The first reply to an id is the answer; a second is dropped (duplicates_dropped).
+    """
+
+    def __init__(self, endpoint, timeout_ms=10000, retry_after_ms=5000, max_attempts=3):
+        endpoints = endpoint.split(",") if isinstance(endpoint, str) else list(endpoint)
+        endpoints = [e for e in endpoints if e]
+        if not endpoints:
+            raise ValueError("no gateway endpoint given")
         self._context = zmq.Context.instance()
-        self._socket = self._context.socket(zmq.DEALER)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.connect(endpoint)
+        self._sockets, self._monitors, self._connected = [], [], []
+        self._poller = zmq.Poller()
+        for e in endpoints:
+            sock = self._context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+            sock.connect(e)
+            self._sockets.append(sock)
+            self._monitors.append(monitor)
+            self._connected.append(False)
+            self._poller.register(sock, zmq.POLLIN)
+            self._poller.register(monitor, zmq.POLLIN)
+        self._current = 0  # the gateway new requests go to
+        self._pending = {}  # id -> [payload, gateway, attempts, deadline or None, retry_at or None]
+        self._answered = {}  # replies that came while another id was awaited
         self._timeout_ms = timeout_ms
+        self._retry_after_s = retry_after_ms / 1000.0
+        self._max_attempts = max_attempts
         self._ids = itertools.count(1)
+        self.duplicates_dropped = 0
 
     def close(self):
-        self._socket.close()
+        for sock in self._sockets:
+            sock.disable_monitor()
+            sock.close()
+        for monitor in self._monitors:
+            monitor.close()
 
     def __enter__(self):
         return self
@@ -48,7 +83,7 @@ class Client:
 
     def call_raw(self, payload, wait_ms=None):
         """Sends raw bytes as a request; returns the decoded reply map (tests of bad input)."""
-        self._socket.send_multipart([b"", payload])
+        self._sockets[self._current].send_multipart([b"", payload])
         return self._receive(None, wait_ms)
 
     def generate(self, text_or_texts, max_new_tokens=32, num_beams=1, length_penalty=1.0,
@@ -83,13 +118,23 @@ class Client:
             request["params"]["priority"] = int(priority)
         if timeout_ms is not None:
             request["timeout_ms"] = int(timeout_ms)
-        self._socket.send_multipart([b"", msgpack.packb(request, use_single_float=True)])
+        payload = msgpack.packb(request, use_single_float=True)
+        self._sockets[self._current].send_multipart([b"", payload])
+        now = time.monotonic()
+        self._pending[request_id] = [payload, self._current, 1,
+                                     None if timeout_ms is None else now + timeout_ms / 1000.0,
+                                     now + self._retry_after_s if self._retry_after_s > 0 else None]
         return request_id
 
     def cancel(self, request_id):
         """Cancels an in-flight request of this client. Its reply (from result()) is then the error
         `cancelled`, or its normal reply if it finished first. The cancel has no reply of its own."""
-        self._socket.send_multipart([b"", msgpack.packb({"v": PROTOCOL_VERSION, "op": "cancel", "id": request_id})])
+        payload = msgpack.packb({"v": PROTOCOL_VERSION, "op": "cancel", "id": request_id})
+        entry = self._pending.get(request_id)
+        last, sent = (entry[1], entry[2]) if entry else (self._current, 1)
+        n = len(self._sockets)
+        for k in range(min(sent, n)):  # every gateway a retried request may sit at
+            self._sockets[(last - k) % n].send_multipart([b"", payload])
 
     def result(self, request_id, wait_ms=None):
         """Waits for the reply to `request_id` and returns the reply map (ok or error); replies to
@@ -97,13 +142,63 @@ class Client:
         return self._receive(request_id, wait_ms)
 
     def _receive(self, request_id, wait_ms):
-        poller = zmq.Poller()
-        poller.register(self._socket, zmq.POLLIN)
         wait_ms = self._timeout_ms if wait_ms is None else wait_ms
+        until = time.monotonic() + wait_ms / 1000.0
+        if request_id in self._answered:
+            return self._answered.pop(request_id)
         while True:
-            if not poller.poll(wait_ms):
+            now = time.monotonic()
+            self._retry_due(now)
+            wake = min([until] + [p[4] for p in self._pending.values() if p[4] is not None])
+            events = dict(self._poller.poll(max(0, int((wake - now) * 1000))))
+            for g, monitor in enumerate(self._monitors):
+                if monitor in events:
+                    self._on_monitor_event(g, recv_monitor_message(monitor)["event"])
+            for sock in self._sockets:
+                if sock not in events:
+                    continue
+                reply = msgpack.unpackb(sock.recv_multipart()[-1], raw=False)
+                rid = reply.get("id", "")
+                if rid and self._pending.pop(rid, None) is None and request_id is not None:
+                    self.duplicates_dropped += 1  # answered already, or a late reply to a call given up
+                    continue
+                if request_id is None or rid == request_id:
+                    return reply
+                if rid:
+                    self._answered[rid] = reply  # another request's: kept for its result()
+            if time.monotonic() >= until:
+                if request_id is not None:
+                    self._pending.pop(request_id, None)  # given up: a later reply is dropped
                 raise SeqpipeError("unavailable", "no reply from the gateway in time")
-            frames = self._socket.recv_multipart()
-            reply = msgpack.unpackb(frames[-1], raw=False)
-            if request_id is None or reply.get("id") == request_id:
-                return reply  # else a late reply to an earlier call: skip it
+
+    def _next_gateway(self, g):
+        n = len(self._sockets)
+        return next(((g + k) % n for k in range(1, n + 1) if self._connected[(g + k) % n]), (g + 1) % n)
+
+    def _resend(self, request_id, entry, now):
+        payload, gateway, attempts, deadline, _ = entry
+        if attempts >= self._max_attempts or (deadline is not None and now >= deadline):
+            entry[4] = None
+            return
+        if gateway == self._current:
+            self._current = self._next_gateway(gateway)
+        entry[1], entry[2] = self._current, attempts + 1
+        entry[4] = now + self._retry_after_s if self._retry_after_s > 0 else None
+        self._sockets[self._current].send_multipart([b"", payload])
+
+    def _retry_due(self, now):
+        for request_id, entry in list(self._pending.items()):
+            if entry[4] is not None and entry[4] <= now:
+                self._resend(request_id, entry, now)
+
+    def _on_monitor_event(self, g, event):
+        if event == zmq.EVENT_CONNECTED:
+            self._connected[g] = True
+        elif event == zmq.EVENT_DISCONNECTED:
+            self._connected[g] = False
+            now = time.monotonic()
+            for request_id, entry in list(self._pending.items()):
+                if entry[1] == g:
+                    self._resend(request_id, entry, now)
+            if self._current == g:
+                self._current = self._next_gateway(g)

@@ -48,7 +48,9 @@ up     starts the whole pipeline on this machine as child processes: the gateway
        model directory before starting anything, and stops with the error (exit status 1) when a
        child exits with status 2 (bad usage or config) or exits 5 times in a row within 5 s of
        its start. Its children die with it, even when it is killed.
-send   sends one request to the gateway (gateway.client_endpoint of the config, or --endpoint) and
+send   sends one request to the gateway (gateway.client_endpoint of the config, or --endpoint: one
+       or several, comma-separated; the request goes again, with its id, to the next gateway when
+       one dies or does not answer within 5 s) and
        prints the text(s), the score(s) with --scores, and the per-stage timings. --priority N:
        1 (highest) .. batcher.priority_levels (default: batcher.default_priority_level). With
        --cancel-after-ms N it cancels the request if no reply came within N ms, and prints the

@@ -1,12 +1,54 @@
 #include "seqpipe/client.h"
 
+#include <cstring>
+#include <deque>
+#include <stdexcept>
+#include <unordered_map>
+
 #include "seqpipe/common/transport.h"
 
 namespace seqpipe::client {
 
+using Clock = std::chrono::steady_clock;
+using Answer = std::variant<protocol::Reply, protocol::Error>;
+
+std::vector<std::string> split_endpoints(const std::string& endpoints) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= endpoints.size()) {
+    const size_t comma = std::min(endpoints.find(',', start), endpoints.size());
+    if (comma > start) out.push_back(endpoints.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 struct Client::Impl {
+  // A request sent and not answered yet: what a retry needs.
+  struct Pending {
+    std::string payload;  // sent again as is: the same id
+    size_t gateway = 0;   // where it went last
+    int attempts = 1;
+    std::optional<Clock::time_point> deadline;  // from its timeout_ms: no retry past it
+  };
+  // When a pending request is due for a retry. retry_after is one constant, so these are in
+  // send order and a FIFO is a timer queue; an entry of an answered request is skipped.
+  struct RetryTimer {
+    Clock::time_point at;
+    std::string id;
+    int attempt = 0;
+  };
+
+  ClientOptions options;
   zmq::context_t context{1};
-  transport::Socket socket{context, zmq::socket_type::dealer};
+  std::vector<std::unique_ptr<transport::Socket>> gateways;
+  // Per gateway, the PAIR end of its socket monitor: connection up and down events.
+  std::vector<std::unique_ptr<transport::Socket>> monitors;
+  std::vector<bool> connected;
+  transport::Poller poller;  // gateways 0..n-1, then their monitors n..2n-1
+  size_t current = 0;        // the gateway new requests go to
+  std::unordered_map<std::string, Pending> pending;
+  std::deque<RetryTimer> retries;
   uint64_t next_id = 1;
 
   std::string fresh_id() {
@@ -15,39 +57,157 @@ struct Client::Impl {
     return id;
   }
 
-  std::variant<protocol::Reply, protocol::Error> exchange(const std::string& payload,
-                                                          const std::string* want_id,
-                                                          std::chrono::milliseconds wait);
   // A DEALER sends an empty delimiter first, as REQ does, so the gateway sees one envelope shape.
-  bool send(const std::string& payload) {
-    return socket.send({std::string_view(), std::string_view(payload)});
+  bool send_to(size_t gateway, const std::string& payload) {
+    return gateways[gateway]->send({std::string_view(), std::string_view(payload)});
   }
-  std::variant<protocol::Reply, protocol::Error> await(const std::string* want_id,
-                                                       std::chrono::milliseconds wait);
+  bool send_tracked(const std::string& id, std::string payload,
+                    std::optional<std::chrono::milliseconds> timeout) {
+    if (!send_to(current, payload)) return false;
+    const auto now = Clock::now();
+    Pending p{std::move(payload), current, 1, std::nullopt};
+    if (timeout) p.deadline = now + *timeout;
+    pending.insert_or_assign(id, std::move(p));
+    if (options.retry_after.count() > 0) retries.push_back({now + options.retry_after, id, 1});
+    return true;
+  }
+  // The gateway after `g` to move to: the next connected one, else simply the next.
+  size_t next_gateway(size_t g) const {
+    const size_t n = gateways.size();
+    for (size_t k = 1; k <= n; ++k) {
+      if (connected[(g + k) % n]) return (g + k) % n;
+    }
+    return (g + 1) % n;
+  }
+  // Sends `id` again to the gateway after `p.gateway` (which then takes new requests too), unless
+  // it has had its attempts or its deadline passed.
+  void resend(const std::string& id, Pending& p, Clock::time_point now) {
+    if (p.attempts >= options.max_attempts || (p.deadline && now >= *p.deadline)) return;
+    if (p.gateway == current) current = next_gateway(current);
+    p.gateway = current;
+    ++p.attempts;
+    send_to(p.gateway, p.payload);  // a failed send is retried at the next timer
+    if (options.retry_after.count() > 0)
+      retries.push_back({now + options.retry_after, id, p.attempts});
+  }
+  // A monitor event of gateway `g`: a dropped connection sends what it held elsewhere at once.
+  void on_monitor_event(size_t g, const transport::Frames& event) {
+    uint16_t kind = 0;
+    if (event.empty() || event[0].size() < sizeof kind) return;
+    std::memcpy(&kind, event[0].data(), sizeof kind);
+    if (kind == ZMQ_EVENT_CONNECTED) connected[g] = true;
+    if (kind != ZMQ_EVENT_DISCONNECTED) return;
+    connected[g] = false;
+    const auto now = Clock::now();
+    for (auto& [id, p] : pending) {
+      if (p.gateway == g) resend(id, p, now);
+    }
+    if (current == g) current = next_gateway(g);
+  }
+  // Sends every request due for a retry to the next gateway.
+  void retry_due(Clock::time_point now) {
+    while (!retries.empty() && retries.front().at <= now) {
+      const RetryTimer timer = std::move(retries.front());
+      retries.pop_front();
+      const auto it = pending.find(timer.id);
+      // Answered, or sent again since (by a dropped connection): not due.
+      if (it == pending.end() || it->second.attempts != timer.attempt) continue;
+      resend(timer.id, it->second, now);
+    }
+  }
+  // The next reply from any gateway within `until`, retrying what is due meanwhile. A reply to
+  // an id not in flight (a second answer, or a late one to a call() given up) is dropped unless
+  // `any_id` (call_raw: whatever comes back).
+  std::optional<Answer> next_answer(Clock::time_point until, bool any_id) {
+    while (true) {
+      const auto now = Clock::now();
+      retry_due(now);
+      auto wake = until;
+      if (!retries.empty()) wake = std::min(wake, retries.front().at);
+      const auto wait = std::max(std::chrono::milliseconds(0),
+                                 std::chrono::ceil<std::chrono::milliseconds>(wake - now));
+      if (poller.poll(wait) <= 0) {
+        if (Clock::now() >= until) return std::nullopt;
+        continue;
+      }
+      for (size_t g = 0; g < gateways.size(); ++g) {
+        if (!poller.readable(gateways.size() + g)) continue;
+        while (auto event = monitors[g]->try_recv()) on_monitor_event(g, *event);
+      }
+      for (size_t g = 0; g < gateways.size(); ++g) {
+        if (!poller.readable(g)) continue;
+        auto frames = gateways[g]->try_recv();
+        if (!frames || frames->empty()) continue;
+        const std::string& body = frames->back();
+        Answer answer = protocol::decode_reply(
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
+        if (const auto* r = std::get_if<protocol::Reply>(&answer); r && !r->id.empty()) {
+          if (pending.erase(r->id) == 0 && !any_id) continue;  // answered already
+        }
+        return answer;
+      }
+    }
+  }
+  Answer await(const std::string* want_id, std::chrono::milliseconds wait) {
+    const auto until = Clock::now() + wait;
+    while (auto answer = next_answer(until, want_id == nullptr)) {
+      if (want_id != nullptr) {
+        const auto* r = std::get_if<protocol::Reply>(&*answer);
+        if (r == nullptr || r->id != *want_id) continue;  // another request's: not ours
+      }
+      return std::move(*answer);
+    }
+    return protocol::Error{protocol::ErrorCode::kUnavailable, "no reply from the gateway in time"};
+  }
 };
 
-Client::Client(const std::string& endpoint) : impl_(std::make_unique<Impl>()) {
-  impl_->socket.connect(endpoint);
+Client::Client(const std::string& endpoints, ClientOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.options = options;
+  const std::vector<std::string> list = split_endpoints(endpoints);
+  if (list.empty()) throw std::invalid_argument("no gateway endpoint given");
+  for (size_t g = 0; g < list.size(); ++g) {
+    m.gateways.push_back(std::make_unique<transport::Socket>(m.context, zmq::socket_type::dealer));
+    // Watched from before the connect, so no connection event is missed.
+    const std::string monitor = "inproc://seqpipe-client-monitor-" + std::to_string(g);
+    if (zmq_socket_monitor(m.gateways[g]->raw().handle(), monitor.c_str(),
+                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+      throw std::runtime_error("cannot monitor the socket to " + list[g]);
+    m.monitors.push_back(std::make_unique<transport::Socket>(m.context, zmq::socket_type::pair));
+    m.monitors[g]->connect(monitor);
+    m.gateways[g]->connect(list[g]);
+    m.connected.push_back(false);
+  }
+  for (auto& gateway : m.gateways) m.poller.add(*gateway);
+  for (auto& monitor : m.monitors) m.poller.add(*monitor);
 }
 
 Client::~Client() = default;
 
-std::variant<protocol::Reply, protocol::Error> Client::call(const protocol::Request& request,
-                                                            std::chrono::milliseconds wait) {
-  // Every request carries an id so that a late reply to an earlier (timed-out) call is skipped.
+Answer Client::call(const protocol::Request& request, std::chrono::milliseconds wait) {
+  // Every request carries an id, so that a late reply to an earlier (timed-out) call is skipped.
   protocol::Request r = request;
   if (!r.id) r.id = impl_->fresh_id();
-  return impl_->exchange(protocol::encode_request(r), &*r.id, wait);
+  const std::string id = *r.id;
+  if (!submit(r))
+    return protocol::Error{protocol::ErrorCode::kUnavailable, "could not send the request"};
+  Answer answer = impl_->await(&id, wait);
+  impl_->pending.erase(id);  // given up: a reply after this is dropped
+  return answer;
 }
 
 std::optional<std::string> Client::submit(const protocol::Request& request) {
+  std::optional<std::chrono::milliseconds> timeout;
+  if (request.timeout_ms) timeout = std::chrono::milliseconds(*request.timeout_ms);
   if (request.id) {  // no copy: the load generator reuses one request
-    if (!impl_->send(protocol::encode_request(request))) return std::nullopt;
+    if (!impl_->send_tracked(*request.id, protocol::encode_request(request), timeout))
+      return std::nullopt;
     return *request.id;
   }
   protocol::Request r = request;
-  if (!r.id) r.id = impl_->fresh_id();
-  if (!impl_->send(protocol::encode_request(r))) return std::nullopt;
+  r.id = impl_->fresh_id();
+  if (!impl_->send_tracked(*r.id, protocol::encode_request(r), timeout)) return std::nullopt;
   return *r.id;
 }
 
@@ -55,55 +215,30 @@ bool Client::cancel(const std::string& id) {
   protocol::Request cancel;
   cancel.op = protocol::Op::kCancel;
   cancel.id = id;
-  return impl_->send(protocol::encode_request(cancel));
+  const std::string payload = protocol::encode_request(cancel);
+  // Every gateway it may have reached: a retried request can be in flight at several.
+  const auto it = impl_->pending.find(id);
+  const int sent_to = it == impl_->pending.end() ? 1 : it->second.attempts;
+  const size_t last = it == impl_->pending.end() ? impl_->current : it->second.gateway;
+  const size_t n = impl_->gateways.size();
+  bool ok = true;
+  for (int k = 0; k < std::min<int>(sent_to, static_cast<int>(n)); ++k)
+    ok = impl_->send_to((last + n - static_cast<size_t>(k)) % n, payload) && ok;
+  return ok;
 }
 
-std::variant<protocol::Reply, protocol::Error> Client::receive(const std::string& id,
-                                                               std::chrono::milliseconds wait) {
+Answer Client::receive(const std::string& id, std::chrono::milliseconds wait) {
   return impl_->await(&id, wait);
 }
 
-std::variant<protocol::Reply, protocol::Error> Client::call_raw(const std::string& payload,
-                                                                std::chrono::milliseconds wait) {
-  return impl_->exchange(payload, nullptr, wait);
-}
-
-std::variant<protocol::Reply, protocol::Error> Client::Impl::exchange(
-    const std::string& payload, const std::string* want_id, std::chrono::milliseconds wait) {
-  if (!send(payload))
+Answer Client::call_raw(const std::string& payload, std::chrono::milliseconds wait) {
+  if (!impl_->send_to(impl_->current, payload))
     return protocol::Error{protocol::ErrorCode::kUnavailable, "could not send the request"};
-  return await(want_id, wait);
+  return impl_->await(nullptr, wait);
 }
 
-std::variant<protocol::Reply, protocol::Error> Client::Impl::await(const std::string* want_id,
-                                                                   std::chrono::milliseconds wait) {
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0)
-      return protocol::Error{protocol::ErrorCode::kUnavailable,
-                             "no reply from the gateway in time"};
-    auto frames = socket.recv(left);
-    if (!frames || frames->empty()) continue;
-    const std::string& body = frames->back();
-    auto reply = protocol::decode_reply(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
-    if (want_id != nullptr) {
-      if (auto* r = std::get_if<protocol::Reply>(&reply); r && r->id != *want_id)
-        continue;  // a stale reply
-    }
-    return reply;
-  }
-}
-
-std::optional<std::variant<protocol::Reply, protocol::Error>> Client::receive(
-    std::chrono::milliseconds wait) {
-  auto frames = wait.count() > 0 ? impl_->socket.recv(wait) : impl_->socket.try_recv();
-  if (!frames || frames->empty()) return std::nullopt;
-  const std::string& body = frames->back();
-  return protocol::decode_reply(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
+std::optional<Answer> Client::receive(std::chrono::milliseconds wait) {
+  return impl_->next_answer(Clock::now() + wait, false);
 }
 
 }  // namespace seqpipe::client

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -23,6 +24,7 @@ import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from harness import SEQPIPE, Pipeline, stop  # noqa: E402
+from seqpipe_client import Client, SeqpipeError  # noqa: E402
 
 GENERATE = os.environ["SEQPIPE_GENERATE"]
 GATEWAY = os.path.join(os.path.dirname(os.path.realpath(SEQPIPE)), "..", "services", "gateway", "seqpipe-gateway")
@@ -139,6 +141,41 @@ class TwoGatewaysTest(unittest.TestCase):
         print(f"\ngateway 2 killed and restarted: gateway 1 served throughout; gateway 2 served again "
               f"{time.monotonic() - started:.1f} s after the kill (1 s of it waited on purpose)", flush=True)
         self.check_served(self.endpoint2)
+
+    def test_3_clients_listing_both_gateways_lose_nothing_when_one_is_killed_under_load(self):
+        """4 clients, each with both endpoints (gateway 2 first), send requests back to back for 3 s;
+        gateway 2 is SIGKILLed 1 s in. Every request must be answered ok, with the right text."""
+        results, stop_at = [], time.monotonic() + 3.0
+
+        def user(index):
+            texts = TEXTS[index % len(TEXTS):] + TEXTS[:index % len(TEXTS)]
+            with Client([self.endpoint2, self.endpoint1], timeout_ms=8000) as client:
+                i = 0
+                while time.monotonic() < stop_at:
+                    text = texts[i % len(texts)]
+                    started = time.monotonic()
+                    try:
+                        reply = client.generate(text, max_new_tokens=12, timeout_ms=8000)
+                        results.append((text, reply["text"], time.monotonic() - started))
+                    except SeqpipeError as e:
+                        results.append((text, f"error {e.code}", time.monotonic() - started))
+                    i += 1
+
+        users = [threading.Thread(target=user, args=(u,), daemon=True) for u in range(4)]
+        for u in users:
+            u.start()
+        time.sleep(1.0)
+        os.killpg(self.gateway2.pid, signal.SIGKILL)
+        self.gateway2.wait()
+        for u in users:
+            u.join(timeout=30)
+        wrong = [(t, got) for t, got, _ in results if got != self.expected[t]]
+        slowest = max(s for _, _, s in results)
+        print(f"\ngateway 2 SIGKILLed under load (4 clients listing both gateways): {len(results)} "
+              f"requests, {len(results) - len(wrong)} ok, slowest {slowest * 1000:.0f} ms", flush=True)
+        self.assertGreater(len(results), 20)
+        self.assertEqual(wrong, [])
+        self.start_gateway2()
 
 
 if __name__ == "__main__":

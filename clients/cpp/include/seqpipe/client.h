@@ -1,22 +1,46 @@
 #pragma once
-// The C++ client of a seqpipe gateway: a DEALER socket speaking protocol v1 (docs/PROTOCOL.md).
-// call() is one request and its reply; submit() / cancel() / receive() keep several in flight
-// (the load generator keeps many, replies matched by id) and cancel one. Used by the `seqpipe`
-// CLI, the benchmarks and the end-to-end tests.
+// The C++ client of seqpipe gateways: a DEALER socket per gateway speaking protocol v1
+// (docs/PROTOCOL.md). call() is one request and its reply; submit() / cancel() / receive() keep
+// several in flight (the load generator keeps many, replies matched by id) and cancel one. Used
+// by the `seqpipe` CLI, the benchmarks and the end-to-end tests.
+//
+// A gateway that dies loses nothing for the client (the ZeroMQ guide's Lazy Pirate and
+// Freelance patterns): when its connection drops (a socket monitor sees it at once), every
+// request it held is sent again, with the same id, to the next gateway of the list (when there
+// is only one, to it again: it is delivered once the gateway is back); a request not answered
+// within `retry_after` (a hung gateway keeps its connection) moves on the same way. At most
+// `max_attempts` sends in all and none past the request's own deadline; new requests follow to
+// that gateway. The first reply to an id is the answer; a second one (a slow gateway that
+// answered after all) is dropped, so no request is answered twice.
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "seqpipe/common/protocol.h"
 
 namespace seqpipe::client {
 
+struct ClientOptions {
+  // A request without a reply this long goes again to the next gateway, for a gateway that hangs
+  // without dropping its connection (a dead one is noticed at once). Longer than the slowest
+  // normal answer: a retry to a gateway that is only slow computes the request twice. 0: only
+  // a dropped connection moves requests.
+  std::chrono::milliseconds retry_after{5000};
+  // Sends of one request at most, the first included (1: never retry).
+  int max_attempts = 3;
+};
+
+// "tcp://a:5555,tcp://b:5555" -> its endpoints (ZeroMQ endpoints have no commas).
+std::vector<std::string> split_endpoints(const std::string& endpoints);
+
 class Client {
  public:
-  // Connects to the gateway's client endpoint (tcp://HOST:PORT or ipc://PATH).
-  explicit Client(const std::string& endpoint);
+  // Connects to every gateway client endpoint in `endpoints` (tcp://HOST:PORT or ipc://PATH,
+  // comma-separated); new requests go to the first until it fails to answer.
+  explicit Client(const std::string& endpoints, ClientOptions options = {});
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -43,7 +67,8 @@ class Client {
 
   // Pipelining (after submit()s): the next reply to arrive within `wait`, whatever its id, in
   // completion order, or nullopt. Give every request its own id and match replies by it. Do not
-  // mix with call() or receive(id), which skip replies that are not theirs.
+  // mix with call() or receive(id), which skip replies that are not theirs. Requests still
+  // waiting are retried from here too, so keep calling it while any is in flight.
   std::optional<std::variant<protocol::Reply, protocol::Error>> receive(
       std::chrono::milliseconds wait);
 

@@ -1,0 +1,96 @@
+"""The Python client's gateway failover over real sockets: test gateways are ROUTER sockets that
+answer (or die, or stay silent) as the test says.
+
+Environment: PYTHONPATH with clients/python.
+"""
+import time
+import unittest
+
+import msgpack
+import zmq
+
+from seqpipe_client import Client
+
+
+class TestGateway:
+    def __init__(self, context):
+        self.sock = context.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.bind("tcp://127.0.0.1:*")
+        self.endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+
+    def next_request(self, wait_ms):
+        """(routing id, request id) of the next request within wait_ms, or None."""
+        if not self.sock.poll(wait_ms):
+            return None
+        frames = self.sock.recv_multipart()
+        return frames[0], msgpack.unpackb(frames[-1], raw=False)["id"]
+
+    def answer(self, routing_id, request_id, text):
+        self.sock.send_multipart([routing_id, b"", msgpack.packb(
+            {"v": 1, "id": request_id, "status": "ok", "text": text,
+             "timings_us": {"total": 1}})])
+
+
+def wait_for(gateway, client, seconds=10):
+    """Polls `gateway` while the client runs its retry machinery (a short result() wait)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            client.result("none", wait_ms=20)
+        except Exception:  # noqa: BLE001  (unavailable: nothing for "none")
+            pass
+        got = gateway.next_request(0)
+        if got:
+            return got
+    return None
+
+
+class PythonClientFailoverTest(unittest.TestCase):
+    def setUp(self):
+        self.context = zmq.Context()
+        self.gateways = []
+
+    def tearDown(self):
+        for g in self.gateways:
+            g.sock.close()
+        self.context.term()
+
+    def gateway(self):
+        self.gateways.append(TestGateway(self.context))
+        return self.gateways[-1]
+
+    def test_a_dead_gateways_request_moves_to_the_next_at_once_with_its_id(self):
+        dies, live = self.gateway(), self.gateway()
+        with Client([dies.endpoint, live.endpoint], retry_after_ms=60000) as client:
+            request_id = client.submit("held", max_new_tokens=4)
+            self.assertIsNotNone(dies.next_request(5000))
+            dies.sock.close()
+            moved = wait_for(live, client)
+            self.assertIsNotNone(moved, "the request did not move to the live gateway")
+            self.assertEqual(moved[1], request_id)
+            live.answer(moved[0], request_id, "moved")
+            self.assertEqual(client.result(request_id, wait_ms=5000)["text"], "moved")
+
+    def test_a_silent_gateway_is_left_after_retry_after_and_a_second_reply_dropped(self):
+        silent, live = self.gateway(), self.gateway()
+        with Client(f"{silent.endpoint},{live.endpoint}", retry_after_ms=100) as client:
+            request_id = client.submit("slow", max_new_tokens=4)
+            first = silent.next_request(5000)
+            retried = wait_for(live, client)
+            self.assertEqual(retried[1], request_id)
+            live.answer(retried[0], request_id, "live")
+            silent.answer(first[0], request_id, "silent, after all")
+            # Whichever arrives first is the answer; the other is dropped.
+            self.assertIn(client.result(request_id, wait_ms=5000)["text"], ("live", "silent, after all"))
+            # The late second reply is dropped, not returned for a later request.
+            later = client.submit("next", max_new_tokens=4)
+            got = live.next_request(5000)
+            self.assertEqual(got[1], later, "new requests go to the gateway that answered")
+            live.answer(got[0], later, "next")
+            self.assertEqual(client.result(later, wait_ms=5000)["text"], "next")
+            self.assertEqual(client.duplicates_dropped, 1)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
