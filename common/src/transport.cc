@@ -16,6 +16,15 @@ Socket::Socket(zmq::context_t& context, zmq::socket_type type, const SocketOptio
     socket_.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
   if (!options.routing_id.empty())
     socket_.set(zmq::sockopt::routing_id, zmq::buffer(options.routing_id));
+  if (options.curve.server()) {
+    socket_.set(zmq::sockopt::curve_server, true);
+    socket_.set(zmq::sockopt::curve_secretkey, options.curve.server_secret_key);
+    socket_.set(zmq::sockopt::zap_domain, "seqpipe");
+  } else if (options.curve.client()) {
+    socket_.set(zmq::sockopt::curve_serverkey, options.curve.server_public_key);
+    socket_.set(zmq::sockopt::curve_publickey, options.curve.public_key);
+    socket_.set(zmq::sockopt::curve_secretkey, options.curve.secret_key);
+  }
   if (type == zmq::socket_type::router) {
     // A reply to a peer that went away is an error we can count, not a silent drop.
     socket_.set(zmq::sockopt::router_mandatory, true);

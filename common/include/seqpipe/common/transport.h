@@ -16,6 +16,17 @@ namespace seqpipe::transport {
 
 using Frames = std::vector<std::string>;
 
+// CurveZMQ (ZeroMQ RFC 26; keys in Z85 text, made by common/security.h), set before
+// bind/connect: a server socket (it binds) gives its secret key and authenticates clients through
+// its context's ZAP handler; a client socket (it connects) gives its key pair and the server's
+// public key. All empty: plain text.
+struct CurveKeys {
+  std::string server_secret_key;                          // a server's
+  std::string public_key, secret_key, server_public_key;  // a client's
+  bool server() const { return !server_secret_key.empty(); }
+  bool client() const { return !server_public_key.empty(); }
+};
+
 struct SocketOptions {
   // ZMQ_MAXMSGSIZE: a peer sending a larger frame is disconnected before the frame is buffered,
   // so a hostile client cannot exhaust memory. 0: no limit (only for trusted in-process peers).
@@ -23,6 +34,7 @@ struct SocketOptions {
   int linger_ms = 0;  // on close, drop what is unsent: shutdown never hangs on a dead peer
   int high_water_mark = 100000;  // messages queued per peer before send blocks / drops
   std::string routing_id;        // a DEALER's identity as the ROUTER sees it; empty: assigned
+  CurveKeys curve;               // plain text unless set
 };
 
 class Socket {
