@@ -1,0 +1,104 @@
+#pragma once
+// HTTP/JSON on the gateway, over cpp-httplib: POST /v1/generate (the msgpack request and reply
+// as JSON) and the KServe v2 endpoints Triton and KServe share (health, model metadata, infer).
+// Each HTTP request enters the gateway as a protocol request, over an inproc DEALER into the
+// gateway's own client ROUTER: admission, deadlines, the response cache, cancellation and
+// metrics are the msgpack path's exactly, and the gateway's loop stays single-threaded. The
+// JSON translations are pure functions, tested without sockets.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <variant>
+#include <vector>
+#include <zmq.hpp>
+
+#include "seqpipe/common/protocol.h"
+#include "seqpipe/common/transport.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace seqpipe::gateway {
+
+// The HTTP status of an error reply's code; the one place codes map to HTTP.
+int http_status(protocol::ErrorCode code);
+
+// A request translated for the gateway: msgpack bytes carrying `internal_id` as the id (so a
+// reply is matched to its HTTP request), and what the reply needs back.
+struct HttpRequest {
+  std::string msgpack;
+  std::string client_id;               // the JSON's "id" ("" when absent), echoed in the reply
+  std::optional<uint32_t> timeout_ms;  // the request's own, for how long to wait
+};
+// An HTTP answer: status and JSON body.
+struct HttpAnswer {
+  int status = 200;
+  std::string body;
+};
+
+// /v1/generate: a JSON object with the msgpack request's fields ("v" may be left out); a body
+// that is not a JSON object is an invalid_argument answer. Field checks are the gateway's.
+std::variant<HttpRequest, HttpAnswer> generate_request(std::string_view body,
+                                                       const std::string& internal_id);
+// The gateway's msgpack reply as /v1/generate's JSON reply, with the client's id.
+HttpAnswer generate_reply(std::string_view msgpack_reply, const std::string& client_id);
+
+// KServe v2 infer: one BYTES input tensor of texts (shape [N] or [N, 1]); "parameters" carries
+// the generation params by their protocol names, and timeout_ms.
+std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body,
+                                                           const std::string& internal_id);
+// The reply as a KServe v2 infer response (a BYTES "text" output, FP32 "scores" when asked), or
+// {"error": "..."} with the code's HTTP status.
+HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string& client_id,
+                              const std::string& model_name);
+std::string kserve_model_metadata(const std::string& model_name);
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;  // 0: any free port (port() tells)
+  std::string model_name;
+  size_t max_body_bytes = 1 << 20;                   // larger: 413 before it is read
+  std::chrono::milliseconds default_timeout{10000};  // a request without timeout_ms
+  std::chrono::milliseconds read_timeout{5000};      // a client slower than this is dropped
+};
+
+class HttpFrontDoor {
+ public:
+  // Serves on its own threads until destroyed. `gateway_endpoint`: an inproc endpoint the
+  // gateway's client ROUTER binds in `context`. `ready`: whether every stage has a live replica
+  // (GET /v2/health/ready); it runs on an HTTP thread.
+  HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoint, HttpOptions options,
+                std::function<bool()> ready);
+  ~HttpFrontDoor();
+  HttpFrontDoor(const HttpFrontDoor&) = delete;
+  HttpFrontDoor& operator=(const HttpFrontDoor&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  // Sends one translated request into the gateway and returns its msgpack reply (an
+  // unavailable error reply when none comes in time).
+  std::string exchange(const HttpRequest& request);
+  std::unique_ptr<transport::Socket> checkout();
+  void give_back(std::unique_ptr<transport::Socket> socket);
+  std::string next_id();
+
+  zmq::context_t& context_;
+  std::string gateway_endpoint_;
+  HttpOptions options_;
+  std::function<bool()> ready_;
+  std::unique_ptr<httplib::Server> server_;
+  int port_ = 0;
+  std::mutex mutex_;                                      // guards idle_ and next_id_
+  std::vector<std::unique_ptr<transport::Socket>> idle_;  // DEALERs between requests
+  uint64_t next_id_ = 1;
+  std::thread thread_;
+};
+
+}  // namespace seqpipe::gateway

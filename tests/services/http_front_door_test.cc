@@ -1,0 +1,260 @@
+// The gateway's HTTP front door: the JSON translations (pure), then the server over real HTTP
+// against a test gateway (a ROUTER on inproc answering protocol requests): routes, HTTP status per
+// error code, KServe v2 bodies as the spec shows them, bad bodies answered and the server kept up.
+#include "gateway/http_front_door.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace seqpipe::gateway {
+namespace {
+
+using nlohmann::json;
+
+json request_json(const HttpRequest& r) {
+  return json::from_msgpack(r.msgpack);
+}
+
+TEST(HttpTranslationTest, GenerateBodyBecomesTheProtocolRequestWithTheInternalId) {
+  auto out = generate_request(
+      R"({"id": "mine", "text": "teh speling", "params": {"max_new_tokens": 8}, "timeout_ms": 900})",
+      "http-7");
+  ASSERT_TRUE(std::holds_alternative<HttpRequest>(out));
+  const auto& r = std::get<HttpRequest>(out);
+  EXPECT_EQ(r.client_id, "mine");
+  EXPECT_EQ(r.timeout_ms, 900u);
+  const json j = request_json(r);
+  EXPECT_EQ(j["id"], "http-7");
+  EXPECT_EQ(j["v"], 1);
+  EXPECT_EQ(j["text"], "teh speling");
+  EXPECT_EQ(j["params"]["max_new_tokens"], 8);
+  // And the protocol decoder accepts it as the msgpack path would.
+  auto decoded = protocol::decode_request(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r.msgpack.data()),
+                               r.msgpack.size()),
+      protocol::Limits{});
+  ASSERT_TRUE(std::holds_alternative<protocol::Request>(decoded));
+  EXPECT_EQ(std::get<protocol::Request>(decoded).params.max_new_tokens, 8);
+}
+
+TEST(HttpTranslationTest, ABodyThatIsNotAnObjectIsAnInvalidArgumentAnswer) {
+  for (const char* body : {"", "{", "[1, 2]", "\"text\"", "{\"id\": 5, \"text\": \"a\"}"}) {
+    auto out = generate_request(body, "http-1");
+    ASSERT_TRUE(std::holds_alternative<HttpAnswer>(out)) << body;
+    const auto& a = std::get<HttpAnswer>(out);
+    EXPECT_EQ(a.status, 400) << body;
+    const json j = json::parse(a.body);
+    EXPECT_EQ(j["status"], "error");
+    EXPECT_EQ(j["error"]["code"], "invalid_argument");
+  }
+}
+
+TEST(HttpTranslationTest, RepliesMapErrorCodesToHttpStatuses) {
+  const std::pair<protocol::ErrorCode, int> cases[] = {
+      {protocol::ErrorCode::kInvalidArgument, 400},  {protocol::ErrorCode::kTooLong, 413},
+      {protocol::ErrorCode::kOverloaded, 429},       {protocol::ErrorCode::kUnavailable, 503},
+      {protocol::ErrorCode::kDeadlineExceeded, 504}, {protocol::ErrorCode::kInternal, 500}};
+  for (const auto& [code, status] : cases) {
+    const auto a = generate_reply(
+        protocol::encode_reply(protocol::error_reply("http-3", {code, "why"})), "theirs");
+    EXPECT_EQ(a.status, status) << protocol::wire_name(code);
+    const json j = json::parse(a.body);
+    EXPECT_EQ(j["id"], "theirs");
+    EXPECT_EQ(j["error"]["code"], protocol::wire_name(code));
+    EXPECT_EQ(j["error"]["message"], "why");
+  }
+  protocol::Reply ok;
+  ok.id = "http-3";
+  ok.texts = {"the spelling"};
+  const auto a = generate_reply(protocol::encode_reply(ok), "");
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(json::parse(a.body)["text"], "the spelling");
+}
+
+TEST(HttpTranslationTest, KServeInferRequestAndResponseAsTheSpecShowsThem) {
+  // The spec's example request shape: one BYTES input tensor.
+  auto out = kserve_infer_request(R"({
+      "id": "42",
+      "inputs": [{"name": "text", "shape": [2], "datatype": "BYTES", "data": ["teh", "speling"]}],
+      "parameters": {"max_new_tokens": 6, "timeout_ms": 500}})",
+                                  "http-9");
+  ASSERT_TRUE(std::holds_alternative<HttpRequest>(out));
+  const auto& r = std::get<HttpRequest>(out);
+  EXPECT_EQ(r.client_id, "42");
+  EXPECT_EQ(r.timeout_ms, 500u);
+  const json j = request_json(r);
+  EXPECT_EQ(j["texts"], json::array({"teh", "speling"}));
+  EXPECT_EQ(j["params"], json({{"max_new_tokens", 6}}));
+  EXPECT_EQ(j["timeout_ms"], 500);
+
+  protocol::Reply ok;
+  ok.id = "http-9";
+  ok.batch_form = true;
+  ok.texts = {"the", "spelling"};
+  const auto a = kserve_infer_reply(protocol::encode_reply(ok), "42", "speller");
+  EXPECT_EQ(a.status, 200);
+  const json response = json::parse(a.body);
+  EXPECT_EQ(response["model_name"], "speller");
+  EXPECT_EQ(response["id"], "42");
+  ASSERT_EQ(response["outputs"].size(), 1u);
+  EXPECT_EQ(response["outputs"][0], json({{"name", "text"},
+                                          {"datatype", "BYTES"},
+                                          {"shape", {2}},
+                                          {"data", {"the", "spelling"}}}));
+
+  const auto e =
+      kserve_infer_reply(protocol::encode_reply(protocol::error_reply(
+                             "http-9", {protocol::ErrorCode::kOverloaded, "queue full"})),
+                         "42", "speller");
+  EXPECT_EQ(e.status, 429);
+  EXPECT_EQ(json::parse(e.body), json({{"error", "overloaded: queue full"}}));
+}
+
+TEST(HttpTranslationTest, KServeInferRequestsThatDoNotFitAreRefused) {
+  for (const char* body :
+       {R"({"inputs": []})", R"({"inputs": [{"datatype": "FP32", "shape": [1], "data": [1.0]}]})",
+        R"({"inputs": [{"datatype": "BYTES", "shape": [3], "data": ["a", "b"]}]})",
+        R"({"inputs": [{"datatype": "BYTES", "shape": [1], "data": [7]}]})",
+        R"({"inputs": [{"datatype": "BYTES", "shape": [1], "data": ["a"]}], "parameters": 3})"}) {
+    auto out = kserve_infer_request(body, "http-1");
+    ASSERT_TRUE(std::holds_alternative<HttpAnswer>(out)) << body;
+    EXPECT_EQ(std::get<HttpAnswer>(out).status, 400) << body;
+    EXPECT_TRUE(json::parse(std::get<HttpAnswer>(out).body).contains("error")) << body;
+  }
+  // [N, 1] is accepted as N texts.
+  auto out = kserve_infer_request(
+      R"({"inputs": [{"name": "t", "datatype": "BYTES", "shape": [2, 1], "data": [["a"], ["b"]]}]})",
+      "http-1");
+  ASSERT_TRUE(std::holds_alternative<HttpRequest>(out));
+  EXPECT_EQ(request_json(std::get<HttpRequest>(out))["texts"], json::array({"a", "b"}));
+}
+
+// A test gateway: a ROUTER on inproc that upper-cases each text, or answers `overloaded` for the
+// text "busy", on its own thread.
+class TestGateway {
+ public:
+  explicit TestGateway(zmq::context_t& context)
+      : socket_(context, zmq::socket_type::router), thread_([this] { serve(); }) {}
+  ~TestGateway() {
+    stop_ = true;
+    thread_.join();
+  }
+  static constexpr const char* kEndpoint = "inproc://test-gateway";
+
+ private:
+  void serve() {
+    while (!stop_) {
+      auto frames = socket_.recv(std::chrono::milliseconds(20));
+      if (!frames) continue;
+      const std::string& body = frames->back();
+      auto decoded = protocol::decode_request(
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()),
+          protocol::Limits{});
+      protocol::Reply reply;
+      if (auto* rejected = std::get_if<protocol::RejectedRequest>(&decoded)) {
+        reply = protocol::error_reply(*rejected);
+      } else {
+        const auto& request = std::get<protocol::Request>(decoded);
+        reply.id = request.id.value_or("");
+        reply.batch_form = request.batch_form;
+        for (std::string t : request.texts) {
+          for (char& c : t) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+          reply.texts.push_back(t);
+        }
+        if (request.texts.front() == "busy")
+          reply = protocol::error_reply(reply.id, {protocol::ErrorCode::kOverloaded, "full"});
+      }
+      socket_.send({std::string_view((*frames)[0]), std::string_view(),
+                    std::string_view(protocol::encode_reply(reply))});
+    }
+  }
+  transport::Socket socket_;
+  std::atomic<bool> bound_{(socket_.bind(kEndpoint), true)};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+class HttpFrontDoorTest : public ::testing::Test {
+ protected:
+  zmq::context_t context;
+  TestGateway gateway{context};
+  std::atomic<bool> ready{false};
+  HttpFrontDoor door{context, TestGateway::kEndpoint,
+                     HttpOptions{.host = "127.0.0.1",
+                                 .port = 0,
+                                 .model_name = "speller",
+                                 .max_body_bytes = 4096,
+                                 .default_timeout = std::chrono::milliseconds(2000),
+                                 .read_timeout = std::chrono::milliseconds(1000)},
+                     [this] { return ready.load(); }};
+  httplib::Client http{"127.0.0.1", door.port()};
+};
+
+TEST_F(HttpFrontDoorTest, GenerateGoesThroughTheGatewayAndBack) {
+  auto res = http.Post("/v1/generate", R"({"id": "a", "texts": ["x", "y"]})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  const json j = json::parse(res->body);
+  EXPECT_EQ(j["id"], "a");
+  EXPECT_EQ(j["texts"], json::array({"X", "Y"}));
+
+  res = http.Post("/v1/generate", R"({"text": "busy"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 429);
+  EXPECT_EQ(json::parse(res->body)["error"]["code"], "overloaded");
+
+  res = http.Post("/v1/generate", R"({"text": "x", "params": {"num_beams": "two"}})",
+                  "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400) << "the gateway's own validation answers";
+
+  res = http.Post("/v1/generate", "not json", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+
+  res = http.Post("/v1/generate", std::string(8192, ' '), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 413) << "over max_body_bytes";
+
+  res = http.Post("/v1/generate", R"({"text": "still serving"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["text"], "STILL SERVING");
+}
+
+TEST_F(HttpFrontDoorTest, KServeHealthMetadataAndInfer) {
+  auto res = http.Get("/v2/health/live");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(http.Get("/v2/health/ready")->status, 503);
+  ready = true;
+  EXPECT_EQ(http.Get("/v2/health/ready")->status, 200);
+  EXPECT_EQ(http.Get("/v2/models/speller/ready")->status, 200);
+
+  res = http.Get("/v2/models/speller");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  const json meta = json::parse(res->body);
+  EXPECT_EQ(meta["name"], "speller");
+  EXPECT_EQ(meta["inputs"][0]["datatype"], "BYTES");
+
+  res = http.Get("/v2/models/other");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+
+  res = http.Post("/v2/models/speller/infer",
+                  R"({"id": "7", "inputs": [{"name": "text", "shape": [1], "datatype": "BYTES",
+                      "data": ["hello"]}]})",
+                  "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  const json out = json::parse(res->body);
+  EXPECT_EQ(out["id"], "7");
+  EXPECT_EQ(out["outputs"][0]["data"], json::array({"HELLO"}));
+}
+
+}  // namespace
+}  // namespace seqpipe::gateway
