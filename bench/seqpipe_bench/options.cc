@@ -232,15 +232,7 @@ void finish_load_options(LoadOptions& o, bool sweep_subcommand) {
 
 std::string resolve_endpoint(const LoadOptions& o) {
   if (!o.endpoint.empty()) return o.endpoint;
-  std::string path = o.config_path;
-  if (path.empty() && std::filesystem::exists(config::kDefaultConfigPath))
-    path = std::string(config::kDefaultConfigPath);
-  config::PipelineConfig c = path.empty()
-                                 ? config::load_config_text("", "built-in defaults", o.overrides)
-                                 : config::load_config(path, o.overrides);
-  const std::string runtime =
-      config::choose_runtime_dir(c.runtime_dir, std::getenv("XDG_RUNTIME_DIR"), ::getuid());
-  return config::resolve_endpoints(std::move(c), runtime).gateway.client_endpoint;
+  return config::load_pipeline_config(o.config_path, o.overrides).config.gateway.client_endpoint;
 }
 
 std::vector<std::string> load_inputs(const LoadOptions& o) {

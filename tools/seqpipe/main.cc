@@ -22,6 +22,7 @@
 #include "seqpipe/client.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/service.h"
+#include "seqpipe/common/service_main.h"
 #include "seqpipe/common/status.h"
 #include "seqpipe/common/transport.h"
 
@@ -56,23 +57,6 @@ status asks the two hubs (gateway, batcher) what they see: for each stage its li
 exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or bad config
 )";
 
-struct Loaded {
-  config::PipelineConfig config;
-  std::string path;  // the config file used ("" for built-in defaults)
-};
-
-Loaded load(const std::string& path_arg, const std::vector<std::string>& overrides) {
-  std::string path = path_arg;
-  if (path.empty() && fs::exists(config::kDefaultConfigPath))
-    path = std::string(config::kDefaultConfigPath);
-  config::PipelineConfig c = path.empty()
-                                 ? config::load_config_text("", "built-in defaults", overrides)
-                                 : config::load_config(path, overrides);
-  const std::string runtime =
-      config::choose_runtime_dir(c.runtime_dir, std::getenv("XDG_RUNTIME_DIR"), ::getuid());
-  return {config::resolve_endpoints(std::move(c), runtime), path};
-}
-
 // Where the service executables are: next to this binary, or in the build tree's services/.
 std::string service_binary(const std::string& name) {
   const fs::path self = fs::read_symlink("/proc/self/exe").parent_path();
@@ -106,12 +90,13 @@ pid_t spawn(const std::vector<std::string>& args) {
 }
 
 int up(int argc, char** argv) {
-  const config::ServiceArgs args = config::parse_service_args(argc, argv);
+  const seqpipe::service::ServiceArgs args = seqpipe::service::parse_service_args(argc, argv);
   if (args.help) {
     std::cout << kUsage;
     return 0;
   }
-  const Loaded loaded = load(args.config_path, args.overrides);
+  const config::LoadedConfig loaded =
+      config::load_pipeline_config(args.config_path, args.overrides);
   const config::PipelineConfig& c = loaded.config;
   std::vector<std::string> common_args;
   if (!loaded.path.empty()) common_args = {"--config", loaded.path};
@@ -245,7 +230,8 @@ int send(int argc, char** argv) {
   }
   if (request.texts.empty()) throw cli::UsageError("give the text to send");
   request.batch_form = request.texts.size() > 1;
-  if (endpoint.empty()) endpoint = load(config_path, overrides).config.gateway.client_endpoint;
+  if (endpoint.empty())
+    endpoint = config::load_pipeline_config(config_path, overrides).config.gateway.client_endpoint;
 
   seqpipe::client::Client client(endpoint);
   const auto wait = std::chrono::milliseconds(request.timeout_ms.value_or(10000) + 1000);
@@ -291,12 +277,13 @@ int send(int argc, char** argv) {
 }
 
 int status_command(int argc, char** argv) {
-  const config::ServiceArgs args = config::parse_service_args(argc, argv);
+  const seqpipe::service::ServiceArgs args = seqpipe::service::parse_service_args(argc, argv);
   if (args.help) {
     std::cout << kUsage;
     return 0;
   }
-  const config::PipelineConfig c = load(args.config_path, args.overrides).config;
+  const config::PipelineConfig c =
+      config::load_pipeline_config(args.config_path, args.overrides).config;
   zmq::context_t context(1);
   std::vector<std::string> missing;  // stages without a live replica
   std::printf("%-14s %8s %10s %8s %13s\n", "stage", "replicas", "in_flight", "queued",
