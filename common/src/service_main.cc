@@ -2,11 +2,12 @@
 
 #include <filesystem>
 #include <iostream>
-#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
+#include "seqpipe/common/cli.h"
 #include "seqpipe/common/metrics.h"
 
 namespace seqpipe::service {
@@ -50,32 +51,29 @@ void make_runtime_dir(const std::string& dir) {
 
 ServiceArgs parse_service_args(int argc, char** argv) {
   ServiceArgs args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    // The value of a flag given as "--flag value" or "--flag=value".
-    auto value_of = [&](std::string_view flag) -> std::optional<std::string> {
-      if (arg == flag) {
-        if (i + 1 >= argc) usage_error(std::string(flag) + " needs a value");
-        return std::string(argv[++i]);
-      }
-      if (arg.starts_with(std::string(flag) + "=")) return arg.substr(flag.size() + 1);
-      return std::nullopt;
-    };
-    if (arg == "--help" || arg == "-h") {
-      args.help = true;
-      return args;  // --help wins over anything else on the line
-    }
-    if (std::optional<std::string> path = value_of("--config")) {
-      if (!args.config_path.empty()) usage_error("--config given twice");
-      if (path->empty()) usage_error("--config needs a file name");
-      args.config_path = *path;
-    } else if (std::optional<std::string> assignment = value_of("--set")) {
-      const size_t eq = assignment->find('=');
-      if (eq == std::string::npos || eq == 0)
-        usage_error("--set needs key=value, got '" + *assignment + "'");
-      args.overrides.push_back(*assignment);
-    } else {
-      usage_error("unknown argument '" + arg + "'");
+  std::vector<std::string> config_paths;  // all of them, to refuse a second one
+  CLI::App app;
+  cli::set_up(app);
+  cli::add_repeated(app, "--config", config_paths);
+  cli::add_repeated(app, "--set", args.overrides);
+  app.add_flag("-h,--help", args.help);
+  std::vector<std::string> unknown;
+  try {
+    unknown = cli::parse(app, argc, argv);
+  } catch (const cli::UsageError& e) {
+    usage_error(e.what());
+  }
+  if (args.help) return args;  // --help wins over anything else on the line
+  if (!unknown.empty()) usage_error("unknown argument '" + unknown.front() + "'");
+  if (config_paths.size() > 1) usage_error("--config given twice");
+  if (!config_paths.empty()) {
+    if (config_paths.front().empty()) usage_error("--config needs a file name");
+    args.config_path = config_paths.front();
+  }
+  for (const std::string& assignment : args.overrides) {
+    const size_t eq = assignment.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      usage_error("--set needs key=value, got '" + assignment + "'");
     }
   }
   return args;

@@ -18,8 +18,8 @@
 #include <variant>
 #include <vector>
 
-#include "common/cli.h"
 #include "seqpipe/client.h"
+#include "seqpipe/common/cli.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/service_main.h"
@@ -195,39 +195,28 @@ int send(int argc, char** argv) {
   std::string config_path, endpoint;
   std::vector<std::string> overrides;
   seqpipe::protocol::Request request;
-  std::optional<std::chrono::milliseconds> cancel_after;
-  cli::ArgCursor a(argc, argv);
-  while (a.next()) {
-    const std::string& flag = a.flag();
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (flag == "--config") {
-      config_path = a.value();
-    } else if (flag == "--set") {
-      overrides.push_back(a.value());
-    } else if (flag == "--endpoint") {
-      endpoint = a.value();
-    } else if (flag == "--num-beams") {
-      request.params.num_beams = cli::parse_number<int>(flag, a.value());
-    } else if (flag == "--max-new-tokens") {
-      request.params.max_new_tokens = cli::parse_number<int>(flag, a.value());
-    } else if (flag == "--min-new-tokens") {
-      request.params.min_new_tokens = cli::parse_number<int>(flag, a.value());
-    } else if (flag == "--timeout-ms") {
-      request.timeout_ms = cli::parse_number<uint32_t>(flag, a.value());
-    } else if (flag == "--scores") {
-      request.params.return_scores = true;
-    } else if (flag == "--priority") {
-      request.params.priority = cli::parse_number<int>(flag, a.value());
-    } else if (flag == "--cancel-after-ms") {
-      cancel_after = std::chrono::milliseconds(cli::parse_number<uint32_t>(flag, a.value()));
-    } else if (!flag.empty() && flag[0] == '-' && flag != "-") {
-      throw cli::UsageError("unknown option '" + flag + "'");
-    } else {
-      request.texts.push_back(flag);
-    }
+  std::optional<uint32_t> cancel_after_ms;
+  bool help = false;
+  CLI::App app;
+  cli::set_up(app);
+  app.add_flag("-h,--help", help);
+  app.add_option("--config", config_path);
+  cli::add_repeated(app, "--set", overrides);
+  app.add_option("--endpoint", endpoint);
+  cli::add_number(app, "--num-beams", request.params.num_beams);
+  cli::add_number(app, "--max-new-tokens", request.params.max_new_tokens);
+  cli::add_number(app, "--min-new-tokens", request.params.min_new_tokens);
+  cli::add_number(app, "--timeout-ms", request.timeout_ms);
+  app.add_flag("--scores", request.params.return_scores);
+  cli::add_number(app, "--priority", request.params.priority);
+  cli::add_number(app, "--cancel-after-ms", cancel_after_ms);
+  app.add_option("TEXT", request.texts);
+  const std::vector<std::string> unknown = cli::parse(app, argc, argv);
+  if (help) {
+    std::cout << kUsage;
+    return 0;
   }
+  if (!unknown.empty()) throw cli::UsageError("unknown option '" + unknown.front() + "'");
   if (request.texts.empty()) throw cli::UsageError("give the text to send");
   request.batch_form = request.texts.size() > 1;
   if (endpoint.empty())
@@ -236,13 +225,13 @@ int send(int argc, char** argv) {
   seqpipe::client::Client client(endpoint);
   const auto wait = std::chrono::milliseconds(request.timeout_ms.value_or(10000) + 1000);
   std::variant<seqpipe::protocol::Reply, seqpipe::protocol::Error> result;
-  if (!cancel_after) {
+  if (!cancel_after_ms) {
     result = client.call(request, wait);
   } else if (const auto id = client.submit(request); !id) {
     result = seqpipe::protocol::Error{seqpipe::protocol::ErrorCode::kUnavailable,
                                       "could not send the request"};
   } else {
-    result = client.receive(*id, *cancel_after);
+    result = client.receive(*id, std::chrono::milliseconds(*cancel_after_ms));
     if (auto* e = std::get_if<seqpipe::protocol::Error>(&result);
         e && e->code == seqpipe::protocol::ErrorCode::kUnavailable) {
       client.cancel(*id);  // no reply yet
