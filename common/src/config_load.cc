@@ -169,7 +169,10 @@ class Loader {
     if (!found) fail(where, "unknown key '" + path + "'" + did_you_mean(path, config_keys()));
   }
 
-  PipelineConfig finish() const;
+  PipelineConfig finish() const {
+    validate_with(config_, origins_);
+    return config_;
+  }
 
  private:
   std::string where(const YAML::Node& node, const YAML::Node& fallback = {}) const {
@@ -228,11 +231,6 @@ class Loader {
   Origins origins_;
   PipelineConfig config_;
 };
-
-PipelineConfig Loader::finish() const {
-  validate_with(config_, origins_);
-  return config_;
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

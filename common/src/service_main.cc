@@ -13,6 +13,7 @@
 namespace seqpipe::service {
 namespace {
 
+// Bad usage, like a bad config, is a ConfigError: one catch, exit status 2.
 [[noreturn]] void usage_error(const std::string& message) {
   throw config::ConfigError(message);
 }
