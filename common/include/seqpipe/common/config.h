@@ -232,7 +232,7 @@ void validate(const PipelineConfig& config);
 
 // Every key, "section.name" (and "runtime_dir"), in file order.
 std::vector<std::string> config_keys();
-// The config as YAML, every key, sections in file order (for `seqpipe status` and debugging).
+// The config as YAML, every key, sections in file order (for debugging and tests).
 // load_config_text(to_yaml(c), ...) == c.
 std::string to_yaml(const PipelineConfig& config);
 
