@@ -108,15 +108,17 @@ exit status: 0 ok (errors in replies are reported, not fatal), 1 the run could n
 
 int run_main(int argc, char** argv) {
   bench::LoadOptions options;
-  cli::ArgCursor args(argc, argv);
-  while (args.next()) {
-    if (args.flag() == "--help" || args.flag() == "-h") {
-      std::cout << kUsage;
-      return 0;
-    }
-    if (!bench::parse_load_option(args, options))
-      throw cli::UsageError("unknown option '" + args.flag() + "'");
+  bool help = false;
+  CLI::App app;
+  cli::set_up(app);
+  app.add_flag("-h,--help", help);
+  bench::add_load_options(app, options);
+  const std::vector<std::string> unknown = cli::parse(app, argc, argv);
+  if (help) {
+    std::cout << kUsage;
+    return 0;
   }
+  if (!unknown.empty()) throw cli::UsageError("unknown option '" + unknown.front() + "'");
   bench::finish_load_options(options, false);
   const std::string endpoint = bench::resolve_endpoint(options);
   seqpipe::service::install_stop_handlers();  // Ctrl-C stops sending and still reports

@@ -103,74 +103,69 @@ std::vector<LoadStep> parse_phases(const std::string& text, Arrival arrival) {
   return phases;
 }
 
-bool parse_load_option(cli::ArgCursor& args, LoadOptions& o) {
-  const std::string flag = args.flag();
-  if (flag == "--endpoint") {
-    o.endpoint = args.value();
-  } else if (flag == "--config") {
-    o.config_path = args.value();
-  } else if (flag == "--set") {
-    o.overrides.push_back(args.value());
-  } else if (flag == "--concurrency") {
-    o.concurrency = cli::parse_number<int>(flag, args.value());
+void add_load_options(CLI::App& app, LoadOptions& o) {
+  // Each value is checked as it is read, so a bad one is reported in its flag's words.
+  auto add = [&app](const std::string& flag, auto take) {
+    app.add_option_function<std::string>(
+        flag, [flag, take](const std::string& value) { take(flag, value); });
+  };
+  app.add_option("--endpoint", o.endpoint);
+  app.add_option("--config", o.config_path);
+  cli::add_repeated(app, "--set", o.overrides);
+  add("--concurrency", [&o](const std::string& flag, const std::string& v) {
+    o.concurrency = cli::parse_number<int>(flag, v);
     if (*o.concurrency < 1) throw UsageError("--concurrency must be >= 1");
-  } else if (flag == "--concurrency-range") {
-    o.concurrency_range = parse_range(flag, args.value());
-  } else if (flag == "--min-gain") {
-    o.min_gain = cli::parse_number<double>(flag, args.value());
+  });
+  add("--concurrency-range", [&o](const std::string& flag, const std::string& v) {
+    o.concurrency_range = parse_range(flag, v);
+  });
+  add("--min-gain", [&o](const std::string& flag, const std::string& v) {
+    o.min_gain = cli::parse_number<double>(flag, v);
     if (o.min_gain < -1)
       throw UsageError("--min-gain must be >= -1 (a negative value runs every level)");
-  } else if (flag == "--request-rate") {
-    o.request_rate = positive(flag, args.value());
-  } else if (flag == "--distribution") {
-    const std::string v = args.value();
+  });
+  add("--request-rate",
+      [&o](const std::string& flag, const std::string& v) { o.request_rate = positive(flag, v); });
+  // Before --phases: a phase without distribution= takes this one.
+  add("--distribution", [&o](const std::string&, const std::string& v) {
     if (v != "constant" && v != "poisson")
       throw UsageError("--distribution must be constant or poisson, got '" + v + "'");
     o.arrival = v == "poisson" ? Arrival::kPoisson : Arrival::kConstant;
-  } else if (flag == "--phases") {
-    std::string v = args.value();
+  });
+  add("--phases", [&o](const std::string&, const std::string& v) {
     o.phases = parse_phases(!v.empty() && v[0] == '@' ? read_file(v.substr(1)) : v, o.arrival);
-  } else if (flag == "--duration") {
-    o.duration_s = positive(flag, args.value());
-  } else if (flag == "--requests") {
-    o.requests = cli::parse_number<uint64_t>(flag, args.value());
+  });
+  add("--duration",
+      [&o](const std::string& flag, const std::string& v) { o.duration_s = positive(flag, v); });
+  add("--requests", [&o](const std::string& flag, const std::string& v) {
+    o.requests = cli::parse_number<uint64_t>(flag, v);
     if (o.requests == 0) throw UsageError("--requests must be >= 1");
-  } else if (flag == "--warmup") {
-    o.warmup = cli::parse_number<uint64_t>(flag, args.value());
-  } else if (flag == "--input") {
-    o.input_path = args.value();
-  } else if (flag == "--words") {
-    std::tie(o.min_words, o.max_words) = parse_range(flag, args.value());
-  } else if (flag == "--input-count") {
-    o.input_count = cli::parse_number<size_t>(flag, args.value());
+  });
+  cli::add_number(app, "--warmup", o.warmup);
+  app.add_option("--input", o.input_path);
+  add("--words", [&o](const std::string& flag, const std::string& v) {
+    std::tie(o.min_words, o.max_words) = parse_range(flag, v);
+  });
+  add("--input-count", [&o](const std::string& flag, const std::string& v) {
+    o.input_count = cli::parse_number<size_t>(flag, v);
     if (o.input_count == 0) throw UsageError("--input-count must be >= 1");
-  } else if (flag == "--seed") {
-    o.seed = cli::parse_number<uint64_t>(flag, args.value());
-  } else if (flag == "--max-new-tokens") {
-    o.params.max_new_tokens = cli::parse_number<int>(flag, args.value());
-  } else if (flag == "--min-new-tokens") {
-    o.params.min_new_tokens = cli::parse_number<int>(flag, args.value());
-  } else if (flag == "--num-beams") {
-    o.params.num_beams = cli::parse_number<int>(flag, args.value());
-  } else if (flag == "--timeout-ms") {
-    o.timeout_ms = cli::parse_number<uint32_t>(flag, args.value());
+  });
+  cli::add_number(app, "--seed", o.seed);
+  cli::add_number(app, "--max-new-tokens", o.params.max_new_tokens);
+  cli::add_number(app, "--min-new-tokens", o.params.min_new_tokens);
+  cli::add_number(app, "--num-beams", o.params.num_beams);
+  add("--timeout-ms", [&o](const std::string& flag, const std::string& v) {
+    o.timeout_ms = cli::parse_number<uint32_t>(flag, v);
     if (o.timeout_ms == 0) throw UsageError("--timeout-ms must be >= 1");
-  } else if (flag == "--window-s") {
-    o.window_s = positive(flag, args.value());
-  } else if (flag == "--json") {
-    o.json_path = args.value();
-  } else if (flag == "--csv") {
-    o.csv_path = args.value();
-  } else if (flag == "--slo-p99-ms") {
-    o.slo_p99_ms = positive(flag, args.value());
-  } else if (flag == "--max-records") {
-    o.max_records = cli::parse_number<uint64_t>(flag, args.value());
-  } else if (flag == "--no-progress") {
-    o.progress = false;
-  } else {
-    return false;
-  }
-  return true;
+  });
+  add("--window-s",
+      [&o](const std::string& flag, const std::string& v) { o.window_s = positive(flag, v); });
+  app.add_option("--json", o.json_path);
+  app.add_option("--csv", o.csv_path);
+  add("--slo-p99-ms",
+      [&o](const std::string& flag, const std::string& v) { o.slo_p99_ms = positive(flag, v); });
+  cli::add_number(app, "--max-records", o.max_records);
+  app.add_flag_callback("--no-progress", [&o] { o.progress = false; });
 }
 
 void finish_load_options(LoadOptions& o, bool sweep_subcommand) {
@@ -232,15 +227,7 @@ void finish_load_options(LoadOptions& o, bool sweep_subcommand) {
 
 std::string resolve_endpoint(const LoadOptions& o) {
   if (!o.endpoint.empty()) return o.endpoint;
-  std::string path = o.config_path;
-  if (path.empty() && std::filesystem::exists(config::kDefaultConfigPath))
-    path = std::string(config::kDefaultConfigPath);
-  config::PipelineConfig c = path.empty()
-                                 ? config::load_config_text("", "built-in defaults", o.overrides)
-                                 : config::load_config(path, o.overrides);
-  const std::string runtime =
-      config::choose_runtime_dir(c.runtime_dir, std::getenv("XDG_RUNTIME_DIR"), ::getuid());
-  return config::resolve_endpoints(std::move(c), runtime).gateway.client_endpoint;
+  return config::load_pipeline_config(o.config_path, o.overrides).config.gateway.client_endpoint;
 }
 
 std::vector<std::string> load_inputs(const LoadOptions& o) {

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "common/cli.h"
 #include "load.h"
+#include "seqpipe/common/cli.h"
 
 namespace seqpipe::bench {
 
@@ -39,8 +39,8 @@ struct LoadOptions {
   bool progress = true;      // only when stderr is a terminal
 };
 
-// Consumes the flag at `args` if it is a load option (returns true). Throws cli::UsageError.
-bool parse_load_option(cli::ArgCursor& args, LoadOptions& options);
+// Declares the load options on `app`, each checked as it is read (throws cli::UsageError).
+void add_load_options(CLI::App& app, LoadOptions& options);
 // Cross-option checks and defaults, once every flag is read. Throws cli::UsageError.
 void finish_load_options(LoadOptions& options, bool sweep_subcommand);
 // "users=2,spawn=1,duration=10;rate=50,duration=5" or the same one phase a line (file form).

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cli.h"
+#include "seqpipe/common/cli.h"
 
 namespace seqpipe::bench {
 
@@ -76,16 +76,18 @@ std::string script(const std::vector<std::string>& csvs, const std::string& png)
 
 int plot_main(int argc, char** argv) {
   std::vector<std::string> files;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::cout << "usage: seqpipe-bench plot FILE.csv [FILE.csv ...] OUT.png  (see seqpipe-bench "
-                   "--help)\n";
-      return 0;
-    }
-    if (!arg.empty() && arg[0] == '-') throw cli::UsageError("plot: unknown option '" + arg + "'");
-    files.push_back(arg);
+  bool help = false;
+  CLI::App app;
+  cli::set_up(app);
+  app.add_flag("-h,--help", help);
+  app.add_option("FILE", files);
+  const std::vector<std::string> unknown = cli::parse(app, argc, argv);
+  if (help) {
+    std::cout << "usage: seqpipe-bench plot FILE.csv [FILE.csv ...] OUT.png  (see seqpipe-bench "
+                 "--help)\n";
+    return 0;
   }
+  if (!unknown.empty()) throw cli::UsageError("plot: unknown option '" + unknown.front() + "'");
   if (files.size() < 2) throw cli::UsageError("plot needs FILE.csv [FILE.csv ...] OUT.png");
   const std::string png = files.back();
   files.pop_back();

@@ -193,26 +193,26 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
   LoadOptions options;
   std::string model, grid_text = kDefaultGrid, seqpipe = default_seqpipe();
   int rounds = 1;
-  cli::ArgCursor args(argc, argv);
-  while (args.next()) {
-    const std::string& flag = args.flag();
-    if (flag == "--help" || flag == "-h") {
-      std::cout << usage;
-      return 0;
-    } else if (flag == "--model") {
-      model = args.value();
-    } else if (flag == "--grid") {
-      grid_text = args.value();
-    } else if (flag == "--rounds") {
-      rounds = cli::parse_number<int>(flag, args.value());
-      if (rounds < 1) throw UsageError("--rounds must be >= 1");
-    } else if (flag == "--seqpipe") {
-      seqpipe = args.value();
-    } else if (flag == "--endpoint") {
-      throw UsageError("sweep starts its own pipelines: --endpoint does not apply");
-    } else if (!parse_load_option(args, options)) {
-      throw UsageError("sweep: unknown option '" + flag + "'");
-    }
+  bool help = false;
+  CLI::App app;
+  cli::set_up(app);
+  app.add_flag("-h,--help", help);
+  add_load_options(app, options);
+  app.add_option("--model", model);
+  app.add_option("--grid", grid_text);
+  app.add_option_function<std::string>("--rounds", [&](const std::string& text) {
+    rounds = cli::parse_number<int>("--rounds", text);
+    if (rounds < 1) throw UsageError("--rounds must be >= 1");
+  });
+  app.add_option("--seqpipe", seqpipe);
+  const std::vector<std::string> unknown = cli::parse(app, argc, argv);
+  if (help) {
+    std::cout << usage;
+    return 0;
+  }
+  if (!unknown.empty()) throw UsageError("sweep: unknown option '" + unknown.front() + "'");
+  if (app.count("--endpoint") > 0) {
+    throw UsageError("sweep starts its own pipelines: --endpoint does not apply");
   }
   if (model.empty()) throw UsageError("sweep needs --model DIR");
   if (!fs::exists(fs::path(model) / "config.json"))

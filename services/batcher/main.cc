@@ -8,6 +8,7 @@
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/metrics.h"
 #include "seqpipe/common/service.h"
+#include "seqpipe/common/service_main.h"
 #include "seqpipe/common/transport.h"
 #include "seqpipe/common/worker.h"
 
@@ -104,7 +105,7 @@ int serve(const config::PipelineConfig& c) {
 }  // namespace seqpipe::batcher
 
 int main(int argc, char** argv) {
-  return seqpipe::config::run_service_main(
+  return seqpipe::service::run_service_main(
       argc, argv, "batcher", "Batches sequences for the encoders and dispatches work by credit.",
       seqpipe::batcher::serve);
 }

@@ -1,12 +1,12 @@
 // seqpipe-decoder: one decoder replica. Start more copies (same command, same config) to scale.
 #include "decoder/decoder_stage.h"
-#include "seqpipe/common/config.h"
+#include "seqpipe/common/service_main.h"
 #include "seqpipe/common/worker.h"
 #include "seqpipe/engine/model.h"
 
 int main(int argc, char** argv) {
   using namespace seqpipe;
-  return config::run_service_main(
+  return service::run_service_main(
       argc, argv, "decoder",
       "Runs the T5 decoder with continuous batching over its KV-cache slots.",
       [](const config::PipelineConfig& c) {

@@ -1,12 +1,12 @@
 // seqpipe-encoder: one encoder replica. Start more copies (same command, same config) to scale.
 #include "encoder/encoder_stage.h"
-#include "seqpipe/common/config.h"
+#include "seqpipe/common/service_main.h"
 #include "seqpipe/common/worker.h"
 #include "seqpipe/engine/model.h"
 
 int main(int argc, char** argv) {
   using namespace seqpipe;
-  return config::run_service_main(
+  return service::run_service_main(
       argc, argv, "encoder", "Runs the T5 encoder on batches from the batcher.",
       [](const config::PipelineConfig& c) {
         return worker::serve_worker(

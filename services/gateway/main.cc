@@ -8,6 +8,7 @@
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/metrics.h"
 #include "seqpipe/common/service.h"
+#include "seqpipe/common/service_main.h"
 #include "seqpipe/common/transport.h"
 #include "seqpipe/common/worker.h"
 
@@ -115,7 +116,7 @@ int serve(const config::PipelineConfig& c) {
 }  // namespace seqpipe::gateway
 
 int main(int argc, char** argv) {
-  return seqpipe::config::run_service_main(
+  return seqpipe::service::run_service_main(
       argc, argv, "gateway",
       "Serves clients: validates requests, keeps deadlines, answers each once.",
       seqpipe::gateway::serve);

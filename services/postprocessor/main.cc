@@ -1,13 +1,13 @@
 // seqpipe-postprocessor: one postprocessor replica. Start more copies (same command, same config)
 // to scale.
 #include "postprocessor/postprocessor_stage.h"
-#include "seqpipe/common/config.h"
+#include "seqpipe/common/service_main.h"
 #include "seqpipe/common/worker.h"
 #include "seqpipe/engine/tokenizer.h"
 
 int main(int argc, char** argv) {
   using namespace seqpipe;
-  return config::run_service_main(
+  return service::run_service_main(
       argc, argv, "postprocessor",
       "Detokenizes output ids and returns results to the owning gateway.",
       [](const config::PipelineConfig& c) {

@@ -1,12 +1,12 @@
 // seqpipe-tokenizer: one tokenizer replica. Start more copies (same command, same config) to scale.
-#include "seqpipe/common/config.h"
+#include "seqpipe/common/service_main.h"
 #include "seqpipe/common/worker.h"
 #include "seqpipe/engine/tokenizer.h"
 #include "tokenizer/tokenizer_stage.h"
 
 int main(int argc, char** argv) {
   using namespace seqpipe;
-  return config::run_service_main(
+  return service::run_service_main(
       argc, argv, "tokenizer", "Tokenizes request texts (SentencePiece) and feeds the batcher.",
       [](const config::PipelineConfig& c) {
         return worker::serve_worker(

@@ -14,9 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "seqpipe/common/service_main.h"
+
 namespace seqpipe::config {
 namespace {
 
+using service::parse_service_args;
+using service::run_service_main;
+using service::ServiceArgs;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -581,6 +586,32 @@ TEST(ConfigEndpoints, ChooseRuntimeDir) {
   EXPECT_EQ(choose_runtime_dir("", nullptr, 7), "/tmp/seqpipe-7");
   EXPECT_EQ(choose_runtime_dir("", "", 7), "/tmp/seqpipe-7");
   EXPECT_EQ(choose_runtime_dir("", "relative/dir", 7), "/tmp/seqpipe-7");  // ignored, as XDG says
+}
+
+TEST(ConfigLoadPipeline, ReadsTheFileAppliesOverridesAndResolvesEndpoints) {
+  const LoadedConfig loaded =
+      load_pipeline_config(kShippedConfig, {"runtime_dir=/run/sp", "batcher.max_batch_size=64"});
+  EXPECT_EQ(loaded.path, kShippedConfig);
+  EXPECT_EQ(loaded.config.batcher.max_batch_size, 64);
+  EXPECT_EQ(loaded.config.runtime_dir, "/run/sp");
+  EXPECT_EQ(loaded.config.batcher.encoder_endpoint, "ipc:///run/sp/encoder.sock");
+  EXPECT_FALSE(std::filesystem::exists("/run/sp"));  // loading creates nothing
+}
+
+TEST(ConfigLoadPipeline, WithoutAPathReadsTheDefaultFileOrTheBuiltInDefaults) {
+  TempDir dir;
+  const std::filesystem::path previous = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  const LoadedConfig defaults = load_pipeline_config("", {"runtime_dir=/run/sp"});
+  std::filesystem::create_directory(dir.path() + "/config");
+  dir.write("config/pipeline.yaml", "decoder:\n  threads: 3\n");
+  const LoadedConfig from_file = load_pipeline_config("", {"runtime_dir=/run/sp"});
+  std::filesystem::current_path(previous);
+
+  EXPECT_EQ(defaults.path, "");
+  EXPECT_EQ(defaults.config.decoder.threads, PipelineConfig{}.decoder.threads);
+  EXPECT_EQ(from_file.path, kDefaultConfigPath);
+  EXPECT_EQ(from_file.config.decoder.threads, 3);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/cli.h"
+#include "seqpipe/common/cli.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
@@ -94,40 +94,25 @@ std::vector<int> parse_ids(std::string_view text) {
 
 Options parse_args(int argc, char** argv) {
   Options o;
-  cli::ArgCursor args(argc, argv);
-  while (args.next()) {
-    const std::string& flag = args.flag();
-    auto value = [&] { return args.value(); };
-    if (flag == "--help" || flag == "-h") {
-      o.help = true;
-    } else if (flag == "--model") {
-      o.model_dir = value();
-    } else if (flag == "--text") {
-      o.text = value();
-    } else if (flag == "--ids") {
-      o.ids = parse_ids(value());
-    } else if (flag == "--num-beams") {
-      o.decoding.num_beams = cli::parse_number<int>(flag, value());
-    } else if (flag == "--max-new-tokens") {
-      o.decoding.max_new_tokens = cli::parse_number<int>(flag, value());
-    } else if (flag == "--min-new-tokens") {
-      o.decoding.min_new_tokens = cli::parse_number<int>(flag, value());
-    } else if (flag == "--length-penalty") {
-      o.decoding.length_penalty = cli::parse_number<float>(flag, value());
-    } else if (flag == "--early-stopping") {
-      o.decoding.early_stopping = true;
-    } else if (flag == "--threads") {
-      o.threads = cli::parse_number<int>(flag, value());
-      if (o.threads < 0) throw UsageError("--threads must be >= 0");
-    } else if (flag == "--scores") {
-      o.scores = true;
-    } else if (flag == "--json") {
-      o.json = true;
-    } else {
-      throw UsageError("unknown argument '" + flag + "'");
-    }
-  }
+  CLI::App app;
+  cli::set_up(app);
+  app.add_flag("-h,--help", o.help);
+  app.add_option("--model", o.model_dir);
+  app.add_option_function<std::string>("--text", [&](const std::string& v) { o.text = v; });
+  app.add_option_function<std::string>("--ids",
+                                       [&](const std::string& v) { o.ids = parse_ids(v); });
+  cli::add_number(app, "--num-beams", o.decoding.num_beams);
+  cli::add_number(app, "--max-new-tokens", o.decoding.max_new_tokens);
+  cli::add_number(app, "--min-new-tokens", o.decoding.min_new_tokens);
+  cli::add_number(app, "--length-penalty", o.decoding.length_penalty);
+  app.add_flag("--early-stopping", o.decoding.early_stopping);
+  cli::add_number(app, "--threads", o.threads);
+  app.add_flag("--scores", o.scores);
+  app.add_flag("--json", o.json);
+  const std::vector<std::string> unknown = cli::parse(app, argc, argv);
   if (o.help) return o;
+  if (!unknown.empty()) throw UsageError("unknown argument '" + unknown.front() + "'");
+  if (o.threads < 0) throw UsageError("--threads must be >= 0");
   if (o.model_dir.empty()) throw UsageError("--model DIR is required");
   if (o.text.has_value() == o.ids.has_value()) {
     throw UsageError("give exactly one of --text and --ids");

@@ -17,9 +17,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
-#include "common/cli.h"
+#include "seqpipe/common/cli.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/safetensors.h"
 #include "seqpipe/engine/t5_config.h"
@@ -96,59 +97,46 @@ int64_t parse_dimension(std::string_view flag, std::string_view text) {
   return static_cast<int64_t>(value);
 }
 
+StorageType parse_dtype(const std::string& name) {
+  if (name == "f32") return StorageType::kF32;
+  if (name == "f16") return StorageType::kF16;
+  if (name == "bf16") return StorageType::kBF16;
+  throw UsageError("--dtype must be f32, f16 or bf16, got '" + name + "'");
+}
+
 Options parse_args(int argc, char** argv) {
   Options o;
-  cli::ArgCursor args(argc, argv);
-  while (args.next()) {
-    const std::string& flag = args.flag();
-    auto value = [&] { return args.value(); };
-    if (flag == "--help" || flag == "-h") {
-      o.help = true;
-    } else if (flag == "--preset") {
-      o.preset = value();
-    } else if (flag == "--out") {
-      o.out = value();
-      if (o.out.empty()) throw UsageError("--out needs a directory");
-    } else if (flag == "--seed") {
-      o.seed = cli::parse_number<uint64_t>(flag, value());
-    } else if (flag == "--dtype") {
-      o.dtype_name = value();
-      if (o.dtype_name == "f32") {
-        o.dtype = StorageType::kF32;
-      } else if (o.dtype_name == "f16") {
-        o.dtype = StorageType::kF16;
-      } else if (o.dtype_name == "bf16") {
-        o.dtype = StorageType::kBF16;
-      } else {
-        throw UsageError("--dtype must be f32, f16 or bf16, got '" + o.dtype_name + "'");
-      }
-    } else if (flag == "--gated") {
-      o.gated = true;
-    } else if (flag == "--untied") {
-      o.untied = true;
-    } else if (flag == "--spiece") {
-      o.spiece = true;
-    } else if (flag == "--corpus") {
-      o.corpus = value();
-    } else if (flag == "--d-model") {
-      o.d_model = parse_dimension(flag, value());
-    } else if (flag == "--d-kv") {
-      o.d_kv = parse_dimension(flag, value());
-    } else if (flag == "--d-ff") {
-      o.d_ff = parse_dimension(flag, value());
-    } else if (flag == "--num-heads") {
-      o.num_heads = parse_dimension(flag, value());
-    } else if (flag == "--num-layers") {
-      o.num_layers = parse_dimension(flag, value());
-    } else if (flag == "--num-decoder-layers") {
-      o.num_decoder_layers = parse_dimension(flag, value());
-    } else if (flag == "--vocab-size") {
-      o.vocab_size = parse_dimension(flag, value());
-    } else {
-      throw UsageError("unknown argument '" + flag + "'");
-    }
+  CLI::App app;
+  cli::set_up(app);
+  app.add_flag("-h,--help", o.help);
+  app.add_option("--preset", o.preset);
+  app.add_option_function<std::string>("--out", [&](const std::string& dir) {
+    if (dir.empty()) throw UsageError("--out needs a directory");
+    o.out = dir;
+  });
+  cli::add_number(app, "--seed", o.seed);
+  app.add_option_function<std::string>("--dtype", [&](const std::string& name) {
+    o.dtype = parse_dtype(name);
+    o.dtype_name = name;
+  });
+  app.add_flag("--gated", o.gated);
+  app.add_flag("--untied", o.untied);
+  app.add_flag("--spiece", o.spiece);
+  app.add_option("--corpus", o.corpus);
+  for (auto [flag, dimension] : {std::pair{"--d-model", &o.d_model},
+                                 {"--d-kv", &o.d_kv},
+                                 {"--d-ff", &o.d_ff},
+                                 {"--num-heads", &o.num_heads},
+                                 {"--num-layers", &o.num_layers},
+                                 {"--num-decoder-layers", &o.num_decoder_layers},
+                                 {"--vocab-size", &o.vocab_size}}) {
+    app.add_option_function<std::string>(flag, [flag, dimension](const std::string& text) {
+      *dimension = parse_dimension(flag, text);
+    });
   }
+  const std::vector<std::string> unknown = cli::parse(app, argc, argv);
   if (o.help) return o;
+  if (!unknown.empty()) throw UsageError("unknown argument '" + unknown.front() + "'");
   if (o.preset.empty()) throw UsageError("--preset is required (t5-small or tiny)");
   if (o.preset != "t5-small" && o.preset != "tiny") {
     throw UsageError("--preset must be t5-small or tiny, got '" + o.preset + "'");

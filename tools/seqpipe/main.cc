@@ -19,10 +19,11 @@
 #include <variant>
 #include <vector>
 
-#include "common/cli.h"
 #include "seqpipe/client.h"
+#include "seqpipe/common/cli.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/service.h"
+#include "seqpipe/common/service_main.h"
 #include "seqpipe/common/status.h"
 #include "seqpipe/common/transport.h"
 #include "seqpipe/supervisor.h"
@@ -63,23 +64,6 @@ status asks the two hubs (gateway, batcher) what they see: for each stage its li
 exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or bad config
 )";
 
-struct Loaded {
-  config::PipelineConfig config;
-  std::string path;  // the config file used ("" for built-in defaults)
-};
-
-Loaded load(const std::string& path_arg, const std::vector<std::string>& overrides) {
-  std::string path = path_arg;
-  if (path.empty() && fs::exists(config::kDefaultConfigPath))
-    path = std::string(config::kDefaultConfigPath);
-  config::PipelineConfig c = path.empty()
-                                 ? config::load_config_text("", "built-in defaults", overrides)
-                                 : config::load_config(path, overrides);
-  const std::string runtime =
-      config::choose_runtime_dir(c.runtime_dir, std::getenv("XDG_RUNTIME_DIR"), ::getuid());
-  return {config::resolve_endpoints(std::move(c), runtime), path};
-}
-
 // Where the service executables are: next to this binary, or in the build tree's services/.
 std::string service_binary(const std::string& name) {
   const fs::path self = fs::read_symlink("/proc/self/exe").parent_path();
@@ -118,12 +102,13 @@ pid_t spawn(const std::vector<std::string>& args) {
 }
 
 int up(int argc, char** argv) {
-  const config::ServiceArgs args = config::parse_service_args(argc, argv);
+  const seqpipe::service::ServiceArgs args = seqpipe::service::parse_service_args(argc, argv);
   if (args.help) {
     std::cout << kUsage;
     return 0;
   }
-  const Loaded loaded = load(args.config_path, args.overrides);
+  const config::LoadedConfig loaded =
+      config::load_pipeline_config(args.config_path, args.overrides);
   const config::PipelineConfig& c = loaded.config;
   if (const auto problems = seqpipe::supervisor::check_model_dir(c.model.dir); !problems.empty()) {
     for (const std::string& p : problems) std::fprintf(stderr, "seqpipe up: %s\n", p.c_str());
@@ -243,53 +228,43 @@ int send(int argc, char** argv) {
   std::string config_path, endpoint;
   std::vector<std::string> overrides;
   seqpipe::protocol::Request request;
-  std::optional<std::chrono::milliseconds> cancel_after;
-  cli::ArgCursor a(argc, argv);
-  while (a.next()) {
-    const std::string& flag = a.flag();
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (flag == "--config") {
-      config_path = a.value();
-    } else if (flag == "--set") {
-      overrides.push_back(a.value());
-    } else if (flag == "--endpoint") {
-      endpoint = a.value();
-    } else if (flag == "--num-beams") {
-      request.params.num_beams = cli::parse_number<int>(flag, a.value());
-    } else if (flag == "--max-new-tokens") {
-      request.params.max_new_tokens = cli::parse_number<int>(flag, a.value());
-    } else if (flag == "--min-new-tokens") {
-      request.params.min_new_tokens = cli::parse_number<int>(flag, a.value());
-    } else if (flag == "--timeout-ms") {
-      request.timeout_ms = cli::parse_number<uint32_t>(flag, a.value());
-    } else if (flag == "--scores") {
-      request.params.return_scores = true;
-    } else if (flag == "--priority") {
-      request.params.priority = cli::parse_number<int>(flag, a.value());
-    } else if (flag == "--cancel-after-ms") {
-      cancel_after = std::chrono::milliseconds(cli::parse_number<uint32_t>(flag, a.value()));
-    } else if (!flag.empty() && flag[0] == '-' && flag != "-") {
-      throw cli::UsageError("unknown option '" + flag + "'");
-    } else {
-      request.texts.push_back(flag);
-    }
+  std::optional<uint32_t> cancel_after_ms;
+  bool help = false;
+  CLI::App app;
+  cli::set_up(app);
+  app.add_flag("-h,--help", help);
+  app.add_option("--config", config_path);
+  cli::add_repeated(app, "--set", overrides);
+  app.add_option("--endpoint", endpoint);
+  cli::add_number(app, "--num-beams", request.params.num_beams);
+  cli::add_number(app, "--max-new-tokens", request.params.max_new_tokens);
+  cli::add_number(app, "--min-new-tokens", request.params.min_new_tokens);
+  cli::add_number(app, "--timeout-ms", request.timeout_ms);
+  app.add_flag("--scores", request.params.return_scores);
+  cli::add_number(app, "--priority", request.params.priority);
+  cli::add_number(app, "--cancel-after-ms", cancel_after_ms);
+  app.add_option("TEXT", request.texts);
+  const std::vector<std::string> unknown = cli::parse(app, argc, argv);
+  if (help) {
+    std::cout << kUsage;
+    return 0;
   }
+  if (!unknown.empty()) throw cli::UsageError("unknown option '" + unknown.front() + "'");
   if (request.texts.empty()) throw cli::UsageError("give the text to send");
   request.batch_form = request.texts.size() > 1;
-  if (endpoint.empty()) endpoint = load(config_path, overrides).config.gateway.client_endpoint;
+  if (endpoint.empty())
+    endpoint = config::load_pipeline_config(config_path, overrides).config.gateway.client_endpoint;
 
   seqpipe::client::Client client(endpoint);
   const auto wait = std::chrono::milliseconds(request.timeout_ms.value_or(10000) + 1000);
   std::variant<seqpipe::protocol::Reply, seqpipe::protocol::Error> result;
-  if (!cancel_after) {
+  if (!cancel_after_ms) {
     result = client.call(request, wait);
   } else if (const auto id = client.submit(request); !id) {
     result = seqpipe::protocol::Error{seqpipe::protocol::ErrorCode::kUnavailable,
                                       "could not send the request"};
   } else {
-    result = client.receive(*id, *cancel_after);
+    result = client.receive(*id, std::chrono::milliseconds(*cancel_after_ms));
     if (auto* e = std::get_if<seqpipe::protocol::Error>(&result);
         e && e->code == seqpipe::protocol::ErrorCode::kUnavailable) {
       client.cancel(*id);  // no reply yet
@@ -324,12 +299,13 @@ int send(int argc, char** argv) {
 }
 
 int status_command(int argc, char** argv) {
-  const config::ServiceArgs args = config::parse_service_args(argc, argv);
+  const seqpipe::service::ServiceArgs args = seqpipe::service::parse_service_args(argc, argv);
   if (args.help) {
     std::cout << kUsage;
     return 0;
   }
-  const config::PipelineConfig c = load(args.config_path, args.overrides).config;
+  const config::PipelineConfig c =
+      config::load_pipeline_config(args.config_path, args.overrides).config;
   zmq::context_t context(1);
   std::vector<std::string> missing;  // stages without a live replica
   std::printf("%-14s %8s %10s %8s %13s\n", "stage", "replicas", "in_flight", "queued",

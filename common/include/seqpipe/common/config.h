@@ -4,12 +4,15 @@
 // validates once, and passes the resulting immutable PipelineConfig down explicitly. Nothing
 // below main() reads the environment. docs/CONFIG.md is the user-facing reference.
 //
+// Where it lives: the key table (src/config_schema.h), reading YAML and --set (config_load.cc),
+// the checks (config_check.cc), the runtime directory and endpoints (config_runtime.cc); a
+// service's command line is seqpipe/common/service_main.h.
+//
 // Endpoints: an empty endpoint means `ipc://{runtime_dir}/<name>.sock`, and an endpoint may
-// use the `{runtime_dir}` placeholder; resolve_endpoints() makes them concrete (services do it
-// through run_service_main before they see the config).
+// use the `{runtime_dir}` placeholder; resolve_endpoints() makes them concrete (services and tools
+// do it through load_pipeline_config before they use the config).
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -198,7 +201,7 @@ struct PostprocessorConfig : WorkerConfig {
 
 struct PipelineConfig {
   // Directory of the ipc:// endpoints (an absolute path). Empty: $XDG_RUNTIME_DIR/seqpipe, or
-  // /tmp/seqpipe-$UID without XDG_RUNTIME_DIR (chosen by run_service_main, nowhere else).
+  // /tmp/seqpipe-$UID without XDG_RUNTIME_DIR (chosen by load_pipeline_config, nowhere else).
   std::string runtime_dir;
   ModelConfig model;
   LivenessConfig liveness;
@@ -229,7 +232,7 @@ void validate(const PipelineConfig& config);
 
 // Every key, "section.name" (and "runtime_dir"), in file order.
 std::vector<std::string> config_keys();
-// The config as YAML, every key, sections in file order (for `seqpipe status` and debugging).
+// The config as YAML, every key, sections in file order (for debugging and tests).
 // load_config_text(to_yaml(c), ...) == c.
 std::string to_yaml(const PipelineConfig& config);
 
@@ -242,21 +245,16 @@ std::string choose_runtime_dir(const std::string& configured, const char* xdg_ru
 // two endpoints that became equal.
 PipelineConfig resolve_endpoints(PipelineConfig config, const std::string& runtime_dir);
 
-// A service's command line: [--config FILE] [--set key=value ...] [--help].
-struct ServiceArgs {
-  std::string config_path;  // empty: kDefaultConfigPath if it exists, else built-in defaults
-  std::vector<std::string> overrides;
-  bool help = false;
+// What services and tools start from: the config file (`config_path`; empty: kDefaultConfigPath
+// if it exists in the working directory, else the built-in defaults), the overrides applied and
+// validated, the runtime directory chosen (choose_runtime_dir over $XDG_RUNTIME_DIR and the uid:
+// the only place the environment is read) and the endpoints resolved in it. Creates nothing.
+// Throws ConfigError.
+struct LoadedConfig {
+  PipelineConfig config;
+  std::string path;  // the file read; empty: the built-in defaults
 };
-// Throws ConfigError for bad usage (unknown flag, missing value, --set without '=').
-ServiceArgs parse_service_args(int argc, char** argv);
-
-// The whole front of a service main(): parses the arguments, prints --help, loads and validates
-// the config, chooses the runtime directory (created if missing, mode 0700) and resolves the
-// endpoints, then returns run(config). Exit codes: 0 for --help; 2 with
-// "seqpipe-<service>: <message>" on stderr for bad usage or a bad config; 1 when run throws;
-// else what run returns.
-int run_service_main(int argc, char** argv, std::string_view service_name, std::string_view summary,
-                     const std::function<int(const PipelineConfig&)>& run);
+LoadedConfig load_pipeline_config(const std::string& config_path,
+                                  const std::vector<std::string>& overrides);
 
 }  // namespace seqpipe::config

@@ -1,0 +1,288 @@
+#include "config_check.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <system_error>
+#include <type_traits>
+
+namespace seqpipe::config {
+namespace {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substitute = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
+    }
+  }
+  return row[b.size()];
+}
+
+void check_endpoint(const std::string& where, const std::string& path,
+                    const std::string& endpoint) {
+  if (endpoint.empty()) return;  // the default ipc endpoint
+  std::string_view rest;
+  std::string_view scheme;
+  for (std::string_view s : {"tcp://", "ipc://", "inproc://"}) {
+    if (endpoint.starts_with(s)) {
+      scheme = s;
+      rest = std::string_view(endpoint).substr(s.size());
+    }
+  }
+  if (scheme.empty()) {
+    fail(where, path + " must start with tcp://, ipc:// or inproc://, got '" + endpoint + "'");
+  }
+  if (rest.empty()) fail(where, path + " has nothing after " + std::string(scheme));
+  for (size_t open = rest.find('{'); open != std::string_view::npos;
+       open = rest.find('{', open + 1)) {
+    if (!rest.substr(open).starts_with("{runtime_dir}")) {
+      fail(where,
+           path + ": unknown placeholder in '" + endpoint + "' (only {runtime_dir} is replaced)");
+    }
+  }
+  if (scheme == "tcp://") {
+    const size_t colon = rest.rfind(':');
+    const std::string_view port =
+        colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
+    const std::optional<int64_t> number = parse_integer(port);
+    if (colon == 0 || (port != "*" && (!number || *number < 1 || *number > kMaxPort))) {
+      fail(where,
+           path + " must be tcp://HOST:PORT with PORT in [1, 65535] or *, got '" + endpoint + "'");
+    }
+  }
+}
+
+// Fixed metrics ports of different processes must not collide; a worker's replicas use
+// metrics_port .. metrics_port + replicas - 1.
+void check_metrics_ports(const PipelineConfig& c, const Origins& origins) {
+  struct PortRange {
+    std::string key;
+    int first;
+    int last;
+  };
+  std::vector<PortRange> ranges;
+  auto add = [&](const std::string& section, int port, int replicas) {
+    if (port == 0) return;  // any free port
+    const std::string key = section + ".metrics_port";
+    const int64_t last = int64_t{port} + replicas - 1;
+    if (last > kMaxPort) {
+      fail(origins.of(key), key + " + " + section +
+                                ".replicas - 1 must be <= 65535 (replica i listens on " + key +
+                                " + i), got " + std::to_string(last));
+    }
+    for (const PortRange& r : ranges) {
+      if (port <= r.last && r.first <= last) {
+        fail(origins.of(key), key + " " + std::to_string(port) +
+                                  (last > port ? ".." + std::to_string(last) : "") + " overlaps " +
+                                  r.key + " " + std::to_string(r.first) +
+                                  (r.last > r.first ? ".." + std::to_string(r.last) : ""));
+      }
+    }
+    ranges.push_back({key, port, static_cast<int>(last)});
+  };
+  add("gateway", c.gateway.metrics_port, 1);
+  add("tokenizer", c.tokenizer.metrics_port, c.tokenizer.replicas);
+  add("batcher", c.batcher.metrics_port, 1);
+  add("encoder", c.encoder.metrics_port, c.encoder.replicas);
+  add("decoder", c.decoder.metrics_port, c.decoder.replicas);
+  add("postprocessor", c.postprocessor.metrics_port, c.postprocessor.replicas);
+}
+
+}  // namespace
+
+[[noreturn]] void fail(const std::string& where, const std::string& message) {
+  throw ConfigError(where.empty() ? message : where + ": " + message);
+}
+
+std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates) {
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const std::string& candidate : candidates) {
+    const size_t d = edit_distance(name, candidate);
+    if (best == nullptr || d < best_distance) {
+      best = &candidate;
+      best_distance = d;
+    }
+  }
+  if (best == nullptr || best_distance > std::max<size_t>(2, name.size() / 3)) return "";
+  return " (did you mean " + *best + "?)";
+}
+
+std::string range_text(const IntRule& rule) {
+  return "[" + std::to_string(rule.min) + ", " + std::to_string(rule.max) + "]";
+}
+
+std::optional<int64_t> parse_integer(std::string_view text) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+void check_list_endpoint(const std::string& where, const std::string& path,
+                         const std::string& endpoint) {
+  if (endpoint.empty()) fail(where, path + " must not be empty");
+  check_endpoint(where, path, endpoint);
+}
+
+void check_text(const std::string& where, const Key& key, const std::string& value,
+                const TextRule& rule) {
+  switch (rule.kind) {
+    case TextKind::kPath:
+      if (value.empty()) fail(where, key.path() + " must not be empty");
+      break;
+    case TextKind::kPathList:  // empty (off) or paths separated by ':', as $PATH
+      if (!value.empty() &&
+          (value.front() == ':' || value.back() == ':' || value.find("::") != std::string::npos))
+        fail(where, key.path() + " must be empty or paths separated by ':' (no empty path), got '" +
+                        value + "'");
+      break;
+    case TextKind::kRuntimeDir:
+      if (!value.empty() && value.front() != '/') {
+        fail(where, key.path() + " must be an absolute path (or empty for the default), got '" +
+                        value + "'");
+      }
+      break;
+    case TextKind::kEndpoint:
+      check_endpoint(where, key.path(), value);
+      break;
+    case TextKind::kIpv4: {
+      in_addr parsed{};
+      if (::inet_pton(AF_INET, value.c_str(), &parsed) != 1) {
+        fail(where, key.path() + " must be an IPv4 address such as 127.0.0.1 or 0.0.0.0, got '" +
+                        value + "'");
+      }
+      break;
+    }
+  }
+}
+
+std::string effective_endpoint(const std::string& endpoint, const TextRule& rule) {
+  return endpoint.empty() ? "ipc://{runtime_dir}/" + std::string(rule.default_socket) : endpoint;
+}
+
+// Two stages binding one address would fail at bind time with "address in use", far from the
+// config line that caused it.
+void check_distinct_endpoints(const PipelineConfig& c, const Origins& origins) {
+  std::map<std::string, std::string> key_of_endpoint;
+  for_each_field(c, [&](Key key, const auto& member, const auto& rule) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(rule)>, TextRule>) {
+      if (rule.kind != TextKind::kEndpoint) return;
+      const std::string endpoint = effective_endpoint(member, rule);
+      const auto [other, inserted] = key_of_endpoint.emplace(endpoint, key.path());
+      if (!inserted) {
+        fail(origins.of(key.path()),
+             key.path() + " and " + other->second + " are the same endpoint '" + endpoint + "'");
+      }
+    }
+  });
+}
+
+void validate_with(const PipelineConfig& c, const Origins& origins) {
+  // Every field on its own (already checked while parsing; again here for configs built in code).
+  for_each_field(c, [&](Key key, const auto& member, const auto& rule) {
+    using Member = std::decay_t<decltype(member)>;
+    const std::string where = origins.of(key.path());
+    if constexpr (std::is_same_v<Member, std::string>) {
+      check_text(where, key, member, rule);
+    } else if constexpr (std::is_same_v<Member, std::vector<std::string>>) {
+      for (size_t i = 0; i < member.size(); ++i) {
+        check_list_endpoint(where, key.path() + "[" + std::to_string(i) + "]", member[i]);
+      }
+    } else if constexpr (std::is_same_v<Member, std::vector<int>>) {
+      for (size_t i = 0; i < member.size(); ++i) {
+        check_int(where, key.path() + "[" + std::to_string(i) + "]", member[i], rule);
+      }
+    } else {
+      check_int(where, key.path(), member, rule);
+    }
+  });
+
+  // Across fields: each message names the key most likely at fault first.
+  auto require = [&](bool ok, const std::string& key, const std::string& message) {
+    if (!ok) fail(origins.of(key), key + " " + message);
+  };
+  const GatewayConfig& g = c.gateway;
+  require(g.default_timeout_ms <= g.max_timeout_ms, "gateway.default_timeout_ms",
+          "must be <= gateway.max_timeout_ms (" + std::to_string(g.max_timeout_ms) + "), got " +
+              std::to_string(g.default_timeout_ms));
+  require(g.max_text_bytes <= g.max_message_bytes, "gateway.max_text_bytes",
+          "must be <= gateway.max_message_bytes (" + std::to_string(g.max_message_bytes) +
+              "), got " + std::to_string(g.max_text_bytes));
+
+  const std::vector<int>& buckets = c.metrics.latency_buckets_us;
+  require(!buckets.empty(), "metrics.latency_buckets_us", "must list at least one bucket bound");
+  for (size_t i = 1; i < buckets.size(); ++i) {
+    require(buckets[i] > buckets[i - 1], "metrics.latency_buckets_us",
+            "must be strictly ascending, got " + std::to_string(buckets[i - 1]) + " then " +
+                std::to_string(buckets[i]));
+  }
+
+  const BatcherConfig& b = c.batcher;
+  const std::vector<int>& preferred = b.preferred_batch_sizes;
+  for (size_t i = 0; i < preferred.size(); ++i) {
+    const std::string element = "batcher.preferred_batch_sizes[" + std::to_string(i) + "]";
+    if (i > 0 && preferred[i] <= preferred[i - 1]) {
+      fail(origins.of("batcher.preferred_batch_sizes"),
+           "batcher.preferred_batch_sizes must be strictly ascending, got " +
+               std::to_string(preferred[i - 1]) + " then " + std::to_string(preferred[i]));
+    }
+    if (preferred[i] > b.max_batch_size) {
+      fail(origins.of("batcher.preferred_batch_sizes"),
+           element + " = " + std::to_string(preferred[i]) +
+               " is larger than batcher.max_batch_size (" + std::to_string(b.max_batch_size) + ")");
+    }
+  }
+  // A batch always admits its first sequence; a budget below one input would be ignored.
+  require(b.max_batch_tokens >= c.model.max_input_tokens, "batcher.max_batch_tokens",
+          "must be >= model.max_input_tokens (" + std::to_string(c.model.max_input_tokens) +
+              "), got " + std::to_string(b.max_batch_tokens));
+  require(b.max_queue_size >= b.max_batch_size, "batcher.max_queue_size",
+          "must be >= batcher.max_batch_size (" + std::to_string(b.max_batch_size) + "), got " +
+              std::to_string(b.max_queue_size));
+  require(b.default_priority_level <= b.priority_levels, "batcher.default_priority_level",
+          "must be <= batcher.priority_levels (" + std::to_string(b.priority_levels) + "), got " +
+              std::to_string(b.default_priority_level));
+  // Otherwise a request with max_texts texts could never be queued.
+  require(g.max_texts <= static_cast<size_t>(b.max_queue_size), "gateway.max_texts",
+          "must be <= batcher.max_queue_size (" + std::to_string(b.max_queue_size) + "), got " +
+              std::to_string(g.max_texts));
+
+  const DecoderConfig& d = c.decoder;
+  require(d.max_beams <= d.num_slots, "decoder.max_beams",
+          "must be <= decoder.num_slots (" + std::to_string(d.num_slots) +
+              "): a beam search holds max_beams slots, got " + std::to_string(d.max_beams));
+  // Several hubs share a replica's capacity: each gets a share, and must get enough.
+  const size_t decoder_hubs = std::max<size_t>(1, d.hub_endpoints.size());
+  require(static_cast<size_t>(d.max_beams) <= static_cast<size_t>(d.num_slots) / decoder_hubs,
+          "decoder.max_beams",
+          "must be <= decoder.num_slots / the number of decoder.hub_endpoints (" +
+              std::to_string(d.num_slots) + " / " + std::to_string(decoder_hubs) +
+              "): a beam search must fit one hub's share, got " + std::to_string(d.max_beams));
+  for (const auto& [name, worker] :
+       {std::pair<std::string, const WorkerConfig*>{"tokenizer", &c.tokenizer},
+        {"encoder", &c.encoder},
+        {"postprocessor", &c.postprocessor}}) {
+    require(static_cast<size_t>(worker->credits) >= worker->hub_endpoints.size(), name + ".credits",
+            "must be >= the number of " + name + ".hub_endpoints (" +
+                std::to_string(worker->hub_endpoints.size()) +
+                "): every hub gets at least one credit, got " + std::to_string(worker->credits));
+  }
+
+  check_distinct_endpoints(c, origins);
+  check_metrics_ports(c, origins);
+}
+
+void validate(const PipelineConfig& config) {
+  validate_with(config, Origins(""));
+}
+
+}  // namespace seqpipe::config
