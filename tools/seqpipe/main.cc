@@ -22,6 +22,7 @@
 #include "seqpipe/client.h"
 #include "seqpipe/common/cli.h"
 #include "seqpipe/common/config.h"
+#include "seqpipe/common/security.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/service_main.h"
 #include "seqpipe/common/status.h"
@@ -40,6 +41,7 @@ constexpr std::string_view kUsage = R"(usage: seqpipe up   [--config FILE] [--se
                     [--max-new-tokens N] [--min-new-tokens N] [--timeout-ms N] [--scores]
                     [--priority N] [--cancel-after-ms N] TEXT [TEXT ...]
        seqpipe status [--config FILE] [--set key=value ...]
+       seqpipe keygen [--dir DIR] NAME [NAME ...]
 
 up     starts the whole pipeline on this machine as child processes: the gateway and the batcher,
        and `replicas` copies of the tokenizer, encoder, decoder and postprocessor (config/pipeline.yaml,
@@ -60,6 +62,9 @@ status asks the two hubs (gateway, batcher) what they see: for each stage its li
        (announced, so warmed up), the work its replicas hold (in flight), the work waiting in the
        hub (queued) and the free credits; then "ready: yes" when every stage has a live replica.
        Exit status 1 when not ready or a hub does not answer within 1 s (reported as down).
+keygen writes a CurveZMQ key pair per NAME into DIR (default .): DIR/NAME, the public key (give it
+       to the hubs' allow lists, or to the clients of a hub), and DIR/NAME_secret, both keys, mode
+       0600 (czmq's certificate format; docs/DEPLOY.md). It never overwrites a file.
 
 exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or bad config
 )";
@@ -337,6 +342,32 @@ int status_command(int argc, char** argv) {
 
 }  // namespace
 
+int keygen(int argc, char** argv) {
+  std::string dir = ".";
+  std::vector<std::string> names;
+  bool help = false;
+  CLI::App app;
+  cli::set_up(app);
+  app.add_flag("-h,--help", help);
+  app.add_option("--dir", dir);
+  app.add_option("NAME", names);
+  const std::vector<std::string> unknown = cli::parse(app, argc, argv);
+  if (help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (!unknown.empty()) throw cli::UsageError("unknown option '" + unknown.front() + "'");
+  if (names.empty()) throw cli::UsageError("give the name of each key pair to write");
+  for (const std::string& name : names) {
+    if (name.empty() || name.find('/') != std::string::npos)
+      throw cli::UsageError("a key name is a file name, got '" + name + "'");
+    const std::string path = (fs::path(dir) / name).string();
+    seqpipe::security::write_key_files(path, seqpipe::security::generate_key_pair());
+    std::printf("%s (public), %s_secret (secret, mode 0600)\n", path.c_str(), path.c_str());
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   try {
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
@@ -347,6 +378,7 @@ int main(int argc, char** argv) {
     if (command == "up") return up(argc - 1, argv + 1);
     if (command == "send") return send(argc - 1, argv + 1);
     if (command == "status") return status_command(argc - 1, argv + 1);
+    if (command == "keygen") return keygen(argc - 1, argv + 1);
     throw cli::UsageError("unknown command '" + command + "'");
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "seqpipe: %s (see seqpipe --help)\n", e.what());
