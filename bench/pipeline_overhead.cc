@@ -115,6 +115,7 @@ std::vector<double> through_pipeline(bool tcp, const std::string& seqpipe, const
                                 "gateway.client_endpoint=" + client,
                                 "gateway.metrics_port=0",
                                 "batcher.metrics_port=0",
+                                "gateway.http_endpoint=127.0.0.1:0",
                                 "tokenizer.replicas=1",
                                 "encoder.replicas=1",
                                 "decoder.replicas=1",

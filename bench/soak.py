@@ -95,6 +95,7 @@ def main():
     up_cmd = [os.path.join(args.build, "tools", "seqpipe"), "up"]
     for s in [f"model.dir={model}", f"runtime_dir={run_dir}",
               "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock", "gateway.cache_bytes=0",
+              "gateway.http_endpoint=127.0.0.1:0",
               *[f"{stage}.metrics_port=0" for stage in
                 ("gateway", "batcher", "tokenizer", "encoder", "decoder", "postprocessor")],
               *args.set]:

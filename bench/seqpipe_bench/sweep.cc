@@ -85,10 +85,15 @@ class PrivatePipeline {
     std::vector<std::string> args{seqpipe, "up"};
     args.insert(args.end(), up_args.begin(), up_args.end());
     const std::vector<std::string> private_settings{
-        "runtime_dir=" + dir_,      "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
-        "gateway.metrics_port=0",   "batcher.metrics_port=0",
-        "tokenizer.metrics_port=0", "encoder.metrics_port=0",
-        "decoder.metrics_port=0",   "postprocessor.metrics_port=0"};
+        "runtime_dir=" + dir_,
+        "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
+        "gateway.metrics_port=0",
+        "batcher.metrics_port=0",
+        "tokenizer.metrics_port=0",
+        "encoder.metrics_port=0",
+        "decoder.metrics_port=0",
+        "postprocessor.metrics_port=0",
+        "gateway.http_endpoint=127.0.0.1:0"};
     for (const std::string& s : private_settings) args.insert(args.end(), {"--set", s});
     log_ = dir_ + "/up.log";
     // Unflushed stdio buffers would be copied into the child and written out twice.

@@ -162,6 +162,24 @@ void check_text(const std::string& where, const Key& key, const std::string& val
       }
       break;
     }
+    case TextKind::kHttpAddress: {  // empty (off) or IPV4:PORT
+      if (value.empty()) break;
+      const size_t colon = value.rfind(':');
+      in_addr parsed{};
+      int port = -1;
+      const std::string port_text = colon == std::string::npos ? "" : value.substr(colon + 1);
+      const auto [end, ec] =
+          std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+      if (colon == std::string::npos ||
+          ::inet_pton(AF_INET, value.substr(0, colon).c_str(), &parsed) != 1 || ec != std::errc() ||
+          end != port_text.data() + port_text.size() || port < 0 || port > 65535) {
+        fail(where, key.path() +
+                        " must be empty (no HTTP) or IPV4:PORT such as 127.0.0.1:8000 (port 0: any "
+                        "free port), got '" +
+                        value + "'");
+      }
+      break;
+    }
   }
 }
 

@@ -27,7 +27,7 @@ struct IntRule {
   int64_t max;
 };
 
-enum class TextKind { kPath, kPathList, kRuntimeDir, kEndpoint, kIpv4 };
+enum class TextKind { kPath, kPathList, kRuntimeDir, kEndpoint, kIpv4, kHttpAddress };
 struct TextRule {
   TextKind kind;
   std::string_view default_socket = {};  // kEndpoint: empty means ipc://{runtime_dir}/<this>
@@ -82,6 +82,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"gateway", "metrics_port"}, g.metrics_port, kPortRule);
   visit(Key{"gateway", "cache_bytes"}, g.cache_bytes, IntRule{0, int64_t{1} << 36});
   visit(Key{"gateway", "batcher_endpoints"}, g.batcher_endpoints, EndpointListRule{});
+  visit(Key{"gateway", "http_endpoint"}, g.http_endpoint, TextRule{TextKind::kHttpAddress});
 
   worker_fields("tokenizer", c.tokenizer, visit);
 

@@ -251,6 +251,7 @@ HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoi
 }
 
 HttpFrontDoor::~HttpFrontDoor() {
+  stopping_ = true;
   server_->stop();
   thread_.join();
 }
@@ -288,11 +289,11 @@ std::string HttpFrontDoor::exchange(const HttpRequest& request) {
                     std::chrono::seconds(2);
   const auto until = std::chrono::steady_clock::now() + wait;
   if (socket->send({std::string_view(), std::string_view(request.msgpack)})) {
-    while (true) {
+    while (!stopping_) {
       const auto left =
           std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
-      auto frames = socket->recv(left);
+      auto frames = socket->recv(std::min(left, std::chrono::milliseconds(100)));
       if (!frames || frames->empty()) continue;
       const std::string& body = frames->back();
       auto reply = protocol::decode_reply(

@@ -5,6 +5,7 @@
 // gateway's own client ROUTER: admission, deadlines, the response cache, cancellation and
 // metrics are the msgpack path's exactly, and the gateway's loop stays single-threaded. The
 // JSON translations are pure functions, tested without sockets.
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -98,6 +99,7 @@ class HttpFrontDoor {
   std::mutex mutex_;                                      // guards idle_ and next_id_
   std::vector<std::unique_ptr<transport::Socket>> idle_;  // DEALERs between requests
   uint64_t next_id_ = 1;
+  std::atomic<bool> stopping_{false};  // replies still awaited are given up
   std::thread thread_;
 };
 

@@ -3,8 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <memory>
 
 #include "gateway/gateway.h"
+#include "gateway/http_front_door.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/metrics.h"
 #include "seqpipe/common/service.h"
@@ -28,6 +31,9 @@ int serve(const config::PipelineConfig& c) {
   transport::SocketOptions client_options;
   client_options.max_message_bytes = static_cast<int64_t>(c.gateway.max_message_bytes) * 4;
   transport::Socket clients(context, zmq::socket_type::router, client_options);
+  // The HTTP front door's requests come in on the same socket, over inproc.
+  constexpr const char* kHttpInproc = "inproc://seqpipe-gateway-http";
+  clients.bind(kHttpInproc);
   transport::Socket tokenizers(context, zmq::socket_type::router);
   transport::Socket results(context, zmq::socket_type::pull);
   const std::string client_endpoint = clients.bind(c.gateway.client_endpoint);
@@ -35,6 +41,23 @@ int serve(const config::PipelineConfig& c) {
   const std::string results_endpoint = results.bind(c.gateway.results_endpoint);
   spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}",
                client_endpoint, c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
+  std::unique_ptr<HttpFrontDoor> http;
+  if (!c.gateway.http_endpoint.empty()) {
+    const size_t colon = c.gateway.http_endpoint.rfind(':');
+    HttpOptions options;
+    options.host = c.gateway.http_endpoint.substr(0, colon);
+    options.port = std::stoi(c.gateway.http_endpoint.substr(colon + 1));  // checked by config
+    options.model_name = std::filesystem::path(c.model.dir).lexically_normal().filename();
+    if (options.model_name.empty())
+      options.model_name = std::filesystem::path(c.model.dir).parent_path().filename();
+    options.max_body_bytes = static_cast<size_t>(client_options.max_message_bytes);
+    options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
+    http = std::make_unique<HttpFrontDoor>(context, kHttpInproc, options, [&context, &c] {
+      return status::ask_pipeline(context, c, std::chrono::milliseconds(500)).ready();
+    });
+    spdlog::info("gateway: HTTP on {}:{} (model '{}')", options.host, http->port(),
+                 options.model_name);
+  }
 
   // Cancels (and heartbeats, with several batchers) go to the batchers' ingress (where the
   // tokenizers send sequences), over PUSH.

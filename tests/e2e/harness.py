@@ -65,7 +65,8 @@ class Pipeline:
         self.endpoint = f"ipc://{self.run_dir}/gateway.sock"
         up = [SEQPIPE, "up"]
         for s in [f"model.dir={self.model}", f"runtime_dir={self.run_dir}",
-                  "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock", *settings]:
+                  "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
+                  "gateway.http_endpoint=127.0.0.1:0", *settings]:
             up += ["--set", s]
         self.log = open(os.path.join(self.tmp, "up.log"), "w")
         self.proc = subprocess.Popen(up, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.tmp,

@@ -312,32 +312,23 @@ int status_command(int argc, char** argv) {
   const config::PipelineConfig c =
       config::load_pipeline_config(args.config_path, args.overrides).config;
   zmq::context_t context(1);
-  std::vector<std::string> missing;  // stages without a live replica
+  const auto status = seqpipe::status::ask_pipeline(context, c, std::chrono::milliseconds(1000));
   std::printf("%-14s %8s %10s %8s %13s\n", "stage", "replicas", "in_flight", "queued",
               "free_credits");
-  for (const auto& [hub, endpoint] : {std::pair{"gateway", c.gateway.tokenizer_endpoint},
-                                      std::pair{"batcher", c.batcher.encoder_endpoint}}) {
-    seqpipe::transport::Socket probe(context, zmq::socket_type::dealer);
-    probe.connect(endpoint);
-    probe.send({seqpipe::status::kProbe});
-    const auto reply = probe.recv(std::chrono::milliseconds(1000));
-    const auto stages =
-        reply && reply->size() == 1 ? seqpipe::status::decode(reply->front()) : std::nullopt;
-    if (!stages) {
-      std::printf("%-14s %s (no answer on %s)\n", hub, "down", endpoint.c_str());
-      missing.push_back(std::string(hub) + " (down)");
+  for (const auto& hub : status.hubs) {
+    if (!hub.stages) {
+      std::printf("%-14s %s (no answer on %s)\n", hub.hub.c_str(), "down", hub.endpoint.c_str());
       continue;
     }
-    for (const auto& st : *stages) {
+    for (const auto& st : *hub.stages) {
       std::printf("%-14s %8d %10d %8d %13d\n", st.stage.c_str(), st.replicas, st.in_flight,
                   st.queued, st.free_credits);
-      if (st.replicas == 0) missing.push_back(st.stage);
     }
   }
   std::string why;
-  for (const auto& m : missing) why += (why.empty() ? "" : ", ") + m;
-  std::printf("ready: %s\n", missing.empty() ? "yes" : ("no: no live " + why).c_str());
-  return missing.empty() ? 0 : 1;
+  for (const auto& m : status.missing) why += (why.empty() ? "" : ", ") + m;
+  std::printf("ready: %s\n", status.ready() ? "yes" : ("no: no live " + why).c_str());
+  return status.ready() ? 0 : 1;
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ class TwoGatewaysTest(unittest.TestCase):
                   "gateway.client_endpoint=ipc://{runtime_dir}/gateway-2.sock",
                   "gateway.tokenizer_endpoint=ipc://{runtime_dir}/tokenizer-2.sock",
                   "gateway.results_endpoint=ipc://{runtime_dir}/results-2.sock",
-                  "gateway.metrics_port=0", "liveness.heartbeat_interval_ms=100"]:
+                  "gateway.metrics_port=0", "gateway.http_endpoint=", "liveness.heartbeat_interval_ms=100"]:
             args += ["--set", s]
         if cls.gateway2 is not None:
             cls.gateway2_log.close()

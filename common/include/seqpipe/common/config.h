@@ -99,6 +99,9 @@ struct GatewayConfig {
   // and batchers exchange heartbeats (over the ingress and the results sockets), and the work of
   // a batcher that falls silent is submitted once to another (else answered `unavailable`).
   std::vector<std::string> batcher_endpoints;
+  // HTTP/JSON and KServe v2 on this IPV4:PORT (port 0: any free port, logged); empty: no HTTP.
+  // Default: loopback only. docs/PROTOCOL.md, "HTTP".
+  std::string http_endpoint = "127.0.0.1:8000";
 
   bool operator==(const GatewayConfig&) const = default;
 };

@@ -4,10 +4,14 @@
 // the hub answers with one StageStatus per stage it knows (the gateway: itself and the
 // tokenizers; the batcher: itself, encoders, decoders, postprocessors). The probe is not a stage
 // message, so a hub tells it apart before decoding, and a worker never sends it.
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+#include <zmq.hpp>
+
+#include "seqpipe/common/config.h"
 
 namespace seqpipe::status {
 
@@ -26,5 +30,22 @@ struct StageStatus {
 std::string encode(const std::vector<StageStatus>& stages);
 // nullopt for bytes that are not a status reply.
 std::optional<std::vector<StageStatus>> decode(std::string_view bytes);
+
+// What the two hubs of a pipeline answer, asked as `seqpipe status` and the gateway's HTTP
+// readiness check ask: a fresh DEALER to the gateway's tokenizer endpoint and to the batcher's
+// encoder endpoint, the probe, and up to `wait` for each answer.
+struct HubAnswer {
+  std::string hub;                                 // "gateway" or "batcher"
+  std::string endpoint;                            // where it was asked
+  std::optional<std::vector<StageStatus>> stages;  // nullopt: no answer in time (down)
+};
+struct PipelineStatus {
+  std::vector<HubAnswer> hubs;
+  // Hubs that did not answer ("batcher (down)") and stages without a live replica.
+  std::vector<std::string> missing;
+  bool ready() const { return missing.empty(); }
+};
+PipelineStatus ask_pipeline(zmq::context_t& context, const config::PipelineConfig& config,
+                            std::chrono::milliseconds wait);
 
 }  // namespace seqpipe::status
