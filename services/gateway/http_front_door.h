@@ -4,7 +4,7 @@
 // Each HTTP request enters the gateway as a protocol request, over an inproc DEALER into the
 // gateway's own client ROUTER: admission, deadlines, the response cache, cancellation and
 // metrics are the msgpack path's exactly, and the gateway's loop stays single-threaded. The
-// JSON translations are pure functions, tested without sockets.
+// JSON translations are in http_json.h.
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -18,7 +18,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "seqpipe/common/protocol.h"
+#include "gateway/http_json.h"
 #include "seqpipe/common/transport.h"
 
 namespace httplib {
@@ -26,39 +26,6 @@ class Server;
 }
 
 namespace seqpipe::gateway {
-
-// The HTTP status of an error reply's code; the one place codes map to HTTP.
-int http_status(protocol::ErrorCode code);
-
-// A request translated for the gateway: msgpack bytes carrying `internal_id` as the id (so a
-// reply is matched to its HTTP request), and what the reply needs back.
-struct HttpRequest {
-  std::string msgpack;
-  std::string client_id;               // the JSON's "id" ("" when absent), echoed in the reply
-  std::optional<uint32_t> timeout_ms;  // the request's own, for how long to wait
-};
-// An HTTP answer: status and JSON body.
-struct HttpAnswer {
-  int status = 200;
-  std::string body;
-};
-
-// /v1/generate: a JSON object with the msgpack request's fields ("v" may be left out); a body
-// that is not a JSON object is an invalid_argument answer. Field checks are the gateway's.
-std::variant<HttpRequest, HttpAnswer> generate_request(std::string_view body,
-                                                       const std::string& internal_id);
-// The gateway's msgpack reply as /v1/generate's JSON reply, with the client's id.
-HttpAnswer generate_reply(std::string_view msgpack_reply, const std::string& client_id);
-
-// KServe v2 infer: one BYTES input tensor of texts (shape [N] or [N, 1]); "parameters" carries
-// the generation params by their protocol names, and timeout_ms.
-std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body,
-                                                           const std::string& internal_id);
-// The reply as a KServe v2 infer response (a BYTES "text" output, FP32 "scores" when asked), or
-// {"error": "..."} with the code's HTTP status.
-HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string& client_id,
-                              const std::string& model_name);
-std::string kserve_model_metadata(const std::string& model_name);
 
 struct HttpOptions {
   std::string host = "127.0.0.1";

@@ -16,14 +16,20 @@ build() {  # target sources...
   fi
 }
 build request_fuzz "$src/tests/fuzz/request_fuzz.cc" "$src/common/src/protocol.cc"
+build http_json_fuzz "$src/tests/fuzz/http_json_fuzz.cc" "$src/services/gateway/http_json.cc" \
+  "$src/common/src/protocol.cc" -I"$src/services"
 build stage_message_fuzz "$src/tests/fuzz/stage_message_fuzz.cc" "$src/common/src/stage_messages.cc" \
   "$src/common/src/protocol.cc" "$src/common/src/status.cc"
 
 # Seeds: valid messages written with python3-msgpack (a fuzzer starting from nothing spends its
 # time discovering the msgpack map header).
-corpus_req=$out/corpus-request corpus_stage=$out/corpus-stage
-rm -rf "$corpus_req" "$corpus_stage"
-mkdir -p "$corpus_req" "$corpus_stage"
+corpus_req=$out/corpus-request corpus_stage=$out/corpus-stage corpus_http=$out/corpus-http
+rm -rf "$corpus_req" "$corpus_stage" "$corpus_http"
+mkdir -p "$corpus_req" "$corpus_stage" "$corpus_http"
+printf '%s' '{"id": "a", "text": "teh speling", "params": {"max_new_tokens": 8}, "timeout_ms": 500}' \
+  >"$corpus_http/seed0"
+printf '%s' '{"id": "k", "inputs": [{"name": "text", "shape": [2, 1], "datatype": "BYTES",
+  "data": [["a"], ["b"]]}], "parameters": {"num_beams": 2, "timeout_ms": 100}}' >"$corpus_http/seed1"
 /usr/bin/python3 - "$corpus_req" "$corpus_stage" <<'PY'
 import msgpack, sys
 req, st = sys.argv[1], sys.argv[2]
@@ -40,7 +46,7 @@ item = {"r": 7, "i": 0, "g": "ipc:///x", "dl": 1, "p": {"mnt": 8, "nb": 1, "lp":
 for i, kind in enumerate(["ready", "sequence", "result"]):
     open(f"{st}/seed{i}", "wb").write(msgpack.packb({"v": 1, "kind": kind, "credits": 1, "items": [item]}, use_single_float=True))
 PY
-for target in request_fuzz:"$corpus_req" stage_message_fuzz:"$corpus_stage"; do
+for target in request_fuzz:"$corpus_req" stage_message_fuzz:"$corpus_stage" http_json_fuzz:"$corpus_http"; do
   name=${target%%:*} corpus=${target#*:}
   # Inputs that once failed (tests/fuzz/regressions/<target>-*) must pass first.
   for input in "$src"/tests/fuzz/regressions/"$name"-*; do

@@ -1,0 +1,219 @@
+#include "gateway/http_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace seqpipe::gateway {
+
+using nlohmann::json;
+
+namespace {
+
+std::string_view as_view(const std::vector<uint8_t>& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+HttpAnswer error_answer(protocol::ErrorCode code, std::string message, const std::string& id) {
+  return generate_reply(
+      protocol::encode_reply(protocol::error_reply(id, {code, std::move(message)})), id);
+}
+
+HttpAnswer kserve_error(int status, const std::string& message) {
+  return {status, json{{"error", message}}.dump()};
+}
+
+// Deeper JSON than any valid request has: refused before parsing, since converting and printing
+// a document recurse once per level.
+constexpr int kMaxJsonDepth = 16;
+
+bool shallow(std::string_view body) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+// The JSON object in `body`, or nullopt (also when it is nested deeper than any request).
+std::optional<json> parse_object(std::string_view body) {
+  if (!shallow(body)) return std::nullopt;
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  return j;
+}
+
+// The reply's HTTP status: 200, or its error code's.
+int status_of(const json& reply) {
+  if (reply.value("status", "") != "error") return 200;
+  const json& error = reply.value("error", json::object());
+  const auto code = protocol::parse_error_code(error.value("code", "internal"));
+  return http_status(code.value_or(protocol::ErrorCode::kInternal));
+}
+
+// The id field as the client sent it, or an error when it is not a string.
+std::optional<std::string> client_id_of(const json& j) {
+  if (!j.contains("id")) return std::string();
+  if (!j["id"].is_string()) return std::nullopt;
+  return j["id"].get<std::string>();
+}
+
+std::optional<uint32_t> timeout_of(const json& j) {
+  if (j.contains("timeout_ms") && j["timeout_ms"].is_number_unsigned())
+    return static_cast<uint32_t>(std::min<uint64_t>(j["timeout_ms"].get<uint64_t>(), UINT32_MAX));
+  return std::nullopt;
+}
+
+HttpRequest to_gateway(json request, const std::string& internal_id, std::string client_id) {
+  HttpRequest out;
+  out.timeout_ms = timeout_of(request);
+  out.client_id = std::move(client_id);
+  request["id"] = internal_id;
+  out.msgpack = std::string(as_view(json::to_msgpack(request)));
+  return out;
+}
+
+}  // namespace
+
+int http_status(protocol::ErrorCode code) {
+  switch (code) {
+    case protocol::ErrorCode::kInvalidArgument:
+      return 400;
+    case protocol::ErrorCode::kTooLong:
+      return 413;
+    case protocol::ErrorCode::kOverloaded:
+      return 429;
+    case protocol::ErrorCode::kCancelled:
+      return 499;  // the client closed the request (nginx's code): no standard one fits
+    case protocol::ErrorCode::kInternal:
+      return 500;
+    case protocol::ErrorCode::kUnavailable:
+      return 503;
+    case protocol::ErrorCode::kDeadlineExceeded:
+      return 504;
+  }
+  return 500;
+}
+
+std::variant<HttpRequest, HttpAnswer> generate_request(std::string_view body,
+                                                       const std::string& internal_id) {
+  auto request = parse_object(body);
+  if (!request)
+    return error_answer(protocol::ErrorCode::kInvalidArgument,
+                        "the body must be a JSON object (the msgpack request's fields)", "");
+  const auto client_id = client_id_of(*request);
+  if (!client_id)
+    return error_answer(protocol::ErrorCode::kInvalidArgument, "id must be a string", "");
+  if (!request->contains("v")) (*request)["v"] = protocol::kVersion;
+  return to_gateway(std::move(*request), internal_id, *client_id);
+}
+
+HttpAnswer generate_reply(std::string_view msgpack_reply, const std::string& client_id) {
+  json reply = json::from_msgpack(msgpack_reply, /*strict=*/true, /*allow_exceptions=*/false);
+  if (reply.is_discarded() || !reply.is_object())
+    return {500, json{{"v", protocol::kVersion},
+                      {"id", client_id},
+                      {"status", "error"},
+                      {"error", {{"code", "internal"}, {"message", "undecodable reply"}}}}
+                     .dump()};
+  reply["id"] = client_id;
+  return {status_of(reply), reply.dump()};
+}
+
+std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body,
+                                                           const std::string& internal_id) {
+  const auto infer = parse_object(body);
+  if (!infer) return kserve_error(400, "the body must be a JSON object (an inference request)");
+  const auto client_id = client_id_of(*infer);
+  if (!client_id) return kserve_error(400, "id must be a string");
+  const json& inputs = infer->value("inputs", json());
+  if (!inputs.is_array() || inputs.size() != 1 || !inputs[0].is_object())
+    return kserve_error(400, "inputs must hold exactly one tensor: the texts, datatype BYTES");
+  const json& input = inputs[0];
+  if (input.value("datatype", "") != "BYTES")
+    return kserve_error(400, "inputs[0].datatype must be \"BYTES\" (the texts)");
+  json texts = input.value("data", json());
+  if (texts.is_array() && !texts.empty() && texts[0].is_array()) {  // [[a], [b]]: shape [N, 1]
+    json flat = json::array();
+    for (const json& row : texts) {
+      if (!row.is_array()) return kserve_error(400, "inputs[0].data must be texts");
+      for (const json& t : row) flat.push_back(t);
+    }
+    texts = std::move(flat);
+  }
+  if (!texts.is_array() || texts.empty())
+    return kserve_error(400, "inputs[0].data must be a non-empty array of texts");
+  for (const json& t : texts) {
+    if (!t.is_string()) return kserve_error(400, "inputs[0].data must hold strings");
+  }
+  const json& shape = input.value("shape", json());
+  uint64_t elements = 1;
+  if (!shape.is_array() || shape.empty())
+    return kserve_error(400, "inputs[0].shape must be [N] or [N, 1]");
+  for (const json& d : shape) {
+    if (!d.is_number_unsigned()) return kserve_error(400, "inputs[0].shape must be [N] or [N, 1]");
+    elements *= d.get<uint64_t>();
+  }
+  if (elements != texts.size())
+    return kserve_error(400, "inputs[0].shape holds " + std::to_string(elements) +
+                                 " elements but data " + std::to_string(texts.size()));
+  json request = {{"v", protocol::kVersion}, {"texts", std::move(texts)}};
+  json params = infer->value("parameters", json::object());
+  if (!params.is_object()) return kserve_error(400, "parameters must be an object");
+  if (params.contains("timeout_ms")) {
+    request["timeout_ms"] = params["timeout_ms"];
+    params.erase("timeout_ms");
+  }
+  if (!params.empty()) request["params"] = std::move(params);
+  return to_gateway(std::move(request), internal_id, *client_id);
+}
+
+HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string& client_id,
+                              const std::string& model_name) {
+  const json reply = json::from_msgpack(msgpack_reply, true, false);
+  if (reply.is_discarded() || !reply.is_object()) return kserve_error(500, "undecodable reply");
+  if (reply.value("status", "") == "error") {
+    const json& error = reply.value("error", json::object());
+    return kserve_error(status_of(reply),
+                        error.value("code", "internal") + ": " + error.value("message", ""));
+  }
+  const json texts = reply.contains("texts") ? reply["texts"] : json::array({reply["text"]});
+  json outputs = json::array(
+      {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {texts.size()}}, {"data", texts}}});
+  if (reply.contains("scores")) {
+    outputs.push_back({{"name", "scores"},
+                       {"datatype", "FP32"},
+                       {"shape", {reply["scores"].size()}},
+                       {"data", reply["scores"]}});
+  }
+  json response = {{"model_name", model_name}, {"outputs", std::move(outputs)}};
+  if (!client_id.empty()) response["id"] = client_id;
+  if (reply.contains("timings_us")) response["parameters"] = {{"timings_us", reply["timings_us"]}};
+  return {200, response.dump()};
+}
+
+std::string kserve_model_metadata(const std::string& model_name) {
+  return json{{"name", model_name},
+              {"versions", {"1"}},
+              {"platform", "seqpipe_t5"},
+              {"inputs", {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {-1}}}}},
+              {"outputs",
+               {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {-1}}},
+                {{"name", "scores"}, {"datatype", "FP32"}, {"shape", {-1}}}}}}
+      .dump();
+}
+
+}  // namespace seqpipe::gateway

@@ -1,0 +1,29 @@
+// libFuzzer target: the gateway's HTTP bodies. Any bytes as a /v1/generate or KServe v2 infer
+// body must become a request the protocol decoder takes (or refuses) or an error answer, and any
+// bytes as a gateway reply must become an HTTP answer, without crashing.
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <string_view>
+#include <variant>
+
+#include "gateway/http_json.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace seqpipe;
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  for (auto translated : {gateway::generate_request(bytes, "http-1"),
+                          gateway::kserve_infer_request(bytes, "http-2")}) {
+    if (auto* request = std::get_if<gateway::HttpRequest>(&translated)) {
+      const std::string& m = request->msgpack;
+      (void)protocol::decode_request(
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(m.data()), m.size()),
+          protocol::Limits{});
+    } else if (std::get<gateway::HttpAnswer>(translated).status < 400) {
+      std::abort();  // an answer without a request is an error answer
+    }
+  }
+  (void)gateway::generate_reply(bytes, "id");
+  (void)gateway::kserve_infer_reply(bytes, "id", "model");
+  return 0;
+}
