@@ -2,13 +2,16 @@
 // in-process and by the full pipeline (`seqpipe up`, one replica per stage, real processes and
 // sockets), on ipc:// and on tcp://127.0.0.1; overhead = pipeline - engine at p50 and p99. For
 // scale, a bare ZeroMQ relay chain with the same number of hops as a request's path (10) is
-// measured in the same run, and the overhead is reported as a ratio to it.
+// measured in the same run, and the overhead is reported as a ratio to it. On tcp:// the same
+// requests also go as HTTP/JSON (POST /v1/generate on a kept-alive connection), alternating with
+// the msgpack ones, and the HTTP cost is the difference of the two.
 //
 //   pipeline_overhead [--model DIR] [--requests N] [--max-new-tokens N] [--text T] [--set key=value
 //   ...]
 // Without --model, a tiny random checkpoint is written with seqpipe-mkmodel. --set passes config
 // overrides to the pipeline (e.g. batcher.max_queue_delay_us=0: no wait for batch company).
 #include <arpa/inet.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -19,6 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,19 +107,24 @@ std::vector<double> relay_chain(bool tcp, const std::string& dir, int messages) 
   return ms;
 }
 
-std::vector<double> through_pipeline(bool tcp, const std::string& seqpipe, const std::string& model,
-                                     const std::string& dir,
-                                     const std::vector<std::string>& extra_sets,
-                                     const seqpipe::protocol::Request& request, int n,
-                                     std::string& text) {
+struct PipelineSamples {
+  std::vector<double> msgpack_ms;
+  std::vector<double> http_ms;  // tcp:// only
+};
+
+PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std::string& model,
+                                 const std::string& dir, const std::vector<std::string>& extra_sets,
+                                 const seqpipe::protocol::Request& request, int n,
+                                 std::string& text) {
   const std::string client = endpoint(tcp, dir, "gateway");
+  const int http_port = free_port();
   std::vector<std::string> args{seqpipe, "up"};
   std::vector<std::string> sets{"model.dir=" + model,
                                 "runtime_dir=" + dir,
                                 "gateway.client_endpoint=" + client,
                                 "gateway.metrics_port=0",
                                 "batcher.metrics_port=0",
-                                "gateway.http_endpoint=127.0.0.1:0",
+                                "gateway.http_endpoint=127.0.0.1:" + std::to_string(http_port),
                                 "tokenizer.replicas=1",
                                 "encoder.replicas=1",
                                 "decoder.replicas=1",
@@ -141,15 +150,22 @@ std::vector<double> through_pipeline(bool tcp, const std::string& seqpipe, const
     ::execv(argv[0], argv.data());
     std::_Exit(127);
   }
-  std::vector<double> ms;
+  PipelineSamples samples;
   {
     seqpipe::client::Client c(client);
     for (int tries = 0; tries < 100; ++tries) {  // until a request goes all the way through
       auto r = c.call(request, std::chrono::milliseconds(500));
       if (auto* reply = std::get_if<seqpipe::protocol::Reply>(&r); reply && reply->ok) break;
     }
+    httplib::Client http("127.0.0.1", http_port);
+    http.set_keep_alive(true);
+    http.set_tcp_nodelay(true);
+    const std::string body =
+        nlohmann::json{{"text", request.texts[0]},
+                       {"params", {{"max_new_tokens", request.params.max_new_tokens}}}}
+            .dump();
     for (int i = 0; i < n + 20; ++i) {
-      const auto start = Clock::now();
+      auto start = Clock::now();
       auto r = c.call(request, std::chrono::milliseconds(10000));
       const double elapsed =
           std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -159,11 +175,22 @@ std::vector<double> through_pipeline(bool tcp, const std::string& seqpipe, const
         break;
       }
       text = reply->texts[0];
-      if (i >= 20) ms.push_back(elapsed);
+      if (i >= 20) samples.msgpack_ms.push_back(elapsed);
+      if (!tcp) continue;
+      start = Clock::now();
+      const auto res = http.Post("/v1/generate", body, "application/json");
+      const double http_elapsed =
+          std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      if (!res || res->status != 200 || nlohmann::json::parse(res->body)["text"] != text) {
+        std::fprintf(stderr, "pipeline_overhead: an HTTP request failed or differed; see %s\n",
+                     log.c_str());
+        break;
+      }
+      if (i >= 20) samples.http_ms.push_back(http_elapsed);
     }
   }
   stop(up);
-  return ms;
+  return samples;
 }
 
 void row(const char* what, const std::vector<double>& ms) {
@@ -257,8 +284,9 @@ int main(int argc, char** argv) {
       model.c_str(), text.c_str(), max_new_tokens, requests, std::thread::hardware_concurrency());
   for (const auto& s : sets) std::printf("  pipeline --set %s\n", s.c_str());
   row("engine in-process", engine_ms);
-  row("pipeline, ipc://", ipc);
-  row("pipeline, tcp://127.0.0.1", tcp);
+  row("pipeline, ipc://", ipc.msgpack_ms);
+  row("pipeline, tcp://127.0.0.1", tcp.msgpack_ms);
+  row("pipeline, HTTP/JSON on 127.0.0.1", tcp.http_ms);
   row("bare relay chain (10 hops), ipc://", relay_ipc);
   row("bare relay chain (10 hops), tcp://", relay_tcp);
   if (ipc_text != engine_text || tcp_text != engine_text) {
@@ -266,13 +294,18 @@ int main(int argc, char** argv) {
                 ipc_text.c_str(), tcp_text.c_str());
     return 1;
   }
-  for (const auto& [name, samples, relay] :
-       {std::tuple{"ipc://", &ipc, &relay_ipc}, std::tuple{"tcp://", &tcp, &relay_tcp}}) {
+  for (const auto& [name, samples, relay] : {std::tuple{"ipc://", &ipc.msgpack_ms, &relay_ipc},
+                                             std::tuple{"tcp://", &tcp.msgpack_ms, &relay_tcp}}) {
     if (samples->empty() || relay->empty()) continue;
     const double o50 = percentile(*samples, 0.5) - percentile(engine_ms, 0.5);
     const double o99 = percentile(*samples, 0.99) - percentile(engine_ms, 0.99);
     std::printf("overhead %-7s p50 %.3f ms (%.2fx the relay chain), p99 %.3f ms (%.2fx)\n", name,
                 o50, o50 / percentile(*relay, 0.5), o99, o99 / percentile(*relay, 0.99));
+  }
+  if (!tcp.http_ms.empty() && !tcp.msgpack_ms.empty()) {
+    std::printf("HTTP/JSON over msgpack on tcp://: p50 +%.3f ms, p99 +%.3f ms\n",
+                percentile(tcp.http_ms, 0.5) - percentile(tcp.msgpack_ms, 0.5),
+                percentile(tcp.http_ms, 0.99) - percentile(tcp.msgpack_ms, 0.99));
   }
   std::filesystem::remove_all(dir);
   return 0;

@@ -81,6 +81,7 @@ HttpRequest to_gateway(json request, const std::string& internal_id, std::string
   HttpRequest out;
   out.timeout_ms = timeout_of(request);
   out.client_id = std::move(client_id);
+  out.internal_id = internal_id;
   request["id"] = internal_id;
   out.msgpack = std::string(as_view(json::to_msgpack(request)));
   return out;

@@ -19,6 +19,7 @@ int http_status(protocol::ErrorCode code);
 // reply is matched to its HTTP request), and what the reply needs back.
 struct HttpRequest {
   std::string msgpack;
+  std::string internal_id;             // the id the gateway sees and answers with
   std::string client_id;               // the JSON's "id" ("" when absent), echoed in the reply
   std::optional<uint32_t> timeout_ms;  // the request's own, for how long to wait
 };
