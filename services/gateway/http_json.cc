@@ -109,8 +109,10 @@ int http_status(protocol::ErrorCode code) {
   return 500;
 }
 
-std::variant<HttpRequest, HttpAnswer> generate_request(std::string_view body,
-                                                       const std::string& internal_id) {
+namespace {
+
+std::variant<HttpRequest, HttpAnswer> generate_request_unguarded(std::string_view body,
+                                                                 const std::string& internal_id) {
   auto request = parse_object(body);
   if (!request)
     return error_answer(protocol::ErrorCode::kInvalidArgument,
@@ -122,7 +124,7 @@ std::variant<HttpRequest, HttpAnswer> generate_request(std::string_view body,
   return to_gateway(std::move(*request), internal_id, *client_id);
 }
 
-HttpAnswer generate_reply(std::string_view msgpack_reply, const std::string& client_id) {
+HttpAnswer generate_reply_unguarded(std::string_view msgpack_reply, const std::string& client_id) {
   json reply = json::from_msgpack(msgpack_reply, /*strict=*/true, /*allow_exceptions=*/false);
   if (reply.is_discarded() || !reply.is_object())
     return {500, json{{"v", protocol::kVersion},
@@ -134,8 +136,8 @@ HttpAnswer generate_reply(std::string_view msgpack_reply, const std::string& cli
   return {status_of(reply), reply.dump()};
 }
 
-std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body,
-                                                           const std::string& internal_id) {
+std::variant<HttpRequest, HttpAnswer> kserve_infer_request_unguarded(
+    std::string_view body, const std::string& internal_id) {
   const auto infer = parse_object(body);
   if (!infer) return kserve_error(400, "the body must be a JSON object (an inference request)");
   const auto client_id = client_id_of(*infer);
@@ -182,8 +184,9 @@ std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body
   return to_gateway(std::move(request), internal_id, *client_id);
 }
 
-HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string& client_id,
-                              const std::string& model_name) {
+HttpAnswer kserve_infer_reply_unguarded(std::string_view msgpack_reply,
+                                        const std::string& client_id,
+                                        const std::string& model_name) {
   const json reply = json::from_msgpack(msgpack_reply, true, false);
   if (reply.is_discarded() || !reply.is_object()) return kserve_error(500, "undecodable reply");
   if (reply.value("status", "") == "error") {
@@ -191,6 +194,9 @@ HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string&
     return kserve_error(status_of(reply),
                         error.value("code", "internal") + ": " + error.value("message", ""));
   }
+  if (!(reply.contains("texts") && reply["texts"].is_array()) &&
+      !(reply.contains("text") && reply["text"].is_string()))
+    return kserve_error(500, "undecodable reply");
   const json texts = reply.contains("texts") ? reply["texts"] : json::array({reply["text"]});
   json outputs = json::array(
       {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {texts.size()}}, {"data", texts}}});
@@ -204,6 +210,47 @@ HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string&
   if (!client_id.empty()) response["id"] = client_id;
   if (reply.contains("timings_us")) response["parameters"] = {{"timings_us", reply["timings_us"]}};
   return {200, response.dump()};
+}
+
+}  // namespace
+
+// The JSON library throws on a value of an unexpected type (a number where a string was
+// expected, say); every translation answers that as a bad body or, for a reply, a bad reply.
+std::variant<HttpRequest, HttpAnswer> generate_request(std::string_view body,
+                                                       const std::string& internal_id) {
+  try {
+    return generate_request_unguarded(body, internal_id);
+  } catch (const json::exception& e) {
+    return error_answer(protocol::ErrorCode::kInvalidArgument,
+                        std::string("the body does not fit the request: ") + e.what(), "");
+  }
+}
+
+HttpAnswer generate_reply(std::string_view msgpack_reply, const std::string& client_id) {
+  try {
+    return generate_reply_unguarded(msgpack_reply, client_id);
+  } catch (const json::exception&) {
+    return error_answer(protocol::ErrorCode::kInternal, "undecodable reply", client_id);
+  }
+}
+
+std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body,
+                                                           const std::string& internal_id) {
+  try {
+    return kserve_infer_request_unguarded(body, internal_id);
+  } catch (const json::exception& e) {
+    return kserve_error(400,
+                        std::string("the body does not fit an inference request: ") + e.what());
+  }
+}
+
+HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string& client_id,
+                              const std::string& model_name) {
+  try {
+    return kserve_infer_reply_unguarded(msgpack_reply, client_id, model_name);
+  } catch (const json::exception&) {
+    return kserve_error(500, "undecodable reply");
+  }
 }
 
 std::string kserve_model_metadata(const std::string& model_name) {

@@ -7,7 +7,7 @@
 set -euo pipefail
 src=$1 out=$2/fuzz runs=${3:-200000}
 mkdir -p "$out"
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$src/common/include")
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$src/common/include" -I"$src/services")
 build() {  # target sources...
   local target=$1
   shift
@@ -17,7 +17,7 @@ build() {  # target sources...
 }
 build request_fuzz "$src/tests/fuzz/request_fuzz.cc" "$src/common/src/protocol.cc"
 build http_json_fuzz "$src/tests/fuzz/http_json_fuzz.cc" "$src/services/gateway/http_json.cc" \
-  "$src/common/src/protocol.cc" -I"$src/services"
+  "$src/common/src/protocol.cc"
 build stage_message_fuzz "$src/tests/fuzz/stage_message_fuzz.cc" "$src/common/src/stage_messages.cc" \
   "$src/common/src/protocol.cc" "$src/common/src/status.cc"
 
