@@ -227,7 +227,7 @@ void finish_load_options(LoadOptions& o, bool sweep_subcommand) {
 
 std::string resolve_endpoint(const LoadOptions& o) {
   if (!o.endpoint.empty()) return o.endpoint;
-  return config::load_pipeline_config(o.config_path, o.overrides).config.gateway.client_endpoint;
+  return config::client_endpoints(config::load_pipeline_config(o.config_path, o.overrides).config);
 }
 
 std::vector<std::string> load_inputs(const LoadOptions& o) {

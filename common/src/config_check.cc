@@ -6,6 +6,7 @@
 #include <charconv>
 #include <map>
 #include <system_error>
+#include <tuple>
 #include <type_traits>
 
 namespace seqpipe::config {
@@ -88,9 +89,9 @@ void check_metrics_ports(const PipelineConfig& c, const Origins& origins) {
     }
     ranges.push_back({key, port, static_cast<int>(last)});
   };
-  add("gateway", c.gateway.metrics_port, 1);
+  add("gateway", c.gateway.metrics_port, c.gateway.replicas);
   add("tokenizer", c.tokenizer.metrics_port, c.tokenizer.replicas);
-  add("batcher", c.batcher.metrics_port, 1);
+  add("batcher", c.batcher.metrics_port, c.batcher.replicas);
   add("encoder", c.encoder.metrics_port, c.encoder.replicas);
   add("decoder", c.decoder.metrics_port, c.decoder.replicas);
   add("postprocessor", c.postprocessor.metrics_port, c.postprocessor.replicas);
@@ -278,21 +279,47 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
   require(d.max_beams <= d.num_slots, "decoder.max_beams",
           "must be <= decoder.num_slots (" + std::to_string(d.num_slots) +
               "): a beam search holds max_beams slots, got " + std::to_string(d.max_beams));
-  // Several hubs share a replica's capacity: each gets a share, and must get enough.
-  const size_t decoder_hubs = std::max<size_t>(1, d.hub_endpoints.size());
+  // Several hubs share a replica's capacity: each gets a share, and must get enough. A worker
+  // serves its hub_endpoints, or else every replica of its hub.
+  auto hubs = [](const WorkerConfig& worker, int hub_replicas) {
+    return worker.hub_endpoints.empty() ? static_cast<size_t>(hub_replicas)
+                                        : worker.hub_endpoints.size();
+  };
+  const size_t decoder_hubs = hubs(d, c.batcher.replicas);
   require(static_cast<size_t>(d.max_beams) <= static_cast<size_t>(d.num_slots) / decoder_hubs,
           "decoder.max_beams",
           "must be <= decoder.num_slots / the number of decoder.hub_endpoints (" +
               std::to_string(d.num_slots) + " / " + std::to_string(decoder_hubs) +
               "): a beam search must fit one hub's share, got " + std::to_string(d.max_beams));
-  for (const auto& [name, worker] :
-       {std::pair<std::string, const WorkerConfig*>{"tokenizer", &c.tokenizer},
-        {"encoder", &c.encoder},
-        {"postprocessor", &c.postprocessor}}) {
-    require(static_cast<size_t>(worker->credits) >= worker->hub_endpoints.size(), name + ".credits",
-            "must be >= the number of " + name + ".hub_endpoints (" +
-                std::to_string(worker->hub_endpoints.size()) +
-                "): every hub gets at least one credit, got " + std::to_string(worker->credits));
+  for (const auto& [name, worker, hub_replicas] :
+       {std::tuple<std::string, const WorkerConfig*, int>{"tokenizer", &c.tokenizer,
+                                                          c.gateway.replicas},
+        {"encoder", &c.encoder, c.batcher.replicas},
+        {"postprocessor", &c.postprocessor, c.batcher.replicas}}) {
+    const std::string served = worker->hub_endpoints.empty()
+                                   ? "its hub's replicas (" + std::to_string(hub_replicas) + ")"
+                                   : "the number of " + name + ".hub_endpoints (" +
+                                         std::to_string(worker->hub_endpoints.size()) + ")";
+    require(static_cast<size_t>(worker->credits) >= hubs(*worker, hub_replicas), name + ".credits",
+            "must be >= " + served + ": every hub gets at least one credit, got " +
+                std::to_string(worker->credits));
+  }
+  // Hub replicas bind consecutive ports: a tcp:// hub endpoint needs a fixed one.
+  for (const auto& [key, endpoint, replicas] :
+       {std::tuple<std::string, std::string, int>{"gateway.client_endpoint", g.client_endpoint,
+                                                  g.replicas},
+        {"gateway.tokenizer_endpoint", g.tokenizer_endpoint, g.replicas},
+        {"gateway.results_endpoint", g.results_endpoint, g.replicas},
+        {"batcher.ingress_endpoint", b.ingress_endpoint, b.replicas},
+        {"batcher.encoder_endpoint", b.encoder_endpoint, b.replicas},
+        {"batcher.decoder_endpoint", b.decoder_endpoint, b.replicas},
+        {"batcher.postprocessor_endpoint", b.postprocessor_endpoint, b.replicas}}) {
+    if (replicas > 1 && endpoint.starts_with("tcp://")) {
+      const std::string port = endpoint.substr(endpoint.rfind(':') + 1);
+      require(port != "0" && port != "*", key,
+              "must name a fixed port when its hub has replicas (replica k binds port + k), got '" +
+                  endpoint + "'");
+    }
   }
 
   check_distinct_endpoints(c, origins);

@@ -2,6 +2,7 @@
 // load_pipeline_config) and the endpoints made concrete in it.
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -57,7 +58,93 @@ PipelineConfig resolve_endpoints(PipelineConfig config, const std::string& runti
     }
   });
   check_distinct_endpoints(config, Origins(""));
+  // Several hub replicas: the workers serve them all and the gateways submit to every batcher,
+  // unless the lists were given.
+  auto replicas_of = [](const std::string& endpoint, int n) {
+    std::vector<std::string> all;
+    for (int k = 0; k < n; ++k) all.push_back(replica_endpoint(endpoint, k));
+    return all;
+  };
+  if (config.gateway.replicas > 1 && config.tokenizer.hub_endpoints.empty())
+    config.tokenizer.hub_endpoints =
+        replicas_of(config.gateway.tokenizer_endpoint, config.gateway.replicas);
+  const int batchers = config.batcher.replicas;
+  if (batchers > 1) {
+    const BatcherConfig& b = config.batcher;
+    if (config.gateway.batcher_endpoints.empty())
+      config.gateway.batcher_endpoints = replicas_of(b.ingress_endpoint, batchers);
+    if (config.encoder.hub_endpoints.empty())
+      config.encoder.hub_endpoints = replicas_of(b.encoder_endpoint, batchers);
+    if (config.decoder.hub_endpoints.empty())
+      config.decoder.hub_endpoints = replicas_of(b.decoder_endpoint, batchers);
+    if (config.postprocessor.hub_endpoints.empty())
+      config.postprocessor.hub_endpoints = replicas_of(b.postprocessor_endpoint, batchers);
+  }
   return config;
+}
+
+std::string replica_endpoint(const std::string& endpoint, int k) {
+  if (k == 0) return endpoint;
+  if (endpoint.starts_with("tcp://")) {
+    const size_t colon = endpoint.rfind(':');
+    int port = 0;
+    const std::string_view text = std::string_view(endpoint).substr(colon + 1);
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+    if (ec != std::errc() || end != text.data() + text.size() || port == 0)
+      return endpoint;  // no fixed port (refused with replicas by the config checks)
+    return endpoint.substr(0, colon + 1) + std::to_string(port + k);
+  }
+  const size_t slash = endpoint.rfind('/');
+  const size_t dot = endpoint.rfind('.');
+  const size_t at = dot != std::string::npos && dot > slash ? dot : endpoint.size();
+  std::string replica = endpoint.substr(0, at);
+  replica += '-';
+  replica += std::to_string(k + 1);
+  replica += endpoint.substr(at);
+  return replica;
+}
+
+namespace {
+
+std::string moved_port(int port, int k) {
+  return std::to_string(port == 0 ? 0 : port + k);
+}
+
+}  // namespace
+
+std::vector<std::string> gateway_replica_overrides(const PipelineConfig& c, int k) {
+  if (k == 0) return {};
+  const GatewayConfig& g = c.gateway;
+  std::vector<std::string> sets = {
+      "gateway.client_endpoint=" + replica_endpoint(g.client_endpoint, k),
+      "gateway.tokenizer_endpoint=" + replica_endpoint(g.tokenizer_endpoint, k),
+      "gateway.results_endpoint=" + replica_endpoint(g.results_endpoint, k),
+      "gateway.metrics_port=" + moved_port(g.metrics_port, k)};
+  if (!g.http_endpoint.empty()) {
+    const size_t colon = g.http_endpoint.rfind(':');
+    sets.push_back("gateway.http_endpoint=" + g.http_endpoint.substr(0, colon + 1) +
+                   moved_port(std::stoi(g.http_endpoint.substr(colon + 1)), k));
+  }
+  return sets;
+}
+
+std::vector<std::string> batcher_replica_overrides(const PipelineConfig& c, int k) {
+  if (k == 0) return {};
+  const BatcherConfig& b = c.batcher;
+  return {"batcher.ingress_endpoint=" + replica_endpoint(b.ingress_endpoint, k),
+          "batcher.encoder_endpoint=" + replica_endpoint(b.encoder_endpoint, k),
+          "batcher.decoder_endpoint=" + replica_endpoint(b.decoder_endpoint, k),
+          "batcher.postprocessor_endpoint=" + replica_endpoint(b.postprocessor_endpoint, k),
+          "batcher.metrics_port=" + moved_port(b.metrics_port, k)};
+}
+
+std::string client_endpoints(const PipelineConfig& c) {
+  std::string all;
+  for (int k = 0; k < c.gateway.replicas; ++k) {
+    if (k > 0) all += ',';
+    all += replica_endpoint(c.gateway.client_endpoint, k);
+  }
+  return all;
 }
 
 LoadedConfig load_pipeline_config(const std::string& config_path,

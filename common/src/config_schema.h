@@ -83,10 +83,12 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"gateway", "cache_bytes"}, g.cache_bytes, IntRule{0, int64_t{1} << 36});
   visit(Key{"gateway", "batcher_endpoints"}, g.batcher_endpoints, EndpointListRule{});
   visit(Key{"gateway", "http_endpoint"}, g.http_endpoint, TextRule{TextKind::kHttpAddress});
+  visit(Key{"gateway", "replicas"}, g.replicas, IntRule{1, 16});
 
   worker_fields("tokenizer", c.tokenizer, visit);
 
   auto& b = c.batcher;
+  visit(Key{"batcher", "replicas"}, b.replicas, IntRule{1, 16});
   visit(Key{"batcher", "ingress_endpoint"}, b.ingress_endpoint,
         TextRule{TextKind::kEndpoint, "batcher-in.sock"});
   visit(Key{"batcher", "encoder_endpoint"}, b.encoder_endpoint,

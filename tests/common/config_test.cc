@@ -580,6 +580,51 @@ TEST(ConfigEndpoints, EndpointsThatBecomeEqualAreAnError) {
                   "batcher.encoder_endpoint and batcher.ingress_endpoint are the same endpoint")));
 }
 
+TEST(ConfigHubReplicas, ReplicaEndpointsAreConsecutive) {
+  EXPECT_EQ(replica_endpoint("tcp://127.0.0.1:5555", 0), "tcp://127.0.0.1:5555");
+  EXPECT_EQ(replica_endpoint("tcp://127.0.0.1:5555", 2), "tcp://127.0.0.1:5557");
+  EXPECT_EQ(replica_endpoint("tcp://eth0:5557", 1), "tcp://eth0:5558");
+  EXPECT_EQ(replica_endpoint("ipc:///run/sp/gateway.sock", 1), "ipc:///run/sp/gateway-2.sock");
+  EXPECT_EQ(replica_endpoint("ipc:///run/s.p/gw", 1), "ipc:///run/s.p/gw-2");
+}
+
+TEST(ConfigHubReplicas, WorkersServeEveryReplicaAndClientsAreGivenThemAll) {
+  PipelineConfig loaded = load_config_text(
+      "gateway:\n  replicas: 2\n  metrics_port: 9200\n  http_endpoint: 127.0.0.1:8000\n"
+      "batcher:\n  replicas: 3\n  metrics_port: 9300\n",
+      "t", {});
+  const PipelineConfig c = resolve_endpoints(loaded, "/run/sp");
+  EXPECT_EQ(
+      c.tokenizer.hub_endpoints,
+      (std::vector<std::string>{"ipc:///run/sp/tokenizer.sock", "ipc:///run/sp/tokenizer-2.sock"}));
+  EXPECT_EQ(
+      c.gateway.batcher_endpoints,
+      (std::vector<std::string>{"ipc:///run/sp/batcher-in.sock", "ipc:///run/sp/batcher-in-2.sock",
+                                "ipc:///run/sp/batcher-in-3.sock"}));
+  EXPECT_EQ(c.decoder.hub_endpoints.size(), 3u);
+  EXPECT_EQ(c.postprocessor.hub_endpoints.back(), "ipc:///run/sp/postprocessor-3.sock");
+  EXPECT_EQ(client_endpoints(c), "tcp://127.0.0.1:5555,tcp://127.0.0.1:5556");
+  EXPECT_TRUE(gateway_replica_overrides(c, 0).empty());
+  EXPECT_EQ(gateway_replica_overrides(c, 1),
+            (std::vector<std::string>{"gateway.client_endpoint=tcp://127.0.0.1:5556",
+                                      "gateway.tokenizer_endpoint=ipc:///run/sp/tokenizer-2.sock",
+                                      "gateway.results_endpoint=ipc:///run/sp/results-2.sock",
+                                      "gateway.metrics_port=9201",
+                                      "gateway.http_endpoint=127.0.0.1:8001"}));
+  EXPECT_EQ(batcher_replica_overrides(c, 2).back(), "batcher.metrics_port=9302");
+  EXPECT_TRUE(resolve_endpoints(c, "/run/sp") == c);  // idempotent
+}
+
+TEST(ConfigHubReplicas, WhatReplicasCannotShareIsRefused) {
+  EXPECT_THAT(load_error("gateway:\n  replicas: 2\n"),
+              HasSubstr("batcher.metrics_port 9101 overlaps gateway.metrics_port 9100..9101"));
+  EXPECT_THAT(load_error("gateway:\n  replicas: 2\n  metrics_port: 0\n"
+                         "  client_endpoint: tcp://127.0.0.1:*\n"),
+              HasSubstr("gateway.client_endpoint must name a fixed port"));
+  EXPECT_THAT(load_error("batcher:\n  replicas: 3\n  metrics_port: 0\nencoder:\n  credits: 2\n"),
+              HasSubstr("encoder.credits must be >= its hub's replicas (3)"));
+}
+
 TEST(ConfigEndpoints, ChooseRuntimeDir) {
   EXPECT_EQ(choose_runtime_dir("/srv/sp", "/run/user/7", 7), "/srv/sp");
   EXPECT_EQ(choose_runtime_dir("", "/run/user/7", 7), "/run/user/7/seqpipe");

@@ -43,16 +43,18 @@ constexpr std::string_view kUsage = R"(usage: seqpipe up   [--config FILE] [--se
        seqpipe status [--config FILE] [--set key=value ...]
        seqpipe keygen [--dir DIR] NAME [NAME ...]
 
-up     starts the whole pipeline on this machine as child processes: the gateway and the batcher,
-       and `replicas` copies of the tokenizer, encoder, decoder and postprocessor (config/pipeline.yaml,
-       docs/CONFIG.md), every one with the same --config and --set arguments. It prints the client
+up     starts the whole pipeline on this machine as child processes: gateway.replicas gateways and
+       batcher.replicas batchers (default 1 each; replica k on the endpoints and ports k after the
+       configured ones), and `replicas` copies of the tokenizer, encoder, decoder and
+       postprocessor (config/pipeline.yaml, docs/CONFIG.md), every one with the same --config and
+       --set arguments. It prints the client
        endpoint and the metrics ports, restarts a child that dies (after 0.5 s, doubling while it
        keeps failing), and stops everything on Ctrl-C or SIGTERM. It checks the config and the
        model directory before starting anything, and stops with the error (exit status 1) when a
        child exits with status 2 (bad usage or config) or exits 5 times in a row within 5 s of
        its start. Its children die with it, even when it is killed.
-send   sends one request to the gateway (gateway.client_endpoint of the config, or --endpoint: one
-       or several, comma-separated; the request goes again, with its id, to the next gateway when
+send   sends one request to the gateway (every gateway replica's client endpoint of the config, or
+       --endpoint: one or several, comma-separated; the request goes again, with its id, to the next gateway when
        one dies or does not answer within 5 s) and
        prints the text(s), the score(s) with --scores, and the per-stage timings. --priority N:
        1 (highest) .. batcher.priority_levels (default: batcher.default_priority_level). With
@@ -125,18 +127,22 @@ int up(int argc, char** argv) {
   common_args.insert(common_args.end(), {"--set", "runtime_dir=" + c.runtime_dir});
 
   std::vector<Child> children;
-  auto add = [&](const std::string& stage, int replicas) {
+  // Hub replica i gets its own endpoints and ports (config::*_replica_overrides).
+  using Overrides = std::vector<std::string> (*)(const config::PipelineConfig&, int);
+  auto add = [&](const std::string& stage, int replicas, Overrides overrides = nullptr) {
     for (int i = 0; i < replicas; ++i) {
       Child child;
       child.stage = stage;
       child.replica = i;
       child.argv = {service_binary(stage)};
       child.argv.insert(child.argv.end(), common_args.begin(), common_args.end());
+      for (const std::string& o : overrides ? overrides(c, i) : std::vector<std::string>{})
+        child.argv.insert(child.argv.end(), {"--set", o});
       children.push_back(std::move(child));
     }
   };
-  add("batcher", 1);
-  add("gateway", 1);
+  add("batcher", c.batcher.replicas, config::batcher_replica_overrides);
+  add("gateway", c.gateway.replicas, config::gateway_replica_overrides);
   add("tokenizer", c.tokenizer.replicas);
   add("encoder", c.encoder.replicas);
   add("decoder", c.decoder.replicas);
@@ -148,7 +154,7 @@ int up(int argc, char** argv) {
     ch.restarts.started(Clock::now());
   }
   std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n",
-              children.size(), c.gateway.client_endpoint.c_str(), c.runtime_dir.c_str());
+              children.size(), config::client_endpoints(c).c_str(), c.runtime_dir.c_str());
   // Metrics: the configured ports (a replica takes the first free one from its stage's base;
   // each process logs the port it got, and 0 means any free port).
   auto ports = [](int base, int replicas) {
@@ -258,7 +264,8 @@ int send(int argc, char** argv) {
   if (request.texts.empty()) throw cli::UsageError("give the text to send");
   request.batch_form = request.texts.size() > 1;
   if (endpoint.empty())
-    endpoint = config::load_pipeline_config(config_path, overrides).config.gateway.client_endpoint;
+    endpoint =
+        config::client_endpoints(config::load_pipeline_config(config_path, overrides).config);
 
   seqpipe::client::Client client(endpoint);
   const auto wait = std::chrono::milliseconds(request.timeout_ms.value_or(10000) + 1000);

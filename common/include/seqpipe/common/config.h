@@ -99,6 +99,10 @@ struct GatewayConfig {
   // and batchers exchange heartbeats (over the ingress and the results sockets), and the work of
   // a batcher that falls silent is submitted once to another (else answered `unavailable`).
   std::vector<std::string> batcher_endpoints;
+  // Gateways `seqpipe up` starts (1..16). Replica k binds each of these endpoints k after the
+  // configured one (replica_endpoint), and metrics_port + k and the HTTP port + k when not 0;
+  // the tokenizers serve them all and clients are given every client endpoint.
+  int replicas = 1;
   // HTTP/JSON and KServe v2 on this IPV4:PORT (port 0: any free port, logged); empty: no HTTP.
   // Default: loopback only. docs/PROTOCOL.md, "HTTP".
   std::string http_endpoint = "127.0.0.1:8000";
@@ -133,6 +137,11 @@ struct TokenizerConfig : WorkerConfig {
 };
 
 struct BatcherConfig {
+  // Batchers `seqpipe up` starts (1..16). Replica k binds each of these endpoints k after the
+  // configured one (replica_endpoint) and metrics_port + k when not 0; the gateways submit to
+  // them all (gateway.batcher_endpoints) and the encoders, decoders and postprocessors serve
+  // them all (hub_endpoints), unless those lists are given.
+  int replicas = 1;
   // Bound by the batcher; tokenizers connect. Empty: ipc://{runtime_dir}/batcher-in.sock.
   std::string ingress_endpoint;
   // Bound by the batcher; encoders connect. Empty: ipc://{runtime_dir}/encoder.sock.
@@ -247,6 +256,16 @@ std::string choose_runtime_dir(const std::string& configured, const char* xdg_ru
 // "{runtime_dir}" replaced. Throws ConfigError for an ipc path too long for a Unix socket or
 // two endpoints that became equal.
 PipelineConfig resolve_endpoints(PipelineConfig config, const std::string& runtime_dir);
+
+// Replica k's endpoint of a hub endpoint: k = 0 the endpoint itself, else tcp://HOST:PORT + k
+// or ipc://DIR/NAME-<k+1>.sock (ipc://x/gateway.sock, ipc://x/gateway-2.sock, ...).
+std::string replica_endpoint(const std::string& endpoint, int k);
+// The --set overrides that make hub replica k (0-based) of a resolved config: its endpoints,
+// metrics port and HTTP port moved by k. Empty for k = 0.
+std::vector<std::string> gateway_replica_overrides(const PipelineConfig& config, int k);
+std::vector<std::string> batcher_replica_overrides(const PipelineConfig& config, int k);
+// What a client is given: every gateway replica's client endpoint, comma-separated.
+std::string client_endpoints(const PipelineConfig& config);
 
 // What services and tools start from: the config file (`config_path`; empty: kDefaultConfigPath
 // if it exists in the working directory, else the built-in defaults), the overrides applied and
