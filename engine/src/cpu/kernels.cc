@@ -166,13 +166,57 @@ void relu(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-void gated_gelu(float* a, const float* b, int64_t n) {
-  // gelu_new (HF NewGELUActivation): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+namespace {
+
+typedef int32_t IVec16 __attribute__((vector_size(64)));
+
+// exp(x) for 16 lanes: x = n ln2 + r, |r| <= ln2 / 2, exp(r) by Cephes expf's polynomial (within
+// 2 ulp of expf), 2^n built in the exponent bits. x is clamped to [-87, 88]: the results there
+// are the float range's ends, which is all gelu needs.
+inline Vec16 exp16(Vec16 x) {
+  const Vec16 lo = Vec16{} - 87.0f, hi = Vec16{} + 88.0f;
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  // Adding 1.5 * 2^23 rounds to the nearest integer and leaves it in the low mantissa bits.
+  const Vec16 magic = Vec16{} + 12582912.0f;
+  const Vec16 t = x * 1.44269504088896341f + magic;
+  const Vec16 n = t - magic;
+  const Vec16 r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln2 split in two (Cody-Waite)
+  Vec16 p = Vec16{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const IVec16 exponent = ((IVec16)t - (IVec16)magic + 127) << 23;  // vector casts: bit copies
+  return p * (Vec16)exponent;
+}
+
+// gelu_new(x) * b. 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)): one exp and one division.
+inline Vec16 gated_gelu16(Vec16 x, Vec16 b) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = a[i];
-    const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
-    a[i] = g * b[i];
+  const Vec16 u = kSqrt2OverPi * (x + 0.044715f * x * x * x);
+  return x / (1.0f + exp16(-2.0f * u)) * b;
+}
+
+}  // namespace
+
+void gated_gelu(float* a, const float* b, int64_t n) {
+  // gelu_new (HF NewGELUActivation): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), 16 lanes at
+  // a time: the scalar tanhf took a fifth of the bundled speller's time.
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const Vec16 y = gated_gelu16(load16(a + i), load16(b + i));
+    std::memcpy(a + i, &y, sizeof(y));
+  }
+  if (i < n) {
+    float xa[16] = {}, xb[16] = {};
+    const size_t rest = static_cast<size_t>(n - i) * sizeof(float);
+    std::memcpy(xa, a + i, rest);
+    std::memcpy(xb, b + i, rest);
+    const Vec16 y = gated_gelu16(load16(xa), load16(xb));
+    std::memcpy(a + i, &y, rest);
   }
 }
 
