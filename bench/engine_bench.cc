@@ -231,6 +231,8 @@ int run_text(const std::shared_ptr<const T5Model>& model, const std::string& tex
   }
   const double cpu_ms = (process_cpu_ms() - cpu0) / runs;
   const GenerationResult& result = finished.at(0).result;
+  std::printf("compute type %s%s\n", std::string(compute_type_name(model->compute_type())).c_str(),
+              model->options().cpu_kernels == CpuKernels::kPortable ? " (portable kernels)" : "");
   std::printf("text \"%s\": %zu tokens in, %zu out (\"%s\"); %d runs after 5 warm-up\n",
               text.c_str(), inputs[0].size(), result.ids.size() - 1,
               tokenizer.decode(result.ids).c_str(), runs);
@@ -255,8 +257,10 @@ int usage() {
   std::fprintf(
       stderr,
       "usage: engine_bench --model DIR [--threads N] [--runs N] [--profile] [--profile-batch N]\n"
-      "                    [--text TEXT]\n"
-      "  the seed workload: 9 input tokens, exactly 11 new tokens, greedy, fp32\n"
+      "                    [--text TEXT] [--compute-type T] [--portable-kernels]\n"
+      "  the seed workload: 9 input tokens, exactly 11 new tokens, greedy\n"
+      "  --compute-type: float32 (default), bfloat16, int8, int8_bfloat16 or auto\n"
+      "  --portable-kernels: the engine's own bf16 / int8 kernels, not oneDNN's\n"
       "  --text: that text instead (DIR/spiece.model), greedy until eos, batch 1\n");
   return 2;
 }
@@ -269,6 +273,7 @@ int main(int argc, char** argv) {
   bool profile = false;
   int profile_batch = 1;
   std::string text;
+  ModelOptions options{.threads = 2};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -287,6 +292,15 @@ int main(int argc, char** argv) {
       profile_batch = std::atoi(value().c_str());
     else if (a == "--text")
       text = value();
+    else if (a == "--compute-type") {
+      try {
+        options.compute_type = parse_compute_type(value());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "engine_bench: %s\n", e.what());
+        return 2;
+      }
+    } else if (a == "--portable-kernels")
+      options.cpu_kernels = CpuKernels::kPortable;
     else if (a == "--help" || a == "-h")
       return usage() == 2 ? 0 : 0;
     else
@@ -296,7 +310,8 @@ int main(int argc, char** argv) {
     return usage();
 
   try {
-    auto model = T5Model::load(dir, {.threads = threads});
+    options.threads = threads;
+    auto model = T5Model::load(dir, options);
     if (!text.empty()) return run_text(model, text, runs, profile);
     const T5Config& c = model->config();
     Encoder encoder(model);
@@ -307,25 +322,31 @@ int main(int argc, char** argv) {
     std::vector<Generator::Finished> finished;
     finished.reserve(32);
 
-    std::printf("model %s: d_model %ld, d_ff %ld, %ld+%ld layers, vocab %ld; %d threads\n",
-                dir.c_str(), long(c.d_model), long(c.d_ff), long(c.num_layers),
-                long(c.num_decoder_layers), long(c.vocab_size), threads);
+    std::printf(
+        "model %s: d_model %ld, d_ff %ld, %ld+%ld layers, vocab %ld; %d threads; compute type "
+        "%s%s\n",
+        dir.c_str(), long(c.d_model), long(c.d_ff), long(c.num_layers), long(c.num_decoder_layers),
+        long(c.vocab_size), threads, std::string(compute_type_name(model->compute_type())).c_str(),
+        options.cpu_kernels == CpuKernels::kPortable ? " (portable kernels)" : "");
     std::printf(
         "weights: %.1f MB mapped in place, %.1f MB converted; KV cache (32 slots): %.1f MB\n",
         model->mapped_weight_bytes() / 1e6, model->converted_weight_bytes() / 1e6,
         gen.cache().bytes() / 1e6);
 
     // Bytes a batch-1 decoder step must stream: every decoder weight but the cross K/V
-    // projections (computed once per sequence), plus the lm_head.
-    double step_bytes = double(c.vocab_size * c.d_model);
+    // projections (computed once per sequence), plus the lm_head, in the compute type; and the
+    // weights' count (one multiply-add each per sequence).
+    double step_bytes = double(model->lm_head().bytes());
+    double step_weights = double(c.vocab_size * c.d_model);
     for (const auto& b : model->decoder_blocks()) {
-      for (const Tensor* t :
+      for (const LinearWeight* w :
            {&b.self_attention.q, &b.self_attention.k, &b.self_attention.v, &b.self_attention.o,
             &b.cross_attention.q, &b.cross_attention.o, &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo}) {
-        if (t->defined()) step_bytes += double(t->numel());
+        if (!w->defined()) continue;
+        step_bytes += double(w->bytes());
+        step_weights += double(w->out * w->in);
       }
     }
-    step_bytes *= sizeof(float);
 
     for (int w = 0; w < 5; ++w) run_batch(model, encoder, gen, 1, finished);  // warm-up
     std::vector<double> gen_ms, enc_ms, step1_ms;
@@ -390,7 +411,7 @@ int main(int argc, char** argv) {
         step_bytes / 1e6, bw_step, step_bytes / (bw_step * 1e9) * 1000.0,
         100.0 * step_bytes / (bw_step * 1e9) * 1000.0 / percentile(step1_ms, 50));
     // FLOPs of one decoder step per sequence ~ 2 * streamed weights (floats); encoder ignored.
-    const double flops_per_seq_step = 2.0 * step_bytes / sizeof(float);
+    const double flops_per_seq_step = 2.0 * step_weights;
     std::printf(
         "fp32 FMA peak (%d threads, measured): %.1f GFLOP/s; OpenBLAS sgemm n=1536: %.1f GFLOP/s\n",
         threads, peak, blas_peak);

@@ -116,7 +116,8 @@ TEST(CpuKernels, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
 TEST(Ops, UnsupportedDeviceIsAnErrorNotACrash) {
   Tensor w = Tensor::empty({2, 2});
   float x[2] = {1, 2}, y[2];
-  EXPECT_THROW(ops::linear(Device::kCuda, x, 1, w, y), std::exception);
+  const LinearWeight lw = ops::prepare_linear(Device::kCpu, w, ComputeType::kFloat32, {});
+  EXPECT_THROW(ops::linear(Device::kCuda, x, 1, lw, y), std::exception);
 }
 
 }  // namespace

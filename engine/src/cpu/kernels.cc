@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace seqpipe::engine::cpu {
 
@@ -88,6 +90,83 @@ void set_num_threads(int threads) {
 
 int max_threads() {
   return g_max_threads;
+}
+
+int num_threads() {
+  return g_threads.load(std::memory_order_relaxed);
+}
+
+namespace {
+inline float bf16_to_float(uint16_t v) {
+  return std::bit_cast<float>(static_cast<uint32_t>(v) << 16);
+}
+}  // namespace
+
+void to_bf16(const float* x, int64_t n, uint16_t* out) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = std::bit_cast<uint32_t>(x[i]);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    out[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : rounded);
+  }
+}
+
+void quantize_rows(const float* x, int64_t m, int64_t k, int8_t* q, float* scales) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * k;
+    int8_t* qr = q + r * k;
+    float amax = 0.0f;
+#pragma omp simd reduction(max : amax)
+    for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::abs(xr[i]));
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    scales[r] = amax / 127.0f;
+#pragma omp simd
+    for (int64_t i = 0; i < k; ++i) qr[i] = static_cast<int8_t>(std::nearbyint(xr[i] * inv));
+  }
+}
+
+void linear_bf16(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float beta,
+                 float* y) {
+  // Each weight row meets every input row while it is in L1; threads split the weight rows.
+#pragma omp parallel for num_threads(g_threads.load(std::memory_order_relaxed)) \
+    schedule(static) if (n * k >= (1 << 16))
+  for (int64_t j = 0; j < n; ++j) {
+    const uint16_t* wr = w + j * k;
+    for (int64_t r = 0; r < m; ++r) {
+      const float* xr = x + r * k;
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < k; ++i) sum += xr[i] * bf16_to_float(wr[i]);
+      float& out = y[r * n + j];
+      out = beta == 0.0f ? sum : sum + beta * out;
+    }
+  }
+}
+
+void linear_int8(const float* x, int64_t m, const int8_t* w, const float* scales, int64_t n,
+                 int64_t k, float beta, float* y) {
+  // Grows to the largest input seen, then a call allocates nothing.
+  thread_local std::vector<int8_t> qx;
+  thread_local std::vector<float> x_scales;
+  if (qx.size() < static_cast<size_t>(m * k)) qx.resize(static_cast<size_t>(m * k));
+  if (x_scales.size() < static_cast<size_t>(m)) x_scales.resize(static_cast<size_t>(m));
+  quantize_rows(x, m, k, qx.data(), x_scales.data());
+  const int8_t* q = qx.data();
+  const float* sx = x_scales.data();
+#pragma omp parallel for num_threads(g_threads.load(std::memory_order_relaxed)) \
+    schedule(static) if (n * k >= (1 << 16))
+  for (int64_t j = 0; j < n; ++j) {
+    const int8_t* wr = w + j * k;
+    for (int64_t r = 0; r < m; ++r) {
+      const int8_t* qr = q + r * k;
+      int32_t sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < k; ++i) sum += static_cast<int32_t>(qr[i]) * wr[i];
+      const float v = static_cast<float>(sum) * sx[r] * scales[j];
+      float& out = y[r * n + j];
+      out = beta == 0.0f ? v : v + beta * out;
+    }
+  }
 }
 
 void linear_tiled(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float beta,
