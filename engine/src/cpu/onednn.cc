@@ -172,17 +172,20 @@ void linear_packed(const float* x, int64_t m, const PackedWeight& w, const float
   if (ts.x_u8.size() < mk) ts.x_u8.resize(mk);
   if (ts.x_scales.size() < static_cast<size_t>(m)) ts.x_scales.resize(static_cast<size_t>(m));
   if (ts.acc.size() < static_cast<size_t>(m * n)) ts.acc.resize(static_cast<size_t>(m * n));
-  auto* q = reinterpret_cast<int8_t*>(ts.x_u8.data());
-  quantize_rows(x, m, k, q, ts.x_scales.data());
+  uint8_t* q = ts.x_u8.data();
+  quantize_rows(x, m, k, reinterpret_cast<int8_t*>(q), ts.x_scales.data());
   // s8 -> u8 by adding 128 (flipping the sign bit): VNNI multiplies u8 by s8.
-  for (size_t i = 0; i < mk; ++i) ts.x_u8[i] = static_cast<uint8_t>(ts.x_u8[i] ^ 0x80u);
+#pragma omp simd
+  for (size_t i = 0; i < mk; ++i) q[i] = static_cast<uint8_t>(q[i] ^ 0x80u);
   run(ts, matmul_for(ts, w, m, false), w, ts.x_u8.data(), ts.acc.data());
   for (int64_t i = 0; i < m; ++i) {
     const int32_t* acc = ts.acc.data() + i * n;
     float* out = y + i * n;
     const float sx = ts.x_scales[static_cast<size_t>(i)];
+    const int32_t* sums = w.sums.data();
+#pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-      const int32_t dot = acc[j] - 128 * w.sums[static_cast<size_t>(j)];
+      const int32_t dot = acc[j] - 128 * sums[j];
       const float v = static_cast<float>(dot) * sx * scales[j];
       out[j] = beta == 0.0f ? v : v + beta * out[j];
     }
