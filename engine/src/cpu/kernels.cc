@@ -279,6 +279,20 @@ inline Vec16 gated_gelu16(Vec16 x, Vec16 b) {
   return x / (1.0f + exp16(-2.0f * u)) * b;
 }
 
+// x[i] = exp(x[i] - shift), 16 lanes at a time; returns the sum (a softmax's denominator).
+float exp_shifted(float* x, int64_t n, float shift) {
+  Vec16 sum{};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const Vec16 e = exp16(load16(x + i) - shift);
+    std::memcpy(x + i, &e, sizeof(e));
+    sum += e;
+  }
+  float total = sum16(sum);
+  for (; i < n; ++i) total += (x[i] = std::exp(x[i] - shift));
+  return total;
+}
+
 }  // namespace
 
 void gated_gelu(float* a, const float* b, int64_t n) {
@@ -333,12 +347,7 @@ void attention(const ops::AttentionArgs& args) {
           scores[j] = dot;
           max_score = dot > max_score ? dot : max_score;
         }
-        float total = 0.0f;
-        for (int64_t j = 0; j < kend; ++j) {
-          scores[j] = std::exp(scores[j] - max_score);
-          total += scores[j];
-        }
-        const float inv_total = 1.0f / total;
+        const float inv_total = 1.0f / exp_shifted(scores, kend, max_score);
         float* out = seq.out + r * args.out_stride + h * hd;
         std::memset(out, 0, static_cast<size_t>(hd) * sizeof(float));
         for (int64_t j = 0; j < kend; ++j) {
