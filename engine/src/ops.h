@@ -17,8 +17,8 @@ void set_num_threads(int threads);
 // The most threads an op may use (sizes per-thread scratch buffers).
 int max_threads();
 
-// y[m, n] = x[m, k] * w[n, k]^T + beta * y, n = w.out. beta = 1 fuses a residual add (bf16
-// takes beta 0 or 1). The weight's type and layout pick the kernel.
+// y[m, n] = x[m, k] * w[n, k]^T + beta * y, n = w.out. beta = 1 fuses a residual add. The
+// weight's type and layout pick the kernel.
 void linear(Device device, const float* x, int64_t m, const LinearWeight& w, float* y,
             float beta = 0.0f, profiler::Op tag = profiler::Op::kLinear);
 

@@ -33,25 +33,25 @@ dt dst_type(DataType dtype) {
   return dtype == DataType::kBF16 ? dt::f32 : dt::s32;
 }
 
-// A matmul is compiled for one row count; larger inputs run in chunks of this many rows, so a
-// thread holds at most kChunkRows primitives per weight shape however the batch sizes vary.
+// A matmul is compiled for one row count (~50 KB of generated code, 0.1-2 ms to make). Row
+// counts above 8 are rounded up to a multiple of 8 (the padding rows computed and dropped), and
+// inputs above kChunkRows run in chunks: a thread holds at most 39 matmuls per weight shape
+// however the batch sizes vary.
 constexpr int64_t kChunkRows = 256;
-
-dnnl::matmul::primitive_desc matmul_desc(DataType dtype, int64_t m, int64_t n, int64_t k,
-                                         const memory::desc& weights, bool accumulate) {
-  const memory::desc src({m, k}, src_type(dtype), tag::ab);
-  const memory::desc dst({m, n}, dst_type(dtype), tag::ab);
-  dnnl::primitive_attr attr;
-  if (accumulate) {  // bf16: y += x W^T in the kernel (beta = 1, the residual add)
-    dnnl::post_ops ops;
-    ops.append_sum(1.0f);
-    attr.set_post_ops(ops);
-  }
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), attr, cpu_engine());
+int64_t row_bucket(int64_t m) {
+  return m <= 8 ? m : (m + 7) / 8 * 8;
 }
 
-// One thread's compiled matmuls and the memory objects bound to them. Entries are made on first
-// use of a shape and kept: after warm-up a call allocates nothing.
+dnnl::matmul::primitive_desc matmul_desc(DataType dtype, int64_t m, int64_t n, int64_t k,
+                                         const memory::desc& weights) {
+  const memory::desc src({m, k}, src_type(dtype), tag::ab);
+  const memory::desc dst({m, n}, dst_type(dtype), tag::ab);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), cpu_engine());
+}
+
+// One thread's compiled matmuls and the memory objects bound to them, and its scratch buffers.
+// Entries are made on first use of a shape and kept: after warm-up a call allocates nothing
+// (oneDNN's execute itself still does, see docs/PERFORMANCE.md).
 struct Matmul {
   dnnl::matmul primitive;
   memory src, dst;
@@ -60,13 +60,12 @@ struct Matmul {
 struct Key {
   DataType dtype;
   int64_t m, n, k;
-  bool accumulate;
   bool operator==(const Key&) const = default;
 };
 struct KeyHash {
   size_t operator()(const Key& key) const {
-    return std::hash<int64_t>()(((key.m * 131 + key.n) * 131 + key.k) * 4 +
-                                static_cast<int64_t>(key.dtype) * 2 + (key.accumulate ? 1 : 0));
+    return std::hash<int64_t>()(((key.m * 131 + key.n) * 131 + key.k) * 2 +
+                                static_cast<int64_t>(key.dtype));
   }
 };
 
@@ -76,7 +75,8 @@ struct ThreadState {
   std::vector<uint16_t> x_bf16;
   std::vector<uint8_t> x_u8;
   std::vector<float> x_scales;
-  std::vector<int32_t> acc;
+  std::vector<float> y_f32;    // bf16's products
+  std::vector<int32_t> y_s32;  // int8's integer sums
 };
 
 ThreadState& thread_state() {
@@ -84,11 +84,17 @@ ThreadState& thread_state() {
   return state;
 }
 
-Matmul& matmul_for(ThreadState& ts, const PackedWeight& w, int64_t m, bool accumulate) {
-  const Key key{w.dtype, m, w.out, w.in, accumulate};
+template <typename T>
+T* grown(std::vector<T>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+Matmul& matmul_for(ThreadState& ts, const PackedWeight& w, int64_t m) {
+  const Key key{w.dtype, m, w.out, w.in};
   auto it = ts.matmuls.find(key);
   if (it != ts.matmuls.end()) return it->second;
-  const auto pd = matmul_desc(w.dtype, m, w.out, w.in, w.desc, accumulate);
+  const auto pd = matmul_desc(w.dtype, m, w.out, w.in, w.desc);
   Matmul mm{dnnl::matmul(pd), memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE),
             memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE)};
   return ts.matmuls.emplace(key, std::move(mm)).first->second;
@@ -124,7 +130,7 @@ std::shared_ptr<const PackedWeight> pack_weight(const Tensor& w, DataType dtype)
   // The layout oneDNN picks for these weights; the same for every row count (checked at use:
   // a primitive for another row count is created with this layout or fails loudly).
   const memory::desc any({k, n}, weight_type(dtype), tag::any);
-  const auto pd = matmul_desc(dtype, 16, n, k, any, false);
+  const auto pd = matmul_desc(dtype, 16, n, k, any);
   if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
     throw EngineError("oneDNN has only its reference matmul for this type on this CPU");
   packed->desc = pd.weights_desc();
@@ -159,34 +165,39 @@ void linear_packed(const float* x, int64_t m, const PackedWeight& w, const float
   ThreadState& ts = thread_state();
   // oneDNN runs on the calling thread's OpenMP pool: give it the engine's thread count.
   if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
-  const size_t mk = static_cast<size_t>(m * k);
+  const int64_t rows = row_bucket(m);
+  Matmul& mm = matmul_for(ts, w, rows);
   if (w.dtype == DataType::kBF16) {
-    if (ts.x_bf16.size() < mk) ts.x_bf16.resize(mk);
-    to_bf16(x, static_cast<int64_t>(mk), ts.x_bf16.data());
-    const bool accumulate = beta != 0.0f;
-    if (accumulate && beta != 1.0f)
-      throw EngineError("linear: bf16 supports beta 0 or 1, got " + std::to_string(beta));
-    run(ts, matmul_for(ts, w, m, accumulate), w, ts.x_bf16.data(), y);
+    uint16_t* xb = grown(ts.x_bf16, rows * k);
+    to_bf16(x, m * k, xb);
+    std::memset(xb + m * k, 0, static_cast<size_t>((rows - m) * k) * sizeof(uint16_t));
+    float* acc = grown(ts.y_f32, rows * n);
+    run(ts, mm, w, xb, acc);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* a = acc + i * n;
+      float* out = y + i * n;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) out[j] = beta == 0.0f ? a[j] : a[j] + beta * out[j];
+    }
     return;
   }
-  if (ts.x_u8.size() < mk) ts.x_u8.resize(mk);
-  if (ts.x_scales.size() < static_cast<size_t>(m)) ts.x_scales.resize(static_cast<size_t>(m));
-  if (ts.acc.size() < static_cast<size_t>(m * n)) ts.acc.resize(static_cast<size_t>(m * n));
-  uint8_t* q = ts.x_u8.data();
-  quantize_rows(x, m, k, reinterpret_cast<int8_t*>(q), ts.x_scales.data());
+  uint8_t* q = grown(ts.x_u8, rows * k);
+  float* x_scales = grown(ts.x_scales, m);
+  quantize_rows(x, m, k, reinterpret_cast<int8_t*>(q), x_scales);
   // s8 -> u8 by adding 128 (flipping the sign bit): VNNI multiplies u8 by s8.
 #pragma omp simd
-  for (size_t i = 0; i < mk; ++i) q[i] = static_cast<uint8_t>(q[i] ^ 0x80u);
-  run(ts, matmul_for(ts, w, m, false), w, ts.x_u8.data(), ts.acc.data());
+  for (int64_t i = 0; i < m * k; ++i) q[i] = static_cast<uint8_t>(q[i] ^ 0x80u);
+  std::memset(q + m * k, 0, static_cast<size_t>((rows - m) * k));
+  int32_t* acc = grown(ts.y_s32, rows * n);
+  run(ts, mm, w, q, acc);
+  const int32_t* sums = w.sums.data();
   for (int64_t i = 0; i < m; ++i) {
-    const int32_t* acc = ts.acc.data() + i * n;
+    const int32_t* a = acc + i * n;
     float* out = y + i * n;
-    const float sx = ts.x_scales[static_cast<size_t>(i)];
-    const int32_t* sums = w.sums.data();
+    const float sx = x_scales[i];
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-      const int32_t dot = acc[j] - 128 * sums[j];
-      const float v = static_cast<float>(dot) * sx * scales[j];
+      const float v = static_cast<float>(a[j] - 128 * sums[j]) * sx * scales[j];
       out[j] = beta == 0.0f ? v : v + beta * out[j];
     }
   }
