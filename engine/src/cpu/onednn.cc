@@ -49,9 +49,9 @@ dnnl::matmul::primitive_desc matmul_desc(DataType dtype, int64_t m, int64_t n, i
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), cpu_engine());
 }
 
-// One thread's compiled matmuls and the memory objects bound to them, and its scratch buffers.
-// Entries are made on first use of a shape and kept: after warm-up a call allocates nothing
-// (oneDNN's execute itself still does, see docs/PERFORMANCE.md).
+// One thread's compiled matmuls, the memory objects bound to them, and its scratch buffers.
+// Entries are made on first use of a shape and kept, so after warm-up this code allocates
+// nothing per call (oneDNN's execute itself still does: docs/PERFORMANCE.md).
 struct Matmul {
   dnnl::matmul primitive;
   memory src, dst;
