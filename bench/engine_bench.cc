@@ -5,10 +5,14 @@
 // the decode loop, the machine's measured read bandwidth and GEMM peak, each figure as a fraction
 // of its limit, and (--profile) where a generate of --profile-batch N (default 1) spends its time,
 // per op.
+// With --text, it times that one text instead (tokenized with DIR/spiece.model), greedy until
+// eos, batch 1: the bundled speller's serving case.
 //
 //   seqpipe-mkmodel --preset t5-small --seed 0 --out /tmp/t5-small
 //   engine_bench --model /tmp/t5-small --threads 2 [--runs 50] [--profile]
+//   engine_bench --model models/speller-t5 --threads 1 --text "supkort wimldlife ovt furwn orgy"
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +29,7 @@
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/encoder.h"
 #include "seqpipe/engine/profiler.h"
+#include "seqpipe/engine/tokenizer.h"
 
 // Counts heap allocations so the bench can show that the decode loop makes none.
 static std::atomic<uint64_t> g_allocations{0};
@@ -47,6 +52,14 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// CPU time of the whole process: on a shared machine, what a single-threaded run costs is better
+// read from it than from the wall clock (which counts the time other processes ran).
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -172,11 +185,84 @@ double gemm_peak_gflops() {
   return best;
 }
 
+void print_profile(int runs, double total_ms) {
+  auto stats = profiler::snapshot();
+  double accounted = 0;
+  for (size_t i = 0; i < profiler::kNumOps; ++i) {
+    const double ms = stats[i].nanoseconds / 1e6 / runs;
+    accounted += ms;
+    std::printf("%-24s %8.3f ms/generate %5.1f%%  (%lu calls/generate)\n",
+                std::string(profiler::op_name(static_cast<profiler::Op>(i))).c_str(), ms,
+                100 * ms / (total_ms / runs), (unsigned long)(stats[i].calls / runs));
+  }
+  std::printf("%-24s %8.3f ms/generate %5.1f%%\n", "other", total_ms / runs - accounted,
+              100 * (total_ms / runs - accounted) / (total_ms / runs));
+}
+
+// One text, greedy until eos (at most 64 new tokens), batch 1, on a persistent Encoder and
+// Generator as the encoder and decoder services hold them.
+int run_text(const std::shared_ptr<const T5Model>& model, const std::string& text, int runs,
+             bool profile) {
+  Tokenizer tokenizer(model->dir() + "/spiece.model");
+  const std::vector<std::vector<int>> inputs = {tokenizer.encode(text)};
+  const DecodingOptions o{.max_new_tokens = 64};
+  Encoder encoder(model);
+  GeneratorOptions go;
+  go.cache = {.num_slots = 32, .max_beams = 8, .max_target_len = 65, .max_source_len = 128};
+  Generator gen(model, go);
+  std::vector<Generator::Finished> finished;
+  finished.reserve(32);
+  auto once = [&](double& encode_ms) {
+    finished.clear();
+    const auto t0 = Clock::now();
+    EncoderOutput enc = encoder.encode(inputs);
+    encode_ms = ms_since(t0);
+    gen.add(enc, 0, o);
+    while (gen.active() > 0) gen.step(finished);
+    return ms_since(t0);
+  };
+  double encode_ms = 0;
+  for (int w = 0; w < 5; ++w) once(encode_ms);
+  std::vector<double> gen_ms, enc_ms;
+  const double cpu0 = process_cpu_ms();
+  for (int r = 0; r < runs; ++r) {
+    gen_ms.push_back(once(encode_ms));
+    enc_ms.push_back(encode_ms);
+  }
+  const double cpu_ms = (process_cpu_ms() - cpu0) / runs;
+  const GenerationResult& result = finished.at(0).result;
+  std::printf("compute type %s%s\n", std::string(compute_type_name(model->compute_type())).c_str(),
+              model->options().cpu_kernels == CpuKernels::kPortable ? " (portable kernels)" : "");
+  std::printf("text \"%s\": %zu tokens in, %zu out (\"%s\"); %d runs after 5 warm-up\n",
+              text.c_str(), inputs[0].size(), result.ids.size() - 1,
+              tokenizer.decode(result.ids).c_str(), runs);
+  std::printf("generate      median %8.3f ms   p99 %8.3f ms\n", percentile(gen_ms, 50),
+              percentile(gen_ms, 99));
+  std::printf("encoder only  median %8.3f ms   p99 %8.3f ms\n", percentile(enc_ms, 50),
+              percentile(enc_ms, 99));
+  std::printf("process CPU time per generate: %.3f ms (all threads)\n", cpu_ms);
+  if (profile) {
+    profiler::reset();
+    profiler::set_enabled(true);
+    double total = 0;
+    for (int r = 0; r < runs; ++r) total += once(encode_ms);
+    profiler::set_enabled(false);
+    std::printf("\n== per-op profile (%d runs, %.3f ms each) ==\n", runs, total / runs);
+    print_profile(runs, total);
+  }
+  return 0;
+}
+
 int usage() {
   std::fprintf(
       stderr,
       "usage: engine_bench --model DIR [--threads N] [--runs N] [--profile] [--profile-batch N]\n"
-      "  the seed workload: 9 input tokens, exactly 11 new tokens, greedy, fp32\n");
+      "                    [--text TEXT] [--compute-type T] [--portable-kernels] [--quick]\n"
+      "  the seed workload: 9 input tokens, exactly 11 new tokens, greedy\n"
+      "  --compute-type: float32 (default), bfloat16, int8, int8_bfloat16 or auto\n"
+      "  --portable-kernels: the engine's own bf16 / int8 kernels, not oneDNN's\n"
+      "  --quick: skip measuring the machine's limits (and --profile)\n"
+      "  --text: that text instead (DIR/spiece.model), greedy until eos, batch 1\n");
   return 2;
 }
 
@@ -187,6 +273,9 @@ int main(int argc, char** argv) {
   int threads = 2, runs = 50;
   bool profile = false;
   int profile_batch = 1;
+  std::string text;
+  bool quick = false;  // skip the machine's limits (bandwidth, FMA peak): for side-by-side runs
+  ModelOptions options{.threads = 2};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -203,6 +292,19 @@ int main(int argc, char** argv) {
       profile = true;
     else if (a == "--profile-batch")
       profile_batch = std::atoi(value().c_str());
+    else if (a == "--quick")
+      quick = true;
+    else if (a == "--text")
+      text = value();
+    else if (a == "--compute-type") {
+      try {
+        options.compute_type = parse_compute_type(value());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "engine_bench: %s\n", e.what());
+        return 2;
+      }
+    } else if (a == "--portable-kernels")
+      options.cpu_kernels = CpuKernels::kPortable;
     else if (a == "--help" || a == "-h")
       return usage() == 2 ? 0 : 0;
     else
@@ -212,7 +314,9 @@ int main(int argc, char** argv) {
     return usage();
 
   try {
-    auto model = T5Model::load(dir, {.threads = threads});
+    options.threads = threads;
+    auto model = T5Model::load(dir, options);
+    if (!text.empty()) return run_text(model, text, runs, profile);
     const T5Config& c = model->config();
     Encoder encoder(model);
     GeneratorOptions go;
@@ -222,29 +326,36 @@ int main(int argc, char** argv) {
     std::vector<Generator::Finished> finished;
     finished.reserve(32);
 
-    std::printf("model %s: d_model %ld, d_ff %ld, %ld+%ld layers, vocab %ld; %d threads\n",
-                dir.c_str(), long(c.d_model), long(c.d_ff), long(c.num_layers),
-                long(c.num_decoder_layers), long(c.vocab_size), threads);
+    std::printf(
+        "model %s: d_model %ld, d_ff %ld, %ld+%ld layers, vocab %ld; %d threads; compute type "
+        "%s%s\n",
+        dir.c_str(), long(c.d_model), long(c.d_ff), long(c.num_layers), long(c.num_decoder_layers),
+        long(c.vocab_size), threads, std::string(compute_type_name(model->compute_type())).c_str(),
+        options.cpu_kernels == CpuKernels::kPortable ? " (portable kernels)" : "");
     std::printf(
         "weights: %.1f MB mapped in place, %.1f MB converted; KV cache (32 slots): %.1f MB\n",
         model->mapped_weight_bytes() / 1e6, model->converted_weight_bytes() / 1e6,
         gen.cache().bytes() / 1e6);
 
     // Bytes a batch-1 decoder step must stream: every decoder weight but the cross K/V
-    // projections (computed once per sequence), plus the lm_head.
-    double step_bytes = double(c.vocab_size * c.d_model);
+    // projections (computed once per sequence), plus the lm_head, in the compute type; and the
+    // weights' count (one multiply-add each per sequence).
+    double step_bytes = double(model->lm_head().bytes());
+    double step_weights = double(c.vocab_size * c.d_model);
     for (const auto& b : model->decoder_blocks()) {
-      for (const Tensor* t :
+      for (const LinearWeight* w :
            {&b.self_attention.q, &b.self_attention.k, &b.self_attention.v, &b.self_attention.o,
             &b.cross_attention.q, &b.cross_attention.o, &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo}) {
-        if (t->defined()) step_bytes += double(t->numel());
+        if (!w->defined()) continue;
+        step_bytes += double(w->bytes());
+        step_weights += double(w->out * w->in);
       }
     }
-    step_bytes *= sizeof(float);
 
     for (int w = 0; w < 5; ++w) run_batch(model, encoder, gen, 1, finished);  // warm-up
     std::vector<double> gen_ms, enc_ms, step1_ms;
     uint64_t loop_allocs = 0;
+    const double cpu0 = process_cpu_ms();
     for (int r = 0; r < runs; ++r) {
       BatchTiming t = run_batch(model, encoder, gen, 1, finished);
       gen_ms.push_back(t.total_ms);
@@ -252,17 +363,20 @@ int main(int argc, char** argv) {
       step1_ms.insert(step1_ms.end(), t.step_ms.begin() + 1, t.step_ms.end());
       loop_allocs += t.decode_loop_allocations;
     }
+    const double cpu_ms = (process_cpu_ms() - cpu0) / runs;
     if (finished.empty() || finished[0].result.ids.size() != kNewTokens + 1) {
       std::fprintf(stderr, "engine_bench: expected %d new tokens\n", kNewTokens);
       return 1;
     }
     std::printf("\n== batch 1 (%d runs after 5 warm-up) ==\n", runs);
-    std::printf("generate      median %8.2f ms   p99 %8.2f ms\n", percentile(gen_ms, 50),
-                percentile(gen_ms, 99));
+    std::printf("generate      median %8.2f ms   p99 %8.2f ms   process CPU %8.2f ms\n",
+                percentile(gen_ms, 50), percentile(gen_ms, 99), cpu_ms);
     std::printf("encoder only  median %8.2f ms   p99 %8.2f ms\n", percentile(enc_ms, 50),
                 percentile(enc_ms, 99));
     std::printf("decoder step  median %8.2f ms   p99 %8.2f ms\n", percentile(step1_ms, 50),
                 percentile(step1_ms, 99));
+    // oneDNN 2.6 allocates 5 small objects inside each matmul execute (its argument map): bf16
+    // and int8 on oneDNN count those; the engine's own code allocates nothing.
     std::printf("heap allocations inside the decode loop: %lu over %d runs x %d steps\n",
                 (unsigned long)loop_allocs, runs, kNewTokens - 1);
 
@@ -272,21 +386,25 @@ int main(int argc, char** argv) {
     for (int batch : {8, 32}) {
       for (int w = 0; w < 2; ++w) run_batch(model, encoder, gen, batch, finished);
       std::vector<double> total, steps, encode;
+      const double batch_cpu0 = process_cpu_ms();
       for (int r = 0; r < std::max(5, runs / 5); ++r) {
         BatchTiming t = run_batch(model, encoder, gen, batch, finished);
         total.push_back(t.total_ms);
         encode.push_back(t.encode_ms);
         steps.insert(steps.end(), t.step_ms.begin() + 1, t.step_ms.end());
       }
+      const double batch_cpu_ms = (process_cpu_ms() - batch_cpu0) / std::max(5, runs / 5);
       const double sps = batch / (percentile(total, 50) / 1000.0);
       seqs_per_s.emplace_back(batch, sps);
       step_at.emplace_back(batch, percentile(steps, 50));
       std::printf(
           "batch %2d: generate %8.2f ms (encoder %7.2f ms), decoder step %7.2f ms, %7.1f "
-          "sequences/s\n",
-          batch, percentile(total, 50), percentile(encode, 50), percentile(steps, 50), sps);
+          "sequences/s; process CPU %8.2f ms\n",
+          batch, percentile(total, 50), percentile(encode, 50), percentile(steps, 50), sps,
+          batch_cpu_ms);
     }
 
+    if (quick) return 0;
     const double bw = read_bandwidth_gbs(threads, size_t(512) << 20);
     const double bw_step = read_bandwidth_gbs(threads, static_cast<size_t>(step_bytes));
     const double blas_peak = gemm_peak_gflops();
@@ -305,7 +423,7 @@ int main(int argc, char** argv) {
         step_bytes / 1e6, bw_step, step_bytes / (bw_step * 1e9) * 1000.0,
         100.0 * step_bytes / (bw_step * 1e9) * 1000.0 / percentile(step1_ms, 50));
     // FLOPs of one decoder step per sequence ~ 2 * streamed weights (floats); encoder ignored.
-    const double flops_per_seq_step = 2.0 * step_bytes / sizeof(float);
+    const double flops_per_seq_step = 2.0 * step_weights;
     std::printf(
         "fp32 FMA peak (%d threads, measured): %.1f GFLOP/s; OpenBLAS sgemm n=1536: %.1f GFLOP/s\n",
         threads, peak, blas_peak);
@@ -331,19 +449,9 @@ int main(int argc, char** argv) {
       for (int r = 0; r < runs; ++r)
         total += run_batch(model, encoder, gen, profile_batch, finished).total_ms;
       profiler::set_enabled(false);
-      auto stats = profiler::snapshot();
       std::printf("\n== per-op profile, batch-%d generate (%d runs, %.2f ms each) ==\n",
                   profile_batch, runs, total / runs);
-      double accounted = 0;
-      for (size_t i = 0; i < profiler::kNumOps; ++i) {
-        const double ms = stats[i].nanoseconds / 1e6 / runs;
-        accounted += ms;
-        std::printf("%-24s %8.3f ms/generate %5.1f%%  (%lu calls/generate)\n",
-                    std::string(profiler::op_name(static_cast<profiler::Op>(i))).c_str(), ms,
-                    100 * ms / (total / runs), (unsigned long)(stats[i].calls / runs));
-      }
-      std::printf("%-24s %8.3f ms/generate %5.1f%%\n", "other", total / runs - accounted,
-                  100 * (total / runs - accounted) / (total / runs));
+      print_profile(runs, total);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine_bench: %s\n", e.what());

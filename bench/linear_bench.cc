@@ -1,9 +1,11 @@
 // linear_bench: the decoder's linear layer, y = x W^T, on OpenBLAS and on the engine's
 // small-batch kernel, side by side in one run, for the row counts a decoder step sees.
 // The ratio between the two picks ops::linear's dispatch (src/ops.cc).
-//   linear_bench [--threads N] [--cold]
+//   linear_bench [--threads N] [--cold] [--compute-types]
 // --cold cycles through 256 MiB of weight copies, so every call streams its weights from DRAM
 // as a decoder step does (the default measures weights that stay in cache).
+// --compute-types: fp32 (ops::linear's pick) against bf16 and int8 on oneDNN and on the engine's
+// portable kernels, per shape, through ops::linear as the layers call it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "cpu/kernels.h"
+#include "ops.h"
 #include "seqpipe/engine/blas.h"
 
 namespace {
@@ -29,23 +32,68 @@ double best_us(F&& f, int reps) {
 }
 }  // namespace
 
+// Microseconds per call of each compute type's linear, weights in cache.
+int compute_types() {
+  using namespace seqpipe::engine;
+  struct Column {
+    const char* name;
+    ComputeType type;
+    CpuKernels kernels;
+  };
+  const Column columns[] = {{"f32", ComputeType::kFloat32, CpuKernels::kBest},
+                            {"bf16 dnnl", ComputeType::kBFloat16, CpuKernels::kBest},
+                            {"i8 dnnl", ComputeType::kInt8, CpuKernels::kBest},
+                            {"bf16 own", ComputeType::kBFloat16, CpuKernels::kPortable},
+                            {"i8 own", ComputeType::kInt8, CpuKernels::kPortable}};
+  std::printf("%-16s %4s", "shape [n x k]", "m");
+  for (const Column& c : columns) std::printf(" %10s", c.name);
+  std::printf("   (us per call; f32 / i8 dnnl)\n");
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{256, 256},
+                      {1024, 256},
+                      {256, 1024},
+                      {512, 512},
+                      {2048, 512},
+                      {512, 2048},
+                      {32128, 512}}) {
+    Tensor w = Tensor::empty({n, k});
+    for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = float(i % 13) * 0.01f - 0.06f;
+    std::vector<LinearWeight> weights;
+    for (const Column& c : columns)
+      weights.push_back(ops::prepare_linear(Device::kCpu, w, c.type, c.kernels));
+    std::vector<float> x(288 * k), y(288 * n);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) * 0.1f - 0.3f;
+    for (int64_t m : {1, 4, 16, 32, 128, 288}) {
+      std::printf("[%5ld x %4ld] %4ld", long(n), long(k), long(m));
+      std::vector<double> us;
+      for (const LinearWeight& lw : weights) {
+        us.push_back(best_us([&] { ops::linear(Device::kCpu, x.data(), m, lw, y.data()); }, 20));
+        std::printf(" %10.1f", us.back());
+      }
+      std::printf("   %5.2fx\n", us[0] / us[2]);
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int threads = 2;
-  bool cold = false;
+  bool cold = false, types = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
     } else if (a == "--cold") {
       cold = true;
+    } else if (a == "--compute-types") {
+      types = true;
     } else {
-      std::fprintf(stderr, "usage: linear_bench [--threads N] [--cold]\n");
+      std::fprintf(stderr, "usage: linear_bench [--threads N] [--cold] [--compute-types]\n");
       return a == "--help" ? 0 : 2;
     }
   }
   using namespace seqpipe::engine;
-  blas::set_num_threads(threads);
-  cpu::set_num_threads(threads);
+  ops::set_num_threads(threads);
+  if (types) return compute_types();
   std::printf("%-16s %4s %10s %10s %8s %12s\n", "shape [n x k]", "m", "blas us", "tiled us",
               "ratio", "tiled GFLOP/s");
   for (auto [n, k] :

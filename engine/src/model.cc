@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "cpu/onednn.h"
 #include "ops.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/safetensors.h"
@@ -39,44 +40,65 @@ namespace {
 // used in place from the mapping versus converted.
 class WeightLoader {
  public:
-  explicit WeightLoader(const std::string& path) : file_(path) {}
+  WeightLoader(const std::string& path, const ModelOptions& options)
+      : file_(path), options_(options) {}
 
   Tensor get(const std::string& name, std::vector<int64_t> shape) {
     Tensor t = file_.load(name, shape);
-    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * sizeof(float);
-    if (file_.tensors().at(name).dtype == StorageType::kF32) {
-      mapped_ += bytes;
-    } else {
-      converted_ += bytes;
-    }
+    count(name, t);
     return t;
   }
+  // A linear layer's weight in the compute type (options.compute_type, resolved).
+  LinearWeight linear(const std::string& name, std::vector<int64_t> shape) {
+    const Tensor f32 = file_.load(name, shape);
+    LinearWeight w = prepare(f32);
+    if (w.dtype == DataType::kF32) count(name, f32);
+    return w;
+  }
+  // The lm_head of tied embeddings: the table is counted already, a conversion adds bytes.
+  LinearWeight tied(const Tensor& table) { return prepare(table); }
   bool contains(const std::string& name) const { return file_.contains(name); }
   const std::string& path() const { return file_.path(); }
   uint64_t mapped() const { return mapped_; }
   uint64_t converted() const { return converted_; }
 
  private:
+  LinearWeight prepare(const Tensor& f32) {
+    LinearWeight w =
+        ops::prepare_linear(options_.device, f32, options_.compute_type, options_.cpu_kernels);
+    if (w.dtype != DataType::kF32) converted_ += static_cast<uint64_t>(w.bytes());
+    return w;
+  }
+  void count(const std::string& name, const Tensor& t) {
+    const uint64_t bytes = static_cast<uint64_t>(t.bytes());
+    if (file_.tensors().at(name).dtype == StorageType::kF32) {
+      mapped_ += bytes;
+    } else {
+      converted_ += bytes;
+    }
+  }
+
   SafeTensorsFile file_;
+  const ModelOptions& options_;
   uint64_t mapped_ = 0, converted_ = 0;
 };
 
 AttentionWeights load_attention(WeightLoader& w, const std::string& scope, const T5Config& c) {
-  return {w.get(scope + ".q.weight", {c.inner_dim(), c.d_model}),
-          w.get(scope + ".k.weight", {c.inner_dim(), c.d_model}),
-          w.get(scope + ".v.weight", {c.inner_dim(), c.d_model}),
-          w.get(scope + ".o.weight", {c.d_model, c.inner_dim()})};
+  return {w.linear(scope + ".q.weight", {c.inner_dim(), c.d_model}),
+          w.linear(scope + ".k.weight", {c.inner_dim(), c.d_model}),
+          w.linear(scope + ".v.weight", {c.inner_dim(), c.d_model}),
+          w.linear(scope + ".o.weight", {c.d_model, c.inner_dim()})};
 }
 
 FeedForwardWeights load_ffn(WeightLoader& w, const std::string& scope, const T5Config& c) {
   FeedForwardWeights f;
   if (c.feed_forward == FeedForward::kGatedGelu) {
-    f.wi = w.get(scope + ".wi_0.weight", {c.d_ff, c.d_model});
-    f.wi_1 = w.get(scope + ".wi_1.weight", {c.d_ff, c.d_model});
+    f.wi = w.linear(scope + ".wi_0.weight", {c.d_ff, c.d_model});
+    f.wi_1 = w.linear(scope + ".wi_1.weight", {c.d_ff, c.d_model});
   } else {
-    f.wi = w.get(scope + ".wi.weight", {c.d_ff, c.d_model});
+    f.wi = w.linear(scope + ".wi.weight", {c.d_ff, c.d_model});
   }
-  f.wo = w.get(scope + ".wo.weight", {c.d_model, c.d_ff});
+  f.wo = w.linear(scope + ".wo.weight", {c.d_model, c.d_ff});
   return f;
 }
 
@@ -95,7 +117,24 @@ PositionBias expand_bias(const Tensor& buckets, const T5Config& c, bool bidirect
   return bias;
 }
 
+ComputeType resolve_compute_type(ComputeType requested, const T5Config& c, Device device) {
+  if (requested == ComputeType::kFloat16) {
+    // fp16's range ends at 65504: T5 v1.1 / flan-T5's FFN outputs exceed it (HF keeps wo in
+    // fp32 for this reason; CTranslate2 reports the same overflow).
+    throw EngineError(c.feed_forward == FeedForward::kGatedGelu
+                          ? "compute type float16 is refused for T5 v1.1 (gated-gelu) models: "
+                            "their feed-forward activations overflow fp16; use bfloat16"
+                          : "compute type float16 has no CPU kernels in this engine; use bfloat16");
+  }
+  return requested == ComputeType::kAuto ? ops::best_compute_type(device) : requested;
+}
+
 }  // namespace
+
+int64_t LinearWeight::bytes() const {
+  return weight.bytes() + scales.bytes() +
+         (packed ? static_cast<int64_t>(packed->desc.get_size()) : 0);
+}
 
 std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const ModelOptions& options) {
   if (!std::filesystem::is_directory(dir))
@@ -112,18 +151,19 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
   m->options_ = options;
   m->config_ = T5Config::from_json_file(dir + "/config.json");
   const T5Config& c = m->config_;
-  WeightLoader w(dir + "/model.safetensors");
+  m->options_.compute_type = resolve_compute_type(options.compute_type, c, options.device);
+  WeightLoader w(dir + "/model.safetensors", m->options_);
 
   m->shared_ = w.get("shared.weight", {c.vocab_size, c.d_model});
   if (c.tie_word_embeddings) {
-    m->lm_head_ = m->shared_;
+    m->lm_head_ = w.tied(m->shared_);
   } else {
     if (!w.contains("lm_head.weight")) {
       throw EngineError(
           w.path() +
           ": missing tensor 'lm_head.weight' (config.json has tie_word_embeddings: false)");
     }
-    m->lm_head_ = w.get("lm_head.weight", {c.vocab_size, c.d_model});
+    m->lm_head_ = w.linear("lm_head.weight", {c.vocab_size, c.d_model});
   }
 
   const std::vector<int64_t> bias_shape = {c.relative_attention_num_buckets, c.num_heads};

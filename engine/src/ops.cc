@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cpu/kernels.h"
+#include "cpu/onednn.h"
 #include "seqpipe/engine/blas.h"
 #include "seqpipe/engine/error.h"
 
@@ -23,18 +24,70 @@ void require(bool ok, const char* op, const char* what) {
 
 }  // namespace
 
-void linear(Device device, const float* x, int64_t m, const Tensor& w, float* y, float beta,
+void linear(Device device, const float* x, int64_t m, const LinearWeight& w, float* y, float beta,
             profiler::Op tag) {
   profiler::ScopedOp timer(tag);
-  require(w.rank() == 2, "linear", "weight must be 2-D [out, in]");
+  require(w.defined(), "linear", "weight is empty");
   if (m == 0) return;
   if (device != Device::kCpu) unsupported(device, "linear");
-  const int64_t n = w.dim(0), k = w.dim(1);
-  if (m > 1 && m <= cpu::kTiledMaxRows) {
-    cpu::linear_tiled(x, m, w.data(), n, k, beta, y);
+  const int64_t n = w.out, k = w.in;
+  if (w.packed) {
+    cpu::linear_packed(x, m, *w.packed, w.scales.data(), beta, y);
+  } else if (w.dtype == DataType::kBF16) {
+    cpu::linear_bf16(x, m, w.weight.data_as<uint16_t>(), n, k, beta, y);
+  } else if (w.dtype == DataType::kI8) {
+    cpu::linear_int8(x, m, w.weight.data_as<int8_t>(), w.scales.data(), n, k, beta, y);
+  } else if (m > 1 && m <= cpu::kTiledMaxRows) {
+    cpu::linear_tiled(x, m, w.weight.data(), n, k, beta, y);
   } else {
-    blas::gemm(true, m, n, k, 1.0f, x, k, w.data(), k, beta, y, n);
+    blas::gemm(true, m, n, k, 1.0f, x, k, w.weight.data(), k, beta, y, n);
   }
+}
+
+LinearWeight prepare_linear(Device device, const Tensor& w, ComputeType type, CpuKernels kernels) {
+  require(w.rank() == 2 && w.dtype() == DataType::kF32, "prepare_linear",
+          "weight must be fp32 [out, in]");
+  if (device != Device::kCpu) unsupported(device, "prepare_linear");
+  LinearWeight lw;
+  lw.out = w.dim(0);
+  lw.in = w.dim(1);
+  switch (type) {
+    case ComputeType::kFloat32:
+      lw.weight = w;
+      return lw;
+    case ComputeType::kBFloat16:
+      lw.dtype = DataType::kBF16;
+      if (kernels == CpuKernels::kBest && cpu::onednn_runs(lw.dtype)) {
+        lw.packed = cpu::pack_weight(w, lw.dtype);
+      } else {
+        lw.weight = Tensor::empty(w.shape(), device, DataType::kBF16);
+        cpu::to_bf16(w.data(), w.numel(), lw.weight.data_as<uint16_t>());
+      }
+      return lw;
+    case ComputeType::kInt8:
+    case ComputeType::kInt8BFloat16:
+      lw.dtype = DataType::kI8;
+      lw.weight = Tensor::empty(w.shape(), device, DataType::kI8);
+      lw.scales = Tensor::empty({lw.out}, device);
+      cpu::quantize_rows(w.data(), lw.out, lw.in, lw.weight.data_as<int8_t>(), lw.scales.data());
+      if (kernels == CpuKernels::kBest && cpu::onednn_runs(lw.dtype)) {
+        lw.packed = cpu::pack_weight(lw.weight, lw.dtype);
+        lw.weight = Tensor();  // only the packed copy is kept
+      }
+      return lw;
+    case ComputeType::kAuto:
+    case ComputeType::kFloat16:
+      break;
+  }
+  throw EngineError("prepare_linear: compute type " + std::string(compute_type_name(type)) +
+                    " is not a resolved CPU type");
+}
+
+ComputeType best_compute_type(Device device) {
+  if (device != Device::kCpu) unsupported(device, "best_compute_type");
+  if (cpu::onednn_runs(DataType::kI8)) return ComputeType::kInt8;
+  if (cpu::onednn_runs(DataType::kBF16)) return ComputeType::kBFloat16;
+  return ComputeType::kFloat32;
 }
 
 void set_num_threads(int threads) {

@@ -17,9 +17,18 @@ void set_num_threads(int threads);
 // The most threads an op may use (sizes per-thread scratch buffers).
 int max_threads();
 
-// y[m, n] = x[m, k] * w[n, k]^T + beta * y, n = w.dim(0). beta = 1 fuses a residual add.
-void linear(Device device, const float* x, int64_t m, const Tensor& w, float* y, float beta = 0.0f,
-            profiler::Op tag = profiler::Op::kLinear);
+// y[m, n] = x[m, k] * w[n, k]^T + beta * y, n = w.out. beta = 1 fuses a residual add. The
+// weight's type and layout pick the kernel.
+void linear(Device device, const float* x, int64_t m, const LinearWeight& w, float* y,
+            float beta = 0.0f, profiler::Op tag = profiler::Op::kLinear);
+
+// The weight of a linear layer in `type` (float32, bfloat16, int8 or int8_bfloat16: resolved,
+// see compute_type.h) for `device`, from the fp32 [out, in] tensor w: float32 uses w in place;
+// the others convert it (once, at load), packed for oneDNN where it runs the type.
+LinearWeight prepare_linear(Device device, const Tensor& w, ComputeType type, CpuKernels kernels);
+
+// The compute type `auto` stands for on this machine.
+ComputeType best_compute_type(Device device);
 
 // y = x / sqrt(mean(x^2) + eps) * w * scale, per row of width w.dim(0) (T5LayerNorm).
 void rms_norm(Device device, const float* x, int64_t m, const Tensor& w, float eps, float scale,

@@ -10,10 +10,10 @@
 namespace seqpipe::engine {
 
 namespace {
-std::shared_ptr<void> allocate(int64_t numel, Device device) {
+std::shared_ptr<void> allocate(int64_t numel, Device device, DataType dtype) {
   if (device != Device::kCpu)
     throw EngineError("Tensor: device " + std::string(device_name(device)) + " is not built in");
-  size_t bytes = static_cast<size_t>(numel) * sizeof(float);
+  size_t bytes = static_cast<size_t>(numel) * element_size(dtype);
   bytes = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
   if (p == nullptr) throw std::bad_alloc();
@@ -21,16 +21,21 @@ std::shared_ptr<void> allocate(int64_t numel, Device device) {
 }
 }  // namespace
 
-Tensor Tensor::empty(const std::vector<int64_t>& shape, Device device) {
+std::string_view data_type_name(DataType t) {
+  return t == DataType::kF32 ? "f32" : t == DataType::kBF16 ? "bf16" : "i8";
+}
+
+Tensor Tensor::empty(const std::vector<int64_t>& shape, Device device, DataType dtype) {
   if (shape.size() > kMaxRank)
     throw EngineError("Tensor: rank " + std::to_string(shape.size()) + " > 4");
   Tensor t;
   t.rank_ = static_cast<int>(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) t.shape_[i] = shape[i];
-  auto storage = allocate(t.numel(), device);
-  t.data_ = static_cast<float*>(storage.get());
+  auto storage = allocate(t.numel(), device, dtype);
+  t.data_ = storage.get();
   t.owner_ = std::move(storage);
   t.device_ = device;
+  t.dtype_ = dtype;
   return t;
 }
 

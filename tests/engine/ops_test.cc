@@ -54,6 +54,21 @@ TEST(CpuKernels, GatedGeluMatchesTanhFormula) {
   }
 }
 
+TEST(CpuKernels, GatedGeluVectorisedExpStaysWithinBoundOverTheFloatRange) {
+  // 16 lanes at a time plus a tail; inputs from deep negative (gelu -> -0) to large positive.
+  std::vector<float> a, b;
+  for (float x = -60.0f; x <= 60.0f; x += 0.0371f) a.push_back(x);
+  for (size_t i = 0; i < a.size(); ++i) b.push_back(1.0f + 0.001f * float(i % 7));
+  const std::vector<float> a0 = a;
+  ops::gated_gelu(Device::kCpu, a.data(), b.data(), static_cast<int64_t>(a.size()));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = a0[i];
+    const double g = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    // A few float ulps of the result, or 1e-7 near zero.
+    EXPECT_NEAR(a[i], g * b[i], 1e-6 * std::max(1.0, std::abs(g * b[i]))) << "x " << x;
+  }
+}
+
 TEST(CpuKernels, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
   const int64_t heads = 2, hd = 4, inner = heads * hd, len = 5;
   std::mt19937 rng(7);
@@ -101,7 +116,8 @@ TEST(CpuKernels, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
 TEST(Ops, UnsupportedDeviceIsAnErrorNotACrash) {
   Tensor w = Tensor::empty({2, 2});
   float x[2] = {1, 2}, y[2];
-  EXPECT_THROW(ops::linear(Device::kCuda, x, 1, w, y), std::exception);
+  const LinearWeight lw = ops::prepare_linear(Device::kCpu, w, ComputeType::kFloat32, {});
+  EXPECT_THROW(ops::linear(Device::kCuda, x, 1, lw, y), std::exception);
 }
 
 }  // namespace

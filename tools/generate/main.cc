@@ -46,6 +46,8 @@ options:
   --length-penalty F      beam score = sum of log-probs / length^F (default: 1.0)
   --early-stopping        beam search stops once num_beams hypotheses finished
   --threads N             threads for the BLAS and the kernels; 0: all cores (default: 0)
+  --compute-type T        the linear layers' number type: float32, bfloat16, int8,
+                          int8_bfloat16 or auto (the best this CPU runs) (default: float32)
   --scores                also print the log-probability of every generated token
   --json                  print one JSON object: input_ids, ids, text (null without
                           spiece.model), score, timings_ms
@@ -68,6 +70,7 @@ struct Options {
   std::optional<std::vector<int>> ids;
   engine::DecodingOptions decoding;
   int threads = 0;
+  engine::ComputeType compute_type = engine::ComputeType::kFloat32;
   bool scores = false;  // print the per-token log-probs
   bool json = false;
 };
@@ -107,6 +110,13 @@ Options parse_args(int argc, char** argv) {
   cli::add_number(app, "--length-penalty", o.decoding.length_penalty);
   app.add_flag("--early-stopping", o.decoding.early_stopping);
   cli::add_number(app, "--threads", o.threads);
+  app.add_option_function<std::string>("--compute-type", [&](const std::string& v) {
+    try {
+      o.compute_type = engine::parse_compute_type(v);
+    } catch (const engine::EngineError& e) {
+      throw UsageError(std::string("--compute-type: ") + e.what());
+    }
+  });
   app.add_flag("--scores", o.scores);
   app.add_flag("--json", o.json);
   const std::vector<std::string> unknown = cli::parse(app, argc, argv);
@@ -148,7 +158,8 @@ Generation generate(const Options& o) {
 
   Generation g;
   const auto load_start = std::chrono::steady_clock::now();
-  auto model = engine::T5Model::load(o.model_dir, engine::ModelOptions{.threads = o.threads});
+  auto model = engine::T5Model::load(
+      o.model_dir, engine::ModelOptions{.threads = o.threads, .compute_type = o.compute_type});
   std::unique_ptr<engine::Tokenizer> tokenizer;
   if (has_tokenizer) tokenizer = std::make_unique<engine::Tokenizer>(spiece_path);
   g.load_ms = ms_since(load_start);

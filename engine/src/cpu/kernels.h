@@ -17,8 +17,23 @@ constexpr int64_t kTiledMaxRows = 512;
 void linear_tiled(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float beta,
                   float* y);
 
+// The bf16 and int8 linear layers' own kernels, for CPUs where oneDNN has no fast path
+// (src/cpu/onednn.h): plain loops the compiler vectorises, fp32 / int32 sums. Weights [n, k]
+// row-major; int8: per output channel scales[n], activations quantized per row (quantize_rows).
+void linear_bf16(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float beta,
+                 float* y);
+void linear_int8(const float* x, int64_t m, const int8_t* w, const float* scales, int64_t n,
+                 int64_t k, float beta, float* y);
+
+// fp32 -> bf16, rounded to nearest even (NaN stays NaN).
+void to_bf16(const float* x, int64_t n, uint16_t* out);
+// Symmetric int8 per row: scales[r] = max|x[r]| / 127, q[r][i] = round(x[r][i] / scales[r]) in
+// [-127, 127] (an all-zero row: scale 0, q 0).
+void quantize_rows(const float* x, int64_t m, int64_t k, int8_t* q, float* scales);
+
 // Threads for the engine's own parallel kernels.
 void set_num_threads(int threads);
+int num_threads();
 // The most threads set_num_threads may give (the OpenMP maximum at start-up).
 int max_threads();
 

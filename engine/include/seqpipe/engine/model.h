@@ -1,31 +1,65 @@
 #pragma once
 // A T5 checkpoint loaded from a HuggingFace model directory (config.json + model.safetensors).
 // Weights are memory-mapped; fp32 tensors are used in place, F16/BF16 are converted at load.
+// The linear layers' weights are then converted once to the compute type (compute_type.h).
 // The loaded model is immutable and may be shared by any number of Encoders and Decoders.
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "seqpipe/engine/compute_type.h"
 #include "seqpipe/engine/device.h"
 #include "seqpipe/engine/t5_config.h"
 #include "seqpipe/engine/tensor.h"
 
 namespace seqpipe::engine {
 
+// Which kernels run the bf16 / int8 linear layers.
+enum class CpuKernels {
+  kBest,      // oneDNN's where this CPU has AVX512_BF16 (bf16) or VNNI (int8), else kPortable
+  kPortable,  // the engine's own vectorised loops only: what a CPU without them (AVX2) runs;
+              // tests force it to check that path on any machine
+};
+
 struct ModelOptions {
   // Threads for the BLAS and the engine's kernels; 0 keeps the BLAS default (all cores).
   int threads = 0;
   Device device = Device::kCpu;
+  // The linear layers' number type (compute_type.h). Default float32: exactly the checkpoint's
+  // arithmetic; int8 is the fastest and agrees with it on most greedy outputs
+  // (docs/PERFORMANCE.md).
+  ComputeType compute_type = ComputeType::kFloat32;
+  CpuKernels cpu_kernels = CpuKernels::kBest;
+};
+
+namespace cpu {
+struct PackedWeight;  // a weight in a CPU library's own layout (src/cpu/onednn.h)
+}
+
+// A linear layer's weight W [out, in] (y = x W^T, HF's nn.Linear layout) in the compute type.
+// float32: the checkpoint's tensor used in place. bfloat16 / int8: converted once at load; int8
+// per output channel, W[j] ~ weight[j] * scales[j]. Where oneDNN runs the type on this CPU the
+// weights are kept only in its packed layout (`packed`, `weight` empty); else row-major in
+// `weight` for the engine's own kernels.
+struct LinearWeight {
+  DataType dtype = DataType::kF32;
+  int64_t out = 0, in = 0;
+  Tensor weight;
+  Tensor scales;  // int8: [out] fp32
+  std::shared_ptr<const cpu::PackedWeight> packed;
+
+  bool defined() const { return out > 0; }
+  int64_t bytes() const;  // weights and scales as stored
 };
 
 struct AttentionWeights {
-  Tensor q, k, v, o;  // [inner, d_model] x3, o: [d_model, inner]
+  LinearWeight q, k, v, o;  // [inner, d_model] x3, o: [d_model, inner]
 };
 
 struct FeedForwardWeights {
-  Tensor wi;    // relu: wi [d_ff, d_model]; gated: wi_0 (the gelu branch)
-  Tensor wi_1;  // gated only: the linear branch
-  Tensor wo;    // [d_model, d_ff]
+  LinearWeight wi;    // relu: wi [d_ff, d_model]; gated: wi_0 (the gelu branch)
+  LinearWeight wi_1;  // gated only: the linear branch
+  LinearWeight wo;    // [d_model, d_ff]
 };
 
 struct EncoderBlockWeights {
@@ -61,17 +95,20 @@ class T5Model {
   const T5Config& config() const { return config_; }
   const std::string& dir() const { return dir_; }
   Device device() const { return options_.device; }
+  // As given, except compute_type: the type in use (auto resolved for this CPU).
   const ModelOptions& options() const { return options_; }
+  ComputeType compute_type() const { return options_.compute_type; }
 
-  const Tensor& shared_embedding() const { return shared_; }  // [vocab, d_model]
-  const Tensor& lm_head() const { return lm_head_; }          // [vocab, d_model]
+  const Tensor& shared_embedding() const { return shared_; }  // [vocab, d_model], fp32
+  const LinearWeight& lm_head() const { return lm_head_; }    // [vocab, d_model]
   const std::vector<EncoderBlockWeights>& encoder_blocks() const { return encoder_; }
   const std::vector<DecoderBlockWeights>& decoder_blocks() const { return decoder_; }
   const Tensor& encoder_final_norm() const { return encoder_final_norm_; }
   const Tensor& decoder_final_norm() const { return decoder_final_norm_; }
   const PositionBias& encoder_position_bias() const { return encoder_bias_; }
   const PositionBias& decoder_position_bias() const { return decoder_bias_; }
-  // Bytes of weights used in place from the file mapping, and bytes converted into memory.
+  // Bytes of weights used in place from the file mapping, and bytes converted into memory
+  // (from F16/BF16 checkpoints to fp32, and to the compute type).
   uint64_t mapped_weight_bytes() const { return mapped_bytes_; }
   uint64_t converted_weight_bytes() const { return converted_bytes_; }
 
@@ -81,7 +118,8 @@ class T5Model {
   std::string dir_;
   ModelOptions options_;
   T5Config config_;
-  Tensor shared_, lm_head_;
+  Tensor shared_;
+  LinearWeight lm_head_;
   std::vector<EncoderBlockWeights> encoder_;
   std::vector<DecoderBlockWeights> decoder_;
   Tensor encoder_final_norm_, decoder_final_norm_;

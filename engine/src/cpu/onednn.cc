@@ -1,0 +1,206 @@
+#include "cpu/onednn.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+
+#include "cpu/kernels.h"
+#include "seqpipe/engine/error.h"
+
+namespace seqpipe::engine::cpu {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dt src_type(DataType dtype) {
+  return dtype == DataType::kBF16 ? dt::bf16 : dt::u8;
+}
+dt weight_type(DataType dtype) {
+  return dtype == DataType::kBF16 ? dt::bf16 : dt::s8;
+}
+dt dst_type(DataType dtype) {
+  return dtype == DataType::kBF16 ? dt::f32 : dt::s32;
+}
+
+// A matmul is compiled for one row count (~50 KB of generated code, 0.1-2 ms to make). Row
+// counts above 8 are rounded up to a multiple of 8 (the padding rows computed and dropped), and
+// inputs above kChunkRows run in chunks: a thread holds at most 39 matmuls per weight shape
+// however the batch sizes vary.
+constexpr int64_t kChunkRows = 256;
+int64_t row_bucket(int64_t m) {
+  return m <= 8 ? m : (m + 7) / 8 * 8;
+}
+
+dnnl::matmul::primitive_desc matmul_desc(DataType dtype, int64_t m, int64_t n, int64_t k,
+                                         const memory::desc& weights) {
+  const memory::desc src({m, k}, src_type(dtype), tag::ab);
+  const memory::desc dst({m, n}, dst_type(dtype), tag::ab);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), cpu_engine());
+}
+
+// One thread's compiled matmuls, the memory objects bound to them, and its scratch buffers.
+// Entries are made on first use of a shape and kept, so after warm-up this code allocates
+// nothing per call (oneDNN's execute itself still does: docs/PERFORMANCE.md).
+struct Matmul {
+  dnnl::matmul primitive;
+  memory src, dst;
+};
+
+struct Key {
+  DataType dtype;
+  int64_t m, n, k;
+  bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    return std::hash<int64_t>()(((key.m * 131 + key.n) * 131 + key.k) * 2 +
+                                static_cast<int64_t>(key.dtype));
+  }
+};
+
+struct ThreadState {
+  dnnl::stream stream{cpu_engine()};
+  std::unordered_map<Key, Matmul, KeyHash> matmuls;
+  std::vector<uint16_t> x_bf16;
+  std::vector<uint8_t> x_u8;
+  std::vector<float> x_scales;
+  std::vector<float> y_f32;    // bf16's products
+  std::vector<int32_t> y_s32;  // int8's integer sums
+};
+
+ThreadState& thread_state() {
+  thread_local ThreadState state;
+  return state;
+}
+
+template <typename T>
+T* grown(std::vector<T>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+Matmul& matmul_for(ThreadState& ts, const PackedWeight& w, int64_t m) {
+  const Key key{w.dtype, m, w.out, w.in};
+  auto it = ts.matmuls.find(key);
+  if (it != ts.matmuls.end()) return it->second;
+  const auto pd = matmul_desc(w.dtype, m, w.out, w.in, w.desc);
+  Matmul mm{dnnl::matmul(pd), memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE),
+            memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE)};
+  return ts.matmuls.emplace(key, std::move(mm)).first->second;
+}
+
+void run(ThreadState& ts, Matmul& mm, const PackedWeight& w, void* src, void* dst) {
+  mm.src.set_data_handle(src);
+  mm.dst.set_data_handle(dst);
+  // The C call takes the arguments as an array: the C++ one builds a hash map per call.
+  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, mm.src.get()},
+                                  {DNNL_ARG_WEIGHTS, w.memory.get()},
+                                  {DNNL_ARG_DST, mm.dst.get()}};
+  const dnnl_status_t status = dnnl_primitive_execute(mm.primitive.get(), ts.stream.get(), 3, args);
+  if (status != dnnl_success)
+    throw EngineError("oneDNN matmul failed (status " + std::to_string(status) + ")");
+}
+
+}  // namespace
+
+bool onednn_runs(DataType dtype) {
+  if (dtype == DataType::kBF16) return __builtin_cpu_supports("avx512bf16");
+  // Without VNNI oneDNN's int8 kernels sum u8 x s8 pairs in saturating int16.
+  if (dtype == DataType::kI8) return __builtin_cpu_supports("avx512vnni");
+  return false;
+}
+
+std::shared_ptr<const PackedWeight> pack_weight(const Tensor& w, DataType dtype) {
+  auto packed = std::make_shared<PackedWeight>();
+  packed->dtype = dtype;
+  packed->out = w.dim(0);
+  packed->in = w.dim(1);
+  const int64_t n = packed->out, k = packed->in;
+  // The layout oneDNN picks for these weights; the same for every row count (checked at use:
+  // a primitive for another row count is created with this layout or fails loudly).
+  const memory::desc any({k, n}, weight_type(dtype), tag::any);
+  const auto pd = matmul_desc(dtype, 16, n, k, any);
+  if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
+    throw EngineError("oneDNN has only its reference matmul for this type on this CPU");
+  packed->desc = pd.weights_desc();
+  packed->memory = memory(packed->desc, cpu_engine());
+  // HF's [out, in] row-major is oneDNN's [in, out] with tag ba.
+  const memory::desc plain({k, n}, dtype == DataType::kBF16 ? dt::f32 : dt::s8, tag::ba);
+  memory source(plain, cpu_engine(), const_cast<void*>(w.data_as<void>()));
+  dnnl::stream stream(cpu_engine());
+  dnnl::reorder(source, packed->memory).execute(stream, source, packed->memory);
+  stream.wait();
+  if (dtype == DataType::kI8) {
+    packed->sums.resize(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      const int8_t* row = w.data_as<int8_t>() + j * k;
+      int32_t sum = 0;
+      for (int64_t i = 0; i < k; ++i) sum += row[i];
+      packed->sums[static_cast<size_t>(j)] = sum;
+    }
+  }
+  return packed;
+}
+
+void linear_packed(const float* x, int64_t m, const PackedWeight& w, const float* scales,
+                   float beta, float* y) {
+  const int64_t n = w.out, k = w.in;
+  if (m > kChunkRows) {
+    for (int64_t r = 0; r < m; r += kChunkRows) {
+      linear_packed(x + r * k, std::min(kChunkRows, m - r), w, scales, beta, y + r * n);
+    }
+    return;
+  }
+  ThreadState& ts = thread_state();
+  // oneDNN runs on the calling thread's OpenMP pool: give it the engine's thread count.
+  if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
+  const int64_t rows = row_bucket(m);
+  Matmul& mm = matmul_for(ts, w, rows);
+  if (w.dtype == DataType::kBF16) {
+    uint16_t* xb = grown(ts.x_bf16, rows * k);
+    to_bf16(x, m * k, xb);
+    std::memset(xb + m * k, 0, static_cast<size_t>((rows - m) * k) * sizeof(uint16_t));
+    float* acc = grown(ts.y_f32, rows * n);
+    run(ts, mm, w, xb, acc);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* a = acc + i * n;
+      float* out = y + i * n;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) out[j] = beta == 0.0f ? a[j] : a[j] + beta * out[j];
+    }
+    return;
+  }
+  uint8_t* q = grown(ts.x_u8, rows * k);
+  float* x_scales = grown(ts.x_scales, m);
+  quantize_rows(x, m, k, reinterpret_cast<int8_t*>(q), x_scales);
+  // s8 -> u8 by adding 128 (flipping the sign bit): VNNI multiplies u8 by s8.
+#pragma omp simd
+  for (int64_t i = 0; i < m * k; ++i) q[i] = static_cast<uint8_t>(q[i] ^ 0x80u);
+  std::memset(q + m * k, 0, static_cast<size_t>((rows - m) * k));
+  int32_t* acc = grown(ts.y_s32, rows * n);
+  run(ts, mm, w, q, acc);
+  const int32_t* sums = w.sums.data();
+  for (int64_t i = 0; i < m; ++i) {
+    const int32_t* a = acc + i * n;
+    float* out = y + i * n;
+    const float sx = x_scales[i];
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = static_cast<float>(a[j] - 128 * sums[j]) * sx * scales[j];
+      out[j] = beta == 0.0f ? v : v + beta * out[j];
+    }
+  }
+}
+
+}  // namespace seqpipe::engine::cpu

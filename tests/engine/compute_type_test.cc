@@ -1,0 +1,254 @@
+// The bf16 and int8 compute types against fp32: the linear op within stated error bounds (oneDNN's
+// kernels and the engine's portable ones, which a CPU without AVX512_BF16 / VNNI runs), the
+// fixtures' greedy ids, and the bundled speller's 200 parity inputs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "cpu/onednn.h"
+#include "ops.h"
+#include "seqpipe/engine/decoding.h"
+#include "seqpipe/engine/error.h"
+#include "seqpipe/engine/model.h"
+#include "seqpipe/engine/tokenizer.h"
+#include "test_util.h"
+
+namespace seqpipe::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ComputeType, NamesRoundTripAndUnknownNamesAreErrors) {
+  for (ComputeType t : {ComputeType::kAuto, ComputeType::kFloat32, ComputeType::kFloat16,
+                        ComputeType::kBFloat16, ComputeType::kInt8, ComputeType::kInt8BFloat16}) {
+    EXPECT_EQ(parse_compute_type(compute_type_name(t)), t);
+  }
+  try {
+    parse_compute_type("fp8");
+    FAIL() << "fp8 parsed";
+  } catch (const EngineError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'fp8'"));
+    EXPECT_THAT(e.what(), HasSubstr("bfloat16"));
+  }
+}
+
+TEST(ComputeType, Float16IsRefusedWithTheReason) {
+  try {
+    T5Model::load(test::data_dir() + "/t5v11-tiny-random",
+                  {.threads = 1, .compute_type = ComputeType::kFloat16});
+    FAIL() << "float16 loaded a gated-gelu model";
+  } catch (const EngineError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("gated-gelu"));
+    EXPECT_THAT(e.what(), HasSubstr("overflow"));
+  }
+  EXPECT_THROW(T5Model::load(test::data_dir() + "/t5-tiny-random",
+                             {.threads = 1, .compute_type = ComputeType::kFloat16}),
+               EngineError);
+}
+
+TEST(ComputeType, AutoResolvesToWhatThisCpuRunsFast) {
+  auto model = T5Model::load(test::data_dir() + "/t5-tiny-random",
+                             {.threads = 1, .compute_type = ComputeType::kAuto});
+  const ComputeType want = cpu::onednn_runs(DataType::kI8)     ? ComputeType::kInt8
+                           : cpu::onednn_runs(DataType::kBF16) ? ComputeType::kBFloat16
+                                                               : ComputeType::kFloat32;
+  EXPECT_EQ(model->compute_type(), want);
+}
+
+TEST(ComputeType, WeightsAreStoredInTheComputeType) {
+  const std::string dir = test::data_dir() + "/t5v11-tiny-random";
+  auto f32 = T5Model::load(dir, {.threads = 1});
+  for (CpuKernels kernels : {CpuKernels::kBest, CpuKernels::kPortable}) {
+    auto bf16 = T5Model::load(
+        dir, {.threads = 1, .compute_type = ComputeType::kBFloat16, .cpu_kernels = kernels});
+    auto int8 = T5Model::load(
+        dir, {.threads = 1, .compute_type = ComputeType::kInt8, .cpu_kernels = kernels});
+    const LinearWeight& w = int8->decoder_blocks()[0].ffn.wo;
+    EXPECT_EQ(w.dtype, DataType::kI8);
+    EXPECT_EQ(w.scales.numel(), w.out);
+    EXPECT_EQ(bf16->lm_head().dtype, DataType::kBF16);
+    EXPECT_EQ(f32->lm_head().dtype, DataType::kF32);
+    // Packed layouts may pad; row-major ones are exactly 2 or 1 (+ scales) bytes per weight.
+    if (kernels == CpuKernels::kPortable) {
+      EXPECT_EQ(bf16->lm_head().bytes(), f32->lm_head().bytes() / 2);
+      EXPECT_EQ(w.bytes(), w.out * w.in + w.out * 4);
+    }
+  }
+}
+
+// y = x W^T for random x, W against a double-precision reference, for every kernel of a type.
+struct LinearCase {
+  ComputeType type;
+  CpuKernels kernels;
+};
+
+class LinearComputeTypeTest : public ::testing::TestWithParam<LinearCase> {};
+
+TEST_P(LinearComputeTypeTest, StaysWithinTheStatedBoundOfFp32) {
+  const auto [type, kernels] = GetParam();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist;
+  // m: a decoder step (1), small batches, and more rows than oneDNN's 256-row chunk.
+  for (int64_t m : {1, 3, 17, 300}) {
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{64, 96}, {257, 512}}) {
+      Tensor w = Tensor::empty({n, k});
+      std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+      for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = dist(rng) * 0.05f;
+      for (auto& v : x) v = dist(rng);
+      for (float beta : {0.0f, 1.0f}) {
+        for (auto& v : y) v = 0.5f;
+        const LinearWeight lw = ops::prepare_linear(Device::kCpu, w, type, kernels);
+        ops::linear(Device::kCpu, x.data(), m, lw, y.data(), beta);
+        double err2 = 0, ref2 = 0;
+        for (int64_t r = 0; r < m; ++r) {
+          const float* xr = x.data() + r * k;
+          float x_max = 0;
+          for (int64_t i = 0; i < k; ++i) x_max = std::max(x_max, std::abs(xr[i]));
+          for (int64_t j = 0; j < n; ++j) {
+            const float* wr = w.row(j);
+            float w_max = 0;
+            for (int64_t i = 0; i < k; ++i) w_max = std::max(w_max, std::abs(wr[i]));
+            double ref = beta * 0.5, abs_sum = 0, bound = 0;
+            for (int64_t i = 0; i < k; ++i) {
+              ref += double(xr[i]) * wr[i];
+              abs_sum += std::abs(double(xr[i]) * wr[i]);
+              // int8: each factor is off by at most half its quantization step.
+              const double sx = x_max / 127.0, sw = w_max / 127.0;
+              bound += std::abs(xr[i]) * sw / 2 + std::abs(wr[i]) * sx / 2 + sx * sw / 4;
+            }
+            // bf16: each factor rounded to 8 significant bits, 2^-9 relative at most (x stays
+            // fp32 in the portable kernel, so that bound holds for both).
+            if (type == ComputeType::kBFloat16) bound = std::ldexp(1.0, -8) * abs_sum;
+            bound = bound * 1.01 + 1e-5 * abs_sum + 1e-6;  // + fp32 summation
+            const double got = y[static_cast<size_t>(r * n + j)];
+            ASSERT_LE(std::abs(got - ref), bound)
+                << "m " << m << " n " << n << " k " << k << " beta " << beta << " row " << r
+                << " col " << j;
+            err2 += (got - ref) * (got - ref);
+            ref2 += (ref - beta * 0.5) * (ref - beta * 0.5);
+          }
+        }
+        // Typical error, relative to the product's size: bf16 ~0.3%, int8 ~1% on these data.
+        const double rms = std::sqrt(err2 / ref2);
+        EXPECT_LT(rms, type == ComputeType::kBFloat16 ? 0.01 : 0.03) << "m " << m << " n " << n;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, LinearComputeTypeTest,
+                         ::testing::Values(LinearCase{ComputeType::kBFloat16, CpuKernels::kBest},
+                                           LinearCase{ComputeType::kBFloat16,
+                                                      CpuKernels::kPortable},
+                                           LinearCase{ComputeType::kInt8, CpuKernels::kBest},
+                                           LinearCase{ComputeType::kInt8, CpuKernels::kPortable}),
+                         [](const auto& info) {
+                           return std::string(info.param.type == ComputeType::kBFloat16 ? "BFloat16"
+                                                                                        : "Int8") +
+                                  (info.param.kernels == CpuKernels::kBest ? "Best" : "Portable");
+                         });
+
+TEST(LinearComputeType, Int8PortableKernelEqualsOneDnnExactly) {
+  // Same quantization, exact int32 sums, the same rescaling: the same floats.
+  if (!cpu::onednn_runs(DataType::kI8)) GTEST_SKIP() << "no VNNI: oneDNN's int8 is not used here";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist;
+  const int64_t m = 9, n = 100, k = 320;
+  Tensor w = Tensor::empty({n, k});
+  std::vector<float> x(static_cast<size_t>(m * k)), a(static_cast<size_t>(m * n)), b = a;
+  for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = dist(rng);
+  for (auto& v : x) v = dist(rng);
+  const auto best = ops::prepare_linear(Device::kCpu, w, ComputeType::kInt8, CpuKernels::kBest);
+  const auto own = ops::prepare_linear(Device::kCpu, w, ComputeType::kInt8, CpuKernels::kPortable);
+  ASSERT_TRUE(best.packed);
+  ASSERT_FALSE(own.packed);
+  ops::linear(Device::kCpu, x.data(), m, best, a.data());
+  ops::linear(Device::kCpu, x.data(), m, own, b.data());
+  EXPECT_EQ(a, b);
+}
+
+// The fixtures: bf16's greedy ids are fp32's (which are HF's, reference_test.cc).
+class FixtureComputeTypeTest
+    : public ::testing::TestWithParam<std::tuple<std::string, CpuKernels>> {};
+
+TEST_P(FixtureComputeTypeTest, BFloat16GreedyIdsEqualFloat32s) {
+  const auto [fixture, kernels] = GetParam();
+  const std::string dir = test::data_dir() + "/" + fixture;
+  const auto ref = test::load_json(dir + "/reference.json");
+  auto f32 = T5Model::load(dir, {.threads = 1});
+  auto bf16 = T5Model::load(
+      dir, {.threads = 1, .compute_type = ComputeType::kBFloat16, .cpu_kernels = kernels});
+  for (const auto& c : ref["cases"]) {
+    const auto input = c["input_ids"].get<std::vector<int>>();
+    for (int min_new : {0, 11}) {
+      const DecodingOptions o{.max_new_tokens = 11, .min_new_tokens = min_new};
+      EXPECT_EQ(generate(bf16, {input}, o)[0].ids, generate(f32, {input}, o)[0].ids);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, FixtureComputeTypeTest,
+    ::testing::Combine(::testing::Values("t5-tiny-random", "t5v11-tiny-random"),
+                       ::testing::Values(CpuKernels::kBest, CpuKernels::kPortable)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param) == "t5-tiny-random" ? "T5v10" : "T5v11") +
+             (std::get<1>(info.param) == CpuKernels::kBest ? "Best" : "Portable");
+    });
+
+// The bundled speller on tests/data/speller-t5-greedy.json's 200 held-out inputs, whose ids the
+// fp32 engine reproduces exactly (tools.speller_parity): how many greedy outputs each compute type
+// leaves unchanged. Bars: bf16 >= 99%, int8 >= 97%.
+struct SpellerCase {
+  ComputeType type;
+  CpuKernels kernels;
+  double min_equal;
+};
+
+class SpellerParityTest : public ::testing::TestWithParam<SpellerCase> {};
+
+TEST_P(SpellerParityTest, GreedyIdsEqualFloat32sOnTheParityInputs) {
+  const auto [type, kernels, min_equal] = GetParam();
+  const std::string dir = test::data_dir() + "/../../models/speller-t5";
+  const auto ref = test::load_json(test::data_dir() + "/speller-t5-greedy.json");
+  auto model = T5Model::load(dir, {.threads = 1, .compute_type = type, .cpu_kernels = kernels});
+  Tokenizer tokenizer(dir + "/spiece.model");
+  const DecodingOptions o{.max_new_tokens = ref["max_new_tokens"].get<int>()};
+  int equal = 0, total = 0;
+  std::string first_difference;
+  for (const auto& c : ref["cases"]) {
+    const auto want = c["ids"].get<std::vector<int>>();
+    const auto got = generate(model, {tokenizer.encode(c["text"].get<std::string>())}, o)[0].ids;
+    ++total;
+    if (got == want) {
+      ++equal;
+    } else if (first_difference.empty()) {
+      first_difference = c["text"].get<std::string>();
+    }
+  }
+  ASSERT_EQ(total, 200);
+  const double share = double(equal) / total;
+  RecordProperty("equal", equal);
+  EXPECT_GE(share, min_equal) << equal << " of " << total << " equal; first difference: '"
+                              << first_difference << "'";
+  std::printf("%s%s: %d of %d greedy outputs equal fp32's\n",
+              std::string(compute_type_name(type)).c_str(),
+              kernels == CpuKernels::kPortable ? " (portable kernels)" : "", equal, total);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ComputeTypes, SpellerParityTest,
+    ::testing::Values(SpellerCase{ComputeType::kBFloat16, CpuKernels::kBest, 0.99},
+                      SpellerCase{ComputeType::kBFloat16, CpuKernels::kPortable, 0.99},
+                      SpellerCase{ComputeType::kInt8, CpuKernels::kBest, 0.97},
+                      SpellerCase{ComputeType::kInt8, CpuKernels::kPortable, 0.97}),
+    [](const auto& info) {
+      return std::string(info.param.type == ComputeType::kBFloat16 ? "BFloat16" : "Int8") +
+             (info.param.kernels == CpuKernels::kBest ? "Best" : "Portable");
+    });
+
+}  // namespace
+}  // namespace seqpipe::engine
