@@ -163,6 +163,12 @@ void check_text(const std::string& where, const Key& key, const std::string& val
       }
       break;
     }
+    case TextKind::kName:  // a name the engine checks when it loads (empty: the default)
+      if (value.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+        fail(where, key.path() +
+                        " must be a name such as int8 (lower-case letters, digits, _), got '" +
+                        value + "'");
+      break;
     case TextKind::kHttpAddress: {  // empty (off) or IPV4:PORT
       if (value.empty()) break;
       const size_t colon = value.rfind(':');

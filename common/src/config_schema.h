@@ -27,7 +27,7 @@ struct IntRule {
   int64_t max;
 };
 
-enum class TextKind { kPath, kPathList, kRuntimeDir, kEndpoint, kIpv4, kHttpAddress };
+enum class TextKind { kPath, kPathList, kRuntimeDir, kEndpoint, kIpv4, kHttpAddress, kName };
 struct TextRule {
   TextKind kind;
   std::string_view default_socket = {};  // kEndpoint: empty means ipc://{runtime_dir}/<this>
@@ -56,6 +56,7 @@ void for_each_field(Config&& c, Visit&& visit) {
 
   visit(Key{"model", "dir"}, c.model.dir, TextRule{TextKind::kPath});
   visit(Key{"model", "max_input_tokens"}, c.model.max_input_tokens, IntRule{1, 8192});
+  visit(Key{"model", "compute_type"}, c.model.compute_type, TextRule{TextKind::kName});
 
   visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms,
         IntRule{10, 60'000});
@@ -108,10 +109,12 @@ void for_each_field(Config&& c, Visit&& visit) {
 
   worker_fields("encoder", c.encoder, visit);
   visit(Key{"encoder", "threads"}, c.encoder.threads, IntRule{0, 256});
+  visit(Key{"encoder", "compute_type"}, c.encoder.compute_type, TextRule{TextKind::kName});
   visit(Key{"encoder", "warmup_batch_size"}, c.encoder.warmup_batch_size, IntRule{0, 1024});
 
   worker_fields("decoder", c.decoder, visit);
   visit(Key{"decoder", "threads"}, c.decoder.threads, IntRule{0, 256});
+  visit(Key{"decoder", "compute_type"}, c.decoder.compute_type, TextRule{TextKind::kName});
   visit(Key{"decoder", "num_slots"}, c.decoder.num_slots, IntRule{1, 4096});
   // 16: the engine's num_beams limit (DecodingOptions::validate).
   visit(Key{"decoder", "max_beams"}, c.decoder.max_beams, IntRule{1, 16});

@@ -193,6 +193,15 @@ void StageMetrics::set_kv_slots(int used, int free) {
   kv_free_->Set(free);
 }
 
+void StageMetrics::engine_info(std::string_view compute_type) {
+  prometheus::BuildGauge()
+      .Name(std::string(kEngineInfo))
+      .Help("1, labelled with the engine's compute type in use")
+      .Register(registry_)
+      .Add({{"stage", stage_}, {"compute_type", std::string(compute_type)}})
+      .Set(1);
+}
+
 GatewayMetrics::GatewayMetrics(prometheus::Registry& r) {
   auto& requests =
       prometheus::BuildHistogram()

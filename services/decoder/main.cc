@@ -2,7 +2,7 @@
 #include "decoder/decoder_stage.h"
 #include "seqpipe/common/service_main.h"
 #include "seqpipe/common/worker.h"
-#include "seqpipe/engine/model.h"
+#include "stage_model.h"
 
 int main(int argc, char** argv) {
   using namespace seqpipe;
@@ -15,8 +15,8 @@ int main(int argc, char** argv) {
             worker::hubs_or(c.decoder.hub_endpoints, c.batcher.decoder_endpoint), c.liveness,
             [&](metrics::StageMetrics& m) {
               return std::make_unique<decoder::DecoderStage>(
-                  engine::T5Model::load(
-                      c.model.dir, {.threads = c.decoder.threads, .device = engine::Device::kCpu}),
+                  services::load_stage_model(c, "decoder", c.decoder.compute_type,
+                                             c.decoder.threads, m),
                   c, m);
             });
       });

@@ -2,7 +2,7 @@
 #include "encoder/encoder_stage.h"
 #include "seqpipe/common/service_main.h"
 #include "seqpipe/common/worker.h"
-#include "seqpipe/engine/model.h"
+#include "stage_model.h"
 
 int main(int argc, char** argv) {
   using namespace seqpipe;
@@ -14,8 +14,8 @@ int main(int argc, char** argv) {
             worker::hubs_or(c.encoder.hub_endpoints, c.batcher.encoder_endpoint), c.liveness,
             [&](metrics::StageMetrics& m) {
               return std::make_unique<encoder::EncoderStage>(
-                  engine::T5Model::load(
-                      c.model.dir, {.threads = c.encoder.threads, .device = engine::Device::kCpu}),
+                  services::load_stage_model(c, "encoder", c.encoder.compute_type,
+                                             c.encoder.threads, m),
                   c, m);
             });
       });

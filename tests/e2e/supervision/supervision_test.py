@@ -54,6 +54,30 @@ class ChildrenDieWithUpTest(unittest.TestCase):
             pipeline.close()
 
 
+class ComputeTypeTest(unittest.TestCase):
+    def test_an_int8_pipeline_answers_and_an_unknown_type_stops_it(self):
+        pipeline = Pipeline("seqpipe-int8-", ["gateway.metrics_port=0", "batcher.metrics_port=0",
+                                              "model.compute_type=int8", "decoder.compute_type=bfloat16"])
+        try:
+            client = Client(pipeline.endpoint)
+            pipeline.wait_until(lambda: answers(client), pipeline.close)
+            self.assertEqual(client.generate("teh speling", max_new_tokens=6)["status"], "ok")
+            client.close()
+            self.check_unknown_type_stops(pipeline)
+        finally:
+            pipeline.close()
+
+    def check_unknown_type_stops(self, pipeline):
+        status, _, output = up(["--set", f"model.dir={pipeline.model}", "--set", "model.compute_type=int4",
+                                "--set", f"runtime_dir={pipeline.tmp}/run2",
+                                "--set", "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
+                                "--set", "gateway.metrics_port=0", "--set", "batcher.metrics_port=0",
+                                "--set", "gateway.http_endpoint=127.0.0.1:0"], timeout=60)
+        self.assertEqual(status, 1, output)
+        self.assertIn("model.compute_type: unknown compute type 'int4'", output)
+        self.assertIn("(bad usage or config): stopping the pipeline", output)
+
+
 class StartFailureTest(unittest.TestCase):
     def test_missing_model_dir_is_refused_before_starting(self):
         status, seconds, output = up(["--set", "model.dir=/nonexistent/model"], timeout=30)

@@ -35,6 +35,10 @@ struct ModelConfig {
   // Longest input in tokens (eos included); a longer text is an error reply. Sizes the
   // decoder's cross-attention cache (KvCacheOptions.max_source_len).
   int max_input_tokens = 128;
+  // The engine's compute type for the encoder's and decoder's linear layers: float32, bfloat16,
+  // int8, int8_bfloat16 or auto (the fastest this CPU runs; docs/PERFORMANCE.md). encoder. and
+  // decoder.compute_type override it per stage.
+  std::string compute_type = "float32";
 
   bool operator==(const ModelConfig&) const = default;
 };
@@ -182,6 +186,8 @@ struct EncoderConfig : WorkerConfig {
   // Sequences in the warm-up batch run before the replica announces itself (0 = none), so the
   // first real request does not pay for cold caches and first-touch allocations.
   int warmup_batch_size = 8;
+  // This stage's engine compute type; empty = model.compute_type.
+  std::string compute_type;
 
   bool operator==(const EncoderConfig&) const = default;
 };
@@ -199,6 +205,9 @@ struct DecoderConfig : WorkerConfig {
   int max_new_tokens = 64;
   // Sequences decoded (a few steps each) before the replica announces itself (0 = none).
   int warmup_batch_size = 8;
+
+  // This stage's engine compute type; empty = model.compute_type.
+  std::string compute_type;
 
   bool operator==(const DecoderConfig&) const = default;
 };

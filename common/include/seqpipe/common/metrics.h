@@ -42,6 +42,7 @@ inline constexpr std::string_view kOverheadSeconds = "seqpipe_gateway_overhead_l
 inline constexpr std::string_view kCacheLookups = "seqpipe_gateway_cache_lookups_total";
 inline constexpr std::string_view kKvSlots = "seqpipe_decoder_kv_slots";
 inline constexpr std::string_view kCancels = "seqpipe_gateway_cancels_total";
+inline constexpr std::string_view kEngineInfo = "seqpipe_engine_info";
 
 // The bucket bounds (seconds) every latency histogram of this process gets: 100 us .. 5 s until
 // set_latency_buckets() (run_service_main calls it with metrics.latency_buckets_us, before any
@@ -98,6 +99,8 @@ class StageMetrics {
   void set_queue_depth(double n);
   // Decoders: KV-cache slots in use and free (the gauges appear on the first call).
   void set_kv_slots(int used, int free);
+  // Encoders and decoders: 1, labelled with the engine's compute type in use (auto resolved).
+  void engine_info(std::string_view compute_type);
 
  private:
   prometheus::Registry& registry_;

@@ -1,0 +1,36 @@
+#pragma once
+// The model an encoder or decoder replica serves: model.dir, in the stage's compute type (its
+// <stage>.compute_type, else model.compute_type), on the CPU. A compute type the engine does not
+// know is a config error naming the key (exit status 2, so `seqpipe up` stops at once), and the
+// type in use (auto resolved) is exported as seqpipe_engine_info.
+#include <memory>
+#include <string>
+
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/metrics.h"
+#include "seqpipe/engine/compute_type.h"
+#include "seqpipe/engine/error.h"
+#include "seqpipe/engine/model.h"
+
+namespace seqpipe::services {
+
+inline std::shared_ptr<const engine::T5Model> load_stage_model(
+    const config::PipelineConfig& c, const std::string& stage,
+    const std::string& stage_compute_type, int threads, metrics::StageMetrics& metrics) {
+  const bool own = !stage_compute_type.empty();
+  const std::string& name = own ? stage_compute_type : c.model.compute_type;
+  engine::ComputeType type;
+  try {
+    type = engine::parse_compute_type(name);
+  } catch (const engine::EngineError& e) {
+    throw config::ConfigError((own ? stage : std::string("model")) + ".compute_type: " + e.what());
+  }
+  engine::ModelOptions options;
+  options.threads = threads;
+  options.compute_type = type;
+  auto model = engine::T5Model::load(c.model.dir, options);
+  metrics.engine_info(engine::compute_type_name(model->compute_type()));
+  return model;
+}
+
+}  // namespace seqpipe::services
