@@ -72,6 +72,7 @@ void for_each_field(Config&& c, Visit&& visit) {
 
   visit(Key{"model", "dir"}, c.model.dir, TextRule{TextKind::kPath});
   visit(Key{"model", "max_input_tokens"}, c.model.max_input_tokens, IntRule{1, 8192});
+  visit(Key{"model", "lower_case_words"}, c.model.lower_case_words, IntRule{0, 1});
 
   visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms,
         IntRule{10, 60'000});

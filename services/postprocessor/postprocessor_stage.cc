@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "seqpipe/common/service.h"
+#include "text/text_frame.h"
 
 namespace seqpipe::postprocessor {
 
@@ -13,7 +14,10 @@ using SteadyClock = std::chrono::steady_clock;
 PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
                                        const config::PipelineConfig& config,
                                        metrics::StageMetrics& metrics)
-    : tokenizer_(std::move(tokenizer)), metrics_(metrics), credits_(config.postprocessor.credits) {
+    : tokenizer_(std::move(tokenizer)),
+      lower_case_words_(config.model.lower_case_words != 0),
+      metrics_(metrics),
+      credits_(config.postprocessor.credits) {
   if (!config.postprocessor.known_words.empty()) {
     known_words_.emplace(KnownWords::load(config.postprocessor.known_words));
     spdlog::info("postprocessor: {} known words from {}", known_words_->size(),
@@ -33,12 +37,13 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
     }
     const auto start = SteadyClock::now();
     const std::vector<int> ids(item.ids.begin(), item.ids.end());
-    if (!known_words_) {
-      item.text = tokenizer_->decode(ids);
-    } else {
-      // item.text holds the input (the tokenizer kept it). A beam search's hypotheses come best
-      // first: the first whose words the lists all know wins, else the best.
-      std::string output = tokenizer_->decode(ids);
+    // With the guard or the text frame, item.text holds the input (the tokenizer kept it).
+    std::optional<text::TextFrame> frame;
+    if (lower_case_words_) frame.emplace(item.text);
+    std::string output = tokenizer_->decode(ids);
+    if (known_words_) {
+      // A beam search's hypotheses come best first: the first whose words the lists all know
+      // wins, else the best.
       if (!known_words_->all_known(output)) {
         for (const auto& alt : item.alternatives) {
           std::string text = tokenizer_->decode(std::vector<int>(alt.begin(), alt.end()));
@@ -48,9 +53,10 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
           }
         }
       }
-      item.text = known_words_->guard(item.text, output);
+      output = known_words_->guard(frame ? frame->model_text() : item.text, output);
       item.alternatives.clear();
     }
+    item.text = frame ? frame->restore(output) : std::move(output);
     item.ids.clear();
     const auto elapsed = SteadyClock::now() - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());

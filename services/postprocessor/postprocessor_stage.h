@@ -1,7 +1,8 @@
 #pragma once
 // The postprocessor stage: output ids -> text (special tokens skipped, as HF decode with
 // skip_special_tokens), with known input words restored when postprocessor.known_words is set,
-// sent to the gateway that owns the request. Socket-free.
+// put back into the input text (model.lower_case_words), sent to the gateway that owns the
+// request. Socket-free.
 #include <memory>
 #include <optional>
 
@@ -24,6 +25,7 @@ class PostprocessorStage : public worker::WorkerStage {
  private:
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
   std::optional<KnownWords> known_words_;
+  bool lower_case_words_;  // model.lower_case_words: the correction goes back into the input text
   metrics::StageMetrics& metrics_;
   int credits_;
 };

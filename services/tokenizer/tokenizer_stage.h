@@ -26,7 +26,10 @@ class TokenizerStage : public worker::WorkerStage {
   std::string ingress_endpoint_;
   int max_input_tokens_;
   int credits_;
-  // The input text travels on to the postprocessor only when its known-words guard needs it.
+  // The model sees the text's plain words lower-cased (model.lower_case_words).
+  bool lower_case_words_;
+  // The input text travels on to the postprocessor only when its known-words guard or the text
+  // frame needs it.
   bool keep_text_;
 };
 

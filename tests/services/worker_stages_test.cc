@@ -411,6 +411,26 @@ TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
   std::remove(words.c_str());
 }
 
+TEST_F(WorkerStages, WithLowerCaseWordsTheModelSeesPlainWordsAndTheTextIsPutBack) {
+  config_.model.lower_case_words = 1;
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  worker::Outbox tokenized;
+  tokenizer.handle({stage::MessageKind::kTokenize, 0, {item(1, "Helo WRLD, at 5pm 😀")}}, tokenized);
+  ASSERT_EQ(tokenized.pushes.size(), 1u);
+  stage::WorkItem w = tokenized.pushes[0].second.items.at(0);
+  const auto want = (*tokenizer_)->encode("helo wrld at");
+  EXPECT_EQ(w.ids, std::vector<int32_t>(want.begin(), want.end()));
+  EXPECT_EQ(w.text, "Helo WRLD, at 5pm 😀");  // forwarded for the postprocessor
+  // The "model" says "hello world at": each word takes its input's case, the rest is kept.
+  w.ids = {0};
+  for (int id : (*tokenizer_)->encode("hello world at")) w.ids.push_back(id);
+  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  stage.handle({stage::MessageKind::kPostprocess, 0, {w}}, out);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(out.pushes[0].second.items.at(0).text, "Hello WORLD, at 5pm 😀");
+}
+
 TEST_F(WorkerStages, WithKnownWordsTheFirstKnownBeamHypothesisWins) {
   const std::string words = testing::TempDir() + "stage_known_words2.txt";
   std::ofstream(words) << "hello\nworld\nhelp\n";

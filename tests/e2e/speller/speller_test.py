@@ -2,7 +2,9 @@
 known-words guard (what scripts/run.sh serves), and requests through the gateway socket come back
 corrected.
 
-Checks: known misspellings are corrected ("teh speling" -> "the spelling"); replies equal
+Checks: texts as users type them come back with only their misspellings changed (capitals,
+digits, punctuation, URLs, code, non-Latin scripts, emoji and whitespace kept:
+model.lower_case_words, as config/demo.yaml sets); known misspellings are corrected ("teh speling" -> "the spelling"); replies equal
 seqpipe-generate's greedy output where the guard has nothing to do, and keep the known input word
 where the model changed one ("wether", a word, stays); a burst of concurrent requests from several
 clients is answered completely, each with its own correction.
@@ -35,6 +37,57 @@ MAX_NEW = 64
 CORRECTED = {"teh speling": "the spelling", "recieve the pakage tomorow": "receive the package tomorrow",
              "i cant beleive it": "i can't believe it", "the quick brown fox": "the quick brown fox"}
 
+# Text handling as served (8 beams, as scripts/run.sh sends): (input, reply). The model sees the
+# plain words lower-cased; everything else is carried around it and put back.
+TEXTS = [
+    ("Teh Speling", "The Spelling"),
+    ("recieve teh pakage at 5pm", "receive the package at 5pm"),
+    ("TEH SPELING", "THE SPELLING"),
+    ("I cant beleive it", "I can't believe it"),
+    ("Definately seperate", "Definitely separate"),
+    ("My iPhone is brokn", "My iPhone is broken"),
+    ("Call me at 555-1234 tomorow", "Call me at 555-1234 tomorrow"),
+    ("The meeting is at 10:30 tomorow", "The meeting is at 10:30 tomorrow"),
+    ("Visit https://example.com/teh-page for detials", "Visit https://example.com/teh-page for details"),
+    ("Send an e-mail to bob@example.com about teh plan", "Send an e-mail to bob@example.com about the plan"),
+    ("Run `git comit` in teh shell", "Run `git comit` in the shell"),
+    ("The file config.yaml is mising", "The file config.yaml is missing"),
+    ("Use std::vector in teh code", "Use std::vector in the code"),
+    ("héllo wörld 😀", "héllo wörld 😀"),
+    ("Привет мир", "Привет мир"),
+    ("日本語のテキスト", "日本語のテキスト"),
+    ("I ❤️ teh speling", "I ❤️ the spelling"),
+    ("Teh price is $5.99 (incl. tax)", "The price is $5.99 (incl. tax)"),
+    ("Wow!!! Teh speling is grate!!!", "Wow!!! The spelling is grate!!!"),
+    ("\"Teh speling,\" she said.", "\"The spelling,\" she said."),
+    ("Teh  speling   is   wierd", "The  spelling   is   weird"),
+    ("Teh\tspeling", "The\tspelling"),
+    ("teh", "the"),
+    ("Teh.", "The."),
+    ("THE QUICK BROWN FOX", "THE QUICK BROWN FOX"),
+    ("The quick brown fox", "The quick brown fox"),
+    ("NASA sent a rocket", "NASA sent a rocket"),
+    ("I live in Paris", "I live in Paris"),
+    ("McDonald's is clsoed", "McDonald's is closed"),
+    ("Its 3 o'clock", "It's 3 o'clock"),
+    ("Teh 2nd time", "The 2nd time"),
+    ("v1.2.3 is teh latest", "v1.2.3 is the latest"),
+    ("#hashtag teh speling", "#hashtag the spelling"),
+    ("@mention teh speling", "@mention the spelling"),
+    ("Teh speling; teh grammer.", "The spelling; the grammar."),
+    ("Wait... teh speling?", "Wait... the spelling?"),
+    ("(teh speling)", "(the spelling)"),
+    ("[teh] {speling}", "[the] {spelling}"),
+    ("teh-speling", "teh-speling"),
+    ("C++ is a langauge", "C++ is a language"),
+    ("100% of teh time", "100% of the time"),
+    ("Teh café is clsoed", "The café is closed"),
+    ("naïve teh speling", "naïve the spelling"),
+    ("Recieve teh pakage", "Receive the package"),
+    ("Seperate teh files", "Separate the files"),
+    ("Acommodation is expensive", "Accommodation is expensive"),
+]
+
 
 def generate_text(text):
     out = subprocess.run([GENERATE, "--model", MODEL, "--text", text, "--max-new-tokens", str(MAX_NEW),
@@ -47,7 +100,7 @@ class SpellerPipelineTest(unittest.TestCase):
     def setUpClass(cls):
         cls.pipeline = Pipeline("seqpipe-e2e-speller-", [
             "gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
-            f"postprocessor.known_words={KNOWN_WORDS}"],
+            f"postprocessor.known_words={KNOWN_WORDS}", "model.lower_case_words=1"],
             model_dir=MODEL)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
         cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
@@ -56,6 +109,11 @@ class SpellerPipelineTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.client.close()
         cls.pipeline.close()
+
+    def test_texts_keep_everything_but_their_misspellings(self):
+        self.assertGreaterEqual(len(TEXTS), 40)
+        for text, want in TEXTS:
+            self.assertEqual(self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=8)["text"], want, text)
 
     def test_corrects_known_misspellings(self):
         for text, want in CORRECTED.items():

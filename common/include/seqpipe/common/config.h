@@ -32,6 +32,11 @@ struct ModelConfig {
   // Longest input in tokens (eos included); a longer text is an error reply. Sizes the
   // decoder's cross-attention cache (KvCacheOptions.max_source_len).
   int max_input_tokens = 128;
+  // 1: the model knows lower-case words only (models/speller-t5): the tokenizer gives it the
+  // text's plain words lower-cased and the postprocessor puts its correction back into the text,
+  // case, digits, punctuation and whitespace kept (services/text/text_frame.h). 0: the text as
+  // it is.
+  int lower_case_words = 0;
 
   bool operator==(const ModelConfig&) const = default;
 };
