@@ -78,6 +78,22 @@ bool plain_word(std::string_view w) {
   return true;
 }
 
+// Levenshtein distance (insertions, deletions, substitutions) between two short words.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
 }  // namespace
 
 TextFrame::TextFrame(std::string_view text) : text_(text) {
@@ -160,11 +176,14 @@ std::string TextFrame::restore(std::string_view output) const {
       }
       continue;
     }
-    // A split or a merge only moves spaces ("alot" -> "a lot", "any way" -> "anyway"); a merge
-    // joins words only whitespace separates. Any other gap (the model dropped, inserted or
-    // rewrote words): the original words stay.
-    if (n_in == 0 || n_out == 0 || (n_in > 1 && n_out > 1)) continue;
-    if (join(in, s.in_begin, s.in_end, "") != join(out, s.out_begin, s.out_end, "")) continue;
+    // A split or a merge moves spaces and fixes a letter or two ("alot" -> "a lot", "any way" ->
+    // "anyway", "alott" -> "a lot"): at most one edit per four letters, two in all; a merge joins
+    // words only whitespace separates. Any other gap (the model dropped, inserted or rewrote
+    // words): the original words stay.
+    if (n_in == 0 || n_out == 0 || (n_in > 1 && n_out > 1) || n_in > 3 || n_out > 3) continue;
+    const std::string letters = join(in, s.in_begin, s.in_end, "");
+    const size_t edits = edit_distance(letters, join(out, s.out_begin, s.out_end, ""));
+    if (edits > 2 || edits * 4 > letters.size()) continue;
     if (!std::all_of(out.begin() + static_cast<std::ptrdiff_t>(s.out_begin),
                      out.begin() + static_cast<std::ptrdiff_t>(s.out_end), lower_case_word))
       continue;

@@ -48,6 +48,7 @@ TEST(TextFrame, TheModelSeesPlainWordsLowerCasedAndTheirCorrectionTakesTheirPlac
 TEST(TextFrame, SplitsAndMergesKeepTheCaseAndMergeOnlyAcrossWhitespace) {
   EXPECT_EQ(TextFrame("Alot of").restore("a lot of"), "A lot of");
   EXPECT_EQ(TextFrame("ALOT").restore("a lot"), "A LOT");
+  EXPECT_EQ(TextFrame("Alott").restore("a lot"), "A lot");  // one letter fixed as well
   EXPECT_EQ(TextFrame("Some  thing new").restore("something new"), "Something new");
   EXPECT_EQ(TextFrame("any way.").restore("anyway"), "anyway.");
   EXPECT_EQ(TextFrame("some, thing new").restore("something new"), "some, thing new");
@@ -57,7 +58,8 @@ TEST(TextFrame, WhatCannotBePlacedLeavesTheOriginalWords) {
   EXPECT_EQ(TextFrame("Teh big dog").restore("the"), "Teh big dog");      // rewritten as one
   EXPECT_EQ(TextFrame("Teh big dog").restore("the big"), "The big dog");  // a dropped word
   EXPECT_EQ(TextFrame("teh dog").restore("the big dog"), "teh dog");      // an inserted word
-  EXPECT_EQ(TextFrame("alott").restore("a lot"), "alott");  // a split that moves more than a space
+  EXPECT_EQ(TextFrame("ab").restore("a bc"), "ab");  // a split adding a letter to two
+  EXPECT_EQ(TextFrame("some thing").restore("somebody"), "some thing");    // too many edits
   EXPECT_EQ(TextFrame("teh dog").restore("the d0g"), "the dog");           // not a lower-case word
   EXPECT_EQ(TextFrame("teh dog").restore("the \xe2\x81\x87"), "the dog");  // unk
   EXPECT_EQ(TextFrame("a b c d").restore("w x y"), "a b c d");             // 4 words rewritten as 3
