@@ -135,6 +135,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   worker_fields("postprocessor", c.postprocessor, visit);
   visit(Key{"postprocessor", "known_words"}, c.postprocessor.known_words,
         TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "known_word_votes"}, c.postprocessor.known_word_votes, IntRule{0, 16});
 }
 
 std::vector<std::string> section_names() {

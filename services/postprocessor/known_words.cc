@@ -67,23 +67,37 @@ bool KnownWords::all_known(std::string_view text) const {
          std::all_of(words.begin(), words.end(), [&](std::string_view w) { return contains(w); });
 }
 
-std::string KnownWords::guard(std::string_view input, std::string_view output) const {
+std::string KnownWords::guard(std::string_view input, std::string_view output,
+                              const std::vector<std::string>& hypotheses, int change_votes) const {
   const auto a = split_words(input);
   const auto b = split_words(output);
+  // How many hypotheses change each input word (leave it out of their aligned words).
+  std::vector<int> changed_by(a.size(), 0);
+  if (change_votes > 0 && static_cast<int>(hypotheses.size()) >= change_votes) {
+    for (const auto& h : hypotheses) {
+      std::vector<bool> kept(a.size(), false);
+      for (const auto& s : text::align_words(a, split_words(h))) {
+        if (s.same) kept[s.in_begin] = true;
+      }
+      for (size_t i = 0; i < a.size(); ++i) changed_by[i] += kept[i] ? 0 : 1;
+    }
+  }
   std::string out;
   auto emit = [&](std::string_view word) {
     if (!out.empty()) out += ' ';
     out += word;
   };
   // A gap between aligned words is resolved word by word when both sides have as many words
-  // (substitutions: a known input word stays), else as a whole (splits, merges, drops): the
-  // input words if there are some and all are known, else the model's words.
+  // (substitutions: a known input word stays unless enough hypotheses change it), else as a
+  // whole (splits, merges, drops): the input words if there are some and all are known, else the
+  // model's words.
   for (const auto& s : text::align_words(a, b)) {
     const size_t in = s.in_end - s.in_begin, out_words = s.out_end - s.out_begin;
     if (in == out_words) {
       for (size_t k = 0; k < in; ++k) {
         const auto from = a[s.in_begin + k], to = b[s.out_begin + k];
-        emit(contains(from) && !apostrophe_restored(from, to) ? from : to);
+        const bool sure = change_votes > 0 && changed_by[s.in_begin + k] >= change_votes;
+        emit(contains(from) && !apostrophe_restored(from, to) && !sure ? from : to);
       }
       continue;
     }

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "seqpipe/common/service.h"
@@ -16,6 +17,7 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
                                        metrics::StageMetrics& metrics)
     : tokenizer_(std::move(tokenizer)),
       lower_case_words_(config.model.lower_case_words != 0),
+      known_word_votes_(config.postprocessor.known_word_votes),
       metrics_(metrics),
       credits_(config.postprocessor.credits) {
   if (!config.postprocessor.known_words.empty()) {
@@ -43,17 +45,15 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
     std::string output = tokenizer_->decode(ids);
     if (known_words_) {
       // A beam search's hypotheses come best first: the first whose words the lists all know
-      // wins, else the best.
-      if (!known_words_->all_known(output)) {
-        for (const auto& alt : item.alternatives) {
-          std::string text = tokenizer_->decode(std::vector<int>(alt.begin(), alt.end()));
-          if (known_words_->all_known(text)) {
-            output = std::move(text);
-            break;
-          }
-        }
-      }
-      output = known_words_->guard(frame ? frame->model_text() : item.text, output);
+      // wins, else the best; all of them vote on changes of known words.
+      std::vector<std::string> hypotheses = {output};
+      for (const auto& alt : item.alternatives)
+        hypotheses.push_back(tokenizer_->decode(std::vector<int>(alt.begin(), alt.end())));
+      const auto known = std::find_if(hypotheses.begin(), hypotheses.end(),
+                                      [&](const auto& h) { return known_words_->all_known(h); });
+      if (known != hypotheses.end()) output = *known;
+      output = known_words_->guard(frame ? frame->model_text() : item.text, output, hypotheses,
+                                   known_word_votes_);
       item.alternatives.clear();
     }
     item.text = frame ? frame->restore(output) : std::move(output);

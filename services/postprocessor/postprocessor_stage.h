@@ -26,6 +26,7 @@ class PostprocessorStage : public worker::WorkerStage {
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
   std::optional<KnownWords> known_words_;
   bool lower_case_words_;  // model.lower_case_words: the correction goes back into the input text
+  int known_word_votes_;   // postprocessor.known_word_votes
   metrics::StageMetrics& metrics_;
   int credits_;
 };

@@ -1,13 +1,14 @@
 """End to end on the bundled model: `seqpipe up` serves models/speller-t5 with config/demo.yaml's
-known-words guard (what scripts/run.sh serves), and requests through the gateway socket come back
-corrected.
+text handling and known-words guard (what scripts/run.sh serves), and requests through the gateway
+socket come back corrected.
 
 Checks: texts as users type them come back with only their misspellings changed (capitals,
 digits, punctuation, URLs, code, non-Latin scripts, emoji and whitespace kept:
-model.lower_case_words, as config/demo.yaml sets); known misspellings are corrected ("teh speling" -> "the spelling"); replies equal
-seqpipe-generate's greedy output where the guard has nothing to do, and keep the known input word
-where the model changed one ("wether", a word, stays); a burst of concurrent requests from several
-clients is answered completely, each with its own correction.
+model.lower_case_words); known misspellings are corrected ("teh speling" -> "the spelling");
+replies equal seqpipe-generate's greedy output where the guard has nothing to do, and keep the
+known input word where the model changed one ("wether", a word, stays), unless all 8 beam
+hypotheses change it (postprocessor.known_word_votes); a burst of concurrent requests from
+several clients is answered completely, each with its own correction.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_GENERATE, SEQPIPE_MKMODEL; PYTHONPATH has clients/python.
 """
@@ -49,7 +50,7 @@ TEXTS = [
     ("Call me at 555-1234 tomorow", "Call me at 555-1234 tomorrow"),
     ("The meeting is at 10:30 tomorow", "The meeting is at 10:30 tomorrow"),
     ("Visit https://example.com/teh-page for detials", "Visit https://example.com/teh-page for details"),
-    ("Send an e-mail to bob@example.com about teh plan", "Send an e-mail to bob@example.com about the plan"),
+    ("Mail bob@example.com about teh plan", "Mail bob@example.com about the plan"),
     ("Run `git comit` in teh shell", "Run `git comit` in the shell"),
     ("The file config.yaml is mising", "The file config.yaml is missing"),
     ("Use std::vector in teh code", "Use std::vector in the code"),
@@ -100,7 +101,8 @@ class SpellerPipelineTest(unittest.TestCase):
     def setUpClass(cls):
         cls.pipeline = Pipeline("seqpipe-e2e-speller-", [
             "gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
-            f"postprocessor.known_words={KNOWN_WORDS}", "model.lower_case_words=1"],
+            f"postprocessor.known_words={KNOWN_WORDS}", "model.lower_case_words=1",
+            "postprocessor.known_word_votes=8"],
             model_dir=MODEL)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
         cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
@@ -125,6 +127,13 @@ class SpellerPipelineTest(unittest.TestCase):
         # The model turns "wether" (a word) into "whether"; the guard keeps it.
         self.assertEqual(generate_text("teh wether"), "the whether")
         self.assertEqual(self.client.generate("teh wether", max_new_tokens=MAX_NEW)["text"], "the wether")
+
+    def test_a_known_word_all_beams_change_is_changed(self):
+        # "wether" is a word: greedy keeps it; all 8 beam hypotheses change it here.
+        self.assertEqual(self.client.generate("I don't know wether to go", max_new_tokens=MAX_NEW)["text"],
+                         "I don't know wether to go")
+        reply = self.client.generate("I don't know wether to go", max_new_tokens=MAX_NEW, num_beams=8)
+        self.assertEqual(reply["text"], "I don't know whether to go")
 
     def test_beam_search_takes_the_best_hypothesis_made_of_known_words(self):
         # Greedy (and the best beam) keep "definately", no word; a later beam hypothesis is all

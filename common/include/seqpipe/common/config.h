@@ -198,6 +198,9 @@ struct PostprocessorConfig : WorkerConfig {
   // Word lists (one word a line; paths separated by ':'): an input word found there is never
   // changed by the model (postprocessor/known_words.h). Empty: off, the model's text as it is.
   std::string known_words;
+  // With known_words and num_beams > 1: a known input word that at least this many of the beam
+  // search's hypotheses change is changed (the model is sure of it). 0: never.
+  int known_word_votes = 0;
   bool operator==(const PostprocessorConfig&) const = default;
 };
 
