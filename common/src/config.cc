@@ -136,6 +136,8 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"postprocessor", "known_words"}, c.postprocessor.known_words,
         TextRule{TextKind::kPathList});
   visit(Key{"postprocessor", "known_word_votes"}, c.postprocessor.known_word_votes, IntRule{0, 16});
+  visit(Key{"postprocessor", "aspell_dictionary"}, c.postprocessor.aspell_dictionary,
+        TextRule{TextKind::kPathList});
 }
 
 std::vector<std::string> section_names() {

@@ -25,6 +25,8 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
     spdlog::info("postprocessor: {} known words from {}", known_words_->size(),
                  config.postprocessor.known_words);
   }
+  if (!config.postprocessor.aspell_dictionary.empty())
+    suggester_ = std::make_unique<const SpellSuggester>(config.postprocessor.aspell_dictionary);
 }
 
 void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
@@ -55,6 +57,10 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
       output = known_words_->guard(frame ? frame->model_text() : item.text, output, hypotheses,
                                    known_word_votes_);
       item.alternatives.clear();
+    }
+    if (suggester_) {
+      output = suggester_->choose(frame ? frame->model_text() : item.text, output,
+                                  known_words_ ? &*known_words_ : nullptr);
     }
     item.text = frame ? frame->restore(output) : std::move(output);
     item.ids.clear();

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "postprocessor/known_words.h"
+#include "postprocessor/spell_suggester.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/worker.h"
 #include "seqpipe/engine/tokenizer.h"
@@ -25,6 +26,7 @@ class PostprocessorStage : public worker::WorkerStage {
  private:
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
   std::optional<KnownWords> known_words_;
+  std::unique_ptr<const SpellSuggester> suggester_;  // postprocessor.aspell_dictionary
   bool lower_case_words_;  // model.lower_case_words: the correction goes back into the input text
   int known_word_votes_;   // postprocessor.known_word_votes
   metrics::StageMetrics& metrics_;

@@ -30,7 +30,8 @@ import yaml  # noqa: E402  (python3-yaml)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 MODEL = os.path.join(ROOT, "models", "speller-t5")
 with open(os.path.join(ROOT, "config", "demo.yaml")) as f:
-    KNOWN_WORDS = yaml.safe_load(f)["postprocessor"]["known_words"]
+    DEMO = yaml.safe_load(f)
+KNOWN_WORDS = DEMO["postprocessor"]["known_words"]
 GENERATE = os.environ["SEQPIPE_GENERATE"]
 MAX_NEW = 64
 # Inputs whose correction the shipped model gets right (a change of model that breaks these is
@@ -102,7 +103,8 @@ class SpellerPipelineTest(unittest.TestCase):
         cls.pipeline = Pipeline("seqpipe-e2e-speller-", [
             "gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
             f"postprocessor.known_words={KNOWN_WORDS}", "model.lower_case_words=1",
-            "postprocessor.known_word_votes=8"],
+            "postprocessor.known_word_votes=8",
+            f"postprocessor.aspell_dictionary={DEMO['postprocessor']['aspell_dictionary']}"],
             model_dir=MODEL)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
         cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)

@@ -201,6 +201,10 @@ struct PostprocessorConfig : WorkerConfig {
   // With known_words and num_beams > 1: a known input word that at least this many of the beam
   // search's hypotheses change is changed (the model is sure of it). 0: never.
   int known_word_votes = 0;
+  // An Aspell dictionary (e.g. /usr/lib/aspell/en_US.multi): for input words Aspell does not
+  // know, the model's word stands when Aspell suggests it too, else Aspell's first suggestion
+  // (postprocessor/spell_suggester.h). Empty: off.
+  std::string aspell_dictionary;
   bool operator==(const PostprocessorConfig&) const = default;
 };
 
