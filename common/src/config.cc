@@ -138,6 +138,8 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"postprocessor", "known_word_votes"}, c.postprocessor.known_word_votes, IntRule{0, 16});
   visit(Key{"postprocessor", "aspell_dictionary"}, c.postprocessor.aspell_dictionary,
         TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "aspell_left_words"}, c.postprocessor.aspell_left_words,
+        IntRule{0, 1});
 }
 
 std::vector<std::string> section_names() {

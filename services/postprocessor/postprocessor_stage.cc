@@ -26,7 +26,8 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
                  config.postprocessor.known_words);
   }
   if (!config.postprocessor.aspell_dictionary.empty())
-    suggester_ = std::make_unique<const SpellSuggester>(config.postprocessor.aspell_dictionary);
+    suggester_ = std::make_unique<const SpellSuggester>(
+        config.postprocessor.aspell_dictionary, config.postprocessor.aspell_left_words != 0);
 }
 
 void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& out) {

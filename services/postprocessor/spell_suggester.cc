@@ -24,7 +24,8 @@ void SpellSuggester::Delete::operator()(AspellSpeller* speller) const {
   delete_aspell_speller(speller);
 }
 
-SpellSuggester::SpellSuggester(const std::string& dictionary) {
+SpellSuggester::SpellSuggester(const std::string& dictionary, bool check_left_words)
+    : check_left_words_(check_left_words) {
   AspellConfig* config = new_aspell_config();
   aspell_config_replace(config, "master", dictionary.c_str());
   aspell_config_replace(config, "encoding", "utf-8");
@@ -71,8 +72,8 @@ std::string SpellSuggester::choose(std::string_view input, std::string_view outp
     }
     for (size_t k = 0; k < n; ++k) {
       const auto from = a[s.in_begin + k], to = b[s.out_begin + k];
-      // A word the model left is one it knows, or a name: it stays.
-      if (from == to || (known != nullptr && known->contains(from)) || correct(from)) {
+      if ((from == to && !check_left_words_) || (known != nullptr && known->contains(from)) ||
+          correct(from)) {
         emit(to);
         continue;
       }

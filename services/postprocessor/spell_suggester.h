@@ -3,8 +3,10 @@
 // misspellings Aspell's first suggestion is right more often than the small model's word, and the
 // model's word is right more often still when it is among Aspell's first suggestions (it then
 // chose in context): models/speller-t5/MODEL_CARD.md has the figures. So for each input word that
-// Aspell and the word lists do not know, the model's word stands when Aspell suggests it too,
-// else Aspell's first suggestion replaces it.
+// Aspell and the word lists do not know and that the model changed, the model's word stands when
+// Aspell suggests it too, else Aspell's first suggestion replaces it. A word the model left is
+// left too (a name, a rare word), unless `check_left_words`: then Aspell corrects it as well,
+// which fixes more misspellings the model does not see and changes more correct rare words.
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,7 +22,7 @@ class SpellSuggester {
  public:
   // Loads an Aspell dictionary (e.g. /usr/lib/aspell/en_US.multi, Debian aspell-en); throws
   // std::runtime_error with Aspell's message when it cannot.
-  explicit SpellSuggester(const std::string& dictionary);
+  explicit SpellSuggester(const std::string& dictionary, bool check_left_words = false);
 
   bool correct(std::string_view word) const;
   // Aspell's first `n` suggestions, lower-cased, best first.
@@ -41,6 +43,7 @@ class SpellSuggester {
     void operator()(AspellSpeller* speller) const;
   };
   std::unique_ptr<AspellSpeller, Delete> speller_;
+  bool check_left_words_;
 };
 
 }  // namespace seqpipe::postprocessor

@@ -115,7 +115,7 @@ TEST(ConfigFile, KeysAreListedInFileOrder) {
   ASSERT_GE(keys.size(), 35u);
   EXPECT_EQ(keys.front(), "runtime_dir");
   EXPECT_EQ(keys[1], "model.dir");
-  EXPECT_EQ(keys.back(), "postprocessor.aspell_dictionary");
+  EXPECT_EQ(keys.back(), "postprocessor.aspell_left_words");
 }
 
 TEST(ConfigFile, EmptyDocumentAndEmptySectionsTakeDefaults) {

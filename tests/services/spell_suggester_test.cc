@@ -44,6 +44,14 @@ TEST(SpellSuggester, LeavesKnownAndUnchangedWordsAndSplitsAlone) {
   EXPECT_EQ(aspell().choose("", "", nullptr), "");
 }
 
+TEST(SpellSuggester, WithCheckLeftWordsAspellCorrectsWordsTheModelLeft) {
+  const SpellSuggester checking("/usr/lib/aspell/en_US.multi", true);
+  EXPECT_EQ(checking.choose("teh speling", "teh speling", nullptr), "the spelling");
+  EXPECT_EQ(checking.choose("the speling", "the speling", nullptr), "the spelling");
+  const KnownWords known({"speling"});
+  EXPECT_EQ(checking.choose("speling", "speling", &known), "speling");
+}
+
 TEST(SpellSuggester, AMissingDictionaryIsAnError) {
   EXPECT_THROW(SpellSuggester("/nonexistent/en.multi"), std::runtime_error);
 }

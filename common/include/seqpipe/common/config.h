@@ -205,6 +205,8 @@ struct PostprocessorConfig : WorkerConfig {
   // know, the model's word stands when Aspell suggests it too, else Aspell's first suggestion
   // (postprocessor/spell_suggester.h). Empty: off.
   std::string aspell_dictionary;
+  // 1: Aspell also corrects the unknown input words the model left unchanged. 0: they stay.
+  int aspell_left_words = 0;
   bool operator==(const PostprocessorConfig&) const = default;
 };
 
