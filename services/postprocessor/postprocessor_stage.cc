@@ -18,6 +18,7 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
     : tokenizer_(std::move(tokenizer)),
       lower_case_words_(config.model.lower_case_words != 0),
       known_word_votes_(config.postprocessor.known_word_votes),
+      max_input_tokens_(static_cast<size_t>(config.model.max_input_tokens)),
       metrics_(metrics),
       credits_(config.postprocessor.credits) {
   if (!config.postprocessor.known_words.empty()) {
@@ -43,8 +44,16 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
     const auto start = SteadyClock::now();
     const std::vector<int> ids(item.ids.begin(), item.ids.end());
     // With the guard or the text frame, item.text holds the input (the tokenizer kept it).
+    // The words the model saw: all, or the first that fit its limit (as the tokenizer cut them).
     std::optional<text::TextFrame> frame;
-    if (lower_case_words_) frame.emplace(item.text);
+    std::string seen_text;
+    size_t seen = 0;
+    if (lower_case_words_) {
+      frame.emplace(item.text);
+      seen = frame->words_that_fit([&](std::string_view t) { return tokenizer_->encode(t).size(); },
+                                   max_input_tokens_);
+      seen_text = frame->model_text(seen);
+    }
     std::string output = tokenizer_->decode(ids);
     if (known_words_) {
       // A beam search's hypotheses come best first: the first whose words the lists all know
@@ -55,15 +64,15 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
       const auto known = std::find_if(hypotheses.begin(), hypotheses.end(),
                                       [&](const auto& h) { return known_words_->all_known(h); });
       if (known != hypotheses.end()) output = *known;
-      output = known_words_->guard(frame ? frame->model_text() : item.text, output, hypotheses,
-                                   known_word_votes_);
+      output =
+          known_words_->guard(frame ? seen_text : item.text, output, hypotheses, known_word_votes_);
       item.alternatives.clear();
     }
     if (suggester_) {
-      output = suggester_->choose(frame ? frame->model_text() : item.text, output,
+      output = suggester_->choose(frame ? seen_text : item.text, output,
                                   known_words_ ? &*known_words_ : nullptr);
     }
-    item.text = frame ? frame->restore(output) : std::move(output);
+    item.text = frame ? frame->restore(output, seen) : std::move(output);
     item.ids.clear();
     const auto elapsed = SteadyClock::now() - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());

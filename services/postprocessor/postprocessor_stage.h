@@ -27,8 +27,9 @@ class PostprocessorStage : public worker::WorkerStage {
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
   std::optional<KnownWords> known_words_;
   std::unique_ptr<const SpellSuggester> suggester_;  // postprocessor.aspell_dictionary
-  bool lower_case_words_;  // model.lower_case_words: the correction goes back into the input text
-  int known_word_votes_;   // postprocessor.known_word_votes
+  bool lower_case_words_;    // model.lower_case_words: the correction goes back into the input text
+  int known_word_votes_;     // postprocessor.known_word_votes
+  size_t max_input_tokens_;  // where the tokenizer cut a long text's words
   metrics::StageMetrics& metrics_;
   int credits_;
 };

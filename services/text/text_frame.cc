@@ -124,6 +124,7 @@ TextFrame::TextFrame(std::string_view text) : text_(text) {
         words_.push_back({begin, begin + core.size(), *letter_case});
         if (!model_text_.empty()) model_text_ += ' ';
         for (char c : core) model_text_ += to_lower(c);
+        model_ends_.push_back(model_text_.size());
       }
     }
     i = end;
@@ -146,8 +147,28 @@ std::string TextFrame::with_case(std::string_view word, Case letter_case) {
   return out;
 }
 
-std::string TextFrame::restore(std::string_view output) const {
-  const auto in = split_words(model_text_);
+std::string TextFrame::model_text(size_t words) const {
+  return words == 0 ? std::string()
+                    : model_text_.substr(0, model_ends_[std::min(words, model_ends_.size()) - 1]);
+}
+
+size_t TextFrame::words_that_fit(const std::function<size_t(std::string_view)>& token_count,
+                                 size_t max_tokens) const {
+  size_t n = words_.size();
+  size_t tokens = token_count(model_text_);
+  // Down in proportion to the excess, one word at least each time.
+  while (tokens > max_tokens && n > 0) {
+    n = std::min(n - 1, n * max_tokens / tokens);
+    tokens = token_count(model_text(n));
+  }
+  // The step may have cut more than needed: grow back to the most that fit.
+  while (n < words_.size() && token_count(model_text(n + 1)) <= max_tokens) ++n;
+  return n;
+}
+
+std::string TextFrame::restore(std::string_view output, size_t seen_words) const {
+  const std::string seen = model_text(seen_words);
+  const auto in = split_words(seen);
   const auto out = split_words(output);
   // A replacement for each word (nullopt: the original stays), and words a merge removed.
   std::vector<std::optional<std::string>> replacement(words_.size());

@@ -9,6 +9,7 @@
 // words cannot be placed (a gap it dropped or rewrote, a merge across punctuation, anything but
 // lower-case letters), the original words stay: the frame never breaks what it does not
 // understand. The tokenizer and the postprocessor each build the frame from the input text.
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,10 +22,19 @@ class TextFrame {
 
   // The plain words, lower-cased, separated by single spaces (empty when there are none).
   const std::string& model_text() const { return model_text_; }
+  // The first `words` of them.
+  std::string model_text(size_t words) const;
   size_t word_count() const { return words_.size(); }
 
-  // The original text with the model's correction of model_text() put in.
-  std::string restore(std::string_view output) const;
+  // How many words, from the first, the model can take: the most whose model_text(n) is at most
+  // `max_tokens` long by `token_count`. A longer text is corrected in its first part, and the
+  // rest passes through; the tokenizer and the postprocessor compute the same cut.
+  size_t words_that_fit(const std::function<size_t(std::string_view)>& token_count,
+                        size_t max_tokens) const;
+
+  // The original text with the model's correction of model_text(seen_words) put in.
+  std::string restore(std::string_view output) const { return restore(output, words_.size()); }
+  std::string restore(std::string_view output, size_t seen_words) const;
 
  private:
   enum class Case { kLower, kCapitalised, kUpper };
@@ -35,6 +45,7 @@ class TextFrame {
   std::string text_;
   std::vector<Word> words_;
   std::string model_text_;
+  std::vector<size_t> model_ends_;  // where each word ends in model_text_
 
   // Whether only whitespace separates word k from word k + 1 (a merge may join them).
   bool spaced(size_t k) const;

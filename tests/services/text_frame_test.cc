@@ -65,6 +65,18 @@ TEST(TextFrame, WhatCannotBePlacedLeavesTheOriginalWords) {
   EXPECT_EQ(TextFrame("a b c d").restore("w x y"), "a b c d");             // 4 words rewritten as 3
 }
 
+TEST(TextFrame, ALongTextGivesTheModelTheMostWordsThatFitAndKeepsTheRest) {
+  const TextFrame frame("Teh speling, teh speling 42 teh");
+  auto bytes = [](std::string_view t) { return t.size(); };  // a token a byte
+  EXPECT_EQ(frame.words_that_fit(bytes, 100), 5u);
+  EXPECT_EQ(frame.words_that_fit(bytes, 15), 3u);  // "teh speling teh": 15
+  EXPECT_EQ(frame.words_that_fit(bytes, 14), 2u);
+  EXPECT_EQ(frame.words_that_fit(bytes, 2), 0u);
+  EXPECT_EQ(frame.model_text(3), "teh speling teh");
+  EXPECT_EQ(frame.model_text(0), "");
+  EXPECT_EQ(frame.restore("the spelling the", 3), "The spelling, the speling 42 teh");
+}
+
 TEST(WordAlignment, MatchesAndGapsInOrder) {
   const auto spans = align_words(split_words("teh big dog"), split_words("the big dogs barked"));
   const std::vector<AlignedSpan> want = {

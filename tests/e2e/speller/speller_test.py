@@ -119,6 +119,15 @@ class SpellerPipelineTest(unittest.TestCase):
         for text, want in TEXTS:
             self.assertEqual(self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=8)["text"], want, text)
 
+    def test_a_text_over_the_token_limit_is_answered_with_its_tail_as_it_was(self):
+        # 200 words, over model.max_input_tokens (128): the model sees the words that fit, the
+        # rest comes back as it was; no too_long.
+        text = " ".join(f"Teh speling {i} is wierd." for i in range(50))
+        reply = self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=8)["text"]
+        self.assertEqual(len(reply.split()), len(text.split()))
+        self.assertEqual(reply.split()[-40:], text.split()[-40:])
+        self.assertEqual([w for w in reply.split() if w.isdigit()], [str(i) for i in range(50)])
+
     def test_corrects_known_misspellings(self):
         for text, want in CORRECTED.items():
             self.assertEqual(self.client.generate(text, max_new_tokens=MAX_NEW)["text"], want, text)
