@@ -57,6 +57,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"model", "dir"}, c.model.dir, TextRule{TextKind::kPath});
   visit(Key{"model", "max_input_tokens"}, c.model.max_input_tokens, IntRule{1, 8192});
   visit(Key{"model", "compute_type"}, c.model.compute_type, TextRule{TextKind::kName});
+  visit(Key{"model", "lower_case_words"}, c.model.lower_case_words, IntRule{0, 1});
 
   visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms,
         IntRule{10, 60'000});
@@ -124,6 +125,11 @@ void for_each_field(Config&& c, Visit&& visit) {
   worker_fields("postprocessor", c.postprocessor, visit);
   visit(Key{"postprocessor", "known_words"}, c.postprocessor.known_words,
         TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "known_word_votes"}, c.postprocessor.known_word_votes, IntRule{0, 16});
+  visit(Key{"postprocessor", "aspell_dictionary"}, c.postprocessor.aspell_dictionary,
+        TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "aspell_left_words"}, c.postprocessor.aspell_left_words,
+        IntRule{0, 1});
 }
 
 // The sections, in file order.

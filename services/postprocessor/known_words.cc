@@ -4,8 +4,12 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "text/word_alignment.h"
+
 namespace seqpipe::postprocessor {
 namespace {
+
+using text::split_words;
 
 std::string lower(std::string_view word) {
   std::string out(word);
@@ -13,23 +17,6 @@ std::string lower(std::string_view word) {
     return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   });
   return out;
-}
-
-std::vector<std::string_view> split_words(std::string_view text) {
-  std::vector<std::string_view> words;
-  size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() &&
-           (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
-      ++i;
-    size_t j = i;
-    while (j < text.size() && text[j] != ' ' && text[j] != '\t' && text[j] != '\n' &&
-           text[j] != '\r')
-      ++j;
-    if (j > i) words.push_back(text.substr(i, j - i));
-    i = j;
-  }
-  return words;
 }
 
 // "can't" for "cant", "it's" for "its": the same letters, an apostrophe put back. Word lists
@@ -80,60 +67,49 @@ bool KnownWords::all_known(std::string_view text) const {
          std::all_of(words.begin(), words.end(), [&](std::string_view w) { return contains(w); });
 }
 
-std::string KnownWords::guard(std::string_view input, std::string_view output) const {
+std::string KnownWords::guard(std::string_view input, std::string_view output,
+                              const std::vector<std::string>& hypotheses, int change_votes) const {
   const auto a = split_words(input);
   const auto b = split_words(output);
-  const size_t n = a.size(), m = b.size();
-  // lcs[i][j]: the longest common subsequence of a[i..] and b[j..] (inputs are short: <= a few
-  // hundred words, the model's token limit).
-  std::vector<uint32_t> lcs((n + 1) * (m + 1), 0);
-  auto at = [&](size_t i, size_t j) -> uint32_t& { return lcs[i * (m + 1) + j]; };
-  for (size_t i = n; i-- > 0;) {
-    for (size_t j = m; j-- > 0;)
-      at(i, j) = a[i] == b[j] ? at(i + 1, j + 1) + 1 : std::max(at(i + 1, j), at(i, j + 1));
+  // How many hypotheses change each input word (leave it out of their aligned words).
+  std::vector<int> changed_by(a.size(), 0);
+  if (change_votes > 0 && static_cast<int>(hypotheses.size()) >= change_votes) {
+    for (const auto& h : hypotheses) {
+      std::vector<bool> kept(a.size(), false);
+      for (const auto& s : text::align_words(a, split_words(h))) {
+        if (s.same) kept[s.in_begin] = true;
+      }
+      for (size_t i = 0; i < a.size(); ++i) changed_by[i] += kept[i] ? 0 : 1;
+    }
   }
   std::string out;
   auto emit = [&](std::string_view word) {
     if (!out.empty()) out += ' ';
     out += word;
   };
-  // Walks the alignment; each gap (a[i0..i), b[j0..j)) between matched words is resolved word
-  // by word when both sides have as many words (substitutions: a known input word stays), else
-  // as a whole (splits, merges, drops): the input words if there are some and all are known,
-  // else the model's words.
-  size_t i = 0, j = 0, i0 = 0, j0 = 0;
-  auto close_gap = [&] {
-    if (i - i0 == j - j0) {
-      for (size_t k = 0; k < i - i0; ++k) {
-        const bool keep = contains(a[i0 + k]) && !apostrophe_restored(a[i0 + k], b[j0 + k]);
-        emit(keep ? a[i0 + k] : b[j0 + k]);
+  // A gap between aligned words is resolved word by word when both sides have as many words
+  // (substitutions: a known input word stays unless enough hypotheses change it), else as a
+  // whole (splits, merges, drops): the input words if there are some and all are known, else the
+  // model's words.
+  for (const auto& s : text::align_words(a, b)) {
+    const size_t in = s.in_end - s.in_begin, out_words = s.out_end - s.out_begin;
+    if (in == out_words) {
+      for (size_t k = 0; k < in; ++k) {
+        const auto from = a[s.in_begin + k], to = b[s.out_begin + k];
+        const bool sure = change_votes > 0 && changed_by[s.in_begin + k] >= change_votes;
+        emit(contains(from) && !apostrophe_restored(from, to) && !sure ? from : to);
       }
-      return;
+      continue;
     }
-    const bool keep = i > i0 && std::all_of(a.begin() + static_cast<std::ptrdiff_t>(i0),
-                                            a.begin() + static_cast<std::ptrdiff_t>(i),
+    const bool keep = in > 0 && std::all_of(a.begin() + static_cast<std::ptrdiff_t>(s.in_begin),
+                                            a.begin() + static_cast<std::ptrdiff_t>(s.in_end),
                                             [&](std::string_view w) { return contains(w); });
     if (keep) {
-      for (size_t k = i0; k < i; ++k) emit(a[k]);
+      for (size_t k = s.in_begin; k < s.in_end; ++k) emit(a[k]);
     } else {
-      for (size_t k = j0; k < j; ++k) emit(b[k]);
-    }
-  };
-  while (i < n && j < m) {
-    if (a[i] == b[j]) {
-      close_gap();
-      emit(a[i]);
-      i0 = ++i;
-      j0 = ++j;
-    } else if (at(i + 1, j) >= at(i, j + 1)) {
-      ++i;
-    } else {
-      ++j;
+      for (size_t k = s.out_begin; k < s.out_end; ++k) emit(b[k]);
     }
   }
-  i = n;
-  j = m;
-  close_gap();
   return out;
 }
 

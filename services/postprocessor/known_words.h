@@ -4,8 +4,9 @@
 // word list, those input words are kept. A spelling corrector for search queries is judged by
 // what it breaks as much as by what it fixes, and a word list knows more rare correct words
 // (names, technical terms) than a small model does. Real-word errors ("wether" for "weather")
-// are then left alone too: the price, measured in models/speller-t5/MODEL_CARD.md. Dropped
-// apostrophes are the exception ("cant" -> "can't" passes).
+// are then left alone too, unless the model is sure: when nearly all of a beam search's
+// hypotheses change a known word, the change stands (measured in models/speller-t5/MODEL_CARD.md).
+// Dropped apostrophes are the exception ("cant" -> "can't" passes).
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -30,8 +31,11 @@ class KnownWords {
   // The two word sequences are aligned on their longest common subsequence; a gap between
   // aligned words with as many words on both sides is resolved word by word, another gap (a
   // split, merge or drop) keeps the input words when all of them are known. An apostrophe the
-  // model puts back ("cant" -> "can't") is not a change of word.
-  std::string guard(std::string_view input, std::string_view output) const;
+  // model puts back ("cant" -> "can't") is not a change of word. A known input word that at
+  // least `change_votes` (> 0) of the `hypotheses` (a beam search's, the output among them)
+  // change in a substitution is the model's confident correction: the output's word stands.
+  std::string guard(std::string_view input, std::string_view output,
+                    const std::vector<std::string>& hypotheses = {}, int change_votes = 0) const;
 
  private:
   std::unordered_set<std::string> words_;

@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "seqpipe/common/service.h"
+#include "text/text_frame.h"
 
 namespace seqpipe::postprocessor {
 
@@ -13,12 +15,20 @@ using SteadyClock = std::chrono::steady_clock;
 PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
                                        const config::PipelineConfig& config,
                                        metrics::StageMetrics& metrics)
-    : tokenizer_(std::move(tokenizer)), metrics_(metrics), credits_(config.postprocessor.credits) {
+    : tokenizer_(std::move(tokenizer)),
+      lower_case_words_(config.model.lower_case_words != 0),
+      known_word_votes_(config.postprocessor.known_word_votes),
+      max_input_tokens_(static_cast<size_t>(config.model.max_input_tokens)),
+      metrics_(metrics),
+      credits_(config.postprocessor.credits) {
   if (!config.postprocessor.known_words.empty()) {
     known_words_.emplace(KnownWords::load(config.postprocessor.known_words));
     spdlog::info("postprocessor: {} known words from {}", known_words_->size(),
                  config.postprocessor.known_words);
   }
+  if (!config.postprocessor.aspell_dictionary.empty())
+    suggester_ = std::make_unique<const SpellSuggester>(
+        config.postprocessor.aspell_dictionary, config.postprocessor.aspell_left_words != 0);
 }
 
 void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
@@ -33,24 +43,36 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
     }
     const auto start = SteadyClock::now();
     const std::vector<int> ids(item.ids.begin(), item.ids.end());
-    if (!known_words_) {
-      item.text = tokenizer_->decode(ids);
-    } else {
-      // item.text holds the input (the tokenizer kept it). A beam search's hypotheses come best
-      // first: the first whose words the lists all know wins, else the best.
-      std::string output = tokenizer_->decode(ids);
-      if (!known_words_->all_known(output)) {
-        for (const auto& alt : item.alternatives) {
-          std::string text = tokenizer_->decode(std::vector<int>(alt.begin(), alt.end()));
-          if (known_words_->all_known(text)) {
-            output = std::move(text);
-            break;
-          }
-        }
-      }
-      item.text = known_words_->guard(item.text, output);
+    // With the guard or the text frame, item.text holds the input (the tokenizer kept it).
+    // The words the model saw: all, or the first that fit its limit (as the tokenizer cut them).
+    std::optional<text::TextFrame> frame;
+    std::string seen_text;
+    size_t seen = 0;
+    if (lower_case_words_) {
+      frame.emplace(item.text);
+      seen = frame->words_that_fit([&](std::string_view t) { return tokenizer_->encode(t).size(); },
+                                   max_input_tokens_);
+      seen_text = frame->model_text(seen);
+    }
+    std::string output = tokenizer_->decode(ids);
+    if (known_words_) {
+      // A beam search's hypotheses come best first: the first whose words the lists all know
+      // wins, else the best; all of them vote on changes of known words.
+      std::vector<std::string> hypotheses = {output};
+      for (const auto& alt : item.alternatives)
+        hypotheses.push_back(tokenizer_->decode(std::vector<int>(alt.begin(), alt.end())));
+      const auto known = std::find_if(hypotheses.begin(), hypotheses.end(),
+                                      [&](const auto& h) { return known_words_->all_known(h); });
+      if (known != hypotheses.end()) output = *known;
+      output =
+          known_words_->guard(frame ? seen_text : item.text, output, hypotheses, known_word_votes_);
       item.alternatives.clear();
     }
+    if (suggester_) {
+      output = suggester_->choose(frame ? seen_text : item.text, output,
+                                  known_words_ ? &*known_words_ : nullptr);
+    }
+    item.text = frame ? frame->restore(output, seen) : std::move(output);
     item.ids.clear();
     const auto elapsed = SteadyClock::now() - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());

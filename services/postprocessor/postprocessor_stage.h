@@ -1,11 +1,13 @@
 #pragma once
 // The postprocessor stage: output ids -> text (special tokens skipped, as HF decode with
 // skip_special_tokens), with known input words restored when postprocessor.known_words is set,
-// sent to the gateway that owns the request. Socket-free.
+// put back into the input text (model.lower_case_words), sent to the gateway that owns the
+// request. Socket-free.
 #include <memory>
 #include <optional>
 
 #include "postprocessor/known_words.h"
+#include "postprocessor/spell_suggester.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/worker.h"
 #include "seqpipe/engine/tokenizer.h"
@@ -24,6 +26,10 @@ class PostprocessorStage : public worker::WorkerStage {
  private:
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
   std::optional<KnownWords> known_words_;
+  std::unique_ptr<const SpellSuggester> suggester_;  // postprocessor.aspell_dictionary
+  bool lower_case_words_;    // model.lower_case_words: the correction goes back into the input text
+  int known_word_votes_;     // postprocessor.known_word_votes
+  size_t max_input_tokens_;  // where the tokenizer cut a long text's words
   metrics::StageMetrics& metrics_;
   int credits_;
 };

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "seqpipe/common/service.h"
+#include "text/text_frame.h"
 
 namespace seqpipe::tokenizer {
 
@@ -18,7 +19,17 @@ TokenizerStage::TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenize
       ingress_endpoint_(config.batcher.ingress_endpoint),
       max_input_tokens_(config.model.max_input_tokens),
       credits_(config.tokenizer.credits),
-      keep_text_(!config.postprocessor.known_words.empty()) {}
+      lower_case_words_(config.model.lower_case_words != 0),
+      keep_text_(!config.postprocessor.known_words.empty() || lower_case_words_) {}
+
+std::vector<int> TokenizerStage::encode(const std::string& text) const {
+  if (!lower_case_words_) return tokenizer_->encode(text);
+  const text::TextFrame frame(text);
+  const size_t seen =
+      frame.words_that_fit([&](std::string_view t) { return tokenizer_->encode(t).size(); },
+                           static_cast<size_t>(max_input_tokens_));
+  return tokenizer_->encode(frame.model_text(seen));
+}
 
 void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
   metrics_.request(static_cast<double>(message.items.size()));
@@ -30,7 +41,7 @@ void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) 
       continue;
     }
     const auto start = SteadyClock::now();
-    std::vector<int> ids = tokenizer_->encode(item.text);
+    std::vector<int> ids = encode(item.text);
     const auto elapsed = SteadyClock::now() - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
     if (static_cast<int>(ids.size()) > max_input_tokens_) {

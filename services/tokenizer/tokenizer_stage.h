@@ -1,7 +1,8 @@
 #pragma once
 // The tokenizer stage: text -> SentencePiece ids (eos appended), checked against
 // model.max_input_tokens. Good items go on to the batcher's ingress; a text that is too long is
-// answered to its gateway as `too_long`. Socket-free: run_worker drives it.
+// answered to its gateway as `too_long` (with model.lower_case_words: cut to what fits).
+// Socket-free: run_worker drives it.
 #include <memory>
 #include <string>
 
@@ -21,12 +22,20 @@ class TokenizerStage : public worker::WorkerStage {
   void handle(stage::StageMessage&& message, worker::Outbox& out) override;
 
  private:
+  // The ids the model sees. With model.lower_case_words, a text whose words are over the limit
+  // gives the model the longest prefix of them that fits (TextFrame::words_that_fit; the
+  // postprocessor cuts the same way), and the rest passes through uncorrected; no `too_long`.
+  std::vector<int> encode(const std::string& text) const;
+
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
   metrics::StageMetrics& metrics_;
   std::string ingress_endpoint_;
   int max_input_tokens_;
   int credits_;
-  // The input text travels on to the postprocessor only when its known-words guard needs it.
+  // The model sees the text's plain words lower-cased (model.lower_case_words).
+  bool lower_case_words_;
+  // The input text travels on to the postprocessor only when its known-words guard or the text
+  // frame needs it.
   bool keep_text_;
 };
 

@@ -120,7 +120,7 @@ TEST(ConfigFile, KeysAreListedInFileOrder) {
   ASSERT_GE(keys.size(), 35u);
   EXPECT_EQ(keys.front(), "runtime_dir");
   EXPECT_EQ(keys[1], "model.dir");
-  EXPECT_EQ(keys.back(), "postprocessor.known_words");
+  EXPECT_EQ(keys.back(), "postprocessor.aspell_left_words");
 }
 
 TEST(ConfigFile, EmptyDocumentAndEmptySectionsTakeDefaults) {

@@ -28,6 +28,20 @@ TEST(KnownWords, ChangedKnownWordsAreRestored) {
   EXPECT_EQ(kWords.guard("any way", "anyway"), "any way");       // a merge of known words
 }
 
+TEST(KnownWords, AKnownWordEnoughHypothesesChangeIsChanged) {
+  const std::vector<std::string> sure = {"the weather is", "the weather was", "a weather is"};
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", sure, 3), "the weather is");
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", sure, 0), "the wether is");  // off
+  // "wether" kept by one hypothesis of three: 2 votes, 3 needed.
+  const std::vector<std::string> unsure = {"the weather is", "the wether is", "a weather is"};
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", unsure, 3), "the wether is");
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", unsure, 2), "the weather is");
+  // Fewer hypotheses than votes (greedy): known words stay.
+  EXPECT_EQ(kWords.guard("teh wether", "the weather", {"the weather"}, 3), "the wether");
+  // Votes count per word: "is" changed by none stays, though "wether" changes.
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather it", sure, 3), "the weather is");
+}
+
 TEST(KnownWords, AGapWithAnUnknownWordTakesTheModelsWords) {
   EXPECT_EQ(kWords.guard("wether speling", "weather spelling is"),
             "weather spelling is");  // 2 vs 3 words

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -409,6 +410,66 @@ TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
   EXPECT_THROW(postprocessor::PostprocessorStage(*tokenizer_, config_, metrics_),
                std::runtime_error);
   std::remove(words.c_str());
+}
+
+TEST_F(WorkerStages, WithLowerCaseWordsTheModelSeesPlainWordsAndTheTextIsPutBack) {
+  config_.model.lower_case_words = 1;
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  worker::Outbox tokenized;
+  tokenizer.handle({stage::MessageKind::kTokenize, 0, {item(1, "Helo WRLD, at 5pm 😀")}}, tokenized);
+  ASSERT_EQ(tokenized.pushes.size(), 1u);
+  stage::WorkItem w = tokenized.pushes[0].second.items.at(0);
+  const auto want = (*tokenizer_)->encode("helo wrld at");
+  EXPECT_EQ(w.ids, std::vector<int32_t>(want.begin(), want.end()));
+  EXPECT_EQ(w.text, "Helo WRLD, at 5pm 😀");  // forwarded for the postprocessor
+  // The "model" says "hello world at": each word takes its input's case, the rest is kept.
+  w.ids = {0};
+  for (int id : (*tokenizer_)->encode("hello world at")) w.ids.push_back(id);
+  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  stage.handle({stage::MessageKind::kPostprocess, 0, {w}}, out);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(out.pushes[0].second.items.at(0).text, "Hello WORLD, at 5pm 😀");
+}
+
+TEST_F(WorkerStages, WithLowerCaseWordsALongTextGivesTheModelTheWordsThatFit) {
+  config_.model.lower_case_words = 1;
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  std::string text = "Teh";
+  for (int i = 0; i < 100; ++i) text += " speling, 42";
+  worker::Outbox tokenized;
+  tokenizer.handle({stage::MessageKind::kTokenize, 0, {item(1, text)}}, tokenized);
+  ASSERT_EQ(tokenized.pushes.size(), 1u);  // no too_long: a sequence for the batcher
+  stage::WorkItem w = tokenized.pushes[0].second.items.at(0);
+  EXPECT_EQ(w.text, text);
+  ASSERT_LE(w.ids.size(), static_cast<size_t>(config_.model.max_input_tokens));
+  // The longest prefix of the words that fits.
+  std::string prefix = "teh", longer;
+  while (true) {
+    longer = prefix + " speling";
+    if (static_cast<int>((*tokenizer_)->encode(longer).size()) > config_.model.max_input_tokens)
+      break;
+    prefix = longer;
+  }
+  const auto want = (*tokenizer_)->encode(prefix);
+  EXPECT_EQ(w.ids, std::vector<int32_t>(want.begin(), want.end()));
+  // The "model" corrects what it saw; the words it did not see stay as they are.
+  w.ids = {0};
+  std::string corrected = prefix;
+  for (size_t at; (at = corrected.find("speling")) != std::string::npos;)
+    corrected.replace(at, 7, "spelling");
+  corrected.replace(0, 3, "the");
+  for (int id : (*tokenizer_)->encode(corrected)) w.ids.push_back(id);
+  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  stage.handle({stage::MessageKind::kPostprocess, 0, {w}}, out);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  const std::string& got = out.pushes[0].second.items.at(0).text;
+  const size_t seen = static_cast<size_t>(std::count(prefix.begin(), prefix.end(), ' '));
+  std::string want_text = "The";
+  for (int i = 0; i < 100; ++i)
+    want_text += static_cast<size_t>(i) < seen ? " spelling, 42" : " speling, 42";
+  EXPECT_EQ(got, want_text);
 }
 
 TEST_F(WorkerStages, WithKnownWordsTheFirstKnownBeamHypothesisWins) {

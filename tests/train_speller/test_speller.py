@@ -101,6 +101,23 @@ class NoiseTest(unittest.TestCase):
 
 
 @unittest.skipUnless(os.path.exists(os.path.join(MODEL, "model.safetensors")), "models/speller-t5 is not there")
+class RealWordErrorsTest(unittest.TestCase):
+    def test_one_word_swapped_for_a_confusable_one(self):
+        import eval as speller_eval
+
+        class Corpus:
+            heldout_sentences = [["i", "know", "their", "house", "is", "there", "by", "the", "road"],
+                                 ["no", "confusable", "word", "here"]]
+        errors = speller_eval.real_word_errors(Corpus(), random.Random(1), 50)
+        self.assertEqual(len(errors), 50)
+        groups = {w: g for g in speller_eval.REAL_WORD_CONFUSIONS for w in g}
+        for clean, noisy, i in errors:
+            self.assertTrue(3 <= len(clean) <= 8)
+            self.assertEqual([k for k, (a, b) in enumerate(zip(clean, noisy)) if a != b], [i])
+            self.assertIn(noisy[i], groups[clean[i]])
+        self.assertEqual(errors, speller_eval.real_word_errors(Corpus(), random.Random(1), 50))  # seeded
+
+
 class ShippedModelTest(unittest.TestCase):
     def test_config_is_t5_v1_1(self):
         with open(os.path.join(MODEL, "config.json")) as f:

@@ -5,6 +5,9 @@ back through our own safetensors reader, with PyTorch greedy decoding:
                            misspelled): share of target words the output gets right
   clean_words_unchanged    held-out clean spans: share of input words left unchanged
   tsv_top1                 real misspellings (misspelled<TAB>correct, lower-cased): output == correct
+  realword_fixed           held-out spans with one word swapped for a real word it is often
+                           confused with (REAL_WORD_CONFUSIONS): share whose output has the right
+                           word back; realword_other_words_unchanged: the other words' share kept
 
     /usr/bin/python3 tools/train_speller/eval.py --model models/speller-t5 --work /work/speller-work \
         --tsv ../shared/spelling/dev_words.tsv --json /work/speller-work/eval.json
@@ -35,6 +38,36 @@ import data  # noqa: E402
 import noise  # noqa: E402
 from model import load_dir  # noqa: E402
 from train import MAX_LEN, collate  # noqa: E402
+
+
+# Real words typed for one another ("wether" for "weather"): the real-word error set swaps a word
+# of a held-out span for another word of its group.
+REAL_WORD_CONFUSIONS = [
+    ("their", "there", "they're"), ("its", "it's"), ("then", "than"), ("weather", "whether", "wether"),
+    ("form", "from"), ("lose", "loose"), ("to", "too"), ("your", "you're"), ("affect", "effect"),
+    ("accept", "except"), ("quiet", "quite"), ("where", "were"), ("of", "off"), ("advice", "advise"),
+    ("past", "passed"), ("whose", "who's"), ("piece", "peace"), ("principal", "principle"),
+    ("hear", "here"), ("new", "knew"), ("right", "write"), ("desert", "dessert"), ("now", "know"),
+    ("breath", "breathe"), ("lead", "led"), ("sight", "site"), ("week", "weak"), ("whole", "hole"),
+]
+
+
+def real_word_errors(corpus, rng, n):
+    """n (clean span, span with one word swapped, swapped position) from held-out sentences."""
+    group = {w: g for g in REAL_WORD_CONFUSIONS for w in g}
+    out = []
+    sentences = [s for s in corpus.heldout_sentences if any(w in group for w in s)]
+    while len(out) < n:
+        s = rng.choice(sentences)
+        at = rng.choice([i for i, w in enumerate(s) if w in group])
+        k = rng.choice((3, 4, 5, 6, 7, 8))
+        start = max(0, min(at - rng.randrange(k), len(s) - k))
+        clean = s[start:start + k]
+        i = at - start
+        noisy = list(clean)
+        noisy[i] = rng.choice([w for w in group[clean[i]] if w != clean[i]])
+        out.append((clean, noisy, i))
+    return out
 
 
 def correct(model, sp, texts, batch=64):
@@ -96,6 +129,7 @@ def main():
     ap.add_argument("--work", required=True, help="dir with corpus.json (build_data.py)")
     ap.add_argument("--tsv", help="real misspellings: misspelled<TAB>correct")
     ap.add_argument("--synthetic", type=int, default=1000, help="held-out spans per synthetic figure")
+    ap.add_argument("--real-word", type=int, default=1000, help="spans with a real-word error")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu", help="torch device (cuda on a GPU machine)")
     ap.add_argument("--batch", type=int, default=64, help="inputs decoded together")
@@ -131,6 +165,16 @@ def main():
     figures["clean_spans"] = len(clean)
     figures["clean_words_unchanged"] = sum(matched(c, o.split()) for c, o in zip(clean, out)) / sum(map(len, clean))
     figures["clean_span_unchanged"] = sum(o == " ".join(c) for c, o in zip(clean, out)) / len(clean)
+
+    errors = real_word_errors(corpus, random.Random(args.seed), args.real_word)
+    out = [o.split() for o in run([" ".join(noisy) for _, noisy, _ in errors])]
+    fixed = [len(o) == len(c) and o[i] == c[i] for o, (c, _, i) in zip(out, errors)]
+    figures["realword_spans"] = len(errors)
+    figures["realword_fixed"] = sum(fixed) / len(errors)
+    figures["realword_other_words_unchanged"] = (
+        (sum(matched(c, o) for o, (c, _, _) in zip(out, errors)) - sum(fixed))
+        / sum(len(c) - 1 for c, _, _ in errors))
+    figures["realword_span_exact"] = sum(o == c for o, (c, _, _) in zip(out, errors)) / len(errors)
 
     if args.tsv:
         pairs = read_tsv(args.tsv)

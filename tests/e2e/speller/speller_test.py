@@ -1,11 +1,14 @@
 """End to end on the bundled model: `seqpipe up` serves models/speller-t5 with config/demo.yaml's
-known-words guard (what scripts/run.sh serves), and requests through the gateway socket come back
-corrected.
+text handling and known-words guard (what scripts/run.sh serves), and requests through the gateway
+socket come back corrected.
 
-Checks: known misspellings are corrected ("teh speling" -> "the spelling"); replies equal
-seqpipe-generate's greedy output where the guard has nothing to do, and keep the known input word
-where the model changed one ("wether", a word, stays); a burst of concurrent requests from several
-clients is answered completely, each with its own correction.
+Checks: texts as users type them come back with only their misspellings changed (capitals,
+digits, punctuation, URLs, code, non-Latin scripts, emoji and whitespace kept:
+model.lower_case_words); known misspellings are corrected ("teh speling" -> "the spelling");
+replies equal seqpipe-generate's greedy output where the guard has nothing to do, and keep the
+known input word where the model changed one ("wether", a word, stays), unless all 8 beam
+hypotheses change it (postprocessor.known_word_votes); a burst of concurrent requests from
+several clients is answered completely, each with its own correction.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_GENERATE, SEQPIPE_MKMODEL; PYTHONPATH has clients/python.
 """
@@ -27,13 +30,65 @@ import yaml  # noqa: E402  (python3-yaml)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 MODEL = os.path.join(ROOT, "models", "speller-t5")
 with open(os.path.join(ROOT, "config", "demo.yaml")) as f:
-    KNOWN_WORDS = yaml.safe_load(f)["postprocessor"]["known_words"]
+    DEMO = yaml.safe_load(f)
+KNOWN_WORDS = DEMO["postprocessor"]["known_words"]
 GENERATE = os.environ["SEQPIPE_GENERATE"]
 MAX_NEW = 64
 # Inputs whose correction the shipped model gets right (a change of model that breaks these is
 # worth a look); the MODEL_CARD has the figures on thousands of inputs.
 CORRECTED = {"teh speling": "the spelling", "recieve the pakage tomorow": "receive the package tomorrow",
              "i cant beleive it": "i can't believe it", "the quick brown fox": "the quick brown fox"}
+
+# Text handling as served (8 beams, as scripts/run.sh sends): (input, reply). The model sees the
+# plain words lower-cased; everything else is carried around it and put back.
+TEXTS = [
+    ("Teh Speling", "The Spelling"),
+    ("recieve teh pakage at 5pm", "receive the package at 5pm"),
+    ("TEH SPELING", "THE SPELLING"),
+    ("I cant beleive it", "I can't believe it"),
+    ("Definately seperate", "Definitely separate"),
+    ("My iPhone is brokn", "My iPhone is broken"),
+    ("Call me at 555-1234 tomorow", "Call me at 555-1234 tomorrow"),
+    ("The meeting is at 10:30 tomorow", "The meeting is at 10:30 tomorrow"),
+    ("Visit https://example.com/teh-page for detials", "Visit https://example.com/teh-page for details"),
+    ("Mail bob@example.com about teh plan", "Mail bob@example.com about the plan"),
+    ("Run `git comit` in teh shell", "Run `git comit` in the shell"),
+    ("The file config.yaml is mising", "The file config.yaml is missing"),
+    ("Use std::vector in teh code", "Use std::vector in the code"),
+    ("héllo wörld 😀", "héllo wörld 😀"),
+    ("Привет мир", "Привет мир"),
+    ("日本語のテキスト", "日本語のテキスト"),
+    ("I ❤️ teh speling", "I ❤️ the spelling"),
+    ("Teh price is $5.99 (incl. tax)", "The price is $5.99 (incl. tax)"),
+    ("Wow!!! Teh speling is grate!!!", "Wow!!! The spelling is grate!!!"),
+    ("\"Teh speling,\" she said.", "\"The spelling,\" she said."),
+    ("Teh  speling   is   wierd", "The  spelling   is   weird"),
+    ("Teh\tspeling", "The\tspelling"),
+    ("teh", "the"),
+    ("Teh.", "The."),
+    ("THE QUICK BROWN FOX", "THE QUICK BROWN FOX"),
+    ("The quick brown fox", "The quick brown fox"),
+    ("NASA sent a rocket", "NASA sent a rocket"),
+    ("I live in Paris", "I live in Paris"),
+    ("McDonald's is clsoed", "McDonald's is closed"),
+    ("Its 3 o'clock", "It's 3 o'clock"),
+    ("Teh 2nd time", "The 2nd time"),
+    ("v1.2.3 is teh latest", "v1.2.3 is the latest"),
+    ("#hashtag teh speling", "#hashtag the spelling"),
+    ("@mention teh speling", "@mention the spelling"),
+    ("Teh speling; teh grammer.", "The spelling; the grammar."),
+    ("Wait... teh speling?", "Wait... the spelling?"),
+    ("(teh speling)", "(the spelling)"),
+    ("[teh] {speling}", "[the] {spelling}"),
+    ("teh-speling", "teh-speling"),
+    ("C++ is a langauge", "C++ is a language"),
+    ("100% of teh time", "100% of the time"),
+    ("Teh café is clsoed", "The café is closed"),
+    ("naïve teh speling", "naïve the spelling"),
+    ("Recieve teh pakage", "Receive the package"),
+    ("Seperate teh files", "Separate the files"),
+    ("Acommodation is expensive", "Accommodation is expensive"),
+]
 
 
 def generate_text(text):
@@ -47,7 +102,9 @@ class SpellerPipelineTest(unittest.TestCase):
     def setUpClass(cls):
         cls.pipeline = Pipeline("seqpipe-e2e-speller-", [
             "gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
-            f"postprocessor.known_words={KNOWN_WORDS}"],
+            f"postprocessor.known_words={KNOWN_WORDS}", "model.lower_case_words=1",
+            "postprocessor.known_word_votes=8",
+            f"postprocessor.aspell_dictionary={DEMO['postprocessor']['aspell_dictionary']}"],
             model_dir=MODEL)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
         cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
@@ -56,6 +113,20 @@ class SpellerPipelineTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.client.close()
         cls.pipeline.close()
+
+    def test_texts_keep_everything_but_their_misspellings(self):
+        self.assertGreaterEqual(len(TEXTS), 40)
+        for text, want in TEXTS:
+            self.assertEqual(self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=8)["text"], want, text)
+
+    def test_a_text_over_the_token_limit_is_answered_with_its_tail_as_it_was(self):
+        # 200 words, over model.max_input_tokens (128): the model sees the words that fit, the
+        # rest comes back as it was; no too_long.
+        text = " ".join(f"Teh speling {i} is wierd." for i in range(50))
+        reply = self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=8)["text"]
+        self.assertEqual(len(reply.split()), len(text.split()))
+        self.assertEqual(reply.split()[-40:], text.split()[-40:])
+        self.assertEqual([w for w in reply.split() if w.isdigit()], [str(i) for i in range(50)])
 
     def test_corrects_known_misspellings(self):
         for text, want in CORRECTED.items():
@@ -67,6 +138,13 @@ class SpellerPipelineTest(unittest.TestCase):
         # The model turns "wether" (a word) into "whether"; the guard keeps it.
         self.assertEqual(generate_text("teh wether"), "the whether")
         self.assertEqual(self.client.generate("teh wether", max_new_tokens=MAX_NEW)["text"], "the wether")
+
+    def test_a_known_word_all_beams_change_is_changed(self):
+        # "wether" is a word: greedy keeps it; all 8 beam hypotheses change it here.
+        self.assertEqual(self.client.generate("I don't know wether to go", max_new_tokens=MAX_NEW)["text"],
+                         "I don't know wether to go")
+        reply = self.client.generate("I don't know wether to go", max_new_tokens=MAX_NEW, num_beams=8)
+        self.assertEqual(reply["text"], "I don't know whether to go")
 
     def test_beam_search_takes_the_best_hypothesis_made_of_known_words(self):
         # Greedy (and the best beam) keep "definately", no word; a later beam hypothesis is all

@@ -39,6 +39,11 @@ struct ModelConfig {
   // int8, int8_bfloat16 or auto (the fastest this CPU runs; docs/PERFORMANCE.md). encoder. and
   // decoder.compute_type override it per stage.
   std::string compute_type = "float32";
+  // 1: the model knows lower-case words only (models/speller-t5): the tokenizer gives it the
+  // text's plain words lower-cased and the postprocessor puts its correction back into the text,
+  // case, digits, punctuation and whitespace kept (services/text/text_frame.h). 0: the text as
+  // it is.
+  int lower_case_words = 0;
 
   bool operator==(const ModelConfig&) const = default;
 };
@@ -217,6 +222,15 @@ struct PostprocessorConfig : WorkerConfig {
   // Word lists (one word a line; paths separated by ':'): an input word found there is never
   // changed by the model (postprocessor/known_words.h). Empty: off, the model's text as it is.
   std::string known_words;
+  // With known_words and num_beams > 1: a known input word that at least this many of the beam
+  // search's hypotheses change is changed (the model is sure of it). 0: never.
+  int known_word_votes = 0;
+  // An Aspell dictionary (e.g. /usr/lib/aspell/en_US.multi): for input words Aspell does not
+  // know, the model's word stands when Aspell suggests it too, else Aspell's first suggestion
+  // (postprocessor/spell_suggester.h). Empty: off.
+  std::string aspell_dictionary;
+  // 1: Aspell also corrects the unknown input words the model left unchanged. 0: they stay.
+  int aspell_left_words = 0;
   bool operator==(const PostprocessorConfig&) const = default;
 };
 
