@@ -11,32 +11,12 @@
 
 namespace seqpipe::worker {
 
-void Outbox::fail(stage::WorkItem item, protocol::Error error, std::string_view stage_name,
+void Outbox::fail(const stage::WorkHeader& item, protocol::Error error, std::string_view stage_name,
                   metrics::StageMetrics& metrics) {
   spdlog::warn("{}: request {} item {}: {}: {}", stage_name, item.request, item.index,
                protocol::wire_name(error.code), error.message);
   metrics.error(error.code);
-  item.error = std::move(error);
-  item.ids.clear();
-  item.hidden.clear();
-  item.rows = 0;
-  std::string endpoint = item.gateway;
-  pushes.emplace_back(std::move(endpoint),
-                      stage::StageMessage{stage::MessageKind::kResult, 0, {std::move(item)}});
-}
-
-void Outbox::results(std::vector<stage::WorkItem>&& items) {
-  for (auto& item : items) {
-    auto it = std::find_if(pushes.begin(), pushes.end(), [&](const auto& p) {
-      return p.first == item.gateway && p.second.kind == stage::MessageKind::kResult;
-    });
-    if (it == pushes.end()) {
-      pushes.emplace_back(item.gateway, stage::StageMessage{stage::MessageKind::kResult, 0, {}});
-      it = pushes.end() - 1;
-    }
-    it->second.items.push_back(std::move(item));
-  }
-  items.clear();
+  pushes.emplace_back(item.gateway, stage::Result{{stage::failed(item, std::move(error))}});
 }
 
 std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>& frames,
@@ -124,7 +104,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     hub.socket =
         std::make_unique<transport::Socket>(context, zmq::socket_type::dealer, hub_options);
     hub.socket->connect(hub.endpoint);
-    hub.socket->send({std::string_view(stage::encode({stage::MessageKind::kReady, credits, {}}))});
+    hub.socket->send({std::string_view(stage::encode(stage::Ready{credits}))});
     hub.reconnect_at.reset();
     spdlog::info("{}: connected to {}, {} credits", options.stage_name, hub.endpoint, credits);
   };
@@ -143,8 +123,8 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     }
     for (const auto& [endpoint, message] : out.pushes) {
       if (!pushers.send(endpoint, stage::encode(message))) {
-        spdlog::warn("{}: could not send {} item(s) to '{}'; dropped", options.stage_name,
-                     message.items.size(), endpoint);
+        spdlog::warn("{}: could not send a '{}' message to '{}'; dropped", options.stage_name,
+                     stage::kind_name(message), endpoint);
       }
     }
     out.to_hub.clear();
@@ -154,15 +134,15 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     hubs[i].liveness.seen(
         Clock::now());  // anything from the hub, even malformed, shows it is alive
     auto message = decode_frames(frames, 1, hubs[i].from, options.limits, metrics);
-    if (!message || message->kind == stage::MessageKind::kHeartbeat) return;
+    if (!message || std::holds_alternative<stage::Heartbeat>(*message)) return;
     out.hub = i;
-    if (message->kind == stage::MessageKind::kCancel) {
-      stage.cancel(*message, out);
+    if (const auto* cancel = std::get_if<stage::Cancel>(&*message)) {
+      stage.cancel(*cancel, out);
       return;
     }
-    if (message->kind != stage.accepts()) {
+    if (stage::kind(*message) != stage.accepts()) {
       spdlog::warn("{}: ignored a '{}' message from {}", options.stage_name,
-                   stage::kind_name(message->kind), hubs[i].endpoint);
+                   stage::kind_name(*message), hubs[i].endpoint);
       metrics.malformed();
       return;
     }
@@ -204,8 +184,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
         continue;
       }
       if (hub.liveness.heartbeat_due(after)) {
-        hub.socket->send(
-            {std::string_view(stage::encode({stage::MessageKind::kHeartbeat, 0, {}}))});
+        hub.socket->send({std::string_view(stage::encode(stage::Heartbeat{}))});
       }
       if (hub.liveness.hub_dead(after)) {
         const auto pause = hub.liveness.reconnect_pause();

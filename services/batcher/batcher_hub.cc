@@ -16,7 +16,7 @@ uint64_t micros(Clock::duration d) {
   return static_cast<uint64_t>(
       std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
 }
-int cost(Role role, const stage::WorkItem& item) {
+int cost(Role role, const stage::WorkHeader& item) {
   return role == Role::kDecoder ? std::max(1, item.params.num_beams) : 1;
 }
 }  // namespace
@@ -36,16 +36,16 @@ namespace {
 common::HubLiveness hub_liveness(const config::LivenessConfig& c) {
   return {std::chrono::milliseconds(c.heartbeat_interval_ms), c.heartbeat_liveness};
 }
-std::string item_key(const stage::WorkItem& item) {
+std::string item_key(const stage::WorkHeader& item) {
   return item.gateway + '\n' + std::to_string(item.request) + '\n' + std::to_string(item.index);
 }
-std::string request_key(const stage::WorkItem& item) {
-  return item.gateway + '\n' + std::to_string(item.request);
+std::string request_key(const std::string& gateway, uint64_t request) {
+  return gateway + '\n' + std::to_string(request);
 }
-bool same_request(const stage::WorkItem& a, const stage::WorkItem& b) {
+bool same_request(const stage::WorkHeader& a, const stage::RequestRef& b) {
   return a.request == b.request && a.gateway == b.gateway;
 }
-bool expired(const stage::WorkItem& item, int64_t now_unix_us) {
+bool expired(const stage::WorkHeader& item, int64_t now_unix_us) {
   return item.deadline_unix_us != 0 && now_unix_us >= item.deadline_unix_us;
 }
 }  // namespace
@@ -64,53 +64,49 @@ BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetri
 }
 
 void BatcherHub::on_sequences(stage::StageMessage&& message, Clock::time_point now, Outbox& out) {
-  if (message.kind == stage::MessageKind::kCancel) {
-    cancel(message, out);
+  if (const auto* cancel_message = std::get_if<stage::Cancel>(&message)) {
+    cancel(*cancel_message, out);
     return;
   }
-  if (message.kind == stage::MessageKind::kHeartbeat) {
-    for (const auto& item : message.items) {
-      if (!item.gateway.empty()) gateways_[item.gateway] = now;
-    }
+  if (const auto* heartbeat = std::get_if<stage::Heartbeat>(&message)) {
+    if (!heartbeat->from.empty()) gateways_[heartbeat->from] = now;
     return;
   }
-  if (message.kind != stage::MessageKind::kSequence) {
+  auto* sequences = std::get_if<stage::Sequence>(&message);
+  if (!sequences) {
     spdlog::warn("batcher: ignored a '{}' message on the ingress socket",
-                 stage::kind_name(message.kind));
+                 stage::kind_name(message));
     metrics_.malformed();
     return;
   }
-  metrics_.request(static_cast<double>(message.items.size()));
-  for (auto& item : message.items) enqueue(std::move(item), now, out);
+  metrics_.request(static_cast<double>(sequences->items.size()));
+  for (auto& item : sequences->items) enqueue(std::move(item), now, out);
 }
 
-void BatcherHub::fail(stage::WorkItem&& item, protocol::Error error, Outbox& out) {
+void BatcherHub::fail(const stage::WorkHeader& item, protocol::Error error, Outbox& out) {
   metrics_.error(error.code);
   spdlog::warn("batcher: request {} item {}: {}: {}", item.request, item.index,
                protocol::wire_name(error.code), error.message);
-  item.ids.clear();
-  item.hidden.clear();
-  item.rows = 0;
-  item.error = std::move(error);
-  std::string gateway = item.gateway;
-  out.to_gateways.emplace_back(
-      std::move(gateway), stage::StageMessage{stage::MessageKind::kResult, 0, {std::move(item)}});
+  out.to_gateways.emplace_back(item.gateway,
+                               stage::Result{{stage::failed(item, std::move(error))}});
 }
 
-bool BatcherHub::is_cancelled(const stage::WorkItem& item) const {
-  return !cancelled_.empty() && cancelled_.count(request_key(item)) != 0;
+bool BatcherHub::is_cancelled(const stage::WorkHeader& item) const {
+  return !cancelled_.empty() && cancelled_.count(request_key(item.gateway, item.request)) != 0;
 }
 
-void BatcherHub::drop_cancelled(std::vector<stage::WorkItem>& items) {
+template <class Item>
+void BatcherHub::drop_cancelled(std::vector<Item>& items) {
   if (cancelled_.empty()) return;
   const size_t before = items.size();
-  std::erase_if(items, [&](const stage::WorkItem& item) { return is_cancelled(item); });
+  std::erase_if(items, [&](const Item& item) { return is_cancelled(item); });
   if (items.size() != before) metrics_.cancelled(static_cast<double>(before - items.size()));
 }
 
-void BatcherHub::cancel(const stage::StageMessage& message, Outbox& out) {
-  for (const auto& request : message.items) {
-    if (!cancelled_.emplace(request_key(request), request.deadline_unix_us).second)
+void BatcherHub::cancel(const stage::Cancel& message, Outbox& out) {
+  for (const auto& request : message.requests) {
+    if (!cancelled_.emplace(request_key(request.gateway, request.request), request.deadline_unix_us)
+             .second)
       continue;  // a repeat
     size_t dropped = 0;
     // Waiting for a batch.
@@ -124,31 +120,20 @@ void BatcherHub::cancel(const stage::StageMessage& message, Outbox& out) {
       }
     }
     // Waiting for a decoder or a postprocessor.
-    auto waiting = [&](const Waiting& w) { return same_request(w.item, request); };
+    auto waiting = [&](const auto& w) { return same_request(w.item, request); };
     dropped += std::erase_if(decode_queue_, waiting) + std::erase_if(postprocess_queue_, waiting);
     // Running on a decoder: it stops them and returns their slots as credits. They leave the
     // in-flight record now, so a late answer is dropped and a dead decoder's work is not re-sent.
-    for (auto& [worker, held] : in_flight_[static_cast<size_t>(Role::kDecoder)]) {
-      stage::StageMessage to_decoder{stage::MessageKind::kCancel, 0, {}};
+    for (auto& [worker, held] : decoding_) {
+      size_t stopped = 0;
       for (auto& m : held) {
-        for (auto i = m.items.begin(); i != m.items.end();) {
-          if (same_request(*i, request)) {
-            stage::WorkItem key;  // what the decoder needs to find it
-            key.request = i->request;
-            key.index = i->index;
-            key.gateway = i->gateway;
-            key.deadline_unix_us = i->deadline_unix_us;
-            to_decoder.items.push_back(std::move(key));
-            i = m.items.erase(i);
-          } else {
-            ++i;
-          }
-        }
+        stopped += std::erase_if(
+            m.items, [&](const stage::EncodedItem& i) { return same_request(i, request); });
       }
-      std::erase_if(held, [](const stage::StageMessage& m) { return m.items.empty(); });
-      if (!to_decoder.items.empty()) {
-        dropped += to_decoder.items.size();
-        out.to_workers.push_back({Role::kDecoder, worker, std::move(to_decoder)});
+      std::erase_if(held, [](const stage::Decode& m) { return m.items.empty(); });
+      if (stopped > 0) {
+        dropped += stopped;
+        out.to_workers.push_back({Role::kDecoder, worker, stage::Cancel{{request}}});
       }
     }
     if (dropped > 0) metrics_.cancelled(static_cast<double>(dropped));
@@ -158,7 +143,7 @@ void BatcherHub::cancel(const stage::StageMessage& message, Outbox& out) {
   }
 }
 
-void BatcherHub::enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& out) {
+void BatcherHub::enqueue(stage::SequenceItem&& item, Clock::time_point now, Outbox& out) {
   if (is_cancelled(item)) {  // cancelled while it was being tokenized
     metrics_.cancelled();
     return;
@@ -167,14 +152,13 @@ void BatcherHub::enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& 
                               ? int64_t{3600} * 1000000
                               : item.deadline_unix_us - service::unix_now_us();
   if (item.ids.empty()) {
-    fail(std::move(item),
-         {protocol::ErrorCode::kInternal, "batcher received a sequence without ids"}, out);
+    fail(item, {protocol::ErrorCode::kInternal, "batcher received a sequence without ids"}, out);
     return;
   }
   const int priority = level(item);
   if (priority >
       batcher_.policy().priority_levels) {  // the gateway checks it; its config may differ
-    fail(std::move(item),
+    fail(item,
          {protocol::ErrorCode::kInvalidArgument,
           "params.priority " + std::to_string(priority) +
               " is not a priority level of the batcher (1.." +
@@ -188,90 +172,84 @@ void BatcherHub::enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& 
   // max_queue_size bounds everything waiting here, encoded sequences waiting for decoder slots
   // included: under overload the excess is refused at once instead of expiring in a queue.
   if (batcher_.size() + decode_queue_.size() >= max_queue_size_ || !batcher_.enqueue(queued)) {
-    fail(std::move(item),
-         {protocol::ErrorCode::kOverloaded, "the batcher's queue is full; retry later"}, out);
+    fail(item, {protocol::ErrorCode::kOverloaded, "the batcher's queue is full; retry later"}, out);
     return;
   }
-  batch_items_.emplace(id, Waiting{now, std::move(item)});
+  batch_items_.emplace(id, Waiting<stage::SequenceItem>{now, std::move(item)});
 }
 
 void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMessage&& message,
                            Clock::time_point now) {
   const auto r = static_cast<size_t>(role);
   auto& credits = workers_[r];
-  using stage::MessageKind;
-  const bool expected = message.kind == MessageKind::kReady ||
-                        message.kind == MessageKind::kCredit ||
-                        message.kind == MessageKind::kHeartbeat ||
-                        (role == Role::kEncoder && message.kind == MessageKind::kEncoded) ||
-                        (role == Role::kDecoder && message.kind == MessageKind::kDecoded);
-  if (!expected) {
-    spdlog::warn("batcher: ignored a '{}' message from a {}", stage::kind_name(message.kind),
+  auto* encoded = role == Role::kEncoder ? std::get_if<stage::Encoded>(&message) : nullptr;
+  auto* decoded = role == Role::kDecoder ? std::get_if<stage::Decoded>(&message) : nullptr;
+  const auto* ready = std::get_if<stage::Ready>(&message);
+  const auto* credit = std::get_if<stage::Credit>(&message);
+  if (!ready && !credit && !encoded && !decoded &&
+      !std::holds_alternative<stage::Heartbeat>(message)) {
+    spdlog::warn("batcher: ignored a '{}' message from a {}", stage::kind_name(message),
                  kRoleNames[r]);
     metrics_.malformed();
     return;
   }
   const bool known = credits.free_credits(worker) >= 0;
-  if (message.kind == MessageKind::kReady) {
-    credits.announce(worker, message.credits);
+  if (ready) {
+    credits.announce(worker, ready->credits);
     liveness_[r].seen(worker, now);
-    spdlog::info("batcher: {} joined with {} credits ({} now)", kRoleNames[r], message.credits,
+    spdlog::info("batcher: {} joined with {} credits ({} now)", kRoleNames[r], ready->credits,
                  credits.size());
     return;
   }
   if (!known) {
     // A worker declared dead that is still talking (it was stopped, not killed): its work went
     // to another replica. It will miss our heartbeats, reconnect and announce itself anew.
-    if (!message.items.empty()) {
-      spdlog::info("batcher: dropped {} late item(s) from a {} declared dead", message.items.size(),
-                   kRoleNames[r]);
-      metrics_.late(static_cast<double>(message.items.size()));
+    const size_t late = encoded ? encoded->items.size() : decoded ? decoded->items.size() : 0;
+    if (late > 0) {
+      spdlog::info("batcher: dropped {} late item(s) from a {} declared dead", late, kRoleNames[r]);
+      metrics_.late(static_cast<double>(late));
     }
     return;
   }
   liveness_[r].seen(worker, now);
-  if (message.kind == MessageKind::kHeartbeat) return;
-  credits.release(worker, message.credits);
-  settle(role, worker, message);
-  drop_cancelled(message.items);  // cancelled while an encoder or decoder had them
-  if (role != Role::kEncoder) {   // decoded: on to the postprocessors
-    for (auto& item : message.items) postprocess_queue_.push_back({now, std::move(item)});
-    return;
-  }
-  // Encoded sequences wait for decoder slots by priority level too: each goes behind the last
-  // of its level or a higher one (arrival order within a level, so a waiting beam search is not
-  // overtaken by its own level).
-  for (auto& item : message.items) {
-    const int priority = level(item);
-    auto at = std::find_if(decode_queue_.rbegin(), decode_queue_.rend(),
-                           [&](const Waiting& w) { return level(w.item) <= priority; });
-    decode_queue_.insert(at.base(), {now, std::move(item)});
+  if (credit) {
+    credits.release(worker, credit->credits);
+    // A postprocessor's credit message answers the oldest message sent to it.
+    auto& held = postprocessing_[worker];
+    if (role == Role::kPostprocessor && !held.empty()) held.pop_front();
+  } else if (encoded) {
+    credits.release(worker, encoded->credits);
+    auto& held = encoding_[worker];  // one encoded message answers the oldest batch sent
+    if (!held.empty()) held.pop_front();
+    drop_cancelled(encoded->items);  // cancelled while an encoder had them
+    // Encoded sequences wait for decoder slots by priority level too: each goes behind the last
+    // of its level or a higher one (arrival order within a level, so a waiting beam search is
+    // not overtaken by its own level).
+    for (auto& item : encoded->items) {
+      const int priority = level(item);
+      auto at = std::find_if(decode_queue_.rbegin(), decode_queue_.rend(),
+                             [&](const auto& w) { return level(w.item) <= priority; });
+      decode_queue_.insert(at.base(), {now, std::move(item)});
+    }
+  } else if (decoded) {
+    credits.release(worker, decoded->credits);
+    settle_decoded(worker, decoded->items);
+    drop_cancelled(decoded->items);  // cancelled while a decoder had them
+    for (auto& item : decoded->items) postprocess_queue_.push_back({now, std::move(item)});
   }
 }
 
-int BatcherHub::level(const stage::WorkItem& item) const {
+int BatcherHub::level(const stage::WorkHeader& item) const {
   return item.params.priority == 0 ? default_priority_ : item.params.priority;
 }
 
-void BatcherHub::record(Role role, const std::string& worker, const stage::StageMessage& message) {
-  in_flight_[static_cast<size_t>(role)][worker].push_back(message);
-}
-
-void BatcherHub::settle(Role role, const std::string& worker, stage::StageMessage& message) {
-  auto& held = in_flight_[static_cast<size_t>(role)][worker];
-  if (role != Role::kDecoder) {
-    // One encoded (encoder) or credit (postprocessor) message answers the oldest message sent.
-    if (!held.empty() &&
-        (message.kind != stage::MessageKind::kCredit || role == Role::kPostprocessor))
-      held.pop_front();
-    return;
-  }
-  // Decoders: each finished item leaves the record; one not in it is a duplicate (its first
-  // decoder was declared dead and it went to another) and goes no further.
-  auto& items = message.items;
+void BatcherHub::settle_decoded(const std::string& worker, std::vector<stage::DecodedItem>& items) {
+  // Each finished item leaves the record; one not in it is a duplicate (its first decoder was
+  // declared dead and it went to another) and goes no further.
+  auto& held = decoding_[worker];
   size_t kept = 0;
   for (size_t n = 0; n < items.size(); ++n) {
-    const stage::WorkItem& item = items[n];
+    const stage::DecodedItem& item = items[n];
     bool found = false;
     for (auto m = held.begin(); m != held.end() && !found; ++m) {
       for (auto i = m->items.begin(); i != m->items.end(); ++i) {
@@ -299,29 +277,24 @@ void BatcherHub::tick(Clock::time_point now, Outbox& out) {
     next_gateway_heartbeat_ = now + heartbeat_interval_;
     std::erase_if(gateways_,
                   [&](const auto& g) { return now - g.second > 10 * heartbeat_interval_; });
-    stage::WorkItem me;
-    me.batcher = ingress_endpoint_;
-    for (const auto& [gateway, seen] : gateways_) {
-      out.to_gateways.emplace_back(gateway,
-                                   stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {me}});
-    }
+    for (const auto& [gateway, seen] : gateways_)
+      out.to_gateways.emplace_back(gateway, stage::Heartbeat{ingress_endpoint_});
   }
   for (size_t r = 0; r < 3; ++r) {
     const auto role = static_cast<Role>(r);
     if (liveness_[r].heartbeat_due(now)) {
       metrics_.heartbeats_missed(liveness_[r].silent(now));
-      for (const auto& worker : liveness_[r].workers()) {
-        out.to_workers.push_back({role, worker, {stage::MessageKind::kHeartbeat, 0, {}}});
-      }
+      for (const auto& worker : liveness_[r].workers())
+        out.to_workers.push_back({role, worker, stage::Heartbeat{}});
       if (role == Role::kDecoder) {
         // Once per interval: forget what can no longer matter (the gateway has answered it).
         const int64_t now_unix = service::unix_now_us();
-        for (auto& [worker, held] : in_flight_[r]) {
+        for (auto& [worker, held] : decoding_) {
           for (auto& m : held) {
             std::erase_if(m.items,
-                          [&](const stage::WorkItem& item) { return expired(item, now_unix); });
+                          [&](const stage::EncodedItem& item) { return expired(item, now_unix); });
           }
-          std::erase_if(held, [](const stage::StageMessage& m) { return m.items.empty(); });
+          std::erase_if(held, [](const stage::Decode& m) { return m.items.empty(); });
         }
         std::erase_if(retried_,
                       [&](const auto& kv) { return kv.second != 0 && now_unix >= kv.second; });
@@ -335,8 +308,8 @@ void BatcherHub::tick(Clock::time_point now, Outbox& out) {
 void BatcherHub::dispatch(Clock::time_point now, Outbox& out) {
   wakeup_ = kIdleWakeup;
   // Downstream first: sequences taken by decoders make room for new batches (backpressure).
-  dispatch_queue(Role::kDecoder, decode_queue_, now, out);
-  dispatch_queue(Role::kPostprocessor, postprocess_queue_, now, out);
+  dispatch_queue(Role::kDecoder, decode_queue_, decoding_, out, now);
+  dispatch_queue(Role::kPostprocessor, postprocess_queue_, postprocessing_, out, now);
   dispatch_batches(now, out);
   metrics_.set_queue_depth(static_cast<double>(queued()));
 }
@@ -359,11 +332,11 @@ void BatcherHub::dispatch_batches(Clock::time_point now, Outbox& out) {
         wakeup_ = std::min(wakeup_, decision.wait);
       break;
     }
-    stage::StageMessage encode{stage::MessageKind::kEncode, 0, {}};
+    stage::Encode encode;
     encode.items.reserve(batch_.size());
     for (const auto& b : batch_) {
       auto it = batch_items_.find(b.id);
-      Waiting& w = it->second;
+      auto& w = it->second;
       const uint64_t waited = micros(now - w.since);
       w.item.timings.batch_wait_us += waited;
       metrics_.queue_time(static_cast<double>(waited) * 1e-6);
@@ -372,22 +345,21 @@ void BatcherHub::dispatch_batches(Clock::time_point now, Outbox& out) {
     }
     metrics_.batch_size(static_cast<double>(encode.items.size()));
     std::string worker = *encoders.take(1);
-    record(Role::kEncoder, worker, encode);
+    encoding_[worker].push_back(encode);
     out.to_workers.push_back({Role::kEncoder, std::move(worker), std::move(encode)});
   }
 }
 
-void BatcherHub::dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::time_point now,
-                                Outbox& out) {
+template <class M, class Item>
+void BatcherHub::dispatch_queue(Role role, std::deque<Waiting<Item>>& queue, InFlight<M>& in_flight,
+                                Outbox& out, Clock::time_point now) {
   auto& workers = workers_[static_cast<size_t>(role)];
-  const stage::MessageKind kind =
-      role == Role::kDecoder ? stage::MessageKind::kDecode : stage::MessageKind::kPostprocess;
   const size_t first =
       out.to_workers.size();  // this role's messages: one per worker, items appended
   const int64_t now_unix = service::unix_now_us();
   while (!queue.empty()) {
-    Waiting& w = queue.front();
-    if (w.item.deadline_unix_us != 0 && now_unix >= w.item.deadline_unix_us) {
+    auto& w = queue.front();
+    if (expired(w.item, now_unix)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
       queue.pop_front();
       continue;
@@ -399,14 +371,14 @@ void BatcherHub::dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::ti
                            out.to_workers.end(),
                            [&](const Outbox::ToWorker& m) { return m.worker == *worker; });
     if (it == out.to_workers.end()) {
-      out.to_workers.push_back({role, std::move(*worker), {kind, 0, {}}});
+      out.to_workers.push_back({role, std::move(*worker), M{}});
       it = out.to_workers.end() - 1;
     }
-    it->message.items.push_back(std::move(w.item));
+    std::get<M>(it->message).items.push_back(std::move(w.item));
     queue.pop_front();
   }
   for (size_t i = first; i < out.to_workers.size(); ++i)
-    record(role, out.to_workers[i].worker, out.to_workers[i].message);
+    in_flight[out.to_workers[i].worker].push_back(std::get<M>(out.to_workers[i].message));
 }
 
 std::vector<status::StageStatus> BatcherHub::status() const {
@@ -421,13 +393,12 @@ std::vector<status::StageStatus> BatcherHub::status() const {
   return stages;
 }
 
-void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_point now,
-                             Outbox& out) {
+template <class M>
+auto BatcherHub::take_lost(Role role, InFlight<M>& in_flight, const std::string& worker,
+                           Outbox& out) {
   const auto r = static_cast<size_t>(role);
-  if (!workers_[r].remove(worker)) return;
-  liveness_[r].forget(worker);
-  metrics_.worker_dead();
-  auto node = in_flight_[r].extract(worker);
+  std::vector<typename decltype(M::items)::value_type> again;
+  auto node = in_flight.extract(worker);
   size_t held = 0;
   if (!node.empty()) {
     for (const auto& m : node.mapped()) held += m.items.size();
@@ -436,16 +407,15 @@ void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_p
       "batcher: {} replica declared dead ({} left); {} item(s) it held are re-dispatched or "
       "answered",
       kRoleNames[r], workers_[r].size(), held);
-  if (node.empty()) return;
+  if (node.empty()) return again;
   const int64_t now_unix = service::unix_now_us();
-  std::vector<stage::WorkItem> again;  // in the order they were first sent
   for (auto& m : node.mapped()) {
     for (auto& item : m.items) {
       if (expired(item, now_unix) || is_cancelled(item))
         continue;  // answered by its gateway already
       const std::string key = item_key(item);
       if (retried_.count(key) != 0 || workers_[r].size() == 0) {
-        fail(std::move(item),
+        fail(item,
              {protocol::ErrorCode::kUnavailable,
               retried_.count(key) != 0
                   ? std::string("two ") + kRoleNames[r] + " replicas failed on this item"
@@ -459,12 +429,32 @@ void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_p
       again.push_back(std::move(item));
     }
   }
-  if (role == Role::kEncoder) {
-    for (auto& item : again) enqueue(std::move(item), now, out);  // batched anew
-  } else {
-    auto& queue = role == Role::kDecoder ? decode_queue_ : postprocess_queue_;
-    for (auto it = again.rbegin(); it != again.rend(); ++it)
-      queue.push_front({now, std::move(*it)});  // first in line
+  return again;
+}
+
+void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_point now,
+                             Outbox& out) {
+  const auto r = static_cast<size_t>(role);
+  if (!workers_[r].remove(worker)) return;
+  liveness_[r].forget(worker);
+  metrics_.worker_dead();
+  switch (role) {
+    case Role::kEncoder:
+      for (auto& item : take_lost(role, encoding_, worker, out))
+        enqueue(std::move(item), now, out);  // batched anew
+      break;
+    case Role::kDecoder: {
+      auto again = take_lost(role, decoding_, worker, out);
+      for (auto it = again.rbegin(); it != again.rend(); ++it)
+        decode_queue_.push_front({now, std::move(*it)});  // first in line
+      break;
+    }
+    case Role::kPostprocessor: {
+      auto again = take_lost(role, postprocessing_, worker, out);
+      for (auto it = again.rbegin(); it != again.rend(); ++it)
+        postprocess_queue_.push_front({now, std::move(*it)});
+      break;
+    }
   }
 }
 

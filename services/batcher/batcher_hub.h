@@ -53,8 +53,8 @@ class BatcherHub {
   BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics);
 
   // `sequence` messages from the tokenizers (a full queue answers `overloaded` to the gateway),
-  // `cancel` messages from the gateways (one item per request: request, gateway, deadline), and
-  // gateways' heartbeats (item.gateway: where to answer; tick() heartbeats back).
+  // `cancel` messages from the gateways, and gateways' heartbeats (`from`: where to answer;
+  // tick() heartbeats back).
   void on_sequences(stage::StageMessage&& message, Clock::time_point now, Outbox& out);
   // Messages from engine workers: ready, credit, heartbeat, encoded, decoded.
   void on_worker(Role role, const std::string& worker, stage::StageMessage&& message,
@@ -80,34 +80,46 @@ class BatcherHub {
   }
 
  private:
+  template <class Item>
   struct Waiting {
     Clock::time_point since;
-    stage::WorkItem item;
+    Item item;
   };
-  void enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& out);
-  void cancel(const stage::StageMessage& message, Outbox& out);
-  bool is_cancelled(const stage::WorkItem& item) const;
+  // What each worker holds, kept to re-dispatch if it dies: the messages sent and not yet
+  // answered. Encoders and postprocessors answer in order (one encoded / credit message per
+  // message sent); decoders finish in any order, so their items are matched by (request, index).
+  template <class M>
+  using InFlight = std::unordered_map<std::string, std::deque<M>>;
+
+  void enqueue(stage::SequenceItem&& item, Clock::time_point now, Outbox& out);
+  void cancel(const stage::Cancel& message, Outbox& out);
+  bool is_cancelled(const stage::WorkHeader& item) const;
   // The item's priority level (params.priority, or the default level when it gives none).
-  int level(const stage::WorkItem& item) const;
+  int level(const stage::WorkHeader& item) const;
   // Drops the items of cancelled requests from `items`, counting them.
-  void drop_cancelled(std::vector<stage::WorkItem>& items);
-  void fail(stage::WorkItem&& item, protocol::Error error, Outbox& out);
-  void record(Role role, const std::string& worker, const stage::StageMessage& message);
-  // Removes what `worker` answered from its in-flight record. Decoded items not in it (sent
-  // to a replica later declared dead, or duplicates) are removed from `message`: they go no
-  // further.
-  void settle(Role role, const std::string& worker, stage::StageMessage& message);
+  template <class Item>
+  void drop_cancelled(std::vector<Item>& items);
+  void fail(const stage::WorkHeader& item, protocol::Error error, Outbox& out);
+  // Removes the decoded items of `worker` from its in-flight record. Items not in it (sent to a
+  // replica later declared dead, or duplicates) are removed from `items`: they go no further.
+  void settle_decoded(const std::string& worker, std::vector<stage::DecodedItem>& items);
   void dispatch_batches(Clock::time_point now, Outbox& out);
-  void dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::time_point now, Outbox& out);
+  template <class M, class Item>
+  void dispatch_queue(Role role, std::deque<Waiting<Item>>& queue, InFlight<M>& in_flight,
+                      Outbox& out, Clock::time_point now);
+  // The items `worker` held that go out again (once), in the order they were first sent; the
+  // others are answered `unavailable` (lost twice, or no replica left) or dropped (expired,
+  // cancelled).
+  template <class M>
+  auto take_lost(Role role, InFlight<M>& in_flight, const std::string& worker, Outbox& out);
 
   metrics::StageMetrics& metrics_;
   DynamicBatcher batcher_;
   common::CreditQueue workers_[3];
   common::HubLiveness liveness_[3];
-  // What each worker holds, kept to re-dispatch if it dies. Encoders and postprocessors answer
-  // in order (one encoded / credit message per message sent); decoders finish in any order, so
-  // their items are matched by (request, index).
-  std::unordered_map<std::string, std::deque<stage::StageMessage>> in_flight_[3];
+  InFlight<stage::Encode> encoding_;
+  InFlight<stage::Decode> decoding_;
+  InFlight<stage::Postprocess> postprocessing_;
   // Items re-dispatched once already (key: gateway, request, index), with their deadline.
   std::unordered_map<std::string, int64_t> retried_;
   // Requests cancelled by their gateway (key: gateway, request), until their deadline.
@@ -116,9 +128,11 @@ class BatcherHub {
   // heard.
   std::unordered_map<std::string, Clock::time_point> gateways_;
   Clock::time_point next_gateway_heartbeat_{};
-  std::unordered_map<uint64_t, Waiting> batch_items_;  // by DynamicBatcher sequence id
+  std::unordered_map<uint64_t, Waiting<stage::SequenceItem>>
+      batch_items_;  // by DynamicBatcher sequence id
   uint64_t next_sequence_ = 1;
-  std::deque<Waiting> decode_queue_, postprocess_queue_;
+  std::deque<Waiting<stage::EncodedItem>> decode_queue_;
+  std::deque<Waiting<stage::DecodedItem>> postprocess_queue_;
   std::vector<QueuedSequence> batch_, expired_;  // scratch for DynamicBatcher::poll
   std::chrono::microseconds wakeup_{100000};
   size_t max_queue_size_;

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "seqpipe/common/service.h"
 
@@ -36,12 +35,12 @@ engine::DecodingOptions decoding_options(const protocol::GenerateParams& p, bool
 
 // The `decoded` message for `hub` among those added to out.to_hub since index `first` (one per
 // hub per step); a new one when there is none yet. The reference lasts until the next push.
-stage::StageMessage& decoded_for(worker::Outbox& out, size_t first, size_t hub) {
+stage::Decoded& decoded_for(worker::Outbox& out, size_t first, size_t hub) {
   for (size_t i = first; i < out.to_hub.size(); ++i) {
-    if (out.to_hub[i].hub == hub) return out.to_hub[i].message;
+    if (out.to_hub[i].hub == hub) return std::get<stage::Decoded>(out.to_hub[i].message);
   }
-  out.to_hub.push_back({hub, {stage::MessageKind::kDecoded, 0, {}}});
-  return out.to_hub.back().message;
+  out.to_hub.push_back({hub, stage::Decoded{}});
+  return std::get<stage::Decoded>(out.to_hub.back().message);
 }
 
 uint64_t micros_since(SteadyClock::time_point start) {
@@ -87,17 +86,18 @@ bool DecoderStage::warm_up() {
 }
 
 void DecoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
-  metrics_.request(static_cast<double>(message.items.size()));
+  auto& items = std::get<stage::Decode>(message).items;
+  metrics_.request(static_cast<double>(items.size()));
   int credits = 0;  // slots of items that never started: back to the batcher at once
-  for (auto& item : message.items) admit(std::move(item), out, credits);
-  if (credits > 0) out.answer({stage::MessageKind::kDecoded, credits, {}});
+  for (auto& item : items) admit(std::move(item), out, credits);
+  if (credits > 0) out.answer(stage::Decoded{credits, {}});
   metrics_.set_in_flight(running());
   metrics_.set_kv_slots(num_slots_ - free_slots(), free_slots());
 }
 
-void DecoderStage::cancel(const stage::StageMessage& message, worker::Outbox& out) {
+void DecoderStage::cancel(const stage::Cancel& message, worker::Outbox& out) {
   int credits = 0;
-  for (const auto& request : message.items) {
+  for (const auto& request : message.requests) {
     for (size_t i = 0; i < running_.size();) {
       Running& r = running_[i];
       // Only the hub that sent a sequence cancels it (another batcher may run the same request).
@@ -116,12 +116,12 @@ void DecoderStage::cancel(const stage::StageMessage& message, worker::Outbox& ou
     }
   }
   // Nothing found: it finished first, and its slots went back with its result.
-  if (credits > 0) out.answer({stage::MessageKind::kDecoded, credits, {}});
+  if (credits > 0) out.answer(stage::Decoded{credits, {}});
   metrics_.set_in_flight(running());
   metrics_.set_kv_slots(num_slots_ - free_slots(), free_slots());
 }
 
-void DecoderStage::admit(stage::WorkItem&& item, worker::Outbox& out, int& credits) {
+void DecoderStage::admit(stage::EncodedItem&& item, worker::Outbox& out, int& credits) {
   const int slots = std::max(1, item.params.num_beams);  // what the batcher charged
   const int64_t d_model = model_->config().d_model;
   if (worker::expired(item, service::unix_now_us())) {
@@ -129,30 +129,32 @@ void DecoderStage::admit(stage::WorkItem&& item, worker::Outbox& out, int& credi
     credits += slots;
     return;
   }
-  if (item.rows < 1 || item.rows > max_source_len_ ||
-      item.hidden.size() != static_cast<size_t>(item.rows * d_model) * sizeof(float)) {
+  const stage::EncoderRows& rows = item.hidden;
+  if (rows.rows < 1 || rows.rows > max_source_len_ ||
+      rows.values.size() != static_cast<size_t>(rows.rows * d_model)) {
     credits += slots;
-    out.fail(std::move(item),
+    out.fail(item,
              {protocol::ErrorCode::kInternal,
               "decoder received encoder rows that do not match the model"},
              "decoder", metrics_);
     return;
   }
   engine::EncoderOutput encoded;
-  encoded.hidden = engine::Tensor::empty({item.rows, d_model});
-  std::memcpy(encoded.hidden.data(), item.hidden.data(), item.hidden.size());
-  encoded.offsets = {0, item.rows};
-  item.hidden.clear();
-  item.hidden.shrink_to_fit();
-  item.rows = 0;  // the result carries output ids only
+  encoded.hidden = engine::Tensor::empty({rows.rows, d_model});
+  std::copy(rows.values.begin(), rows.values.end(), encoded.hidden.data());
+  encoded.offsets = {0, rows.rows};
   try {
     const uint64_t handle =
         generator_.add(encoded, 0, decoding_options(item.params, all_hypotheses_));
-    running_.push_back({handle, slots, std::move(item), SteadyClock::now(), out.hub});
+    // The result carries the output ids only (and the input text, when it travels).
+    std::string text = std::move(item.text);
+    auto decoded = stage::next_hop<stage::DecodedItem>(std::move(item));
+    decoded.text = std::move(text);
+    running_.push_back({handle, slots, std::move(decoded), SteadyClock::now(), out.hub});
   } catch (const std::exception& e) {  // options the engine refuses, or no free slots (a hub bug)
     credits += slots;
-    out.fail(std::move(item), {protocol::ErrorCode::kInternal, std::string("decoder: ") + e.what()},
-             "decoder", metrics_);
+    out.fail(item, {protocol::ErrorCode::kInternal, std::string("decoder: ") + e.what()}, "decoder",
+             metrics_);
   }
 }
 
@@ -170,14 +172,14 @@ void DecoderStage::work(worker::Outbox& out) {
     auto it = std::find_if(running_.begin(), running_.end(),
                            [&](const Running& r) { return r.handle == f.handle; });
     if (it == running_.end()) continue;
-    stage::WorkItem& item = it->item;
+    stage::DecodedItem& item = it->item;
     item.ids.assign(f.result.ids.begin(), f.result.ids.end());
     item.score = f.result.score;
     item.alternatives.clear();
     for (const auto& alt : f.result.alternatives)
       item.alternatives.emplace_back(alt.begin(), alt.end());
     item.timings.decode_us += micros_since(it->started);
-    stage::StageMessage& decoded = decoded_for(out, first, it->hub);
+    stage::Decoded& decoded = decoded_for(out, first, it->hub);
     decoded.credits += it->slots;
     decoded.items.push_back(std::move(item));
     *it = std::move(running_.back());

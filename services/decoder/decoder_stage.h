@@ -27,7 +27,7 @@ class DecoderStage : public worker::WorkerStage {
   void handle(stage::StageMessage&& message, worker::Outbox& out) override;
   // Stops the running sequences of the cancelled requests: their slots are free for the next
   // step and go back to the batcher as credits (a `decoded` message without items).
-  void cancel(const stage::StageMessage& message, worker::Outbox& out) override;
+  void cancel(const stage::Cancel& message, worker::Outbox& out) override;
   bool has_pending_work() const override { return !running_.empty(); }
   // One decoder step over every running sequence; finished and expired ones leave.
   void work(worker::Outbox& out) override;
@@ -42,11 +42,11 @@ class DecoderStage : public worker::WorkerStage {
   struct Running {
     uint64_t handle = 0;
     int slots = 0;
-    stage::WorkItem item;  // without its encoder rows
+    stage::DecodedItem item;  // the output, ids and score filled in when it finishes
     std::chrono::steady_clock::time_point started;
     size_t hub = 0;  // the hub (batcher) that sent it: its result and slots go back there
   };
-  void admit(stage::WorkItem&& item, worker::Outbox& out, int& credits);
+  void admit(stage::EncodedItem&& item, worker::Outbox& out, int& credits);
 
   std::shared_ptr<const engine::T5Model> model_;
   engine::Generator generator_;

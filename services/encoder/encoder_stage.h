@@ -1,7 +1,7 @@
 #pragma once
 // The encoder stage: one batch of input ids -> encoder hidden states, one block of rows per
-// item (float32 bytes), returned to the batcher for the decoders. A batch costs the batcher one
-// credit, returned with the `encoded` reply. Socket-free.
+// item (stage::EncoderRows), returned to the batcher for the decoders. A batch costs the batcher
+// one credit, returned with the `encoded` reply. Socket-free.
 #include <memory>
 
 #include "seqpipe/common/config.h"

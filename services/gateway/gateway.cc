@@ -64,11 +64,11 @@ std::optional<size_t> Gateway::next_live_batcher(size_t after) const {
   return std::nullopt;
 }
 
-stage::StageMessage Gateway::tokenize_work(uint64_t id, const Request& r) const {
-  stage::StageMessage work{stage::MessageKind::kTokenize, 0, {}};
+stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
+  stage::Tokenize work;
   for (size_t i = 0; i < r.sources.size(); ++i) {
     if (r.done[i]) continue;
-    stage::WorkItem item;
+    stage::TextItem item;
     item.request = id;
     item.index = static_cast<uint32_t>(i);
     item.gateway = results_endpoint_;
@@ -131,7 +131,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
   r.received = now;
   r.deadline = now + std::chrono::milliseconds(timeout_ms);
 
-  stage::StageMessage work{stage::MessageKind::kTokenize, 0, {}};
+  stage::Tokenize work;
   const int64_t deadline_unix_us = service::unix_now_us() + int64_t{timeout_ms} * 1000;
   if (several_batchers) {  // kept to submit to another batcher if this one dies
     r.sources = request.texts;
@@ -152,7 +152,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
         continue;
       }
     }
-    stage::WorkItem item;
+    stage::TextItem item;
     item.request = id;
     item.index = static_cast<uint32_t>(i);
     item.gateway = results_endpoint_;
@@ -179,49 +179,43 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
 void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage& message,
                            SteadyClock::time_point now) {
   const bool known = tokenizers_.free_credits(worker) >= 0;
-  switch (message.kind) {
-    case stage::MessageKind::kReady:
-      tokenizers_.announce(worker, message.credits);
-      liveness_.seen(worker, now);
-      spdlog::info("gateway: tokenizer joined with {} credits ({} tokenizers)", message.credits,
-                   tokenizers_.size());
-      break;
-    case stage::MessageKind::kCredit:
-      if (!known) break;  // from a tokenizer declared dead: its work went elsewhere
-      liveness_.seen(worker, now);
-      tokenizers_.release(worker, message.credits);
-      for (int i = 0; i < message.credits && !in_flight_[worker].empty(); ++i)
-        in_flight_[worker].pop_front();
-      break;
-    case stage::MessageKind::kHeartbeat:
-      if (known) liveness_.seen(worker, now);
-      break;
-    default:
-      spdlog::warn("gateway: ignored a '{}' message from a tokenizer",
-                   stage::kind_name(message.kind));
-      metrics_.malformed();
+  if (const auto* ready = std::get_if<stage::Ready>(&message)) {
+    tokenizers_.announce(worker, ready->credits);
+    liveness_.seen(worker, now);
+    spdlog::info("gateway: tokenizer joined with {} credits ({} tokenizers)", ready->credits,
+                 tokenizers_.size());
+  } else if (const auto* credit = std::get_if<stage::Credit>(&message)) {
+    if (!known) return;  // from a tokenizer declared dead: its work went elsewhere
+    liveness_.seen(worker, now);
+    tokenizers_.release(worker, credit->credits);
+    for (int i = 0; i < credit->credits && !in_flight_[worker].empty(); ++i)
+      in_flight_[worker].pop_front();
+  } else if (std::holds_alternative<stage::Heartbeat>(message)) {
+    if (known) liveness_.seen(worker, now);
+  } else {
+    spdlog::warn("gateway: ignored a '{}' message from a tokenizer", stage::kind_name(message));
+    metrics_.malformed();
   }
 }
 
 void Gateway::on_results(stage::StageMessage&& message, SteadyClock::time_point now, Outbox& out) {
-  if (message.kind == stage::MessageKind::kHeartbeat) {  // from a batcher: its ingress in the item
-    for (const auto& item : message.items) {
-      for (auto& b : batchers_) {
-        if (b.endpoint != item.batcher) continue;
-        b.last_seen = now;
-        if (!b.live) spdlog::info("gateway: batcher {} is live again", b.endpoint);
-        b.live = true;
-      }
+  if (const auto* heartbeat = std::get_if<stage::Heartbeat>(&message)) {  // from a batcher
+    for (auto& b : batchers_) {
+      if (b.endpoint != heartbeat->from) continue;
+      b.last_seen = now;
+      if (!b.live) spdlog::info("gateway: batcher {} is live again", b.endpoint);
+      b.live = true;
     }
     return;
   }
-  if (message.kind != stage::MessageKind::kResult) {
+  auto* results = std::get_if<stage::Result>(&message);
+  if (!results) {
     spdlog::warn("gateway: ignored a '{}' message on the results socket",
-                 stage::kind_name(message.kind));
+                 stage::kind_name(message));
     metrics_.malformed();
     return;
   }
-  for (auto& item : message.items) {
+  for (auto& item : results->items) {
     auto it = requests_.find(item.request);
     if (it == requests_.end() || item.index >= it->second.done.size() ||
         it->second.done[item.index]) {
@@ -315,16 +309,13 @@ void Gateway::cancel(const Envelope& envelope, const std::string& client_id,
         client_id);
     return;
   }
-  stage::StageMessage cancel{stage::MessageKind::kCancel, 0, {}};
+  stage::Cancel cancel;
   const int64_t now_unix = service::unix_now_us();
   for (uint64_t id : ids) {
     const Request& r = requests_.at(id);
     // The batcher forgets a cancelled request at its deadline: no work of it can matter later.
-    stage::WorkItem item;
-    item.request = id;
-    item.gateway = results_endpoint_;
-    item.deadline_unix_us = now_unix + static_cast<int64_t>(micros(r.deadline - now));
-    cancel.items.push_back(std::move(item));
+    cancel.requests.push_back(
+        {id, results_endpoint_, now_unix + static_cast<int64_t>(micros(r.deadline - now))});
     reply(id,
           protocol::error_reply(r.client_id,
                                 {protocol::ErrorCode::kCancelled, "cancelled by the client"}),
@@ -349,7 +340,7 @@ void Gateway::expire(SteadyClock::time_point now, Outbox& out) {
 
 void Gateway::dispatch(SteadyClock::time_point now, Outbox& out) {
   while (!waiting_.empty()) {
-    stage::StageMessage& work = waiting_.front();
+    stage::Tokenize& work = waiting_.front();
     auto it = requests_.find(work.items.front().request);
     const std::string& to = work.items.front().batcher;
     if (it == requests_.end() || (!to.empty() && to != batchers_[it->second.batcher].endpoint)) {
@@ -371,8 +362,7 @@ void Gateway::tick(SteadyClock::time_point now, Outbox& out) {
   if (liveness_.heartbeat_due(now)) {
     metrics_.heartbeats_missed(liveness_.silent(now));
     for (const auto& worker : liveness_.workers()) {
-      out.to_tokenizers.emplace_back(worker,
-                                     stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {}});
+      out.to_tokenizers.emplace_back(worker, stage::Heartbeat{});
     }
   }
   for (const auto& worker : liveness_.take_dead(now)) tokenizer_dead(worker, now, out);
@@ -382,12 +372,8 @@ void Gateway::tick(SteadyClock::time_point now, Outbox& out) {
   if (now >= next_batcher_heartbeat_) {
     next_batcher_heartbeat_ =
         now + std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms);
-    stage::WorkItem me;
-    me.gateway = results_endpoint_;  // where the batcher answers
-    for (const auto& b : batchers_) {
-      out.to_batcher.emplace_back(b.endpoint,
-                                  stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {me}});
-    }
+    for (const auto& b : batchers_)  // naming where the batcher answers
+      out.to_batcher.emplace_back(b.endpoint, stage::Heartbeat{results_endpoint_});
   }
   for (size_t i = 0; i < batchers_.size(); ++i) {
     if (batchers_[i].last_seen == SteadyClock::time_point{})
@@ -423,7 +409,7 @@ void Gateway::batcher_dead(size_t index, SteadyClock::time_point now, Outbox& ou
     }
     r.resubmitted = true;
     r.batcher = *other;
-    stage::StageMessage work = tokenize_work(id, r);
+    stage::Tokenize work = tokenize_work(id, r);
     metrics_.redispatched(static_cast<double>(work.items.size()));
     waiting_.push_front(std::move(work));
   }

@@ -113,7 +113,7 @@ class Gateway {
     bool live = true;
   };
   // The tokenize message for the request's texts not answered yet, to its current batcher.
-  stage::StageMessage tokenize_work(uint64_t id, const Request& r) const;
+  stage::Tokenize tokenize_work(uint64_t id, const Request& r) const;
   // The next live batcher after `after` (round-robin), or nullopt.
   std::optional<size_t> next_live_batcher(size_t after) const;
   // A cancel from the client behind `envelope` for its request(s) with id `client_id`.
@@ -136,11 +136,11 @@ class Gateway {
   ResponseCache cache_;
   // Tokenize messages sent to each tokenizer and not yet credited back (a tokenizer answers in
   // order, one credit per message), kept to re-dispatch if it dies.
-  std::unordered_map<std::string, std::deque<stage::StageMessage>> in_flight_;
+  std::unordered_map<std::string, std::deque<stage::Tokenize>> in_flight_;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Request> requests_;
   std::set<std::pair<SteadyClock::time_point, uint64_t>> deadlines_;
-  std::deque<stage::StageMessage> waiting_;  // tokenize messages without a tokenizer credit yet
+  std::deque<stage::Tokenize> waiting_;  // tokenize messages without a tokenizer credit yet
   // Requests in flight by client_key, for cancels (a client may reuse an id: a cancel names all).
   std::unordered_multimap<std::string, uint64_t> by_client_;
   // The batchers (one, unless gateway.batcher_endpoints lists several: only then heartbeats,

@@ -93,12 +93,12 @@ int serve(const config::PipelineConfig& c) {
       gateway.dispatch(now, out);
     }
     for (const auto& [endpoint, message] : out.to_batcher) {
-      if (!batcher.send(endpoint, stage::encode(message)) &&
-          message.kind == stage::MessageKind::kCancel) {
+      const auto* cancel = std::get_if<stage::Cancel>(&message);
+      if (!batcher.send(endpoint, stage::encode(message)) && cancel) {
         spdlog::warn(
             "gateway: could not send a cancel to batcher {} ({} request(s)); their work runs to "
             "its end",
-            endpoint, message.items.size());
+            endpoint, cancel->requests.size());
       }
     }
     for (auto& [envelope, payload] : out.replies) {

@@ -22,23 +22,20 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
 }
 
 void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
-  const int credits = static_cast<int>(message.items.size());
+  auto& items = std::get<stage::Postprocess>(message).items;
+  const int credits = static_cast<int>(items.size());
   metrics_.request(credits);
-  std::vector<stage::WorkItem> done;
   const int64_t now = service::unix_now_us();
-  for (auto& item : message.items) {
+  for (auto& item : items) {
     if (worker::expired(item, now)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
       continue;
     }
     const auto start = SteadyClock::now();
-    const std::vector<int> ids(item.ids.begin(), item.ids.end());
-    if (!known_words_) {
-      item.text = tokenizer_->decode(ids);
-    } else {
+    std::string output = tokenizer_->decode(std::vector<int>(item.ids.begin(), item.ids.end()));
+    if (known_words_) {
       // item.text holds the input (the tokenizer kept it). A beam search's hypotheses come best
       // first: the first whose words the lists all know wins, else the best.
-      std::string output = tokenizer_->decode(ids);
       if (!known_words_->all_known(output)) {
         for (const auto& alt : item.alternatives) {
           std::string text = tokenizer_->decode(std::vector<int>(alt.begin(), alt.end()));
@@ -48,18 +45,17 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
           }
         }
       }
-      item.text = known_words_->guard(item.text, output);
-      item.alternatives.clear();
+      output = known_words_->guard(item.text, output);
     }
-    item.ids.clear();
     const auto elapsed = SteadyClock::now() - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
-    item.timings.postprocess_us += static_cast<uint64_t>(
+    stage::ResultItem result{item.request, item.index,   std::move(output),
+                             item.score,   item.timings, std::nullopt};
+    result.timings.postprocess_us += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
-    done.push_back(std::move(item));
+    out.result(item.gateway, std::move(result));
   }
-  out.results(std::move(done));
-  if (credits > 0) out.answer({stage::MessageKind::kCredit, credits, {}});
+  if (credits > 0) out.answer(stage::Credit{credits});
 }
 
 }  // namespace seqpipe::postprocessor

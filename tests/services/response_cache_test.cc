@@ -73,14 +73,18 @@ TEST(ResponseCache, TheGatewayAnswersARepeatedTextFromTheCacheAndNeverCachesErro
     return r.ok ? r.texts.at(0) : "error:" + std::string(protocol::wire_name(r.error->code));
   };
   Outbox out;
-  g.on_tokenizer("tok", {stage::MessageKind::kReady, 8, {}}, t0);
+  g.on_tokenizer("tok", stage::Ready{8}, t0);
   g.on_client(request("teh speling"), t0, out);
   g.on_client(request("bad one"), t0, out);
   g.dispatch(t0, out);
   ASSERT_EQ(out.to_tokenizers.size(), 2u);
-  stage::StageMessage ok{stage::MessageKind::kResult, 0, out.to_tokenizers[0].second.items};
+  auto result_of = [&](size_t i) {  // the result for the one text sent to a tokenizer
+    const stage::TextItem& item = std::get<stage::Tokenize>(out.to_tokenizers[i].second).items[0];
+    return stage::Result{{{item.request, item.index, "", 0.0f, item.timings, std::nullopt}}};
+  };
+  stage::Result ok = result_of(0);
   ok.items[0].text = "the spelling";
-  stage::StageMessage failed{stage::MessageKind::kResult, 0, out.to_tokenizers[1].second.items};
+  stage::Result failed = result_of(1);
   failed.items[0].error = protocol::Error{protocol::ErrorCode::kInternal, "boom"};
   g.on_results(std::move(ok), t0, out);
   g.on_results(std::move(failed), t0, out);

@@ -5,7 +5,7 @@
 // connects a DEALER to its hub, announces its capacity (`ready{credits}`), and from then on the
 // hub sends it no more than that: credit-based flow control as in the ZeroMQ guide's
 // load-balancing broker. Results for a gateway go over PUSH sockets to the endpoint named in
-// the item (`WorkItem::gateway`). A worker may serve several hubs (several gateways, or several
+// the item (`WorkHeader::gateway`). A worker may serve several hubs (several gateways, or several
 // batchers): one DEALER, heartbeat and reconnection each, its capacity split between them, and
 // every answer and credit back to the hub that sent the work.
 #include <chrono>
@@ -41,18 +41,31 @@ struct Outbox {
   // A message to the hub being handled (credits and results of the message at hand).
   void answer(stage::StageMessage message) { to_hub.push_back({hub, std::move(message)}); }
 
-  // Sends `item` to its gateway as a failed result (the request is answered with `error`),
-  // logging the request id and counting the error: the serving-path error discipline in one place.
-  void fail(stage::WorkItem item, protocol::Error error, std::string_view stage_name,
+  // The message of type M pushed to `endpoint` in this outbox, added when there is none yet:
+  // items for one peer travel together. The reference lasts until the next push.
+  template <class M>
+  M& push_to(const std::string& endpoint) {
+    for (auto& [to, message] : pushes) {
+      if (to == endpoint && std::holds_alternative<M>(message)) return std::get<M>(message);
+    }
+    pushes.emplace_back(endpoint, M{});
+    return std::get<M>(pushes.back().second);
+  }
+  // Sends `item`'s gateway a failed result in a message of its own (the request is answered with
+  // `error`), logging the
+  // request id and counting the error: the serving-path error discipline in one place.
+  void fail(const stage::WorkHeader& item, protocol::Error error, std::string_view stage_name,
             metrics::StageMetrics& metrics);
-  // Sends items to their gateways as results (grouped per gateway endpoint).
-  void results(std::vector<stage::WorkItem>&& items);
+  // A result for the gateway at `gateway` (grouped per gateway).
+  void result(const std::string& gateway, stage::ResultItem item) {
+    push_to<stage::Result>(gateway).items.push_back(std::move(item));
+  }
   bool empty() const { return to_hub.empty() && pushes.empty(); }
 };
 
 // True when the item's deadline has passed: stages drop such items before computing on them
 // (the gateway has answered deadline_exceeded already).
-inline bool expired(const stage::WorkItem& item, int64_t now_unix_us) {
+inline bool expired(const stage::WorkHeader& item, int64_t now_unix_us) {
   return item.deadline_unix_us != 0 && now_unix_us >= item.deadline_unix_us;
 }
 
@@ -79,9 +92,9 @@ class WorkerStage {
   virtual stage::MessageKind accepts() const = 0;
   // One message of that kind from the hub (already validated by stage::decode).
   virtual void handle(stage::StageMessage&& message, Outbox& out) = 0;
-  // A `cancel` from the hub: stop the work of these requests (items: request, gateway) and
-  // return its credits. Stages that hold no work between messages have nothing to stop.
-  virtual void cancel(const stage::StageMessage& /*message*/, Outbox& /*out*/) {}
+  // A `cancel` from the hub: stop the work of these requests and return its credits. Stages
+  // that hold no work between messages have nothing to stop.
+  virtual void cancel(const stage::Cancel& /*message*/, Outbox& /*out*/) {}
   // Runs before the worker announces itself (warm-up batches); true when it did something.
   virtual bool warm_up() { return false; }
   // Work the stage does between messages (the decoder's steps); the loop then polls the socket
