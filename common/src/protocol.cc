@@ -281,7 +281,8 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
     }
   }
 
-  // An omitted max_new_tokens never exceeds the server's cap (a config may set it below 32).
+  // An omitted max_new_tokens never exceeds the server's cap (a config may set it below the
+  // default).
   request.params.max_new_tokens =
       std::min(request.params.max_new_tokens, limits.max_new_tokens_cap);
   if (params) {

@@ -7,6 +7,7 @@
 #include <msgpack.hpp>
 
 #include "msgpack_io.h"
+#include "seqpipe/engine/limits.h"
 
 namespace seqpipe::stage {
 
@@ -25,11 +26,14 @@ constexpr std::string_view kKindNames[] = {"ready",       "credit",  "tokenize",
                                            "postprocess", "result",  "cancel",   "heartbeat"};
 static_assert(std::size(kKindNames) == std::variant_size_v<StageMessage>);
 
-// Beam search's other hypotheses a decoder returns at most (the engine's num_beams limit - 1).
-constexpr uint32_t kMaxAlternatives = 15;
-// Bounds of the generation parameters an item may carry (the gateway checked the client's against
-// its configuration; these keep a peer's message within what any stage can take).
-constexpr msgpack_io::ParamBounds kParamBounds{4096, 64, 1024};
+// Beam search's other hypotheses a decoder returns at most.
+constexpr uint32_t kMaxAlternatives = engine::kMaxBeams - 1;
+// Bounds of the generation parameters an item may carry: the gateway checked the client's against
+// its configuration, and these keep a peer's message within what the engine takes. Priority
+// levels are checked by the batcher against its own (a gateway may be configured apart).
+constexpr int kMaxPriorityLevels = 1024;
+constexpr msgpack_io::ParamBounds kParamBounds{engine::kMaxNewTokens, engine::kMaxBeams,
+                                               kMaxPriorityLevels};
 // Longest gateway or batcher endpoint an item may name.
 constexpr size_t kMaxEndpointBytes = 256;
 
@@ -54,7 +58,7 @@ void write_header(Writer& out, const WorkHeader& h, size_t extra) {
   out.str("r"), out.u64(h.request);
   out.str("i"), out.u64(h.index);
   out.str("g"), out.str(h.gateway);
-  out.str("dl"), out.i64(h.deadline_unix_us);
+  out.str("dl"), out.i64(h.deadline.unix_us());
   out.str("p"), out.params(h.params);
   out.str("tm"), write_timings(out, h.timings);
 }
@@ -107,7 +111,7 @@ void write_item(Writer& out, const RequestRef& w) {
   out.map(3);
   out.str("r"), out.u64(w.request);
   out.str("g"), out.str(w.gateway);
-  out.str("dl"), out.i64(w.deadline_unix_us);
+  out.str("dl"), out.i64(w.deadline.unix_us());
 }
 
 template <class Item>
@@ -353,8 +357,10 @@ class Reader {
     return std::nullopt;
   }
   static std::optional<Error> deadline(const msgpack::object& v, const std::string& field,
-                                       int64_t& out) {
-    if (!integer(v, out)) return bad(field + " must be an integer");
+                                       Deadline& out) {
+    int64_t unix_us = 0;
+    if (!integer(v, unix_us)) return bad(field + " must be an integer");
+    out = Deadline::at_unix_us(unix_us);
     return std::nullopt;
   }
 
@@ -365,7 +371,7 @@ class Reader {
     if (key == "r") return request_id(v, f, w.request);
     if (key == "i") return index(v, f, w.index);
     if (key == "g") return endpoint(v, f, w.gateway);
-    if (key == "dl") return deadline(v, f, w.deadline_unix_us);
+    if (key == "dl") return deadline(v, f, w.deadline);
     if (key == "tm") return timings(v, f, w.timings);
     if (key == "p") {
       if (auto e = msgpack_io::read_params(v, kParamBounds, w.params)) {
@@ -467,7 +473,7 @@ class Reader {
     known = true;
     if (key == "r") return request_id(v, f, w.request);
     if (key == "g") return endpoint(v, f, w.gateway);
-    if (key == "dl") return deadline(v, f, w.deadline_unix_us);
+    if (key == "dl") return deadline(v, f, w.deadline);
     known = false;
     return std::nullopt;
   }

@@ -16,8 +16,9 @@ uint64_t micros(Clock::duration d) {
   return static_cast<uint64_t>(
       std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
 }
+// Credits an item costs a worker: its KV-cache slots on a decoder, else 1.
 int cost(Role role, const stage::WorkHeader& item) {
-  return role == Role::kDecoder ? std::max(1, item.params.num_beams) : 1;
+  return role == Role::kDecoder ? engine::slot_cost(item.params.num_beams) : 1;
 }
 }  // namespace
 
@@ -44,9 +45,6 @@ std::string request_key(const std::string& gateway, uint64_t request) {
 }
 bool same_request(const stage::WorkHeader& a, const stage::RequestRef& b) {
   return a.request == b.request && a.gateway == b.gateway;
-}
-bool expired(const stage::WorkHeader& item, int64_t now_unix_us) {
-  return item.deadline_unix_us != 0 && now_unix_us >= item.deadline_unix_us;
 }
 }  // namespace
 
@@ -105,8 +103,7 @@ void BatcherHub::drop_cancelled(std::vector<Item>& items) {
 
 void BatcherHub::cancel(const stage::Cancel& message, Outbox& out) {
   for (const auto& request : message.requests) {
-    if (!cancelled_.emplace(request_key(request.gateway, request.request), request.deadline_unix_us)
-             .second)
+    if (!cancelled_.emplace(request_key(request.gateway, request.request), request.deadline).second)
       continue;  // a repeat
     size_t dropped = 0;
     // Waiting for a batch.
@@ -148,9 +145,6 @@ void BatcherHub::enqueue(stage::SequenceItem&& item, Clock::time_point now, Outb
     metrics_.cancelled();
     return;
   }
-  const int64_t left_us = item.deadline_unix_us == 0
-                              ? int64_t{3600} * 1000000
-                              : item.deadline_unix_us - service::unix_now_us();
   if (item.ids.empty()) {
     fail(item, {protocol::ErrorCode::kInternal, "batcher received a sequence without ids"}, out);
     return;
@@ -168,7 +162,8 @@ void BatcherHub::enqueue(stage::SequenceItem&& item, Clock::time_point now, Outb
   }
   const uint64_t id = next_sequence_++;
   const QueuedSequence queued{id, static_cast<int>(item.ids.size()), now,
-                              now + std::chrono::microseconds(left_us), priority};
+                              item.deadline.on_steady_clock(Now{now, service::unix_now_us()}),
+                              priority};
   // max_queue_size bounds everything waiting here, encoded sequences waiting for decoder slots
   // included: under overload the excess is refused at once instead of expiring in a queue.
   if (batcher_.size() + decode_queue_.size() >= max_queue_size_ || !batcher_.enqueue(queued)) {
@@ -288,17 +283,19 @@ void BatcherHub::tick(Clock::time_point now, Outbox& out) {
         out.to_workers.push_back({role, worker, stage::Heartbeat{}});
       if (role == Role::kDecoder) {
         // Once per interval: forget what can no longer matter (the gateway has answered it).
-        const int64_t now_unix = service::unix_now_us();
+        const Now wall{now, service::unix_now_us()};
         for (auto& [worker, held] : decoding_) {
           for (auto& m : held) {
-            std::erase_if(m.items,
-                          [&](const stage::EncodedItem& item) { return expired(item, now_unix); });
+            std::erase_if(m.items, [&](const stage::EncodedItem& item) {
+              return item.deadline.expired(wall);
+            });
           }
           std::erase_if(held, [](const stage::Decode& m) { return m.items.empty(); });
         }
-        std::erase_if(retried_,
-                      [&](const auto& kv) { return kv.second != 0 && now_unix >= kv.second; });
-        std::erase_if(cancelled_, [&](const auto& kv) { return now_unix >= kv.second; });
+        std::erase_if(retried_, [&](const auto& kv) { return kv.second.expired(wall); });
+        // A cancel without a deadline is forgotten at once.
+        std::erase_if(cancelled_,
+                      [&](const auto& kv) { return kv.second.none() || kv.second.expired(wall); });
       }
     }
     for (const auto& worker : liveness_[r].take_dead(now)) worker_dead(role, worker, now, out);
@@ -356,10 +353,10 @@ void BatcherHub::dispatch_queue(Role role, std::deque<Waiting<Item>>& queue, InF
   auto& workers = workers_[static_cast<size_t>(role)];
   const size_t first =
       out.to_workers.size();  // this role's messages: one per worker, items appended
-  const int64_t now_unix = service::unix_now_us();
+  const Now wall{now, service::unix_now_us()};
   while (!queue.empty()) {
     auto& w = queue.front();
-    if (expired(w.item, now_unix)) {
+    if (w.item.deadline.expired(wall)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
       queue.pop_front();
       continue;
@@ -408,10 +405,10 @@ auto BatcherHub::take_lost(Role role, InFlight<M>& in_flight, const std::string&
       "answered",
       kRoleNames[r], workers_[r].size(), held);
   if (node.empty()) return again;
-  const int64_t now_unix = service::unix_now_us();
+  const Now wall = Now::read();
   for (auto& m : node.mapped()) {
     for (auto& item : m.items) {
-      if (expired(item, now_unix) || is_cancelled(item))
+      if (item.deadline.expired(wall) || is_cancelled(item))
         continue;  // answered by its gateway already
       const std::string key = item_key(item);
       if (retried_.count(key) != 0 || workers_[r].size() == 0) {
@@ -424,7 +421,7 @@ auto BatcherHub::take_lost(Role role, InFlight<M>& in_flight, const std::string&
              out);
         continue;
       }
-      retried_.emplace(key, item.deadline_unix_us);
+      retried_.emplace(key, item.deadline);
       metrics_.redispatched();
       again.push_back(std::move(item));
     }

@@ -121,9 +121,9 @@ class BatcherHub {
   InFlight<stage::Decode> decoding_;
   InFlight<stage::Postprocess> postprocessing_;
   // Items re-dispatched once already (key: gateway, request, index), with their deadline.
-  std::unordered_map<std::string, int64_t> retried_;
+  std::unordered_map<std::string, Deadline> retried_;
   // Requests cancelled by their gateway (key: gateway, request), until their deadline.
-  std::unordered_map<std::string, int64_t> cancelled_;
+  std::unordered_map<std::string, Deadline> cancelled_;
   // Gateways that sent heartbeats (several batchers per gateway), by results endpoint: when last
   // heard.
   std::unordered_map<std::string, Clock::time_point> gateways_;

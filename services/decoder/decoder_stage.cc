@@ -20,19 +20,6 @@ engine::GeneratorOptions generator_options(const config::PipelineConfig& c) {
   return o;
 }
 
-// all_hypotheses: beam search returns every finished hypothesis (the postprocessor's
-// known-words pick chooses among them).
-engine::DecodingOptions decoding_options(const protocol::GenerateParams& p, bool all_hypotheses) {
-  engine::DecodingOptions o;
-  o.max_new_tokens = p.max_new_tokens;
-  o.min_new_tokens = p.min_new_tokens;
-  o.num_beams = p.num_beams;
-  o.length_penalty = p.length_penalty;
-  o.return_scores = p.return_scores;
-  o.num_return_sequences = all_hypotheses ? p.num_beams : 1;
-  return o;
-}
-
 // The `decoded` message for `hub` among those added to out.to_hub since index `first` (one per
 // hub per step); a new one when there is none yet. The reference lasts until the next push.
 stage::Decoded& decoded_for(worker::Outbox& out, size_t first, size_t hub) {
@@ -48,6 +35,17 @@ uint64_t micros_since(SteadyClock::time_point start) {
       std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start).count());
 }
 }  // namespace
+
+engine::DecodingOptions decoding_options(const protocol::GenerateParams& p, bool all_hypotheses) {
+  engine::DecodingOptions o;
+  o.max_new_tokens = p.max_new_tokens;
+  o.min_new_tokens = p.min_new_tokens;
+  o.num_beams = p.num_beams;
+  o.length_penalty = p.length_penalty;
+  o.return_scores = p.return_scores;
+  o.num_return_sequences = all_hypotheses ? p.num_beams : 1;
+  return o;
+}
 
 DecoderStage::DecoderStage(std::shared_ptr<const engine::T5Model> model,
                            const config::PipelineConfig& config, metrics::StageMetrics& metrics)
@@ -122,9 +120,9 @@ void DecoderStage::cancel(const stage::Cancel& message, worker::Outbox& out) {
 }
 
 void DecoderStage::admit(stage::EncodedItem&& item, worker::Outbox& out, int& credits) {
-  const int slots = std::max(1, item.params.num_beams);  // what the batcher charged
+  const int slots = engine::slot_cost(item.params.num_beams);  // what the batcher charged
   const int64_t d_model = model_->config().d_model;
-  if (worker::expired(item, service::unix_now_us())) {
+  if (item.deadline.expired(Now::read())) {
     metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
     credits += slots;
     return;
@@ -186,9 +184,9 @@ void DecoderStage::work(worker::Outbox& out) {
     running_.pop_back();
   }
   // Expired sequences stop costing compute now; the gateway has answered them.
-  const int64_t now = service::unix_now_us();
+  const Now now = Now::read();
   for (size_t i = 0; i < running_.size();) {
-    if (worker::expired(running_[i].item, now)) {
+    if (running_[i].item.deadline.expired(now)) {
       generator_.cancel(running_[i].handle);
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
       decoded_for(out, first, running_[i].hub).credits += running_[i].slots;

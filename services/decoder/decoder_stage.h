@@ -15,6 +15,12 @@
 
 namespace seqpipe::decoder {
 
+// The one mapping of a request's generation parameters to the engine's decoding options.
+// all_hypotheses: beam search returns every finished hypothesis (postprocessor.known_words: the
+// postprocessor's pick chooses among them). The engine validates the result.
+engine::DecodingOptions decoding_options(const protocol::GenerateParams& params,
+                                         bool all_hypotheses);
+
 class DecoderStage : public worker::WorkerStage {
  public:
   DecoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,

@@ -34,11 +34,11 @@ void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
   auto& items = std::get<stage::Encode>(message).items;
   metrics_.request(static_cast<double>(items.size()));
   stage::Encoded encoded{1, {}};  // the batch's credit comes back
-  const int64_t now = service::unix_now_us();
+  const Now now = Now::read();
   batch_.clear();
   std::vector<stage::SequenceItem*> batched;
   for (auto& item : items) {
-    if (worker::expired(item, now)) {
+    if (item.deadline.expired(now)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
     } else if (item.ids.empty()) {
       out.fail(item, {protocol::ErrorCode::kInternal, "encoder received an item without input ids"},

@@ -73,7 +73,7 @@ stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
     item.index = static_cast<uint32_t>(i);
     item.gateway = results_endpoint_;
     item.batcher = batchers_[r.batcher].endpoint;
-    item.deadline_unix_us = r.deadline_unix_us;
+    item.deadline = r.deadline;
     item.params = r.params;
     item.text = r.sources[i];
     work.items.push_back(std::move(item));
@@ -129,14 +129,14 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
   r.done.resize(request.texts.size());
   r.remaining = request.texts.size();
   r.received = now;
-  r.deadline = now + std::chrono::milliseconds(timeout_ms);
+  r.expires = now + std::chrono::milliseconds(timeout_ms);
+  r.deadline =
+      Deadline::after(Now{now, service::unix_now_us()}, std::chrono::milliseconds(timeout_ms));
 
   stage::Tokenize work;
-  const int64_t deadline_unix_us = service::unix_now_us() + int64_t{timeout_ms} * 1000;
   if (several_batchers) {  // kept to submit to another batcher if this one dies
     r.sources = request.texts;
     r.params = request.params;
-    r.deadline_unix_us = deadline_unix_us;
   }
   for (size_t i = 0; i < request.texts.size(); ++i) {
     if (cache_.enabled()) {
@@ -157,7 +157,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
     item.index = static_cast<uint32_t>(i);
     item.gateway = results_endpoint_;
     if (several_batchers) item.batcher = batchers_[*batcher].endpoint;
-    item.deadline_unix_us = deadline_unix_us;
+    item.deadline = r.deadline;
     item.params = request.params;
     item.text = std::move(request.texts[i]);
     work.items.push_back(std::move(item));
@@ -166,7 +166,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
     r.cancel_key = client_key(r.envelope, *request.id);
     by_client_.emplace(r.cancel_key, id);
   }
-  deadlines_.emplace(r.deadline, id);
+  deadlines_.emplace(r.expires, id);
   auto& stored = requests_.emplace(id, std::move(r)).first->second;
   if (stored.remaining == 0) {  // every text from the cache
     reply(id, ok_reply(stored), now, out);
@@ -264,7 +264,7 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
                  protocol::wire_name(reply.error->code), reply.error->message);
   }
   out.replies.emplace_back(std::move(r.envelope), protocol::encode_reply(reply));
-  deadlines_.erase({r.deadline, id});
+  deadlines_.erase({r.expires, id});
   if (!r.cancel_key.empty()) {
     auto [first, last] = by_client_.equal_range(r.cancel_key);
     for (auto c = first; c != last; ++c) {
@@ -310,12 +310,10 @@ void Gateway::cancel(const Envelope& envelope, const std::string& client_id,
     return;
   }
   stage::Cancel cancel;
-  const int64_t now_unix = service::unix_now_us();
   for (uint64_t id : ids) {
     const Request& r = requests_.at(id);
     // The batcher forgets a cancelled request at its deadline: no work of it can matter later.
-    cancel.requests.push_back(
-        {id, results_endpoint_, now_unix + static_cast<int64_t>(micros(r.deadline - now))});
+    cancel.requests.push_back({id, results_endpoint_, r.deadline});
     reply(id,
           protocol::error_reply(r.client_id,
                                 {protocol::ErrorCode::kCancelled, "cancelled by the client"}),
@@ -330,7 +328,7 @@ void Gateway::expire(SteadyClock::time_point now, Outbox& out) {
     const uint64_t id = deadlines_.begin()->second;
     const auto& r = requests_.at(id);
     const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(r.deadline - r.received).count();
+        std::chrono::duration_cast<std::chrono::milliseconds>(r.expires - r.received).count();
     reply(id,
           protocol::error_reply(r.client_id, {protocol::ErrorCode::kDeadlineExceeded,
                                               "no result within " + std::to_string(ms) + " ms"}),

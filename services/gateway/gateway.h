@@ -95,9 +95,11 @@ class Gateway {
     std::vector<float> scores;
     std::vector<bool> done;
     size_t remaining = 0;
-    SteadyClock::time_point received, deadline;
-    stage::StageTimings timings;          // per stage, the slowest of the request's texts
-    bool retried = false;                 // its tokenize work was re-dispatched once already
+    SteadyClock::time_point received;
+    SteadyClock::time_point expires;  // on this gateway's clock: answered deadline_exceeded then
+    Deadline deadline;                // the same instant, as every item of it carries it
+    stage::StageTimings timings;      // per stage, the slowest of the request's texts
+    bool retried = false;             // its tokenize work was re-dispatched once already
     std::vector<std::string> cache_keys;  // per text, when the cache is on
     std::string cancel_key;               // key in by_client_ (empty: the request had no id)
     // With several batchers: which one holds it, and what a re-submission needs.
@@ -105,7 +107,6 @@ class Gateway {
     bool resubmitted = false;
     std::vector<std::string> sources;  // the texts
     protocol::GenerateParams params;
-    int64_t deadline_unix_us = 0;
   };
   struct BatcherLink {
     std::string endpoint;  // its ingress

@@ -25,9 +25,9 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
   auto& items = std::get<stage::Postprocess>(message).items;
   const int credits = static_cast<int>(items.size());
   metrics_.request(credits);
-  const int64_t now = service::unix_now_us();
+  const Now now = Now::read();
   for (auto& item : items) {
-    if (worker::expired(item, now)) {
+    if (item.deadline.expired(now)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
       continue;
     }

@@ -26,9 +26,9 @@ void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) 
   // (batcher ingress, sequence): to the batcher the gateway chose for each item, else the
   // configured one; pushed after the failures, one message per batcher.
   std::vector<std::pair<std::string, stage::SequenceItem>> sequences;
-  const int64_t now = service::unix_now_us();
+  const Now now = Now::read();
   for (auto& item : items) {
-    if (worker::expired(item, now)) {
+    if (item.deadline.expired(now)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);  // the gateway has answered it
       continue;
     }

@@ -21,7 +21,7 @@ WorkHeader full_header() {
       "gw\0"
       "1",
       4);
-  h.deadline_unix_us = 1'700'000'000'000'000;
+  h.deadline = Deadline::at_unix_us(1'700'000'000'000'000);
   h.params = {.max_new_tokens = 11,
               .num_beams = 4,
               .length_penalty = 1.0f,
@@ -98,7 +98,8 @@ std::vector<StageMessage> every_kind() {
           Decoded{4, {full_decoded(), minimal<DecodedItem>()}},
           Postprocess{{full_decoded(), minimal<DecodedItem>()}},
           Result{{full_result(), ResultItem{9, 0, "", 0.0f, {}, {}}}},
-          Cancel{{{7, "ipc:///run/gw.sock", 1'700'000'000'000'000}, {9, "", 0}}},
+          Cancel{{{7, "ipc:///run/gw.sock", Deadline::at_unix_us(1'700'000'000'000'000)},
+                  {9, "", Deadline()}}},
           Heartbeat{"ipc:///run/gw-results.sock"}};
 }
 

@@ -7,7 +7,7 @@
 set -euo pipefail
 src=$1 out=$2/fuzz runs=${3:-200000}
 mkdir -p "$out"
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$src/common/include")
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$src/common/include" -I"$src/engine/include")
 build() {  # target sources...
   local target=$1
   shift
@@ -18,7 +18,8 @@ build() {  # target sources...
 build request_fuzz "$src/tests/fuzz/request_fuzz.cc" "$src/common/src/protocol.cc" \
   "$src/common/src/msgpack_io.cc"
 build stage_message_fuzz "$src/tests/fuzz/stage_message_fuzz.cc" "$src/common/src/stage_messages.cc" \
-  "$src/common/src/protocol.cc" "$src/common/src/msgpack_io.cc" "$src/common/src/status.cc"
+  "$src/common/src/protocol.cc" "$src/common/src/msgpack_io.cc" "$src/common/src/status.cc" \
+  "$src/common/src/clock.cc"
 
 # Seeds: valid messages written with python3-msgpack (a fuzzer starting from nothing spends its
 # time discovering the msgpack map header).

@@ -17,7 +17,7 @@ stage::SequenceItem item(uint64_t request, int tokens = 5, int beams = 1) {
   stage::SequenceItem w;
   w.request = request;
   w.gateway = "ipc:///tmp/gw.sock";
-  w.deadline_unix_us = service::unix_now_us() + 60'000'000;
+  w.deadline = Deadline::at_unix_us(service::unix_now_us() + 60'000'000);
   w.params.num_beams = beams;
   w.ids.assign(static_cast<size_t>(tokens), 7);
   return w;
@@ -339,7 +339,7 @@ TEST_F(BatcherHubTest, GatewaysThatHeartbeatAreAnsweredWithThisBatchersIngress) 
 
 stage::StageMessage cancel_of(uint64_t request) {
   const stage::SequenceItem w = item(request);
-  return stage::Cancel{{{w.request, w.gateway, w.deadline_unix_us}}};
+  return stage::Cancel{{{w.request, w.gateway, w.deadline}}};
 }
 
 TEST_F(BatcherHubTest, ACancelDropsQueuedWorkAndWorkThatArrivesLater) {
@@ -411,7 +411,7 @@ TEST_F(BatcherHubTest, ExpiredItemsWaitingForADecoderAreDroppedWithoutCostingSlo
   BatcherHub& h = hub();
   Outbox out;
   stage::EncodedItem old = encoded(1);
-  old.deadline_unix_us = service::unix_now_us() - 1000;
+  old.deadline = Deadline::at_unix_us(service::unix_now_us() - 1000);
   h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
   h.on_worker(Role::kEncoder, "e", stage::Encoded{1, {old, encoded(2)}}, t0);
   h.on_worker(Role::kDecoder, "d", stage::Ready{4}, t0);

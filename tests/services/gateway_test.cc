@@ -332,7 +332,7 @@ TEST_F(GatewayTest, ACancelAnswersTheRequestCancelledOnceAndTellsTheBatcher) {
   ASSERT_EQ(cancelled.size(), 1u);
   EXPECT_EQ(cancelled[0].request, work_of(work).items[0].request);
   EXPECT_EQ(cancelled[0].gateway, "ipc:///tmp/results.sock");
-  EXPECT_GT(cancelled[0].deadline_unix_us, 0);
+  EXPECT_GT(cancelled[0].deadline.unix_us(), 0);
   EXPECT_EQ(g.in_flight(), 0u);
   EXPECT_FALSE(g.next_deadline().has_value());
 

@@ -52,7 +52,7 @@ class WorkerStages : public ::testing::Test {
     w.request = request;
     w.index = index;
     w.gateway = "ipc:///tmp/gw" + std::to_string(request % 2) + ".sock";
-    w.deadline_unix_us = service::unix_now_us() + 60'000'000;
+    w.deadline = Deadline::at_unix_us(service::unix_now_us() + 60'000'000);
     w.params.max_new_tokens = 12;
     return w;
   }
@@ -74,7 +74,7 @@ class WorkerStages : public ::testing::Test {
   }
   static stage::RequestRef ref(uint64_t request) {
     const stage::WorkHeader h = header(request);
-    return {h.request, h.gateway, h.deadline_unix_us};
+    return {h.request, h.gateway, h.deadline};
   }
   stage::EncodedItem encoded(uint64_t request, const std::string& text, int beams = 1) {
     auto w = stage::next_hop<stage::EncodedItem>(header(request));
@@ -114,7 +114,7 @@ TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
   stage::TextItem expired = item(3, "hello");
-  expired.deadline_unix_us = service::unix_now_us() - 1;
+  expired.deadline = Deadline::at_unix_us(service::unix_now_us() - 1);
   stage.handle(stage::Tokenize{{item(1, "teh speling"), item(2, "a b c d e f g h i j k l m n o p"),
                                 expired}},
                out);
@@ -274,7 +274,7 @@ TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
   stage::TextItem expired = item(1, "hello");
-  expired.deadline_unix_us = service::unix_now_us() - 1;
+  expired.deadline = Deadline::at_unix_us(service::unix_now_us() - 1);
   stage.handle(stage::Tokenize{{expired}}, out);
   EXPECT_TRUE(out.pushes.empty());
   ASSERT_EQ(out.to_hub.size(), 1u);
@@ -344,7 +344,7 @@ TEST_F(WorkerStages, DecoderCancelsAnExpiredRunningSequenceAndReturnsExactlyItsS
   stage::EncodedItem running = encoded(1, "teh speling", 2);
   running.params.min_new_tokens = 12;  // cannot finish before its deadline
   const int64_t deadline = service::unix_now_us() + 300'000;
-  running.deadline_unix_us = deadline;
+  running.deadline = Deadline::at_unix_us(deadline);
   stage.handle(stage::Decode{{running}}, out);
   ASSERT_EQ(stage.running(), 1);
   stage.work(out);
@@ -374,7 +374,7 @@ TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCre
     for (int id : (*tokenizer_)->encode(texts[r])) w.ids.push_back(id);
     items.push_back(w);
   }
-  items[2].deadline_unix_us = service::unix_now_us() - 1;
+  items[2].deadline = Deadline::at_unix_us(service::unix_now_us() - 1);
   std::map<uint64_t, std::string> want;
   for (const auto& w : items)
     want[w.request] = (*tokenizer_)->decode(std::vector<int>(w.ids.begin(), w.ids.end()));

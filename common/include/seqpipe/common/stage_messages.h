@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "seqpipe/common/clock.h"
 #include "seqpipe/common/protocol.h"
 
 namespace seqpipe::stage {
@@ -36,10 +37,10 @@ struct StageTimings {
 
 // What every work item carries from the gateway to its result.
 struct WorkHeader {
-  uint64_t request = 0;             // the gateway's internal request id
-  uint32_t index = 0;               // which text of the request
-  std::string gateway;              // the owning gateway's results endpoint: results go back there
-  int64_t deadline_unix_us = 0;     // wall clock, comparable across processes and machines
+  uint64_t request = 0;  // the gateway's internal request id
+  uint32_t index = 0;    // which text of the request
+  std::string gateway;   // the owning gateway's results endpoint: results go back there
+  Deadline deadline;     // the request's: past it the gateway has answered deadline_exceeded
   protocol::GenerateParams params;  // as the client sent them (wire keys: docs/PROTOCOL.md)
   StageTimings timings;
 
@@ -111,7 +112,7 @@ struct ResultItem {
 struct RequestRef {
   uint64_t request = 0;
   std::string gateway;
-  int64_t deadline_unix_us = 0;
+  Deadline deadline;
 
   bool operator==(const RequestRef&) const = default;
 };

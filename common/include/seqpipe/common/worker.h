@@ -63,12 +63,6 @@ struct Outbox {
   bool empty() const { return to_hub.empty() && pushes.empty(); }
 };
 
-// True when the item's deadline has passed: stages drop such items before computing on them
-// (the gateway has answered deadline_exceeded already).
-inline bool expired(const stage::WorkHeader& item, int64_t now_unix_us) {
-  return item.deadline_unix_us != 0 && now_unix_us >= item.deadline_unix_us;
-}
-
 // The stage message in the last of `frames`, which must number `expected_frames` (1 from a
 // DEALER or PUSH, 2 on a ROUTER: routing id + payload); else nullopt, logged with `from` and
 // counted as malformed. Hubs and workers read every internal message through it.
