@@ -7,4 +7,12 @@ Now Now::read() {
   return {SteadyClock::now(), std::chrono::duration_cast<std::chrono::microseconds>(wall).count()};
 }
 
+const TimeSource& system_time() {
+  struct System final : TimeSource {
+    Now now() const override { return Now::read(); }
+  };
+  static const System system;
+  return system;
+}
+
 }  // namespace seqpipe

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "seqpipe/common/service.h"
-
 namespace seqpipe::batcher {
 
 namespace {
@@ -61,13 +59,13 @@ BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetri
   batch_.reserve(static_cast<size_t>(config.batcher.max_batch_size));
 }
 
-void BatcherHub::on_sequences(stage::StageMessage&& message, Clock::time_point now, Outbox& out) {
+void BatcherHub::on_sequences(stage::StageMessage&& message, const Now& now, Outbox& out) {
   if (const auto* cancel_message = std::get_if<stage::Cancel>(&message)) {
     cancel(*cancel_message, out);
     return;
   }
   if (const auto* heartbeat = std::get_if<stage::Heartbeat>(&message)) {
-    if (!heartbeat->from.empty()) gateways_[heartbeat->from] = now;
+    if (!heartbeat->from.empty()) gateways_[heartbeat->from] = now.steady;
     return;
   }
   auto* sequences = std::get_if<stage::Sequence>(&message);
@@ -140,7 +138,7 @@ void BatcherHub::cancel(const stage::Cancel& message, Outbox& out) {
   }
 }
 
-void BatcherHub::enqueue(stage::SequenceItem&& item, Clock::time_point now, Outbox& out) {
+void BatcherHub::enqueue(stage::SequenceItem&& item, const Now& now, Outbox& out) {
   if (is_cancelled(item)) {  // cancelled while it was being tokenized
     metrics_.cancelled();
     return;
@@ -161,20 +159,19 @@ void BatcherHub::enqueue(stage::SequenceItem&& item, Clock::time_point now, Outb
     return;
   }
   const uint64_t id = next_sequence_++;
-  const QueuedSequence queued{id, static_cast<int>(item.ids.size()), now,
-                              item.deadline.on_steady_clock(Now{now, service::unix_now_us()}),
-                              priority};
+  const QueuedSequence queued{id, static_cast<int>(item.ids.size()), now.steady,
+                              item.deadline.on_steady_clock(now), priority};
   // max_queue_size bounds everything waiting here, encoded sequences waiting for decoder slots
   // included: under overload the excess is refused at once instead of expiring in a queue.
   if (batcher_.size() + decode_queue_.size() >= max_queue_size_ || !batcher_.enqueue(queued)) {
     fail(item, {protocol::ErrorCode::kOverloaded, "the batcher's queue is full; retry later"}, out);
     return;
   }
-  batch_items_.emplace(id, Waiting<stage::SequenceItem>{now, std::move(item)});
+  batch_items_.emplace(id, Waiting<stage::SequenceItem>{now.steady, std::move(item)});
 }
 
 void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMessage&& message,
-                           Clock::time_point now) {
+                           const Now& now) {
   const auto r = static_cast<size_t>(role);
   auto& credits = workers_[r];
   auto* encoded = role == Role::kEncoder ? std::get_if<stage::Encoded>(&message) : nullptr;
@@ -191,7 +188,7 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
   const bool known = credits.free_credits(worker) >= 0;
   if (ready) {
     credits.announce(worker, ready->credits);
-    liveness_[r].seen(worker, now);
+    liveness_[r].seen(worker, now.steady);
     spdlog::info("batcher: {} joined with {} credits ({} now)", kRoleNames[r], ready->credits,
                  credits.size());
     return;
@@ -206,7 +203,7 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
     }
     return;
   }
-  liveness_[r].seen(worker, now);
+  liveness_[r].seen(worker, now.steady);
   if (credit) {
     credits.release(worker, credit->credits);
     // A postprocessor's credit message answers the oldest message sent to it.
@@ -224,13 +221,13 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
       const int priority = level(item);
       auto at = std::find_if(decode_queue_.rbegin(), decode_queue_.rend(),
                              [&](const auto& w) { return level(w.item) <= priority; });
-      decode_queue_.insert(at.base(), {now, std::move(item)});
+      decode_queue_.insert(at.base(), {now.steady, std::move(item)});
     }
   } else if (decoded) {
     credits.release(worker, decoded->credits);
     settle_decoded(worker, decoded->items);
     drop_cancelled(decoded->items);  // cancelled while a decoder had them
-    for (auto& item : decoded->items) postprocess_queue_.push_back({now, std::move(item)});
+    for (auto& item : decoded->items) postprocess_queue_.push_back({now.steady, std::move(item)});
   }
 }
 
@@ -266,43 +263,43 @@ void BatcherHub::settle_decoded(const std::string& worker, std::vector<stage::De
   items.resize(kept);
 }
 
-void BatcherHub::tick(Clock::time_point now, Outbox& out) {
-  if (!gateways_.empty() && now >= next_gateway_heartbeat_) {
+void BatcherHub::tick(const Now& now, Outbox& out) {
+  if (!gateways_.empty() && now.steady >= next_gateway_heartbeat_) {
     // Answer the gateways that heartbeat us; forget one silent for 10 of its periods (gone).
-    next_gateway_heartbeat_ = now + heartbeat_interval_;
+    next_gateway_heartbeat_ = now.steady + heartbeat_interval_;
     std::erase_if(gateways_,
-                  [&](const auto& g) { return now - g.second > 10 * heartbeat_interval_; });
+                  [&](const auto& g) { return now.steady - g.second > 10 * heartbeat_interval_; });
     for (const auto& [gateway, seen] : gateways_)
       out.to_gateways.emplace_back(gateway, stage::Heartbeat{ingress_endpoint_});
   }
   for (size_t r = 0; r < 3; ++r) {
     const auto role = static_cast<Role>(r);
-    if (liveness_[r].heartbeat_due(now)) {
-      metrics_.heartbeats_missed(liveness_[r].silent(now));
+    if (liveness_[r].heartbeat_due(now.steady)) {
+      metrics_.heartbeats_missed(liveness_[r].silent(now.steady));
       for (const auto& worker : liveness_[r].workers())
         out.to_workers.push_back({role, worker, stage::Heartbeat{}});
       if (role == Role::kDecoder) {
         // Once per interval: forget what can no longer matter (the gateway has answered it).
-        const Now wall{now, service::unix_now_us()};
         for (auto& [worker, held] : decoding_) {
           for (auto& m : held) {
             std::erase_if(m.items, [&](const stage::EncodedItem& item) {
-              return item.deadline.expired(wall);
+              return item.deadline.expired(now);
             });
           }
           std::erase_if(held, [](const stage::Decode& m) { return m.items.empty(); });
         }
-        std::erase_if(retried_, [&](const auto& kv) { return kv.second.expired(wall); });
+        std::erase_if(retried_, [&](const auto& kv) { return kv.second.expired(now); });
         // A cancel without a deadline is forgotten at once.
         std::erase_if(cancelled_,
-                      [&](const auto& kv) { return kv.second.none() || kv.second.expired(wall); });
+                      [&](const auto& kv) { return kv.second.none() || kv.second.expired(now); });
       }
     }
-    for (const auto& worker : liveness_[r].take_dead(now)) worker_dead(role, worker, now, out);
+    for (const auto& worker : liveness_[r].take_dead(now.steady))
+      worker_dead(role, worker, now, out);
   }
 }
 
-void BatcherHub::dispatch(Clock::time_point now, Outbox& out) {
+void BatcherHub::dispatch(const Now& now, Outbox& out) {
   wakeup_ = kIdleWakeup;
   // Downstream first: sequences taken by decoders make room for new batches (backpressure).
   dispatch_queue(Role::kDecoder, decode_queue_, decoding_, out, now);
@@ -311,7 +308,7 @@ void BatcherHub::dispatch(Clock::time_point now, Outbox& out) {
   metrics_.set_queue_depth(static_cast<double>(queued()));
 }
 
-void BatcherHub::dispatch_batches(Clock::time_point now, Outbox& out) {
+void BatcherHub::dispatch_batches(const Now& now, Outbox& out) {
   auto& encoders = workers_[static_cast<size_t>(Role::kEncoder)];
   // Deciding takes sequences out of the queue, so decide only when an encoder can take a batch;
   // until then the queue keeps growing toward a fuller batch.
@@ -319,7 +316,7 @@ void BatcherHub::dispatch_batches(Clock::time_point now, Outbox& out) {
   // slots), so encoder time is not spent on work that would only wait.
   while (batcher_.size() > 0 && encoders.largest_free() >= 1 &&
          decode_queue_.size() < decode_backlog_limit_) {
-    const BatchDecision& decision = batcher_.poll(now, batch_, expired_);
+    const BatchDecision& decision = batcher_.poll(now.steady, batch_, expired_);
     for (const auto& e : expired_) {
       batch_items_.erase(e.id);  // the gateway answers deadline_exceeded
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
@@ -334,7 +331,7 @@ void BatcherHub::dispatch_batches(Clock::time_point now, Outbox& out) {
     for (const auto& b : batch_) {
       auto it = batch_items_.find(b.id);
       auto& w = it->second;
-      const uint64_t waited = micros(now - w.since);
+      const uint64_t waited = micros(now.steady - w.since);
       w.item.timings.batch_wait_us += waited;
       metrics_.queue_time(static_cast<double>(waited) * 1e-6);
       encode.items.push_back(std::move(w.item));
@@ -349,21 +346,20 @@ void BatcherHub::dispatch_batches(Clock::time_point now, Outbox& out) {
 
 template <class M, class Item>
 void BatcherHub::dispatch_queue(Role role, std::deque<Waiting<Item>>& queue, InFlight<M>& in_flight,
-                                Outbox& out, Clock::time_point now) {
+                                Outbox& out, const Now& now) {
   auto& workers = workers_[static_cast<size_t>(role)];
   const size_t first =
       out.to_workers.size();  // this role's messages: one per worker, items appended
-  const Now wall{now, service::unix_now_us()};
   while (!queue.empty()) {
     auto& w = queue.front();
-    if (w.item.deadline.expired(wall)) {
+    if (w.item.deadline.expired(now)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
       queue.pop_front();
       continue;
     }
     auto worker = workers.take(cost(role, w.item));
     if (!worker) break;  // in order: a beam search waiting for slots is not overtaken
-    w.item.timings.queue_us += micros(now - w.since);
+    w.item.timings.queue_us += micros(now.steady - w.since);
     auto it = std::find_if(out.to_workers.begin() + static_cast<std::ptrdiff_t>(first),
                            out.to_workers.end(),
                            [&](const Outbox::ToWorker& m) { return m.worker == *worker; });
@@ -392,7 +388,7 @@ std::vector<status::StageStatus> BatcherHub::status() const {
 
 template <class M>
 auto BatcherHub::take_lost(Role role, InFlight<M>& in_flight, const std::string& worker,
-                           Outbox& out) {
+                           const Now& now, Outbox& out) {
   const auto r = static_cast<size_t>(role);
   std::vector<typename decltype(M::items)::value_type> again;
   auto node = in_flight.extract(worker);
@@ -405,10 +401,9 @@ auto BatcherHub::take_lost(Role role, InFlight<M>& in_flight, const std::string&
       "answered",
       kRoleNames[r], workers_[r].size(), held);
   if (node.empty()) return again;
-  const Now wall = Now::read();
   for (auto& m : node.mapped()) {
     for (auto& item : m.items) {
-      if (item.deadline.expired(wall) || is_cancelled(item))
+      if (item.deadline.expired(now) || is_cancelled(item))
         continue;  // answered by its gateway already
       const std::string key = item_key(item);
       if (retried_.count(key) != 0 || workers_[r].size() == 0) {
@@ -429,27 +424,26 @@ auto BatcherHub::take_lost(Role role, InFlight<M>& in_flight, const std::string&
   return again;
 }
 
-void BatcherHub::worker_dead(Role role, const std::string& worker, Clock::time_point now,
-                             Outbox& out) {
+void BatcherHub::worker_dead(Role role, const std::string& worker, const Now& now, Outbox& out) {
   const auto r = static_cast<size_t>(role);
   if (!workers_[r].remove(worker)) return;
   liveness_[r].forget(worker);
   metrics_.worker_dead();
   switch (role) {
     case Role::kEncoder:
-      for (auto& item : take_lost(role, encoding_, worker, out))
+      for (auto& item : take_lost(role, encoding_, worker, now, out))
         enqueue(std::move(item), now, out);  // batched anew
       break;
     case Role::kDecoder: {
-      auto again = take_lost(role, decoding_, worker, out);
+      auto again = take_lost(role, decoding_, worker, now, out);
       for (auto it = again.rbegin(); it != again.rend(); ++it)
-        decode_queue_.push_front({now, std::move(*it)});  // first in line
+        decode_queue_.push_front({now.steady, std::move(*it)});  // first in line
       break;
     }
     case Role::kPostprocessor: {
-      auto again = take_lost(role, postprocessing_, worker, out);
+      auto again = take_lost(role, postprocessing_, worker, now, out);
       for (auto it = again.rbegin(); it != again.rend(); ++it)
-        postprocess_queue_.push_front({now, std::move(*it)});
+        postprocess_queue_.push_front({now.steady, std::move(*it)});
       break;
     }
   }

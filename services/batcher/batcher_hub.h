@@ -7,7 +7,8 @@
 // out of credit and the others take the work. The batcher is its workers' hub: heartbeats both
 // ways (Paranoid Pirate); the work a dead worker held goes once to another replica of its stage,
 // and a second loss, or no replica left, answers `unavailable` to the item's gateway. Time is
-// passed in (tests use an injected clock). A `cancel` from a gateway drops its requests' work
+// passed in with every call (a Now: steady and wall clock) and never read here; the wall clock
+// reads the items' deadlines. A `cancel` from a gateway drops its requests' work
 // wherever the batcher holds it (queues, encoders' answers still to come, sequences arriving
 // later from a tokenizer) and is forwarded to each decoder running one of them, which stops the
 // sequence and returns its slots.
@@ -55,18 +56,18 @@ class BatcherHub {
   // `sequence` messages from the tokenizers (a full queue answers `overloaded` to the gateway),
   // `cancel` messages from the gateways, and gateways' heartbeats (`from`: where to answer;
   // tick() heartbeats back).
-  void on_sequences(stage::StageMessage&& message, Clock::time_point now, Outbox& out);
+  void on_sequences(stage::StageMessage&& message, const Now& now, Outbox& out);
   // Messages from engine workers: ready, credit, heartbeat, encoded, decoded.
   void on_worker(Role role, const std::string& worker, stage::StageMessage&& message,
-                 Clock::time_point now);
+                 const Now& now);
   // Heartbeats to every worker when due (into `out`); workers silent too long are dead.
-  void tick(Clock::time_point now, Outbox& out);
+  void tick(const Now& now, Outbox& out);
   // Sends whatever the credits allow: batches to encoders, sequences to decoders and
   // postprocessors.
-  void dispatch(Clock::time_point now, Outbox& out);
+  void dispatch(const Now& now, Outbox& out);
   // A worker is dead or unreachable (a send to it failed): it leaves; the work it held (what
   // could not be delivered included) is dispatched again, once, or answered `unavailable`.
-  void worker_dead(Role role, const std::string& worker, Clock::time_point now, Outbox& out);
+  void worker_dead(Role role, const std::string& worker, const Now& now, Outbox& out);
 
   // How long the loop may sleep before dispatch() could do something new without input.
   std::chrono::microseconds next_wakeup() const { return wakeup_; }
@@ -91,7 +92,7 @@ class BatcherHub {
   template <class M>
   using InFlight = std::unordered_map<std::string, std::deque<M>>;
 
-  void enqueue(stage::SequenceItem&& item, Clock::time_point now, Outbox& out);
+  void enqueue(stage::SequenceItem&& item, const Now& now, Outbox& out);
   void cancel(const stage::Cancel& message, Outbox& out);
   bool is_cancelled(const stage::WorkHeader& item) const;
   // The item's priority level (params.priority, or the default level when it gives none).
@@ -103,15 +104,16 @@ class BatcherHub {
   // Removes the decoded items of `worker` from its in-flight record. Items not in it (sent to a
   // replica later declared dead, or duplicates) are removed from `items`: they go no further.
   void settle_decoded(const std::string& worker, std::vector<stage::DecodedItem>& items);
-  void dispatch_batches(Clock::time_point now, Outbox& out);
+  void dispatch_batches(const Now& now, Outbox& out);
   template <class M, class Item>
   void dispatch_queue(Role role, std::deque<Waiting<Item>>& queue, InFlight<M>& in_flight,
-                      Outbox& out, Clock::time_point now);
+                      Outbox& out, const Now& now);
   // The items `worker` held that go out again (once), in the order they were first sent; the
   // others are answered `unavailable` (lost twice, or no replica left) or dropped (expired,
   // cancelled).
   template <class M>
-  auto take_lost(Role role, InFlight<M>& in_flight, const std::string& worker, Outbox& out);
+  auto take_lost(Role role, InFlight<M>& in_flight, const std::string& worker, const Now& now,
+                 Outbox& out);
 
   metrics::StageMetrics& metrics_;
   DynamicBatcher batcher_;

@@ -51,7 +51,7 @@ int serve(const config::PipelineConfig& c) {
                    std::min(std::chrono::milliseconds(100),
                             std::chrono::milliseconds(c.liveness.heartbeat_interval_ms)));
     poller.poll(timeout);
-    auto now = Clock::now();
+    const Now now = Now::read();  // the one reading of the clocks per round
     if (poller.readable(kIngress)) {
       while (auto frames = ingress.try_recv()) {
         if (auto m =

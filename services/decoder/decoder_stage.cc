@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "seqpipe/common/service.h"
-
 namespace seqpipe::decoder {
 
 using SteadyClock = std::chrono::steady_clock;
@@ -30,9 +28,9 @@ stage::Decoded& decoded_for(worker::Outbox& out, size_t first, size_t hub) {
   return std::get<stage::Decoded>(out.to_hub.back().message);
 }
 
-uint64_t micros_since(SteadyClock::time_point start) {
+uint64_t micros_between(SteadyClock::time_point start, SteadyClock::time_point end) {
   return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start).count());
+      std::chrono::duration_cast<std::chrono::microseconds>(end - start).count());
 }
 }  // namespace
 
@@ -48,10 +46,12 @@ engine::DecodingOptions decoding_options(const protocol::GenerateParams& p, bool
 }
 
 DecoderStage::DecoderStage(std::shared_ptr<const engine::T5Model> model,
-                           const config::PipelineConfig& config, metrics::StageMetrics& metrics)
+                           const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                           const TimeSource& time)
     : model_(model),
       generator_(model, generator_options(config)),
       metrics_(metrics),
+      time_(time),
       num_slots_(config.decoder.num_slots),
       max_source_len_(config.model.max_input_tokens),
       warmup_batch_size_(std::min(config.decoder.warmup_batch_size, config.decoder.num_slots)),
@@ -105,7 +105,8 @@ void DecoderStage::cancel(const stage::Cancel& message, worker::Outbox& out) {
         credits += r.slots;
         metrics_.cancelled();
         spdlog::info("decoder: request {} item {} cancelled after {} us; {} slot(s) freed",
-                     r.item.request, r.item.index, micros_since(r.started), r.slots);
+                     r.item.request, r.item.index, micros_between(r.started, time_.now().steady),
+                     r.slots);
         r = std::move(running_.back());
         running_.pop_back();
       } else {
@@ -122,7 +123,7 @@ void DecoderStage::cancel(const stage::Cancel& message, worker::Outbox& out) {
 void DecoderStage::admit(stage::EncodedItem&& item, worker::Outbox& out, int& credits) {
   const int slots = engine::slot_cost(item.params.num_beams);  // what the batcher charged
   const int64_t d_model = model_->config().d_model;
-  if (item.deadline.expired(Now::read())) {
+  if (item.deadline.expired(time_.now())) {
     metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
     credits += slots;
     return;
@@ -148,7 +149,7 @@ void DecoderStage::admit(stage::EncodedItem&& item, worker::Outbox& out, int& cr
     std::string text = std::move(item.text);
     auto decoded = stage::next_hop<stage::DecodedItem>(std::move(item));
     decoded.text = std::move(text);
-    running_.push_back({handle, slots, std::move(decoded), SteadyClock::now(), out.hub});
+    running_.push_back({handle, slots, std::move(decoded), time_.now().steady, out.hub});
   } catch (const std::exception& e) {  // options the engine refuses, or no free slots (a hub bug)
     credits += slots;
     out.fail(item, {protocol::ErrorCode::kInternal, std::string("decoder: ") + e.what()}, "decoder",
@@ -157,10 +158,10 @@ void DecoderStage::admit(stage::EncodedItem&& item, worker::Outbox& out, int& cr
 }
 
 void DecoderStage::work(worker::Outbox& out) {
-  const auto start = SteadyClock::now();
+  const auto start = time_.now().steady;
   finished_.clear();
   generator_.step(finished_);
-  metrics_.compute_time(std::chrono::duration<double>(SteadyClock::now() - start).count());
+  metrics_.compute_time(std::chrono::duration<double>(time_.now().steady - start).count());
   metrics_.batch_size(running());
 
   // One `decoded` message per hub with something finished or expired: results and slots go back
@@ -176,7 +177,7 @@ void DecoderStage::work(worker::Outbox& out) {
     item.alternatives.clear();
     for (const auto& alt : f.result.alternatives)
       item.alternatives.emplace_back(alt.begin(), alt.end());
-    item.timings.decode_us += micros_since(it->started);
+    item.timings.decode_us += micros_between(it->started, time_.now().steady);
     stage::Decoded& decoded = decoded_for(out, first, it->hub);
     decoded.credits += it->slots;
     decoded.items.push_back(std::move(item));
@@ -184,7 +185,7 @@ void DecoderStage::work(worker::Outbox& out) {
     running_.pop_back();
   }
   // Expired sequences stop costing compute now; the gateway has answered them.
-  const Now now = Now::read();
+  const Now now = time_.now();
   for (size_t i = 0; i < running_.size();) {
     if (running_[i].item.deadline.expired(now)) {
       generator_.cancel(running_[i].handle);

@@ -24,7 +24,7 @@ engine::DecodingOptions decoding_options(const protocol::GenerateParams& params,
 class DecoderStage : public worker::WorkerStage {
  public:
   DecoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
-               metrics::StageMetrics& metrics);
+               metrics::StageMetrics& metrics, const TimeSource& time = system_time());
   stage::MessageKind accepts() const override { return stage::MessageKind::kDecode; }
   int capacity() const override { return num_slots_; }
   int free_capacity() const override { return generator_.free_slots(); }
@@ -57,6 +57,7 @@ class DecoderStage : public worker::WorkerStage {
   std::shared_ptr<const engine::T5Model> model_;
   engine::Generator generator_;
   metrics::StageMetrics& metrics_;
+  const TimeSource& time_;  // read for deadlines and stage timings (tests pass a ManualTime)
   int num_slots_;
   int max_source_len_;
   int warmup_batch_size_;

@@ -6,16 +6,16 @@
 #include <chrono>
 #include <optional>
 
-#include "seqpipe/common/service.h"
-
 namespace seqpipe::encoder {
 
 using SteadyClock = std::chrono::steady_clock;
 
 EncoderStage::EncoderStage(std::shared_ptr<const engine::T5Model> model,
-                           const config::PipelineConfig& config, metrics::StageMetrics& metrics)
+                           const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                           const TimeSource& time)
     : encoder_(std::move(model)),
       metrics_(metrics),
+      time_(time),
       credits_(config.encoder.credits),
       warmup_batch_size_(config.encoder.warmup_batch_size),
       warmup_tokens_(std::max(1, config.model.max_input_tokens / 2)) {}
@@ -34,7 +34,7 @@ void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
   auto& items = std::get<stage::Encode>(message).items;
   metrics_.request(static_cast<double>(items.size()));
   stage::Encoded encoded{1, {}};  // the batch's credit comes back
-  const Now now = Now::read();
+  const Now now = time_.now();
   batch_.clear();
   std::vector<stage::SequenceItem*> batched;
   for (auto& item : items) {
@@ -50,7 +50,7 @@ void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
   }
   if (!batch_.empty()) {
     metrics_.batch_size(static_cast<double>(batch_.size()));
-    const auto start = SteadyClock::now();
+    const auto start = time_.now().steady;
     std::optional<engine::EncoderOutput> output;
     try {
       output = encoder_.encode(batch_);
@@ -61,7 +61,7 @@ void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
       }
     }
     if (output) {
-      const auto elapsed = SteadyClock::now() - start;
+      const auto elapsed = time_.now().steady - start;
       metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
       const auto us = static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "seqpipe/common/service.h"
-
 namespace seqpipe::gateway {
 
 namespace {
@@ -81,8 +79,7 @@ stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
   return work;
 }
 
-void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_point now,
-                        Outbox& out) {
+void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbox& out) {
   if (frames.size() < 2) return;  // no routing frame: nobody to answer
   std::string payload = std::move(frames.back());
   frames.pop_back();
@@ -91,8 +88,8 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()),
       limits_);
   if (auto* rejected = std::get_if<protocol::RejectedRequest>(&decoded)) {
-    reply_error(std::move(frames), std::move(rejected->id), std::move(rejected->error), now, now,
-                out);
+    reply_error(std::move(frames), std::move(rejected->id), std::move(rejected->error), now.steady,
+                now.steady, out);
     return;
   }
   auto& request = std::get<protocol::Request>(decoded);
@@ -102,8 +99,8 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
   }
   if (waiting_.size() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
     reply_error(std::move(frames), request.id.value_or(""),
-                {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"}, now,
-                now, out);
+                {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"},
+                now.steady, now.steady, out);
     return;
   }
   const bool several_batchers = batchers_.size() > 1;
@@ -111,8 +108,8 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
       several_batchers ? next_live_batcher(last_batcher_) : std::optional<size_t>(0);
   if (!batcher) {
     reply_error(std::move(frames), request.id.value_or(""),
-                {protocol::ErrorCode::kUnavailable, "no batcher is live; retry later"}, now, now,
-                out);
+                {protocol::ErrorCode::kUnavailable, "no batcher is live; retry later"}, now.steady,
+                now.steady, out);
     return;
   }
   last_batcher_ = *batcher;
@@ -128,10 +125,9 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
   r.scores.resize(request.texts.size());
   r.done.resize(request.texts.size());
   r.remaining = request.texts.size();
-  r.received = now;
-  r.expires = now + std::chrono::milliseconds(timeout_ms);
-  r.deadline =
-      Deadline::after(Now{now, service::unix_now_us()}, std::chrono::milliseconds(timeout_ms));
+  r.received = now.steady;
+  r.expires = now.steady + std::chrono::milliseconds(timeout_ms);
+  r.deadline = Deadline::after(now, std::chrono::milliseconds(timeout_ms));
 
   stage::Tokenize work;
   if (several_batchers) {  // kept to submit to another batcher if this one dies
@@ -169,7 +165,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
   deadlines_.emplace(r.expires, id);
   auto& stored = requests_.emplace(id, std::move(r)).first->second;
   if (stored.remaining == 0) {  // every text from the cache
-    reply(id, ok_reply(stored), now, out);
+    reply(id, ok_reply(stored), now.steady, out);
     return;
   }
   waiting_.push_back(std::move(work));
@@ -177,32 +173,32 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
 }
 
 void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage& message,
-                           SteadyClock::time_point now) {
+                           const Now& now) {
   const bool known = tokenizers_.free_credits(worker) >= 0;
   if (const auto* ready = std::get_if<stage::Ready>(&message)) {
     tokenizers_.announce(worker, ready->credits);
-    liveness_.seen(worker, now);
+    liveness_.seen(worker, now.steady);
     spdlog::info("gateway: tokenizer joined with {} credits ({} tokenizers)", ready->credits,
                  tokenizers_.size());
   } else if (const auto* credit = std::get_if<stage::Credit>(&message)) {
     if (!known) return;  // from a tokenizer declared dead: its work went elsewhere
-    liveness_.seen(worker, now);
+    liveness_.seen(worker, now.steady);
     tokenizers_.release(worker, credit->credits);
     for (int i = 0; i < credit->credits && !in_flight_[worker].empty(); ++i)
       in_flight_[worker].pop_front();
   } else if (std::holds_alternative<stage::Heartbeat>(message)) {
-    if (known) liveness_.seen(worker, now);
+    if (known) liveness_.seen(worker, now.steady);
   } else {
     spdlog::warn("gateway: ignored a '{}' message from a tokenizer", stage::kind_name(message));
     metrics_.malformed();
   }
 }
 
-void Gateway::on_results(stage::StageMessage&& message, SteadyClock::time_point now, Outbox& out) {
+void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& out) {
   if (const auto* heartbeat = std::get_if<stage::Heartbeat>(&message)) {  // from a batcher
     for (auto& b : batchers_) {
       if (b.endpoint != heartbeat->from) continue;
-      b.last_seen = now;
+      b.last_seen = now.steady;
       if (!b.live) spdlog::info("gateway: batcher {} is live again", b.endpoint);
       b.live = true;
     }
@@ -225,7 +221,8 @@ void Gateway::on_results(stage::StageMessage&& message, SteadyClock::time_point 
     }
     Request& r = it->second;
     if (item.error) {
-      reply(item.request, protocol::error_reply(r.client_id, std::move(*item.error)), now, out);
+      reply(item.request, protocol::error_reply(r.client_id, std::move(*item.error)), now.steady,
+            out);
       continue;
     }
     if (!r.cache_keys.empty()) cache_.put(r.cache_keys[item.index], {item.text, item.score});
@@ -233,7 +230,7 @@ void Gateway::on_results(stage::StageMessage&& message, SteadyClock::time_point 
     r.scores[item.index] = item.score;
     r.done[item.index] = true;
     keep_max(r.timings, item.timings);
-    if (--r.remaining == 0) reply(item.request, ok_reply(r), now, out);
+    if (--r.remaining == 0) reply(item.request, ok_reply(r), now.steady, out);
   }
 }
 
@@ -297,8 +294,8 @@ std::string Gateway::client_key(const Envelope& envelope, const std::string& cli
   return key + std::to_string(client_id.size()) + ':' + client_id;
 }
 
-void Gateway::cancel(const Envelope& envelope, const std::string& client_id,
-                     SteadyClock::time_point now, Outbox& out) {
+void Gateway::cancel(const Envelope& envelope, const std::string& client_id, const Now& now,
+                     Outbox& out) {
   auto [first, last] = by_client_.equal_range(client_key(envelope, client_id));
   std::vector<uint64_t> ids;
   for (auto c = first; c != last; ++c) ids.push_back(c->second);
@@ -317,14 +314,14 @@ void Gateway::cancel(const Envelope& envelope, const std::string& client_id,
     reply(id,
           protocol::error_reply(r.client_id,
                                 {protocol::ErrorCode::kCancelled, "cancelled by the client"}),
-          now, out);
+          now.steady, out);
   }
   // Every batcher: a re-submitted request may have work at two.
   for (const auto& b : batchers_) out.to_batcher.emplace_back(b.endpoint, cancel);
 }
 
-void Gateway::expire(SteadyClock::time_point now, Outbox& out) {
-  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+void Gateway::expire(const Now& now, Outbox& out) {
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now.steady) {
     const uint64_t id = deadlines_.begin()->second;
     const auto& r = requests_.at(id);
     const auto ms =
@@ -332,11 +329,11 @@ void Gateway::expire(SteadyClock::time_point now, Outbox& out) {
     reply(id,
           protocol::error_reply(r.client_id, {protocol::ErrorCode::kDeadlineExceeded,
                                               "no result within " + std::to_string(ms) + " ms"}),
-          now, out);
+          now.steady, out);
   }
 }
 
-void Gateway::dispatch(SteadyClock::time_point now, Outbox& out) {
+void Gateway::dispatch(const Now& now, Outbox& out) {
   while (!waiting_.empty()) {
     stage::Tokenize& work = waiting_.front();
     auto it = requests_.find(work.items.front().request);
@@ -347,7 +344,7 @@ void Gateway::dispatch(SteadyClock::time_point now, Outbox& out) {
     }
     auto worker = tokenizers_.take(1);
     if (!worker) break;
-    const uint64_t queued = micros(now - it->second.received);
+    const uint64_t queued = micros(now.steady - it->second.received);
     for (auto& item : work.items) item.timings.queue_us = queued;
     in_flight_[*worker].push_back(work);
     out.to_tokenizers.emplace_back(std::move(*worker), std::move(work));
@@ -356,31 +353,32 @@ void Gateway::dispatch(SteadyClock::time_point now, Outbox& out) {
   metrics_.set_queue_depth(static_cast<double>(waiting_.size()));
 }
 
-void Gateway::tick(SteadyClock::time_point now, Outbox& out) {
-  if (liveness_.heartbeat_due(now)) {
-    metrics_.heartbeats_missed(liveness_.silent(now));
+void Gateway::tick(const Now& now, Outbox& out) {
+  if (liveness_.heartbeat_due(now.steady)) {
+    metrics_.heartbeats_missed(liveness_.silent(now.steady));
     for (const auto& worker : liveness_.workers()) {
       out.to_tokenizers.emplace_back(worker, stage::Heartbeat{});
     }
   }
-  for (const auto& worker : liveness_.take_dead(now)) tokenizer_dead(worker, now, out);
+  for (const auto& worker : liveness_.take_dead(now.steady)) tokenizer_dead(worker, now, out);
   if (batchers_.size() < 2) return;
   const auto timeout = std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms) *
                        config_.liveness.heartbeat_liveness;
-  if (now >= next_batcher_heartbeat_) {
+  if (now.steady >= next_batcher_heartbeat_) {
     next_batcher_heartbeat_ =
-        now + std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms);
+        now.steady + std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms);
     for (const auto& b : batchers_)  // naming where the batcher answers
       out.to_batcher.emplace_back(b.endpoint, stage::Heartbeat{results_endpoint_});
   }
   for (size_t i = 0; i < batchers_.size(); ++i) {
     if (batchers_[i].last_seen == SteadyClock::time_point{})
-      batchers_[i].last_seen = now;  // a full period to answer
-    if (batchers_[i].live && now - batchers_[i].last_seen > timeout) batcher_dead(i, now, out);
+      batchers_[i].last_seen = now.steady;  // a full period to answer
+    if (batchers_[i].live && now.steady - batchers_[i].last_seen > timeout)
+      batcher_dead(i, now, out);
   }
 }
 
-void Gateway::batcher_dead(size_t index, SteadyClock::time_point now, Outbox& out) {
+void Gateway::batcher_dead(size_t index, const Now& now, Outbox& out) {
   if (index >= batchers_.size() || !batchers_[index].live) return;
   batchers_[index].live = false;
   metrics_.worker_dead();
@@ -402,7 +400,7 @@ void Gateway::batcher_dead(size_t index, SteadyClock::time_point now, Outbox& ou
                 {protocol::ErrorCode::kUnavailable,
                  r.resubmitted ? "two batchers failed on this request"
                                : "the batcher holding this request died and no other is live"}),
-            now, out);
+            now.steady, out);
       continue;
     }
     r.resubmitted = true;
@@ -413,7 +411,7 @@ void Gateway::batcher_dead(size_t index, SteadyClock::time_point now, Outbox& ou
   }
 }
 
-void Gateway::tokenizer_dead(const std::string& worker, SteadyClock::time_point now, Outbox& out) {
+void Gateway::tokenizer_dead(const std::string& worker, const Now& now, Outbox& out) {
   if (!tokenizers_.remove(worker)) return;
   liveness_.forget(worker);
   metrics_.worker_dead();
@@ -436,7 +434,7 @@ void Gateway::tokenizer_dead(const std::string& worker, SteadyClock::time_point 
                  request->second.retried
                      ? "two tokenizer replicas failed on this request"
                      : "the tokenizer holding this request died and no other is live"}),
-            now, out);
+            now.steady, out);
       continue;
     }
     request->second.retried = true;

@@ -4,7 +4,8 @@
 // answers deadline_exceeded itself; a result for a request already answered is dropped and
 // counted. It is the tokenizers' hub: heartbeats both ways, and the work a dead tokenizer held
 // goes once to another (a second loss, or no tokenizer left, answers `unavailable`). Time is
-// passed in, so tests drive it with an injected clock. A client may cancel its own request by id
+// passed in with every call (a Now: the steady and the wall clock read together) and never read
+// here, so tests drive it with made-up moments. A client may cancel its own request by id
 // (op "cancel"): the request is answered `cancelled` at once, and a `cancel` message goes to the
 // batcher, which drops the request's work and has its decoder free the KV-cache slots. With
 // several batchers (gateway.batcher_endpoints) it picks one per request (round-robin over the live
@@ -58,26 +59,25 @@ class Gateway {
           metrics::StageMetrics& stage_metrics, metrics::GatewayMetrics& gateway_metrics);
 
   // A client message: `frames` as the ROUTER received them (routing frames, then the payload).
-  void on_client(std::vector<std::string>&& frames, SteadyClock::time_point now, Outbox& out);
+  void on_client(std::vector<std::string>&& frames, const Now& now, Outbox& out);
   // ready / credit / heartbeat from a tokenizer.
-  void on_tokenizer(const std::string& worker, const stage::StageMessage& message,
-                    SteadyClock::time_point now = SteadyClock::now());
+  void on_tokenizer(const std::string& worker, const stage::StageMessage& message, const Now& now);
   // Results (or failed items) from the postprocessors and other stages.
-  void on_results(stage::StageMessage&& message, SteadyClock::time_point now, Outbox& out);
+  void on_results(stage::StageMessage&& message, const Now& now, Outbox& out);
   // Answers deadline_exceeded for every request past its deadline.
-  void expire(SteadyClock::time_point now, Outbox& out);
+  void expire(const Now& now, Outbox& out);
   // Sends waiting tokenize work to tokenizers with credit.
-  void dispatch(SteadyClock::time_point now, Outbox& out);
+  void dispatch(const Now& now, Outbox& out);
   // Heartbeats to the tokenizers (and batchers) when due; tokenizers silent too long are dead
   // (tokenizer_dead), batchers too (batcher_dead).
-  void tick(SteadyClock::time_point now, Outbox& out);
+  void tick(const Now& now, Outbox& out);
   // Batcher `index` (in batcher_endpoints order) fell silent: its requests go once to another
   // live batcher, else they are answered `unavailable`. It is live again when heard from.
-  void batcher_dead(size_t index, SteadyClock::time_point now, Outbox& out);
+  void batcher_dead(size_t index, const Now& now, Outbox& out);
   size_t live_batchers() const;
   // A tokenizer is dead or unreachable (a send to it failed): it leaves, and the work it held
   // waits again for another tokenizer, once; else its requests are answered `unavailable`.
-  void tokenizer_dead(const std::string& worker, SteadyClock::time_point now, Outbox& out);
+  void tokenizer_dead(const std::string& worker, const Now& now, Outbox& out);
 
   std::optional<SteadyClock::time_point> next_deadline() const;
   size_t in_flight() const { return requests_.size(); }
@@ -118,8 +118,7 @@ class Gateway {
   // The next live batcher after `after` (round-robin), or nullopt.
   std::optional<size_t> next_live_batcher(size_t after) const;
   // A cancel from the client behind `envelope` for its request(s) with id `client_id`.
-  void cancel(const Envelope& envelope, const std::string& client_id, SteadyClock::time_point now,
-              Outbox& out);
+  void cancel(const Envelope& envelope, const std::string& client_id, const Now& now, Outbox& out);
   // Which requests a cancel may name: the client's routing frames and its id.
   static std::string client_key(const Envelope& envelope, const std::string& client_id);
   void reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now, Outbox& out);

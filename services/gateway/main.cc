@@ -45,15 +45,14 @@ int serve(const config::PipelineConfig& c) {
   const stage::Limits limits;
   Outbox out;
   while (!service::stop_requested()) {
-    auto now = SteadyClock::now();
     auto timeout = std::min(std::chrono::milliseconds(100),
                             std::chrono::milliseconds(c.liveness.heartbeat_interval_ms));
     if (auto d = gateway.next_deadline()) {
-      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*d - now),
+      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*d - SteadyClock::now()),
                            std::chrono::milliseconds(0), timeout);
     }
     poller.poll(timeout);
-    now = SteadyClock::now();
+    const Now now = Now::read();  // the one reading of the clocks per round
     if (poller.readable(kClients)) {
       while (auto frames = clients.try_recv()) gateway.on_client(std::move(*frames), now, out);
     }

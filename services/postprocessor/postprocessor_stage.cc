@@ -4,16 +4,17 @@
 
 #include <chrono>
 
-#include "seqpipe/common/service.h"
-
 namespace seqpipe::postprocessor {
 
 using SteadyClock = std::chrono::steady_clock;
 
 PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
                                        const config::PipelineConfig& config,
-                                       metrics::StageMetrics& metrics)
-    : tokenizer_(std::move(tokenizer)), metrics_(metrics), credits_(config.postprocessor.credits) {
+                                       metrics::StageMetrics& metrics, const TimeSource& time)
+    : tokenizer_(std::move(tokenizer)),
+      metrics_(metrics),
+      time_(time),
+      credits_(config.postprocessor.credits) {
   if (!config.postprocessor.known_words.empty()) {
     known_words_.emplace(KnownWords::load(config.postprocessor.known_words));
     spdlog::info("postprocessor: {} known words from {}", known_words_->size(),
@@ -25,13 +26,13 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
   auto& items = std::get<stage::Postprocess>(message).items;
   const int credits = static_cast<int>(items.size());
   metrics_.request(credits);
-  const Now now = Now::read();
+  const Now now = time_.now();
   for (auto& item : items) {
     if (item.deadline.expired(now)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
       continue;
     }
-    const auto start = SteadyClock::now();
+    const auto start = time_.now().steady;
     std::string output = tokenizer_->decode(std::vector<int>(item.ids.begin(), item.ids.end()));
     if (known_words_) {
       // item.text holds the input (the tokenizer kept it). A beam search's hypotheses come best
@@ -47,7 +48,7 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
       }
       output = known_words_->guard(item.text, output);
     }
-    const auto elapsed = SteadyClock::now() - start;
+    const auto elapsed = time_.now().steady - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
     stage::ResultItem result{item.request, item.index,   std::move(output),
                              item.score,   item.timings, std::nullopt};

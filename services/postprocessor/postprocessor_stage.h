@@ -15,7 +15,8 @@ namespace seqpipe::postprocessor {
 class PostprocessorStage : public worker::WorkerStage {
  public:
   PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
-                     const config::PipelineConfig& config, metrics::StageMetrics& metrics);
+                     const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                     const TimeSource& time = system_time());
   stage::MessageKind accepts() const override { return stage::MessageKind::kPostprocess; }
   int capacity() const override { return credits_; }
   // Each item costs one credit; the credits go back with the results.
@@ -25,6 +26,7 @@ class PostprocessorStage : public worker::WorkerStage {
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
   std::optional<KnownWords> known_words_;
   metrics::StageMetrics& metrics_;
+  const TimeSource& time_;  // read for deadlines and stage timings (tests pass a ManualTime)
   int credits_;
 };
 

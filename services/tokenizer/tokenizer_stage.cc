@@ -5,16 +5,16 @@
 #include <algorithm>
 #include <chrono>
 
-#include "seqpipe/common/service.h"
-
 namespace seqpipe::tokenizer {
 
 using SteadyClock = std::chrono::steady_clock;
 
 TokenizerStage::TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
-                               const config::PipelineConfig& config, metrics::StageMetrics& metrics)
+                               const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                               const TimeSource& time)
     : tokenizer_(std::move(tokenizer)),
       metrics_(metrics),
+      time_(time),
       ingress_endpoint_(config.batcher.ingress_endpoint),
       max_input_tokens_(config.model.max_input_tokens),
       credits_(config.tokenizer.credits),
@@ -26,15 +26,15 @@ void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) 
   // (batcher ingress, sequence): to the batcher the gateway chose for each item, else the
   // configured one; pushed after the failures, one message per batcher.
   std::vector<std::pair<std::string, stage::SequenceItem>> sequences;
-  const Now now = Now::read();
+  const Now now = time_.now();
   for (auto& item : items) {
     if (item.deadline.expired(now)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);  // the gateway has answered it
       continue;
     }
-    const auto start = SteadyClock::now();
+    const auto start = time_.now().steady;
     std::vector<int> ids = tokenizer_->encode(item.text);
-    const auto elapsed = SteadyClock::now() - start;
+    const auto elapsed = time_.now().steady - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
     if (static_cast<int>(ids.size()) > max_input_tokens_) {
       out.fail(item,

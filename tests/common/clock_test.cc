@@ -52,3 +52,26 @@ TEST(Deadline, MapsOntoTheSteadyClockOfTheMomentGiven) {
 
 }  // namespace
 }  // namespace seqpipe
+
+namespace seqpipe {
+namespace {
+
+TEST(TimeSource, ManualTimeMovesOnlyWhenTold) {
+  ManualTime time(t0);
+  EXPECT_EQ(time.now(), t0);
+  EXPECT_EQ(time.now(), t0);
+  time.advance(milliseconds(5));
+  EXPECT_EQ(time.now(), t0 + milliseconds(5));
+  const TimeSource& source = time;
+  EXPECT_TRUE(Deadline::after(t0, milliseconds(5)).expired(source.now()));
+}
+
+TEST(TimeSource, SystemTimeReadsBothRealClocks) {
+  const Now a = system_time().now();
+  const Now b = system_time().now();
+  EXPECT_LE(a.steady, b.steady);
+  EXPECT_GT(a.unix_us, t0.unix_us);
+}
+
+}  // namespace
+}  // namespace seqpipe

@@ -5,19 +5,18 @@
 
 #include <gtest/gtest.h>
 
-#include "seqpipe/common/service.h"
-
 namespace seqpipe::batcher {
 namespace {
 
 using std::chrono::milliseconds;
-const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
+// The test's moment zero, on both clocks: the hub reads no clock of its own.
+const Now t0{Clock::time_point{} + std::chrono::hours(1), 1'700'000'000'000'000};
 
 stage::SequenceItem item(uint64_t request, int tokens = 5, int beams = 1) {
   stage::SequenceItem w;
   w.request = request;
   w.gateway = "ipc:///tmp/gw.sock";
-  w.deadline = Deadline::at_unix_us(service::unix_now_us() + 60'000'000);
+  w.deadline = Deadline::after(t0, std::chrono::seconds(60));
   w.params.num_beams = beams;
   w.ids.assign(static_cast<size_t>(tokens), 7);
   return w;
@@ -411,7 +410,7 @@ TEST_F(BatcherHubTest, ExpiredItemsWaitingForADecoderAreDroppedWithoutCostingSlo
   BatcherHub& h = hub();
   Outbox out;
   stage::EncodedItem old = encoded(1);
-  old.deadline = Deadline::at_unix_us(service::unix_now_us() - 1000);
+  old.deadline = Deadline::at_unix_us(t0.unix_us - 1000);
   h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
   h.on_worker(Role::kEncoder, "e", stage::Encoded{1, {old, encoded(2)}}, t0);
   h.on_worker(Role::kDecoder, "d", stage::Ready{4}, t0);
@@ -421,6 +420,21 @@ TEST_F(BatcherHubTest, ExpiredItemsWaitingForADecoderAreDroppedWithoutCostingSlo
   EXPECT_EQ(requests(decodes[0].message), (std::vector<uint64_t>{2}));
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d"), 3);
   EXPECT_EQ(h.queued(), 0u);
+}
+
+TEST_F(BatcherHubTest, DeadlinesAreReadOnTheWallClockOfTheMomentGiven) {
+  BatcherHub& h = hub();
+  Outbox out;
+  stage::SequenceItem soon = item(1), later = item(2);
+  soon.deadline = Deadline::after(t0, milliseconds(10));
+  // Queued 5 ms in: 5 ms left on the wall clock, whatever the process's steady clock reads.
+  h.on_sequences(sequences({soon, later}), t0 + milliseconds(5), out);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
+  h.dispatch(t0 + milliseconds(10), out);  // the queue delay (1 ms) is over; `soon` has expired
+  auto batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{2}));
+  EXPECT_TRUE(out.to_gateways.empty());  // its gateway answers deadline_exceeded itself
 }
 
 TEST_F(BatcherHubTest, ASequenceWithoutIdsIsAnInternalError) {

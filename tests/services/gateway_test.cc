@@ -8,7 +8,10 @@ namespace seqpipe::gateway {
 namespace {
 
 using std::chrono::milliseconds;
-const SteadyClock::time_point t0 = SteadyClock::time_point{} + std::chrono::hours(1);
+// The test's moment zero, on both clocks: the gateway reads no clock of its own.
+const Now t0{SteadyClock::time_point{} + std::chrono::hours(1), 1'700'000'000'000'000};
+
+protocol::Request cancel_of(const std::string& id);
 
 class GatewayTest : public ::testing::Test {
  protected:
@@ -82,6 +85,25 @@ TEST_F(GatewayTest, WorkGoesOutOnlyWithTokenizerCredit) {
   EXPECT_EQ(work_of(out.to_tokenizers[1].second).items.at(0).text, "y");
 }
 
+TEST_F(GatewayTest, ItemsCarryTheDeadlineOfTheMomentGivenOnTheWallClock) {
+  Gateway& g = gateway();  // default timeout 1000 ms
+  Outbox out;
+  g.on_tokenizer("tok", stage::Ready{1}, t0);
+  protocol::Request r = texts({"a"});
+  r.timeout_ms = 250;
+  g.on_client(request("A", r), t0 + milliseconds(10), out);
+  g.dispatch(t0 + milliseconds(10), out);
+  ASSERT_EQ(out.to_tokenizers.size(), 1u);
+  EXPECT_EQ(work_of(out.to_tokenizers[0].second).items.at(0).deadline,
+            Deadline::after(t0 + milliseconds(10), milliseconds(250)));
+  EXPECT_EQ(g.next_deadline(), (t0 + milliseconds(260)).steady);
+  out.clear();
+  g.on_client(request("A", cancel_of("c1")), t0 + milliseconds(20), out);
+  ASSERT_EQ(out.to_batcher.size(), 1u);  // the batcher forgets the cancel at the same instant
+  EXPECT_EQ(std::get<stage::Cancel>(out.to_batcher[0].second).requests.at(0).deadline,
+            Deadline::after(t0 + milliseconds(10), milliseconds(250)));
+}
+
 TEST_F(GatewayTest, AllResultsMakeOneOkReplyInIndexOrder) {
   Gateway& g = gateway();
   Outbox out;
@@ -126,7 +148,7 @@ TEST_F(GatewayTest, DeadlineAnswersOnceAndTheLateResultIsDropped) {
   g.on_client(request("A", texts({"a"})), t0, out);
   g.dispatch(t0, out);
   const stage::StageMessage work = out.to_tokenizers[0].second;
-  EXPECT_EQ(g.next_deadline(), t0 + milliseconds(1000));
+  EXPECT_EQ(g.next_deadline(), (t0 + milliseconds(1000)).steady);
   g.expire(t0 + milliseconds(999), out);
   EXPECT_TRUE(out.replies.empty());
   g.expire(t0 + milliseconds(1000), out);
@@ -234,7 +256,7 @@ TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavai
   c.gateway.batcher_endpoints = {"ipc:///tmp/b1.sock", "ipc:///tmp/b2.sock"};
   Gateway& g = gateway(c);  // heartbeats every 100 ms, dead after 300 ms
   Outbox out;
-  auto batcher_heartbeat = [&](const std::string& endpoint, SteadyClock::time_point at) {
+  auto batcher_heartbeat = [&](const std::string& endpoint, const Now& at) {
     g.on_results(stage::Heartbeat{endpoint}, at, out);
   };
   auto tokenize_sent = [&] {  // (text, batcher) of the tokenize items in the outbox
@@ -296,7 +318,7 @@ TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavai
   EXPECT_TRUE(out.replies.empty());
 }
 
-static protocol::Request cancel_of(const std::string& id) {
+protocol::Request cancel_of(const std::string& id) {
   protocol::Request r;
   r.op = protocol::Op::kCancel;
   r.id = id;

@@ -59,7 +59,7 @@ TEST(ResponseCache, TheGatewayAnswersARepeatedTextFromTheCacheAndNeverCachesErro
   config::PipelineConfig c;
   c.gateway.cache_bytes = 1 << 20;
   Gateway g(c, "ipc:///tmp/r.sock", stage, gw);
-  const auto t0 = SteadyClock::time_point{} + std::chrono::hours(1);
+  const Now t0{SteadyClock::time_point{} + std::chrono::hours(1), 1'700'000'000'000'000};
   auto request = [](const std::string& text) {
     protocol::Request r;
     r.id = "c";

@@ -14,7 +14,6 @@
 #include "decoder/decoder_stage.h"
 #include "encoder/encoder_stage.h"
 #include "postprocessor/postprocessor_stage.h"
-#include "seqpipe/common/service.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/model.h"
 #include "tokenizer/tokenizer_stage.h"
@@ -52,7 +51,7 @@ class WorkerStages : public ::testing::Test {
     w.request = request;
     w.index = index;
     w.gateway = "ipc:///tmp/gw" + std::to_string(request % 2) + ".sock";
-    w.deadline = Deadline::at_unix_us(service::unix_now_us() + 60'000'000);
+    w.deadline = Deadline::after(Now::read(), std::chrono::seconds(60));
     w.params.max_new_tokens = 12;
     return w;
   }
@@ -114,7 +113,7 @@ TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
   stage::TextItem expired = item(3, "hello");
-  expired.deadline = Deadline::at_unix_us(service::unix_now_us() - 1);
+  expired.deadline = Deadline::at_unix_us(Now::read().unix_us - 1);
   stage.handle(stage::Tokenize{{item(1, "teh speling"), item(2, "a b c d e f g h i j k l m n o p"),
                                 expired}},
                out);
@@ -274,7 +273,7 @@ TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
   stage::TextItem expired = item(1, "hello");
-  expired.deadline = Deadline::at_unix_us(service::unix_now_us() - 1);
+  expired.deadline = Deadline::at_unix_us(Now::read().unix_us - 1);
   stage.handle(stage::Tokenize{{expired}}, out);
   EXPECT_TRUE(out.pushes.empty());
   ASSERT_EQ(out.to_hub.size(), 1u);
@@ -339,20 +338,18 @@ TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
 }
 
 TEST_F(WorkerStages, DecoderCancelsAnExpiredRunningSequenceAndReturnsExactlyItsSlots) {
-  decoder::DecoderStage stage(*model_, config_, metrics_);
+  ManualTime time(Now::read());  // the stage's clock moves only when the test says so
+  decoder::DecoderStage stage(*model_, config_, metrics_, time);
   worker::Outbox out;
   stage::EncodedItem running = encoded(1, "teh speling", 2);
   running.params.min_new_tokens = 12;  // cannot finish before its deadline
-  const int64_t deadline = service::unix_now_us() + 300'000;
-  running.deadline = Deadline::at_unix_us(deadline);
+  running.deadline = Deadline::after(time.now(), std::chrono::milliseconds(300));
   stage.handle(stage::Decode{{running}}, out);
   ASSERT_EQ(stage.running(), 1);
   stage.work(out);
-  if (service::unix_now_us() < deadline) {
-    EXPECT_TRUE(out.to_hub.empty());
-    EXPECT_EQ(stage.running(), 1);
-  }
-  while (service::unix_now_us() <= deadline) ::usleep(20'000);
+  EXPECT_TRUE(out.to_hub.empty());
+  EXPECT_EQ(stage.running(), 1);
+  time.advance(std::chrono::milliseconds(300));
   stage.work(out);
   EXPECT_EQ(stage.running(), 0);
   EXPECT_FALSE(stage.has_pending_work());
@@ -374,7 +371,7 @@ TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCre
     for (int id : (*tokenizer_)->encode(texts[r])) w.ids.push_back(id);
     items.push_back(w);
   }
-  items[2].deadline = Deadline::at_unix_us(service::unix_now_us() - 1);
+  items[2].deadline = Deadline::at_unix_us(Now::read().unix_us - 1);
   std::map<uint64_t, std::string> want;
   for (const auto& w : items)
     want[w.request] = (*tokenizer_)->decode(std::vector<int>(w.ids.begin(), w.ids.end()));

@@ -2,8 +2,9 @@
 // Time as the pipeline reads it, and the one deadline type. Steady time measures intervals inside
 // a process (heartbeats, stage timings, a hub's timers); wall time, in microseconds since the Unix
 // epoch, is what a deadline is written in when it crosses processes and machines. `Now` is both
-// read at one moment: the hubs are handed one with every call, so tests drive them with made-up
-// moments, and nothing below reads a clock by itself.
+// read at one moment. The hubs are handed one with every call and the worker stages read a
+// TimeSource given at construction, so tests drive both with made-up moments; only the services'
+// loops read the real clocks.
 #include <chrono>
 #include <cstdint>
 
@@ -23,6 +24,27 @@ struct Now {
     return {steady + d, unix_us + std::chrono::duration_cast<std::chrono::microseconds>(d).count()};
   }
   bool operator==(const Now&) const = default;
+};
+
+// Where code that is not handed the time reads it (the worker stages; LevelDB's Env::NowMicros):
+// the system's clocks in a service, a ManualTime in tests, given at construction.
+class TimeSource {
+ public:
+  virtual ~TimeSource() = default;
+  virtual Now now() const = 0;
+};
+// Now::read(), for everyone.
+const TimeSource& system_time();
+
+// A time source that moves only when told to.
+class ManualTime final : public TimeSource {
+ public:
+  explicit ManualTime(Now start) : now_(start) {}
+  Now now() const override { return now_; }
+  void advance(SteadyClock::duration d) { now_ = now_ + d; }
+
+ private:
+  Now now_;
 };
 
 // When a request's work stops mattering: an instant on the wall clock, so every process compares
