@@ -11,14 +11,6 @@
 
 namespace seqpipe::worker {
 
-void Outbox::fail(const stage::WorkHeader& item, protocol::Error error, std::string_view stage_name,
-                  metrics::StageMetrics& metrics) {
-  spdlog::warn("{}: request {} item {}: {}: {}", stage_name, item.request, item.index,
-               protocol::wire_name(error.code), error.message);
-  metrics.error(error.code);
-  pushes.emplace_back(item.gateway, stage::Result{{stage::failed(item, std::move(error))}});
-}
-
 std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>& frames,
                                                  size_t expected_frames, std::string_view from,
                                                  const stage::Limits& limits,
@@ -113,7 +105,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
 
   Outbox out;
   auto flush = [&] {
-    for (auto& [i, message] : out.to_hub) {
+    for (auto& [i, peer, message] : out.sends) {
       Hub& hub = hubs[i < hub_count ? i : 0];
       if (hub.socket) {
         hub.socket->send({std::string_view(stage::encode(message))});
@@ -127,8 +119,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
                      stage::kind_name(message), endpoint);
       }
     }
-    out.to_hub.clear();
-    out.pushes.clear();
+    out.clear();
   };
   auto handle = [&](size_t i, const transport::Frames& frames) {
     hubs[i].liveness.seen(

@@ -15,8 +15,17 @@ uint64_t micros(Clock::duration d) {
       std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
 }
 // Credits an item costs a worker: its KV-cache slots on a decoder, else 1.
-int cost(Role role, const stage::WorkHeader& item) {
-  return role == Role::kDecoder ? engine::slot_cost(item.params.num_beams) : 1;
+int cost(const hub::WorkerPool<stage::Decode>&, const stage::WorkHeader& item) {
+  return engine::slot_cost(item.params.num_beams);
+}
+int cost(const hub::WorkerPool<stage::Postprocess>&, const stage::WorkHeader&) {
+  return 1;
+}
+std::string request_key(const std::string& gateway, uint64_t request) {
+  return gateway + '\n' + std::to_string(request);
+}
+bool same_request(const stage::WorkHeader& a, const stage::RequestRef& b) {
+  return a.request == b.request && a.gateway == b.gateway;
 }
 }  // namespace
 
@@ -31,32 +40,34 @@ BatchPolicy batch_policy(const config::BatcherConfig& c) {
   return p;
 }
 
-namespace {
-common::HubLiveness hub_liveness(const config::LivenessConfig& c) {
-  return {std::chrono::milliseconds(c.heartbeat_interval_ms), c.heartbeat_liveness};
-}
-std::string item_key(const stage::WorkHeader& item) {
-  return item.gateway + '\n' + std::to_string(item.request) + '\n' + std::to_string(item.index);
-}
-std::string request_key(const std::string& gateway, uint64_t request) {
-  return gateway + '\n' + std::to_string(request);
-}
-bool same_request(const stage::WorkHeader& a, const stage::RequestRef& b) {
-  return a.request == b.request && a.gateway == b.gateway;
-}
-}  // namespace
-
 BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics)
     : metrics_(metrics),
       batcher_(batch_policy(config.batcher)),
-      liveness_{hub_liveness(config.liveness), hub_liveness(config.liveness),
-                hub_liveness(config.liveness)},
+      encoders_({"batcher", "encoder", link(Role::kEncoder), hub::Answers::kInOrder},
+                config.liveness, metrics),
+      decoders_({"batcher", "decoder", link(Role::kDecoder), hub::Answers::kByItem},
+                config.liveness, metrics),
+      postprocessors_(
+          {"batcher", "postprocessor", link(Role::kPostprocessor), hub::Answers::kInOrder},
+          config.liveness, metrics),
       max_queue_size_(static_cast<size_t>(config.batcher.max_queue_size)),
       default_priority_(config.batcher.default_priority_level),
       ingress_endpoint_(config.batcher.ingress_endpoint),
       heartbeat_interval_(config.liveness.heartbeat_interval_ms),
       decode_backlog_limit_(2 * static_cast<size_t>(config.batcher.max_batch_size)) {
   batch_.reserve(static_cast<size_t>(config.batcher.max_batch_size));
+}
+
+const common::CreditQueue& BatcherHub::credits(Role role) const {
+  switch (role) {
+    case Role::kEncoder:
+      return encoders_.credits();
+    case Role::kDecoder:
+      return decoders_.credits();
+    case Role::kPostprocessor:
+      break;
+  }
+  return postprocessors_.credits();
 }
 
 void BatcherHub::on_sequences(stage::StageMessage&& message, const Now& now, Outbox& out) {
@@ -80,11 +91,12 @@ void BatcherHub::on_sequences(stage::StageMessage&& message, const Now& now, Out
 }
 
 void BatcherHub::fail(const stage::WorkHeader& item, protocol::Error error, Outbox& out) {
-  metrics_.error(error.code);
-  spdlog::warn("batcher: request {} item {}: {}: {}", item.request, item.index,
-               protocol::wire_name(error.code), error.message);
-  out.to_gateways.emplace_back(item.gateway,
-                               stage::Result{{stage::failed(item, std::move(error))}});
+  out.fail(item, std::move(error), "batcher", metrics_);
+}
+
+template <class Item>
+void BatcherHub::fail_lost(const std::vector<std::pair<Item, std::string>>& failed, Outbox& out) {
+  for (const auto& [item, why] : failed) fail(item, {protocol::ErrorCode::kUnavailable, why}, out);
 }
 
 bool BatcherHub::is_cancelled(const stage::WorkHeader& item) const {
@@ -118,19 +130,13 @@ void BatcherHub::cancel(const stage::Cancel& message, Outbox& out) {
     auto waiting = [&](const auto& w) { return same_request(w.item, request); };
     dropped += std::erase_if(decode_queue_, waiting) + std::erase_if(postprocess_queue_, waiting);
     // Running on a decoder: it stops them and returns their slots as credits. They leave the
-    // in-flight record now, so a late answer is dropped and a dead decoder's work is not re-sent.
-    for (auto& [worker, held] : decoding_) {
-      size_t stopped = 0;
-      for (auto& m : held) {
-        stopped += std::erase_if(
-            m.items, [&](const stage::EncodedItem& i) { return same_request(i, request); });
-      }
-      std::erase_if(held, [](const stage::Decode& m) { return m.items.empty(); });
-      if (stopped > 0) {
-        dropped += stopped;
-        out.to_workers.push_back({Role::kDecoder, worker, stage::Cancel{{request}}});
-      }
-    }
+    // decoder's record now, so a late answer is dropped and a dead decoder's work is not re-sent.
+    decoders_.drop_held(
+        [&](const stage::EncodedItem& item) { return same_request(item, request); },
+        [&](const std::string& worker, size_t n) {
+          dropped += n;
+          out.sends.push_back({link(Role::kDecoder), worker, stage::Cancel{{request}}});
+        });
     if (dropped > 0) metrics_.cancelled(static_cast<double>(dropped));
     spdlog::info(
         "batcher: request {} of {} cancelled; {} item(s) dropped here or stopped on a decoder",
@@ -172,8 +178,6 @@ void BatcherHub::enqueue(stage::SequenceItem&& item, const Now& now, Outbox& out
 
 void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMessage&& message,
                            const Now& now) {
-  const auto r = static_cast<size_t>(role);
-  auto& credits = workers_[r];
   auto* encoded = role == Role::kEncoder ? std::get_if<stage::Encoded>(&message) : nullptr;
   auto* decoded = role == Role::kDecoder ? std::get_if<stage::Decoded>(&message) : nullptr;
   const auto* ready = std::get_if<stage::Ready>(&message);
@@ -181,86 +185,69 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
   if (!ready && !credit && !encoded && !decoded &&
       !std::holds_alternative<stage::Heartbeat>(message)) {
     spdlog::warn("batcher: ignored a '{}' message from a {}", stage::kind_name(message),
-                 kRoleNames[r]);
+                 kRoleNames[link(role)]);
     metrics_.malformed();
     return;
   }
-  const bool known = credits.free_credits(worker) >= 0;
-  if (ready) {
-    credits.announce(worker, ready->credits);
-    liveness_[r].seen(worker, now.steady);
-    spdlog::info("batcher: {} joined with {} credits ({} now)", kRoleNames[r], ready->credits,
-                 credits.size());
-    return;
-  }
-  if (!known) {
-    // A worker declared dead that is still talking (it was stopped, not killed): its work went
-    // to another replica. It will miss our heartbeats, reconnect and announce itself anew.
-    const size_t late = encoded ? encoded->items.size() : decoded ? decoded->items.size() : 0;
-    if (late > 0) {
-      spdlog::info("batcher: dropped {} late item(s) from a {} declared dead", late, kRoleNames[r]);
-      metrics_.late(static_cast<double>(late));
+  // What every pool does with ready / credit / heartbeat; true for a member's message, which
+  // goes further.
+  auto control = [&](auto& pool) {
+    if (ready) {
+      pool.ready(worker, ready->credits, now.steady);
+      return false;
     }
-    return;
-  }
-  liveness_[r].seen(worker, now.steady);
-  if (credit) {
-    credits.release(worker, credit->credits);
-    // A postprocessor's credit message answers the oldest message sent to it.
-    auto& held = postprocessing_[worker];
-    if (role == Role::kPostprocessor && !held.empty()) held.pop_front();
-  } else if (encoded) {
-    credits.release(worker, encoded->credits);
-    auto& held = encoding_[worker];  // one encoded message answers the oldest batch sent
-    if (!held.empty()) held.pop_front();
-    drop_cancelled(encoded->items);  // cancelled while an encoder had them
-    // Encoded sequences wait for decoder slots by priority level too: each goes behind the last
-    // of its level or a higher one (arrival order within a level, so a waiting beam search is
-    // not overtaken by its own level).
-    for (auto& item : encoded->items) {
-      const int priority = level(item);
-      auto at = std::find_if(decode_queue_.rbegin(), decode_queue_.rend(),
-                             [&](const auto& w) { return level(w.item) <= priority; });
-      decode_queue_.insert(at.base(), {now.steady, std::move(item)});
+    if (!pool.heard(worker, now.steady)) {
+      const size_t late = encoded ? encoded->items.size() : decoded ? decoded->items.size() : 0;
+      if (late > 0) {
+        spdlog::info("batcher: dropped {} late item(s) from a {} declared dead", late,
+                     pool.info().stage);
+        metrics_.late(static_cast<double>(late));
+      }
+      return false;
     }
-  } else if (decoded) {
-    credits.release(worker, decoded->credits);
-    settle_decoded(worker, decoded->items);
-    drop_cancelled(decoded->items);  // cancelled while a decoder had them
-    for (auto& item : decoded->items) postprocess_queue_.push_back({now.steady, std::move(item)});
+    if (credit) pool.release(worker, credit->credits);
+    return true;
+  };
+  switch (role) {
+    case Role::kEncoder:
+      if (!control(encoders_) || !encoded) return;
+      encoders_.release(worker, encoded->credits);
+      encoders_.answered(worker);      // one encoded message answers the oldest batch sent
+      drop_cancelled(encoded->items);  // cancelled while an encoder had them
+      // Encoded sequences wait for decoder slots by priority level too: each goes behind the
+      // last of its level or a higher one (arrival order within a level, so a waiting beam
+      // search is not overtaken by its own level).
+      for (auto& item : encoded->items) {
+        const int priority = level(item);
+        auto at = std::find_if(decode_queue_.rbegin(), decode_queue_.rend(),
+                               [&](const auto& w) { return level(w.item) <= priority; });
+        decode_queue_.insert(at.base(), {now.steady, std::move(item)});
+      }
+      return;
+    case Role::kDecoder: {
+      if (!control(decoders_) || !decoded) return;
+      decoders_.release(worker, decoded->credits);
+      // Each finished item leaves the decoder's record; one not in it is a duplicate (its first
+      // decoder was declared dead and it went to another) and goes no further.
+      const size_t before = decoded->items.size();
+      std::erase_if(decoded->items, [&](const stage::DecodedItem& item) {
+        return !decoders_.answered(worker, item);
+      });
+      if (decoded->items.size() != before)
+        metrics_.late(static_cast<double>(before - decoded->items.size()));
+      drop_cancelled(decoded->items);  // cancelled while a decoder had them
+      for (auto& item : decoded->items) postprocess_queue_.push_back({now.steady, std::move(item)});
+      return;
+    }
+    case Role::kPostprocessor:
+      // A postprocessor's credit message answers the oldest message sent to it.
+      if (control(postprocessors_) && credit) postprocessors_.answered(worker);
+      return;
   }
 }
 
 int BatcherHub::level(const stage::WorkHeader& item) const {
   return item.params.priority == 0 ? default_priority_ : item.params.priority;
-}
-
-void BatcherHub::settle_decoded(const std::string& worker, std::vector<stage::DecodedItem>& items) {
-  // Each finished item leaves the record; one not in it is a duplicate (its first decoder was
-  // declared dead and it went to another) and goes no further.
-  auto& held = decoding_[worker];
-  size_t kept = 0;
-  for (size_t n = 0; n < items.size(); ++n) {
-    const stage::DecodedItem& item = items[n];
-    bool found = false;
-    for (auto m = held.begin(); m != held.end() && !found; ++m) {
-      for (auto i = m->items.begin(); i != m->items.end(); ++i) {
-        if (i->request == item.request && i->index == item.index && i->gateway == item.gateway) {
-          m->items.erase(i);
-          if (m->items.empty()) held.erase(m);
-          found = true;
-          break;
-        }
-      }
-    }
-    if (found) {
-      if (kept != n) items[kept] = std::move(items[n]);
-      ++kept;
-    } else {
-      metrics_.late();
-    }
-  }
-  items.resize(kept);
 }
 
 void BatcherHub::tick(const Now& now, Outbox& out) {
@@ -270,51 +257,37 @@ void BatcherHub::tick(const Now& now, Outbox& out) {
     std::erase_if(gateways_,
                   [&](const auto& g) { return now.steady - g.second > 10 * heartbeat_interval_; });
     for (const auto& [gateway, seen] : gateways_)
-      out.to_gateways.emplace_back(gateway, stage::Heartbeat{ingress_endpoint_});
+      out.pushes.emplace_back(gateway, stage::Heartbeat{ingress_endpoint_});
   }
-  for (size_t r = 0; r < 3; ++r) {
-    const auto role = static_cast<Role>(r);
-    if (liveness_[r].heartbeat_due(now.steady)) {
-      metrics_.heartbeats_missed(liveness_[r].silent(now.steady));
-      for (const auto& worker : liveness_[r].workers())
-        out.to_workers.push_back({role, worker, stage::Heartbeat{}});
-      if (role == Role::kDecoder) {
-        // Once per interval: forget what can no longer matter (the gateway has answered it).
-        for (auto& [worker, held] : decoding_) {
-          for (auto& m : held) {
-            std::erase_if(m.items, [&](const stage::EncodedItem& item) {
-              return item.deadline.expired(now);
-            });
-          }
-          std::erase_if(held, [](const stage::Decode& m) { return m.items.empty(); });
-        }
-        std::erase_if(retried_, [&](const auto& kv) { return kv.second.expired(now); });
-        // A cancel without a deadline is forgotten at once.
-        std::erase_if(cancelled_,
-                      [&](const auto& kv) { return kv.second.none() || kv.second.expired(now); });
-      }
-    }
-    for (const auto& worker : liveness_[r].take_dead(now.steady))
-      worker_dead(role, worker, now, out);
+  for (const auto& worker : encoders_.tick(now, out)) worker_dead(Role::kEncoder, worker, now, out);
+  bool beat = false;
+  for (const auto& worker : decoders_.tick(now, out, &beat))
+    worker_dead(Role::kDecoder, worker, now, out);
+  for (const auto& worker : postprocessors_.tick(now, out))
+    worker_dead(Role::kPostprocessor, worker, now, out);
+  if (beat) {
+    // Once per interval: forget cancels that can no longer matter (a cancel without a deadline
+    // is forgotten at once).
+    std::erase_if(cancelled_,
+                  [&](const auto& kv) { return kv.second.none() || kv.second.expired(now); });
   }
 }
 
 void BatcherHub::dispatch(const Now& now, Outbox& out) {
   wakeup_ = kIdleWakeup;
   // Downstream first: sequences taken by decoders make room for new batches (backpressure).
-  dispatch_queue(Role::kDecoder, decode_queue_, decoding_, out, now);
-  dispatch_queue(Role::kPostprocessor, postprocess_queue_, postprocessing_, out, now);
+  dispatch_queue(decoders_, decode_queue_, now, out);
+  dispatch_queue(postprocessors_, postprocess_queue_, now, out);
   dispatch_batches(now, out);
   metrics_.set_queue_depth(static_cast<double>(queued()));
 }
 
 void BatcherHub::dispatch_batches(const Now& now, Outbox& out) {
-  auto& encoders = workers_[static_cast<size_t>(Role::kEncoder)];
   // Deciding takes sequences out of the queue, so decide only when an encoder can take a batch;
   // until then the queue keeps growing toward a fuller batch.
   // Backpressure: no new batches while the decoders are behind (encoded sequences waiting for
   // slots), so encoder time is not spent on work that would only wait.
-  while (batcher_.size() > 0 && encoders.largest_free() >= 1 &&
+  while (batcher_.size() > 0 && encoders_.largest_free() >= 1 &&
          decode_queue_.size() < decode_backlog_limit_) {
     const BatchDecision& decision = batcher_.poll(now.steady, batch_, expired_);
     for (const auto& e : expired_) {
@@ -338,18 +311,17 @@ void BatcherHub::dispatch_batches(const Now& now, Outbox& out) {
       batch_items_.erase(it);
     }
     metrics_.batch_size(static_cast<double>(encode.items.size()));
-    std::string worker = *encoders.take(1);
-    encoding_[worker].push_back(encode);
-    out.to_workers.push_back({Role::kEncoder, std::move(worker), std::move(encode)});
+    std::string worker = *encoders_.take(1);
+    encoders_.sent(worker, encode);
+    out.sends.push_back({link(Role::kEncoder), std::move(worker), std::move(encode)});
   }
 }
 
-template <class M, class Item>
-void BatcherHub::dispatch_queue(Role role, std::deque<Waiting<Item>>& queue, InFlight<M>& in_flight,
-                                Outbox& out, const Now& now) {
-  auto& workers = workers_[static_cast<size_t>(role)];
-  const size_t first =
-      out.to_workers.size();  // this role's messages: one per worker, items appended
+template <class Work, class Item>
+void BatcherHub::dispatch_queue(hub::WorkerPool<Work>& pool, std::deque<Waiting<Item>>& queue,
+                                const Now& now, Outbox& out) {
+  const size_t to = pool.info().link;
+  const size_t first = out.sends.size();  // this pool's messages: one per worker, items appended
   while (!queue.empty()) {
     auto& w = queue.front();
     if (w.item.deadline.expired(now)) {
@@ -357,92 +329,49 @@ void BatcherHub::dispatch_queue(Role role, std::deque<Waiting<Item>>& queue, InF
       queue.pop_front();
       continue;
     }
-    auto worker = workers.take(cost(role, w.item));
+    auto worker = pool.take(cost(pool, w.item));
     if (!worker) break;  // in order: a beam search waiting for slots is not overtaken
     w.item.timings.queue_us += micros(now.steady - w.since);
-    auto it = std::find_if(out.to_workers.begin() + static_cast<std::ptrdiff_t>(first),
-                           out.to_workers.end(),
-                           [&](const Outbox::ToWorker& m) { return m.worker == *worker; });
-    if (it == out.to_workers.end()) {
-      out.to_workers.push_back({role, std::move(*worker), M{}});
-      it = out.to_workers.end() - 1;
+    auto it = std::find_if(out.sends.begin() + static_cast<std::ptrdiff_t>(first), out.sends.end(),
+                           [&](const Outbox::Send& m) { return m.peer == *worker; });
+    if (it == out.sends.end()) {
+      out.sends.push_back({to, std::move(*worker), Work{}});
+      it = out.sends.end() - 1;
     }
-    std::get<M>(it->message).items.push_back(std::move(w.item));
+    std::get<Work>(it->message).items.push_back(std::move(w.item));
     queue.pop_front();
   }
-  for (size_t i = first; i < out.to_workers.size(); ++i)
-    in_flight[out.to_workers[i].worker].push_back(std::get<M>(out.to_workers[i].message));
+  for (size_t i = first; i < out.sends.size(); ++i)
+    pool.sent(out.sends[i].peer, std::get<Work>(out.sends[i].message));
 }
 
 std::vector<status::StageStatus> BatcherHub::status() const {
-  std::vector<status::StageStatus> stages{{"batcher", 1, 0, static_cast<int>(batcher_.size()), 0}};
-  const size_t queued[] = {0, decode_queue_.size(), postprocess_queue_.size()};
-  for (size_t r = 0; r < 3; ++r) {
-    const auto& w = workers_[r];
-    stages.push_back({kRoleNames[r], static_cast<int>(w.size()),
-                      w.total_capacity() - w.total_free(), static_cast<int>(queued[r]),
-                      w.total_free()});
-  }
-  return stages;
-}
-
-template <class M>
-auto BatcherHub::take_lost(Role role, InFlight<M>& in_flight, const std::string& worker,
-                           const Now& now, Outbox& out) {
-  const auto r = static_cast<size_t>(role);
-  std::vector<typename decltype(M::items)::value_type> again;
-  auto node = in_flight.extract(worker);
-  size_t held = 0;
-  if (!node.empty()) {
-    for (const auto& m : node.mapped()) held += m.items.size();
-  }
-  spdlog::warn(
-      "batcher: {} replica declared dead ({} left); {} item(s) it held are re-dispatched or "
-      "answered",
-      kRoleNames[r], workers_[r].size(), held);
-  if (node.empty()) return again;
-  for (auto& m : node.mapped()) {
-    for (auto& item : m.items) {
-      if (item.deadline.expired(now) || is_cancelled(item))
-        continue;  // answered by its gateway already
-      const std::string key = item_key(item);
-      if (retried_.count(key) != 0 || workers_[r].size() == 0) {
-        fail(item,
-             {protocol::ErrorCode::kUnavailable,
-              retried_.count(key) != 0
-                  ? std::string("two ") + kRoleNames[r] + " replicas failed on this item"
-                  : std::string("the ") + kRoleNames[r] +
-                        " holding this item died and no other is live"},
-             out);
-        continue;
-      }
-      retried_.emplace(key, item.deadline);
-      metrics_.redispatched();
-      again.push_back(std::move(item));
-    }
-  }
-  return again;
+  return {{"batcher", 1, 0, static_cast<int>(batcher_.size()), 0},
+          encoders_.status(0),
+          decoders_.status(static_cast<int>(decode_queue_.size())),
+          postprocessors_.status(static_cast<int>(postprocess_queue_.size()))};
 }
 
 void BatcherHub::worker_dead(Role role, const std::string& worker, const Now& now, Outbox& out) {
-  const auto r = static_cast<size_t>(role);
-  if (!workers_[r].remove(worker)) return;
-  liveness_[r].forget(worker);
-  metrics_.worker_dead();
+  auto cancelled = [&](const stage::WorkHeader& item) { return is_cancelled(item); };
   switch (role) {
-    case Role::kEncoder:
-      for (auto& item : take_lost(role, encoding_, worker, now, out))
-        enqueue(std::move(item), now, out);  // batched anew
+    case Role::kEncoder: {
+      auto lost = encoders_.remove(worker, now, cancelled);
+      fail_lost(lost.failed, out);
+      for (auto& item : lost.again) enqueue(std::move(item), now, out);  // batched anew
       break;
+    }
     case Role::kDecoder: {
-      auto again = take_lost(role, decoding_, worker, now, out);
-      for (auto it = again.rbegin(); it != again.rend(); ++it)
+      auto lost = decoders_.remove(worker, now, cancelled);
+      fail_lost(lost.failed, out);
+      for (auto it = lost.again.rbegin(); it != lost.again.rend(); ++it)
         decode_queue_.push_front({now.steady, std::move(*it)});  // first in line
       break;
     }
     case Role::kPostprocessor: {
-      auto again = take_lost(role, postprocessing_, worker, now, out);
-      for (auto it = again.rbegin(); it != again.rend(); ++it)
+      auto lost = postprocessors_.remove(worker, now, cancelled);
+      fail_lost(lost.failed, out);
+      for (auto it = lost.again.rbegin(); it != lost.again.rend(); ++it)
         postprocess_queue_.push_front({now.steady, std::move(*it)});
       break;
     }

@@ -18,14 +18,14 @@ engine::GeneratorOptions generator_options(const config::PipelineConfig& c) {
   return o;
 }
 
-// The `decoded` message for `hub` among those added to out.to_hub since index `first` (one per
+// The `decoded` message for `hub` among those added to out.sends since index `first` (one per
 // hub per step); a new one when there is none yet. The reference lasts until the next push.
 stage::Decoded& decoded_for(worker::Outbox& out, size_t first, size_t hub) {
-  for (size_t i = first; i < out.to_hub.size(); ++i) {
-    if (out.to_hub[i].hub == hub) return std::get<stage::Decoded>(out.to_hub[i].message);
+  for (size_t i = first; i < out.sends.size(); ++i) {
+    if (out.sends[i].link == hub) return std::get<stage::Decoded>(out.sends[i].message);
   }
-  out.to_hub.push_back({hub, stage::Decoded{}});
-  return std::get<stage::Decoded>(out.to_hub.back().message);
+  out.sends.push_back({hub, {}, stage::Decoded{}});
+  return std::get<stage::Decoded>(out.sends.back().message);
 }
 
 uint64_t micros_between(SteadyClock::time_point start, SteadyClock::time_point end) {
@@ -166,7 +166,7 @@ void DecoderStage::work(worker::Outbox& out) {
 
   // One `decoded` message per hub with something finished or expired: results and slots go back
   // to the hub that sent the sequence.
-  const size_t first = out.to_hub.size();
+  const size_t first = out.sends.size();
   for (auto& f : finished_) {
     auto it = std::find_if(running_.begin(), running_.end(),
                            [&](const Running& r) { return r.handle == f.handle; });

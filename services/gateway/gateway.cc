@@ -41,26 +41,10 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
       results_endpoint_(std::move(results_endpoint)),
       metrics_(stage_metrics),
       gateway_metrics_(gateway_metrics),
-      liveness_(std::chrono::milliseconds(config.liveness.heartbeat_interval_ms),
-                config.liveness.heartbeat_liveness),
-      cache_(config.gateway.cache_bytes) {
-  for (const auto& endpoint : config.gateway.batcher_endpoints)
-    batchers_.push_back({endpoint, {}, true});
-  if (batchers_.empty()) batchers_.push_back({config.batcher.ingress_endpoint, {}, true});
-}
-
-size_t Gateway::live_batchers() const {
-  return static_cast<size_t>(std::count_if(batchers_.begin(), batchers_.end(),
-                                           [](const BatcherLink& b) { return b.live; }));
-}
-
-std::optional<size_t> Gateway::next_live_batcher(size_t after) const {
-  for (size_t k = 1; k <= batchers_.size(); ++k) {
-    const size_t i = (after + k) % batchers_.size();
-    if (batchers_[i].live) return i;
-  }
-  return std::nullopt;
-}
+      tokenizers_({"gateway", "tokenizer", kTokenizerLink, hub::Answers::kInOrder}, config.liveness,
+                  stage_metrics),
+      batchers_(config, results_endpoint_),
+      cache_(config.gateway.cache_bytes) {}
 
 stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
   stage::Tokenize work;
@@ -70,7 +54,7 @@ stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
     item.request = id;
     item.index = static_cast<uint32_t>(i);
     item.gateway = results_endpoint_;
-    item.batcher = batchers_[r.batcher].endpoint;
+    item.batcher = batchers_.target(id);
     item.deadline = r.deadline;
     item.params = r.params;
     item.text = r.sources[i];
@@ -103,20 +87,16 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
                 now.steady, now.steady, out);
     return;
   }
-  const bool several_batchers = batchers_.size() > 1;
-  std::optional<size_t> batcher =
-      several_batchers ? next_live_batcher(last_batcher_) : std::optional<size_t>(0);
-  if (!batcher) {
+  const uint64_t id = next_id_;
+  if (!batchers_.assign(id)) {
     reply_error(std::move(frames), request.id.value_or(""),
                 {protocol::ErrorCode::kUnavailable, "no batcher is live; retry later"}, now.steady,
                 now.steady, out);
     return;
   }
-  last_batcher_ = *batcher;
-  const uint64_t id = next_id_++;
+  ++next_id_;
   const uint32_t timeout_ms = request.timeout_ms.value_or(config_.gateway.default_timeout_ms);
   Request r;
-  r.batcher = *batcher;
   r.envelope = std::move(frames);
   r.client_id = request.id.value_or("");
   r.batch_form = request.batch_form;
@@ -130,7 +110,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.deadline = Deadline::after(now, std::chrono::milliseconds(timeout_ms));
 
   stage::Tokenize work;
-  if (several_batchers) {  // kept to submit to another batcher if this one dies
+  if (batchers_.several()) {  // kept to submit to another batcher if this one dies
     r.sources = request.texts;
     r.params = request.params;
   }
@@ -152,7 +132,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
     item.request = id;
     item.index = static_cast<uint32_t>(i);
     item.gateway = results_endpoint_;
-    if (several_batchers) item.batcher = batchers_[*batcher].endpoint;
+    item.batcher = batchers_.target(id);
     item.deadline = r.deadline;
     item.params = request.params;
     item.text = std::move(request.texts[i]);
@@ -174,20 +154,14 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
 
 void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage& message,
                            const Now& now) {
-  const bool known = tokenizers_.free_credits(worker) >= 0;
   if (const auto* ready = std::get_if<stage::Ready>(&message)) {
-    tokenizers_.announce(worker, ready->credits);
-    liveness_.seen(worker, now.steady);
-    spdlog::info("gateway: tokenizer joined with {} credits ({} tokenizers)", ready->credits,
-                 tokenizers_.size());
+    tokenizers_.ready(worker, ready->credits, now.steady);
   } else if (const auto* credit = std::get_if<stage::Credit>(&message)) {
-    if (!known) return;  // from a tokenizer declared dead: its work went elsewhere
-    liveness_.seen(worker, now.steady);
+    if (!tokenizers_.heard(worker, now.steady)) return;  // declared dead: its work went elsewhere
     tokenizers_.release(worker, credit->credits);
-    for (int i = 0; i < credit->credits && !in_flight_[worker].empty(); ++i)
-      in_flight_[worker].pop_front();
+    for (int i = 0; i < credit->credits; ++i) tokenizers_.answered(worker);  // one per message
   } else if (std::holds_alternative<stage::Heartbeat>(message)) {
-    if (known) liveness_.seen(worker, now.steady);
+    tokenizers_.heard(worker, now.steady);
   } else {
     spdlog::warn("gateway: ignored a '{}' message from a tokenizer", stage::kind_name(message));
     metrics_.malformed();
@@ -196,12 +170,7 @@ void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage&
 
 void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& out) {
   if (const auto* heartbeat = std::get_if<stage::Heartbeat>(&message)) {  // from a batcher
-    for (auto& b : batchers_) {
-      if (b.endpoint != heartbeat->from) continue;
-      b.last_seen = now.steady;
-      if (!b.live) spdlog::info("gateway: batcher {} is live again", b.endpoint);
-      b.live = true;
-    }
+    batchers_.heard(heartbeat->from, now.steady);
     return;
   }
   auto* results = std::get_if<stage::Result>(&message);
@@ -272,7 +241,16 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
     }
   }
   requests_.erase(it);
+  batchers_.forget(id);
   metrics_.set_in_flight(static_cast<double>(requests_.size()));
+}
+
+void Gateway::unavailable(uint64_t id, const std::string& why, SteadyClock::time_point now,
+                          Outbox& out) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;  // answered already
+  reply(id, protocol::error_reply(it->second.client_id, {protocol::ErrorCode::kUnavailable, why}),
+        now, out);
 }
 
 void Gateway::reply_error(Envelope envelope, std::string client_id, protocol::Error error,
@@ -317,7 +295,7 @@ void Gateway::cancel(const Envelope& envelope, const std::string& client_id, con
           now.steady, out);
   }
   // Every batcher: a re-submitted request may have work at two.
-  for (const auto& b : batchers_) out.to_batcher.emplace_back(b.endpoint, cancel);
+  for (const auto& endpoint : batchers_.endpoints()) out.pushes.emplace_back(endpoint, cancel);
 }
 
 void Gateway::expire(const Now& now, Outbox& out) {
@@ -336,9 +314,10 @@ void Gateway::expire(const Now& now, Outbox& out) {
 void Gateway::dispatch(const Now& now, Outbox& out) {
   while (!waiting_.empty()) {
     stage::Tokenize& work = waiting_.front();
-    auto it = requests_.find(work.items.front().request);
+    const uint64_t id = work.items.front().request;
+    auto it = requests_.find(id);
     const std::string& to = work.items.front().batcher;
-    if (it == requests_.end() || (!to.empty() && to != batchers_[it->second.batcher].endpoint)) {
+    if (it == requests_.end() || (!to.empty() && to != batchers_.target(id))) {
       waiting_.pop_front();  // answered while it waited (deadline), or re-submitted elsewhere
       continue;
     }
@@ -346,108 +325,46 @@ void Gateway::dispatch(const Now& now, Outbox& out) {
     if (!worker) break;
     const uint64_t queued = micros(now.steady - it->second.received);
     for (auto& item : work.items) item.timings.queue_us = queued;
-    in_flight_[*worker].push_back(work);
-    out.to_tokenizers.emplace_back(std::move(*worker), std::move(work));
+    tokenizers_.sent(*worker, work);
+    out.sends.push_back({kTokenizerLink, std::move(*worker), std::move(work)});
     waiting_.pop_front();
   }
   metrics_.set_queue_depth(static_cast<double>(waiting_.size()));
 }
 
 void Gateway::tick(const Now& now, Outbox& out) {
-  if (liveness_.heartbeat_due(now.steady)) {
-    metrics_.heartbeats_missed(liveness_.silent(now.steady));
-    for (const auto& worker : liveness_.workers()) {
-      out.to_tokenizers.emplace_back(worker, stage::Heartbeat{});
-    }
-  }
-  for (const auto& worker : liveness_.take_dead(now.steady)) tokenizer_dead(worker, now, out);
-  if (batchers_.size() < 2) return;
-  const auto timeout = std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms) *
-                       config_.liveness.heartbeat_liveness;
-  if (now.steady >= next_batcher_heartbeat_) {
-    next_batcher_heartbeat_ =
-        now.steady + std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms);
-    for (const auto& b : batchers_)  // naming where the batcher answers
-      out.to_batcher.emplace_back(b.endpoint, stage::Heartbeat{results_endpoint_});
-  }
-  for (size_t i = 0; i < batchers_.size(); ++i) {
-    if (batchers_[i].last_seen == SteadyClock::time_point{})
-      batchers_[i].last_seen = now.steady;  // a full period to answer
-    if (batchers_[i].live && now.steady - batchers_[i].last_seen > timeout)
-      batcher_dead(i, now, out);
-  }
-}
-
-void Gateway::batcher_dead(size_t index, const Now& now, Outbox& out) {
-  if (index >= batchers_.size() || !batchers_[index].live) return;
-  batchers_[index].live = false;
-  metrics_.worker_dead();
-  std::vector<uint64_t> held;
-  for (const auto& [id, r] : requests_) {
-    if (r.batcher == index) held.push_back(id);
-  }
-  spdlog::warn(
-      "gateway: batcher {} is silent ({} of {} live); {} request(s) it held are re-submitted or "
-      "answered",
-      batchers_[index].endpoint, live_batchers(), batchers_.size(), held.size());
-  for (uint64_t id : held) {
-    Request& r = requests_.at(id);
-    const auto other = next_live_batcher(index);
-    if (r.resubmitted || !other) {
-      reply(id,
-            protocol::error_reply(
-                r.client_id,
-                {protocol::ErrorCode::kUnavailable,
-                 r.resubmitted ? "two batchers failed on this request"
-                               : "the batcher holding this request died and no other is live"}),
-            now.steady, out);
-      continue;
-    }
-    r.resubmitted = true;
-    r.batcher = *other;
-    stage::Tokenize work = tokenize_work(id, r);
+  for (const auto& worker : tokenizers_.tick(now, out)) tokenizer_dead(worker, now, out);
+  const BatcherFailover::Failover failover = batchers_.tick(now.steady, out);
+  for (size_t i = 0; i < failover.dead; ++i) metrics_.worker_dead();
+  for (const auto& [id, why] : failover.lost) unavailable(id, why, now.steady, out);
+  // Submitted again, first in line, in arrival order.
+  for (auto id = failover.moved.rbegin(); id != failover.moved.rend(); ++id) {
+    auto it = requests_.find(*id);
+    if (it == requests_.end()) continue;
+    stage::Tokenize work = tokenize_work(*id, it->second);
     metrics_.redispatched(static_cast<double>(work.items.size()));
     waiting_.push_front(std::move(work));
   }
 }
 
 void Gateway::tokenizer_dead(const std::string& worker, const Now& now, Outbox& out) {
-  if (!tokenizers_.remove(worker)) return;
-  liveness_.forget(worker);
-  metrics_.worker_dead();
-  auto node = in_flight_.extract(worker);
-  const size_t held = node.empty() ? 0 : node.mapped().size();
-  spdlog::warn(
-      "gateway: a tokenizer is dead ({} left); {} message(s) it held are re-dispatched or answered",
-      tokenizers_.size(), held);
-  if (node.empty()) return;
-  auto& lost = node.mapped();
-  for (auto it = lost.rbegin(); it != lost.rend(); ++it) {
-    const uint64_t id = it->items.front().request;
-    auto request = requests_.find(id);
-    if (request == requests_.end()) continue;  // answered already
-    if (request->second.retried || tokenizers_.size() == 0) {
-      reply(id,
-            protocol::error_reply(
-                request->second.client_id,
-                {protocol::ErrorCode::kUnavailable,
-                 request->second.retried
-                     ? "two tokenizer replicas failed on this request"
-                     : "the tokenizer holding this request died and no other is live"}),
-            now.steady, out);
-      continue;
-    }
-    request->second.retried = true;
-    metrics_.redispatched(static_cast<double>(it->items.size()));
-    waiting_.push_front(std::move(*it));
+  auto lost = tokenizers_.remove(worker, now, [&](const stage::TextItem& item) {
+    return requests_.count(item.request) == 0;  // answered already
+  });
+  for (const auto& [item, why] : lost.failed) unavailable(item.request, why, now.steady, out);
+  // The rest waits again, first in line, in the order first sent: one message per request.
+  std::vector<stage::Tokenize> again;
+  for (auto& item : lost.again) {
+    if (requests_.count(item.request) == 0) continue;  // answered by a failure above
+    if (again.empty() || again.back().items.front().request != item.request) again.emplace_back();
+    again.back().items.push_back(std::move(item));
   }
+  for (auto it = again.rbegin(); it != again.rend(); ++it) waiting_.push_front(std::move(*it));
 }
 
 std::vector<status::StageStatus> Gateway::status() const {
-  const int free = tokenizers_.total_free();
   return {{"gateway", 1, static_cast<int>(requests_.size()), static_cast<int>(waiting_.size()), 0},
-          {"tokenizer", static_cast<int>(tokenizers_.size()), tokenizers_.total_capacity() - free,
-           0, free}};
+          tokenizers_.status(0)};
 }
 
 std::optional<SteadyClock::time_point> Gateway::next_deadline() const {

@@ -73,10 +73,11 @@ class BatcherHubTest : public ::testing::Test {
     return *hub_;
   }
   // The messages of one role in the outbox (heartbeats left out).
-  static std::vector<Outbox::ToWorker> sent(const Outbox& out, Role role) {
-    std::vector<Outbox::ToWorker> v;
-    for (const auto& m : out.to_workers) {
-      if (m.role == role && !std::holds_alternative<stage::Heartbeat>(m.message)) v.push_back(m);
+  static std::vector<Outbox::Send> sent(const Outbox& out, Role role) {
+    std::vector<Outbox::Send> v;
+    for (const auto& m : out.sends) {
+      if (m.link == link(role) && !std::holds_alternative<stage::Heartbeat>(m.message))
+        v.push_back(m);
     }
     return v;
   }
@@ -92,13 +93,13 @@ TEST_F(BatcherHubTest, BatchesGoOnlyToEncodersWithCredit) {
   Outbox out;
   h.on_sequences(sequences({item(1), item(2), item(3), item(4)}), t0, out);
   h.dispatch(t0, out);
-  EXPECT_TRUE(out.to_workers.empty());  // no encoder yet: the queue keeps them
+  EXPECT_TRUE(out.sends.empty());  // no encoder yet: the queue keeps them
   h.on_worker(Role::kEncoder, "e1", stage::Ready{1}, t0);
   h.on_worker(Role::kEncoder, "e2", stage::Ready{1}, t0);
   h.dispatch(t0, out);
   auto batches = sent(out, Role::kEncoder);
   ASSERT_EQ(batches.size(), 2u);  // one batch (preferred size 2) per encoder credit
-  EXPECT_NE(batches[0].worker, batches[1].worker);
+  EXPECT_NE(batches[0].peer, batches[1].peer);
   EXPECT_EQ(stage::kind(batches[0].message), stage::MessageKind::kEncode);
   EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(requests(batches[1].message), (std::vector<uint64_t>{3, 4}));
@@ -106,10 +107,10 @@ TEST_F(BatcherHubTest, BatchesGoOnlyToEncodersWithCredit) {
   h.on_sequences(sequences({item(5), item(6)}), t0, out);
   h.dispatch(t0, out);
   EXPECT_TRUE(sent(out, Role::kEncoder).empty());  // both encoders busy
-  h.on_worker(Role::kEncoder, batches[0].worker, encoded_batch(batches[0].message, 1), t0);
+  h.on_worker(Role::kEncoder, batches[0].peer, encoded_batch(batches[0].message, 1), t0);
   h.dispatch(t0, out);
   ASSERT_EQ(sent(out, Role::kEncoder).size(), 1u);
-  EXPECT_EQ(sent(out, Role::kEncoder)[0].worker, batches[0].worker);
+  EXPECT_EQ(sent(out, Role::kEncoder)[0].peer, batches[0].peer);
 }
 
 TEST_F(BatcherHubTest, DecodersAreChargedNumBeamsSlots) {
@@ -125,7 +126,7 @@ TEST_F(BatcherHubTest, DecodersAreChargedNumBeamsSlots) {
   h.dispatch(t0, out);
   auto decodes = sent(out, Role::kDecoder);
   ASSERT_EQ(decodes.size(), 1u);  // both items to the one with slots, in one message
-  EXPECT_EQ(decodes[0].worker, "d2");
+  EXPECT_EQ(decodes[0].peer, "d2");
   EXPECT_EQ(requests(decodes[0].message), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d2"), 3);
   // Finishing returns the slots; the decoded item goes to a postprocessor with credit.
@@ -146,9 +147,9 @@ TEST_F(BatcherHubTest, FullQueueAnswersOverloadedToTheItemsGateway) {
   BatcherHub& h = hub();
   Outbox out;
   h.on_sequences(sequences({item(1), item(2), item(3)}), t0, out);
-  ASSERT_EQ(out.to_gateways.size(), 1u);
-  EXPECT_EQ(out.to_gateways[0].first, "ipc:///tmp/gw.sock");
-  const auto& failed = as<stage::Result>(out.to_gateways[0].second).items.at(0);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(out.pushes[0].first, "ipc:///tmp/gw.sock");
+  const auto& failed = as<stage::Result>(out.pushes[0].second).items.at(0);
   EXPECT_EQ(failed.request, 3u);
   EXPECT_EQ(failed.error->code, protocol::ErrorCode::kOverloaded);
 }
@@ -159,22 +160,22 @@ TEST_F(BatcherHubTest, ADeadEncodersBatchGoesToAnotherOnceThenUnavailable) {
   h.on_worker(Role::kEncoder, "e1", stage::Ready{1}, t0);
   h.on_sequences(sequences({item(1), item(2)}), t0, out);
   h.dispatch(t0, out);
-  ASSERT_EQ(sent(out, Role::kEncoder).at(0).worker, "e1");
+  ASSERT_EQ(sent(out, Role::kEncoder).at(0).peer, "e1");
   h.on_worker(Role::kEncoder, "e2", stage::Ready{1}, t0 + milliseconds(250));
   out.clear();
   h.tick(t0 + milliseconds(301), out);  // e1 silent for 3 intervals
   h.dispatch(t0 + milliseconds(301), out);
   auto again = sent(out, Role::kEncoder);
   ASSERT_EQ(again.size(), 1u);
-  EXPECT_EQ(again[0].worker, "e2");
+  EXPECT_EQ(again[0].peer, "e2");
   EXPECT_EQ(requests(again[0].message), (std::vector<uint64_t>{1, 2}));
-  EXPECT_TRUE(out.to_gateways.empty());
+  EXPECT_TRUE(out.pushes.empty());
   // e1 wakes up and answers: its late items go nowhere.
   h.on_worker(Role::kEncoder, "e1", encoded_batch(again[0].message, 1), t0 + milliseconds(310));
   out.clear();
   h.worker_dead(Role::kEncoder, "e2", t0 + milliseconds(320), out);  // lost twice
-  ASSERT_EQ(out.to_gateways.size(), 2u);
-  for (const auto& [gw, m] : out.to_gateways)
+  ASSERT_EQ(out.pushes.size(), 2u);
+  for (const auto& [gw, m] : out.pushes)
     EXPECT_EQ(as<stage::Result>(m).items.at(0).error->code, protocol::ErrorCode::kUnavailable);
   EXPECT_EQ(h.queued(), 0u);  // nothing was forwarded to the decoders
 }
@@ -189,8 +190,8 @@ TEST_F(BatcherHubTest, ADecoderThatLeavesWithoutOthersAnswersUnavailable) {
   ASSERT_EQ(sent(out, Role::kDecoder).size(), 1u);
   out.clear();
   h.worker_dead(Role::kDecoder, "d", t0, out);
-  ASSERT_EQ(out.to_gateways.size(), 1u);
-  EXPECT_EQ(as<stage::Result>(out.to_gateways[0].second).items[0].error->code,
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items[0].error->code,
             protocol::ErrorCode::kUnavailable);
   EXPECT_EQ(h.credits(Role::kDecoder).size(), 0u);
 }
@@ -202,7 +203,7 @@ TEST_F(BatcherHubTest, UnexpectedKindsFromWorkersAreIgnored) {
   h.on_worker(Role::kPostprocessor, "p", stage::Encoded{0, {encoded(1)}}, t0);
   h.on_worker(Role::kEncoder, "e", stage::Decoded{0, {decoded(encoded(2))}}, t0);
   h.dispatch(t0, out);
-  EXPECT_TRUE(out.to_workers.empty());
+  EXPECT_TRUE(out.sends.empty());
   EXPECT_EQ(h.queued(), 0u);
 }
 
@@ -229,16 +230,16 @@ TEST_F(BatcherHubTest, ADeadDecodersItemGoesToAnotherAndItsLateAnswerIsDropped) 
   h.on_worker(Role::kEncoder, "e", stage::Encoded{1, {encoded(1, 5, 2)}}, t0);
   h.dispatch(t0, out);
   ASSERT_EQ(sent(out, Role::kDecoder).size(), 1u);
-  ASSERT_EQ(sent(out, Role::kDecoder)[0].worker, "d1");
+  ASSERT_EQ(sent(out, Role::kDecoder)[0].peer, "d1");
   h.on_worker(Role::kDecoder, "d2", stage::Ready{2}, t0);
   out.clear();
   h.worker_dead(Role::kDecoder, "d1", t0, out);
-  EXPECT_TRUE(out.to_gateways.empty());
+  EXPECT_TRUE(out.pushes.empty());
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), -1);
   h.dispatch(t0, out);
   auto again = sent(out, Role::kDecoder);
   ASSERT_EQ(again.size(), 1u);
-  EXPECT_EQ(again[0].worker, "d2");
+  EXPECT_EQ(again[0].peer, "d2");
   EXPECT_EQ(requests(again[0].message), (std::vector<uint64_t>{1}));
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d2"), 0);
   // d1 was only stopped: its answer arrives after all and goes no further.
@@ -264,7 +265,7 @@ TEST_F(BatcherHubTest, HighPriorityRequestsOvertakeQueuedLowPriorityOnes) {
   stage::SequenceItem urgent1 = item(11), urgent2 = item(12);
   urgent1.params.priority = urgent2.params.priority = 1;
   h.on_sequences(sequences({urgent1, urgent2}), t0 + milliseconds(1), out);
-  EXPECT_TRUE(out.to_gateways.empty());
+  EXPECT_TRUE(out.pushes.empty());
   h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
   h.dispatch(t0 + milliseconds(1), out);
   auto batches = sent(out, Role::kEncoder);
@@ -307,8 +308,8 @@ TEST_F(BatcherHubTest, APriorityBeyondTheLevelsIsAnInvalidArgumentResult) {
   stage::SequenceItem w = item(5);
   w.params.priority = 3;  // a gateway configured with more levels than this batcher
   h.on_sequences(sequences({w, item(6)}), t0, out);
-  ASSERT_EQ(out.to_gateways.size(), 1u);
-  const auto& failed = as<stage::Result>(out.to_gateways[0].second).items.at(0);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  const auto& failed = as<stage::Result>(out.pushes[0].second).items.at(0);
   EXPECT_EQ(failed.request, 5u);
   ASSERT_TRUE(failed.error.has_value());
   EXPECT_EQ(failed.error->code, protocol::ErrorCode::kInvalidArgument);
@@ -322,18 +323,18 @@ TEST_F(BatcherHubTest, GatewaysThatHeartbeatAreAnsweredWithThisBatchersIngress) 
   BatcherHub& h = hub();
   Outbox out;
   h.tick(t0, out);
-  EXPECT_TRUE(out.to_gateways.empty());  // no gateway heard from yet
+  EXPECT_TRUE(out.pushes.empty());  // no gateway heard from yet
   h.on_sequences(stage::Heartbeat{"ipc:///tmp/gw.sock"}, t0, out);
   EXPECT_EQ(h.queued(), 0u);
   h.tick(t0 + milliseconds(1), out);
-  ASSERT_EQ(out.to_gateways.size(), 1u);
-  EXPECT_EQ(out.to_gateways[0].first, "ipc:///tmp/gw.sock");
-  EXPECT_EQ(stage::kind(out.to_gateways[0].second), stage::MessageKind::kHeartbeat);
-  EXPECT_EQ(as<stage::Heartbeat>(out.to_gateways[0].second).from, "ipc:///tmp/b1-in.sock");
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(out.pushes[0].first, "ipc:///tmp/gw.sock");
+  EXPECT_EQ(stage::kind(out.pushes[0].second), stage::MessageKind::kHeartbeat);
+  EXPECT_EQ(as<stage::Heartbeat>(out.pushes[0].second).from, "ipc:///tmp/b1-in.sock");
   h.tick(t0 + milliseconds(50), out);
-  EXPECT_EQ(out.to_gateways.size(), 1u);  // once per heartbeat interval (100 ms)
-  h.tick(t0 + milliseconds(2000), out);   // silent for 10 intervals: forgotten
-  EXPECT_EQ(out.to_gateways.size(), 1u);
+  EXPECT_EQ(out.pushes.size(), 1u);      // once per heartbeat interval (100 ms)
+  h.tick(t0 + milliseconds(2000), out);  // silent for 10 intervals: forgotten
+  EXPECT_EQ(out.pushes.size(), 1u);
 }
 
 stage::StageMessage cancel_of(uint64_t request) {
@@ -352,8 +353,8 @@ TEST_F(BatcherHubTest, ACancelDropsQueuedWorkAndWorkThatArrivesLater) {
   h.on_sequences(cancel_of(4), t0, out);  // waiting for a decoder
   h.on_sequences(cancel_of(9), t0, out);  // still at a tokenizer
   EXPECT_EQ(h.queued(), 3u);
-  EXPECT_TRUE(out.to_workers.empty());
-  EXPECT_TRUE(out.to_gateways.empty());  // the gateway answered `cancelled` itself
+  EXPECT_TRUE(out.sends.empty());
+  EXPECT_TRUE(out.pushes.empty());  // the gateway answered `cancelled` itself
   h.on_sequences(sequences({item(9), item(6)}), t0, out);  // 9 arrives after its cancel: dropped
   EXPECT_EQ(h.queued(), 4u);
   h.on_worker(Role::kDecoder, "d", stage::Ready{8}, t0);
@@ -385,11 +386,11 @@ TEST_F(BatcherHubTest, ACancelReachesTheDecoderRunningTheSequenceAndItsSlotsCome
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), 0);
   out.clear();
   h.on_sequences(cancel_of(2), t0, out);
-  ASSERT_EQ(out.to_workers.size(), 1u);
-  EXPECT_EQ(out.to_workers[0].role, Role::kDecoder);
-  EXPECT_EQ(out.to_workers[0].worker, "d1");
-  EXPECT_EQ(stage::kind(out.to_workers[0].message), stage::MessageKind::kCancel);
-  EXPECT_EQ(requests(out.to_workers[0].message), (std::vector<uint64_t>{2}));
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].link, link(Role::kDecoder));
+  EXPECT_EQ(out.sends[0].peer, "d1");
+  EXPECT_EQ(stage::kind(out.sends[0].message), stage::MessageKind::kCancel);
+  EXPECT_EQ(requests(out.sends[0].message), (std::vector<uint64_t>{2}));
   // The decoder stops it and returns its two slots without an item.
   h.on_worker(Role::kDecoder, "d1", stage::Decoded{2, {}}, t0);
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), 2);
@@ -434,7 +435,7 @@ TEST_F(BatcherHubTest, DeadlinesAreReadOnTheWallClockOfTheMomentGiven) {
   auto batches = sent(out, Role::kEncoder);
   ASSERT_EQ(batches.size(), 1u);
   EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{2}));
-  EXPECT_TRUE(out.to_gateways.empty());  // its gateway answers deadline_exceeded itself
+  EXPECT_TRUE(out.pushes.empty());  // its gateway answers deadline_exceeded itself
 }
 
 TEST_F(BatcherHubTest, ASequenceWithoutIdsIsAnInternalError) {
@@ -443,9 +444,9 @@ TEST_F(BatcherHubTest, ASequenceWithoutIdsIsAnInternalError) {
   stage::SequenceItem empty = item(1);
   empty.ids.clear();
   h.on_sequences(sequences({empty, item(2)}), t0, out);
-  ASSERT_EQ(out.to_gateways.size(), 1u);
-  EXPECT_EQ(as<stage::Result>(out.to_gateways[0].second).items.at(0).request, 1u);
-  EXPECT_EQ(as<stage::Result>(out.to_gateways[0].second).items[0].error->code,
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).request, 1u);
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items[0].error->code,
             protocol::ErrorCode::kInternal);
   EXPECT_EQ(h.queued(), 1u);
 }
@@ -469,8 +470,8 @@ TEST_F(BatcherHubTest, UnexpectedKindsReleaseNoCredit) {
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d"), 0);
   EXPECT_EQ(h.queued(), 0u);
   h.dispatch(t0, out);
-  EXPECT_TRUE(out.to_workers.empty());
-  EXPECT_TRUE(out.to_gateways.empty());
+  EXPECT_TRUE(out.sends.empty());
+  EXPECT_TRUE(out.pushes.empty());
 }
 
 TEST_F(BatcherHubTest, NoNewBatchesWhileDecodersAreBehindAndTheWholeBacklogCountsForOverload) {
@@ -484,9 +485,9 @@ TEST_F(BatcherHubTest, NoNewBatchesWhileDecodersAreBehindAndTheWholeBacklogCount
   h.dispatch(t0, out);
   EXPECT_TRUE(sent(out, Role::kEncoder).empty());  // 4 encoded sequences wait for decoder slots
   h.on_sequences(sequences({item(7)}), t0, out);   // 4 waiting + 2 queued = max_queue_size
-  ASSERT_EQ(out.to_gateways.size(), 1u);
-  EXPECT_EQ(as<stage::Result>(out.to_gateways[0].second).items.at(0).request, 7u);
-  EXPECT_EQ(as<stage::Result>(out.to_gateways[0].second).items.at(0).error->code,
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).request, 7u);
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).error->code,
             protocol::ErrorCode::kOverloaded);
   h.on_worker(Role::kDecoder, "d", stage::Ready{8}, t0);
   out.clear();

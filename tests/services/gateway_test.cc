@@ -71,18 +71,18 @@ TEST_F(GatewayTest, WorkGoesOutOnlyWithTokenizerCredit) {
   g.on_client(request("A", texts({"x"})), t0, out);
   g.on_client(request("B", texts({"y"})), t0, out);
   g.dispatch(t0, out);
-  EXPECT_TRUE(out.to_tokenizers.empty());  // no tokenizer yet
+  EXPECT_TRUE(out.sends.empty());  // no tokenizer yet
   EXPECT_EQ(g.waiting(), 2u);
   g.on_tokenizer("tok1", stage::Ready{1}, t0);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.size(), 1u);  // one credit, one message
-  EXPECT_EQ(out.to_tokenizers[0].first, "tok1");
-  EXPECT_EQ(work_of(out.to_tokenizers[0].second).items.at(0).text, "x");
-  EXPECT_EQ(work_of(out.to_tokenizers[0].second).items.at(0).gateway, "ipc:///tmp/results.sock");
+  ASSERT_EQ(out.sends.size(), 1u);  // one credit, one message
+  EXPECT_EQ(out.sends[0].peer, "tok1");
+  EXPECT_EQ(work_of(out.sends[0].message).items.at(0).text, "x");
+  EXPECT_EQ(work_of(out.sends[0].message).items.at(0).gateway, "ipc:///tmp/results.sock");
   g.on_tokenizer("tok1", stage::Credit{1}, t0);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.size(), 2u);
-  EXPECT_EQ(work_of(out.to_tokenizers[1].second).items.at(0).text, "y");
+  ASSERT_EQ(out.sends.size(), 2u);
+  EXPECT_EQ(work_of(out.sends[1].message).items.at(0).text, "y");
 }
 
 TEST_F(GatewayTest, ItemsCarryTheDeadlineOfTheMomentGivenOnTheWallClock) {
@@ -93,14 +93,14 @@ TEST_F(GatewayTest, ItemsCarryTheDeadlineOfTheMomentGivenOnTheWallClock) {
   r.timeout_ms = 250;
   g.on_client(request("A", r), t0 + milliseconds(10), out);
   g.dispatch(t0 + milliseconds(10), out);
-  ASSERT_EQ(out.to_tokenizers.size(), 1u);
-  EXPECT_EQ(work_of(out.to_tokenizers[0].second).items.at(0).deadline,
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(work_of(out.sends[0].message).items.at(0).deadline,
             Deadline::after(t0 + milliseconds(10), milliseconds(250)));
   EXPECT_EQ(g.next_deadline(), (t0 + milliseconds(260)).steady);
   out.clear();
   g.on_client(request("A", cancel_of("c1")), t0 + milliseconds(20), out);
-  ASSERT_EQ(out.to_batcher.size(), 1u);  // the batcher forgets the cancel at the same instant
-  EXPECT_EQ(std::get<stage::Cancel>(out.to_batcher[0].second).requests.at(0).deadline,
+  ASSERT_EQ(out.pushes.size(), 1u);  // the batcher forgets the cancel at the same instant
+  EXPECT_EQ(std::get<stage::Cancel>(out.pushes[0].second).requests.at(0).deadline,
             Deadline::after(t0 + milliseconds(10), milliseconds(250)));
 }
 
@@ -110,8 +110,8 @@ TEST_F(GatewayTest, AllResultsMakeOneOkReplyInIndexOrder) {
   g.on_tokenizer("tok", stage::Ready{4}, t0);
   g.on_client(request("A", texts({"a", "b", "c"}, true)), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.size(), 1u);
-  stage::Result result = result_for(out.to_tokenizers[0].second, {"A", "B", "C"});
+  ASSERT_EQ(out.sends.size(), 1u);
+  stage::Result result = result_for(out.sends[0].message, {"A", "B", "C"});
   std::swap(result.items[0], result.items[2]);  // results arrive in any order
   stage::Result first{{result.items[0]}};
   stage::Result rest{{result.items[1], result.items[2]}};
@@ -137,7 +137,7 @@ TEST_F(GatewayTest, NoScoresUnlessAsked) {
   g.on_tokenizer("tok", stage::Ready{4}, t0);
   g.on_client(request("A", texts({"a"})), t0, out);
   g.dispatch(t0, out);
-  g.on_results(result_for(out.to_tokenizers[0].second, {"A"}), t0, out);
+  g.on_results(result_for(out.sends[0].message, {"A"}), t0, out);
   EXPECT_FALSE(reply_of(out).scores.has_value());
 }
 
@@ -147,7 +147,7 @@ TEST_F(GatewayTest, DeadlineAnswersOnceAndTheLateResultIsDropped) {
   g.on_tokenizer("tok", stage::Ready{4}, t0);
   g.on_client(request("A", texts({"a"})), t0, out);
   g.dispatch(t0, out);
-  const stage::StageMessage work = out.to_tokenizers[0].second;
+  const stage::StageMessage work = out.sends[0].message;
   EXPECT_EQ(g.next_deadline(), (t0 + milliseconds(1000)).steady);
   g.expire(t0 + milliseconds(999), out);
   EXPECT_TRUE(out.replies.empty());
@@ -166,7 +166,7 @@ TEST_F(GatewayTest, AFailedItemAnswersTheRequestWithItsCodeOnce) {
   g.on_tokenizer("tok", stage::Ready{4}, t0);
   g.on_client(request("A", texts({"a", "b"})), t0, out);
   g.dispatch(t0, out);
-  stage::Result result = result_for(out.to_tokenizers[0].second, {"A", "B"});
+  stage::Result result = result_for(out.sends[0].message, {"A", "B"});
   result.items[0].error = protocol::Error{protocol::ErrorCode::kTooLong, "text 0 is 300 tokens"};
   g.on_results(std::move(result), t0, out);
   ASSERT_EQ(out.replies.size(), 1u);
@@ -208,13 +208,13 @@ TEST_F(GatewayTest, ADeadTokenizersWorkGoesToAnotherOnceThenUnavailable) {
   g.on_tokenizer("t1", stage::Ready{1}, t0);
   g.on_client(request("A", texts({"a"})), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.at(0).first, "t1");
+  ASSERT_EQ(out.sends.at(0).peer, "t1");
   g.on_tokenizer("t2", stage::Ready{1}, t0 + milliseconds(200));
   out.clear();
   g.tick(t0 + milliseconds(301), out);  // t1 silent for 3 intervals: dead
   g.dispatch(t0 + milliseconds(301), out);
   std::vector<std::pair<std::string, std::string>> sent;
-  for (const auto& [w, m] : out.to_tokenizers) {
+  for (const auto& [link, w, m] : out.sends) {
     if (auto* t = std::get_if<stage::Tokenize>(&m)) sent.emplace_back(w, t->items.at(0).text);
   }
   ASSERT_EQ(sent.size(), 1u);
@@ -240,8 +240,8 @@ TEST_F(GatewayTest, PriorityIsPassedOnAndAnUnknownLevelIsAnsweredAtOnce) {
   unknown.params.priority = 3;
   g.on_client(request("A", unknown), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.size(), 1u);
-  EXPECT_EQ(work_of(out.to_tokenizers[0].second).items.at(0).params.priority, 1);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(work_of(out.sends[0].message).items.at(0).params.priority, 1);
   ASSERT_EQ(out.replies.size(), 1u);
   const protocol::Reply r = reply_of(out);
   EXPECT_EQ(r.id, "c2");
@@ -261,7 +261,7 @@ TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavai
   };
   auto tokenize_sent = [&] {  // (text, batcher) of the tokenize items in the outbox
     std::vector<std::pair<std::string, std::string>> v;
-    for (const auto& [w, m] : out.to_tokenizers) {
+    for (const auto& [link, w, m] : out.sends) {
       if (auto* t = std::get_if<stage::Tokenize>(&m))
         v.emplace_back(t->items.at(0).text, t->items.at(0).batcher);
     }
@@ -270,11 +270,11 @@ TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavai
   using Sent = std::vector<std::pair<std::string, std::string>>;
   g.on_tokenizer("tok", stage::Ready{8}, t0);
   g.tick(t0, out);
-  ASSERT_EQ(out.to_batcher.size(), 2u);  // a heartbeat to each, naming where to answer
-  EXPECT_EQ(out.to_batcher[0].first, "ipc:///tmp/b1.sock");
-  EXPECT_EQ(out.to_batcher[1].first, "ipc:///tmp/b2.sock");
-  EXPECT_EQ(stage::kind(out.to_batcher[1].second), stage::MessageKind::kHeartbeat);
-  EXPECT_EQ(std::get<stage::Heartbeat>(out.to_batcher[1].second).from, "ipc:///tmp/results.sock");
+  ASSERT_EQ(out.pushes.size(), 2u);  // a heartbeat to each, naming where to answer
+  EXPECT_EQ(out.pushes[0].first, "ipc:///tmp/b1.sock");
+  EXPECT_EQ(out.pushes[1].first, "ipc:///tmp/b2.sock");
+  EXPECT_EQ(stage::kind(out.pushes[1].second), stage::MessageKind::kHeartbeat);
+  EXPECT_EQ(std::get<stage::Heartbeat>(out.pushes[1].second).from, "ipc:///tmp/results.sock");
   protocol::Request r1 = texts({"a"}), r2 = texts({"b"}), r3 = texts({"c"});
   r2.id = "c2";
   r3.id = "c3";
@@ -331,13 +331,13 @@ TEST_F(GatewayTest, ACancelAnswersTheRequestCancelledOnceAndTellsTheBatcher) {
   g.on_tokenizer("tok", stage::Ready{4}, t0);
   g.on_client(request("A", texts({"a", "b"})), t0, out);
   g.dispatch(t0, out);
-  const stage::StageMessage work = out.to_tokenizers.at(0).second;
+  const stage::StageMessage work = out.sends.at(0).message;
   out.clear();
   // Another client's cancel of the same id, and this client's cancel of another id: nothing.
   g.on_client(request("B", cancel_of("c1")), t0 + milliseconds(10), out);
   g.on_client(request("A", cancel_of("c2")), t0 + milliseconds(10), out);
   EXPECT_TRUE(out.replies.empty());
-  EXPECT_TRUE(out.to_batcher.empty());
+  EXPECT_TRUE(out.pushes.empty());
   EXPECT_EQ(g.in_flight(), 1u);
 
   g.on_client(request("A", cancel_of("c1")), t0 + milliseconds(20), out);
@@ -348,9 +348,9 @@ TEST_F(GatewayTest, ACancelAnswersTheRequestCancelledOnceAndTellsTheBatcher) {
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.error->code, protocol::ErrorCode::kCancelled);
   EXPECT_EQ(r.timings.total_us, 20000u);
-  ASSERT_EQ(out.to_batcher.size(), 1u);
-  EXPECT_EQ(stage::kind(out.to_batcher[0].second), stage::MessageKind::kCancel);
-  const auto& cancelled = std::get<stage::Cancel>(out.to_batcher[0].second).requests;
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(stage::kind(out.pushes[0].second), stage::MessageKind::kCancel);
+  const auto& cancelled = std::get<stage::Cancel>(out.pushes[0].second).requests;
   ASSERT_EQ(cancelled.size(), 1u);
   EXPECT_EQ(cancelled[0].request, work_of(work).items[0].request);
   EXPECT_EQ(cancelled[0].gateway, "ipc:///tmp/results.sock");
@@ -364,7 +364,7 @@ TEST_F(GatewayTest, ACancelAnswersTheRequestCancelledOnceAndTellsTheBatcher) {
   g.on_client(request("A", cancel_of("c1")), t0 + milliseconds(40), out);
   g.expire(t0 + milliseconds(5000), out);
   EXPECT_TRUE(out.replies.empty());
-  EXPECT_TRUE(out.to_batcher.empty());
+  EXPECT_TRUE(out.pushes.empty());
 }
 
 TEST_F(GatewayTest, ACancelAfterTheReplyIsIgnoredAndAMalformedCancelIsAnswered) {
@@ -373,20 +373,20 @@ TEST_F(GatewayTest, ACancelAfterTheReplyIsIgnoredAndAMalformedCancelIsAnswered) 
   g.on_tokenizer("tok", stage::Ready{4}, t0);
   g.on_client(request("A", texts({"a"})), t0, out);
   g.dispatch(t0, out);
-  g.on_results(result_for(out.to_tokenizers.at(0).second, {"A"}), t0, out);
+  g.on_results(result_for(out.sends.at(0).message, {"A"}), t0, out);
   ASSERT_EQ(out.replies.size(), 1u);
   EXPECT_TRUE(reply_of(out).ok);
   out.clear();
   g.on_client(request("A", cancel_of("c1")), t0, out);
   EXPECT_TRUE(out.replies.empty());
-  EXPECT_TRUE(out.to_batcher.empty());
+  EXPECT_TRUE(out.pushes.empty());
   g.on_client({"A", "",
                "\x83\xa1v\x01\xa2op\xa6"
                "cancel\xa4text\xa1x"},
               t0, out);  // cancel with a text
   ASSERT_EQ(out.replies.size(), 1u);
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(out.to_batcher.empty());
+  EXPECT_TRUE(out.pushes.empty());
 }
 
 TEST_F(GatewayTest, HeartbeatsGoToEveryTokenizerOncePerInterval) {
@@ -396,8 +396,8 @@ TEST_F(GatewayTest, HeartbeatsGoToEveryTokenizerOncePerInterval) {
   g.on_tokenizer("t2", stage::Ready{1}, t0);
   g.tick(t0 + milliseconds(10), out);
   g.tick(t0 + milliseconds(50), out);
-  ASSERT_EQ(out.to_tokenizers.size(), 2u);
-  for (const auto& [w, m] : out.to_tokenizers)
+  ASSERT_EQ(out.sends.size(), 2u);
+  for (const auto& [link, w, m] : out.sends)
     EXPECT_EQ(stage::kind(m), stage::MessageKind::kHeartbeat);
   const auto status = g.status();
   EXPECT_EQ(status.at(1).stage, "tokenizer");
@@ -413,7 +413,7 @@ TEST_F(GatewayTest, WorkWaitingForATokenizerIsDroppedOnceItsDeadlinePassed) {
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kDeadlineExceeded);
   g.on_tokenizer("tok", stage::Ready{1}, t0 + milliseconds(1001));
   g.dispatch(t0 + milliseconds(1001), out);
-  EXPECT_TRUE(out.to_tokenizers.empty());  // answered already: no tokenizer spends time on it
+  EXPECT_TRUE(out.sends.empty());  // answered already: no tokenizer spends time on it
   EXPECT_EQ(g.waiting(), 0u);
   EXPECT_EQ(g.status().at(1).free_credits, 1);
 }
@@ -424,7 +424,7 @@ TEST_F(GatewayTest, ADeadTokenizerWithNoOtherLeftAnswersUnavailableAndItsCreditI
   g.on_tokenizer("t1", stage::Ready{1}, t0);
   g.on_client(request("A", texts({"a"})), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.size(), 1u);
+  ASSERT_EQ(out.sends.size(), 1u);
   out.clear();
   g.tokenizer_dead("t1", t0 + milliseconds(1), out);
   ASSERT_EQ(out.replies.size(), 1u);
@@ -434,7 +434,7 @@ TEST_F(GatewayTest, ADeadTokenizerWithNoOtherLeftAnswersUnavailableAndItsCreditI
   g.on_tokenizer("t1", stage::Credit{1}, t0 + milliseconds(2));
   g.on_client(request("B", texts({"b"})), t0 + milliseconds(2), out);
   g.dispatch(t0 + milliseconds(2), out);
-  EXPECT_TRUE(out.to_tokenizers.empty());
+  EXPECT_TRUE(out.sends.empty());
   EXPECT_EQ(g.waiting(), 1u);
   EXPECT_EQ(g.status().at(1).replicas, 0);
 }

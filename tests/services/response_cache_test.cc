@@ -77,9 +77,9 @@ TEST(ResponseCache, TheGatewayAnswersARepeatedTextFromTheCacheAndNeverCachesErro
   g.on_client(request("teh speling"), t0, out);
   g.on_client(request("bad one"), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.size(), 2u);
+  ASSERT_EQ(out.sends.size(), 2u);
   auto result_of = [&](size_t i) {  // the result for the one text sent to a tokenizer
-    const stage::TextItem& item = std::get<stage::Tokenize>(out.to_tokenizers[i].second).items[0];
+    const stage::TextItem& item = std::get<stage::Tokenize>(out.sends[i].message).items[0];
     return stage::Result{{{item.request, item.index, "", 0.0f, item.timings, std::nullopt}}};
   };
   stage::Result ok = result_of(0);
@@ -96,7 +96,7 @@ TEST(ResponseCache, TheGatewayAnswersARepeatedTextFromTheCacheAndNeverCachesErro
   g.on_client(request("bad one"), t0, out);  // the error was not cached: it goes to a tokenizer
   g.dispatch(t0, out);
   EXPECT_EQ(out.replies.size(), 1u);
-  EXPECT_EQ(out.to_tokenizers.size(), 1u);
+  EXPECT_EQ(out.sends.size(), 1u);
   EXPECT_EQ(g.in_flight(), 1u);
 }
 

@@ -130,9 +130,9 @@ TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
   const auto want = (*tokenizer_)->encode("teh speling");
   EXPECT_EQ(as<stage::Sequence>(seq).items[0].ids, std::vector<int32_t>(want.begin(), want.end()));
   EXPECT_TRUE(as<stage::Sequence>(seq).items[0].text.empty());
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(stage::kind(out.to_hub[0].message), stage::MessageKind::kCredit);
-  EXPECT_EQ(as<stage::Credit>(out.to_hub[0].message).credits, 1);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(stage::kind(out.sends[0].message), stage::MessageKind::kCredit);
+  EXPECT_EQ(as<stage::Credit>(out.sends[0].message).credits, 1);
 }
 
 TEST_F(WorkerStages, TokenizerSendsEachSequenceToTheBatcherTheGatewayChoseAndAnswersThatGateway) {
@@ -153,8 +153,8 @@ TEST_F(WorkerStages, TokenizerSendsEachSequenceToTheBatcherTheGatewayChoseAndAns
   EXPECT_EQ(sent, (std::map<std::string, std::vector<uint64_t>>{{"ipc:///tmp/b1-in.sock", {1, 3}},
                                                                 {"ipc:///tmp/b2-in.sock", {2}},
                                                                 {"ipc:///tmp/in.sock", {4}}}));
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0], (worker::ToHub{1, stage::Credit{1}}));
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0], (worker::Outbox::Send{1, "", stage::Credit{1}}));
 }
 
 TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
@@ -163,9 +163,9 @@ TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
   std::vector<stage::SequenceItem> items;
   for (const char* t : {"teh speling", "hello world again"}) items.push_back(sequence(1, t));
   stage.handle(stage::Encode{items}, out);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(stage::kind(out.to_hub[0].message), stage::MessageKind::kEncoded);
-  const auto& encoded = as<stage::Encoded>(out.to_hub[0].message);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(stage::kind(out.sends[0].message), stage::MessageKind::kEncoded);
+  const auto& encoded = as<stage::Encoded>(out.sends[0].message);
   EXPECT_EQ(encoded.credits, 1);
   ASSERT_EQ(encoded.items.size(), 2u);
   engine::Encoder reference(*model_);
@@ -191,7 +191,7 @@ TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {
   std::map<uint64_t, std::vector<int32_t>> got;
   int credits = 0;
   for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
-  for (const auto& [hub, m] : out.to_hub) {
+  for (const auto& [hub, peer, m] : out.sends) {
     EXPECT_EQ(stage::kind(m), stage::MessageKind::kDecoded);
     credits += as<stage::Decoded>(m).credits;
     for (const auto& i : as<stage::Decoded>(m).items) got[i.request] = i.ids;
@@ -212,23 +212,23 @@ TEST_F(WorkerStages, DecoderStopsACancelledSequenceAndReturnsItsSlotsWhileOthers
   stage.work(out);
   ASSERT_EQ(stage.running(), 2);
   EXPECT_EQ(stage.free_slots(), 3);
-  out.to_hub.clear();
+  out.sends.clear();
   // A cancel for another gateway's request 1 and for an unknown request: nothing stops.
   stage::RequestRef other = ref(1);
   other.gateway = "ipc:///tmp/elsewhere.sock";
   stage.cancel(stage::Cancel{{other, ref(7)}}, out);
   EXPECT_EQ(stage.running(), 2);
-  EXPECT_TRUE(out.to_hub.empty());
+  EXPECT_TRUE(out.sends.empty());
   stage.cancel(stage::Cancel{{ref(1)}}, out);
   EXPECT_EQ(stage.running(), 1);
   EXPECT_EQ(stage.free_slots(), 7);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message,
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].message,
             stage::StageMessage(stage::Decoded{4, {}}));  // its 4 slots, no result
-  out.to_hub.clear();
+  out.sends.clear();
   for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  const auto& decoded = as<stage::Decoded>(out.to_hub[0].message);
+  ASSERT_EQ(out.sends.size(), 1u);
+  const auto& decoded = as<stage::Decoded>(out.sends[0].message);
   ASSERT_EQ(decoded.items.size(), 1u);
   EXPECT_EQ(decoded.items[0].request, 2u);
   EXPECT_EQ(decoded.credits, 1);
@@ -249,15 +249,15 @@ TEST_F(WorkerStages, DecoderServingTwoBatchersAnswersEachWithItsOwnResultsSlotsA
   EXPECT_EQ(stage.held(1), 2);
   // Batcher 1 cancels request 1: only its own sequence stops, the credit goes back to it.
   stage.cancel(stage::Cancel{{ref(1)}}, out);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0], (worker::ToHub{1, stage::Decoded{1, {}}}));
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0], (worker::Outbox::Send{1, "", stage::Decoded{1, {}}}));
   EXPECT_EQ(stage.held(0), 2);
   EXPECT_EQ(stage.held(1), 1);
-  out.to_hub.clear();
+  out.sends.clear();
   for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
   std::map<size_t, std::vector<uint64_t>> results;
   std::map<size_t, int> credits;
-  for (const auto& [hub, m] : out.to_hub) {
+  for (const auto& [hub, peer, m] : out.sends) {
     EXPECT_EQ(stage::kind(m), stage::MessageKind::kDecoded);
     credits[hub] += as<stage::Decoded>(m).credits;
     for (const auto& i : as<stage::Decoded>(m).items) results[hub].push_back(i.request);
@@ -276,8 +276,8 @@ TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
   expired.deadline = Deadline::at_unix_us(Now::read().unix_us - 1);
   stage.handle(stage::Tokenize{{expired}}, out);
   EXPECT_TRUE(out.pushes.empty());
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message, stage::StageMessage(stage::Credit{1}));
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].message, stage::StageMessage(stage::Credit{1}));
 }
 
 TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngineThrows) {
@@ -290,10 +290,10 @@ TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngine
   EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).request, 1u);
   EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items[0].error->code,
             protocol::ErrorCode::kInternal);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(as<stage::Encoded>(out.to_hub[0].message).credits, 1);
-  ASSERT_EQ(as<stage::Encoded>(out.to_hub[0].message).items.size(), 1u);
-  EXPECT_EQ(as<stage::Encoded>(out.to_hub[0].message).items[0].hidden.rows,
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(as<stage::Encoded>(out.sends[0].message).credits, 1);
+  ASSERT_EQ(as<stage::Encoded>(out.sends[0].message).items.size(), 1u);
+  EXPECT_EQ(as<stage::Encoded>(out.sends[0].message).items[0].hidden.rows,
             static_cast<int64_t>(ids.size()));
 
   out = {};
@@ -303,8 +303,8 @@ TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngine
   ASSERT_EQ(out.pushes.size(), 2u);
   for (const auto& [gw, m] : out.pushes)
     EXPECT_EQ(as<stage::Result>(m).items.at(0).error->code, protocol::ErrorCode::kInternal);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message, stage::StageMessage(stage::Encoded{1, {}}));
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].message, stage::StageMessage(stage::Encoded{1, {}}));
 }
 
 TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
@@ -317,7 +317,7 @@ TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
   for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
   std::map<uint64_t, stage::DecodedItem> got;
   int credits = 0;
-  for (const auto& [hub, m] : out.to_hub) {
+  for (const auto& [hub, peer, m] : out.sends) {
     credits += as<stage::Decoded>(m).credits;
     for (const auto& i : as<stage::Decoded>(m).items) got[i.request] = i;
   }
@@ -347,15 +347,15 @@ TEST_F(WorkerStages, DecoderCancelsAnExpiredRunningSequenceAndReturnsExactlyItsS
   stage.handle(stage::Decode{{running}}, out);
   ASSERT_EQ(stage.running(), 1);
   stage.work(out);
-  EXPECT_TRUE(out.to_hub.empty());
+  EXPECT_TRUE(out.sends.empty());
   EXPECT_EQ(stage.running(), 1);
   time.advance(std::chrono::milliseconds(300));
   stage.work(out);
   EXPECT_EQ(stage.running(), 0);
   EXPECT_FALSE(stage.has_pending_work());
   EXPECT_EQ(stage.free_slots(), 8);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message,
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].message,
             stage::StageMessage(stage::Decoded{2, {}}));  // slots back, no result
   EXPECT_TRUE(out.pushes.empty());  // the gateway answers deadline_exceeded itself
 }
@@ -385,8 +385,8 @@ TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCre
   EXPECT_EQ(got[2], want[2]);
   EXPECT_FALSE(got[1].empty());
   EXPECT_NE(got[1], got[2]);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message, stage::StageMessage(stage::Credit{3}));  // every item's credit
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].message, stage::StageMessage(stage::Credit{3}));  // every item's credit
 }
 
 TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
@@ -470,8 +470,8 @@ TEST_F(WorkerStages, WarmUpLeavesTheStagesReadyAndEmpty) {
   warmed.handle(stage::Decode{{encoded(1, "hello world")}}, out);
   while (warmed.has_pending_work()) warmed.work(out);
   const auto want = reference("hello world", 1);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(as<stage::Decoded>(out.to_hub[0].message).items.at(0).ids,
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(as<stage::Decoded>(out.sends[0].message).items.at(0).ids,
             std::vector<int32_t>(want.begin(), want.end()));
 }
 

@@ -19,48 +19,19 @@
 
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/metrics.h"
+#include "seqpipe/common/outbox.h"
 #include "seqpipe/common/stage_messages.h"
 
 namespace seqpipe::worker {
 
-// A message for one of the worker's hubs.
-struct ToHub {
-  size_t hub = 0;  // index in WorkerOptions::hub_endpoints
-  stage::StageMessage message;
-  bool operator==(const ToHub&) const = default;
-};
-
-// Messages a stage produced; run_worker sends them and clears the outbox.
-struct Outbox {
+// Messages a stage produced (common/outbox.h); run_worker sends them and clears the outbox.
+// `sends` go to the hubs (`link`: the hub's index in hub_endpoints), `pushes` over PUSH.
+struct Outbox : seqpipe::Outbox {
   // The hub whose message the stage is handling (set by run_worker before handle() and
   // cancel()); a stage that answers later (the decoder) keeps it with the work.
   size_t hub = 0;
-  std::vector<ToHub> to_hub;                                        // over the hubs' DEALERs
-  std::vector<std::pair<std::string, stage::StageMessage>> pushes;  // (endpoint, message) over PUSH
-
   // A message to the hub being handled (credits and results of the message at hand).
-  void answer(stage::StageMessage message) { to_hub.push_back({hub, std::move(message)}); }
-
-  // The message of type M pushed to `endpoint` in this outbox, added when there is none yet:
-  // items for one peer travel together. The reference lasts until the next push.
-  template <class M>
-  M& push_to(const std::string& endpoint) {
-    for (auto& [to, message] : pushes) {
-      if (to == endpoint && std::holds_alternative<M>(message)) return std::get<M>(message);
-    }
-    pushes.emplace_back(endpoint, M{});
-    return std::get<M>(pushes.back().second);
-  }
-  // Sends `item`'s gateway a failed result in a message of its own (the request is answered with
-  // `error`), logging the
-  // request id and counting the error: the serving-path error discipline in one place.
-  void fail(const stage::WorkHeader& item, protocol::Error error, std::string_view stage_name,
-            metrics::StageMetrics& metrics);
-  // A result for the gateway at `gateway` (grouped per gateway).
-  void result(const std::string& gateway, stage::ResultItem item) {
-    push_to<stage::Result>(gateway).items.push_back(std::move(item));
-  }
-  bool empty() const { return to_hub.empty() && pushes.empty(); }
+  void answer(stage::StageMessage message) { sends.push_back({hub, {}, std::move(message)}); }
 };
 
 // The stage message in the last of `frames`, which must number `expected_frames` (1 from a
