@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "decoder/decoder_stage.h"
 #include "seqpipe/client.h"
 #include "seqpipe/common/cli.h"
 #include "seqpipe/common/transport.h"
@@ -256,8 +257,12 @@ int main(int argc, char** argv) {
   auto loaded = seqpipe::engine::T5Model::load(
       model, {.threads = 1, .device = seqpipe::engine::Device::kCpu});
   seqpipe::engine::Tokenizer tokenizer(model + "/spiece.model");
-  seqpipe::engine::DecodingOptions options;
-  options.max_new_tokens = max_new_tokens;
+  // The request the pipeline gets, and the decoding options the decoder makes of it.
+  seqpipe::protocol::Request request;
+  request.texts = {text};
+  request.params.max_new_tokens = max_new_tokens;
+  const seqpipe::engine::DecodingOptions options =
+      seqpipe::decoder::decoding_options(request.params, false);
   std::vector<double> engine_ms;
   std::string engine_text;
   for (int i = 0; i < requests + 20; ++i) {
@@ -269,9 +274,6 @@ int main(int argc, char** argv) {
       engine_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
 
-  seqpipe::protocol::Request request;
-  request.texts = {text};
-  request.params.max_new_tokens = max_new_tokens;
   std::string ipc_text, tcp_text;
   const auto ipc =
       through_pipeline(false, SEQPIPE_BIN, model, dir + "/ipc", sets, request, requests, ipc_text);

@@ -86,9 +86,10 @@ class Client:
         self._sockets[self._current].send_multipart([b"", payload])
         return self._receive(None, wait_ms)
 
-    def generate(self, text_or_texts, max_new_tokens=32, num_beams=1, length_penalty=1.0,
+    def generate(self, text_or_texts, max_new_tokens=None, num_beams=1, length_penalty=1.0,
                  min_new_tokens=0, return_scores=False, timeout_ms=None, priority=None):
         """One request; returns the reply map, or raises SeqpipeError for an error reply.
+        max_new_tokens: None = the server's default (docs/PROTOCOL.md).
         priority: 1 (highest) .. the server's batcher.priority_levels; None = the server's default."""
         request_id = self.submit(text_or_texts, max_new_tokens, num_beams, length_penalty, min_new_tokens,
                                  return_scores, timeout_ms, priority)
@@ -98,7 +99,7 @@ class Client:
             raise SeqpipeError(error.get("code", "internal"), error.get("message", ""))
         return reply
 
-    def submit(self, text_or_texts, max_new_tokens=32, num_beams=1, length_penalty=1.0,
+    def submit(self, text_or_texts, max_new_tokens=None, num_beams=1, length_penalty=1.0,
                min_new_tokens=0, return_scores=False, timeout_ms=None, priority=None):
         """Sends one request without waiting; returns its id (for result() and cancel())."""
         request_id = f"py{next(self._ids)}"
@@ -108,12 +109,13 @@ class Client:
         else:
             request["texts"] = list(text_or_texts)
         request["params"] = {
-            "max_new_tokens": int(max_new_tokens),
             "num_beams": int(num_beams),
             "length_penalty": float(length_penalty),
             "min_new_tokens": int(min_new_tokens),
             "return_scores": bool(return_scores),
         }
+        if max_new_tokens is not None:
+            request["params"]["max_new_tokens"] = int(max_new_tokens)
         if priority is not None:
             request["params"]["priority"] = int(priority)
         if timeout_ms is not None:

@@ -8,8 +8,16 @@
 #include <limits>
 #include <msgpack.hpp>
 
+#include "msgpack_io.h"
+
 namespace seqpipe::protocol {
 namespace {
+
+using msgpack_io::as_string_view;
+using msgpack_io::describe;
+using msgpack_io::NamedSlot;
+using msgpack_io::quote_name;
+using msgpack_io::read_int;
 
 // --- Unpacking limits -----------------------------------------------------------------------
 // msgpack-c builds an object tree, and for an array or map it allocates the element storage
@@ -27,71 +35,12 @@ constexpr size_t kMaxMapEntries = 64;
 // The only array in a request is texts[]. Up to this length (or max_texts if larger) a long
 // texts[] is reported by name ("texts has 300 elements, at most 64").
 constexpr size_t kMinArrayLimit = 1024;
-// Longest peer-supplied name (an unknown key) echoed in an error message.
-constexpr size_t kMaxQuotedBytes = 64;
 
 Error invalid(std::string message) {
   return {ErrorCode::kInvalidArgument, std::move(message)};
 }
 Error too_long(std::string message) {
   return {ErrorCode::kTooLong, std::move(message)};
-}
-
-// A peer-supplied name made safe for an error message (and so for logs): quoted, printable ASCII
-// kept, every other byte as \xNN, cut at kMaxQuotedBytes.
-std::string quote_name(std::string_view name) {
-  std::string out = "'";
-  for (size_t i = 0; i < name.size() && i < kMaxQuotedBytes; ++i) {
-    const auto byte = static_cast<unsigned char>(name[i]);
-    if (byte >= 0x20 && byte < 0x7f && byte != '\\' && byte != '\'') {
-      out += static_cast<char>(byte);
-    } else {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
-      out += escaped;
-    }
-  }
-  if (name.size() > kMaxQuotedBytes) out += "...";
-  out += "'";
-  return out;
-}
-
-std::string format_number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
-
-// What a value is, for "must be X, got Y" messages: numbers by value, everything else by kind.
-std::string describe(const msgpack::object& value) {
-  switch (value.type) {
-    case msgpack::type::NIL:
-      return "nil";
-    case msgpack::type::BOOLEAN:
-      return value.via.boolean ? "true" : "false";
-    case msgpack::type::POSITIVE_INTEGER:
-      return std::to_string(value.via.u64);
-    case msgpack::type::NEGATIVE_INTEGER:
-      return std::to_string(value.via.i64);
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64:
-      return "float " + format_number(value.via.f64);
-    case msgpack::type::STR:
-      return "a string";
-    case msgpack::type::BIN:
-      return "binary data";
-    case msgpack::type::ARRAY:
-      return "an array";
-    case msgpack::type::MAP:
-      return "a map";
-    case msgpack::type::EXT:
-      return "an ext value";
-  }
-  return "an unknown msgpack type";
-}
-
-std::string_view as_string_view(const msgpack::object& value) {
-  return {value.via.str.ptr, value.via.str.size};
 }
 
 // The decoded strings point into the caller's buffer, which outlives the decoding: no copies.
@@ -126,52 +75,6 @@ std::optional<Error> unpack_one(std::span<const uint8_t> bytes, const msgpack::u
     return invalid("message has " + std::to_string(bytes.size() - offset) +
                    " bytes after its first msgpack value");
   }
-  return std::nullopt;
-}
-
-// --- Field readers: each returns an Error naming `path`, or fills `out` ---------------------
-
-// Integers only: a float is refused even when whole (2.0), so clients find type bugs early.
-std::optional<Error> read_int(const msgpack::object& value, std::string_view path, int64_t lo,
-                              int64_t hi, int64_t& out) {
-  bool in_range = false;
-  if (value.type == msgpack::type::POSITIVE_INTEGER) {
-    in_range = value.via.u64 <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
-               static_cast<int64_t>(value.via.u64) >= lo &&
-               static_cast<int64_t>(value.via.u64) <= hi;
-    out = static_cast<int64_t>(value.via.u64);
-  } else if (value.type == msgpack::type::NEGATIVE_INTEGER) {
-    in_range = value.via.i64 >= lo && value.via.i64 <= hi;
-    out = value.via.i64;
-  }
-  if (in_range) return std::nullopt;
-  return invalid(std::string(path) + " must be an integer in [" + std::to_string(lo) + ", " +
-                 std::to_string(hi) + "], got " + describe(value));
-}
-
-std::optional<Error> read_finite_float(const msgpack::object& value, std::string_view path,
-                                       float& out) {
-  double number = std::numeric_limits<double>::quiet_NaN();
-  if (value.type == msgpack::type::FLOAT32 || value.type == msgpack::type::FLOAT64) {
-    number = value.via.f64;
-  } else if (value.type == msgpack::type::POSITIVE_INTEGER) {
-    number = static_cast<double>(value.via.u64);
-  } else if (value.type == msgpack::type::NEGATIVE_INTEGER) {
-    number = static_cast<double>(value.via.i64);
-  }
-  // Checked before the cast: a double beyond float's range does not convert (undefined behaviour).
-  if (!std::isfinite(number) || std::fabs(number) > std::numeric_limits<float>::max()) {
-    return invalid(std::string(path) + " must be a finite number, got " + describe(value));
-  }
-  out = static_cast<float>(number);
-  return std::nullopt;
-}
-
-std::optional<Error> read_bool(const msgpack::object& value, std::string_view path, bool& out) {
-  if (value.type != msgpack::type::BOOLEAN) {
-    return invalid(std::string(path) + " must be a boolean, got " + describe(value));
-  }
-  out = value.via.boolean;
   return std::nullopt;
 }
 
@@ -264,105 +167,6 @@ std::optional<Error> read_texts(const msgpack::object& value, const Limits& limi
   return std::nullopt;
 }
 
-// Fields of a map, found by name. `fields` lists (name, slot) pairs; an unknown name is an error
-// (rejected, not ignored: a misspelt "num_beam" must not silently run greedy search).
-struct NamedSlot {
-  std::string_view name;
-  const msgpack::object** slot;
-};
-
-std::optional<Error> collect_fields(const msgpack::object_map& map, std::string_view prefix,
-                                    std::span<const NamedSlot> fields,
-                                    std::optional<std::string>& first_unknown) {
-  for (uint32_t i = 0; i < map.size; ++i) {
-    const msgpack::object& key = map.ptr[i].key;
-    if (key.type != msgpack::type::STR) {
-      return invalid(std::string(prefix.empty() ? "field names" : "params keys") +
-                     " must be strings, got " + describe(key));
-    }
-    const std::string_view name = as_string_view(key);
-    auto known = std::find_if(fields.begin(), fields.end(),
-                              [&](const NamedSlot& field) { return field.name == name; });
-    if (known == fields.end()) {
-      if (!first_unknown) first_unknown = quote_name(std::string(prefix) + std::string(name));
-      continue;
-    }
-    if (*known->slot != nullptr) {
-      return invalid("duplicate field " + quote_name(std::string(prefix) + std::string(name)));
-    }
-    *known->slot = &map.ptr[i].val;
-  }
-  return std::nullopt;
-}
-
-std::optional<Error> read_params(const msgpack::object& value, const Limits& limits,
-                                 GenerateParams& params) {
-  if (value.type != msgpack::type::MAP) {
-    return invalid("params must be a map, got " + describe(value));
-  }
-  const msgpack::object* max_new_tokens = nullptr;
-  const msgpack::object* num_beams = nullptr;
-  const msgpack::object* length_penalty = nullptr;
-  const msgpack::object* min_new_tokens = nullptr;
-  const msgpack::object* return_scores = nullptr;
-  const msgpack::object* priority = nullptr;
-  const NamedSlot fields[] = {
-      {"max_new_tokens", &max_new_tokens}, {"num_beams", &num_beams},
-      {"length_penalty", &length_penalty}, {"min_new_tokens", &min_new_tokens},
-      {"return_scores", &return_scores},   {"priority", &priority}};
-  std::optional<std::string> unknown;
-  if (auto error = collect_fields(value.via.map, "params.", fields, unknown)) return error;
-  if (unknown) return invalid("unknown field " + *unknown);
-
-  int64_t number = 0;
-  if (max_new_tokens) {
-    if (auto error = read_int(*max_new_tokens, "params.max_new_tokens", 1,
-                              limits.max_new_tokens_cap, number)) {
-      return error;
-    }
-    params.max_new_tokens = static_cast<int>(number);
-  }
-  if (num_beams) {
-    if (auto error = read_int(*num_beams, "params.num_beams", 1, limits.max_beams, number)) {
-      return error;
-    }
-    params.num_beams = static_cast<int>(number);
-  }
-  if (length_penalty) {
-    if (auto error =
-            read_finite_float(*length_penalty, "params.length_penalty", params.length_penalty)) {
-      return error;
-    }
-  }
-  if (min_new_tokens) {
-    if (auto error = read_int(*min_new_tokens, "params.min_new_tokens", 0,
-                              limits.max_new_tokens_cap, number)) {
-      return error;
-    }
-    params.min_new_tokens = static_cast<int>(number);
-  }
-  if (params.min_new_tokens > params.max_new_tokens) {
-    return invalid("params.min_new_tokens (" + std::to_string(params.min_new_tokens) +
-                   ") must not exceed params.max_new_tokens (" +
-                   std::to_string(params.max_new_tokens) + ")");
-  }
-  if (return_scores) {
-    if (auto error = read_bool(*return_scores, "params.return_scores", params.return_scores)) {
-      return error;
-    }
-  }
-  if (priority) {
-    if (auto error = read_int(*priority, "params.priority", 1, limits.priority_levels, number)) {
-      error->message += " (1 is the highest of the server's " +
-                        std::to_string(limits.priority_levels) + " priority level" +
-                        (limits.priority_levels == 1 ? ")" : "s)");
-      return error;
-    }
-    params.priority = static_cast<int>(number);
-  }
-  return std::nullopt;
-}
-
 std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const uint8_t> bytes,
                                                                const Limits& limits) {
   auto reject = [](Error error, std::string id = {}) {
@@ -405,7 +209,7 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
                               {"op", &op},
                               {"timeout_ms", &timeout_ms}};
   std::optional<std::string> unknown;
-  if (auto error = collect_fields(root.via.map, "", fields, unknown)) {
+  if (auto error = msgpack_io::collect_fields(root.via.map, "", fields, unknown)) {
     return reject(std::move(*error));
   }
 
@@ -477,11 +281,14 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
     }
   }
 
-  // An omitted max_new_tokens never exceeds the server's cap (a config may set it below 32).
+  // An omitted max_new_tokens never exceeds the server's cap (a config may set it below the
+  // default).
   request.params.max_new_tokens =
       std::min(request.params.max_new_tokens, limits.max_new_tokens_cap);
   if (params) {
-    if (auto error = read_params(*params, limits, request.params)) {
+    const msgpack_io::ParamBounds bounds{limits.max_new_tokens_cap, limits.max_beams,
+                                         limits.priority_levels};
+    if (auto error = msgpack_io::read_params(*params, bounds, request.params)) {
       return reject(std::move(*error), echo_id);
     }
   }
@@ -498,38 +305,12 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
 
 // --- Packing ----------------------------------------------------------------------------------
 
-// msgpack's packer writes to anything with write(const char*, size_t).
-class StringSink {
- public:
-  explicit StringSink(std::string& out) : out_(out) {}
-  void write(const char* data, size_t size) { out_.append(data, size); }
-
- private:
-  std::string& out_;
-};
-using Packer = msgpack::packer<StringSink>;
-
-void pack_string(Packer& packer, std::string_view value) {
-  packer.pack_str(static_cast<uint32_t>(value.size()));
-  packer.pack_str_body(value.data(), static_cast<uint32_t>(value.size()));
+void write_texts(msgpack_io::Writer& out, const std::vector<std::string>& texts) {
+  out.array(texts.size());
+  for (const std::string& text : texts) out.str(text);
 }
 
-// Always a msgpack float32. msgpack-c's pack_float writes whole values (1.0f) as integers; a
-// client decoding into a typed float field (Go, Rust) should not have to accept both.
-void pack_float32(StringSink& sink, float value) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &value, sizeof bits);
-  const char bytes[5] = {'\xca', static_cast<char>(bits >> 24), static_cast<char>(bits >> 16),
-                         static_cast<char>(bits >> 8), static_cast<char>(bits)};
-  sink.write(bytes, sizeof bytes);
-}
-
-void pack_texts(Packer& packer, const std::vector<std::string>& texts) {
-  packer.pack_array(static_cast<uint32_t>(texts.size()));
-  for (const std::string& text : texts) pack_string(packer, text);
-}
-
-void pack_timings(Packer& packer, const Timings& timings) {
+void write_timings(msgpack_io::Writer& out, const Timings& timings) {
   const std::pair<std::string_view, uint64_t> entries[] = {{"queue", timings.queue_us},
                                                            {"tokenize", timings.tokenize_us},
                                                            {"batch_wait", timings.batch_wait_us},
@@ -537,11 +318,8 @@ void pack_timings(Packer& packer, const Timings& timings) {
                                                            {"decode", timings.decode_us},
                                                            {"postprocess", timings.postprocess_us},
                                                            {"total", timings.total_us}};
-  packer.pack_map(std::size(entries));
-  for (const auto& [name, micros] : entries) {
-    pack_string(packer, name);
-    packer.pack_uint64(micros);
-  }
+  out.map(std::size(entries));
+  for (const auto& [name, micros] : entries) out.str(name), out.u64(micros);
 }
 
 // --- Reply decoding (client side: tolerant of additions, strict about what it needs) --------
@@ -769,57 +547,26 @@ std::variant<Request, RejectedRequest> decode_request(std::span<const uint8_t> b
 }
 
 std::string encode_request(const Request& request) {
-  std::string out;
-  StringSink sink(out);
-  Packer packer(sink);
+  std::string bytes;
+  msgpack_io::Writer out(bytes);
   if (request.op == Op::kCancel) {
-    packer.pack_map(2 + (request.id ? 1 : 0));
-    pack_string(packer, "v");
-    packer.pack_int(kVersion);
-    pack_string(packer, "op");
-    pack_string(packer, "cancel");
-    if (request.id) {
-      pack_string(packer, "id");
-      pack_string(packer, *request.id);
-    }
-    return out;
+    out.map(2 + (request.id ? 1 : 0));
+    out.str("v"), out.i64(kVersion);
+    out.str("op"), out.str("cancel");
+    if (request.id) out.str("id"), out.str(*request.id);
+    return bytes;
   }
-  packer.pack_map(3 + (request.id ? 1 : 0) + (request.timeout_ms ? 1 : 0));
-  pack_string(packer, "v");
-  packer.pack_int(kVersion);
-  if (request.id) {
-    pack_string(packer, "id");
-    pack_string(packer, *request.id);
-  }
+  out.map(3 + (request.id ? 1 : 0) + (request.timeout_ms ? 1 : 0));
+  out.str("v"), out.i64(kVersion);
+  if (request.id) out.str("id"), out.str(*request.id);
   if (request.batch_form) {
-    pack_string(packer, "texts");
-    pack_texts(packer, request.texts);
+    out.str("texts"), write_texts(out, request.texts);
   } else {
-    pack_string(packer, "text");
-    pack_string(packer, request.texts.empty() ? std::string_view() : request.texts[0]);
+    out.str("text"), out.str(request.texts.empty() ? std::string_view() : request.texts[0]);
   }
-  const GenerateParams& params = request.params;
-  pack_string(packer, "params");
-  packer.pack_map(params.priority != 0 ? 6 : 5);
-  pack_string(packer, "max_new_tokens");
-  packer.pack_int(params.max_new_tokens);
-  pack_string(packer, "num_beams");
-  packer.pack_int(params.num_beams);
-  pack_string(packer, "length_penalty");
-  pack_float32(sink, params.length_penalty);
-  pack_string(packer, "min_new_tokens");
-  packer.pack_int(params.min_new_tokens);
-  pack_string(packer, "return_scores");
-  packer.pack(params.return_scores);
-  if (params.priority != 0) {
-    pack_string(packer, "priority");
-    packer.pack_int(params.priority);
-  }
-  if (request.timeout_ms) {
-    pack_string(packer, "timeout_ms");
-    packer.pack_uint32(*request.timeout_ms);
-  }
-  return out;
+  out.str("params"), out.params(request.params);
+  if (request.timeout_ms) out.str("timeout_ms"), out.u64(*request.timeout_ms);
+  return bytes;
 }
 
 Reply error_reply(std::string id, Error error) {
@@ -831,44 +578,33 @@ Reply error_reply(std::string id, Error error) {
 }
 
 std::string encode_reply(const Reply& reply) {
-  std::string out;
-  StringSink sink(out);
-  Packer packer(sink);
+  std::string bytes;
+  msgpack_io::Writer out(bytes);
   const bool with_scores = reply.ok && reply.scores.has_value();
-  packer.pack_map(5 + (with_scores ? 1 : 0));
-  pack_string(packer, "v");
-  packer.pack_int(kVersion);
-  pack_string(packer, "id");
-  pack_string(packer, reply.id);
-  pack_string(packer, "status");
-  pack_string(packer, reply.ok ? "ok" : "error");
+  out.map(5 + (with_scores ? 1 : 0));
+  out.str("v"), out.i64(kVersion);
+  out.str("id"), out.str(reply.id);
+  out.str("status"), out.str(reply.ok ? "ok" : "error");
   if (reply.ok) {
     if (reply.batch_form) {
-      pack_string(packer, "texts");
-      pack_texts(packer, reply.texts);
+      out.str("texts"), write_texts(out, reply.texts);
     } else {
-      pack_string(packer, "text");
-      pack_string(packer, reply.texts.empty() ? std::string_view() : reply.texts[0]);
+      out.str("text"), out.str(reply.texts.empty() ? std::string_view() : reply.texts[0]);
     }
     if (with_scores) {
-      pack_string(packer, "scores");
-      packer.pack_array(static_cast<uint32_t>(reply.scores->size()));
-      for (float score : *reply.scores) pack_float32(sink, score);
+      out.str("scores"), out.array(reply.scores->size());
+      for (float score : *reply.scores) out.f32(score);
     }
   } else {
     // An error reply without an Error is a server bug; it still goes out as a valid reply.
     const Error fallback{ErrorCode::kInternal, "unspecified error"};
     const Error& error = reply.error ? *reply.error : fallback;
-    pack_string(packer, "error");
-    packer.pack_map(2);
-    pack_string(packer, "code");
-    pack_string(packer, wire_name(error.code));
-    pack_string(packer, "message");
-    pack_string(packer, error.message);
+    out.str("error"), out.map(2);
+    out.str("code"), out.str(wire_name(error.code));
+    out.str("message"), out.str(error.message);
   }
-  pack_string(packer, "timings_us");
-  pack_timings(packer, reply.timings);
-  return out;
+  out.str("timings_us"), write_timings(out, reply.timings);
+  return bytes;
 }
 
 std::variant<Reply, Error> decode_reply(std::span<const uint8_t> bytes) {

@@ -11,34 +11,6 @@
 
 namespace seqpipe::worker {
 
-void Outbox::fail(stage::WorkItem item, protocol::Error error, std::string_view stage_name,
-                  metrics::StageMetrics& metrics) {
-  spdlog::warn("{}: request {} item {}: {}: {}", stage_name, item.request, item.index,
-               protocol::wire_name(error.code), error.message);
-  metrics.error(error.code);
-  item.error = std::move(error);
-  item.ids.clear();
-  item.hidden.clear();
-  item.rows = 0;
-  std::string endpoint = item.gateway;
-  pushes.emplace_back(std::move(endpoint),
-                      stage::StageMessage{stage::MessageKind::kResult, 0, {std::move(item)}});
-}
-
-void Outbox::results(std::vector<stage::WorkItem>&& items) {
-  for (auto& item : items) {
-    auto it = std::find_if(pushes.begin(), pushes.end(), [&](const auto& p) {
-      return p.first == item.gateway && p.second.kind == stage::MessageKind::kResult;
-    });
-    if (it == pushes.end()) {
-      pushes.emplace_back(item.gateway, stage::StageMessage{stage::MessageKind::kResult, 0, {}});
-      it = pushes.end() - 1;
-    }
-    it->second.items.push_back(std::move(item));
-  }
-  items.clear();
-}
-
 std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>& frames,
                                                  size_t expected_frames, std::string_view from,
                                                  const stage::Limits& limits,
@@ -124,7 +96,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     hub.socket =
         std::make_unique<transport::Socket>(context, zmq::socket_type::dealer, hub_options);
     hub.socket->connect(hub.endpoint);
-    hub.socket->send({std::string_view(stage::encode({stage::MessageKind::kReady, credits, {}}))});
+    hub.socket->send({std::string_view(stage::encode(stage::Ready{credits}))});
     hub.reconnect_at.reset();
     spdlog::info("{}: connected to {}, {} credits", options.stage_name, hub.endpoint, credits);
   };
@@ -133,7 +105,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
 
   Outbox out;
   auto flush = [&] {
-    for (auto& [i, message] : out.to_hub) {
+    for (auto& [i, peer, message] : out.sends) {
       Hub& hub = hubs[i < hub_count ? i : 0];
       if (hub.socket) {
         hub.socket->send({std::string_view(stage::encode(message))});
@@ -143,26 +115,25 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     }
     for (const auto& [endpoint, message] : out.pushes) {
       if (!pushers.send(endpoint, stage::encode(message))) {
-        spdlog::warn("{}: could not send {} item(s) to '{}'; dropped", options.stage_name,
-                     message.items.size(), endpoint);
+        spdlog::warn("{}: could not send a '{}' message to '{}'; dropped", options.stage_name,
+                     stage::kind_name(message), endpoint);
       }
     }
-    out.to_hub.clear();
-    out.pushes.clear();
+    out.clear();
   };
   auto handle = [&](size_t i, const transport::Frames& frames) {
     hubs[i].liveness.seen(
         Clock::now());  // anything from the hub, even malformed, shows it is alive
     auto message = decode_frames(frames, 1, hubs[i].from, options.limits, metrics);
-    if (!message || message->kind == stage::MessageKind::kHeartbeat) return;
+    if (!message || std::holds_alternative<stage::Heartbeat>(*message)) return;
     out.hub = i;
-    if (message->kind == stage::MessageKind::kCancel) {
-      stage.cancel(*message, out);
+    if (const auto* cancel = std::get_if<stage::Cancel>(&*message)) {
+      stage.cancel(*cancel, out);
       return;
     }
-    if (message->kind != stage.accepts()) {
+    if (stage::kind(*message) != stage.accepts()) {
       spdlog::warn("{}: ignored a '{}' message from {}", options.stage_name,
-                   stage::kind_name(message->kind), hubs[i].endpoint);
+                   stage::kind_name(*message), hubs[i].endpoint);
       metrics.malformed();
       return;
     }
@@ -204,8 +175,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
         continue;
       }
       if (hub.liveness.heartbeat_due(after)) {
-        hub.socket->send(
-            {std::string_view(stage::encode({stage::MessageKind::kHeartbeat, 0, {}}))});
+        hub.socket->send({std::string_view(stage::encode(stage::Heartbeat{}))});
       }
       if (hub.liveness.hub_dead(after)) {
         const auto pause = hub.liveness.reconnect_pause();

@@ -12,9 +12,6 @@ namespace seqpipe::engine {
 
 namespace {
 
-constexpr int kMaxBeams = 16;
-// A cap far above any T5 use; it keeps a typo from sizing a KV cache of gigabytes.
-constexpr int kMaxNewTokens = 4096;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 float log_sum_exp(const float* row, int64_t n) {
@@ -363,7 +360,7 @@ Generator::Generator(std::shared_ptr<const T5Model> model, const GeneratorOption
 }
 
 bool Generator::can_admit(const DecodingOptions& options) const {
-  return cache_.free_slots() >= options.num_beams &&
+  return cache_.free_slots() >= slot_cost(options.num_beams) &&
          options.num_beams <= cache_.options().max_beams;
 }
 
@@ -417,7 +414,7 @@ std::vector<uint64_t> Generator::add_prepared(const EncoderOutput& encoded,
   int needed = 0;
   for (size_t i = 0; i < indices.size(); ++i) {
     check_admission(encoded, indices[i], options[i]);
-    needed += options[i].num_beams;
+    needed += slot_cost(options[i].num_beams);
   }
   if (cache_.free_slots() < needed) {
     throw EngineError("Generator::add: " + std::to_string(needed) + " slots needed, " +

@@ -1,16 +1,24 @@
 #pragma once
-// The batcher's logic, socket-free: the hub between the tokenizers and the engine stages.
-// Sequences from the tokenizers queue in the DynamicBatcher; whole batches go to encoders with
-// credit (one credit = one batch in flight); encoded sequences go to decoders as their free
-// KV-cache slots allow (a sequence costs num_beams credits); decoded sequences go to
-// postprocessors with credit. Every dispatch is by common::CreditQueue, so a slow replica runs
-// out of credit and the others take the work. The batcher is its workers' hub: heartbeats both
-// ways (Paranoid Pirate); the work a dead worker held goes once to another replica of its stage,
-// and a second loss, or no replica left, answers `unavailable` to the item's gateway. Time is
-// passed in (tests use an injected clock). A `cancel` from a gateway drops its requests' work
-// wherever the batcher holds it (queues, encoders' answers still to come, sequences arriving
-// later from a tokenizer) and is forwarded to each decoder running one of them, which stops the
-// sequence and returns its slots.
+// The batcher's logic, socket-free and clock-free (time is passed in with every call): the hub
+// between the tokenizers and the engine stages. What it owns: the DynamicBatcher (sequences
+// waiting for an encoder batch), the queues of encoded sequences waiting for decoder slots and of
+// decoded ones waiting for a postprocessor, the cancelled requests, and one hub::WorkerPool per
+// worker stage (credits, liveness, what each worker holds, retry-once). docs/ARCHITECTURE.md
+// tells how a sequence goes through it.
+//
+// Contracts and invariants:
+//  - Work goes to a worker only within its credit: a batch costs an encoder 1, a sequence costs
+//    a decoder slot_cost(num_beams) (its KV-cache slots), a sequence costs a postprocessor 1.
+//  - Everything waiting here (sequences waiting for a batch plus encoded ones waiting for decoder
+//    slots) is at most batcher.max_queue_size: beyond it a sequence is answered `overloaded`.
+//    No new batch is formed while 2 x max_batch_size encoded sequences wait for slots.
+//  - Both queues serve priority level 1 first, in arrival order within a level; a sequence
+//    waiting for slots is never overtaken by its own level.
+//  - An item past its deadline is dropped, never sent (its gateway has answered it).
+//  - A cancelled request (remembered until its deadline) has no more work sent anywhere; the
+//    decoders running its sequences get a `cancel` and give their slots back.
+//  - Failed items (overloaded, unavailable, invalid priority, no ids) are answered straight to
+//    their gateway as failed results.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -20,31 +28,22 @@
 #include <vector>
 
 #include "batcher/dynamic_batcher.h"
+#include "seqpipe/common/clock.h"
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/credit_queue.h"
-#include "seqpipe/common/liveness.h"
+#include "seqpipe/common/hub.h"
 #include "seqpipe/common/metrics.h"
+#include "seqpipe/common/outbox.h"
 #include "seqpipe/common/stage_messages.h"
 #include "seqpipe/common/status.h"
 
 namespace seqpipe::batcher {
 
+// The worker stages, in the order of their sockets: Outbox::Send::link == the role's value.
 enum class Role { kEncoder, kDecoder, kPostprocessor };
-
-struct Outbox {
-  struct ToWorker {
-    Role role;
-    std::string worker;  // routing id
-    stage::StageMessage message;
-  };
-  std::vector<ToWorker> to_workers;
-  std::vector<std::pair<std::string, stage::StageMessage>>
-      to_gateways;  // (results endpoint, message)
-  void clear() {
-    to_workers.clear();
-    to_gateways.clear();
-  }
-};
+inline size_t link(Role role) {
+  return static_cast<size_t>(role);
+}
 
 BatchPolicy batch_policy(const config::BatcherConfig& config);
 
@@ -53,20 +52,21 @@ class BatcherHub {
   BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics);
 
   // `sequence` messages from the tokenizers (a full queue answers `overloaded` to the gateway),
-  // `cancel` messages from the gateways (one item per request: request, gateway, deadline), and
-  // gateways' heartbeats (item.gateway: where to answer; tick() heartbeats back).
-  void on_sequences(stage::StageMessage&& message, Clock::time_point now, Outbox& out);
+  // `cancel` messages from the gateways, and gateways' heartbeats (`from`: where to answer;
+  // tick() heartbeats back).
+  void on_sequences(stage::StageMessage&& message, const Now& now, Outbox& out);
   // Messages from engine workers: ready, credit, heartbeat, encoded, decoded.
   void on_worker(Role role, const std::string& worker, stage::StageMessage&& message,
-                 Clock::time_point now);
-  // Heartbeats to every worker when due (into `out`); workers silent too long are dead.
-  void tick(Clock::time_point now, Outbox& out);
+                 const Now& now);
+  // Heartbeats to every worker (and the gateways that heartbeat) when due; workers silent too
+  // long are dead.
+  void tick(const Now& now, Outbox& out);
   // Sends whatever the credits allow: batches to encoders, sequences to decoders and
   // postprocessors.
-  void dispatch(Clock::time_point now, Outbox& out);
+  void dispatch(const Now& now, Outbox& out);
   // A worker is dead or unreachable (a send to it failed): it leaves; the work it held (what
   // could not be delivered included) is dispatched again, once, or answered `unavailable`.
-  void worker_dead(Role role, const std::string& worker, Clock::time_point now, Outbox& out);
+  void worker_dead(Role role, const std::string& worker, const Now& now, Outbox& out);
 
   // How long the loop may sleep before dispatch() could do something new without input.
   std::chrono::microseconds next_wakeup() const { return wakeup_; }
@@ -75,58 +75,58 @@ class BatcherHub {
   }
   // The batcher and its workers, for `seqpipe status`.
   std::vector<status::StageStatus> status() const;
-  const common::CreditQueue& credits(Role role) const {
-    return workers_[static_cast<size_t>(role)];
-  }
+  const common::CreditQueue& credits(Role role) const;
 
  private:
+  template <class Item>
   struct Waiting {
     Clock::time_point since;
-    stage::WorkItem item;
+    Item item;
   };
-  void enqueue(stage::WorkItem&& item, Clock::time_point now, Outbox& out);
-  void cancel(const stage::StageMessage& message, Outbox& out);
-  bool is_cancelled(const stage::WorkItem& item) const;
+
+  void enqueue(stage::SequenceItem&& item, const Now& now, Outbox& out);
+  void cancel(const stage::Cancel& message, Outbox& out);
+  bool is_cancelled(const stage::WorkHeader& item) const;
   // The item's priority level (params.priority, or the default level when it gives none).
-  int level(const stage::WorkItem& item) const;
+  int level(const stage::WorkHeader& item) const;
   // Drops the items of cancelled requests from `items`, counting them.
-  void drop_cancelled(std::vector<stage::WorkItem>& items);
-  void fail(stage::WorkItem&& item, protocol::Error error, Outbox& out);
-  void record(Role role, const std::string& worker, const stage::StageMessage& message);
-  // Removes what `worker` answered from its in-flight record. Decoded items not in it (sent
-  // to a replica later declared dead, or duplicates) are removed from `message`: they go no
-  // further.
-  void settle(Role role, const std::string& worker, stage::StageMessage& message);
-  void dispatch_batches(Clock::time_point now, Outbox& out);
-  void dispatch_queue(Role role, std::deque<Waiting>& queue, Clock::time_point now, Outbox& out);
+  template <class Item>
+  void drop_cancelled(std::vector<Item>& items);
+  void fail(const stage::WorkHeader& item, protocol::Error error, Outbox& out);
+  // Answers `unavailable` the items a dead worker held that cannot go out again.
+  template <class Item>
+  void fail_lost(const std::vector<std::pair<Item, std::string>>& failed, Outbox& out);
+  void dispatch_batches(const Now& now, Outbox& out);
+  // Encoded (decode_queue_) or decoded (postprocess_queue_) sequences to workers with credit,
+  // in order; one message per worker.
+  template <class Work, class Item>
+  void dispatch_queue(hub::WorkerPool<Work>& pool, std::deque<Waiting<Item>>& queue, const Now& now,
+                      Outbox& out);
 
   metrics::StageMetrics& metrics_;
   DynamicBatcher batcher_;
-  common::CreditQueue workers_[3];
-  common::HubLiveness liveness_[3];
-  // What each worker holds, kept to re-dispatch if it dies. Encoders and postprocessors answer
-  // in order (one encoded / credit message per message sent); decoders finish in any order, so
-  // their items are matched by (request, index).
-  std::unordered_map<std::string, std::deque<stage::StageMessage>> in_flight_[3];
-  // Items re-dispatched once already (key: gateway, request, index), with their deadline.
-  std::unordered_map<std::string, int64_t> retried_;
+  hub::WorkerPool<stage::Encode> encoders_;
+  hub::WorkerPool<stage::Decode> decoders_;
+  hub::WorkerPool<stage::Postprocess> postprocessors_;
   // Requests cancelled by their gateway (key: gateway, request), until their deadline.
-  std::unordered_map<std::string, int64_t> cancelled_;
+  std::unordered_map<std::string, Deadline> cancelled_;
   // Gateways that sent heartbeats (several batchers per gateway), by results endpoint: when last
   // heard.
   std::unordered_map<std::string, Clock::time_point> gateways_;
   Clock::time_point next_gateway_heartbeat_{};
-  std::unordered_map<uint64_t, Waiting> batch_items_;  // by DynamicBatcher sequence id
+  std::unordered_map<uint64_t, Waiting<stage::SequenceItem>>
+      batch_items_;  // by DynamicBatcher sequence id
   uint64_t next_sequence_ = 1;
-  std::deque<Waiting> decode_queue_, postprocess_queue_;
+  std::deque<Waiting<stage::EncodedItem>> decode_queue_;
+  std::deque<Waiting<stage::DecodedItem>> postprocess_queue_;
   std::vector<QueuedSequence> batch_, expired_;  // scratch for DynamicBatcher::poll
   std::chrono::microseconds wakeup_{100000};
   size_t max_queue_size_;
   int default_priority_;          // the level of items without params.priority
   std::string ingress_endpoint_;  // names this batcher in its heartbeats to gateways
   std::chrono::milliseconds heartbeat_interval_;
-  size_t
-      decode_backlog_limit_;  // encoded sequences waiting for decoder slots before batching pauses
+  // Encoded sequences waiting for decoder slots before batching pauses.
+  size_t decode_backlog_limit_;
 };
 
 }  // namespace seqpipe::batcher

@@ -6,6 +6,7 @@
 
 #include "batcher/batcher_hub.h"
 #include "seqpipe/common/config.h"
+#include "seqpipe/common/hub.h"
 #include "seqpipe/common/metrics.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/service_main.h"
@@ -34,10 +35,11 @@ int serve(const config::PipelineConfig& c) {
                c.batcher.ingress_endpoint, c.batcher.encoder_endpoint, c.batcher.decoder_endpoint,
                c.batcher.postprocessor_endpoint, exporter.port());
 
-  BatcherHub hub(c, stage_metrics);
+  BatcherHub batcher(c, stage_metrics);
   transport::Poller poller;
   const size_t kIngress = poller.add(ingress);
-  transport::Socket* worker_sockets[] = {&encoders, &decoders, &postprocessors};
+  const std::vector<transport::Socket*> worker_sockets{&encoders, &decoders,
+                                                       &postprocessors};  // by Role
   const char* worker_names[] = {"an encoder", "a decoder", "a postprocessor"};
   for (auto* s : worker_sockets) poller.add(*s);
 
@@ -47,57 +49,38 @@ int serve(const config::PipelineConfig& c) {
   Outbox out;
   while (!service::stop_requested()) {
     const auto timeout =
-        std::clamp(std::chrono::ceil<std::chrono::milliseconds>(hub.next_wakeup()),
+        std::clamp(std::chrono::ceil<std::chrono::milliseconds>(batcher.next_wakeup()),
                    std::chrono::milliseconds(0),
                    std::min(std::chrono::milliseconds(100),
                             std::chrono::milliseconds(c.liveness.heartbeat_interval_ms)));
     poller.poll(timeout);
-    auto now = Clock::now();
+    const Now now = Now::read();  // the one reading of the clocks per round
     if (poller.readable(kIngress)) {
       while (auto frames = ingress.try_recv()) {
         if (auto m =
                 worker::decode_frames(*frames, 1, "the ingress socket", limits, stage_metrics)) {
-          hub.on_sequences(std::move(*m), now, out);
+          batcher.on_sequences(std::move(*m), now, out);
         }
       }
     }
     for (size_t r = 0; r < 3; ++r) {
       if (!poller.readable(kIngress + 1 + r)) continue;
-      while (auto frames = worker_sockets[r]->try_recv()) {
-        if (frames->size() == 2 && (*frames)[1] == status::kProbe) {
-          worker_sockets[r]->send(
-              {std::string_view((*frames)[0]), std::string_view(status::encode(hub.status()))});
-        } else if (auto m =
-                       worker::decode_frames(*frames, 2, worker_names[r], limits, stage_metrics)) {
-          hub.on_worker(static_cast<Role>(r), (*frames)[0], std::move(*m), now);
-        }
-      }
+      hub::read_workers(
+          *worker_sockets[r], worker_names[r], limits, stage_metrics,
+          [&] { return batcher.status(); },
+          [&](const std::string& worker, stage::StageMessage&& m) {
+            batcher.on_worker(static_cast<Role>(r), worker, std::move(m), now);
+          });
     }
-    hub.tick(now, out);
-    // A send fails only to a worker that left: it is declared dead and its work (the message
-    // that failed included) is dispatched anew in the next round. What a last round leaves
-    // waits for the next loop.
-    for (int round = 0; round < 4; ++round) {
-      hub.dispatch(now, out);
-      if (out.to_workers.empty() && out.to_gateways.empty()) break;
-      auto to_workers = std::move(out.to_workers);
-      auto to_gateways = std::move(out.to_gateways);
-      out.clear();
-      for (auto& m : to_workers) {
-        auto* socket = worker_sockets[static_cast<size_t>(m.role)];
-        if (!socket->send(
-                {std::string_view(m.worker), std::string_view(stage::encode(m.message))})) {
-          hub.worker_dead(m.role, m.worker, now, out);
-        }
-      }
-      for (auto& [endpoint, message] : to_gateways) {
-        if (!gateways.send(endpoint, stage::encode(message))) {
-          spdlog::warn("batcher: could not send a result to gateway {}", endpoint);
-        }
-      }
-    }
+    batcher.tick(now, out);
+    hub::send_rounds(
+        out, worker_sockets, gateways, "batcher", [&](Outbox& o) { batcher.dispatch(now, o); },
+        [&](size_t link, const std::string& worker, Outbox& o) {
+          batcher.worker_dead(static_cast<Role>(link), worker, now, o);
+        });
+    out.clear();
   }
-  spdlog::info("batcher: stopping with {} sequences queued", hub.queued());
+  spdlog::info("batcher: stopping with {} sequences queued", batcher.queued());
   return 0;
 }
 

@@ -3,9 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstring>
-
-#include "seqpipe/common/service.h"
 
 namespace seqpipe::decoder {
 
@@ -21,8 +18,22 @@ engine::GeneratorOptions generator_options(const config::PipelineConfig& c) {
   return o;
 }
 
-// all_hypotheses: beam search returns every finished hypothesis (the postprocessor's
-// known-words pick chooses among them).
+// The `decoded` message for `hub` among those added to out.sends since index `first` (one per
+// hub per step); a new one when there is none yet. The reference lasts until the next push.
+stage::Decoded& decoded_for(worker::Outbox& out, size_t first, size_t hub) {
+  for (size_t i = first; i < out.sends.size(); ++i) {
+    if (out.sends[i].link == hub) return std::get<stage::Decoded>(out.sends[i].message);
+  }
+  out.sends.push_back({hub, {}, stage::Decoded{}});
+  return std::get<stage::Decoded>(out.sends.back().message);
+}
+
+uint64_t micros_between(SteadyClock::time_point start, SteadyClock::time_point end) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(end - start).count());
+}
+}  // namespace
+
 engine::DecodingOptions decoding_options(const protocol::GenerateParams& p, bool all_hypotheses) {
   engine::DecodingOptions o;
   o.max_new_tokens = p.max_new_tokens;
@@ -34,27 +45,13 @@ engine::DecodingOptions decoding_options(const protocol::GenerateParams& p, bool
   return o;
 }
 
-// The `decoded` message for `hub` among those added to out.to_hub since index `first` (one per
-// hub per step); a new one when there is none yet. The reference lasts until the next push.
-stage::StageMessage& decoded_for(worker::Outbox& out, size_t first, size_t hub) {
-  for (size_t i = first; i < out.to_hub.size(); ++i) {
-    if (out.to_hub[i].hub == hub) return out.to_hub[i].message;
-  }
-  out.to_hub.push_back({hub, {stage::MessageKind::kDecoded, 0, {}}});
-  return out.to_hub.back().message;
-}
-
-uint64_t micros_since(SteadyClock::time_point start) {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start).count());
-}
-}  // namespace
-
 DecoderStage::DecoderStage(std::shared_ptr<const engine::T5Model> model,
-                           const config::PipelineConfig& config, metrics::StageMetrics& metrics)
+                           const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                           const TimeSource& time)
     : model_(model),
       generator_(model, generator_options(config)),
       metrics_(metrics),
+      time_(time),
       num_slots_(config.decoder.num_slots),
       max_source_len_(config.model.max_input_tokens),
       warmup_batch_size_(std::min(config.decoder.warmup_batch_size, config.decoder.num_slots)),
@@ -87,17 +84,18 @@ bool DecoderStage::warm_up() {
 }
 
 void DecoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
-  metrics_.request(static_cast<double>(message.items.size()));
+  auto& items = std::get<stage::Decode>(message).items;
+  metrics_.request(static_cast<double>(items.size()));
   int credits = 0;  // slots of items that never started: back to the batcher at once
-  for (auto& item : message.items) admit(std::move(item), out, credits);
-  if (credits > 0) out.answer({stage::MessageKind::kDecoded, credits, {}});
+  for (auto& item : items) admit(std::move(item), out, credits);
+  if (credits > 0) out.answer(stage::Decoded{credits, {}});
   metrics_.set_in_flight(running());
   metrics_.set_kv_slots(num_slots_ - free_slots(), free_slots());
 }
 
-void DecoderStage::cancel(const stage::StageMessage& message, worker::Outbox& out) {
+void DecoderStage::cancel(const stage::Cancel& message, worker::Outbox& out) {
   int credits = 0;
-  for (const auto& request : message.items) {
+  for (const auto& request : message.requests) {
     for (size_t i = 0; i < running_.size();) {
       Running& r = running_[i];
       // Only the hub that sent a sequence cancels it (another batcher may run the same request).
@@ -107,7 +105,8 @@ void DecoderStage::cancel(const stage::StageMessage& message, worker::Outbox& ou
         credits += r.slots;
         metrics_.cancelled();
         spdlog::info("decoder: request {} item {} cancelled after {} us; {} slot(s) freed",
-                     r.item.request, r.item.index, micros_since(r.started), r.slots);
+                     r.item.request, r.item.index, micros_between(r.started, time_.now().steady),
+                     r.slots);
         r = std::move(running_.back());
         running_.pop_back();
       } else {
@@ -116,77 +115,79 @@ void DecoderStage::cancel(const stage::StageMessage& message, worker::Outbox& ou
     }
   }
   // Nothing found: it finished first, and its slots went back with its result.
-  if (credits > 0) out.answer({stage::MessageKind::kDecoded, credits, {}});
+  if (credits > 0) out.answer(stage::Decoded{credits, {}});
   metrics_.set_in_flight(running());
   metrics_.set_kv_slots(num_slots_ - free_slots(), free_slots());
 }
 
-void DecoderStage::admit(stage::WorkItem&& item, worker::Outbox& out, int& credits) {
-  const int slots = std::max(1, item.params.num_beams);  // what the batcher charged
+void DecoderStage::admit(stage::EncodedItem&& item, worker::Outbox& out, int& credits) {
+  const int slots = engine::slot_cost(item.params.num_beams);  // what the batcher charged
   const int64_t d_model = model_->config().d_model;
-  if (worker::expired(item, service::unix_now_us())) {
+  if (item.deadline.expired(time_.now())) {
     metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
     credits += slots;
     return;
   }
-  if (item.rows < 1 || item.rows > max_source_len_ ||
-      item.hidden.size() != static_cast<size_t>(item.rows * d_model) * sizeof(float)) {
+  const stage::EncoderRows& rows = item.hidden;
+  if (rows.rows < 1 || rows.rows > max_source_len_ ||
+      rows.values.size() != static_cast<size_t>(rows.rows * d_model)) {
     credits += slots;
-    out.fail(std::move(item),
+    out.fail(item,
              {protocol::ErrorCode::kInternal,
               "decoder received encoder rows that do not match the model"},
              "decoder", metrics_);
     return;
   }
   engine::EncoderOutput encoded;
-  encoded.hidden = engine::Tensor::empty({item.rows, d_model});
-  std::memcpy(encoded.hidden.data(), item.hidden.data(), item.hidden.size());
-  encoded.offsets = {0, item.rows};
-  item.hidden.clear();
-  item.hidden.shrink_to_fit();
-  item.rows = 0;  // the result carries output ids only
+  encoded.hidden = engine::Tensor::empty({rows.rows, d_model});
+  std::copy(rows.values.begin(), rows.values.end(), encoded.hidden.data());
+  encoded.offsets = {0, rows.rows};
   try {
     const uint64_t handle =
         generator_.add(encoded, 0, decoding_options(item.params, all_hypotheses_));
-    running_.push_back({handle, slots, std::move(item), SteadyClock::now(), out.hub});
+    // The result carries the output ids only (and the input text, when it travels).
+    std::string text = std::move(item.text);
+    auto decoded = stage::next_hop<stage::DecodedItem>(std::move(item));
+    decoded.text = std::move(text);
+    running_.push_back({handle, slots, std::move(decoded), time_.now().steady, out.hub});
   } catch (const std::exception& e) {  // options the engine refuses, or no free slots (a hub bug)
     credits += slots;
-    out.fail(std::move(item), {protocol::ErrorCode::kInternal, std::string("decoder: ") + e.what()},
-             "decoder", metrics_);
+    out.fail(item, {protocol::ErrorCode::kInternal, std::string("decoder: ") + e.what()}, "decoder",
+             metrics_);
   }
 }
 
 void DecoderStage::work(worker::Outbox& out) {
-  const auto start = SteadyClock::now();
+  const auto start = time_.now().steady;
   finished_.clear();
   generator_.step(finished_);
-  metrics_.compute_time(std::chrono::duration<double>(SteadyClock::now() - start).count());
+  metrics_.compute_time(std::chrono::duration<double>(time_.now().steady - start).count());
   metrics_.batch_size(running());
 
   // One `decoded` message per hub with something finished or expired: results and slots go back
   // to the hub that sent the sequence.
-  const size_t first = out.to_hub.size();
+  const size_t first = out.sends.size();
   for (auto& f : finished_) {
     auto it = std::find_if(running_.begin(), running_.end(),
                            [&](const Running& r) { return r.handle == f.handle; });
     if (it == running_.end()) continue;
-    stage::WorkItem& item = it->item;
+    stage::DecodedItem& item = it->item;
     item.ids.assign(f.result.ids.begin(), f.result.ids.end());
     item.score = f.result.score;
     item.alternatives.clear();
     for (const auto& alt : f.result.alternatives)
       item.alternatives.emplace_back(alt.begin(), alt.end());
-    item.timings.decode_us += micros_since(it->started);
-    stage::StageMessage& decoded = decoded_for(out, first, it->hub);
+    item.timings.decode_us += micros_between(it->started, time_.now().steady);
+    stage::Decoded& decoded = decoded_for(out, first, it->hub);
     decoded.credits += it->slots;
     decoded.items.push_back(std::move(item));
     *it = std::move(running_.back());
     running_.pop_back();
   }
   // Expired sequences stop costing compute now; the gateway has answered them.
-  const int64_t now = service::unix_now_us();
+  const Now now = time_.now();
   for (size_t i = 0; i < running_.size();) {
-    if (worker::expired(running_[i].item, now)) {
+    if (running_[i].item.deadline.expired(now)) {
       generator_.cancel(running_[i].handle);
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
       decoded_for(out, first, running_[i].hub).credits += running_[i].slots;

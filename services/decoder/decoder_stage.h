@@ -15,10 +15,16 @@
 
 namespace seqpipe::decoder {
 
+// The one mapping of a request's generation parameters to the engine's decoding options.
+// all_hypotheses: beam search returns every finished hypothesis (postprocessor.known_words: the
+// postprocessor's pick chooses among them). The engine validates the result.
+engine::DecodingOptions decoding_options(const protocol::GenerateParams& params,
+                                         bool all_hypotheses);
+
 class DecoderStage : public worker::WorkerStage {
  public:
   DecoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
-               metrics::StageMetrics& metrics);
+               metrics::StageMetrics& metrics, const TimeSource& time = system_time());
   stage::MessageKind accepts() const override { return stage::MessageKind::kDecode; }
   int capacity() const override { return num_slots_; }
   int free_capacity() const override { return generator_.free_slots(); }
@@ -27,7 +33,7 @@ class DecoderStage : public worker::WorkerStage {
   void handle(stage::StageMessage&& message, worker::Outbox& out) override;
   // Stops the running sequences of the cancelled requests: their slots are free for the next
   // step and go back to the batcher as credits (a `decoded` message without items).
-  void cancel(const stage::StageMessage& message, worker::Outbox& out) override;
+  void cancel(const stage::Cancel& message, worker::Outbox& out) override;
   bool has_pending_work() const override { return !running_.empty(); }
   // One decoder step over every running sequence; finished and expired ones leave.
   void work(worker::Outbox& out) override;
@@ -42,15 +48,16 @@ class DecoderStage : public worker::WorkerStage {
   struct Running {
     uint64_t handle = 0;
     int slots = 0;
-    stage::WorkItem item;  // without its encoder rows
+    stage::DecodedItem item;  // the output, ids and score filled in when it finishes
     std::chrono::steady_clock::time_point started;
     size_t hub = 0;  // the hub (batcher) that sent it: its result and slots go back there
   };
-  void admit(stage::WorkItem&& item, worker::Outbox& out, int& credits);
+  void admit(stage::EncodedItem&& item, worker::Outbox& out, int& credits);
 
   std::shared_ptr<const engine::T5Model> model_;
   engine::Generator generator_;
   metrics::StageMetrics& metrics_;
+  const TimeSource& time_;  // read for deadlines and stage timings (tests pass a ManualTime)
   int num_slots_;
   int max_source_len_;
   int warmup_batch_size_;

@@ -4,18 +4,18 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
-
-#include "seqpipe/common/service.h"
+#include <optional>
 
 namespace seqpipe::encoder {
 
 using SteadyClock = std::chrono::steady_clock;
 
 EncoderStage::EncoderStage(std::shared_ptr<const engine::T5Model> model,
-                           const config::PipelineConfig& config, metrics::StageMetrics& metrics)
+                           const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                           const TimeSource& time)
     : encoder_(std::move(model)),
       metrics_(metrics),
+      time_(time),
       credits_(config.encoder.credits),
       warmup_batch_size_(config.encoder.warmup_batch_size),
       warmup_tokens_(std::max(1, config.model.max_input_tokens / 2)) {}
@@ -31,49 +31,50 @@ bool EncoderStage::warm_up() {
 }
 
 void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
-  metrics_.request(static_cast<double>(message.items.size()));
-  stage::StageMessage encoded{
-      stage::MessageKind::kEncoded, 1, {}};  // the batch's credit comes back
-  const int64_t now = service::unix_now_us();
+  auto& items = std::get<stage::Encode>(message).items;
+  metrics_.request(static_cast<double>(items.size()));
+  stage::Encoded encoded{1, {}};  // the batch's credit comes back
+  const Now now = time_.now();
   batch_.clear();
-  for (auto& item : message.items) {
-    if (worker::expired(item, now)) {
+  std::vector<stage::SequenceItem*> batched;
+  for (auto& item : items) {
+    if (item.deadline.expired(now)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
     } else if (item.ids.empty()) {
-      out.fail(std::move(item),
-               {protocol::ErrorCode::kInternal, "encoder received an item without input ids"},
+      out.fail(item, {protocol::ErrorCode::kInternal, "encoder received an item without input ids"},
                "encoder", metrics_);
     } else {
       batch_.emplace_back(item.ids.begin(), item.ids.end());
-      encoded.items.push_back(std::move(item));
+      batched.push_back(&item);
     }
   }
   if (!batch_.empty()) {
     metrics_.batch_size(static_cast<double>(batch_.size()));
-    const auto start = SteadyClock::now();
+    const auto start = time_.now().steady;
+    std::optional<engine::EncoderOutput> output;
     try {
-      const engine::EncoderOutput output = encoder_.encode(batch_);
-      const auto elapsed = SteadyClock::now() - start;
+      output = encoder_.encode(batch_);
+    } catch (const std::exception& e) {  // a bad token id (model and tokenizer disagree), or OOM
+      for (auto* item : batched) {
+        out.fail(*item, {protocol::ErrorCode::kInternal, std::string("encoder: ") + e.what()},
+                 "encoder", metrics_);
+      }
+    }
+    if (output) {
+      const auto elapsed = time_.now().steady - start;
       metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
       const auto us = static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
-      const int64_t d_model = output.hidden.dim(1);
-      for (size_t i = 0; i < encoded.items.size(); ++i) {
-        auto& item = encoded.items[i];
-        item.rows = output.length(i);
-        item.hidden.resize(static_cast<size_t>(item.rows * d_model) * sizeof(float));
-        std::memcpy(item.hidden.data(), output.rows(i), item.hidden.size());
-        item.ids.clear();  // the decoders need the rows only
+      const int64_t d_model = output->hidden.dim(1);
+      for (size_t i = 0; i < batched.size(); ++i) {
+        std::string text = std::move(batched[i]->text);
+        auto item = stage::next_hop<stage::EncodedItem>(std::move(*batched[i]));
+        item.hidden.rows = output->length(i);
+        item.hidden.values.assign(output->rows(i), output->rows(i) + item.hidden.rows * d_model);
+        item.text = std::move(text);
         item.timings.encode_us += us;
+        encoded.items.push_back(std::move(item));
       }
-    } catch (const std::exception&
-                 e) {  // a bad token id (model and tokenizer disagree) or out of memory
-      for (auto& item : encoded.items) {
-        out.fail(std::move(item),
-                 {protocol::ErrorCode::kInternal, std::string("encoder: ") + e.what()}, "encoder",
-                 metrics_);
-      }
-      encoded.items.clear();
     }
   }
   out.answer(std::move(encoded));

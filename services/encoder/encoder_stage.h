@@ -1,7 +1,7 @@
 #pragma once
 // The encoder stage: one batch of input ids -> encoder hidden states, one block of rows per
-// item (float32 bytes), returned to the batcher for the decoders. A batch costs the batcher one
-// credit, returned with the `encoded` reply. Socket-free.
+// item (stage::EncoderRows), returned to the batcher for the decoders. A batch costs the batcher
+// one credit, returned with the `encoded` reply. Socket-free.
 #include <memory>
 
 #include "seqpipe/common/config.h"
@@ -13,7 +13,7 @@ namespace seqpipe::encoder {
 class EncoderStage : public worker::WorkerStage {
  public:
   EncoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
-               metrics::StageMetrics& metrics);
+               metrics::StageMetrics& metrics, const TimeSource& time = system_time());
   stage::MessageKind accepts() const override { return stage::MessageKind::kEncode; }
   int capacity() const override { return credits_; }
   void handle(stage::StageMessage&& message, worker::Outbox& out) override;
@@ -23,6 +23,7 @@ class EncoderStage : public worker::WorkerStage {
  private:
   engine::Encoder encoder_;
   metrics::StageMetrics& metrics_;
+  const TimeSource& time_;  // read for deadlines and stage timings (tests pass a ManualTime)
   int credits_;
   int warmup_batch_size_, warmup_tokens_;
   std::vector<std::vector<int>> batch_;  // reused between batches

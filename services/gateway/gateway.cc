@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "seqpipe/common/service.h"
-
 namespace seqpipe::gateway {
 
 namespace {
@@ -43,37 +41,21 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
       results_endpoint_(std::move(results_endpoint)),
       metrics_(stage_metrics),
       gateway_metrics_(gateway_metrics),
-      liveness_(std::chrono::milliseconds(config.liveness.heartbeat_interval_ms),
-                config.liveness.heartbeat_liveness),
-      cache_(config.gateway.cache_bytes) {
-  for (const auto& endpoint : config.gateway.batcher_endpoints)
-    batchers_.push_back({endpoint, {}, true});
-  if (batchers_.empty()) batchers_.push_back({config.batcher.ingress_endpoint, {}, true});
-}
+      tokenizers_({"gateway", "tokenizer", kTokenizerLink, hub::Answers::kInOrder}, config.liveness,
+                  stage_metrics),
+      batchers_(config, results_endpoint_),
+      cache_(config.gateway.cache_bytes) {}
 
-size_t Gateway::live_batchers() const {
-  return static_cast<size_t>(std::count_if(batchers_.begin(), batchers_.end(),
-                                           [](const BatcherLink& b) { return b.live; }));
-}
-
-std::optional<size_t> Gateway::next_live_batcher(size_t after) const {
-  for (size_t k = 1; k <= batchers_.size(); ++k) {
-    const size_t i = (after + k) % batchers_.size();
-    if (batchers_[i].live) return i;
-  }
-  return std::nullopt;
-}
-
-stage::StageMessage Gateway::tokenize_work(uint64_t id, const Request& r) const {
-  stage::StageMessage work{stage::MessageKind::kTokenize, 0, {}};
+stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
+  stage::Tokenize work;
   for (size_t i = 0; i < r.sources.size(); ++i) {
     if (r.done[i]) continue;
-    stage::WorkItem item;
+    stage::TextItem item;
     item.request = id;
     item.index = static_cast<uint32_t>(i);
     item.gateway = results_endpoint_;
-    item.batcher = batchers_[r.batcher].endpoint;
-    item.deadline_unix_us = r.deadline_unix_us;
+    item.batcher = batchers_.target(id);
+    item.deadline = r.deadline;
     item.params = r.params;
     item.text = r.sources[i];
     work.items.push_back(std::move(item));
@@ -81,8 +63,7 @@ stage::StageMessage Gateway::tokenize_work(uint64_t id, const Request& r) const 
   return work;
 }
 
-void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_point now,
-                        Outbox& out) {
+void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbox& out) {
   if (frames.size() < 2) return;  // no routing frame: nobody to answer
   std::string payload = std::move(frames.back());
   frames.pop_back();
@@ -91,8 +72,8 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()),
       limits_);
   if (auto* rejected = std::get_if<protocol::RejectedRequest>(&decoded)) {
-    reply_error(std::move(frames), std::move(rejected->id), std::move(rejected->error), now, now,
-                out);
+    reply_error(std::move(frames), std::move(rejected->id), std::move(rejected->error), now.steady,
+                now.steady, out);
     return;
   }
   auto& request = std::get<protocol::Request>(decoded);
@@ -102,24 +83,20 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
   }
   if (waiting_.size() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
     reply_error(std::move(frames), request.id.value_or(""),
-                {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"}, now,
-                now, out);
+                {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"},
+                now.steady, now.steady, out);
     return;
   }
-  const bool several_batchers = batchers_.size() > 1;
-  std::optional<size_t> batcher =
-      several_batchers ? next_live_batcher(last_batcher_) : std::optional<size_t>(0);
-  if (!batcher) {
+  const uint64_t id = next_id_;
+  if (!batchers_.assign(id)) {
     reply_error(std::move(frames), request.id.value_or(""),
-                {protocol::ErrorCode::kUnavailable, "no batcher is live; retry later"}, now, now,
-                out);
+                {protocol::ErrorCode::kUnavailable, "no batcher is live; retry later"}, now.steady,
+                now.steady, out);
     return;
   }
-  last_batcher_ = *batcher;
-  const uint64_t id = next_id_++;
+  ++next_id_;
   const uint32_t timeout_ms = request.timeout_ms.value_or(config_.gateway.default_timeout_ms);
   Request r;
-  r.batcher = *batcher;
   r.envelope = std::move(frames);
   r.client_id = request.id.value_or("");
   r.batch_form = request.batch_form;
@@ -128,15 +105,14 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
   r.scores.resize(request.texts.size());
   r.done.resize(request.texts.size());
   r.remaining = request.texts.size();
-  r.received = now;
-  r.deadline = now + std::chrono::milliseconds(timeout_ms);
+  r.received = now.steady;
+  r.expires = now.steady + std::chrono::milliseconds(timeout_ms);
+  r.deadline = Deadline::after(now, std::chrono::milliseconds(timeout_ms));
 
-  stage::StageMessage work{stage::MessageKind::kTokenize, 0, {}};
-  const int64_t deadline_unix_us = service::unix_now_us() + int64_t{timeout_ms} * 1000;
-  if (several_batchers) {  // kept to submit to another batcher if this one dies
+  stage::Tokenize work;
+  if (batchers_.several()) {  // kept to submit to another batcher if this one dies
     r.sources = request.texts;
     r.params = request.params;
-    r.deadline_unix_us = deadline_unix_us;
   }
   for (size_t i = 0; i < request.texts.size(); ++i) {
     if (cache_.enabled()) {
@@ -152,12 +128,12 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
         continue;
       }
     }
-    stage::WorkItem item;
+    stage::TextItem item;
     item.request = id;
     item.index = static_cast<uint32_t>(i);
     item.gateway = results_endpoint_;
-    if (several_batchers) item.batcher = batchers_[*batcher].endpoint;
-    item.deadline_unix_us = deadline_unix_us;
+    item.batcher = batchers_.target(id);
+    item.deadline = r.deadline;
     item.params = request.params;
     item.text = std::move(request.texts[i]);
     work.items.push_back(std::move(item));
@@ -166,10 +142,10 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
     r.cancel_key = client_key(r.envelope, *request.id);
     by_client_.emplace(r.cancel_key, id);
   }
-  deadlines_.emplace(r.deadline, id);
+  deadlines_.emplace(r.expires, id);
   auto& stored = requests_.emplace(id, std::move(r)).first->second;
   if (stored.remaining == 0) {  // every text from the cache
-    reply(id, ok_reply(stored), now, out);
+    reply(id, ok_reply(stored), now.steady, out);
     return;
   }
   waiting_.push_back(std::move(work));
@@ -177,51 +153,34 @@ void Gateway::on_client(std::vector<std::string>&& frames, SteadyClock::time_poi
 }
 
 void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage& message,
-                           SteadyClock::time_point now) {
-  const bool known = tokenizers_.free_credits(worker) >= 0;
-  switch (message.kind) {
-    case stage::MessageKind::kReady:
-      tokenizers_.announce(worker, message.credits);
-      liveness_.seen(worker, now);
-      spdlog::info("gateway: tokenizer joined with {} credits ({} tokenizers)", message.credits,
-                   tokenizers_.size());
-      break;
-    case stage::MessageKind::kCredit:
-      if (!known) break;  // from a tokenizer declared dead: its work went elsewhere
-      liveness_.seen(worker, now);
-      tokenizers_.release(worker, message.credits);
-      for (int i = 0; i < message.credits && !in_flight_[worker].empty(); ++i)
-        in_flight_[worker].pop_front();
-      break;
-    case stage::MessageKind::kHeartbeat:
-      if (known) liveness_.seen(worker, now);
-      break;
-    default:
-      spdlog::warn("gateway: ignored a '{}' message from a tokenizer",
-                   stage::kind_name(message.kind));
-      metrics_.malformed();
+                           const Now& now) {
+  if (const auto* ready = std::get_if<stage::Ready>(&message)) {
+    tokenizers_.ready(worker, ready->credits, now.steady);
+  } else if (const auto* credit = std::get_if<stage::Credit>(&message)) {
+    if (!tokenizers_.heard(worker, now.steady)) return;  // declared dead: its work went elsewhere
+    tokenizers_.release(worker, credit->credits);
+    for (int i = 0; i < credit->credits; ++i) tokenizers_.answered(worker);  // one per message
+  } else if (std::holds_alternative<stage::Heartbeat>(message)) {
+    tokenizers_.heard(worker, now.steady);
+  } else {
+    spdlog::warn("gateway: ignored a '{}' message from a tokenizer", stage::kind_name(message));
+    metrics_.malformed();
   }
 }
 
-void Gateway::on_results(stage::StageMessage&& message, SteadyClock::time_point now, Outbox& out) {
-  if (message.kind == stage::MessageKind::kHeartbeat) {  // from a batcher: its ingress in the item
-    for (const auto& item : message.items) {
-      for (auto& b : batchers_) {
-        if (b.endpoint != item.batcher) continue;
-        b.last_seen = now;
-        if (!b.live) spdlog::info("gateway: batcher {} is live again", b.endpoint);
-        b.live = true;
-      }
-    }
+void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& out) {
+  if (const auto* heartbeat = std::get_if<stage::Heartbeat>(&message)) {  // from a batcher
+    batchers_.heard(heartbeat->from, now.steady);
     return;
   }
-  if (message.kind != stage::MessageKind::kResult) {
+  auto* results = std::get_if<stage::Result>(&message);
+  if (!results) {
     spdlog::warn("gateway: ignored a '{}' message on the results socket",
-                 stage::kind_name(message.kind));
+                 stage::kind_name(message));
     metrics_.malformed();
     return;
   }
-  for (auto& item : message.items) {
+  for (auto& item : results->items) {
     auto it = requests_.find(item.request);
     if (it == requests_.end() || item.index >= it->second.done.size() ||
         it->second.done[item.index]) {
@@ -231,7 +190,8 @@ void Gateway::on_results(stage::StageMessage&& message, SteadyClock::time_point 
     }
     Request& r = it->second;
     if (item.error) {
-      reply(item.request, protocol::error_reply(r.client_id, std::move(*item.error)), now, out);
+      reply(item.request, protocol::error_reply(r.client_id, std::move(*item.error)), now.steady,
+            out);
       continue;
     }
     if (!r.cache_keys.empty()) cache_.put(r.cache_keys[item.index], {item.text, item.score});
@@ -239,7 +199,7 @@ void Gateway::on_results(stage::StageMessage&& message, SteadyClock::time_point 
     r.scores[item.index] = item.score;
     r.done[item.index] = true;
     keep_max(r.timings, item.timings);
-    if (--r.remaining == 0) reply(item.request, ok_reply(r), now, out);
+    if (--r.remaining == 0) reply(item.request, ok_reply(r), now.steady, out);
   }
 }
 
@@ -270,7 +230,7 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
                  protocol::wire_name(reply.error->code), reply.error->message);
   }
   out.replies.emplace_back(std::move(r.envelope), protocol::encode_reply(reply));
-  deadlines_.erase({r.deadline, id});
+  deadlines_.erase({r.expires, id});
   if (!r.cancel_key.empty()) {
     auto [first, last] = by_client_.equal_range(r.cancel_key);
     for (auto c = first; c != last; ++c) {
@@ -281,7 +241,16 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
     }
   }
   requests_.erase(it);
+  batchers_.forget(id);
   metrics_.set_in_flight(static_cast<double>(requests_.size()));
+}
+
+void Gateway::unavailable(uint64_t id, const std::string& why, SteadyClock::time_point now,
+                          Outbox& out) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;  // answered already
+  reply(id, protocol::error_reply(it->second.client_id, {protocol::ErrorCode::kUnavailable, why}),
+        now, out);
 }
 
 void Gateway::reply_error(Envelope envelope, std::string client_id, protocol::Error error,
@@ -303,8 +272,8 @@ std::string Gateway::client_key(const Envelope& envelope, const std::string& cli
   return key + std::to_string(client_id.size()) + ':' + client_id;
 }
 
-void Gateway::cancel(const Envelope& envelope, const std::string& client_id,
-                     SteadyClock::time_point now, Outbox& out) {
+void Gateway::cancel(const Envelope& envelope, const std::string& client_id, const Now& now,
+                     Outbox& out) {
   auto [first, last] = by_client_.equal_range(client_key(envelope, client_id));
   std::vector<uint64_t> ids;
   for (auto c = first; c != last; ++c) ids.push_back(c->second);
@@ -315,157 +284,87 @@ void Gateway::cancel(const Envelope& envelope, const std::string& client_id,
         client_id);
     return;
   }
-  stage::StageMessage cancel{stage::MessageKind::kCancel, 0, {}};
-  const int64_t now_unix = service::unix_now_us();
+  stage::Cancel cancel;
   for (uint64_t id : ids) {
     const Request& r = requests_.at(id);
     // The batcher forgets a cancelled request at its deadline: no work of it can matter later.
-    stage::WorkItem item;
-    item.request = id;
-    item.gateway = results_endpoint_;
-    item.deadline_unix_us = now_unix + static_cast<int64_t>(micros(r.deadline - now));
-    cancel.items.push_back(std::move(item));
+    cancel.requests.push_back({id, results_endpoint_, r.deadline});
     reply(id,
           protocol::error_reply(r.client_id,
                                 {protocol::ErrorCode::kCancelled, "cancelled by the client"}),
-          now, out);
+          now.steady, out);
   }
   // Every batcher: a re-submitted request may have work at two.
-  for (const auto& b : batchers_) out.to_batcher.emplace_back(b.endpoint, cancel);
+  for (const auto& endpoint : batchers_.endpoints()) out.pushes.emplace_back(endpoint, cancel);
 }
 
-void Gateway::expire(SteadyClock::time_point now, Outbox& out) {
-  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+void Gateway::expire(const Now& now, Outbox& out) {
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now.steady) {
     const uint64_t id = deadlines_.begin()->second;
     const auto& r = requests_.at(id);
     const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(r.deadline - r.received).count();
+        std::chrono::duration_cast<std::chrono::milliseconds>(r.expires - r.received).count();
     reply(id,
           protocol::error_reply(r.client_id, {protocol::ErrorCode::kDeadlineExceeded,
                                               "no result within " + std::to_string(ms) + " ms"}),
-          now, out);
+          now.steady, out);
   }
 }
 
-void Gateway::dispatch(SteadyClock::time_point now, Outbox& out) {
+void Gateway::dispatch(const Now& now, Outbox& out) {
   while (!waiting_.empty()) {
-    stage::StageMessage& work = waiting_.front();
-    auto it = requests_.find(work.items.front().request);
+    stage::Tokenize& work = waiting_.front();
+    const uint64_t id = work.items.front().request;
+    auto it = requests_.find(id);
     const std::string& to = work.items.front().batcher;
-    if (it == requests_.end() || (!to.empty() && to != batchers_[it->second.batcher].endpoint)) {
+    if (it == requests_.end() || (!to.empty() && to != batchers_.target(id))) {
       waiting_.pop_front();  // answered while it waited (deadline), or re-submitted elsewhere
       continue;
     }
     auto worker = tokenizers_.take(1);
     if (!worker) break;
-    const uint64_t queued = micros(now - it->second.received);
+    const uint64_t queued = micros(now.steady - it->second.received);
     for (auto& item : work.items) item.timings.queue_us = queued;
-    in_flight_[*worker].push_back(work);
-    out.to_tokenizers.emplace_back(std::move(*worker), std::move(work));
+    tokenizers_.sent(*worker, work);
+    out.sends.push_back({kTokenizerLink, std::move(*worker), std::move(work)});
     waiting_.pop_front();
   }
   metrics_.set_queue_depth(static_cast<double>(waiting_.size()));
 }
 
-void Gateway::tick(SteadyClock::time_point now, Outbox& out) {
-  if (liveness_.heartbeat_due(now)) {
-    metrics_.heartbeats_missed(liveness_.silent(now));
-    for (const auto& worker : liveness_.workers()) {
-      out.to_tokenizers.emplace_back(worker,
-                                     stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {}});
-    }
-  }
-  for (const auto& worker : liveness_.take_dead(now)) tokenizer_dead(worker, now, out);
-  if (batchers_.size() < 2) return;
-  const auto timeout = std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms) *
-                       config_.liveness.heartbeat_liveness;
-  if (now >= next_batcher_heartbeat_) {
-    next_batcher_heartbeat_ =
-        now + std::chrono::milliseconds(config_.liveness.heartbeat_interval_ms);
-    stage::WorkItem me;
-    me.gateway = results_endpoint_;  // where the batcher answers
-    for (const auto& b : batchers_) {
-      out.to_batcher.emplace_back(b.endpoint,
-                                  stage::StageMessage{stage::MessageKind::kHeartbeat, 0, {me}});
-    }
-  }
-  for (size_t i = 0; i < batchers_.size(); ++i) {
-    if (batchers_[i].last_seen == SteadyClock::time_point{})
-      batchers_[i].last_seen = now;  // a full period to answer
-    if (batchers_[i].live && now - batchers_[i].last_seen > timeout) batcher_dead(i, now, out);
-  }
-}
-
-void Gateway::batcher_dead(size_t index, SteadyClock::time_point now, Outbox& out) {
-  if (index >= batchers_.size() || !batchers_[index].live) return;
-  batchers_[index].live = false;
-  metrics_.worker_dead();
-  std::vector<uint64_t> held;
-  for (const auto& [id, r] : requests_) {
-    if (r.batcher == index) held.push_back(id);
-  }
-  spdlog::warn(
-      "gateway: batcher {} is silent ({} of {} live); {} request(s) it held are re-submitted or "
-      "answered",
-      batchers_[index].endpoint, live_batchers(), batchers_.size(), held.size());
-  for (uint64_t id : held) {
-    Request& r = requests_.at(id);
-    const auto other = next_live_batcher(index);
-    if (r.resubmitted || !other) {
-      reply(id,
-            protocol::error_reply(
-                r.client_id,
-                {protocol::ErrorCode::kUnavailable,
-                 r.resubmitted ? "two batchers failed on this request"
-                               : "the batcher holding this request died and no other is live"}),
-            now, out);
-      continue;
-    }
-    r.resubmitted = true;
-    r.batcher = *other;
-    stage::StageMessage work = tokenize_work(id, r);
+void Gateway::tick(const Now& now, Outbox& out) {
+  for (const auto& worker : tokenizers_.tick(now, out)) tokenizer_dead(worker, now, out);
+  const BatcherFailover::Failover failover = batchers_.tick(now.steady, out);
+  for (size_t i = 0; i < failover.dead; ++i) metrics_.worker_dead();
+  for (const auto& [id, why] : failover.lost) unavailable(id, why, now.steady, out);
+  // Submitted again, first in line, in arrival order.
+  for (auto id = failover.moved.rbegin(); id != failover.moved.rend(); ++id) {
+    auto it = requests_.find(*id);
+    if (it == requests_.end()) continue;
+    stage::Tokenize work = tokenize_work(*id, it->second);
     metrics_.redispatched(static_cast<double>(work.items.size()));
     waiting_.push_front(std::move(work));
   }
 }
 
-void Gateway::tokenizer_dead(const std::string& worker, SteadyClock::time_point now, Outbox& out) {
-  if (!tokenizers_.remove(worker)) return;
-  liveness_.forget(worker);
-  metrics_.worker_dead();
-  auto node = in_flight_.extract(worker);
-  const size_t held = node.empty() ? 0 : node.mapped().size();
-  spdlog::warn(
-      "gateway: a tokenizer is dead ({} left); {} message(s) it held are re-dispatched or answered",
-      tokenizers_.size(), held);
-  if (node.empty()) return;
-  auto& lost = node.mapped();
-  for (auto it = lost.rbegin(); it != lost.rend(); ++it) {
-    const uint64_t id = it->items.front().request;
-    auto request = requests_.find(id);
-    if (request == requests_.end()) continue;  // answered already
-    if (request->second.retried || tokenizers_.size() == 0) {
-      reply(id,
-            protocol::error_reply(
-                request->second.client_id,
-                {protocol::ErrorCode::kUnavailable,
-                 request->second.retried
-                     ? "two tokenizer replicas failed on this request"
-                     : "the tokenizer holding this request died and no other is live"}),
-            now, out);
-      continue;
-    }
-    request->second.retried = true;
-    metrics_.redispatched(static_cast<double>(it->items.size()));
-    waiting_.push_front(std::move(*it));
+void Gateway::tokenizer_dead(const std::string& worker, const Now& now, Outbox& out) {
+  auto lost = tokenizers_.remove(worker, now, [&](const stage::TextItem& item) {
+    return requests_.count(item.request) == 0;  // answered already
+  });
+  for (const auto& [item, why] : lost.failed) unavailable(item.request, why, now.steady, out);
+  // The rest waits again, first in line, in the order first sent: one message per request.
+  std::vector<stage::Tokenize> again;
+  for (auto& item : lost.again) {
+    if (requests_.count(item.request) == 0) continue;  // answered by a failure above
+    if (again.empty() || again.back().items.front().request != item.request) again.emplace_back();
+    again.back().items.push_back(std::move(item));
   }
+  for (auto it = again.rbegin(); it != again.rend(); ++it) waiting_.push_front(std::move(*it));
 }
 
 std::vector<status::StageStatus> Gateway::status() const {
-  const int free = tokenizers_.total_free();
   return {{"gateway", 1, static_cast<int>(requests_.size()), static_cast<int>(waiting_.size()), 0},
-          {"tokenizer", static_cast<int>(tokenizers_.size()), tokenizers_.total_capacity() - free,
-           0, free}};
+          tokenizers_.status(0)};
 }
 
 std::optional<SteadyClock::time_point> Gateway::next_deadline() const {

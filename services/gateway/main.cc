@@ -9,6 +9,7 @@
 #include "gateway/gateway.h"
 #include "gateway/http_front_door.h"
 #include "seqpipe/common/config.h"
+#include "seqpipe/common/hub.h"
 #include "seqpipe/common/metrics.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/service_main.h"
@@ -61,36 +62,32 @@ int serve(const config::PipelineConfig& c) {
 
   // Cancels (and heartbeats, with several batchers) go to the batchers' ingress (where the
   // tokenizers send sequences), over PUSH.
-  transport::PushSockets batcher(context);
+  transport::PushSockets batchers(context);
   Gateway gateway(c, results_endpoint, stage_metrics, gateway_metrics);
   transport::Poller poller;
   const size_t kClients = poller.add(clients), kTokenizers = poller.add(tokenizers),
                kResults = poller.add(results);
+  const std::vector<transport::Socket*> worker_sockets{&tokenizers};  // by link: kTokenizerLink
   const stage::Limits limits;
   Outbox out;
   while (!service::stop_requested()) {
-    auto now = SteadyClock::now();
     auto timeout = std::min(std::chrono::milliseconds(100),
                             std::chrono::milliseconds(c.liveness.heartbeat_interval_ms));
     if (auto d = gateway.next_deadline()) {
-      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*d - now),
+      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*d - SteadyClock::now()),
                            std::chrono::milliseconds(0), timeout);
     }
     poller.poll(timeout);
-    now = SteadyClock::now();
+    const Now now = Now::read();  // the one reading of the clocks per round
     if (poller.readable(kClients)) {
       while (auto frames = clients.try_recv()) gateway.on_client(std::move(*frames), now, out);
     }
     if (poller.readable(kTokenizers)) {
-      while (auto frames = tokenizers.try_recv()) {
-        if (frames->size() == 2 && (*frames)[1] == status::kProbe) {
-          tokenizers.send(
-              {std::string_view((*frames)[0]), std::string_view(status::encode(gateway.status()))});
-        } else if (auto m =
-                       worker::decode_frames(*frames, 2, "a tokenizer", limits, stage_metrics)) {
-          gateway.on_tokenizer((*frames)[0], *m, now);
-        }
-      }
+      hub::read_workers(
+          tokenizers, "a tokenizer", limits, stage_metrics, [&] { return gateway.status(); },
+          [&](const std::string& worker, stage::StageMessage&& m) {
+            gateway.on_tokenizer(worker, m, now);
+          });
     }
     if (poller.readable(kResults)) {
       while (auto frames = results.try_recv()) {
@@ -102,29 +99,11 @@ int serve(const config::PipelineConfig& c) {
     }
     gateway.tick(now, out);
     gateway.expire(now, out);
-    gateway.dispatch(now, out);
-    // A failed send means the tokenizer left: its work (this message included) is dispatched
-    // anew, so send in rounds until nothing new comes out.
-    for (int round = 0; round < 4 && !out.to_tokenizers.empty(); ++round) {
-      auto batch = std::move(out.to_tokenizers);
-      out.to_tokenizers.clear();  // tokenizer_dead and dispatch below add to it: a new round
-      for (auto& [worker, message] : batch) {
-        if (!tokenizers.send(
-                {std::string_view(worker), std::string_view(stage::encode(message))})) {
-          gateway.tokenizer_dead(worker, now, out);
-        }
-      }
-      gateway.dispatch(now, out);
-    }
-    for (const auto& [endpoint, message] : out.to_batcher) {
-      if (!batcher.send(endpoint, stage::encode(message)) &&
-          message.kind == stage::MessageKind::kCancel) {
-        spdlog::warn(
-            "gateway: could not send a cancel to batcher {} ({} request(s)); their work runs to "
-            "its end",
-            endpoint, message.items.size());
-      }
-    }
+    hub::send_rounds(
+        out, worker_sockets, batchers, "gateway", [&](Outbox& o) { gateway.dispatch(now, o); },
+        [&](size_t, const std::string& worker, Outbox& o) {
+          gateway.tokenizer_dead(worker, now, o);
+        });
     for (auto& [envelope, payload] : out.replies) {
       envelope.push_back(std::move(payload));
       if (!clients.send(envelope)) spdlog::info("gateway: a client left before its reply");

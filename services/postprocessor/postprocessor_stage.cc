@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "seqpipe/common/service.h"
 #include "text/text_frame.h"
 
 namespace seqpipe::postprocessor {
@@ -14,12 +13,13 @@ using SteadyClock = std::chrono::steady_clock;
 
 PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
                                        const config::PipelineConfig& config,
-                                       metrics::StageMetrics& metrics)
+                                       metrics::StageMetrics& metrics, const TimeSource& time)
     : tokenizer_(std::move(tokenizer)),
       lower_case_words_(config.model.lower_case_words != 0),
       known_word_votes_(config.postprocessor.known_word_votes),
       max_input_tokens_(static_cast<size_t>(config.model.max_input_tokens)),
       metrics_(metrics),
+      time_(time),
       credits_(config.postprocessor.credits) {
   if (!config.postprocessor.known_words.empty()) {
     known_words_.emplace(KnownWords::load(config.postprocessor.known_words));
@@ -32,16 +32,16 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
 }
 
 void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
-  const int credits = static_cast<int>(message.items.size());
+  auto& items = std::get<stage::Postprocess>(message).items;
+  const int credits = static_cast<int>(items.size());
   metrics_.request(credits);
-  std::vector<stage::WorkItem> done;
-  const int64_t now = service::unix_now_us();
-  for (auto& item : message.items) {
-    if (worker::expired(item, now)) {
+  const Now now = time_.now();
+  for (auto& item : items) {
+    if (item.deadline.expired(now)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
       continue;
     }
-    const auto start = SteadyClock::now();
+    const auto start = time_.now().steady;
     const std::vector<int> ids(item.ids.begin(), item.ids.end());
     // With the guard or the text frame, item.text holds the input (the tokenizer kept it).
     // The words the model saw: all, or the first that fit its limit (as the tokenizer cut them).
@@ -72,16 +72,16 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
       output = suggester_->choose(frame ? seen_text : item.text, output,
                                   known_words_ ? &*known_words_ : nullptr);
     }
-    item.text = frame ? frame->restore(output, seen) : std::move(output);
-    item.ids.clear();
-    const auto elapsed = SteadyClock::now() - start;
+    if (frame) output = frame->restore(output, seen);
+    const auto elapsed = time_.now().steady - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
-    item.timings.postprocess_us += static_cast<uint64_t>(
+    stage::ResultItem result{item.request, item.index,   std::move(output),
+                             item.score,   item.timings, std::nullopt};
+    result.timings.postprocess_us += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
-    done.push_back(std::move(item));
+    out.result(item.gateway, std::move(result));
   }
-  out.results(std::move(done));
-  if (credits > 0) out.answer({stage::MessageKind::kCredit, credits, {}});
+  if (credits > 0) out.answer(stage::Credit{credits});
 }
 
 }  // namespace seqpipe::postprocessor

@@ -17,7 +17,8 @@ namespace seqpipe::postprocessor {
 class PostprocessorStage : public worker::WorkerStage {
  public:
   PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
-                     const config::PipelineConfig& config, metrics::StageMetrics& metrics);
+                     const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                     const TimeSource& time = system_time());
   stage::MessageKind accepts() const override { return stage::MessageKind::kPostprocess; }
   int capacity() const override { return credits_; }
   // Each item costs one credit; the credits go back with the results.
@@ -31,6 +32,7 @@ class PostprocessorStage : public worker::WorkerStage {
   int known_word_votes_;     // postprocessor.known_word_votes
   size_t max_input_tokens_;  // where the tokenizer cut a long text's words
   metrics::StageMetrics& metrics_;
+  const TimeSource& time_;  // read for deadlines and stage timings (tests pass a ManualTime)
   int credits_;
 };
 

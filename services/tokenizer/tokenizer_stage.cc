@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "seqpipe/common/service.h"
 #include "text/text_frame.h"
 
 namespace seqpipe::tokenizer {
@@ -13,9 +12,11 @@ namespace seqpipe::tokenizer {
 using SteadyClock = std::chrono::steady_clock;
 
 TokenizerStage::TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
-                               const config::PipelineConfig& config, metrics::StageMetrics& metrics)
+                               const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                               const TimeSource& time)
     : tokenizer_(std::move(tokenizer)),
       metrics_(metrics),
+      time_(time),
       ingress_endpoint_(config.batcher.ingress_endpoint),
       max_input_tokens_(config.model.max_input_tokens),
       credits_(config.tokenizer.credits),
@@ -32,20 +33,23 @@ std::vector<int> TokenizerStage::encode(const std::string& text) const {
 }
 
 void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
-  metrics_.request(static_cast<double>(message.items.size()));
-  stage::StageMessage sequences{stage::MessageKind::kSequence, 0, {}};
-  const int64_t now = service::unix_now_us();
-  for (auto& item : message.items) {
-    if (worker::expired(item, now)) {
+  auto& items = std::get<stage::Tokenize>(message).items;
+  metrics_.request(static_cast<double>(items.size()));
+  // (batcher ingress, sequence): to the batcher the gateway chose for each item, else the
+  // configured one; pushed after the failures, one message per batcher.
+  std::vector<std::pair<std::string, stage::SequenceItem>> sequences;
+  const Now now = time_.now();
+  for (auto& item : items) {
+    if (item.deadline.expired(now)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);  // the gateway has answered it
       continue;
     }
-    const auto start = SteadyClock::now();
+    const auto start = time_.now().steady;
     std::vector<int> ids = encode(item.text);
-    const auto elapsed = SteadyClock::now() - start;
+    const auto elapsed = time_.now().steady - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
     if (static_cast<int>(ids.size()) > max_input_tokens_) {
-      out.fail(std::move(item),
+      out.fail(item,
                {protocol::ErrorCode::kTooLong,
                 "text " + std::to_string(item.index) + " is " + std::to_string(ids.size()) +
                     " tokens; the limit is model.max_input_tokens = " +
@@ -53,26 +57,18 @@ void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) 
                "tokenizer", metrics_);
       continue;
     }
-    item.ids.assign(ids.begin(), ids.end());
-    if (!keep_text_) item.text.clear();
-    item.timings.tokenize_us += static_cast<uint64_t>(
+    std::string to = item.batcher.empty() ? ingress_endpoint_ : std::move(item.batcher);
+    std::string text = keep_text_ ? std::move(item.text) : std::string();
+    auto sequence = stage::next_hop<stage::SequenceItem>(std::move(item));
+    sequence.ids.assign(ids.begin(), ids.end());
+    sequence.text = std::move(text);
+    sequence.timings.tokenize_us += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
-    sequences.items.push_back(std::move(item));
+    sequences.emplace_back(std::move(to), std::move(sequence));
   }
-  // To the batcher the gateway chose for each item (one message per batcher), else the configured
-  // one.
-  for (auto& item : sequences.items) {
-    const std::string& to = item.batcher.empty() ? ingress_endpoint_ : item.batcher;
-    auto it = std::find_if(out.pushes.begin(), out.pushes.end(), [&](const auto& p) {
-      return p.first == to && p.second.kind == stage::MessageKind::kSequence;
-    });
-    if (it == out.pushes.end()) {
-      out.pushes.emplace_back(to, stage::StageMessage{stage::MessageKind::kSequence, 0, {}});
-      it = out.pushes.end() - 1;
-    }
-    it->second.items.push_back(std::move(item));
-  }
-  out.answer({stage::MessageKind::kCredit, 1, {}});
+  for (auto& [to, sequence] : sequences)
+    out.push_to<stage::Sequence>(to).items.push_back(std::move(sequence));
+  out.answer(stage::Credit{1});
 }
 
 }  // namespace seqpipe::tokenizer

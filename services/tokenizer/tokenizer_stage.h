@@ -15,7 +15,8 @@ namespace seqpipe::tokenizer {
 class TokenizerStage : public worker::WorkerStage {
  public:
   TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
-                 const config::PipelineConfig& config, metrics::StageMetrics& metrics);
+                 const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                 const TimeSource& time = system_time());
   stage::MessageKind accepts() const override { return stage::MessageKind::kTokenize; }
   int capacity() const override { return credits_; }
   // A `tokenize` message costs its sender one credit; the credit goes back after it.
@@ -29,6 +30,7 @@ class TokenizerStage : public worker::WorkerStage {
 
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
   metrics::StageMetrics& metrics_;
+  const TimeSource& time_;  // read for deadlines and stage timings (tests pass a ManualTime)
   std::string ingress_endpoint_;
   int max_input_tokens_;
   int credits_;

@@ -1,9 +1,10 @@
-// The internal stage protocol: every kind round-trips, malformed and hostile messages are error
-// values, and random mutations never crash the decoder.
+// The internal stage protocol: every kind round-trips, each kind takes only its own fields,
+// malformed and hostile messages are error values, and random mutations never crash the decoder.
 #include "seqpipe/common/stage_messages.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <random>
 
@@ -12,29 +13,61 @@ namespace {
 
 using protocol::ErrorCode;
 
-WorkItem full_item() {
-  WorkItem w;
-  w.request = (uint64_t{1} << 40) + 7;
-  w.index = 3;
-  w.gateway = std::string(
+WorkHeader full_header() {
+  WorkHeader h;
+  h.request = (uint64_t{1} << 40) + 7;
+  h.index = 3;
+  h.gateway = std::string(
       "gw\0"
       "1",
       4);
-  w.batcher = "ipc:///run/b2-in.sock";
-  w.deadline_unix_us = 1'700'000'000'000'000;
-  w.params = {.max_new_tokens = 11,
+  h.deadline = Deadline::at_unix_us(1'700'000'000'000'000);
+  h.params = {.max_new_tokens = 11,
               .num_beams = 4,
               .length_penalty = 1.0f,
               .min_new_tokens = 2,
               .return_scores = true,
               .priority = 3};
+  h.timings = {1, 2, 3, 4, 5, 6};
+  return h;
+}
+
+TextItem full_text() {
+  auto w = next_hop<TextItem>(full_header());
+  w.batcher = "ipc:///run/b2-in.sock";
   w.text = "teh speling";
+  return w;
+}
+
+SequenceItem full_sequence() {
+  auto w = next_hop<SequenceItem>(full_header());
   w.ids = {12, 0, 31999, 1};
-  w.rows = 2;
-  const float values[4] = {1.5f, -0.0f, 3e-38f, 1e30f};
-  w.hidden.assign(reinterpret_cast<const char*>(values), sizeof(values));
+  w.text = "teh speling";
+  return w;
+}
+
+EncodedItem full_encoded() {
+  auto w = next_hop<EncodedItem>(full_header());
+  w.hidden = {2, {1.5f, -0.0f, 3e-38f, 1e30f}};
+  return w;
+}
+
+DecodedItem full_decoded() {
+  auto w = next_hop<DecodedItem>(full_header());
+  w.ids = {0, 12, 1};
   w.score = -0.357759f;
-  w.timings = {1, 2, 3, 4, 5, 6};
+  w.text = "teh speling";
+  return w;
+}
+
+ResultItem full_result() {
+  return {(uint64_t{1} << 40) + 7, 3, "the spelling", -0.357759f, {1, 2, 3, 4, 5, 6}, {}};
+}
+
+template <class Item>
+Item minimal() {
+  Item w;
+  w.request = 9;
   return w;
 }
 
@@ -53,30 +86,51 @@ protocol::Error error_of(const std::string& bytes, const Limits& limits = {}) {
   return std::get<protocol::Error>(r);
 }
 
+// One message of every kind, with a full item and a minimal one where it has items.
+std::vector<StageMessage> every_kind() {
+  return {Ready{32},
+          Credit{5},
+          Tokenize{{full_text(), minimal<TextItem>()}},
+          Sequence{{full_sequence(), minimal<SequenceItem>()}},
+          Encode{{full_sequence(), minimal<SequenceItem>()}},
+          Encoded{1, {full_encoded(), minimal<EncodedItem>()}},
+          Decode{{full_encoded(), minimal<EncodedItem>()}},
+          Decoded{4, {full_decoded(), minimal<DecodedItem>()}},
+          Postprocess{{full_decoded(), minimal<DecodedItem>()}},
+          Result{{full_result(), ResultItem{9, 0, "", 0.0f, {}, {}}}},
+          Cancel{{{7, "ipc:///run/gw.sock", Deadline::at_unix_us(1'700'000'000'000'000)},
+                  {9, "", Deadline()}}},
+          Heartbeat{"ipc:///run/gw-results.sock"}};
+}
+
 TEST(StageMessages, EveryKindRoundTrips) {
-  for (int k = 0; k <= static_cast<int>(MessageKind::kHeartbeat); ++k) {
-    WorkItem minimal;
-    minimal.request = 9;
-    StageMessage m{static_cast<MessageKind>(k), 5, {full_item(), minimal}};
-    EXPECT_EQ(decoded(encode(m)), m) << kind_name(m.kind);
+  const auto messages = every_kind();
+  ASSERT_EQ(messages.size(), std::variant_size_v<StageMessage>);
+  for (size_t k = 0; k < messages.size(); ++k) {
+    EXPECT_EQ(static_cast<size_t>(kind(messages[k])), k);
+    EXPECT_EQ(decoded(encode(messages[k])), messages[k]) << kind_name(messages[k]);
   }
-  StageMessage with_error{MessageKind::kResult, 0, {full_item()}};
-  with_error.items[0].error =
-      protocol::Error{ErrorCode::kTooLong, "texts[0] is 300 tokens, at most 128"};
+  ResultItem failed_item = full_result();
+  failed_item.error = protocol::Error{ErrorCode::kTooLong, "texts[0] is 300 tokens, at most 128"};
+  const StageMessage with_error = Result{{failed_item}};
   EXPECT_EQ(decoded(encode(with_error)), with_error);
-  EXPECT_EQ(decoded(encode(StageMessage{MessageKind::kReady, 32, {}})).credits, 32);
-  StageMessage with_alternatives{MessageKind::kDecoded, 4, {full_item()}};
-  with_alternatives.items[0].alternatives = {{0, 5, 1}, {0, 7, 7, 1}};
+  EXPECT_EQ(std::get<Ready>(decoded(encode(Ready{32}))).credits, 32);
+  DecodedItem beams = full_decoded();
+  beams.alternatives = {{0, 5, 1}, {0, 7, 7, 1}};
+  const StageMessage with_alternatives = Decoded{4, {beams}};
   EXPECT_EQ(decoded(encode(with_alternatives)), with_alternatives);
+  EXPECT_EQ(decoded(encode(Heartbeat{})), StageMessage(Heartbeat{}));  // a worker's heartbeat
 }
 
 TEST(StageMessages, AlternativesAreBounded) {
-  StageMessage m{MessageKind::kDecoded, 0, {full_item()}};
-  m.items[0].alternatives.assign(16, {0, 1});  // one more than beam search can return
-  EXPECT_NE(error_of(encode(m)).message.find("alt must be an array of at most 15 id arrays"),
+  DecodedItem w = full_decoded();
+  w.alternatives.assign(16, {0, 1});  // one more than beam search can return
+  EXPECT_NE(error_of(encode(Decoded{0, {w}}))
+                .message.find("alt must be an array of at most 15 id arrays"),
             std::string::npos);
-  m.items[0].alternatives = {{0, -1}};
-  EXPECT_NE(error_of(encode(m)).message.find("alt[0][1] must be a token id"), std::string::npos);
+  w.alternatives = {{0, -1}};
+  EXPECT_NE(error_of(encode(Decoded{0, {w}})).message.find("alt[0][1] must be a token id"),
+            std::string::npos);
 }
 
 std::string patch(std::string bytes, const std::string& from, const std::string& to) {
@@ -89,7 +143,7 @@ std::string patch(std::string bytes, const std::string& from, const std::string&
 }
 
 TEST(StageMessages, MalformedMessagesAreErrorsNamingTheProblem) {
-  const std::string good = encode(StageMessage{MessageKind::kSequence, 0, {full_item()}});
+  const std::string good = encode(Sequence{{full_sequence()}});
   EXPECT_NE(error_of("\xc1").message.find("msgpack"), std::string::npos);  // 0xc1 is never used
   EXPECT_NE(error_of(good + "x").message.find("trailing"), std::string::npos);
   EXPECT_NE(error_of(good.substr(0, good.size() / 2)).message.find("msgpack"), std::string::npos);
@@ -97,32 +151,99 @@ TEST(StageMessages, MalformedMessagesAreErrorsNamingTheProblem) {
   EXPECT_NE(error_of(patch(good, "\xa4kind\xa8sequence", "\xa4kind\xa8sequencx"))
                 .message.find("unknown kind"),
             std::string::npos);
-  EXPECT_NE(error_of(patch(good, "\xa1v\x01", "\xa1v\x02")).message.find("v must be"),
+  EXPECT_NE(error_of(patch(good, "\xa1v\x02", "\xa1v\x01")).message.find("v must be"),
             std::string::npos);
   EXPECT_NE(
-      error_of(patch(good, "\xa1x\xc0", "\xa1y\xc0")).message.find("unknown field 'items[0].y'"),
+      error_of(patch(good, "\xa1t\xab", "\xa1y\xab")).message.find("unknown field 'items[0].y'"),
       std::string::npos);
-  WorkItem bad_rows = full_item();
-  bad_rows.hidden = "abc";  // not whole float32 values
-  EXPECT_NE(error_of(encode(StageMessage{MessageKind::kEncoded, 0, {bad_rows}}))
-                .message.find("items[0].h"),
-            std::string::npos);
-  EXPECT_NE(error_of(encode(StageMessage{MessageKind::kSequence, 0, {full_item(), full_item()}}),
-                     Limits{.max_items = 1})
+  EncodedItem bad_rows = full_encoded();
+  bad_rows.hidden.rows = 3;  // 4 values are not 3 whole rows
+  EXPECT_NE(error_of(encode(Encoded{0, {bad_rows}})).message.find("items[0].h"), std::string::npos);
+  bad_rows.hidden.values.clear();  // rows without values
+  EXPECT_NE(error_of(encode(Encoded{0, {bad_rows}})).message.find("items[0].h"), std::string::npos);
+  EXPECT_NE(error_of(encode(Sequence{{full_sequence(), full_sequence()}}), Limits{.max_items = 1})
                 .message.find("items"),
             std::string::npos);
   EXPECT_EQ(error_of(good, Limits{.max_message_bytes = 16}).code, ErrorCode::kTooLong);
-  WorkItem nan_score = full_item();  // found by tests/fuzz: NaN never round-trips equal
+  ResultItem nan_score = full_result();  // found by tests/fuzz: NaN never round-trips equal
   nan_score.score = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_NE(error_of(encode(StageMessage{MessageKind::kResult, 0, {nan_score}}))
-                .message.find("items[0].s"),
+  EXPECT_NE(error_of(encode(Result{{nan_score}})).message.find("items[0].s"), std::string::npos);
+}
+
+TEST(StageMessages, EachKindTakesOnlyItsOwnFields) {
+  // A message field of another kind: credits on a tokenize, items on a ready.
+  const std::string tokenize = encode(Tokenize{{full_text()}});
+  const std::string credit_items = patch(encode(Encoded{1, {}}),
+                                         "\xa7"
+                                         "encoded",
+                                         "\xa6"
+                                         "credit");
+  EXPECT_NE(error_of(credit_items).message.find("a 'credit' message has no field 'items'"),
             std::string::npos);
+  const std::string tokenize_credits = patch(encode(Encoded{1, {}}),
+                                             "\xa7"
+                                             "encoded",
+                                             "\xa8"
+                                             "tokenize");
+  EXPECT_NE(error_of(tokenize_credits).message.find("a 'tokenize' message has no field 'credits'"),
+            std::string::npos);
+  // An item field of another hop: output ids ("ids", a decoded item's) on a result item; encoder
+  // rows on a sequence item.
+  const std::string sequence_as_result =
+      patch(encode(Sequence{{full_sequence()}}), "\xa8sequence", "\xa6result");
+  EXPECT_NE(error_of(sequence_as_result).message.find("unknown field 'items[0]."),
+            std::string::npos);
+  const std::string decode_as_sequence = patch(encode(Decode{{full_encoded()}}),
+                                               "\xa6"
+                                               "decode",
+                                               "\xa8sequence");
+  EXPECT_NE(error_of(decode_as_sequence).message.find("unknown field 'items[0].rows'"),
+            std::string::npos);
+  EXPECT_TRUE(std::holds_alternative<StageMessage>(decode(tokenize)));
+}
+
+TEST(StageMessages, ParamsTravelUnderTheClientProtocolKeysAndLimits) {
+  const std::string bytes = encode(Sequence{{full_sequence()}});
+  for (const char* key : {"max_new_tokens", "num_beams", "length_penalty", "min_new_tokens",
+                          "return_scores", "priority"}) {
+    EXPECT_NE(bytes.find(key), std::string::npos) << key;
+  }
+  EXPECT_EQ(bytes.find("mnt"), std::string::npos);
+  // The client protocol's checks, under the stage messages' bounds.
+  SequenceItem w = full_sequence();
+  w.params.min_new_tokens = 12;  // above max_new_tokens 11
+  EXPECT_NE(error_of(encode(Sequence{{w}}))
+                .message.find("params.min_new_tokens (12) must not exceed params.max_new_tokens"),
+            std::string::npos);
+}
+
+TEST(StageMessages, EachHopStartsFromTheHeaderOfTheLast) {
+  TextItem text = full_text();
+  auto sequence = next_hop<SequenceItem>(std::move(text));
+  EXPECT_EQ(static_cast<const WorkHeader&>(sequence), full_header());
+  EXPECT_TRUE(sequence.ids.empty());
+  EXPECT_TRUE(sequence.text.empty());
+  const ResultItem f = failed(full_header(), {ErrorCode::kUnavailable, "gone"});
+  EXPECT_EQ(f.request, full_header().request);
+  EXPECT_EQ(f.index, 3u);
+  EXPECT_EQ(f.timings, full_header().timings);
+  EXPECT_EQ(f.error, (protocol::Error{ErrorCode::kUnavailable, "gone"}));
+}
+
+TEST(StageMessages, EncoderRowsCompareBitForBit) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ((EncoderRows{1, {nan, 1.0f}}), (EncoderRows{1, {nan, 1.0f}}));
+  EXPECT_NE((EncoderRows{1, {0.0f, 1.0f}}), (EncoderRows{1, {-0.0f, 1.0f}}));
+  EXPECT_NE((EncoderRows{1, {1.0f}}), (EncoderRows{2, {1.0f}}));
+  StageMessage with_nan = Decode{{next_hop<EncodedItem>(full_header())}};
+  std::get<Decode>(with_nan).items[0].hidden = {1, {nan, -nan, 0.0f}};
+  EXPECT_EQ(decoded(encode(with_nan)), with_nan);  // a row of NaNs survives the wire
 }
 
 TEST(StageMessages, HostileHeadersAreRefusedWithoutAllocating) {
   // A real message whose `items` array header (its last byte: an empty fixarray) is replaced by
   // one claiming 2^31 elements, in 5 bytes.
-  std::string bytes = encode(StageMessage{MessageKind::kSequence, 0, {}});
+  std::string bytes = encode(Sequence{});
   ASSERT_EQ(bytes.back(), '\x90');
   bytes.pop_back();
   bytes += std::string("\xdd\x80\x00\x00\x00", 5);
@@ -134,34 +255,38 @@ TEST(StageMessages, HostileHeadersAreRefusedWithoutAllocating) {
 }
 
 TEST(StageMessages, RandomMutationsNeverCrash) {
-  const std::string good =
-      encode(StageMessage{MessageKind::kDecode, 3, {full_item(), full_item()}});
   std::mt19937 rng(1234);
   int accepted = 0;
-  for (int n = 0; n < 20000; ++n) {
-    std::string m = good;
-    const int edits = 1 + static_cast<int>(rng() % 4);
-    for (int e = 0; e < edits; ++e) {
-      const size_t at = rng() % m.size();
-      switch (rng() % 3) {
-        case 0:
-          m[at] = static_cast<char>(rng());
-          break;
-        case 1:
-          m.erase(at, 1 + rng() % 8);
-          break;
-        default:
-          m.insert(at, 1, static_cast<char>(rng()));
-          break;
+  for (const StageMessage& message :
+       {StageMessage(Decode{{full_encoded(), full_encoded()}}),
+        StageMessage(Decoded{3, {full_decoded(), full_decoded()}}),
+        StageMessage(Tokenize{{full_text()}}), StageMessage(Result{{full_result()}})}) {
+    const std::string good = encode(message);
+    for (int n = 0; n < 5000; ++n) {
+      std::string m = good;
+      const int edits = 1 + static_cast<int>(rng() % 4);
+      for (int e = 0; e < edits; ++e) {
+        const size_t at = rng() % m.size();
+        switch (rng() % 3) {
+          case 0:
+            m[at] = static_cast<char>(rng());
+            break;
+          case 1:
+            m.erase(at, 1 + rng() % 8);
+            break;
+          default:
+            m.insert(at, 1, static_cast<char>(rng()));
+            break;
+        }
+        if (m.empty()) m = "\x00";
       }
-      if (m.empty()) m = "\x00";
-    }
-    auto r = decode(m);
-    if (auto* s = std::get_if<StageMessage>(&r)) {
-      ++accepted;
-      EXPECT_EQ(decoded(encode(*s)), *s) << "an accepted message survives its own round trip";
-    } else {
-      EXPECT_FALSE(std::get<protocol::Error>(r).message.empty());
+      auto r = decode(m);
+      if (auto* s = std::get_if<StageMessage>(&r)) {
+        ++accepted;
+        EXPECT_EQ(decoded(encode(*s)), *s) << "an accepted message survives its own round trip";
+      } else {
+        EXPECT_FALSE(std::get<protocol::Error>(r).message.empty());
+      }
     }
   }
   RecordProperty("accepted", accepted);

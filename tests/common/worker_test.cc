@@ -39,7 +39,8 @@ class EchoStage : public WorkerStage {
   int capacity() const override { return 3; }
   stage::MessageKind accepts() const override { return stage::MessageKind::kPostprocess; }
   void handle(stage::StageMessage&& message, Outbox& out) override {
-    out.answer({stage::MessageKind::kCredit, static_cast<int32_t>(message.items.size()), {}});
+    out.answer(
+        stage::Credit{static_cast<int32_t>(std::get<stage::Postprocess>(message).items.size())});
   }
 };
 
@@ -52,7 +53,7 @@ stage::StageMessage next_non_heartbeat(transport::Socket& hub, std::string& work
     EXPECT_TRUE(std::holds_alternative<stage::StageMessage>(decoded));
     if (!std::holds_alternative<stage::StageMessage>(decoded)) break;
     auto message = std::get<stage::StageMessage>(decoded);
-    if (message.kind == stage::MessageKind::kHeartbeat) continue;
+    if (std::holds_alternative<stage::Heartbeat>(message)) continue;
     worker = frames->front();
     return message;
   }
@@ -76,17 +77,14 @@ TEST(WorkerLoop, ServesEveryHubWithItsShareAndAnswersTheHubThatSentTheWork) {
   std::string worker_a, worker_b;
   const stage::StageMessage ready_a = next_non_heartbeat(hub_a, worker_a);
   const stage::StageMessage ready_b = next_non_heartbeat(hub_b, worker_b);
-  EXPECT_EQ(ready_a, (stage::StageMessage{stage::MessageKind::kReady, 2, {}}));  // 3 credits: 2 + 1
-  EXPECT_EQ(ready_b, (stage::StageMessage{stage::MessageKind::kReady, 1, {}}));
+  EXPECT_EQ(ready_a, stage::StageMessage(stage::Ready{2}));  // 3 credits: 2 + 1
+  EXPECT_EQ(ready_b, stage::StageMessage(stage::Ready{1}));
 
-  const stage::StageMessage work{
-      stage::MessageKind::kPostprocess, 0, {stage::WorkItem{}, stage::WorkItem{}}};
+  const stage::StageMessage work = stage::Postprocess{{stage::DecodedItem{}, stage::DecodedItem{}}};
   hub_b.send({std::string_view(worker_b), std::string_view(stage::encode(work))});
-  EXPECT_EQ(next_non_heartbeat(hub_b, worker_b),
-            (stage::StageMessage{stage::MessageKind::kCredit, 2, {}}));
+  EXPECT_EQ(next_non_heartbeat(hub_b, worker_b), stage::StageMessage(stage::Credit{2}));
   hub_a.send({std::string_view(worker_a), std::string_view(stage::encode(work))});
-  EXPECT_EQ(next_non_heartbeat(hub_a, worker_a),
-            (stage::StageMessage{stage::MessageKind::kCredit, 2, {}}));
+  EXPECT_EQ(next_non_heartbeat(hub_a, worker_a), stage::StageMessage(stage::Credit{2}));
   EXPECT_FALSE(hub_b.recv(milliseconds(200)).has_value()) << "hub b got an answer to hub a's work";
 
   service::request_stop();

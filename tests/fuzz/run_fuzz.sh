@@ -7,7 +7,8 @@
 set -euo pipefail
 src=$1 out=$2/fuzz runs=${3:-200000}
 mkdir -p "$out"
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$src/common/include" -I"$src/services")
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$src/common/include"
+  -I"$src/engine/include" -I"$src/services")
 build() {  # target sources...
   local target=$1
   shift
@@ -15,11 +16,13 @@ build() {  # target sources...
     clang++ "${flags[@]}" "$@" -o "$out/$target"
   fi
 }
-build request_fuzz "$src/tests/fuzz/request_fuzz.cc" "$src/common/src/protocol.cc"
+build request_fuzz "$src/tests/fuzz/request_fuzz.cc" "$src/common/src/protocol.cc" \
+  "$src/common/src/msgpack_io.cc"
 build http_json_fuzz "$src/tests/fuzz/http_json_fuzz.cc" "$src/services/gateway/http_json.cc" \
-  "$src/common/src/protocol.cc"
+  "$src/common/src/protocol.cc" "$src/common/src/msgpack_io.cc"
 build stage_message_fuzz "$src/tests/fuzz/stage_message_fuzz.cc" "$src/common/src/stage_messages.cc" \
-  "$src/common/src/protocol.cc" "$src/common/src/status.cc"
+  "$src/common/src/protocol.cc" "$src/common/src/msgpack_io.cc" "$src/common/src/status.cc" \
+  "$src/common/src/clock.cc"
 
 # Seeds: valid messages written with python3-msgpack (a fuzzer starting from nothing spends its
 # time discovering the msgpack map header).
@@ -41,10 +44,21 @@ seeds = [
 ]
 for i, s in enumerate(seeds):
     open(f"{req}/seed{i}", "wb").write(msgpack.packb(s, use_single_float=True))
-item = {"r": 7, "i": 0, "g": "ipc:///x", "dl": 1, "p": {"mnt": 8, "nb": 1, "lp": 1.0, "min": 0, "rs": False},
-        "t": "hi", "ids": [5, 1], "rows": 0, "h": b"", "s": 0.0, "tm": [0, 0, 0, 0, 0, 0], "x": None}
-for i, kind in enumerate(["ready", "sequence", "result"]):
-    open(f"{st}/seed{i}", "wb").write(msgpack.packb({"v": 1, "kind": kind, "credits": 1, "items": [item]}, use_single_float=True))
+head = {"r": 7, "i": 0, "g": "ipc:///x", "dl": 1, "tm": [0, 0, 0, 0, 0, 0],
+        "p": {"max_new_tokens": 8, "num_beams": 1, "length_penalty": 1.0, "min_new_tokens": 0, "return_scores": False}}
+stage_seeds = [
+    {"kind": "ready", "credits": 1},
+    {"kind": "tokenize", "items": [dict(head, t="hi", b="ipc:///b")]},
+    {"kind": "sequence", "items": [dict(head, ids=[5, 1])]},
+    {"kind": "encoded", "credits": 1, "items": [dict(head, rows=1, h=bytes(8))]},
+    {"kind": "decoded", "credits": 1, "items": [dict(head, ids=[0, 5, 1], s=-0.5, alt=[[0, 1]])]},
+    {"kind": "result", "items": [{"r": 7, "i": 0, "t": "hi", "s": 0.0, "tm": [0, 0, 0, 0, 0, 0],
+                                  "e": {"c": "internal", "m": "x"}}]},
+    {"kind": "cancel", "items": [{"r": 7, "g": "ipc:///x", "dl": 1}]},
+    {"kind": "heartbeat", "from": "ipc:///x"},
+]
+for i, seed in enumerate(stage_seeds):
+    open(f"{st}/seed{i}", "wb").write(msgpack.packb(dict(seed, v=2), use_single_float=True))
 PY
 for target in request_fuzz:"$corpus_req" stage_message_fuzz:"$corpus_stage" http_json_fuzz:"$corpus_http"; do
   name=${target%%:*} corpus=${target#*:}

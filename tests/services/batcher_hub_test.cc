@@ -5,32 +5,58 @@
 
 #include <gtest/gtest.h>
 
-#include "seqpipe/common/service.h"
-
 namespace seqpipe::batcher {
 namespace {
 
 using std::chrono::milliseconds;
-const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
+// The test's moment zero, on both clocks: the hub reads no clock of its own.
+const Now t0{Clock::time_point{} + std::chrono::hours(1), 1'700'000'000'000'000};
 
-stage::WorkItem item(uint64_t request, int tokens = 5, int beams = 1) {
-  stage::WorkItem w;
+stage::SequenceItem item(uint64_t request, int tokens = 5, int beams = 1) {
+  stage::SequenceItem w;
   w.request = request;
   w.gateway = "ipc:///tmp/gw.sock";
-  w.deadline_unix_us = service::unix_now_us() + 60'000'000;
+  w.deadline = Deadline::after(t0, std::chrono::seconds(60));
   w.params.num_beams = beams;
   w.ids.assign(static_cast<size_t>(tokens), 7);
   return w;
 }
+// The same sequence as an encoder returns it.
+stage::EncodedItem encoded(uint64_t request, int tokens = 5, int beams = 1) {
+  return stage::next_hop<stage::EncodedItem>(item(request, tokens, beams));
+}
+// What an encoder answers for the batch `encode` (an encode message).
+stage::Encoded encoded_batch(const stage::StageMessage& encode, int credits) {
+  stage::Encoded answer{credits, {}};
+  for (auto i : std::get<stage::Encode>(encode).items)
+    answer.items.push_back(stage::next_hop<stage::EncodedItem>(std::move(i)));
+  return answer;
+}
+// What a decoder answers for `item`.
+stage::DecodedItem decoded(stage::EncodedItem item) {
+  return stage::next_hop<stage::DecodedItem>(std::move(item));
+}
 
-stage::StageMessage sequences(std::vector<stage::WorkItem> items) {
-  return {stage::MessageKind::kSequence, 0, std::move(items)};
+stage::StageMessage sequences(std::vector<stage::SequenceItem> items) {
+  return stage::Sequence{std::move(items)};
 }
 
 std::vector<uint64_t> requests(const stage::StageMessage& m) {
   std::vector<uint64_t> out;
-  for (const auto& i : m.items) out.push_back(i.request);
+  std::visit(
+      [&](const auto& message) {
+        if constexpr (requires { message.items; }) {
+          for (const auto& i : message.items) out.push_back(i.request);
+        } else if constexpr (requires { message.requests; }) {
+          for (const auto& r : message.requests) out.push_back(r.request);
+        }
+      },
+      m);
   return out;
+}
+template <class M>
+const M& as(const stage::StageMessage& m) {
+  return std::get<M>(m);
 }
 
 class BatcherHubTest : public ::testing::Test {
@@ -47,10 +73,11 @@ class BatcherHubTest : public ::testing::Test {
     return *hub_;
   }
   // The messages of one role in the outbox (heartbeats left out).
-  static std::vector<Outbox::ToWorker> sent(const Outbox& out, Role role) {
-    std::vector<Outbox::ToWorker> v;
-    for (const auto& m : out.to_workers) {
-      if (m.role == role && m.message.kind != stage::MessageKind::kHeartbeat) v.push_back(m);
+  static std::vector<Outbox::Send> sent(const Outbox& out, Role role) {
+    std::vector<Outbox::Send> v;
+    for (const auto& m : out.sends) {
+      if (m.link == link(role) && !std::holds_alternative<stage::Heartbeat>(m.message))
+        v.push_back(m);
     }
     return v;
   }
@@ -66,53 +93,52 @@ TEST_F(BatcherHubTest, BatchesGoOnlyToEncodersWithCredit) {
   Outbox out;
   h.on_sequences(sequences({item(1), item(2), item(3), item(4)}), t0, out);
   h.dispatch(t0, out);
-  EXPECT_TRUE(out.to_workers.empty());  // no encoder yet: the queue keeps them
-  h.on_worker(Role::kEncoder, "e1", {stage::MessageKind::kReady, 1, {}}, t0);
-  h.on_worker(Role::kEncoder, "e2", {stage::MessageKind::kReady, 1, {}}, t0);
+  EXPECT_TRUE(out.sends.empty());  // no encoder yet: the queue keeps them
+  h.on_worker(Role::kEncoder, "e1", stage::Ready{1}, t0);
+  h.on_worker(Role::kEncoder, "e2", stage::Ready{1}, t0);
   h.dispatch(t0, out);
   auto batches = sent(out, Role::kEncoder);
   ASSERT_EQ(batches.size(), 2u);  // one batch (preferred size 2) per encoder credit
-  EXPECT_NE(batches[0].worker, batches[1].worker);
-  EXPECT_EQ(batches[0].message.kind, stage::MessageKind::kEncode);
+  EXPECT_NE(batches[0].peer, batches[1].peer);
+  EXPECT_EQ(stage::kind(batches[0].message), stage::MessageKind::kEncode);
   EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(requests(batches[1].message), (std::vector<uint64_t>{3, 4}));
   out.clear();
   h.on_sequences(sequences({item(5), item(6)}), t0, out);
   h.dispatch(t0, out);
   EXPECT_TRUE(sent(out, Role::kEncoder).empty());  // both encoders busy
-  stage::StageMessage encoded{stage::MessageKind::kEncoded, 1, batches[0].message.items};
-  h.on_worker(Role::kEncoder, batches[0].worker, std::move(encoded), t0);
+  h.on_worker(Role::kEncoder, batches[0].peer, encoded_batch(batches[0].message, 1), t0);
   h.dispatch(t0, out);
   ASSERT_EQ(sent(out, Role::kEncoder).size(), 1u);
-  EXPECT_EQ(sent(out, Role::kEncoder)[0].worker, batches[0].worker);
+  EXPECT_EQ(sent(out, Role::kEncoder)[0].peer, batches[0].peer);
 }
 
 TEST_F(BatcherHubTest, DecodersAreChargedNumBeamsSlots) {
   BatcherHub& h = hub();
   Outbox out;
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
-  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 2, {}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1, 5, 4), item(2)}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
+  h.on_worker(Role::kDecoder, "d", stage::Ready{2}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Encoded{0, {encoded(1, 5, 4), encoded(2)}}, t0);
   h.dispatch(t0, out);
   EXPECT_TRUE(
       sent(out, Role::kDecoder).empty());  // 4 beams > 2 free slots; in order, item 2 waits too
-  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kReady, 8, {}}, t0);
+  h.on_worker(Role::kDecoder, "d2", stage::Ready{8}, t0);
   h.dispatch(t0, out);
   auto decodes = sent(out, Role::kDecoder);
   ASSERT_EQ(decodes.size(), 1u);  // both items to the one with slots, in one message
-  EXPECT_EQ(decodes[0].worker, "d2");
+  EXPECT_EQ(decodes[0].peer, "d2");
   EXPECT_EQ(requests(decodes[0].message), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d2"), 3);
   // Finishing returns the slots; the decoded item goes to a postprocessor with credit.
-  h.on_worker(Role::kPostprocessor, "p", {stage::MessageKind::kReady, 1, {}}, t0);
-  stage::StageMessage decoded{stage::MessageKind::kDecoded, 4, {decodes[0].message.items[0]}};
-  h.on_worker(Role::kDecoder, "d2", std::move(decoded), t0);
+  h.on_worker(Role::kPostprocessor, "p", stage::Ready{1}, t0);
+  h.on_worker(Role::kDecoder, "d2",
+              stage::Decoded{4, {decoded(as<stage::Decode>(decodes[0].message).items[0])}}, t0);
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d2"), 7);
   out.clear();
   h.dispatch(t0, out);
   auto posts = sent(out, Role::kPostprocessor);
   ASSERT_EQ(posts.size(), 1u);
-  EXPECT_EQ(posts[0].message.kind, stage::MessageKind::kPostprocess);
+  EXPECT_EQ(stage::kind(posts[0].message), stage::MessageKind::kPostprocess);
   EXPECT_EQ(requests(posts[0].message), (std::vector<uint64_t>{1}));
 }
 
@@ -121,9 +147,9 @@ TEST_F(BatcherHubTest, FullQueueAnswersOverloadedToTheItemsGateway) {
   BatcherHub& h = hub();
   Outbox out;
   h.on_sequences(sequences({item(1), item(2), item(3)}), t0, out);
-  ASSERT_EQ(out.to_gateways.size(), 1u);
-  EXPECT_EQ(out.to_gateways[0].first, "ipc:///tmp/gw.sock");
-  const auto& failed = out.to_gateways[0].second.items.at(0);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(out.pushes[0].first, "ipc:///tmp/gw.sock");
+  const auto& failed = as<stage::Result>(out.pushes[0].second).items.at(0);
   EXPECT_EQ(failed.request, 3u);
   EXPECT_EQ(failed.error->code, protocol::ErrorCode::kOverloaded);
 }
@@ -131,60 +157,60 @@ TEST_F(BatcherHubTest, FullQueueAnswersOverloadedToTheItemsGateway) {
 TEST_F(BatcherHubTest, ADeadEncodersBatchGoesToAnotherOnceThenUnavailable) {
   BatcherHub& h = hub();
   Outbox out;
-  h.on_worker(Role::kEncoder, "e1", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kEncoder, "e1", stage::Ready{1}, t0);
   h.on_sequences(sequences({item(1), item(2)}), t0, out);
   h.dispatch(t0, out);
-  ASSERT_EQ(sent(out, Role::kEncoder).at(0).worker, "e1");
-  h.on_worker(Role::kEncoder, "e2", {stage::MessageKind::kReady, 1, {}}, t0 + milliseconds(250));
+  ASSERT_EQ(sent(out, Role::kEncoder).at(0).peer, "e1");
+  h.on_worker(Role::kEncoder, "e2", stage::Ready{1}, t0 + milliseconds(250));
   out.clear();
   h.tick(t0 + milliseconds(301), out);  // e1 silent for 3 intervals
   h.dispatch(t0 + milliseconds(301), out);
   auto again = sent(out, Role::kEncoder);
   ASSERT_EQ(again.size(), 1u);
-  EXPECT_EQ(again[0].worker, "e2");
+  EXPECT_EQ(again[0].peer, "e2");
   EXPECT_EQ(requests(again[0].message), (std::vector<uint64_t>{1, 2}));
-  EXPECT_TRUE(out.to_gateways.empty());
+  EXPECT_TRUE(out.pushes.empty());
   // e1 wakes up and answers: its late items go nowhere.
-  h.on_worker(Role::kEncoder, "e1", {stage::MessageKind::kEncoded, 1, again[0].message.items},
-              t0 + milliseconds(310));
+  h.on_worker(Role::kEncoder, "e1", encoded_batch(again[0].message, 1), t0 + milliseconds(310));
   out.clear();
   h.worker_dead(Role::kEncoder, "e2", t0 + milliseconds(320), out);  // lost twice
-  ASSERT_EQ(out.to_gateways.size(), 2u);
-  for (const auto& [gw, m] : out.to_gateways)
-    EXPECT_EQ(m.items.at(0).error->code, protocol::ErrorCode::kUnavailable);
+  ASSERT_EQ(out.pushes.size(), 2u);
+  for (const auto& [gw, m] : out.pushes)
+    EXPECT_EQ(as<stage::Result>(m).items.at(0).error->code, protocol::ErrorCode::kUnavailable);
   EXPECT_EQ(h.queued(), 0u);  // nothing was forwarded to the decoders
 }
 
 TEST_F(BatcherHubTest, ADecoderThatLeavesWithoutOthersAnswersUnavailable) {
   BatcherHub& h = hub();
   Outbox out;
-  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 4, {}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1)}}, t0);
+  h.on_worker(Role::kDecoder, "d", stage::Ready{4}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Encoded{0, {encoded(1)}}, t0);
   h.dispatch(t0, out);
   ASSERT_EQ(sent(out, Role::kDecoder).size(), 1u);
   out.clear();
   h.worker_dead(Role::kDecoder, "d", t0, out);
-  ASSERT_EQ(out.to_gateways.size(), 1u);
-  EXPECT_EQ(out.to_gateways[0].second.items[0].error->code, protocol::ErrorCode::kUnavailable);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items[0].error->code,
+            protocol::ErrorCode::kUnavailable);
   EXPECT_EQ(h.credits(Role::kDecoder).size(), 0u);
 }
 
 TEST_F(BatcherHubTest, UnexpectedKindsFromWorkersAreIgnored) {
   BatcherHub& h = hub();
   Outbox out;
-  h.on_worker(Role::kPostprocessor, "p", {stage::MessageKind::kReady, 1, {}}, t0);
-  h.on_worker(Role::kPostprocessor, "p", {stage::MessageKind::kEncoded, 0, {item(1)}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kDecoded, 0, {item(2)}}, t0);
+  h.on_worker(Role::kPostprocessor, "p", stage::Ready{1}, t0);
+  h.on_worker(Role::kPostprocessor, "p", stage::Encoded{0, {encoded(1)}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Decoded{0, {decoded(encoded(2))}}, t0);
   h.dispatch(t0, out);
-  EXPECT_TRUE(out.to_workers.empty());
+  EXPECT_TRUE(out.sends.empty());
   EXPECT_EQ(h.queued(), 0u);
 }
 
 TEST_F(BatcherHubTest, ALoneSequenceWaitsForTheQueueDelay) {
   BatcherHub& h = hub();
   Outbox out;
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
   h.on_sequences(sequences({item(1)}), t0, out);
   h.dispatch(t0 + std::chrono::microseconds(200), out);
   EXPECT_TRUE(sent(out, Role::kEncoder).empty());
@@ -193,39 +219,39 @@ TEST_F(BatcherHubTest, ALoneSequenceWaitsForTheQueueDelay) {
   auto batches = sent(out, Role::kEncoder);
   ASSERT_EQ(batches.size(), 1u);
   EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{1}));
-  EXPECT_EQ(batches[0].message.items[0].timings.batch_wait_us, 1000u);
+  EXPECT_EQ(as<stage::Encode>(batches[0].message).items[0].timings.batch_wait_us, 1000u);
 }
 
 TEST_F(BatcherHubTest, ADeadDecodersItemGoesToAnotherAndItsLateAnswerIsDropped) {
   BatcherHub& h = hub();
   Outbox out;
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
-  h.on_worker(Role::kDecoder, "d1", {stage::MessageKind::kReady, 2, {}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 1, {item(1, 5, 2)}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
+  h.on_worker(Role::kDecoder, "d1", stage::Ready{2}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Encoded{1, {encoded(1, 5, 2)}}, t0);
   h.dispatch(t0, out);
   ASSERT_EQ(sent(out, Role::kDecoder).size(), 1u);
-  ASSERT_EQ(sent(out, Role::kDecoder)[0].worker, "d1");
-  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kReady, 2, {}}, t0);
+  ASSERT_EQ(sent(out, Role::kDecoder)[0].peer, "d1");
+  h.on_worker(Role::kDecoder, "d2", stage::Ready{2}, t0);
   out.clear();
   h.worker_dead(Role::kDecoder, "d1", t0, out);
-  EXPECT_TRUE(out.to_gateways.empty());
+  EXPECT_TRUE(out.pushes.empty());
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), -1);
   h.dispatch(t0, out);
   auto again = sent(out, Role::kDecoder);
   ASSERT_EQ(again.size(), 1u);
-  EXPECT_EQ(again[0].worker, "d2");
+  EXPECT_EQ(again[0].peer, "d2");
   EXPECT_EQ(requests(again[0].message), (std::vector<uint64_t>{1}));
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d2"), 0);
   // d1 was only stopped: its answer arrives after all and goes no further.
-  stage::WorkItem done = again[0].message.items[0];
-  h.on_worker(Role::kDecoder, "d1", {stage::MessageKind::kDecoded, 2, {done}}, t0);
+  const stage::DecodedItem done = decoded(as<stage::Decode>(again[0].message).items[0]);
+  h.on_worker(Role::kDecoder, "d1", stage::Decoded{2, {done}}, t0);
   EXPECT_EQ(h.queued(), 0u);
   // d2's answer goes on to the postprocessors and frees its slots.
-  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kDecoded, 2, {done}}, t0);
+  h.on_worker(Role::kDecoder, "d2", stage::Decoded{2, {done}}, t0);
   EXPECT_EQ(h.queued(), 1u);
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d2"), 2);
   // A duplicate of an item already answered is dropped too.
-  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kDecoded, 0, {done}}, t0);
+  h.on_worker(Role::kDecoder, "d2", stage::Decoded{0, {done}}, t0);
   EXPECT_EQ(h.queued(), 1u);
 }
 
@@ -236,17 +262,17 @@ TEST_F(BatcherHubTest, HighPriorityRequestsOvertakeQueuedLowPriorityOnes) {
   Outbox out;
   // No encoder yet: four default-priority (level 2) sequences queue, then two urgent ones.
   h.on_sequences(sequences({item(1), item(2), item(3), item(4)}), t0, out);
-  stage::WorkItem urgent1 = item(11), urgent2 = item(12);
+  stage::SequenceItem urgent1 = item(11), urgent2 = item(12);
   urgent1.params.priority = urgent2.params.priority = 1;
   h.on_sequences(sequences({urgent1, urgent2}), t0 + milliseconds(1), out);
-  EXPECT_TRUE(out.to_gateways.empty());
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
+  EXPECT_TRUE(out.pushes.empty());
+  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
   h.dispatch(t0 + milliseconds(1), out);
   auto batches = sent(out, Role::kEncoder);
   ASSERT_EQ(batches.size(), 1u);
   EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{11, 12}));
   // The next credit takes the oldest low-priority ones.
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 1, batches[0].message.items}, t0);
+  h.on_worker(Role::kEncoder, "e", encoded_batch(batches[0].message, 1), t0);
   out.clear();
   h.dispatch(t0 + milliseconds(1), out);
   batches = sent(out, Role::kEncoder);
@@ -259,16 +285,16 @@ TEST_F(BatcherHubTest, HighPrioritySequencesAlsoGoFirstToDecoderSlots) {
   config_.batcher.default_priority_level = 2;
   BatcherHub& h = hub();
   Outbox out;
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 2, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{2}, t0);
   // Encoded sequences wait for decoder slots (no decoder yet): default level, then low, then
   // urgent ones, then default again.
-  stage::WorkItem low = item(3), urgent1 = item(4), urgent2 = item(5);
+  stage::EncodedItem low = encoded(3), urgent1 = encoded(4), urgent2 = encoded(5);
   low.params.priority = 3;
   urgent1.params.priority = urgent2.params.priority = 1;
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(1), item(2)}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {low, urgent1}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {urgent2, item(6)}}, t0);
-  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 6, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Encoded{0, {encoded(1), encoded(2)}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Encoded{0, {low, urgent1}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Encoded{0, {urgent2, encoded(6)}}, t0);
+  h.on_worker(Role::kDecoder, "d", stage::Ready{6}, t0);
   h.dispatch(t0, out);
   auto decodes = sent(out, Role::kDecoder);
   ASSERT_EQ(decodes.size(), 1u);
@@ -279,11 +305,11 @@ TEST_F(BatcherHubTest, APriorityBeyondTheLevelsIsAnInvalidArgumentResult) {
   config_.batcher.priority_levels = 2;
   BatcherHub& h = hub();
   Outbox out;
-  stage::WorkItem w = item(5);
+  stage::SequenceItem w = item(5);
   w.params.priority = 3;  // a gateway configured with more levels than this batcher
   h.on_sequences(sequences({w, item(6)}), t0, out);
-  ASSERT_EQ(out.to_gateways.size(), 1u);
-  const auto& failed = out.to_gateways[0].second.items.at(0);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  const auto& failed = as<stage::Result>(out.pushes[0].second).items.at(0);
   EXPECT_EQ(failed.request, 5u);
   ASSERT_TRUE(failed.error.has_value());
   EXPECT_EQ(failed.error->code, protocol::ErrorCode::kInvalidArgument);
@@ -297,44 +323,41 @@ TEST_F(BatcherHubTest, GatewaysThatHeartbeatAreAnsweredWithThisBatchersIngress) 
   BatcherHub& h = hub();
   Outbox out;
   h.tick(t0, out);
-  EXPECT_TRUE(out.to_gateways.empty());  // no gateway heard from yet
-  stage::WorkItem gw;
-  gw.gateway = "ipc:///tmp/gw.sock";
-  h.on_sequences({stage::MessageKind::kHeartbeat, 0, {gw}}, t0, out);
+  EXPECT_TRUE(out.pushes.empty());  // no gateway heard from yet
+  h.on_sequences(stage::Heartbeat{"ipc:///tmp/gw.sock"}, t0, out);
   EXPECT_EQ(h.queued(), 0u);
   h.tick(t0 + milliseconds(1), out);
-  ASSERT_EQ(out.to_gateways.size(), 1u);
-  EXPECT_EQ(out.to_gateways[0].first, "ipc:///tmp/gw.sock");
-  EXPECT_EQ(out.to_gateways[0].second.kind, stage::MessageKind::kHeartbeat);
-  EXPECT_EQ(out.to_gateways[0].second.items.at(0).batcher, "ipc:///tmp/b1-in.sock");
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(out.pushes[0].first, "ipc:///tmp/gw.sock");
+  EXPECT_EQ(stage::kind(out.pushes[0].second), stage::MessageKind::kHeartbeat);
+  EXPECT_EQ(as<stage::Heartbeat>(out.pushes[0].second).from, "ipc:///tmp/b1-in.sock");
   h.tick(t0 + milliseconds(50), out);
-  EXPECT_EQ(out.to_gateways.size(), 1u);  // once per heartbeat interval (100 ms)
-  h.tick(t0 + milliseconds(2000), out);   // silent for 10 intervals: forgotten
-  EXPECT_EQ(out.to_gateways.size(), 1u);
+  EXPECT_EQ(out.pushes.size(), 1u);      // once per heartbeat interval (100 ms)
+  h.tick(t0 + milliseconds(2000), out);  // silent for 10 intervals: forgotten
+  EXPECT_EQ(out.pushes.size(), 1u);
 }
 
 stage::StageMessage cancel_of(uint64_t request) {
-  stage::WorkItem w = item(request);
-  w.ids.clear();
-  return {stage::MessageKind::kCancel, 0, {w}};
+  const stage::SequenceItem w = item(request);
+  return stage::Cancel{{{w.request, w.gateway, w.deadline}}};
 }
 
 TEST_F(BatcherHubTest, ACancelDropsQueuedWorkAndWorkThatArrivesLater) {
   BatcherHub& h = hub();
   Outbox out;
   h.on_sequences(sequences({item(1), item(2), item(3)}), t0, out);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 0, {item(4), item(5)}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Encoded{0, {encoded(4), encoded(5)}}, t0);
   EXPECT_EQ(h.queued(), 5u);
   h.on_sequences(cancel_of(2), t0, out);  // waiting for a batch
   h.on_sequences(cancel_of(4), t0, out);  // waiting for a decoder
   h.on_sequences(cancel_of(9), t0, out);  // still at a tokenizer
   EXPECT_EQ(h.queued(), 3u);
-  EXPECT_TRUE(out.to_workers.empty());
-  EXPECT_TRUE(out.to_gateways.empty());  // the gateway answered `cancelled` itself
+  EXPECT_TRUE(out.sends.empty());
+  EXPECT_TRUE(out.pushes.empty());  // the gateway answered `cancelled` itself
   h.on_sequences(sequences({item(9), item(6)}), t0, out);  // 9 arrives after its cancel: dropped
   EXPECT_EQ(h.queued(), 4u);
-  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 8, {}}, t0);
+  h.on_worker(Role::kDecoder, "d", stage::Ready{8}, t0);
   h.dispatch(t0, out);
   auto batches = sent(out, Role::kEncoder);
   ASSERT_EQ(batches.size(), 1u);
@@ -345,7 +368,7 @@ TEST_F(BatcherHubTest, ACancelDropsQueuedWorkAndWorkThatArrivesLater) {
   // A request cancelled while its batch is at an encoder: its encoded item goes no further.
   h.on_sequences(cancel_of(3), t0, out);
   out.clear();
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 1, batches[0].message.items}, t0);
+  h.on_worker(Role::kEncoder, "e", encoded_batch(batches[0].message, 1), t0);
   h.dispatch(t0, out);
   decodes = sent(out, Role::kDecoder);
   ASSERT_EQ(decodes.size(), 1u);
@@ -355,25 +378,24 @@ TEST_F(BatcherHubTest, ACancelDropsQueuedWorkAndWorkThatArrivesLater) {
 TEST_F(BatcherHubTest, ACancelReachesTheDecoderRunningTheSequenceAndItsSlotsComeBack) {
   BatcherHub& h = hub();
   Outbox out;
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
-  h.on_worker(Role::kDecoder, "d1", {stage::MessageKind::kReady, 4, {}}, t0);
-  h.on_worker(Role::kEncoder, "e",
-              {stage::MessageKind::kEncoded, 0, {item(1, 5, 2), item(2, 5, 2)}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
+  h.on_worker(Role::kDecoder, "d1", stage::Ready{4}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Encoded{0, {encoded(1, 5, 2), encoded(2, 5, 2)}}, t0);
   h.dispatch(t0, out);
   ASSERT_EQ(sent(out, Role::kDecoder).size(), 1u);
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), 0);
   out.clear();
   h.on_sequences(cancel_of(2), t0, out);
-  ASSERT_EQ(out.to_workers.size(), 1u);
-  EXPECT_EQ(out.to_workers[0].role, Role::kDecoder);
-  EXPECT_EQ(out.to_workers[0].worker, "d1");
-  EXPECT_EQ(out.to_workers[0].message.kind, stage::MessageKind::kCancel);
-  EXPECT_EQ(requests(out.to_workers[0].message), (std::vector<uint64_t>{2}));
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].link, link(Role::kDecoder));
+  EXPECT_EQ(out.sends[0].peer, "d1");
+  EXPECT_EQ(stage::kind(out.sends[0].message), stage::MessageKind::kCancel);
+  EXPECT_EQ(requests(out.sends[0].message), (std::vector<uint64_t>{2}));
   // The decoder stops it and returns its two slots without an item.
-  h.on_worker(Role::kDecoder, "d1", {stage::MessageKind::kDecoded, 2, {}}, t0);
+  h.on_worker(Role::kDecoder, "d1", stage::Decoded{2, {}}, t0);
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), 2);
   // If d1 dies now, only request 1 is re-dispatched: the cancelled one left its record.
-  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kReady, 4, {}}, t0);
+  h.on_worker(Role::kDecoder, "d2", stage::Ready{4}, t0);
   out.clear();
   h.worker_dead(Role::kDecoder, "d1", t0, out);
   h.dispatch(t0, out);
@@ -381,19 +403,18 @@ TEST_F(BatcherHubTest, ACancelReachesTheDecoderRunningTheSequenceAndItsSlotsCome
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(requests(again[0].message), (std::vector<uint64_t>{1}));
   // A decoder that finished the cancelled sequence before the cancel reached it: dropped.
-  stage::WorkItem finished = item(2, 5, 2);
-  h.on_worker(Role::kDecoder, "d2", {stage::MessageKind::kDecoded, 0, {finished}}, t0);
+  h.on_worker(Role::kDecoder, "d2", stage::Decoded{0, {decoded(encoded(2, 5, 2))}}, t0);
   EXPECT_EQ(h.queued(), 0u);
 }
 
 TEST_F(BatcherHubTest, ExpiredItemsWaitingForADecoderAreDroppedWithoutCostingSlots) {
   BatcherHub& h = hub();
   Outbox out;
-  stage::WorkItem old = item(1);
-  old.deadline_unix_us = service::unix_now_us() - 1000;
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 1, {old, item(2)}}, t0);
-  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 4, {}}, t0);
+  stage::EncodedItem old = encoded(1);
+  old.deadline = Deadline::at_unix_us(t0.unix_us - 1000);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Encoded{1, {old, encoded(2)}}, t0);
+  h.on_worker(Role::kDecoder, "d", stage::Ready{4}, t0);
   h.dispatch(t0, out);
   auto decodes = sent(out, Role::kDecoder);
   ASSERT_EQ(decodes.size(), 1u);
@@ -402,56 +423,73 @@ TEST_F(BatcherHubTest, ExpiredItemsWaitingForADecoderAreDroppedWithoutCostingSlo
   EXPECT_EQ(h.queued(), 0u);
 }
 
+TEST_F(BatcherHubTest, DeadlinesAreReadOnTheWallClockOfTheMomentGiven) {
+  BatcherHub& h = hub();
+  Outbox out;
+  stage::SequenceItem soon = item(1), later = item(2);
+  soon.deadline = Deadline::after(t0, milliseconds(10));
+  // Queued 5 ms in: 5 ms left on the wall clock, whatever the process's steady clock reads.
+  h.on_sequences(sequences({soon, later}), t0 + milliseconds(5), out);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
+  h.dispatch(t0 + milliseconds(10), out);  // the queue delay (1 ms) is over; `soon` has expired
+  auto batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{2}));
+  EXPECT_TRUE(out.pushes.empty());  // its gateway answers deadline_exceeded itself
+}
+
 TEST_F(BatcherHubTest, ASequenceWithoutIdsIsAnInternalError) {
   BatcherHub& h = hub();
   Outbox out;
-  stage::WorkItem empty = item(1);
+  stage::SequenceItem empty = item(1);
   empty.ids.clear();
   h.on_sequences(sequences({empty, item(2)}), t0, out);
-  ASSERT_EQ(out.to_gateways.size(), 1u);
-  EXPECT_EQ(out.to_gateways[0].second.items.at(0).request, 1u);
-  EXPECT_EQ(out.to_gateways[0].second.items[0].error->code, protocol::ErrorCode::kInternal);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).request, 1u);
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items[0].error->code,
+            protocol::ErrorCode::kInternal);
   EXPECT_EQ(h.queued(), 1u);
 }
 
 TEST_F(BatcherHubTest, UnexpectedKindsReleaseNoCredit) {
   BatcherHub& h = hub();
   Outbox out;
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 1, {}}, t0);
-  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 1, {}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kEncoded, 1, {item(1)}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
+  h.on_worker(Role::kDecoder, "d", stage::Ready{1}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Encoded{1, {encoded(1)}}, t0);
   h.on_sequences(sequences({item(2), item(3)}), t0, out);
   h.dispatch(t0, out);
   ASSERT_EQ(h.credits(Role::kEncoder).free_credits("e"), 0);
   ASSERT_EQ(h.credits(Role::kDecoder).free_credits("d"), 0);
   out.clear();
-  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kEncoded, 1, {item(9)}}, t0);
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kDecoded, 1, {item(9)}}, t0);
-  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kDecode, 1, {item(9)}}, t0);
-  h.on_sequences({stage::MessageKind::kEncode, 0, {item(9)}}, t0, out);
+  h.on_worker(Role::kDecoder, "d", stage::Encoded{1, {encoded(9)}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Decoded{1, {decoded(encoded(9))}}, t0);
+  h.on_worker(Role::kDecoder, "d", stage::Decode{{encoded(9)}}, t0);
+  h.on_sequences(stage::Encode{{item(9)}}, t0, out);
   EXPECT_EQ(h.credits(Role::kEncoder).free_credits("e"), 0);
   EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d"), 0);
   EXPECT_EQ(h.queued(), 0u);
   h.dispatch(t0, out);
-  EXPECT_TRUE(out.to_workers.empty());
-  EXPECT_TRUE(out.to_gateways.empty());
+  EXPECT_TRUE(out.sends.empty());
+  EXPECT_TRUE(out.pushes.empty());
 }
 
 TEST_F(BatcherHubTest, NoNewBatchesWhileDecodersAreBehindAndTheWholeBacklogCountsForOverload) {
   config_.batcher.max_queue_size = 6;  // max_batch_size 2: batching pauses at 4 encoded waiting
   BatcherHub& h = hub();
   Outbox out;
-  h.on_worker(Role::kEncoder, "e", {stage::MessageKind::kReady, 8, {}}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{8}, t0);
   h.on_worker(Role::kEncoder, "e",
-              {stage::MessageKind::kEncoded, 0, {item(1), item(2), item(3), item(4)}}, t0);
+              stage::Encoded{0, {encoded(1), encoded(2), encoded(3), encoded(4)}}, t0);
   h.on_sequences(sequences({item(5), item(6)}), t0, out);
   h.dispatch(t0, out);
   EXPECT_TRUE(sent(out, Role::kEncoder).empty());  // 4 encoded sequences wait for decoder slots
   h.on_sequences(sequences({item(7)}), t0, out);   // 4 waiting + 2 queued = max_queue_size
-  ASSERT_EQ(out.to_gateways.size(), 1u);
-  EXPECT_EQ(out.to_gateways[0].second.items.at(0).request, 7u);
-  EXPECT_EQ(out.to_gateways[0].second.items.at(0).error->code, protocol::ErrorCode::kOverloaded);
-  h.on_worker(Role::kDecoder, "d", {stage::MessageKind::kReady, 8, {}}, t0);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).request, 7u);
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).error->code,
+            protocol::ErrorCode::kOverloaded);
+  h.on_worker(Role::kDecoder, "d", stage::Ready{8}, t0);
   out.clear();
   h.dispatch(t0, out);  // the decoders take the backlog, and batching resumes
   EXPECT_EQ(sent(out, Role::kDecoder).size(), 1u);

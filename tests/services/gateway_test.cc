@@ -8,7 +8,10 @@ namespace seqpipe::gateway {
 namespace {
 
 using std::chrono::milliseconds;
-const SteadyClock::time_point t0 = SteadyClock::time_point{} + std::chrono::hours(1);
+// The test's moment zero, on both clocks: the gateway reads no clock of its own.
+const Now t0{SteadyClock::time_point{} + std::chrono::hours(1), 1'700'000'000'000'000};
+
+protocol::Request cancel_of(const std::string& id);
 
 class GatewayTest : public ::testing::Test {
  protected:
@@ -41,12 +44,16 @@ class GatewayTest : public ::testing::Test {
         std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
     return std::get<protocol::Reply>(r);
   }
-  static stage::StageMessage result_for(const stage::StageMessage& work,
-                                        const std::vector<std::string>& texts) {
-    stage::StageMessage result{stage::MessageKind::kResult, 0, work.items};
-    for (size_t i = 0; i < result.items.size(); ++i) {
-      result.items[i].text = texts[i];
-      result.items[i].score = -0.5f * static_cast<float>(i + 1);
+  static const stage::Tokenize& work_of(const stage::StageMessage& m) {
+    return std::get<stage::Tokenize>(m);
+  }
+  static stage::Result result_for(const stage::StageMessage& work,
+                                  const std::vector<std::string>& texts) {
+    stage::Result result;
+    for (const auto& item : work_of(work).items) {
+      const size_t i = result.items.size();
+      result.items.push_back({item.request, item.index, texts[i], -0.5f * static_cast<float>(i + 1),
+                              item.timings, std::nullopt});
       result.items[i].timings.encode_us = 100;
     }
     return result;
@@ -64,31 +71,50 @@ TEST_F(GatewayTest, WorkGoesOutOnlyWithTokenizerCredit) {
   g.on_client(request("A", texts({"x"})), t0, out);
   g.on_client(request("B", texts({"y"})), t0, out);
   g.dispatch(t0, out);
-  EXPECT_TRUE(out.to_tokenizers.empty());  // no tokenizer yet
+  EXPECT_TRUE(out.sends.empty());  // no tokenizer yet
   EXPECT_EQ(g.waiting(), 2u);
-  g.on_tokenizer("tok1", {stage::MessageKind::kReady, 1, {}}, t0);
+  g.on_tokenizer("tok1", stage::Ready{1}, t0);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.size(), 1u);  // one credit, one message
-  EXPECT_EQ(out.to_tokenizers[0].first, "tok1");
-  EXPECT_EQ(out.to_tokenizers[0].second.items.at(0).text, "x");
-  EXPECT_EQ(out.to_tokenizers[0].second.items.at(0).gateway, "ipc:///tmp/results.sock");
-  g.on_tokenizer("tok1", {stage::MessageKind::kCredit, 1, {}}, t0);
+  ASSERT_EQ(out.sends.size(), 1u);  // one credit, one message
+  EXPECT_EQ(out.sends[0].peer, "tok1");
+  EXPECT_EQ(work_of(out.sends[0].message).items.at(0).text, "x");
+  EXPECT_EQ(work_of(out.sends[0].message).items.at(0).gateway, "ipc:///tmp/results.sock");
+  g.on_tokenizer("tok1", stage::Credit{1}, t0);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.size(), 2u);
-  EXPECT_EQ(out.to_tokenizers[1].second.items.at(0).text, "y");
+  ASSERT_EQ(out.sends.size(), 2u);
+  EXPECT_EQ(work_of(out.sends[1].message).items.at(0).text, "y");
+}
+
+TEST_F(GatewayTest, ItemsCarryTheDeadlineOfTheMomentGivenOnTheWallClock) {
+  Gateway& g = gateway();  // default timeout 1000 ms
+  Outbox out;
+  g.on_tokenizer("tok", stage::Ready{1}, t0);
+  protocol::Request r = texts({"a"});
+  r.timeout_ms = 250;
+  g.on_client(request("A", r), t0 + milliseconds(10), out);
+  g.dispatch(t0 + milliseconds(10), out);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(work_of(out.sends[0].message).items.at(0).deadline,
+            Deadline::after(t0 + milliseconds(10), milliseconds(250)));
+  EXPECT_EQ(g.next_deadline(), (t0 + milliseconds(260)).steady);
+  out.clear();
+  g.on_client(request("A", cancel_of("c1")), t0 + milliseconds(20), out);
+  ASSERT_EQ(out.pushes.size(), 1u);  // the batcher forgets the cancel at the same instant
+  EXPECT_EQ(std::get<stage::Cancel>(out.pushes[0].second).requests.at(0).deadline,
+            Deadline::after(t0 + milliseconds(10), milliseconds(250)));
 }
 
 TEST_F(GatewayTest, AllResultsMakeOneOkReplyInIndexOrder) {
   Gateway& g = gateway();
   Outbox out;
-  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_tokenizer("tok", stage::Ready{4}, t0);
   g.on_client(request("A", texts({"a", "b", "c"}, true)), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.size(), 1u);
-  stage::StageMessage result = result_for(out.to_tokenizers[0].second, {"A", "B", "C"});
+  ASSERT_EQ(out.sends.size(), 1u);
+  stage::Result result = result_for(out.sends[0].message, {"A", "B", "C"});
   std::swap(result.items[0], result.items[2]);  // results arrive in any order
-  stage::StageMessage first{stage::MessageKind::kResult, 0, {result.items[0]}};
-  stage::StageMessage rest{stage::MessageKind::kResult, 0, {result.items[1], result.items[2]}};
+  stage::Result first{{result.items[0]}};
+  stage::Result rest{{result.items[1], result.items[2]}};
   g.on_results(std::move(first), t0 + milliseconds(5), out);
   EXPECT_TRUE(out.replies.empty());
   g.on_results(std::move(rest), t0 + milliseconds(7), out);
@@ -108,21 +134,21 @@ TEST_F(GatewayTest, AllResultsMakeOneOkReplyInIndexOrder) {
 TEST_F(GatewayTest, NoScoresUnlessAsked) {
   Gateway& g = gateway();
   Outbox out;
-  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_tokenizer("tok", stage::Ready{4}, t0);
   g.on_client(request("A", texts({"a"})), t0, out);
   g.dispatch(t0, out);
-  g.on_results(result_for(out.to_tokenizers[0].second, {"A"}), t0, out);
+  g.on_results(result_for(out.sends[0].message, {"A"}), t0, out);
   EXPECT_FALSE(reply_of(out).scores.has_value());
 }
 
 TEST_F(GatewayTest, DeadlineAnswersOnceAndTheLateResultIsDropped) {
   Gateway& g = gateway();
   Outbox out;
-  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_tokenizer("tok", stage::Ready{4}, t0);
   g.on_client(request("A", texts({"a"})), t0, out);
   g.dispatch(t0, out);
-  const stage::StageMessage work = out.to_tokenizers[0].second;
-  EXPECT_EQ(g.next_deadline(), t0 + milliseconds(1000));
+  const stage::StageMessage work = out.sends[0].message;
+  EXPECT_EQ(g.next_deadline(), (t0 + milliseconds(1000)).steady);
   g.expire(t0 + milliseconds(999), out);
   EXPECT_TRUE(out.replies.empty());
   g.expire(t0 + milliseconds(1000), out);
@@ -137,10 +163,10 @@ TEST_F(GatewayTest, DeadlineAnswersOnceAndTheLateResultIsDropped) {
 TEST_F(GatewayTest, AFailedItemAnswersTheRequestWithItsCodeOnce) {
   Gateway& g = gateway();
   Outbox out;
-  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_tokenizer("tok", stage::Ready{4}, t0);
   g.on_client(request("A", texts({"a", "b"})), t0, out);
   g.dispatch(t0, out);
-  stage::StageMessage result = result_for(out.to_tokenizers[0].second, {"A", "B"});
+  stage::Result result = result_for(out.sends[0].message, {"A", "B"});
   result.items[0].error = protocol::Error{protocol::ErrorCode::kTooLong, "text 0 is 300 tokens"};
   g.on_results(std::move(result), t0, out);
   ASSERT_EQ(out.replies.size(), 1u);
@@ -179,17 +205,17 @@ TEST_F(GatewayTest, FullQueueAnswersOverloaded) {
 TEST_F(GatewayTest, ADeadTokenizersWorkGoesToAnotherOnceThenUnavailable) {
   Gateway& g = gateway();
   Outbox out;
-  g.on_tokenizer("t1", {stage::MessageKind::kReady, 1, {}}, t0);
+  g.on_tokenizer("t1", stage::Ready{1}, t0);
   g.on_client(request("A", texts({"a"})), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.at(0).first, "t1");
-  g.on_tokenizer("t2", {stage::MessageKind::kReady, 1, {}}, t0 + milliseconds(200));
+  ASSERT_EQ(out.sends.at(0).peer, "t1");
+  g.on_tokenizer("t2", stage::Ready{1}, t0 + milliseconds(200));
   out.clear();
   g.tick(t0 + milliseconds(301), out);  // t1 silent for 3 intervals: dead
   g.dispatch(t0 + milliseconds(301), out);
   std::vector<std::pair<std::string, std::string>> sent;
-  for (const auto& [w, m] : out.to_tokenizers) {
-    if (m.kind == stage::MessageKind::kTokenize) sent.emplace_back(w, m.items.at(0).text);
+  for (const auto& [link, w, m] : out.sends) {
+    if (auto* t = std::get_if<stage::Tokenize>(&m)) sent.emplace_back(w, t->items.at(0).text);
   }
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0], (std::pair<std::string, std::string>{"t2", "a"}));
@@ -205,7 +231,7 @@ TEST_F(GatewayTest, PriorityIsPassedOnAndAnUnknownLevelIsAnsweredAtOnce) {
   c.batcher.priority_levels = 2;
   Gateway& g = gateway(c);
   Outbox out;
-  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_tokenizer("tok", stage::Ready{4}, t0);
   protocol::Request urgent = texts({"a"});
   urgent.params.priority = 1;
   g.on_client(request("A", urgent), t0, out);
@@ -214,8 +240,8 @@ TEST_F(GatewayTest, PriorityIsPassedOnAndAnUnknownLevelIsAnsweredAtOnce) {
   unknown.params.priority = 3;
   g.on_client(request("A", unknown), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.size(), 1u);
-  EXPECT_EQ(out.to_tokenizers[0].second.items.at(0).params.priority, 1);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(work_of(out.sends[0].message).items.at(0).params.priority, 1);
   ASSERT_EQ(out.replies.size(), 1u);
   const protocol::Reply r = reply_of(out);
   EXPECT_EQ(r.id, "c2");
@@ -230,27 +256,25 @@ TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavai
   c.gateway.batcher_endpoints = {"ipc:///tmp/b1.sock", "ipc:///tmp/b2.sock"};
   Gateway& g = gateway(c);  // heartbeats every 100 ms, dead after 300 ms
   Outbox out;
-  auto batcher_heartbeat = [&](const std::string& endpoint, SteadyClock::time_point at) {
-    stage::WorkItem me;
-    me.batcher = endpoint;
-    g.on_results({stage::MessageKind::kHeartbeat, 0, {me}}, at, out);
+  auto batcher_heartbeat = [&](const std::string& endpoint, const Now& at) {
+    g.on_results(stage::Heartbeat{endpoint}, at, out);
   };
   auto tokenize_sent = [&] {  // (text, batcher) of the tokenize items in the outbox
     std::vector<std::pair<std::string, std::string>> v;
-    for (const auto& [w, m] : out.to_tokenizers) {
-      if (m.kind == stage::MessageKind::kTokenize)
-        v.emplace_back(m.items.at(0).text, m.items.at(0).batcher);
+    for (const auto& [link, w, m] : out.sends) {
+      if (auto* t = std::get_if<stage::Tokenize>(&m))
+        v.emplace_back(t->items.at(0).text, t->items.at(0).batcher);
     }
     return v;
   };
   using Sent = std::vector<std::pair<std::string, std::string>>;
-  g.on_tokenizer("tok", {stage::MessageKind::kReady, 8, {}}, t0);
+  g.on_tokenizer("tok", stage::Ready{8}, t0);
   g.tick(t0, out);
-  ASSERT_EQ(out.to_batcher.size(), 2u);  // a heartbeat to each, naming where to answer
-  EXPECT_EQ(out.to_batcher[0].first, "ipc:///tmp/b1.sock");
-  EXPECT_EQ(out.to_batcher[1].first, "ipc:///tmp/b2.sock");
-  EXPECT_EQ(out.to_batcher[1].second.kind, stage::MessageKind::kHeartbeat);
-  EXPECT_EQ(out.to_batcher[1].second.items.at(0).gateway, "ipc:///tmp/results.sock");
+  ASSERT_EQ(out.pushes.size(), 2u);  // a heartbeat to each, naming where to answer
+  EXPECT_EQ(out.pushes[0].first, "ipc:///tmp/b1.sock");
+  EXPECT_EQ(out.pushes[1].first, "ipc:///tmp/b2.sock");
+  EXPECT_EQ(stage::kind(out.pushes[1].second), stage::MessageKind::kHeartbeat);
+  EXPECT_EQ(std::get<stage::Heartbeat>(out.pushes[1].second).from, "ipc:///tmp/results.sock");
   protocol::Request r1 = texts({"a"}), r2 = texts({"b"}), r3 = texts({"c"});
   r2.id = "c2";
   r3.id = "c3";
@@ -261,7 +285,7 @@ TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavai
             (Sent{{"a", "ipc:///tmp/b2.sock"}, {"b", "ipc:///tmp/b1.sock"}}));  // round-robin
   // b1 answers heartbeats; b2 stays silent and is declared dead: its request goes to b1, once.
   batcher_heartbeat("ipc:///tmp/b1.sock", t0 + milliseconds(250));
-  g.on_tokenizer("tok", {stage::MessageKind::kHeartbeat, 0, {}}, t0 + milliseconds(250));
+  g.on_tokenizer("tok", stage::Heartbeat{}, t0 + milliseconds(250));
   out.clear();
   g.tick(t0 + milliseconds(301), out);
   g.dispatch(t0 + milliseconds(301), out);
@@ -274,7 +298,7 @@ TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavai
   EXPECT_EQ(tokenize_sent(), (Sent{{"c", "ipc:///tmp/b1.sock"}}));
   // Then b1 falls silent too: no batcher is left, everything it held is answered unavailable.
   out.clear();
-  g.on_tokenizer("tok", {stage::MessageKind::kHeartbeat, 0, {}}, t0 + milliseconds(500));
+  g.on_tokenizer("tok", stage::Heartbeat{}, t0 + milliseconds(500));
   g.tick(t0 + milliseconds(551), out);
   ASSERT_EQ(out.replies.size(), 3u);
   for (size_t i = 0; i < 3; ++i)
@@ -287,14 +311,14 @@ TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavai
   // b2 comes back (restarted): it is heard from, and takes new work.
   out.clear();
   batcher_heartbeat("ipc:///tmp/b2.sock", t0 + milliseconds(600));
-  g.on_tokenizer("tok", {stage::MessageKind::kHeartbeat, 0, {}}, t0 + milliseconds(600));
+  g.on_tokenizer("tok", stage::Heartbeat{}, t0 + milliseconds(600));
   g.on_client(request("B", r2), t0 + milliseconds(600), out);
   g.dispatch(t0 + milliseconds(600), out);
   EXPECT_EQ(tokenize_sent(), (Sent{{"b", "ipc:///tmp/b2.sock"}}));
   EXPECT_TRUE(out.replies.empty());
 }
 
-static protocol::Request cancel_of(const std::string& id) {
+protocol::Request cancel_of(const std::string& id) {
   protocol::Request r;
   r.op = protocol::Op::kCancel;
   r.id = id;
@@ -304,16 +328,16 @@ static protocol::Request cancel_of(const std::string& id) {
 TEST_F(GatewayTest, ACancelAnswersTheRequestCancelledOnceAndTellsTheBatcher) {
   Gateway& g = gateway();
   Outbox out;
-  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_tokenizer("tok", stage::Ready{4}, t0);
   g.on_client(request("A", texts({"a", "b"})), t0, out);
   g.dispatch(t0, out);
-  const stage::StageMessage work = out.to_tokenizers.at(0).second;
+  const stage::StageMessage work = out.sends.at(0).message;
   out.clear();
   // Another client's cancel of the same id, and this client's cancel of another id: nothing.
   g.on_client(request("B", cancel_of("c1")), t0 + milliseconds(10), out);
   g.on_client(request("A", cancel_of("c2")), t0 + milliseconds(10), out);
   EXPECT_TRUE(out.replies.empty());
-  EXPECT_TRUE(out.to_batcher.empty());
+  EXPECT_TRUE(out.pushes.empty());
   EXPECT_EQ(g.in_flight(), 1u);
 
   g.on_client(request("A", cancel_of("c1")), t0 + milliseconds(20), out);
@@ -324,12 +348,13 @@ TEST_F(GatewayTest, ACancelAnswersTheRequestCancelledOnceAndTellsTheBatcher) {
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.error->code, protocol::ErrorCode::kCancelled);
   EXPECT_EQ(r.timings.total_us, 20000u);
-  ASSERT_EQ(out.to_batcher.size(), 1u);
-  EXPECT_EQ(out.to_batcher[0].second.kind, stage::MessageKind::kCancel);
-  ASSERT_EQ(out.to_batcher[0].second.items.size(), 1u);
-  EXPECT_EQ(out.to_batcher[0].second.items[0].request, work.items[0].request);
-  EXPECT_EQ(out.to_batcher[0].second.items[0].gateway, "ipc:///tmp/results.sock");
-  EXPECT_GT(out.to_batcher[0].second.items[0].deadline_unix_us, 0);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(stage::kind(out.pushes[0].second), stage::MessageKind::kCancel);
+  const auto& cancelled = std::get<stage::Cancel>(out.pushes[0].second).requests;
+  ASSERT_EQ(cancelled.size(), 1u);
+  EXPECT_EQ(cancelled[0].request, work_of(work).items[0].request);
+  EXPECT_EQ(cancelled[0].gateway, "ipc:///tmp/results.sock");
+  EXPECT_GT(cancelled[0].deadline.unix_us(), 0);
   EXPECT_EQ(g.in_flight(), 0u);
   EXPECT_FALSE(g.next_deadline().has_value());
 
@@ -339,40 +364,41 @@ TEST_F(GatewayTest, ACancelAnswersTheRequestCancelledOnceAndTellsTheBatcher) {
   g.on_client(request("A", cancel_of("c1")), t0 + milliseconds(40), out);
   g.expire(t0 + milliseconds(5000), out);
   EXPECT_TRUE(out.replies.empty());
-  EXPECT_TRUE(out.to_batcher.empty());
+  EXPECT_TRUE(out.pushes.empty());
 }
 
 TEST_F(GatewayTest, ACancelAfterTheReplyIsIgnoredAndAMalformedCancelIsAnswered) {
   Gateway& g = gateway();
   Outbox out;
-  g.on_tokenizer("tok", {stage::MessageKind::kReady, 4, {}}, t0);
+  g.on_tokenizer("tok", stage::Ready{4}, t0);
   g.on_client(request("A", texts({"a"})), t0, out);
   g.dispatch(t0, out);
-  g.on_results(result_for(out.to_tokenizers.at(0).second, {"A"}), t0, out);
+  g.on_results(result_for(out.sends.at(0).message, {"A"}), t0, out);
   ASSERT_EQ(out.replies.size(), 1u);
   EXPECT_TRUE(reply_of(out).ok);
   out.clear();
   g.on_client(request("A", cancel_of("c1")), t0, out);
   EXPECT_TRUE(out.replies.empty());
-  EXPECT_TRUE(out.to_batcher.empty());
+  EXPECT_TRUE(out.pushes.empty());
   g.on_client({"A", "",
                "\x83\xa1v\x01\xa2op\xa6"
                "cancel\xa4text\xa1x"},
               t0, out);  // cancel with a text
   ASSERT_EQ(out.replies.size(), 1u);
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(out.to_batcher.empty());
+  EXPECT_TRUE(out.pushes.empty());
 }
 
 TEST_F(GatewayTest, HeartbeatsGoToEveryTokenizerOncePerInterval) {
   Gateway& g = gateway();
   Outbox out;
-  g.on_tokenizer("t1", {stage::MessageKind::kReady, 1, {}}, t0);
-  g.on_tokenizer("t2", {stage::MessageKind::kReady, 1, {}}, t0);
+  g.on_tokenizer("t1", stage::Ready{1}, t0);
+  g.on_tokenizer("t2", stage::Ready{1}, t0);
   g.tick(t0 + milliseconds(10), out);
   g.tick(t0 + milliseconds(50), out);
-  ASSERT_EQ(out.to_tokenizers.size(), 2u);
-  for (const auto& [w, m] : out.to_tokenizers) EXPECT_EQ(m.kind, stage::MessageKind::kHeartbeat);
+  ASSERT_EQ(out.sends.size(), 2u);
+  for (const auto& [link, w, m] : out.sends)
+    EXPECT_EQ(stage::kind(m), stage::MessageKind::kHeartbeat);
   const auto status = g.status();
   EXPECT_EQ(status.at(1).stage, "tokenizer");
   EXPECT_EQ(status.at(1).replicas, 2);
@@ -385,9 +411,9 @@ TEST_F(GatewayTest, WorkWaitingForATokenizerIsDroppedOnceItsDeadlinePassed) {
   g.expire(t0 + milliseconds(1000), out);
   ASSERT_EQ(out.replies.size(), 1u);
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kDeadlineExceeded);
-  g.on_tokenizer("tok", {stage::MessageKind::kReady, 1, {}}, t0 + milliseconds(1001));
+  g.on_tokenizer("tok", stage::Ready{1}, t0 + milliseconds(1001));
   g.dispatch(t0 + milliseconds(1001), out);
-  EXPECT_TRUE(out.to_tokenizers.empty());  // answered already: no tokenizer spends time on it
+  EXPECT_TRUE(out.sends.empty());  // answered already: no tokenizer spends time on it
   EXPECT_EQ(g.waiting(), 0u);
   EXPECT_EQ(g.status().at(1).free_credits, 1);
 }
@@ -395,20 +421,20 @@ TEST_F(GatewayTest, WorkWaitingForATokenizerIsDroppedOnceItsDeadlinePassed) {
 TEST_F(GatewayTest, ADeadTokenizerWithNoOtherLeftAnswersUnavailableAndItsCreditIsIgnored) {
   Gateway& g = gateway();
   Outbox out;
-  g.on_tokenizer("t1", {stage::MessageKind::kReady, 1, {}}, t0);
+  g.on_tokenizer("t1", stage::Ready{1}, t0);
   g.on_client(request("A", texts({"a"})), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.size(), 1u);
+  ASSERT_EQ(out.sends.size(), 1u);
   out.clear();
   g.tokenizer_dead("t1", t0 + milliseconds(1), out);
   ASSERT_EQ(out.replies.size(), 1u);
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kUnavailable);
   EXPECT_EQ(g.in_flight(), 0u);
   // The dead tokenizer still talks: its credit does not bring it back.
-  g.on_tokenizer("t1", {stage::MessageKind::kCredit, 1, {}}, t0 + milliseconds(2));
+  g.on_tokenizer("t1", stage::Credit{1}, t0 + milliseconds(2));
   g.on_client(request("B", texts({"b"})), t0 + milliseconds(2), out);
   g.dispatch(t0 + milliseconds(2), out);
-  EXPECT_TRUE(out.to_tokenizers.empty());
+  EXPECT_TRUE(out.sends.empty());
   EXPECT_EQ(g.waiting(), 1u);
   EXPECT_EQ(g.status().at(1).replicas, 0);
 }

@@ -59,7 +59,7 @@ TEST(ResponseCache, TheGatewayAnswersARepeatedTextFromTheCacheAndNeverCachesErro
   config::PipelineConfig c;
   c.gateway.cache_bytes = 1 << 20;
   Gateway g(c, "ipc:///tmp/r.sock", stage, gw);
-  const auto t0 = SteadyClock::time_point{} + std::chrono::hours(1);
+  const Now t0{SteadyClock::time_point{} + std::chrono::hours(1), 1'700'000'000'000'000};
   auto request = [](const std::string& text) {
     protocol::Request r;
     r.id = "c";
@@ -73,14 +73,18 @@ TEST(ResponseCache, TheGatewayAnswersARepeatedTextFromTheCacheAndNeverCachesErro
     return r.ok ? r.texts.at(0) : "error:" + std::string(protocol::wire_name(r.error->code));
   };
   Outbox out;
-  g.on_tokenizer("tok", {stage::MessageKind::kReady, 8, {}}, t0);
+  g.on_tokenizer("tok", stage::Ready{8}, t0);
   g.on_client(request("teh speling"), t0, out);
   g.on_client(request("bad one"), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.to_tokenizers.size(), 2u);
-  stage::StageMessage ok{stage::MessageKind::kResult, 0, out.to_tokenizers[0].second.items};
+  ASSERT_EQ(out.sends.size(), 2u);
+  auto result_of = [&](size_t i) {  // the result for the one text sent to a tokenizer
+    const stage::TextItem& item = std::get<stage::Tokenize>(out.sends[i].message).items[0];
+    return stage::Result{{{item.request, item.index, "", 0.0f, item.timings, std::nullopt}}};
+  };
+  stage::Result ok = result_of(0);
   ok.items[0].text = "the spelling";
-  stage::StageMessage failed{stage::MessageKind::kResult, 0, out.to_tokenizers[1].second.items};
+  stage::Result failed = result_of(1);
   failed.items[0].error = protocol::Error{protocol::ErrorCode::kInternal, "boom"};
   g.on_results(std::move(ok), t0, out);
   g.on_results(std::move(failed), t0, out);
@@ -92,7 +96,7 @@ TEST(ResponseCache, TheGatewayAnswersARepeatedTextFromTheCacheAndNeverCachesErro
   g.on_client(request("bad one"), t0, out);  // the error was not cached: it goes to a tokenizer
   g.dispatch(t0, out);
   EXPECT_EQ(out.replies.size(), 1u);
-  EXPECT_EQ(out.to_tokenizers.size(), 1u);
+  EXPECT_EQ(out.sends.size(), 1u);
   EXPECT_EQ(g.in_flight(), 1u);
 }
 

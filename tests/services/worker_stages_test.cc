@@ -15,7 +15,6 @@
 #include "decoder/decoder_stage.h"
 #include "encoder/encoder_stage.h"
 #include "postprocessor/postprocessor_stage.h"
-#include "seqpipe/common/service.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/model.h"
 #include "tokenizer/tokenizer_stage.h"
@@ -48,26 +47,48 @@ class WorkerStages : public ::testing::Test {
     config_.decoder.num_slots = 8;
     config_.decoder.max_new_tokens = 12;
   }
-  static stage::WorkItem item(uint64_t request, std::string text = "", uint32_t index = 0) {
-    stage::WorkItem w;
+  static stage::WorkHeader header(uint64_t request, uint32_t index = 0) {
+    stage::WorkHeader w;
     w.request = request;
     w.index = index;
     w.gateway = "ipc:///tmp/gw" + std::to_string(request % 2) + ".sock";
-    w.deadline_unix_us = service::unix_now_us() + 60'000'000;
-    w.text = std::move(text);
+    w.deadline = Deadline::after(Now::read(), std::chrono::seconds(60));
     w.params.max_new_tokens = 12;
     return w;
   }
-  stage::WorkItem encoded(uint64_t request, const std::string& text, int beams = 1) {
-    stage::WorkItem w = item(request);
+  static stage::TextItem item(uint64_t request, std::string text = "", uint32_t index = 0) {
+    auto w = stage::next_hop<stage::TextItem>(header(request, index));
+    w.text = std::move(text);
+    return w;
+  }
+  // The text's ids (none without a text).
+  static stage::SequenceItem sequence(uint64_t request, const std::string& text = "") {
+    auto w = stage::next_hop<stage::SequenceItem>(header(request));
+    if (text.empty()) return w;
+    const auto ids = (*tokenizer_)->encode(text);
+    w.ids.assign(ids.begin(), ids.end());
+    return w;
+  }
+  static stage::DecodedItem decoded(uint64_t request) {
+    return stage::next_hop<stage::DecodedItem>(header(request));
+  }
+  static stage::RequestRef ref(uint64_t request) {
+    const stage::WorkHeader h = header(request);
+    return {h.request, h.gateway, h.deadline};
+  }
+  stage::EncodedItem encoded(uint64_t request, const std::string& text, int beams = 1) {
+    auto w = stage::next_hop<stage::EncodedItem>(header(request));
     w.params.num_beams = beams;
     const auto ids = (*tokenizer_)->encode(text);
     engine::Encoder encoder(*model_);
     const auto out = encoder.encode({ids});
-    w.rows = out.length(0);
-    w.hidden.assign(reinterpret_cast<const char*>(out.rows(0)),
-                    static_cast<size_t>(out.hidden.numel()) * sizeof(float));
+    w.hidden.rows = out.length(0);
+    w.hidden.values.assign(out.rows(0), out.rows(0) + out.hidden.numel());
     return w;
+  }
+  template <class M>
+  static const M& as(const stage::StageMessage& m) {
+    return std::get<M>(m);
   }
   static std::vector<int> reference(const std::string& text, int beams) {
     engine::DecodingOptions o;
@@ -92,28 +113,27 @@ TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
   config_.model.max_input_tokens = 8;
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
-  stage::WorkItem expired = item(3, "hello");
-  expired.deadline_unix_us = service::unix_now_us() - 1;
-  stage.handle({stage::MessageKind::kTokenize,
-                0,
-                {item(1, "teh speling"), item(2, "a b c d e f g h i j k l m n o p"), expired}},
+  stage::TextItem expired = item(3, "hello");
+  expired.deadline = Deadline::at_unix_us(Now::read().unix_us - 1);
+  stage.handle(stage::Tokenize{{item(1, "teh speling"), item(2, "a b c d e f g h i j k l m n o p"),
+                                expired}},
                out);
   ASSERT_EQ(out.pushes.size(), 2u);
   // too long: a failed result to the item's gateway
   const auto& [gw, failed] = out.pushes[0];
   EXPECT_EQ(gw, "ipc:///tmp/gw0.sock");
-  EXPECT_EQ(failed.kind, stage::MessageKind::kResult);
-  EXPECT_EQ(failed.items.at(0).error->code, protocol::ErrorCode::kTooLong);
+  EXPECT_EQ(stage::kind(failed), stage::MessageKind::kResult);
+  EXPECT_EQ(as<stage::Result>(failed).items.at(0).error->code, protocol::ErrorCode::kTooLong);
   // the good one: ids to the batcher; the expired one is dropped
   const auto& [ingress, seq] = out.pushes[1];
   EXPECT_EQ(ingress, "ipc:///tmp/in.sock");
-  ASSERT_EQ(seq.items.size(), 1u);
+  ASSERT_EQ(as<stage::Sequence>(seq).items.size(), 1u);
   const auto want = (*tokenizer_)->encode("teh speling");
-  EXPECT_EQ(seq.items[0].ids, std::vector<int32_t>(want.begin(), want.end()));
-  EXPECT_TRUE(seq.items[0].text.empty());
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message.kind, stage::MessageKind::kCredit);
-  EXPECT_EQ(out.to_hub[0].message.credits, 1);
+  EXPECT_EQ(as<stage::Sequence>(seq).items[0].ids, std::vector<int32_t>(want.begin(), want.end()));
+  EXPECT_TRUE(as<stage::Sequence>(seq).items[0].text.empty());
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(stage::kind(out.sends[0].message), stage::MessageKind::kCredit);
+  EXPECT_EQ(as<stage::Credit>(out.sends[0].message).credits, 1);
 }
 
 TEST_F(WorkerStages, TokenizerSendsEachSequenceToTheBatcherTheGatewayChoseAndAnswersThatGateway) {
@@ -121,51 +141,42 @@ TEST_F(WorkerStages, TokenizerSendsEachSequenceToTheBatcherTheGatewayChoseAndAns
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
   out.hub = 1;  // the second gateway it serves
-  stage::WorkItem to_b1 = item(1, "teh speling"), to_b2 = item(2, "hello", 0),
+  stage::TextItem to_b1 = item(1, "teh speling"), to_b2 = item(2, "hello", 0),
                   also_b1 = item(3, "world");
   to_b1.batcher = also_b1.batcher = "ipc:///tmp/b1-in.sock";
   to_b2.batcher = "ipc:///tmp/b2-in.sock";
-  stage.handle({stage::MessageKind::kTokenize, 0, {to_b1, to_b2, also_b1, item(4, "none named")}},
-               out);
+  stage.handle(stage::Tokenize{{to_b1, to_b2, also_b1, item(4, "none named")}}, out);
   std::map<std::string, std::vector<uint64_t>> sent;
   for (const auto& [endpoint, m] : out.pushes) {
-    EXPECT_EQ(m.kind, stage::MessageKind::kSequence);
-    for (const auto& i : m.items) sent[endpoint].push_back(i.request);
+    EXPECT_EQ(stage::kind(m), stage::MessageKind::kSequence);
+    for (const auto& i : as<stage::Sequence>(m).items) sent[endpoint].push_back(i.request);
   }
   EXPECT_EQ(sent, (std::map<std::string, std::vector<uint64_t>>{{"ipc:///tmp/b1-in.sock", {1, 3}},
                                                                 {"ipc:///tmp/b2-in.sock", {2}},
                                                                 {"ipc:///tmp/in.sock", {4}}}));
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0], (worker::ToHub{1, {stage::MessageKind::kCredit, 1, {}}}));
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0], (worker::Outbox::Send{1, "", stage::Credit{1}}));
 }
 
 TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
   encoder::EncoderStage stage(*model_, config_, metrics_);
   worker::Outbox out;
-  std::vector<stage::WorkItem> items;
-  for (const char* t : {"teh speling", "hello world again"}) {
-    stage::WorkItem w = item(1, t);
-    const auto ids = (*tokenizer_)->encode(t);
-    w.ids.assign(ids.begin(), ids.end());
-    items.push_back(w);
-  }
-  stage.handle({stage::MessageKind::kEncode, 0, items}, out);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  const auto& encoded = out.to_hub[0].message;
-  EXPECT_EQ(encoded.kind, stage::MessageKind::kEncoded);
+  std::vector<stage::SequenceItem> items;
+  for (const char* t : {"teh speling", "hello world again"}) items.push_back(sequence(1, t));
+  stage.handle(stage::Encode{items}, out);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(stage::kind(out.sends[0].message), stage::MessageKind::kEncoded);
+  const auto& encoded = as<stage::Encoded>(out.sends[0].message);
   EXPECT_EQ(encoded.credits, 1);
   ASSERT_EQ(encoded.items.size(), 2u);
   engine::Encoder reference(*model_);
   const auto want = reference.encode(
       {(*tokenizer_)->encode("teh speling"), (*tokenizer_)->encode("hello world again")});
   for (size_t i = 0; i < 2; ++i) {
-    EXPECT_EQ(encoded.items[i].rows, want.length(i));
-    ASSERT_EQ(encoded.items[i].hidden.size(),
-              static_cast<size_t>(want.length(i) * want.hidden.dim(1)) * sizeof(float));
-    EXPECT_EQ(
-        std::memcmp(encoded.items[i].hidden.data(), want.rows(i), encoded.items[i].hidden.size()),
-        0);
-    EXPECT_TRUE(encoded.items[i].ids.empty());
+    const stage::EncoderRows& rows = encoded.items[i].hidden;
+    EXPECT_EQ(rows.rows, want.length(i));
+    ASSERT_EQ(rows.values.size(), static_cast<size_t>(want.length(i) * want.hidden.dim(1)));
+    EXPECT_EQ(std::memcmp(rows.values.data(), want.rows(i), rows.values.size() * sizeof(float)), 0);
   }
 }
 
@@ -173,18 +184,18 @@ TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {
   decoder::DecoderStage stage(*model_, config_, metrics_);
   EXPECT_EQ(stage.capacity(), 8);
   worker::Outbox out;
-  stage.handle({stage::MessageKind::kDecode, 0, {encoded(1, "teh speling", 4)}}, out);
+  stage.handle(stage::Decode{{encoded(1, "teh speling", 4)}}, out);
   EXPECT_EQ(stage.free_slots(), 4);
   stage.work(out);
   stage.work(out);  // the beam search is two steps in when the greedy one joins
-  stage.handle({stage::MessageKind::kDecode, 0, {encoded(2, "hello world")}}, out);
+  stage.handle(stage::Decode{{encoded(2, "hello world")}}, out);
   std::map<uint64_t, std::vector<int32_t>> got;
   int credits = 0;
   for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
-  for (const auto& [hub, m] : out.to_hub) {
-    EXPECT_EQ(m.kind, stage::MessageKind::kDecoded);
-    credits += m.credits;
-    for (const auto& i : m.items) got[i.request] = i.ids;
+  for (const auto& [hub, peer, m] : out.sends) {
+    EXPECT_EQ(stage::kind(m), stage::MessageKind::kDecoded);
+    credits += as<stage::Decoded>(m).credits;
+    for (const auto& i : as<stage::Decoded>(m).items) got[i.request] = i.ids;
   }
   EXPECT_EQ(credits, 5);  // 4 beams + 1
   EXPECT_EQ(stage.free_slots(), 8);
@@ -196,33 +207,34 @@ TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {
 TEST_F(WorkerStages, DecoderStopsACancelledSequenceAndReturnsItsSlotsWhileOthersGoOn) {
   decoder::DecoderStage stage(*model_, config_, metrics_);
   worker::Outbox out;
-  stage::WorkItem doomed = encoded(1, "teh speling", 4);
+  stage::EncodedItem doomed = encoded(1, "teh speling", 4);
   doomed.params.min_new_tokens = 12;  // would run every step
-  stage.handle({stage::MessageKind::kDecode, 0, {doomed, encoded(2, "hello world")}}, out);
+  stage.handle(stage::Decode{{doomed, encoded(2, "hello world")}}, out);
   stage.work(out);
   ASSERT_EQ(stage.running(), 2);
   EXPECT_EQ(stage.free_slots(), 3);
-  out.to_hub.clear();
+  out.sends.clear();
   // A cancel for another gateway's request 1 and for an unknown request: nothing stops.
-  stage::WorkItem other = item(1);
+  stage::RequestRef other = ref(1);
   other.gateway = "ipc:///tmp/elsewhere.sock";
-  stage.cancel({stage::MessageKind::kCancel, 0, {other, item(7)}}, out);
+  stage.cancel(stage::Cancel{{other, ref(7)}}, out);
   EXPECT_EQ(stage.running(), 2);
-  EXPECT_TRUE(out.to_hub.empty());
-  stage.cancel({stage::MessageKind::kCancel, 0, {item(1)}}, out);
+  EXPECT_TRUE(out.sends.empty());
+  stage.cancel(stage::Cancel{{ref(1)}}, out);
   EXPECT_EQ(stage.running(), 1);
   EXPECT_EQ(stage.free_slots(), 7);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message,
-            (stage::StageMessage{stage::MessageKind::kDecoded, 4, {}}));  // its 4 slots, no result
-  out.to_hub.clear();
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].message,
+            stage::StageMessage(stage::Decoded{4, {}}));  // its 4 slots, no result
+  out.sends.clear();
   for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  ASSERT_EQ(out.to_hub[0].message.items.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message.items[0].request, 2u);
-  EXPECT_EQ(out.to_hub[0].message.credits, 1);
+  ASSERT_EQ(out.sends.size(), 1u);
+  const auto& decoded = as<stage::Decoded>(out.sends[0].message);
+  ASSERT_EQ(decoded.items.size(), 1u);
+  EXPECT_EQ(decoded.items[0].request, 2u);
+  EXPECT_EQ(decoded.credits, 1);
   const auto want = reference("hello world", 1);
-  EXPECT_EQ(out.to_hub[0].message.items[0].ids, std::vector<int32_t>(want.begin(), want.end()));
+  EXPECT_EQ(decoded.items[0].ids, std::vector<int32_t>(want.begin(), want.end()));
   EXPECT_EQ(stage.free_slots(), 8);
   EXPECT_TRUE(out.pushes.empty());
 }
@@ -231,27 +243,25 @@ TEST_F(WorkerStages, DecoderServingTwoBatchersAnswersEachWithItsOwnResultsSlotsA
   decoder::DecoderStage stage(*model_, config_, metrics_);
   worker::Outbox out;
   out.hub = 0;
-  stage.handle({stage::MessageKind::kDecode, 0, {encoded(1, "teh speling", 2)}}, out);
+  stage.handle(stage::Decode{{encoded(1, "teh speling", 2)}}, out);
   out.hub = 1;  // the other batcher sends the same request id of the same gateway, and another
-  stage.handle(
-      {stage::MessageKind::kDecode, 0, {encoded(1, "teh speling"), encoded(2, "hello world")}},
-      out);
+  stage.handle(stage::Decode{{encoded(1, "teh speling"), encoded(2, "hello world")}}, out);
   EXPECT_EQ(stage.held(0), 2);
   EXPECT_EQ(stage.held(1), 2);
   // Batcher 1 cancels request 1: only its own sequence stops, the credit goes back to it.
-  stage.cancel({stage::MessageKind::kCancel, 0, {item(1)}}, out);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0], (worker::ToHub{1, {stage::MessageKind::kDecoded, 1, {}}}));
+  stage.cancel(stage::Cancel{{ref(1)}}, out);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0], (worker::Outbox::Send{1, "", stage::Decoded{1, {}}}));
   EXPECT_EQ(stage.held(0), 2);
   EXPECT_EQ(stage.held(1), 1);
-  out.to_hub.clear();
+  out.sends.clear();
   for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
   std::map<size_t, std::vector<uint64_t>> results;
   std::map<size_t, int> credits;
-  for (const auto& [hub, m] : out.to_hub) {
-    EXPECT_EQ(m.kind, stage::MessageKind::kDecoded);
-    credits[hub] += m.credits;
-    for (const auto& i : m.items) results[hub].push_back(i.request);
+  for (const auto& [hub, peer, m] : out.sends) {
+    EXPECT_EQ(stage::kind(m), stage::MessageKind::kDecoded);
+    credits[hub] += as<stage::Decoded>(m).credits;
+    for (const auto& i : as<stage::Decoded>(m).items) results[hub].push_back(i.request);
   }
   EXPECT_EQ(results, (std::map<size_t, std::vector<uint64_t>>{{0, {1}}, {1, {2}}}));
   EXPECT_EQ(credits, (std::map<size_t, int>{{0, 2}, {1, 1}}));
@@ -263,55 +273,54 @@ TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
   config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
-  stage::WorkItem expired = item(1, "hello");
-  expired.deadline_unix_us = service::unix_now_us() - 1;
-  stage.handle({stage::MessageKind::kTokenize, 0, {expired}}, out);
+  stage::TextItem expired = item(1, "hello");
+  expired.deadline = Deadline::at_unix_us(Now::read().unix_us - 1);
+  stage.handle(stage::Tokenize{{expired}}, out);
   EXPECT_TRUE(out.pushes.empty());
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message, (stage::StageMessage{stage::MessageKind::kCredit, 1, {}}));
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].message, stage::StageMessage(stage::Credit{1}));
 }
 
 TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngineThrows) {
   encoder::EncoderStage stage(*model_, config_, metrics_);
   worker::Outbox out;
-  stage::WorkItem good = item(2);
+  stage::SequenceItem good = sequence(2, "hello world");
   const auto ids = (*tokenizer_)->encode("hello world");
-  good.ids.assign(ids.begin(), ids.end());
-  stage.handle({stage::MessageKind::kEncode, 0, {item(1), good}}, out);  // item 1 has no ids
+  stage.handle(stage::Encode{{sequence(1), good}}, out);  // item 1 has no ids
   ASSERT_EQ(out.pushes.size(), 1u);
-  EXPECT_EQ(out.pushes[0].second.items.at(0).request, 1u);
-  EXPECT_EQ(out.pushes[0].second.items[0].error->code, protocol::ErrorCode::kInternal);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message.credits, 1);
-  ASSERT_EQ(out.to_hub[0].message.items.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message.items[0].rows, static_cast<int64_t>(ids.size()));
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).request, 1u);
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items[0].error->code,
+            protocol::ErrorCode::kInternal);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(as<stage::Encoded>(out.sends[0].message).credits, 1);
+  ASSERT_EQ(as<stage::Encoded>(out.sends[0].message).items.size(), 1u);
+  EXPECT_EQ(as<stage::Encoded>(out.sends[0].message).items[0].hidden.rows,
+            static_cast<int64_t>(ids.size()));
 
   out = {};
-  stage::WorkItem bad = good;
+  stage::SequenceItem bad = good;
   bad.ids[0] = 100000;  // outside the vocabulary: the engine throws, the whole batch fails
-  stage.handle({stage::MessageKind::kEncode, 0, {bad, good}}, out);
+  stage.handle(stage::Encode{{bad, good}}, out);
   ASSERT_EQ(out.pushes.size(), 2u);
   for (const auto& [gw, m] : out.pushes)
-    EXPECT_EQ(m.items.at(0).error->code, protocol::ErrorCode::kInternal);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message, (stage::StageMessage{stage::MessageKind::kEncoded, 1, {}}));
+    EXPECT_EQ(as<stage::Result>(m).items.at(0).error->code, protocol::ErrorCode::kInternal);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].message, stage::StageMessage(stage::Encoded{1, {}}));
 }
 
 TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
   decoder::DecoderStage stage(*model_, config_, metrics_);
   worker::Outbox out;
-  stage.handle(
-      {stage::MessageKind::kDecode, 0, {encoded(1, "hello world"), encoded(2, "teh speling", 4)}},
-      out);
+  stage.handle(stage::Decode{{encoded(1, "hello world"), encoded(2, "teh speling", 4)}}, out);
   EXPECT_TRUE(out.empty());  // both admitted: no credit back yet
   EXPECT_EQ(stage.free_slots(), 3);
   EXPECT_EQ(stage.free_capacity(), 3);
   for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
-  std::map<uint64_t, stage::WorkItem> got;
+  std::map<uint64_t, stage::DecodedItem> got;
   int credits = 0;
-  for (const auto& [hub, m] : out.to_hub) {
-    credits += m.credits;
-    for (const auto& i : m.items) got[i.request] = i;
+  for (const auto& [hub, peer, m] : out.sends) {
+    credits += as<stage::Decoded>(m).credits;
+    for (const auto& i : as<stage::Decoded>(m).items) got[i.request] = i;
   }
   EXPECT_EQ(credits, 5);
   ASSERT_EQ(got.size(), 2u);
@@ -326,33 +335,29 @@ TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
     if (beams > 1) {
       EXPECT_FLOAT_EQ(got[request].score, want.score);
     }
-    EXPECT_TRUE(got[request].hidden.empty());
-    EXPECT_EQ(got[request].rows, 0);
   }
 }
 
 TEST_F(WorkerStages, DecoderCancelsAnExpiredRunningSequenceAndReturnsExactlyItsSlots) {
-  decoder::DecoderStage stage(*model_, config_, metrics_);
+  ManualTime time(Now::read());  // the stage's clock moves only when the test says so
+  decoder::DecoderStage stage(*model_, config_, metrics_, time);
   worker::Outbox out;
-  stage::WorkItem running = encoded(1, "teh speling", 2);
+  stage::EncodedItem running = encoded(1, "teh speling", 2);
   running.params.min_new_tokens = 12;  // cannot finish before its deadline
-  const int64_t deadline = service::unix_now_us() + 300'000;
-  running.deadline_unix_us = deadline;
-  stage.handle({stage::MessageKind::kDecode, 0, {running}}, out);
+  running.deadline = Deadline::after(time.now(), std::chrono::milliseconds(300));
+  stage.handle(stage::Decode{{running}}, out);
   ASSERT_EQ(stage.running(), 1);
   stage.work(out);
-  if (service::unix_now_us() < deadline) {
-    EXPECT_TRUE(out.to_hub.empty());
-    EXPECT_EQ(stage.running(), 1);
-  }
-  while (service::unix_now_us() <= deadline) ::usleep(20'000);
+  EXPECT_TRUE(out.sends.empty());
+  EXPECT_EQ(stage.running(), 1);
+  time.advance(std::chrono::milliseconds(300));
   stage.work(out);
   EXPECT_EQ(stage.running(), 0);
   EXPECT_FALSE(stage.has_pending_work());
   EXPECT_EQ(stage.free_slots(), 8);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message,
-            (stage::StageMessage{stage::MessageKind::kDecoded, 2, {}}));  // slots back, no result
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].message,
+            stage::StageMessage(stage::Decoded{2, {}}));  // slots back, no result
   EXPECT_TRUE(out.pushes.empty());  // the gateway answers deadline_exceeded itself
 }
 
@@ -360,30 +365,29 @@ TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCre
   postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
   const std::vector<std::string> texts = {"hello world", "teh speling", "the cat sat on the mat"};
-  std::vector<stage::WorkItem> items;
+  std::vector<stage::DecodedItem> items;
   for (uint64_t r = 0; r < texts.size(); ++r) {
-    stage::WorkItem w = item(r + 1);
+    stage::DecodedItem w = decoded(r + 1);
     w.ids = {0};  // the decoder start token, as generate returns it
     for (int id : (*tokenizer_)->encode(texts[r])) w.ids.push_back(id);
     items.push_back(w);
   }
-  items[2].deadline_unix_us = service::unix_now_us() - 1;
+  items[2].deadline = Deadline::at_unix_us(Now::read().unix_us - 1);
   std::map<uint64_t, std::string> want;
   for (const auto& w : items)
     want[w.request] = (*tokenizer_)->decode(std::vector<int>(w.ids.begin(), w.ids.end()));
-  stage.handle({stage::MessageKind::kPostprocess, 0, items}, out);
+  stage.handle(stage::Postprocess{items}, out);
   std::map<uint64_t, std::string> got;
   for (const auto& [gw, m] : out.pushes) {
-    for (const auto& i : m.items) got[i.request] = i.text;
+    for (const auto& i : as<stage::Result>(m).items) got[i.request] = i.text;
   }
   ASSERT_EQ(got.size(), 2u);  // the expired one is dropped
   EXPECT_EQ(got[1], want[1]);
   EXPECT_EQ(got[2], want[2]);
   EXPECT_FALSE(got[1].empty());
   EXPECT_NE(got[1], got[2]);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message,
-            (stage::StageMessage{stage::MessageKind::kCredit, 3, {}}));  // every item's credit
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].message, stage::StageMessage(stage::Credit{3}));  // every item's credit
 }
 
 TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
@@ -393,18 +397,22 @@ TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
   // The tokenizer keeps the input text for the postprocessor's guard.
   tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
   worker::Outbox tokenized;
-  tokenizer.handle({stage::MessageKind::kTokenize, 0, {item(1, "hello wrld")}}, tokenized);
+  tokenizer.handle(stage::Tokenize{{item(1, "hello wrld")}}, tokenized);
   ASSERT_EQ(tokenized.pushes.size(), 1u);
-  stage::WorkItem w = tokenized.pushes[0].second.items.at(0);
-  EXPECT_EQ(w.text, "hello wrld");
-  // The "model" says "help world": the known input word "hello" comes back, "world" stays.
+  stage::SequenceItem s = as<stage::Sequence>(tokenized.pushes[0].second).items.at(0);
+  EXPECT_EQ(s.text, "hello wrld");
+  // The text rides along to the postprocessor. The "model" says "help world": the known input
+  // word "hello" comes back, "world" stays.
+  std::string text = std::move(s.text);
+  auto w = stage::next_hop<stage::DecodedItem>(std::move(s));
+  w.text = std::move(text);
   w.ids = {0};
   for (int id : (*tokenizer_)->encode("help world")) w.ids.push_back(id);
   postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
-  stage.handle({stage::MessageKind::kPostprocess, 0, {w}}, out);
+  stage.handle(stage::Postprocess{{w}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
-  EXPECT_EQ(out.pushes[0].second.items.at(0).text, "hello world");
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).text, "hello world");
   // A list that cannot be read fails at start-up, naming the key and the file.
   config_.postprocessor.known_words = words + ":/nonexistent/words";
   EXPECT_THROW(postprocessor::PostprocessorStage(*tokenizer_, config_, metrics_),
@@ -416,20 +424,23 @@ TEST_F(WorkerStages, WithLowerCaseWordsTheModelSeesPlainWordsAndTheTextIsPutBack
   config_.model.lower_case_words = 1;
   tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
   worker::Outbox tokenized;
-  tokenizer.handle({stage::MessageKind::kTokenize, 0, {item(1, "Helo WRLD, at 5pm 😀")}}, tokenized);
+  tokenizer.handle(stage::Tokenize{{item(1, "Helo WRLD, at 5pm 😀")}}, tokenized);
   ASSERT_EQ(tokenized.pushes.size(), 1u);
-  stage::WorkItem w = tokenized.pushes[0].second.items.at(0);
+  stage::SequenceItem s = as<stage::Sequence>(tokenized.pushes[0].second).items.at(0);
   const auto want = (*tokenizer_)->encode("helo wrld at");
-  EXPECT_EQ(w.ids, std::vector<int32_t>(want.begin(), want.end()));
-  EXPECT_EQ(w.text, "Helo WRLD, at 5pm 😀");  // forwarded for the postprocessor
+  EXPECT_EQ(s.ids, std::vector<int32_t>(want.begin(), want.end()));
+  EXPECT_EQ(s.text, "Helo WRLD, at 5pm 😀");  // forwarded for the postprocessor
+  std::string text = std::move(s.text);
+  auto w = stage::next_hop<stage::DecodedItem>(std::move(s));
+  w.text = std::move(text);
   // The "model" says "hello world at": each word takes its input's case, the rest is kept.
   w.ids = {0};
   for (int id : (*tokenizer_)->encode("hello world at")) w.ids.push_back(id);
   postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
-  stage.handle({stage::MessageKind::kPostprocess, 0, {w}}, out);
+  stage.handle(stage::Postprocess{{w}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
-  EXPECT_EQ(out.pushes[0].second.items.at(0).text, "Hello WORLD, at 5pm 😀");
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).text, "Hello WORLD, at 5pm 😀");
 }
 
 TEST_F(WorkerStages, WithLowerCaseWordsALongTextGivesTheModelTheWordsThatFit) {
@@ -438,11 +449,11 @@ TEST_F(WorkerStages, WithLowerCaseWordsALongTextGivesTheModelTheWordsThatFit) {
   std::string text = "Teh";
   for (int i = 0; i < 100; ++i) text += " speling, 42";
   worker::Outbox tokenized;
-  tokenizer.handle({stage::MessageKind::kTokenize, 0, {item(1, text)}}, tokenized);
+  tokenizer.handle(stage::Tokenize{{item(1, text)}}, tokenized);
   ASSERT_EQ(tokenized.pushes.size(), 1u);  // no too_long: a sequence for the batcher
-  stage::WorkItem w = tokenized.pushes[0].second.items.at(0);
-  EXPECT_EQ(w.text, text);
-  ASSERT_LE(w.ids.size(), static_cast<size_t>(config_.model.max_input_tokens));
+  stage::SequenceItem s = as<stage::Sequence>(tokenized.pushes[0].second).items.at(0);
+  EXPECT_EQ(s.text, text);
+  ASSERT_LE(s.ids.size(), static_cast<size_t>(config_.model.max_input_tokens));
   // The longest prefix of the words that fits.
   std::string prefix = "teh", longer;
   while (true) {
@@ -452,7 +463,9 @@ TEST_F(WorkerStages, WithLowerCaseWordsALongTextGivesTheModelTheWordsThatFit) {
     prefix = longer;
   }
   const auto want = (*tokenizer_)->encode(prefix);
-  EXPECT_EQ(w.ids, std::vector<int32_t>(want.begin(), want.end()));
+  EXPECT_EQ(s.ids, std::vector<int32_t>(want.begin(), want.end()));
+  auto w = stage::next_hop<stage::DecodedItem>(std::move(s));
+  w.text = text;
   // The "model" corrects what it saw; the words it did not see stay as they are.
   w.ids = {0};
   std::string corrected = prefix;
@@ -462,9 +475,9 @@ TEST_F(WorkerStages, WithLowerCaseWordsALongTextGivesTheModelTheWordsThatFit) {
   for (int id : (*tokenizer_)->encode(corrected)) w.ids.push_back(id);
   postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
-  stage.handle({stage::MessageKind::kPostprocess, 0, {w}}, out);
+  stage.handle(stage::Postprocess{{w}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
-  const std::string& got = out.pushes[0].second.items.at(0).text;
+  const std::string& got = as<stage::Result>(out.pushes[0].second).items.at(0).text;
   const size_t seen = static_cast<size_t>(std::count(prefix.begin(), prefix.end(), ' '));
   std::string want_text = "The";
   for (int i = 0; i < 100; ++i)
@@ -481,18 +494,20 @@ TEST_F(WorkerStages, WithKnownWordsTheFirstKnownBeamHypothesisWins) {
     for (int id : (*tokenizer_)->encode(text)) ids.push_back(id);
     return ids;
   };
-  stage::WorkItem w = item(1, "helo wrld");  // the input, as the tokenizer forwards it
-  w.ids = ids_of("help wrld");               // the best hypothesis: "wrld" is no word
+  stage::DecodedItem w = decoded(1);
+  w.text = "helo wrld";         // the input, as the tokenizer forwards it
+  w.ids = ids_of("help wrld");  // the best hypothesis: "wrld" is no word
   w.alternatives = {ids_of("helo world"), ids_of("hello world"), ids_of("help world")};
-  stage::WorkItem known_best = item(2, "helo wrld");
+  stage::DecodedItem known_best = decoded(2);
+  known_best.text = "helo wrld";
   known_best.ids = ids_of("help world");  // all known: it stays, whatever follows
   known_best.alternatives = {ids_of("hello world")};
   postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
   worker::Outbox out;
-  stage.handle({stage::MessageKind::kPostprocess, 0, {w, known_best}}, out);
+  stage.handle(stage::Postprocess{{w, known_best}}, out);
   std::map<uint64_t, std::string> got;
   for (const auto& [gw, m] : out.pushes) {
-    for (const auto& i : m.items) got[i.request] = i.text;
+    for (const auto& i : as<stage::Result>(m).items) got[i.request] = i.text;
   }
   EXPECT_EQ(got[1], "hello world");
   EXPECT_EQ(got[2], "help world");
@@ -518,11 +533,12 @@ TEST_F(WorkerStages, WarmUpLeavesTheStagesReadyAndEmpty) {
   config_.decoder.warmup_batch_size = 4;
   decoder::DecoderStage warmed(*model_, config_, metrics_);
   ASSERT_TRUE(warmed.warm_up());
-  warmed.handle({stage::MessageKind::kDecode, 0, {encoded(1, "hello world")}}, out);
+  warmed.handle(stage::Decode{{encoded(1, "hello world")}}, out);
   while (warmed.has_pending_work()) warmed.work(out);
   const auto want = reference("hello world", 1);
-  ASSERT_EQ(out.to_hub.size(), 1u);
-  EXPECT_EQ(out.to_hub[0].message.items.at(0).ids, std::vector<int32_t>(want.begin(), want.end()));
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(as<stage::Decoded>(out.sends[0].message).items.at(0).ids,
+            std::vector<int32_t>(want.begin(), want.end()));
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ input (exactly one):
 options:
   --model DIR             the model directory (required)
   --num-beams N           1: greedy search; > 1: beam search (default: 1)
-  --max-new-tokens N      tokens generated after the start token, eos included (default: 20)
+  --max-new-tokens N      tokens generated after the start token, eos included (default: 32)
   --min-new-tokens N      eos is suppressed until N tokens were generated (default: 0)
   --length-penalty F      beam score = sum of log-probs / length^F (default: 1.0)
   --early-stopping        beam search stops once num_beams hypotheses finished

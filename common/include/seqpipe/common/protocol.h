@@ -14,6 +14,8 @@
 #include <variant>
 #include <vector>
 
+#include "seqpipe/engine/limits.h"
+
 namespace seqpipe::protocol {
 
 // Every request and reply carries `v`. A server rejects any other value; bump it only for an
@@ -44,7 +46,9 @@ struct Error {
 };
 
 struct GenerateParams {
-  int max_new_tokens = 32;      // tokens generated, eos included; [1, Limits::max_new_tokens_cap]
+  // Tokens generated, eos included; [1, Limits::max_new_tokens_cap]. Not given: the engine's
+  // default, or the cap if that is lower.
+  int max_new_tokens = engine::kDefaultMaxNewTokens;
   int num_beams = 1;            // 1 greedy, > 1 beam search; [1, Limits::max_beams]
   float length_penalty = 1.0f;  // beam score = sum of log-probs / length^length_penalty; finite
   int min_new_tokens = 0;       // eos suppressed until this many tokens; [0, max_new_tokens]

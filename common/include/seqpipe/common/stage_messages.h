@@ -1,10 +1,18 @@
 #pragma once
-// Messages between the pipeline's stages (internal protocol, version 1). One work item shape
-// travels the whole DAG, each stage filling in its part (text -> ids -> encoder rows -> output
-// ids -> text), so there is one schema to validate, not one per hop. Internal messages are
+// Messages between the pipeline's stages (internal protocol, version 2). Each message kind has
+// its own type, and each hop its own item type, holding what that hop needs and nothing more:
+//
+//   gateway --tokenize{TextItem}--> tokenizer --sequence{SequenceItem}--> batcher
+//   batcher --encode{SequenceItem}--> encoder --encoded{EncodedItem}--> batcher
+//   batcher --decode{EncodedItem}--> decoder --decoded{DecodedItem}--> batcher
+//   batcher --postprocess{DecodedItem}--> postprocessor --result{ResultItem}--> gateway
+//
+// Every work item starts with a WorkHeader (identity, owning gateway, deadline, parameters,
+// timings); a stage makes its output item from its input item's header. Any stage answers an
+// item it cannot do with a failed ResultItem straight to the gateway. Internal messages are
 // decoded under the same discipline as client ones: size limits before parsing, msgpack unpack
-// limits, every field type-checked; a malformed message is an Error value (logged, counted and
-// dropped by the stage), never a crash.
+// limits, every field type-checked and only the fields of the message's kind accepted; a
+// malformed message is an Error value (logged, counted and dropped by the stage), never a crash.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -13,29 +21,12 @@
 #include <variant>
 #include <vector>
 
+#include "seqpipe/common/clock.h"
 #include "seqpipe/common/protocol.h"
 
 namespace seqpipe::stage {
 
-constexpr int kVersion = 1;
-
-enum class MessageKind {
-  kReady,        // worker -> hub: my capacity is `credits` (on connect and reconnect)
-  kCredit,       // worker -> hub: `credits` more are free (sent with or without results)
-  kTokenize,     // gateway -> tokenizer: items with text
-  kSequence,     // tokenizer -> batcher: items with ids
-  kEncode,       // batcher -> encoder: one batch of items with ids
-  kEncoded,      // encoder -> batcher: items with encoder rows
-  kDecode,       // batcher -> decoder: items with encoder rows
-  kDecoded,      // decoder -> batcher: items with output ids (and score)
-  kPostprocess,  // batcher -> postprocessor: items with output ids
-  kResult,       // postprocessor or any stage -> gateway: items with text or an error
-  kCancel,       // gateway -> stages: drop the work of these requests
-  kHeartbeat,    // both ways between a hub and each worker, every heartbeat interval (Paranoid
-                 // Pirate); and between gateways and batchers (an item names the sender: gateway or
-                 // batcher)
-};
-std::string_view kind_name(MessageKind kind);
+constexpr int kVersion = 2;
 
 // Microseconds each stage spent on an item, added up along the way (the reply's timings_us).
 struct StageTimings {
@@ -44,37 +35,180 @@ struct StageTimings {
   bool operator==(const StageTimings&) const = default;
 };
 
-struct WorkItem {
+// What every work item carries from the gateway to its result.
+struct WorkHeader {
   uint64_t request = 0;  // the gateway's internal request id
   uint32_t index = 0;    // which text of the request
-  std::string gateway;   // the owning gateway's identity: results go back to it
-  // The batcher's ingress endpoint the gateway chose: tokenizers send the sequence there (empty:
-  // the configured batcher.ingress_endpoint). In batcher heartbeats: the batcher's own.
-  std::string batcher;
-  int64_t deadline_unix_us = 0;  // wall clock, comparable across processes and machines
-  protocol::GenerateParams params;
-  std::string text;          // tokenizer input; postprocessor output
-  std::vector<int32_t> ids;  // tokenizer output (input ids); decoder output (output ids)
-  // Decoder output, beam search with postprocessor.known_words: the next best hypotheses' ids,
-  // best first (at most 15), for the postprocessor to choose among.
-  std::vector<std::vector<int32_t>> alternatives;
-  int64_t rows = 0;    // encoder output: rows x d_model float32 values in `hidden`
-  std::string hidden;  // little-endian float32 bytes
-  float score = 0.0f;
-  std::optional<protocol::Error>
-      error;  // a stage failed this item; it goes straight to the gateway
+  std::string gateway;   // the owning gateway's results endpoint: results go back there
+  Deadline deadline;     // the request's: past it the gateway has answered deadline_exceeded
+  protocol::GenerateParams params;  // as the client sent them (wire keys: docs/PROTOCOL.md)
   StageTimings timings;
 
-  bool operator==(const WorkItem&) const = default;
+  bool operator==(const WorkHeader&) const = default;
 };
 
-struct StageMessage {
-  MessageKind kind = MessageKind::kCredit;
+// gateway -> tokenizer: one text of a request.
+struct TextItem : WorkHeader {
+  // The batcher's ingress endpoint the gateway chose: the tokenizer sends the sequence there
+  // (empty: the configured batcher.ingress_endpoint).
+  std::string batcher;
+  std::string text;
+
+  bool operator==(const TextItem&) const = default;
+};
+
+// tokenizer -> batcher -> encoder: the input ids.
+struct SequenceItem : WorkHeader {
+  std::vector<int32_t> ids;
+  // The input text, forwarded for the postprocessor when postprocessor.known_words is set; else
+  // empty. It rides along unchanged to the postprocessor.
+  std::string text;
+
+  bool operator==(const SequenceItem&) const = default;
+};
+
+// The encoder's output for one sequence: `rows` rows of d_model float32 values, row after row.
+struct EncoderRows {
+  int64_t rows = 0;
+  std::vector<float> values;  // rows x d_model
+
+  // Bit for bit (a NaN equals itself): what a round trip through the wire must preserve.
+  bool operator==(const EncoderRows& other) const;
+};
+
+// encoder -> batcher -> decoder.
+struct EncodedItem : WorkHeader {
+  EncoderRows hidden;
+  std::string text;  // as SequenceItem::text
+
+  bool operator==(const EncodedItem&) const = default;
+};
+
+// decoder -> batcher -> postprocessor: the output ids (the decoder start token first).
+struct DecodedItem : WorkHeader {
+  std::vector<int32_t> ids;
+  // Beam search with postprocessor.known_words: the next best hypotheses' ids, best first (at
+  // most the engine's max beams - 1), for the postprocessor to choose among.
+  std::vector<std::vector<int32_t>> alternatives;
+  float score = 0.0f;
+  std::string text;  // as SequenceItem::text
+
+  bool operator==(const DecodedItem&) const = default;
+};
+
+// any stage -> gateway: the text of (request, index), or the error that answers the request.
+struct ResultItem {
+  uint64_t request = 0;
+  uint32_t index = 0;
+  std::string text;
+  float score = 0.0f;
+  StageTimings timings;
+  std::optional<protocol::Error> error;
+
+  bool operator==(const ResultItem&) const = default;
+};
+
+// A request a gateway cancelled (gateway -> batcher -> decoders), remembered until its deadline.
+struct RequestRef {
+  uint64_t request = 0;
+  std::string gateway;
+  Deadline deadline;
+
+  bool operator==(const RequestRef&) const = default;
+};
+
+// The messages, one type per kind. Credits: what a worker announces (ready) or gives back.
+struct Ready {  // worker -> hub, on connect and reconnect: my capacity is `credits`
   int32_t credits = 0;
-  std::vector<WorkItem> items;
-
-  bool operator==(const StageMessage&) const = default;
+  bool operator==(const Ready&) const = default;
 };
+struct Credit {  // worker -> hub: `credits` more are free
+  int32_t credits = 0;
+  bool operator==(const Credit&) const = default;
+};
+struct Tokenize {  // gateway -> tokenizer
+  std::vector<TextItem> items;
+  bool operator==(const Tokenize&) const = default;
+};
+struct Sequence {  // tokenizer -> batcher
+  std::vector<SequenceItem> items;
+  bool operator==(const Sequence&) const = default;
+};
+struct Encode {  // batcher -> encoder: one batch
+  std::vector<SequenceItem> items;
+  bool operator==(const Encode&) const = default;
+};
+struct Encoded {  // encoder -> batcher, with the batch's credit
+  int32_t credits = 0;
+  std::vector<EncodedItem> items;
+  bool operator==(const Encoded&) const = default;
+};
+struct Decode {  // batcher -> decoder
+  std::vector<EncodedItem> items;
+  bool operator==(const Decode&) const = default;
+};
+struct Decoded {  // decoder -> batcher, with the slots freed (finished, expired or cancelled)
+  int32_t credits = 0;
+  std::vector<DecodedItem> items;
+  bool operator==(const Decoded&) const = default;
+};
+struct Postprocess {  // batcher -> postprocessor
+  std::vector<DecodedItem> items;
+  bool operator==(const Postprocess&) const = default;
+};
+struct Result {  // any stage -> gateway
+  std::vector<ResultItem> items;
+  bool operator==(const Result&) const = default;
+};
+struct Cancel {  // gateway -> batcher -> decoder: drop the work of these requests
+  std::vector<RequestRef> requests;
+  bool operator==(const Cancel&) const = default;
+};
+// Both ways between a hub and each worker every heartbeat interval (Paranoid Pirate; `from`
+// empty), and between gateways and batchers (`from`: the gateway's results endpoint, or the
+// batcher's ingress endpoint).
+struct Heartbeat {
+  std::string from;
+  bool operator==(const Heartbeat&) const = default;
+};
+
+// The alternatives in MessageKind order.
+using StageMessage = std::variant<Ready, Credit, Tokenize, Sequence, Encode, Encoded, Decode,
+                                  Decoded, Postprocess, Result, Cancel, Heartbeat>;
+
+enum class MessageKind {
+  kReady,
+  kCredit,
+  kTokenize,
+  kSequence,
+  kEncode,
+  kEncoded,
+  kDecode,
+  kDecoded,
+  kPostprocess,
+  kResult,
+  kCancel,
+  kHeartbeat,
+};
+inline MessageKind kind(const StageMessage& message) {
+  return static_cast<MessageKind>(message.index());
+}
+std::string_view kind_name(MessageKind kind);
+inline std::string_view kind_name(const StageMessage& message) {
+  return kind_name(kind(message));
+}
+
+// The item of the next hop, starting from `item`'s header (identity, deadline, parameters and
+// the timings so far).
+template <class Next>
+Next next_hop(WorkHeader&& item) {
+  Next next;
+  static_cast<WorkHeader&>(next) = std::move(item);
+  return next;
+}
+
+// A failed result for `item`: the request is answered with `error`.
+ResultItem failed(const WorkHeader& item, protocol::Error error);
 
 struct Limits {
   size_t max_message_bytes = 64 << 20;

@@ -5,7 +5,7 @@
 // connects a DEALER to its hub, announces its capacity (`ready{credits}`), and from then on the
 // hub sends it no more than that: credit-based flow control as in the ZeroMQ guide's
 // load-balancing broker. Results for a gateway go over PUSH sockets to the endpoint named in
-// the item (`WorkItem::gateway`). A worker may serve several hubs (several gateways, or several
+// the item (`WorkHeader::gateway`). A worker may serve several hubs (several gateways, or several
 // batchers): one DEALER, heartbeat and reconnection each, its capacity split between them, and
 // every answer and credit back to the hub that sent the work.
 #include <chrono>
@@ -19,42 +19,20 @@
 
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/metrics.h"
+#include "seqpipe/common/outbox.h"
 #include "seqpipe/common/stage_messages.h"
 
 namespace seqpipe::worker {
 
-// A message for one of the worker's hubs.
-struct ToHub {
-  size_t hub = 0;  // index in WorkerOptions::hub_endpoints
-  stage::StageMessage message;
-  bool operator==(const ToHub&) const = default;
-};
-
-// Messages a stage produced; run_worker sends them and clears the outbox.
-struct Outbox {
+// Messages a stage produced (common/outbox.h); run_worker sends them and clears the outbox.
+// `sends` go to the hubs (`link`: the hub's index in hub_endpoints), `pushes` over PUSH.
+struct Outbox : seqpipe::Outbox {
   // The hub whose message the stage is handling (set by run_worker before handle() and
   // cancel()); a stage that answers later (the decoder) keeps it with the work.
   size_t hub = 0;
-  std::vector<ToHub> to_hub;                                        // over the hubs' DEALERs
-  std::vector<std::pair<std::string, stage::StageMessage>> pushes;  // (endpoint, message) over PUSH
-
   // A message to the hub being handled (credits and results of the message at hand).
-  void answer(stage::StageMessage message) { to_hub.push_back({hub, std::move(message)}); }
-
-  // Sends `item` to its gateway as a failed result (the request is answered with `error`),
-  // logging the request id and counting the error: the serving-path error discipline in one place.
-  void fail(stage::WorkItem item, protocol::Error error, std::string_view stage_name,
-            metrics::StageMetrics& metrics);
-  // Sends items to their gateways as results (grouped per gateway endpoint).
-  void results(std::vector<stage::WorkItem>&& items);
-  bool empty() const { return to_hub.empty() && pushes.empty(); }
+  void answer(stage::StageMessage message) { sends.push_back({hub, {}, std::move(message)}); }
 };
-
-// True when the item's deadline has passed: stages drop such items before computing on them
-// (the gateway has answered deadline_exceeded already).
-inline bool expired(const stage::WorkItem& item, int64_t now_unix_us) {
-  return item.deadline_unix_us != 0 && now_unix_us >= item.deadline_unix_us;
-}
 
 // The stage message in the last of `frames`, which must number `expected_frames` (1 from a
 // DEALER or PUSH, 2 on a ROUTER: routing id + payload); else nullopt, logged with `from` and
@@ -79,9 +57,9 @@ class WorkerStage {
   virtual stage::MessageKind accepts() const = 0;
   // One message of that kind from the hub (already validated by stage::decode).
   virtual void handle(stage::StageMessage&& message, Outbox& out) = 0;
-  // A `cancel` from the hub: stop the work of these requests (items: request, gateway) and
-  // return its credits. Stages that hold no work between messages have nothing to stop.
-  virtual void cancel(const stage::StageMessage& /*message*/, Outbox& /*out*/) {}
+  // A `cancel` from the hub: stop the work of these requests and return its credits. Stages
+  // that hold no work between messages have nothing to stop.
+  virtual void cancel(const stage::Cancel& /*message*/, Outbox& /*out*/) {}
   // Runs before the worker announces itself (warm-up batches); true when it did something.
   virtual bool warm_up() { return false; }
   // Work the stage does between messages (the decoder's steps); the loop then polls the socket

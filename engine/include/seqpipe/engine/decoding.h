@@ -7,13 +7,16 @@
 
 #include "seqpipe/engine/decoder.h"
 #include "seqpipe/engine/encoder.h"
+#include "seqpipe/engine/limits.h"
 
 namespace seqpipe::engine {
 
 struct DecodingOptions {
-  int max_new_tokens = 20;      // tokens generated after the start token, eos included (<= 4096)
-  int min_new_tokens = 0;       // eos is suppressed until this many tokens were generated
-  int num_beams = 1;            // 1: greedy; > 1: beam search, holding num_beams cache slots
+  // Tokens generated after the start token, eos included; [1, kMaxNewTokens].
+  int max_new_tokens = kDefaultMaxNewTokens;
+  int min_new_tokens = 0;  // eos is suppressed until this many tokens were generated
+  // 1: greedy; > 1: beam search, holding slot_cost(num_beams) cache slots; [1, kMaxBeams].
+  int num_beams = 1;
   float length_penalty = 1.0f;  // beam score = sum of log-probs / length^length_penalty
   bool early_stopping = false;  // beam: stop as soon as num_beams hypotheses finished
   bool return_scores = false;   // fill GenerationResult::token_logprobs

@@ -1,0 +1,24 @@
+#pragma once
+// The engine's decoding limits and the default length of a generation: the one definition that
+// the serving layers (client protocol, stage messages, config, batcher, decoder) refer to instead
+// of retyping. Header-only and without dependencies, so code that does not link the engine (the
+// protocol codecs, the config) includes it too. decoding.h includes it.
+namespace seqpipe::engine {
+
+// Largest num_beams a sequence may use (DecodingOptions::validate).
+inline constexpr int kMaxBeams = 16;
+// Largest max_new_tokens: far above any T5 use; it keeps a typo from sizing a KV cache of
+// gigabytes.
+inline constexpr int kMaxNewTokens = 4096;
+// Tokens generated (eos included) when nobody says how many: DecodingOptions' default, and the
+// client protocol's default for params.max_new_tokens (docs/PROTOCOL.md; a server whose
+// decoder.max_new_tokens is lower uses that instead).
+inline constexpr int kDefaultMaxNewTokens = 32;
+
+// The KV-cache slots a sequence holds while it decodes, and so the credits it costs a decoder:
+// 1 for greedy search, num_beams for beam search.
+constexpr int slot_cost(int num_beams) {
+  return num_beams > 1 ? num_beams : 1;
+}
+
+}  // namespace seqpipe::engine
