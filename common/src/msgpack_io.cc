@@ -32,7 +32,8 @@ void Writer::str(std::string_view value) {
 
 void Writer::bin(const void* data, size_t bytes) {
   packer_.pack_bin(static_cast<uint32_t>(bytes));
-  packer_.pack_bin_body(static_cast<const char*>(data), static_cast<uint32_t>(bytes));
+  if (bytes > 0)
+    packer_.pack_bin_body(static_cast<const char*>(data), static_cast<uint32_t>(bytes));
 }
 
 void Writer::f32(float value) {

@@ -410,7 +410,7 @@ class Reader {
         return bad(f + " must be float32 bytes within the size limit");
       }
       w.hidden.values.resize(v.via.bin.size / sizeof(float));
-      std::memcpy(w.hidden.values.data(), v.via.bin.ptr, v.via.bin.size);
+      if (v.via.bin.size > 0) std::memcpy(w.hidden.values.data(), v.via.bin.ptr, v.via.bin.size);
       return std::nullopt;
     }
     if (key == "t") return text(v, f, w.text);
@@ -524,7 +524,8 @@ class Reader {
 
 bool EncoderRows::operator==(const EncoderRows& other) const {
   return rows == other.rows && values.size() == other.values.size() &&
-         std::memcmp(values.data(), other.values.data(), values.size() * sizeof(float)) == 0;
+         (values.empty() ||
+          std::memcmp(values.data(), other.values.data(), values.size() * sizeof(float)) == 0);
 }
 
 std::string_view kind_name(MessageKind kind) {

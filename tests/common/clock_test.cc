@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace seqpipe {
 namespace {
 
@@ -37,6 +39,15 @@ TEST(Deadline, NoneNeverExpires) {
   EXPECT_EQ(none, Deadline::at_unix_us(0));  // the wire's 0
   EXPECT_FALSE(none.expired(t0 + std::chrono::hours(24 * 365)));
   EXPECT_EQ(none.on_steady_clock(t0), SteadyClock::time_point::max());
+}
+
+TEST(Deadline, APeersFarOffDeadlineMapsWithoutOverflow) {
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  const int64_t min = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(Deadline::at_unix_us(max).on_steady_clock(t0), SteadyClock::time_point::max());
+  EXPECT_LT(Deadline::at_unix_us(min).on_steady_clock(t0), t0.steady);
+  EXPECT_TRUE(Deadline::at_unix_us(min).expired(t0));
+  EXPECT_FALSE(Deadline::at_unix_us(max).expired(t0));
 }
 
 TEST(Deadline, MapsOntoTheSteadyClockOfTheMomentGiven) {

@@ -5,6 +5,7 @@
 // read at one moment. The hubs are handed one with every call and the worker stages read a
 // TimeSource given at construction, so tests drive both with made-up moments; only the services'
 // loops read the real clocks.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
@@ -66,9 +67,14 @@ class Deadline {
   bool expired(const Now& now) const { return !none() && now.unix_us >= unix_us_; }
   // The same instant on this process's steady clock, for the timers that run on it (the
   // batcher's queue deadlines). None: the steady clock's end of time.
+  // Saturating: a deadline a peer wrote decades away (or before the epoch) stays far away.
   SteadyClock::time_point on_steady_clock(const Now& now) const {
+    constexpr int64_t kFar = int64_t{1} << 50;  // microseconds: 35 years
     if (none()) return SteadyClock::time_point::max();
-    return now.steady + std::chrono::microseconds(unix_us_ - now.unix_us);
+    int64_t left = 0;
+    if (__builtin_sub_overflow(unix_us_, now.unix_us, &left)) left = unix_us_ < 0 ? -kFar : kFar;
+    if (left >= kFar) return SteadyClock::time_point::max();
+    return now.steady + std::chrono::microseconds(std::max(left, -kFar));
   }
 
   auto operator<=>(const Deadline&) const = default;
