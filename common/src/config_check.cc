@@ -12,6 +12,20 @@
 #include "seqpipe/common/edit_distance.h"
 
 namespace seqpipe::config {
+
+std::optional<HttpAddress> parse_http_address(std::string_view endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  HttpAddress address{std::string(endpoint.substr(0, colon)), -1};
+  const std::string_view port = endpoint.substr(colon + 1);
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), address.port);
+  in_addr parsed{};
+  if (::inet_pton(AF_INET, address.host.c_str(), &parsed) != 1 || ec != std::errc() ||
+      end != port.data() + port.size() || port.empty() || address.port < 0 || address.port > 65535)
+    return std::nullopt;
+  return address;
+}
+
 namespace {
 
 void check_endpoint(const std::string& where, const std::string& path,
@@ -156,24 +170,14 @@ void check_text(const std::string& where, const Key& key, const std::string& val
                         " must be a name such as int8 (lower-case letters, digits, _), got '" +
                         value + "'");
       break;
-    case TextKind::kHttpAddress: {  // empty (off) or IPV4:PORT
-      if (value.empty()) break;
-      const size_t colon = value.rfind(':');
-      in_addr parsed{};
-      int port = -1;
-      const std::string port_text = colon == std::string::npos ? "" : value.substr(colon + 1);
-      const auto [end, ec] =
-          std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-      if (colon == std::string::npos ||
-          ::inet_pton(AF_INET, value.substr(0, colon).c_str(), &parsed) != 1 || ec != std::errc() ||
-          end != port_text.data() + port_text.size() || port < 0 || port > 65535) {
+    case TextKind::kHttpAddress:  // empty (off) or IPV4:PORT
+      if (!value.empty() && !parse_http_address(value)) {
         fail(where, key.path() +
                         " must be empty (no HTTP) or IPV4:PORT such as 127.0.0.1:8000 (port 0: any "
                         "free port), got '" +
                         value + "'");
       }
       break;
-    }
   }
 }
 

@@ -120,10 +120,12 @@ std::vector<std::string> gateway_replica_overrides(const PipelineConfig& c, int 
       "gateway.tokenizer_endpoint=" + replica_endpoint(g.tokenizer_endpoint, k),
       "gateway.results_endpoint=" + replica_endpoint(g.results_endpoint, k),
       "gateway.metrics_port=" + moved_port(g.metrics_port, k)};
-  if (!g.http_endpoint.empty()) {
-    const size_t colon = g.http_endpoint.rfind(':');
-    sets.push_back("gateway.http_endpoint=" + g.http_endpoint.substr(0, colon + 1) +
-                   moved_port(std::stoi(g.http_endpoint.substr(colon + 1)), k));
+  if (const auto http = parse_http_address(g.http_endpoint)) {
+    std::string set = "gateway.http_endpoint=";
+    set += http->host;
+    set += ':';
+    set += moved_port(http->port, k);
+    sets.push_back(std::move(set));
   }
   return sets;
 }

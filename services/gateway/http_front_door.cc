@@ -9,14 +9,6 @@ namespace seqpipe::gateway {
 
 using nlohmann::json;
 
-namespace {
-
-HttpAnswer kserve_error(int status, const std::string& message) {
-  return {status, json{{"error", message}}.dump()};
-}
-
-}  // namespace
-
 HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoint,
                              HttpOptions options, std::function<bool()> ready)
     : context_(context),

@@ -17,10 +17,6 @@ HttpAnswer error_answer(protocol::ErrorCode code, std::string message, const std
       protocol::encode_reply(protocol::error_reply(id, {code, std::move(message)})), id);
 }
 
-HttpAnswer kserve_error(int status, const std::string& message) {
-  return {status, json{{"error", message}}.dump()};
-}
-
 // Deeper JSON than any valid request has: refused before parsing, since converting and printing
 // a document recurse once per level.
 constexpr int kMaxJsonDepth = 16;
@@ -251,6 +247,10 @@ HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string&
   } catch (const json::exception&) {
     return kserve_error(500, "undecodable reply");
   }
+}
+
+HttpAnswer kserve_error(int status, const std::string& message) {
+  return {status, json{{"error", message}}.dump()};
 }
 
 std::string kserve_model_metadata(const std::string& model_name) {

@@ -45,5 +45,7 @@ std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body
 HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string& client_id,
                               const std::string& model_name);
 std::string kserve_model_metadata(const std::string& model_name);
+// A KServe v2 error answer: {"error": message} with `status`.
+HttpAnswer kserve_error(int status, const std::string& message);
 
 }  // namespace seqpipe::gateway

@@ -43,11 +43,10 @@ int serve(const config::PipelineConfig& c) {
   spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}",
                client_endpoint, c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
   std::unique_ptr<HttpFrontDoor> http;
-  if (!c.gateway.http_endpoint.empty()) {
-    const size_t colon = c.gateway.http_endpoint.rfind(':');
+  if (const auto address = config::parse_http_address(c.gateway.http_endpoint)) {
     HttpOptions options;
-    options.host = c.gateway.http_endpoint.substr(0, colon);
-    options.port = std::stoi(c.gateway.http_endpoint.substr(colon + 1));  // checked by config
+    options.host = address->host;
+    options.port = address->port;
     options.model_name = std::filesystem::path(c.model.dir).lexically_normal().filename();
     if (options.model_name.empty())
       options.model_name = std::filesystem::path(c.model.dir).parent_path().filename();

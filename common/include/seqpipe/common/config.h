@@ -13,6 +13,7 @@
 // do it through load_pipeline_config before they use the config).
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -279,6 +280,14 @@ std::string choose_runtime_dir(const std::string& configured, const char* xdg_ru
 // "{runtime_dir}" replaced. Throws ConfigError for an ipc path too long for a Unix socket or
 // two endpoints that became equal.
 PipelineConfig resolve_endpoints(PipelineConfig config, const std::string& runtime_dir);
+
+// gateway.http_endpoint's parts: an IPv4 address and a port (0: any free port); nullopt for
+// text that is not IPV4:PORT (an empty endpoint, HTTP off, included).
+struct HttpAddress {
+  std::string host;
+  int port = 0;
+};
+std::optional<HttpAddress> parse_http_address(std::string_view endpoint);
 
 // Replica k's endpoint of a hub endpoint: k = 0 the endpoint itself, else tcp://HOST:PORT + k
 // or ipc://DIR/NAME-<k+1>.sock (ipc://x/gateway.sock, ipc://x/gateway-2.sock, ...).
