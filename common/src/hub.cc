@@ -1,11 +1,19 @@
 #include "seqpipe/common/hub.h"
 
+#include <random>
+
 #include "seqpipe/common/worker.h"
 
 namespace seqpipe::hub {
 
 std::string item_key(const stage::WorkHeader& item) {
   return item.gateway + '\n' + std::to_string(item.request) + '\n' + std::to_string(item.index);
+}
+
+uint64_t draw_incarnation() {
+  std::random_device random;
+  const uint64_t n = (uint64_t{random()} << 32) | random();
+  return n == 0 ? 1 : n;
 }
 
 void read_workers(

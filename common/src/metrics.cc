@@ -93,6 +93,11 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name)
            .Help("Items from a worker already declared dead, dropped (their work went elsewhere)")
            .Register(r)
            .Add(stage);
+  duplicates_ = &prometheus::BuildCounter()
+                     .Name(std::string(kDuplicates))
+                     .Help("Items that arrived a second time (submitted again), dropped")
+                     .Register(r)
+                     .Add(stage);
   dead_ = &prometheus::BuildCounter()
                .Name(std::string(kWorkersDead))
                .Help("Workers declared dead: missed heartbeats or unreachable")
@@ -151,6 +156,9 @@ void StageMetrics::malformed() {
 }
 void StageMetrics::late(double n) {
   late_->Increment(n);
+}
+void StageMetrics::duplicate() {
+  duplicates_->Increment();
 }
 void StageMetrics::worker_dead() {
   dead_->Increment();

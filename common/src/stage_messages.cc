@@ -134,7 +134,7 @@ size_t body_fields(const Decoded&) {
   return 2;
 }
 size_t body_fields(const Heartbeat& m) {
-  return m.from.empty() ? 0 : 1;
+  return (m.from.empty() ? 0 : 1) + (m.incarnation == 0 ? 0 : 1);
 }
 template <class M>
 size_t body_fields(const M&) {
@@ -160,6 +160,7 @@ void write_body(Writer& out, const Cancel& m) {
 }
 void write_body(Writer& out, const Heartbeat& m) {
   if (!m.from.empty()) out.str("from"), out.str(m.from);
+  if (m.incarnation != 0) out.str("incarnation"), out.u64(m.incarnation);
 }
 template <class M>
 void write_body(Writer& out, const M& m) {
@@ -184,9 +185,10 @@ class Reader {
   std::optional<Error> message(const msgpack::object& o, StageMessage& out) {
     if (o.type != msgpack::type::MAP) return bad("message is not a map");
     const msgpack::object *v = nullptr, *kind = nullptr, *credits = nullptr, *items = nullptr,
-                          *from = nullptr;
+                          *from = nullptr, *incarnation = nullptr;
     const msgpack_io::NamedSlot fields[] = {
-        {"v", &v}, {"kind", &kind}, {"credits", &credits}, {"items", &items}, {"from", &from}};
+        {"v", &v},         {"kind", &kind}, {"credits", &credits},
+        {"items", &items}, {"from", &from}, {"incarnation", &incarnation}};
     std::optional<std::string> unknown;
     if (auto e = msgpack_io::collect_fields(o.via.map, "", fields, unknown)) return prefixed(*e);
     if (unknown) return bad("unknown field " + *unknown);
@@ -201,7 +203,8 @@ class Reader {
     while (n < std::size(kKindNames) && kKindNames[n] != name) ++n;
     if (n == std::size(kKindNames)) return bad("unknown kind '" + std::string(name) + "'");
     out = make(n);
-    return std::visit([&](auto& m) { return body(m, name, credits, items, from); }, out);
+    return std::visit([&](auto& m) { return body(m, name, credits, items, from, incarnation); },
+                      out);
   }
 
  private:
@@ -218,7 +221,8 @@ class Reader {
 
   template <class M>
   std::optional<Error> body(M& m, std::string_view name, const msgpack::object* credits,
-                            const msgpack::object* items, const msgpack::object* from) {
+                            const msgpack::object* items, const msgpack::object* from,
+                            const msgpack::object* incarnation) {
     auto not_of = [&](std::string_view field) {
       return bad("a '" + std::string(name) + "' message has no field '" + std::string(field) + "'");
     };
@@ -249,6 +253,14 @@ class Reader {
         m.from = s;
       } else {
         return not_of("from");
+      }
+    }
+    if (incarnation) {
+      if constexpr (std::is_same_v<M, Heartbeat>) {
+        if (!unsigned_integer(*incarnation, m.incarnation))
+          return bad("incarnation must be an unsigned integer");
+      } else {
+        return not_of("incarnation");
       }
     }
     return std::nullopt;

@@ -1,6 +1,8 @@
 #include "seqpipe/common/transport.h"
 
+#include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <zmq_addon.hpp>
@@ -107,6 +109,33 @@ std::optional<Frames> Socket::recv(std::chrono::milliseconds timeout) {
   }
   if ((item.revents & ZMQ_POLLIN) == 0) return std::nullopt;
   return try_recv();
+}
+
+ConnectionWatch::ConnectionWatch(zmq::context_t& context, Socket& watched)
+    : watched_(watched.raw()), events_(context, zmq::socket_type::pair) {
+  static std::atomic<uint64_t> next{0};  // inproc names are per context; unique per process
+  const std::string endpoint = "inproc://seqpipe-connection-watch-" + std::to_string(next++);
+  if (zmq_socket_monitor(watched_.handle(), endpoint.c_str(),
+                         ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+    throw std::runtime_error("cannot monitor a socket: " + std::string(zmq_strerror(zmq_errno())));
+  events_.connect(endpoint);
+}
+
+ConnectionWatch::~ConnectionWatch() {
+  // Stopped before its PAIR end closes: libzmq 4.3.4 leaks an event (a late disconnect) that it
+  // fails to send to a closed monitor.
+  zmq_socket_monitor(watched_.handle(), nullptr, 0);
+}
+
+std::optional<ConnectionWatch::Event> ConnectionWatch::next() {
+  while (auto frames = events_.try_recv()) {
+    uint16_t kind = 0;  // the first frame: event number (16 bits), then a 32-bit value
+    if (frames->empty() || (*frames)[0].size() < sizeof kind) continue;
+    std::memcpy(&kind, (*frames)[0].data(), sizeof kind);
+    if (kind == ZMQ_EVENT_CONNECTED) return Event::kConnected;
+    if (kind == ZMQ_EVENT_DISCONNECTED) return Event::kDisconnected;
+  }
+  return std::nullopt;
 }
 
 bool PushSockets::send(const std::string& endpoint, std::string_view payload) {

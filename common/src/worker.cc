@@ -63,6 +63,10 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     // A fresh DEALER for every (re)connection: the hub sees a new routing id, so nothing it
     // believed about the old connection (credits, work in flight) carries over by mistake.
     std::unique_ptr<transport::Socket> socket;
+    // Its connection dropped (the hub died or restarted): reconnect at once, not after the
+    // missed heartbeats, so a restarted hub has its workers back within ZeroMQ's reconnect
+    // interval. Destroyed before the socket.
+    std::unique_ptr<transport::ConnectionWatch> watch;
     std::optional<Clock::time_point> reconnect_at;  // set while waiting to reconnect
     std::vector<stage::StageMessage> pending;       // answers kept for the next connection
   };
@@ -75,26 +79,35 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
                     common::PeerLiveness(options.heartbeat_interval, options.heartbeat_liveness,
                                          options.reconnect_max, Clock::now()),
                     nullptr,
+                    nullptr,
                     std::nullopt,
                     {}});
   }
-  // The poller watches the connected hubs' sockets; rebuilt when a socket is replaced.
+  // The poller watches the connected hubs' sockets and their connection watches (poller index
+  // 2k: hub polled[k]'s socket, 2k + 1: its watch); rebuilt when a socket is replaced.
   std::unique_ptr<transport::Poller> poller;
-  std::vector<size_t> polled;  // poller index -> hub
+  std::vector<size_t> polled;
   auto rebuild_poller = [&] {
     poller = std::make_unique<transport::Poller>();
     polled.clear();
     for (size_t i = 0; i < hub_count; ++i) {
       if (hubs[i].socket) {
         poller->add(*hubs[i].socket);
+        poller->add(hubs[i].watch->events());
         polled.push_back(i);
       }
     }
+  };
+  auto disconnect = [&](Hub& hub, Clock::time_point reconnect_at) {
+    hub.watch.reset();
+    hub.socket.reset();
+    hub.reconnect_at = reconnect_at;
   };
   auto connect = [&](size_t i, int credits) {
     Hub& hub = hubs[i];
     hub.socket =
         std::make_unique<transport::Socket>(context, zmq::socket_type::dealer, hub_options);
+    hub.watch = std::make_unique<transport::ConnectionWatch>(context, *hub.socket);
     hub.socket->connect(hub.endpoint);
     hub.socket->send({std::string_view(stage::encode(stage::Ready{credits}))});
     hub.reconnect_at.reset();
@@ -140,8 +153,10 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     stage.handle(std::move(*message), out);
   };
 
+  std::vector<size_t> dropped;  // per round: the hubs whose connection dropped
   while (!service::stop_requested()) {
     const auto now = Clock::now();
+    dropped.clear();
     auto wait = stage.has_pending_work() ? std::chrono::milliseconds(0) : options.idle_poll;
     for (const Hub& hub : hubs) {
       wait =
@@ -151,16 +166,31 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
                                           : hub.liveness.until_heartbeat(now));
     }
     if (poller->poll(wait) > 0) {
-      for (size_t p = 0; p < polled.size(); ++p) {
-        if (!poller->readable(p)) continue;
+      for (size_t k = 0; k < polled.size(); ++k) {
+        Hub& hub = hubs[polled[k]];
         // Everything already waiting joins before the next unit of work (continuous batching).
-        while (auto frames = hubs[polled[p]].socket->try_recv()) handle(polled[p], *frames);
+        if (poller->readable(2 * k)) {
+          while (auto frames = hub.socket->try_recv()) handle(polled[k], *frames);
+        }
+        if (poller->readable(2 * k + 1)) {
+          while (auto event = hub.watch->next()) {
+            if (*event == transport::ConnectionWatch::Event::kDisconnected)
+              dropped.push_back(polled[k]);
+          }
+        }
       }
     }
     if (stage.has_pending_work()) stage.work(out);
     flush();
     const auto after = Clock::now();
     bool sockets_changed = false;
+    for (size_t i : dropped) {
+      if (!hubs[i].socket) continue;
+      spdlog::warn("{}: the connection to {} dropped; reconnecting", options.stage_name,
+                   hubs[i].endpoint);
+      disconnect(hubs[i], after);
+      sockets_changed = true;
+    }
     for (size_t i = 0; i < hub_count; ++i) {
       Hub& hub = hubs[i];
       if (hub.reconnect_at) {
@@ -183,8 +213,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
                      options.stage_name, hub.endpoint, options.heartbeat_liveness, pause.count());
         // Work in hand goes on meanwhile (a decoder's running sequences); its answers wait in
         // `pending` for the new connection.
-        hub.socket.reset();
-        hub.reconnect_at = after + pause;
+        disconnect(hub, after + pause);
         sockets_changed = true;
       }
     }

@@ -53,6 +53,7 @@ BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetri
       max_queue_size_(static_cast<size_t>(config.batcher.max_queue_size)),
       default_priority_(config.batcher.default_priority_level),
       ingress_endpoint_(config.batcher.ingress_endpoint),
+      incarnation_(hub::draw_incarnation()),
       heartbeat_interval_(config.liveness.heartbeat_interval_ms),
       decode_backlog_limit_(2 * static_cast<size_t>(config.batcher.max_batch_size)) {
   batch_.reserve(static_cast<size_t>(config.batcher.max_batch_size));
@@ -87,7 +88,15 @@ void BatcherHub::on_sequences(stage::StageMessage&& message, const Now& now, Out
     return;
   }
   metrics_.request(static_cast<double>(sequences->items.size()));
-  for (auto& item : sequences->items) enqueue(std::move(item), now, out);
+  for (auto& item : sequences->items) {
+    // A second copy is dropped. Items without a deadline are not remembered (nothing would ever
+    // forget them); gateways give every item one.
+    if (!item.deadline.none() && !taken_.emplace(hub::item_key(item), item.deadline).second) {
+      metrics_.duplicate();
+      continue;
+    }
+    enqueue(std::move(item), now, out);
+  }
 }
 
 void BatcherHub::fail(const stage::WorkHeader& item, protocol::Error error, Outbox& out) {
@@ -257,7 +266,7 @@ void BatcherHub::tick(const Now& now, Outbox& out) {
     std::erase_if(gateways_,
                   [&](const auto& g) { return now.steady - g.second > 10 * heartbeat_interval_; });
     for (const auto& [gateway, seen] : gateways_)
-      out.pushes.emplace_back(gateway, stage::Heartbeat{ingress_endpoint_});
+      out.pushes.emplace_back(gateway, stage::Heartbeat{ingress_endpoint_, incarnation_});
   }
   for (const auto& worker : encoders_.tick(now, out)) worker_dead(Role::kEncoder, worker, now, out);
   bool beat = false;
@@ -270,6 +279,7 @@ void BatcherHub::tick(const Now& now, Outbox& out) {
     // is forgotten at once).
     std::erase_if(cancelled_,
                   [&](const auto& kv) { return kv.second.none() || kv.second.expired(now); });
+    std::erase_if(taken_, [&](const auto& kv) { return kv.second.expired(now); });
   }
 }
 

@@ -19,6 +19,10 @@
 //    decoders running its sequences get a `cancel` and give their slots back.
 //  - Failed items (overloaded, unavailable, invalid priority, no ids) are answered straight to
 //    their gateway as failed results.
+//  - An item that arrives a second time while its deadline runs (a gateway submitted it again
+//    when this batcher restarted, and a tokenizer had queued the first copy for it) is dropped.
+//  - Heartbeats to gateways carry this batcher's incarnation (a number drawn at start): a
+//    gateway that sees a new one knows the batcher restarted and submits what it held again.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -124,6 +128,9 @@ class BatcherHub {
   size_t max_queue_size_;
   int default_priority_;          // the level of items without params.priority
   std::string ingress_endpoint_;  // names this batcher in its heartbeats to gateways
+  uint64_t incarnation_;          // drawn at start, never 0
+  // Items taken in, by hub::item_key, until their deadline: a second copy is dropped.
+  std::unordered_map<std::string, Deadline> taken_;
   std::chrono::milliseconds heartbeat_interval_;
   // Encoded sequences waiting for decoder slots before batching pauses.
   size_t decode_backlog_limit_;

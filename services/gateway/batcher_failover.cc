@@ -35,11 +35,13 @@ std::optional<size_t> BatcherFailover::next_live(size_t after) const {
 }
 
 bool BatcherFailover::assign(uint64_t request) {
-  if (!several()) return true;
-  const auto batcher = next_live(last_);
-  if (!batcher) return false;
-  last_ = *batcher;
-  held_[request] = {*batcher, false};
+  size_t batcher = 0;
+  if (several()) {
+    const auto next = next_live(last_);
+    if (!next) return false;
+    batcher = last_ = *next;
+  }
+  held_[request] = {batcher};
   return true;
 }
 
@@ -50,21 +52,37 @@ std::string BatcherFailover::target(uint64_t request) const {
 }
 
 void BatcherFailover::forget(uint64_t request) {
-  if (several()) held_.erase(request);
+  held_.erase(request);
 }
 
-void BatcherFailover::heard(const std::string& from, SteadyClock::time_point now) {
-  for (auto& b : batchers_) {
+BatcherFailover::Failover BatcherFailover::heard(const std::string& from, uint64_t incarnation,
+                                                 SteadyClock::time_point now) {
+  Failover failover;
+  for (size_t i = 0; i < batchers_.size(); ++i) {
+    Link& b = batchers_[i];
     if (b.endpoint != from) continue;
+    const bool restarted = b.incarnation != 0 && incarnation != 0 && incarnation != b.incarnation;
+    const bool back = !b.live;
     b.last_seen = now;
-    if (!b.live) spdlog::info("gateway: batcher {} is live again", b.endpoint);
     b.live = true;
+    if (incarnation != 0) b.incarnation = incarnation;
+    if (!restarted && !back) continue;
+    std::vector<uint64_t> again;
+    for (const auto& [request, h] : held_) {
+      if ((restarted && h.batcher == i && !h.waiting) || (back && h.waiting))
+        again.push_back(request);
+    }
+    std::sort(again.begin(), again.end());  // in arrival order
+    spdlog::info("gateway: batcher {} is {}; {} request(s) are submitted to it again", b.endpoint,
+                 restarted ? "back, restarted" : "live again", again.size());
+    for (uint64_t request : again)
+      resubmit(request, i, "the batcher holding this request restarted twice", failover);
   }
+  return failover;
 }
 
 BatcherFailover::Failover BatcherFailover::tick(SteadyClock::time_point now, Outbox& out) {
   Failover failover;
-  if (!several()) return failover;
   if (now >= next_heartbeat_) {
     next_heartbeat_ = now + interval_;
     for (const auto& b : batchers_)  // naming where the batcher answers
@@ -78,30 +96,38 @@ BatcherFailover::Failover BatcherFailover::tick(SteadyClock::time_point now, Out
   return failover;
 }
 
+void BatcherFailover::resubmit(uint64_t request, size_t to, const std::string& why,
+                               Failover& failover) {
+  Held& h = held_[request];
+  h.waiting = false;
+  if (h.resubmitted) {
+    failover.lost.emplace_back(request, why);
+    return;
+  }
+  h.resubmitted = true;
+  h.batcher = to;
+  failover.moved.push_back(request);
+}
+
 void BatcherFailover::dead(size_t index, Failover& failover) {
   batchers_[index].live = false;
   ++failover.dead;
   std::vector<uint64_t> held;
   for (const auto& [request, h] : held_) {
-    if (h.batcher == index) held.push_back(request);
+    if (h.batcher == index && !h.waiting) held.push_back(request);
   }
   std::sort(held.begin(), held.end());  // in arrival order
-  spdlog::warn(
-      "gateway: batcher {} is silent ({} of {} live); {} request(s) it held are re-submitted or "
-      "answered",
-      batchers_[index].endpoint, live(), batchers_.size(), held.size());
+  const auto other = next_live(index);
+  spdlog::warn("gateway: batcher {} is silent ({} of {} live); {} request(s) it held are {}",
+               batchers_[index].endpoint, live(), batchers_.size(), held.size(),
+               other ? "submitted to another" : "kept until a batcher is back (or their deadline)");
   for (uint64_t request : held) {
     Held& h = held_[request];
-    const auto other = next_live(index);
-    if (h.resubmitted || !other) {
-      failover.lost.emplace_back(
-          request, h.resubmitted ? "two batchers failed on this request"
-                                 : "the batcher holding this request died and no other is live");
-      continue;
+    if (other || h.resubmitted) {
+      resubmit(request, other.value_or(index), "two batchers failed on this request", failover);
+    } else {
+      h.waiting = true;
     }
-    h.resubmitted = true;
-    h.batcher = *other;
-    failover.moved.push_back(request);
   }
 }
 

@@ -44,7 +44,8 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
       tokenizers_({"gateway", "tokenizer", kTokenizerLink, hub::Answers::kInOrder}, config.liveness,
                   stage_metrics),
       batchers_(config, results_endpoint_),
-      cache_(config.gateway.cache_bytes) {}
+      cache_(config.gateway.cache_bytes),
+      next_id_((hub::draw_incarnation() >> 8) + 1) {}
 
 stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
   stage::Tokenize work;
@@ -110,10 +111,9 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.deadline = Deadline::after(now, std::chrono::milliseconds(timeout_ms));
 
   stage::Tokenize work;
-  if (batchers_.several()) {  // kept to submit to another batcher if this one dies
-    r.sources = request.texts;
-    r.params = request.params;
-  }
+  // Kept to submit again if its batcher dies or restarts.
+  r.sources = request.texts;
+  r.params = request.params;
   for (size_t i = 0; i < request.texts.size(); ++i) {
     if (cache_.enabled()) {
       std::string key = cache_key(config_.model.dir, request.params, request.texts[i]);
@@ -170,7 +170,7 @@ void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage&
 
 void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& out) {
   if (const auto* heartbeat = std::get_if<stage::Heartbeat>(&message)) {  // from a batcher
-    batchers_.heard(heartbeat->from, now.steady);
+    submit_again(batchers_.heard(heartbeat->from, heartbeat->incarnation, now.steady), now, out);
     return;
   }
   auto* results = std::get_if<stage::Result>(&message);
@@ -334,7 +334,10 @@ void Gateway::dispatch(const Now& now, Outbox& out) {
 
 void Gateway::tick(const Now& now, Outbox& out) {
   for (const auto& worker : tokenizers_.tick(now, out)) tokenizer_dead(worker, now, out);
-  const BatcherFailover::Failover failover = batchers_.tick(now.steady, out);
+  submit_again(batchers_.tick(now.steady, out), now, out);
+}
+
+void Gateway::submit_again(const BatcherFailover::Failover& failover, const Now& now, Outbox& out) {
   for (size_t i = 0; i < failover.dead; ++i) metrics_.worker_dead();
   for (const auto& [id, why] : failover.lost) unavailable(id, why, now.steady, out);
   // Submitted again, first in line, in arrival order.

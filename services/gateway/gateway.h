@@ -15,6 +15,7 @@
 //    messages (beyond: `overloaded` at once).
 //  - The work a dead tokenizer held goes once more to another; a second loss, or no tokenizer
 //    left, answers the request `unavailable`.
+//  - The work a dead or restarted batcher held is submitted again, once (BatcherFailover).
 //  - A cancel names the client's own request (routing frames + id): the request is answered
 //    `cancelled` and every batcher gets a `cancel` for it (a re-submitted request may have work at
 //    two).
@@ -96,10 +97,13 @@ class Gateway {
     stage::StageTimings timings;      // per stage, the slowest of the request's texts
     std::vector<std::string> cache_keys;  // per text, when the cache is on
     std::string cancel_key;               // key in by_client_ (empty: the request had no id)
-    // With several batchers, what a re-submission needs: the texts and parameters.
+    // What a re-submission needs (its batcher died or restarted): the texts and parameters.
     std::vector<std::string> sources;
     protocol::GenerateParams params;
   };
+  // Answers the lost requests of a batcher that died or restarted and submits the moved ones
+  // again, first in line, in arrival order.
+  void submit_again(const BatcherFailover::Failover& failover, const Now& now, Outbox& out);
   // The tokenize message for the request's texts not answered yet, to its current batcher.
   stage::Tokenize tokenize_work(uint64_t id, const Request& r) const;
   // A cancel from the client behind `envelope` for its request(s) with id `client_id`.
@@ -121,7 +125,9 @@ class Gateway {
   hub::WorkerPool<stage::Tokenize> tokenizers_;
   BatcherFailover batchers_;
   ResponseCache cache_;
-  uint64_t next_id_ = 1;
+  // Request ids start at a random point: batchers remember the ids they took until their
+  // deadlines, and a restarted gateway (on the same results endpoint) must not repeat them.
+  uint64_t next_id_;
   std::unordered_map<uint64_t, Request> requests_;
   std::set<std::pair<SteadyClock::time_point, uint64_t>> deadlines_;
   std::deque<stage::Tokenize> waiting_;  // tokenize messages without a tokenizer credit yet

@@ -100,7 +100,7 @@ std::vector<StageMessage> every_kind() {
           Result{{full_result(), ResultItem{9, 0, "", 0.0f, {}, {}}}},
           Cancel{{{7, "ipc:///run/gw.sock", Deadline::at_unix_us(1'700'000'000'000'000)},
                   {9, "", Deadline()}}},
-          Heartbeat{"ipc:///run/gw-results.sock"}};
+          Heartbeat{"ipc:///run/b1-in.sock", 0xfedcba9876543210}};
 }
 
 TEST(StageMessages, EveryKindRoundTrips) {
@@ -119,7 +119,9 @@ TEST(StageMessages, EveryKindRoundTrips) {
   beams.alternatives = {{0, 5, 1}, {0, 7, 7, 1}};
   const StageMessage with_alternatives = Decoded{4, {beams}};
   EXPECT_EQ(decoded(encode(with_alternatives)), with_alternatives);
-  EXPECT_EQ(decoded(encode(Heartbeat{})), StageMessage(Heartbeat{}));  // a worker's heartbeat
+  EXPECT_EQ(decoded(encode(Heartbeat{})), StageMessage(Heartbeat{}));    // a worker's heartbeat
+  const StageMessage gateways{Heartbeat{"ipc:///run/gw-results.sock"}};  // a gateway's
+  EXPECT_EQ(decoded(encode(gateways)), gateways);
 }
 
 TEST(StageMessages, AlternativesAreBounded) {

@@ -19,10 +19,9 @@ TEST(Transport, TcpEphemeralPortRoundTrip) {
   ASSERT_NE(endpoint.find("tcp://127.0.0.1:"), std::string::npos);
   EXPECT_EQ(endpoint.find(":0", endpoint.size() - 2), std::string::npos)
       << "the real port comes back: " << endpoint;
-  Socket dealer(ctx, zmq::socket_type::dealer,
-                {.routing_id = std::string("w\0"
-                                           "1",
-                                           3)});
+  SocketOptions with_id;
+  with_id.routing_id = std::string("w\0001", 3);
+  Socket dealer(ctx, zmq::socket_type::dealer, with_id);
   dealer.connect(endpoint);
   ASSERT_TRUE(dealer.send({"", "hello"}));
   auto got = router.recv(milliseconds(5000));
@@ -60,7 +59,9 @@ TEST(Transport, IpcBindCreatesTheDirectory) {
 
 TEST(Transport, OversizedFrameIsRefusedAndTheSocketKeepsServing) {
   zmq::context_t ctx;
-  Socket router(ctx, zmq::socket_type::router, {.max_message_bytes = 1024});
+  SocketOptions small;
+  small.max_message_bytes = 1024;
+  Socket router(ctx, zmq::socket_type::router, small);
   const std::string ep = router.bind("tcp://127.0.0.1:0");
   Socket hostile(ctx, zmq::socket_type::dealer);
   hostile.connect(ep);

@@ -6,7 +6,9 @@
 #include "seqpipe/common/worker.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "seqpipe/common/service.h"
@@ -89,6 +91,42 @@ TEST(WorkerLoop, ServesEveryHubWithItsShareAndAnswersTheHubThatSentTheWork) {
 
   service::request_stop();
   loop.join();
+}
+
+// The hub dies and a new one binds the same endpoint: the worker sees its connection drop and
+// announces itself to the new hub at once, long before its heartbeats would have told it.
+TEST(WorkerLoop, AWorkerJoinsARestartedHubAtOnce) {
+  char dir[] = "/tmp/seqpipe-worker-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string endpoint = "ipc://" + std::string(dir) + "/hub.sock";
+  zmq::context_t context(1);
+  auto hub = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
+  hub->bind(endpoint);
+  WorkerOptions options;
+  options.stage_name = "echo";
+  options.hub_endpoints = {endpoint};
+  options.heartbeat_interval = milliseconds(20000);  // the heartbeats would notice after 60 s
+  auto registry = metrics::make_registry();
+  metrics::StageMetrics metrics(*registry, "echo");
+  EchoStage stage;
+  std::thread loop([&] { run_worker(stage, options, metrics); });
+
+  std::string worker;
+  EXPECT_EQ(next_non_heartbeat(*hub, worker), stage::StageMessage(stage::Ready{3}));
+  hub.reset();  // the hub dies
+  hub = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
+  hub->bind(endpoint);  // and a new one starts
+  std::string again;
+  EXPECT_EQ(next_non_heartbeat(*hub, again), stage::StageMessage(stage::Ready{3}));
+  EXPECT_NE(again, worker) << "a new connection, a new routing id";
+  const stage::StageMessage work = stage::Postprocess{{stage::DecodedItem{}}};
+  hub->send({std::string_view(again), std::string_view(stage::encode(work))});
+  EXPECT_EQ(next_non_heartbeat(*hub, again), stage::StageMessage(stage::Credit{1}));
+
+  service::request_stop();
+  loop.join();
+  hub.reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -335,6 +335,31 @@ TEST_F(BatcherHubTest, GatewaysThatHeartbeatAreAnsweredWithThisBatchersIngress) 
   EXPECT_EQ(out.pushes.size(), 1u);      // once per heartbeat interval (100 ms)
   h.tick(t0 + milliseconds(2000), out);  // silent for 10 intervals: forgotten
   EXPECT_EQ(out.pushes.size(), 1u);
+  // Its incarnation is drawn at start: another run of the batcher has another.
+  const uint64_t incarnation = as<stage::Heartbeat>(out.pushes[0].second).incarnation;
+  EXPECT_NE(incarnation, 0u);
+  BatcherHub second(config_, metrics_);
+  second.on_sequences(stage::Heartbeat{"ipc:///tmp/gw.sock"}, t0, out);
+  out.clear();
+  second.tick(t0, out);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_NE(as<stage::Heartbeat>(out.pushes[0].second).incarnation, incarnation);
+}
+
+TEST_F(BatcherHubTest, AnItemThatArrivesTwiceIsTakenOnce) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_sequences(sequences({item(1), item(2)}), t0, out);
+  h.on_sequences(sequences({item(2), item(3)}), t0, out);  // 2 submitted again
+  EXPECT_EQ(h.queued(), 3u);
+  EXPECT_TRUE(out.pushes.empty()) << "a duplicate is dropped without an answer";
+  // Remembered until its deadline (60 s), then forgotten: the same key is taken again.
+  const Now later = t0 + std::chrono::seconds(61);
+  h.tick(later, out);
+  stage::SequenceItem again = item(2);
+  again.deadline = Deadline::after(later, std::chrono::seconds(60));
+  h.on_sequences(sequences({again}), later, out);
+  EXPECT_EQ(h.queued(), 4u);
 }
 
 stage::StageMessage cancel_of(uint64_t request) {

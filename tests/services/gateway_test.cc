@@ -251,7 +251,7 @@ TEST_F(GatewayTest, PriorityIsPassedOnAndAnUnknownLevelIsAnsweredAtOnce) {
             "2 priority levels)");
 }
 
-TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavailable) {
+TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceOrWaitForOneToComeBack) {
   config::PipelineConfig c;
   c.gateway.batcher_endpoints = {"ipc:///tmp/b1.sock", "ipc:///tmp/b2.sock"};
   Gateway& g = gateway(c);  // heartbeats every 100 ms, dead after 300 ms
@@ -296,25 +296,28 @@ TEST_F(GatewayTest, WithTwoBatchersASilentOnesRequestsGoToTheOtherOnceThenUnavai
   g.on_client(request("A", r3), t0 + milliseconds(310), out);
   g.dispatch(t0 + milliseconds(310), out);
   EXPECT_EQ(tokenize_sent(), (Sent{{"c", "ipc:///tmp/b1.sock"}}));
-  // Then b1 falls silent too: no batcher is left, everything it held is answered unavailable.
+  // Then b1 falls silent too: no batcher is left. The request it got a second time is answered
+  // unavailable; the others wait for a batcher to come back.
   out.clear();
   g.on_tokenizer("tok", stage::Heartbeat{}, t0 + milliseconds(500));
   g.tick(t0 + milliseconds(551), out);
-  ASSERT_EQ(out.replies.size(), 3u);
-  for (size_t i = 0; i < 3; ++i)
-    EXPECT_EQ(reply_of(out, i).error->code, protocol::ErrorCode::kUnavailable);
-  EXPECT_EQ(g.in_flight(), 0u);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kUnavailable);
+  EXPECT_EQ(reply_of(out).error->message, "two batchers failed on this request");
+  EXPECT_EQ(g.in_flight(), 2u);
   out.clear();
   g.on_client(request("B", r1), t0 + milliseconds(560), out);
   ASSERT_EQ(out.replies.size(), 1u);
   EXPECT_EQ(reply_of(out).error->message, "no batcher is live; retry later");
-  // b2 comes back (restarted): it is heard from, and takes new work.
+  // b2 comes back (restarted): the waiting requests go to it, and it takes new work.
   out.clear();
   batcher_heartbeat("ipc:///tmp/b2.sock", t0 + milliseconds(600));
   g.on_tokenizer("tok", stage::Heartbeat{}, t0 + milliseconds(600));
   g.on_client(request("B", r2), t0 + milliseconds(600), out);
   g.dispatch(t0 + milliseconds(600), out);
-  EXPECT_EQ(tokenize_sent(), (Sent{{"b", "ipc:///tmp/b2.sock"}}));
+  EXPECT_EQ(tokenize_sent(), (Sent{{"b", "ipc:///tmp/b2.sock"},
+                                   {"c", "ipc:///tmp/b2.sock"},
+                                   {"b", "ipc:///tmp/b2.sock"}}));
   EXPECT_TRUE(out.replies.empty());
 }
 
@@ -323,6 +326,47 @@ protocol::Request cancel_of(const std::string& id) {
   r.op = protocol::Op::kCancel;
   r.id = id;
   return r;
+}
+
+TEST_F(GatewayTest, ALoneBatchersRestartSubmitsWhatItHeldAgainOnce) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("tok", stage::Ready{8}, t0);
+  g.tick(t0, out);
+  ASSERT_EQ(out.pushes.size(), 1u);  // heartbeats to the one batcher too
+  EXPECT_EQ(stage::kind(out.pushes[0].second), stage::MessageKind::kHeartbeat);
+  const std::string ingress = out.pushes[0].first;
+  out.clear();
+  g.on_results(stage::Heartbeat{ingress, 7}, t0, out);
+  protocol::Request two = texts({"a", "b"});
+  g.on_client(request("A", two), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.sends.size(), 1u);
+  const stage::StageMessage first = out.sends[0].message;
+  // "a" is answered; then the batcher restarts (a new incarnation) and loses "b".
+  stage::Result a = result_for(first, {"A", "B"});
+  a.items.pop_back();
+  g.on_results(std::move(a), t0 + milliseconds(20), out);
+  out.clear();
+  g.on_results(stage::Heartbeat{ingress, 8}, t0 + milliseconds(50), out);
+  g.dispatch(t0 + milliseconds(50), out);
+  ASSERT_EQ(out.sends.size(), 1u) << "submitted again";
+  const auto& again = work_of(out.sends[0].message);
+  ASSERT_EQ(again.items.size(), 1u) << "only the text not answered yet";
+  EXPECT_EQ(again.items[0].text, "b");
+  EXPECT_EQ(again.items[0].request, work_of(first).items[0].request);
+  EXPECT_TRUE(out.replies.empty());
+  g.on_results(result_for(out.sends[0].message, {"B"}), t0 + milliseconds(60), out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).texts, (std::vector<std::string>{"A", "B"}));
+  // A second restart with a request in flight: it is lost twice, answered unavailable.
+  out.clear();
+  g.on_client(request("A", texts({"c"})), t0 + milliseconds(70), out);
+  g.on_results(stage::Heartbeat{ingress, 9}, t0 + milliseconds(80), out);
+  EXPECT_TRUE(out.replies.empty()) << "the first loss: submitted again";
+  g.on_results(stage::Heartbeat{ingress, 10}, t0 + milliseconds(90), out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kUnavailable);
 }
 
 TEST_F(GatewayTest, ACancelAnswersTheRequestCancelledOnceAndTellsTheBatcher) {

@@ -1,6 +1,5 @@
 #include "seqpipe/client.h"
 
-#include <cstring>
 #include <deque>
 #include <stdexcept>
 #include <unordered_map>
@@ -42,10 +41,10 @@ struct Client::Impl {
   ClientOptions options;
   zmq::context_t context{1};
   std::vector<std::unique_ptr<transport::Socket>> gateways;
-  // Per gateway, the PAIR end of its socket monitor: connection up and down events.
-  std::vector<std::unique_ptr<transport::Socket>> monitors;
+  // Per gateway, its connection's up and down events (destroyed before the gateways' sockets).
+  std::vector<std::unique_ptr<transport::ConnectionWatch>> watches;
   std::vector<bool> connected;
-  transport::Poller poller;  // gateways 0..n-1, then their monitors n..2n-1
+  transport::Poller poller;  // gateways 0..n-1, then their connection watches n..2n-1
   size_t current = 0;        // the gateway new requests go to
   std::unordered_map<std::string, Pending> pending;
   std::deque<RetryTimer> retries;
@@ -90,14 +89,10 @@ struct Client::Impl {
     if (options.retry_after.count() > 0)
       retries.push_back({now + options.retry_after, id, p.attempts});
   }
-  // A monitor event of gateway `g`: a dropped connection sends what it held elsewhere at once.
-  void on_monitor_event(size_t g, const transport::Frames& event) {
-    uint16_t kind = 0;
-    if (event.empty() || event[0].size() < sizeof kind) return;
-    std::memcpy(&kind, event[0].data(), sizeof kind);
-    if (kind == ZMQ_EVENT_CONNECTED) connected[g] = true;
-    if (kind != ZMQ_EVENT_DISCONNECTED) return;
-    connected[g] = false;
+  // A connection event of gateway `g`: a dropped connection sends what it held elsewhere at once.
+  void on_connection_event(size_t g, transport::ConnectionWatch::Event event) {
+    connected[g] = event == transport::ConnectionWatch::Event::kConnected;
+    if (connected[g]) return;
     const auto now = Clock::now();
     for (auto& [id, p] : pending) {
       if (p.gateway == g) resend(id, p, now);
@@ -132,7 +127,7 @@ struct Client::Impl {
       }
       for (size_t g = 0; g < gateways.size(); ++g) {
         if (!poller.readable(gateways.size() + g)) continue;
-        while (auto event = monitors[g]->try_recv()) on_monitor_event(g, *event);
+        while (auto event = watches[g]->next()) on_connection_event(g, *event);
       }
       for (size_t g = 0; g < gateways.size(); ++g) {
         if (!poller.readable(g)) continue;
@@ -169,25 +164,15 @@ Client::Client(const std::string& endpoints, ClientOptions options)
   if (list.empty()) throw std::invalid_argument("no gateway endpoint given");
   for (size_t g = 0; g < list.size(); ++g) {
     m.gateways.push_back(std::make_unique<transport::Socket>(m.context, zmq::socket_type::dealer));
-    // Watched from before the connect, so no connection event is missed.
-    const std::string monitor = "inproc://seqpipe-client-monitor-" + std::to_string(g);
-    if (zmq_socket_monitor(m.gateways[g]->raw().handle(), monitor.c_str(),
-                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
-      throw std::runtime_error("cannot monitor the socket to " + list[g]);
-    m.monitors.push_back(std::make_unique<transport::Socket>(m.context, zmq::socket_type::pair));
-    m.monitors[g]->connect(monitor);
+    m.watches.push_back(std::make_unique<transport::ConnectionWatch>(m.context, *m.gateways[g]));
     m.gateways[g]->connect(list[g]);
     m.connected.push_back(false);
   }
   for (auto& gateway : m.gateways) m.poller.add(*gateway);
-  for (auto& monitor : m.monitors) m.poller.add(*monitor);
+  for (auto& watch : m.watches) m.poller.add(watch->events());
 }
 
-Client::~Client() {
-  // Each monitor stops before its PAIR end closes: libzmq 4.3.4 leaks an event (a gateway's
-  // late disconnect) that it fails to send to a closed monitor.
-  for (auto& gateway : impl_->gateways) zmq_socket_monitor(gateway->raw().handle(), nullptr, 0);
-}
+Client::~Client() = default;
 
 Answer Client::call(const protocol::Request& request, std::chrono::milliseconds wait) {
   // Every request carries an id, so that a late reply to an earlier (timed-out) call is skipped.

@@ -51,6 +51,10 @@ struct PoolInfo {
 // Identity of an item across the pipeline: (owning gateway, request, index).
 std::string item_key(const stage::WorkHeader& item);
 
+// A random number that tells this run of a hub from its predecessors on the same endpoints
+// (never 0): a batcher's incarnation, where a gateway's request ids start.
+uint64_t draw_incarnation();
+
 // `Work` is the work message the pool's workers take (stage::Tokenize, Encode, Decode,
 // Postprocess): a struct with `items`.
 template <class Work>

@@ -26,6 +26,7 @@ inline constexpr std::string_view kRequests = "seqpipe_stage_requests_total";
 inline constexpr std::string_view kErrors = "seqpipe_stage_errors_total";
 inline constexpr std::string_view kMalformed = "seqpipe_stage_malformed_messages_total";
 inline constexpr std::string_view kLate = "seqpipe_stage_late_items_total";
+inline constexpr std::string_view kDuplicates = "seqpipe_stage_duplicate_items_total";
 inline constexpr std::string_view kWorkersDead = "seqpipe_hub_workers_declared_dead_total";
 inline constexpr std::string_view kRedispatched = "seqpipe_hub_items_redispatched_total";
 inline constexpr std::string_view kHeartbeatsMissed = "seqpipe_hub_heartbeats_missed_total";
@@ -85,6 +86,8 @@ class StageMetrics {
   void malformed();
   // Items that came from a worker after it was declared dead (their work went elsewhere).
   void late(double n = 1);
+  // Items that arrived a second time (a gateway submitted them again after a restart), dropped.
+  void duplicate();
   // Hubs: a worker missed its heartbeats (or could not be reached); items given to another replica.
   void worker_dead();
   void redispatched(double n = 1);
@@ -111,6 +114,7 @@ class StageMetrics {
   std::vector<prometheus::Counter*> errors_;  // indexed by ErrorCode
   prometheus::Counter* malformed_;
   prometheus::Counter* late_;
+  prometheus::Counter* duplicates_;
   prometheus::Counter* dead_;
   prometheus::Counter* redispatched_;
   prometheus::Counter* heartbeats_missed_;

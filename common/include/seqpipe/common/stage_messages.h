@@ -169,6 +169,9 @@ struct Cancel {  // gateway -> batcher -> decoder: drop the work of these reques
 // batcher's ingress endpoint).
 struct Heartbeat {
   std::string from;
+  // A batcher's, to its gateways: a number drawn at its start (never 0). A new one means the
+  // batcher restarted and lost what it held.
+  uint64_t incarnation = 0;
   bool operator==(const Heartbeat&) const = default;
 };
 

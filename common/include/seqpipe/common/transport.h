@@ -61,6 +61,28 @@ class Socket {
   zmq::socket_t socket_;
 };
 
+// Whether a connecting socket's connection to its peer is up, through a ZeroMQ socket monitor:
+// a dropped connection is seen at once rather than after missed heartbeats (a peer that died, or
+// restarted: ZeroMQ reconnects by itself, and the new peer knows nothing of this socket). Made
+// before the watched socket connects, so no event is missed; destroyed before it closes.
+class ConnectionWatch {
+ public:
+  enum class Event { kConnected, kDisconnected };
+  ConnectionWatch(zmq::context_t& context, Socket& watched);
+  ~ConnectionWatch();
+  ConnectionWatch(const ConnectionWatch&) = delete;
+  ConnectionWatch& operator=(const ConnectionWatch&) = delete;
+
+  // The next event if one is waiting; never blocks.
+  std::optional<Event> next();
+  // The monitor's end, for a Poller: readable when an event waits.
+  Socket& events() { return events_; }
+
+ private:
+  zmq::socket_t& watched_;
+  Socket events_;
+};
+
 // PUSH sockets to endpoints named at run time (a work item's owning gateway), one per endpoint,
 // connected on first use. Sends never block: a gateway that is gone must not stall the sender
 // (its requests are answered by its own deadline, or were answered already).

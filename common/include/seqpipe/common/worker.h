@@ -76,7 +76,8 @@ struct WorkerOptions {
   std::chrono::milliseconds idle_poll{100};  // how often an idle loop looks at the stop flag
   // Heartbeats with the hub (config `liveness`): sent every interval; the hub silent for
   // `liveness` intervals means reconnect (with doubling pauses up to reconnect_max) and
-  // announce the free capacity again.
+  // announce the free capacity again. A dropped connection (the hub died or restarted) means
+  // the same at once.
   std::chrono::milliseconds heartbeat_interval{1000};
   int heartbeat_liveness = 3;
   std::chrono::milliseconds reconnect_max{8000};
