@@ -31,6 +31,13 @@ def scrape(port, sample):
     raise AssertionError(f"{sample} not in /metrics on port {port}")
 
 
+def pids(marker, program):
+    """The pids of the running `program`s (seqpipe-batcher, ...) whose command line names `marker`
+    (a pipeline's run dir)."""
+    out = subprocess.run(["pgrep", "-f", f"{program}.*{marker}"], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
 def answers(client):
     """A readiness check for Pipeline.wait_until: a short request goes all the way through."""
     client.generate("warm up", max_new_tokens=2, timeout_ms=2000)

@@ -14,13 +14,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, Pipeline, answers  # noqa: E402
+from harness import SEQPIPE, Pipeline, answers, pids  # noqa: E402
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
-
-
-def pids(marker, program):
-    out = subprocess.run(["pgrep", "-f", f"{program}.*{marker}"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
 
 
 class HubReplicasTest(unittest.TestCase):

@@ -9,24 +9,18 @@ Environment: SEQPIPE_BIN, SEQPIPE_MKMODEL (tests/e2e/harness.py), PYTHONPATH wit
 """
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import Pipeline, answers, free_port, scrape  # noqa: E402
+from harness import Pipeline, answers, free_port, pids, scrape  # noqa: E402
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
 
 USERS = 4
 SECONDS = 5.0
 KILL_AT = 1.5
-
-
-def pids(marker, program):
-    out = subprocess.run(["pgrep", "-f", f"{program}.*{marker}"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
 
 
 class BatcherRestartTest(unittest.TestCase):
