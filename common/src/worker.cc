@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "seqpipe/common/liveness.h"
+#include "seqpipe/common/security.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/transport.h"
 
@@ -53,7 +54,10 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   zmq::context_t context(1);
   transport::SocketOptions hub_options;
   hub_options.max_message_bytes = static_cast<int64_t>(options.limits.max_message_bytes);
-  transport::PushSockets pushers(context);
+  hub_options.curve = options.curve;
+  transport::SocketOptions push_options;
+  push_options.curve = options.curve;
+  transport::PushSockets pushers(context, push_options);
 
   struct Hub {
     std::string endpoint;
@@ -197,9 +201,11 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
 int serve_worker(
     std::string_view stage_name, const std::string& metrics_address, int metrics_port,
     const std::vector<std::string>& hub_endpoints, const config::LivenessConfig& liveness,
+    const config::SecurityConfig& security,
     const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage) {
   service::init_logging(stage_name);
   service::install_stop_handlers();
+  const transport::CurveKeys curve = security::client_keys(security);  // before the slow warm-up
   metrics::Exporter exporter(stage_name, metrics_port, metrics::kReplicaPortRange, metrics_address);
   metrics::StageMetrics stage_metrics(exporter.registry(), stage_name);
   spdlog::info("{}: metrics on :{}", stage_name, exporter.port());
@@ -217,6 +223,7 @@ int serve_worker(
   options.heartbeat_interval = std::chrono::milliseconds(liveness.heartbeat_interval_ms);
   options.heartbeat_liveness = liveness.heartbeat_liveness;
   options.reconnect_max = std::chrono::milliseconds(liveness.reconnect_max_ms);
+  options.curve = curve;
   return run_worker(*stage, options, stage_metrics);
 }
 

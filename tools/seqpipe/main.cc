@@ -263,11 +263,10 @@ int send(int argc, char** argv) {
   if (!unknown.empty()) throw cli::UsageError("unknown option '" + unknown.front() + "'");
   if (request.texts.empty()) throw cli::UsageError("give the text to send");
   request.batch_form = request.texts.size() > 1;
-  if (endpoint.empty())
-    endpoint =
-        config::client_endpoints(config::load_pipeline_config(config_path, overrides).config);
+  const config::PipelineConfig c = config::load_pipeline_config(config_path, overrides).config;
+  if (endpoint.empty()) endpoint = config::client_endpoints(c);
 
-  seqpipe::client::Client client(endpoint);
+  seqpipe::client::Client client(endpoint, {.curve = seqpipe::security::client_keys(c.security)});
   const auto wait = std::chrono::milliseconds(request.timeout_ms.value_or(10000) + 1000);
   std::variant<seqpipe::protocol::Reply, seqpipe::protocol::Error> result;
   if (!cancel_after_ms) {
@@ -319,7 +318,8 @@ int status_command(int argc, char** argv) {
   const config::PipelineConfig c =
       config::load_pipeline_config(args.config_path, args.overrides).config;
   zmq::context_t context(1);
-  const auto status = seqpipe::status::ask_pipeline(context, c, std::chrono::milliseconds(1000));
+  const auto status = seqpipe::status::ask_pipeline(context, c, std::chrono::milliseconds(1000),
+                                                    seqpipe::security::client_keys(c.security));
   std::printf("%-14s %8s %10s %8s %13s\n", "stage", "replicas", "in_flight", "queued",
               "free_credits");
   for (const auto& hub : status.hubs) {

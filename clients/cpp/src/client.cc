@@ -168,7 +168,10 @@ Client::Client(const std::string& endpoints, ClientOptions options)
   const std::vector<std::string> list = split_endpoints(endpoints);
   if (list.empty()) throw std::invalid_argument("no gateway endpoint given");
   for (size_t g = 0; g < list.size(); ++g) {
-    m.gateways.push_back(std::make_unique<transport::Socket>(m.context, zmq::socket_type::dealer));
+    transport::SocketOptions gateway_options;
+    gateway_options.curve = options.curve;
+    m.gateways.push_back(
+        std::make_unique<transport::Socket>(m.context, zmq::socket_type::dealer, gateway_options));
     // Watched from before the connect, so no connection event is missed.
     const std::string monitor = "inproc://seqpipe-client-monitor-" + std::to_string(g);
     if (zmq_socket_monitor(m.gateways[g]->raw().handle(), monitor.c_str(),
