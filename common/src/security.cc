@@ -207,7 +207,8 @@ transport::CurveKeys client_keys(const config::SecurityConfig& security) {
 }
 
 HubSecurity::HubSecurity(zmq::context_t& context, const config::SecurityConfig& security,
-                         std::string_view hub, prometheus::Registry& registry) {
+                         std::string_view hub, prometheus::Registry& registry)
+    : hub_(hub) {
   if (security.server_key.empty()) return;
   server_ = curve_server(read_for_key("security.server_key", [&] {
     return read_secret_key_file(secret_path(security.server_key));
@@ -219,17 +220,24 @@ HubSecurity::HubSecurity(zmq::context_t& context, const config::SecurityConfig& 
         "when security.server_key is set");
   std::set<std::string> allowed = read_for_key(
       "security.allowed_clients", [&] { return read_allow_list(security.allowed_clients); });
-  spdlog::info("{}: CurveZMQ on, {} client key(s) allowed ({})", hub, allowed.size(),
+  spdlog::info("{}: CurveZMQ on, {} client key(s) allowed ({})", hub_, allowed.size(),
                security.allowed_clients);
-  metrics_ = std::make_unique<metrics::SecurityMetrics>(registry, hub);
+  metrics_ = std::make_unique<metrics::SecurityMetrics>(registry, hub_);
   zap_ = std::make_unique<ZapHandler>(
       context, std::move(allowed),
-      [this, name = std::string(hub)](const std::string& key, const std::string& address) {
-        metrics_->refused();
-        spdlog::warn("{}: refused a connection from {}: {}", name, address,
-                     key.empty() ? std::string("not CurveZMQ")
-                                 : "client key " + key + " is not in the allow list");
-      });
+      [this](const std::string& key, const std::string& address) { refused(key, address); });
+}
+
+void HubSecurity::refused(const std::string& key, const std::string& address) {
+  metrics_->refused();
+  const auto now = std::chrono::steady_clock::now();
+  if (last_logged_.size() >= 1024) last_logged_.clear();  // strangers' keys cost nothing to make
+  auto [last, first] = last_logged_.try_emplace(key, now);
+  if (!first && now - last->second < std::chrono::minutes(1)) return;
+  last->second = now;
+  spdlog::warn("{}: refused a connection from {}: {}", hub_, address,
+               key.empty() ? std::string("not CurveZMQ")
+                           : "client key " + key + " is not in the allow list");
 }
 
 }  // namespace seqpipe::security

@@ -14,7 +14,7 @@ PipelineStatus ask_pipeline(zmq::context_t& context, const config::PipelineConfi
     transport::Socket probe(context, zmq::socket_type::dealer, options);
     probe.connect(endpoint);
     HubAnswer answer{hub, endpoint, std::nullopt};
-    if (probe.send({kProbe})) {
+    if (probe.send({kProbe}, true)) {  // a hub that refused our key: no connection
       const auto reply = probe.recv(wait);
       if (reply && reply->size() == 1) answer.stages = decode(reply->front());
     }

@@ -95,12 +95,17 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
       }
     }
   };
+  // Never blocks: a hub that refused this worker's CurveZMQ key leaves the socket without a
+  // connection (the hub is then silent and the worker reconnects, as from a dead hub).
+  auto send_to_hub = [](Hub& hub, const stage::StageMessage& message) {
+    return hub.socket && hub.socket->send({std::string_view(stage::encode(message))}, true);
+  };
   auto connect = [&](size_t i, int credits) {
     Hub& hub = hubs[i];
     hub.socket =
         std::make_unique<transport::Socket>(context, zmq::socket_type::dealer, hub_options);
     hub.socket->connect(hub.endpoint);
-    hub.socket->send({std::string_view(stage::encode(stage::Ready{credits}))});
+    send_to_hub(hub, stage::Ready{credits});
     hub.reconnect_at.reset();
     spdlog::info("{}: connected to {}, {} credits", options.stage_name, hub.endpoint, credits);
   };
@@ -111,11 +116,8 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   auto flush = [&] {
     for (auto& [i, peer, message] : out.sends) {
       Hub& hub = hubs[i < hub_count ? i : 0];
-      if (hub.socket) {
-        hub.socket->send({std::string_view(stage::encode(message))});
-      } else {
+      if (!send_to_hub(hub, message))
         hub.pending.push_back(std::move(message));  // sent once reconnected
-      }
     }
     for (const auto& [endpoint, message] : out.pushes) {
       if (!pushers.send(endpoint, stage::encode(message))) {
@@ -172,14 +174,12 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
         // Its share minus what its work still holds (that returns with its results).
         connect(i, std::max(0, hub.share - stage.held(i)));
         hub.liveness.reconnected(after);
-        for (auto& message : hub.pending)
-          hub.socket->send({std::string_view(stage::encode(message))});
-        hub.pending.clear();
+        std::erase_if(hub.pending, [&](const auto& message) { return send_to_hub(hub, message); });
         sockets_changed = true;
         continue;
       }
       if (hub.liveness.heartbeat_due(after)) {
-        hub.socket->send({std::string_view(stage::encode(stage::Heartbeat{}))});
+        send_to_hub(hub, stage::Heartbeat{});
       }
       if (hub.liveness.hub_dead(after)) {
         const auto pause = hub.liveness.reconnect_pause();

@@ -58,8 +58,10 @@ struct Client::Impl {
   }
 
   // A DEALER sends an empty delimiter first, as REQ does, so the gateway sees one envelope shape.
+  // Never blocks: a gateway that refused this client's CurveZMQ key leaves the socket without a
+  // connection, where a blocking send would wait forever.
   bool send_to(size_t gateway, const std::string& payload) {
-    return gateways[gateway]->send({std::string_view(), std::string_view(payload)});
+    return gateways[gateway]->send({std::string_view(), std::string_view(payload)}, true);
   }
   bool send_tracked(const std::string& id, std::string payload,
                     std::optional<std::chrono::milliseconds> timeout) {

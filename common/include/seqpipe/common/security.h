@@ -7,7 +7,9 @@
 // Key files are czmq's certificate format (zcert), so czmq tools read them: NAME holds the public
 // key, NAME_secret both keys; the secret file must not be readable by group or others.
 #include <atomic>
+#include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -77,9 +79,9 @@ transport::CurveKeys client_keys(const config::SecurityConfig& security);
 
 // A hub's CurveZMQ, made before its first bind and kept while its sockets live: the server keys
 // of every socket it binds, the client keys of the sockets it connects to the other hub, and the
-// ZAP handler admitting the keys of security.allowed_clients; every refusal is logged and
-// counted (metrics::SecurityMetrics). Plain text, and no handler, when security.server_key is
-// unset.
+// ZAP handler admitting the keys of security.allowed_clients; every refusal is counted
+// (metrics::SecurityMetrics) and logged, once a minute per key at most (a refused peer retries
+// its handshake every 100 ms). Plain text, and no handler, when security.server_key is unset.
 class HubSecurity {
  public:
   HubSecurity(zmq::context_t& context, const config::SecurityConfig& security, std::string_view hub,
@@ -90,9 +92,14 @@ class HubSecurity {
   const transport::CurveKeys& client() const { return client_; }
 
  private:
+  // On the handler's thread.
+  void refused(const std::string& key, const std::string& address);
+
+  std::string hub_;
   transport::CurveKeys server_;
   transport::CurveKeys client_;
   std::unique_ptr<metrics::SecurityMetrics> metrics_;  // outlives the handler that counts
+  std::map<std::string, std::chrono::steady_clock::time_point> last_logged_;  // by key
   std::unique_ptr<ZapHandler> zap_;
 };
 
