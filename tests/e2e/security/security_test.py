@@ -203,8 +203,7 @@ class StartChecksTest(unittest.TestCase):
             stop(proc)
 
     def test_a_secret_key_file_others_may_read_is_refused(self):
-        keys = os.path.join(self.tmp, "keys")
-        os.mkdir(keys)
+        keys = os.path.join(self.tmp, "keys")  # made by keygen
         make_keys(keys)
         self.assertEqual(stat.S_IMODE(os.stat(f"{keys}/hub_secret").st_mode), 0o600)
         settings = [f"gateway.client_endpoint=tcp://0.0.0.0:{free_port()}",
