@@ -80,8 +80,9 @@ transport::CurveKeys client_keys(const config::SecurityConfig& security);
 // A hub's CurveZMQ, made before its first bind and kept while its sockets live: the server keys
 // of every socket it binds, the client keys of the sockets it connects to the other hub, and the
 // ZAP handler admitting the keys of security.allowed_clients; every refusal is counted
-// (metrics::SecurityMetrics) and logged, once a minute per key at most (a refused peer retries
-// its handshake every 100 ms). Plain text, and no handler, when security.server_key is unset.
+// (metrics::SecurityMetrics) and logged, once a minute per key at most (a refused worker tries
+// again at every reconnection, a hostile peer as often as it likes). Plain text, and no handler,
+// when security.server_key is unset.
 class HubSecurity {
  public:
   HubSecurity(zmq::context_t& context, const config::SecurityConfig& security, std::string_view hub,
