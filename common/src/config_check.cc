@@ -109,8 +109,8 @@ void check_security(const PipelineConfig& c, const Origins& origins) {
     for (const auto& [key, value] : {std::pair{"security.client_key", s.client_key},
                                      std::pair{"security.allowed_clients", s.allowed_clients}}) {
       if (!value.empty())
-        fail(origins.of(key), std::string(key) +
-                                  " has no effect without security.server_key (the hubs' key)");
+        fail(origins.of(key),
+             std::string(key) + " has no effect without security.server_key (the hubs' key)");
     }
   }
   if (s.allow_plaintext) return;
