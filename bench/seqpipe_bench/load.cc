@@ -82,7 +82,8 @@ std::string status_name(int status) {
 // and count as load); a dropped gateway connection still moves its requests to the next gateway.
 Runner::Runner(RunOptions options)
     : options_(std::move(options)),
-      client_(options_.endpoint, {.retry_after = std::chrono::milliseconds(0)}) {
+      client_(options_.endpoint,
+              {.retry_after = std::chrono::milliseconds(0), .curve = options_.curve}) {
   if (options_.inputs.empty()) throw std::invalid_argument("no input texts");
   // Every record is preallocated here: the measurement loop appends without allocating.
   result_.records.reserve(options_.max_records);

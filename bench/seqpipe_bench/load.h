@@ -71,9 +71,10 @@ struct RunOptions {
   protocol::GenerateParams params;
   uint32_t timeout_ms = 10000;
   std::vector<std::string> inputs;
-  uint64_t max_records = 0;  // capacity preallocated for records (every send takes one)
-  bool progress = false;     // a live progress line on stderr
-  uint64_t seed = 1;         // poisson gaps: the same seed gives the same schedule
+  uint64_t max_records = 0;    // capacity preallocated for records (every send takes one)
+  bool progress = false;       // a live progress line on stderr
+  uint64_t seed = 1;           // poisson gaps: the same seed gives the same schedule
+  transport::CurveKeys curve;  // CurveZMQ keys towards the gateways; empty: plain text
 };
 
 // Everything a run recorded.

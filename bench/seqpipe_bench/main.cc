@@ -32,7 +32,8 @@ batch_wait, encode, decode, postprocess; overhead = latency - those = transport,
 WHERE (as `seqpipe send`)
   --endpoint EP              gateway client endpoint (tcp://HOST:PORT or ipc://PATH); default:
   --config FILE, --set k=v   gateway.client_endpoint of this config (config/pipeline.yaml if
-                             present, else tcp://127.0.0.1:5555)
+                             present, else tcp://127.0.0.1:5555); its security keys make
+                             the client CurveZMQ (docs/DEPLOY.md, "Keys")
 
 LOAD (exactly one)
   --concurrency N            closed loop: N requests in flight, a new one as soon as one returns

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "seqpipe/common/config.h"
+#include "seqpipe/common/security.h"
 
 namespace seqpipe::bench {
 
@@ -244,6 +245,9 @@ RunOptions make_run_options(const LoadOptions& o, std::string endpoint) {
   r.max_records = o.max_records;
   r.progress = o.progress;
   r.seed = o.seed;
+  // The config's client keys, as `seqpipe send` (the sweep's pipelines start from it too).
+  r.curve = security::client_keys(
+      config::load_pipeline_config(o.config_path, o.overrides).config.security);
   return r;
 }
 

@@ -12,10 +12,12 @@ Uses Debian's python3-zmq and python3-msgpack:
         reply = c.result(request_id)                               # the reply map, error or not
 """
 import itertools
+import os
 import time
 
 import msgpack
 import zmq
+import zmq.auth
 from zmq.utils.monitor import recv_monitor_message
 
 PROTOCOL_VERSION = 1
@@ -30,6 +32,23 @@ class SeqpipeError(Exception):
         self.message = message
 
 
+def _curve_keys(server_key, client_key):
+    """(the gateways' public key, this client's public and secret keys), or None for plain text."""
+    if server_key is None and client_key is None:
+        return None
+    if server_key is None or client_key is None:
+        raise ValueError("server_key and client_key go together (CurveZMQ needs both)")
+    secret_file = client_key + "_secret"
+    if os.stat(secret_file).st_mode & 0o077:
+        raise ValueError(f"{secret_file}: a secret key file must not be readable by group or "
+                         "others (chmod 600 it)")
+    server_public, _ = zmq.auth.load_certificate(server_key)
+    public, secret = zmq.auth.load_certificate(secret_file)
+    if secret is None:
+        raise ValueError(f"{secret_file}: no secret key in it")
+    return server_public, public, secret
+
+
 class Client:
     """A DEALER per gateway. `endpoint`: one endpoint, a comma-separated list, or a list.
 
@@ -39,9 +58,16 @@ class Client:
     back); a request unanswered for `retry_after_ms` (a hung gateway keeps its connection) moves on
     the same way; 0 turns that timer off. At most `max_attempts` sends per request, none past its
     timeout_ms. The first reply to an id is the answer; a second is dropped (duplicates_dropped).
+
+    CurveZMQ (a gateway with security.server_key, docs/DEPLOY.md): `server_key` is the gateways'
+    public certificate file and `client_key` this client's certificate NAME (its key pair is read
+    from NAME_secret), as `seqpipe keygen` writes them; the gateway serves the client only if its
+    public key is in the gateway's allow list.
     """
 
-    def __init__(self, endpoint, timeout_ms=10000, retry_after_ms=5000, max_attempts=3):
+    def __init__(self, endpoint, timeout_ms=10000, retry_after_ms=5000, max_attempts=3,
+                 server_key=None, client_key=None):
+        curve = _curve_keys(server_key, client_key)
         endpoints = endpoint.split(",") if isinstance(endpoint, str) else list(endpoint)
         endpoints = [e for e in endpoints if e]
         if not endpoints:
@@ -52,6 +78,8 @@ class Client:
         for e in endpoints:
             sock = self._context.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
+            if curve:
+                sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = curve
             monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
             sock.connect(e)
             self._sockets.append(sock)
@@ -68,6 +96,16 @@ class Client:
         self._ids = itertools.count(1)
         self.duplicates_dropped = 0
 
+    def _send(self, g, payload):
+        """Never blocks: a gateway that refused this client's key leaves its socket without a
+        connection, where a send would wait forever. Unsent, a request is answered "unavailable"
+        when its wait is over (or sent again by a retry)."""
+        try:
+            self._sockets[g].send_multipart([b"", payload], flags=zmq.NOBLOCK)
+            return True
+        except zmq.Again:
+            return False
+
     def close(self):
         for sock in self._sockets:
             sock.disable_monitor()
@@ -83,7 +121,7 @@ class Client:
 
     def call_raw(self, payload, wait_ms=None):
         """Sends raw bytes as a request; returns the decoded reply map (tests of bad input)."""
-        self._sockets[self._current].send_multipart([b"", payload])
+        self._send(self._current, payload)
         return self._receive(None, wait_ms)
 
     def generate(self, text_or_texts, max_new_tokens=None, num_beams=1, length_penalty=1.0,
@@ -121,7 +159,7 @@ class Client:
         if timeout_ms is not None:
             request["timeout_ms"] = int(timeout_ms)
         payload = msgpack.packb(request, use_single_float=True)
-        self._sockets[self._current].send_multipart([b"", payload])
+        self._send(self._current, payload)
         now = time.monotonic()
         self._pending[request_id] = [payload, self._current, 1,
                                      None if timeout_ms is None else now + timeout_ms / 1000.0,
@@ -136,7 +174,7 @@ class Client:
         last, sent = (entry[1], entry[2]) if entry else (self._current, 1)
         n = len(self._sockets)
         for k in range(min(sent, n)):  # every gateway a retried request may sit at
-            self._sockets[(last - k) % n].send_multipart([b"", payload])
+            self._send((last - k) % n, payload)
 
     def result(self, request_id, wait_ms=None):
         """Waits for the reply to `request_id` and returns the reply map (ok or error); replies to
@@ -186,7 +224,7 @@ class Client:
             self._current = self._next_gateway(gateway)
         entry[1], entry[2] = self._current, attempts + 1
         entry[4] = now + self._retry_after_s if self._retry_after_s > 0 else None
-        self._sockets[self._current].send_multipart([b"", payload])
+        self._send(self._current, payload)
 
     def _retry_due(self, now):
         for request_id, entry in list(self._pending.items()):

@@ -98,7 +98,54 @@ void check_metrics_ports(const PipelineConfig& c, const Origins& origins) {
   add("postprocessor", c.postprocessor.metrics_port, c.postprocessor.replicas);
 }
 
+// Keys go together, and nothing leaves this machine in the clear unless the config says so.
+void check_security(const PipelineConfig& c, const Origins& origins) {
+  const SecurityConfig& s = c.security;
+  // Everyone connects to a hub; only the hubs read allowed_clients (HubSecurity requires it).
+  if (!s.server_key.empty() && s.client_key.empty())
+    fail(origins.of("security.server_key"),
+         "security.client_key must be set with security.server_key (docs/DEPLOY.md, Keys)");
+  if (s.server_key.empty()) {
+    for (const auto& [key, value] : {std::pair{"security.client_key", s.client_key},
+                                     std::pair{"security.allowed_clients", s.allowed_clients}}) {
+      if (!value.empty())
+        fail(origins.of(key),
+             std::string(key) + " has no effect without security.server_key (the hubs' key)");
+    }
+  }
+  if (s.allow_plaintext) return;
+  const std::string how =
+      "; give the hubs keys (security.server_key, docs/DEPLOY.md) or set "
+      "security.allow_plaintext: true";
+  if (s.server_key.empty()) {
+    for_each_field(c, [&](Key key, const auto& member, const auto& rule) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(rule)>, TextRule>) {
+        if (rule.kind == TextKind::kEndpoint && beyond_loopback(member)) {
+          fail(origins.of(key.path()), key.path() + " binds '" + member +
+                                           "' beyond loopback in plain text: anyone who can "
+                                           "reach it could submit work or join as a worker" +
+                                           how);
+        }
+      }
+    });
+  }
+  const auto http = parse_http_address(c.gateway.http_endpoint);
+  if (http && !http->host.starts_with("127.")) {
+    fail(origins.of("gateway.http_endpoint"),
+         "gateway.http_endpoint '" + c.gateway.http_endpoint +
+             "' serves HTTP beyond loopback: HTTP has no keys (only the ZeroMQ sockets are "
+             "CurveZMQ); set security.allow_plaintext: true to serve it in the clear");
+  }
+}
+
 }  // namespace
+
+bool beyond_loopback(std::string_view endpoint) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (!endpoint.starts_with(kTcp)) return false;  // ipc:// and inproc:// stay on this machine
+  const std::string_view host = endpoint.substr(kTcp.size(), endpoint.rfind(':') - kTcp.size());
+  return !(host.starts_with("127.") || host == "localhost" || host == "[::1]" || host == "lo");
+}
 
 [[noreturn]] void fail(const std::string& where, const std::string& message) {
   throw ConfigError(where.empty() ? message : where + ": " + message);
@@ -140,6 +187,8 @@ void check_text(const std::string& where, const Key& key, const std::string& val
   switch (rule.kind) {
     case TextKind::kPath:
       if (value.empty()) fail(where, key.path() + " must not be empty");
+      break;
+    case TextKind::kOptionalPath:  // empty (off) or any path: the service reads it
       break;
     case TextKind::kPathList:  // empty (off) or paths separated by ':', as $PATH
       if (!value.empty() &&
@@ -217,6 +266,8 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
       for (size_t i = 0; i < member.size(); ++i) {
         check_int(where, key.path() + "[" + std::to_string(i) + "]", member[i], rule);
       }
+    } else if constexpr (std::is_same_v<Member, bool>) {
+      // any value is one
     } else {
       check_int(where, key.path(), member, rule);
     }
@@ -321,6 +372,7 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
 
   check_distinct_endpoints(c, origins);
   check_metrics_ports(c, origins);
+  check_security(c, origins);
 }
 
 void validate(const PipelineConfig& config) {

@@ -64,6 +64,10 @@ class Origins {
   std::map<std::string, std::string> where_;
 };
 
+// A tcp:// endpoint whose host is not loopback (127.x, localhost, [::1], lo): another machine may
+// reach it. ipc:// and inproc:// never are.
+bool beyond_loopback(std::string_view endpoint);
+
 // Two binding endpoints that are the same address (after defaults) are an error.
 void check_distinct_endpoints(const PipelineConfig& c, const Origins& origins);
 

@@ -94,6 +94,13 @@ void assign_from_node(const std::string& where, const Key& key, const YAML::Node
           int_from_node<int>(where, path + "[" + std::to_string(i) + "]", node[i], rule));
     }
     member = std::move(values);
+  } else if constexpr (std::is_same_v<Member, bool>) {
+    const std::string text = node.IsScalar() ? node.Scalar() : "";
+    if (text == "true" || text == "false") {
+      member = text == "true";
+    } else {
+      fail(where, path + " must be true or false, got " + describe(node));
+    }
   } else {
     member = int_from_node<Member>(where, path, node, rule);
   }

@@ -28,11 +28,23 @@ struct IntRule {
   int64_t max;
 };
 
-enum class TextKind { kPath, kPathList, kRuntimeDir, kEndpoint, kIpv4, kHttpAddress, kName };
+enum class TextKind {
+  kPath,
+  kOptionalPath,  // empty: off
+  kPathList,
+  kRuntimeDir,
+  kEndpoint,
+  kIpv4,
+  kHttpAddress,
+  kName
+};
 struct TextRule {
   TextKind kind;
   std::string_view default_socket = {};  // kEndpoint: empty means ipc://{runtime_dir}/<this>
 };
+
+// true or false.
+struct BoolRule {};
 
 // A list of endpoints other processes bind (a worker's hubs): each one checked like an endpoint,
 // none empty; {runtime_dir} is replaced; never compared for distinctness (they name others' binds).
@@ -131,6 +143,12 @@ void for_each_field(Config&& c, Visit&& visit) {
         TextRule{TextKind::kPathList});
   visit(Key{"postprocessor", "aspell_left_words"}, c.postprocessor.aspell_left_words,
         IntRule{0, 1});
+
+  auto& s = c.security;
+  visit(Key{"security", "server_key"}, s.server_key, TextRule{TextKind::kOptionalPath});
+  visit(Key{"security", "client_key"}, s.client_key, TextRule{TextKind::kOptionalPath});
+  visit(Key{"security", "allowed_clients"}, s.allowed_clients, TextRule{TextKind::kOptionalPath});
+  visit(Key{"security", "allow_plaintext"}, s.allow_plaintext, BoolRule{});
 }
 
 // The sections, in file order.

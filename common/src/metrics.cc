@@ -267,4 +267,16 @@ void GatewayMetrics::cancel(bool found) {
   (found ? cancels_found_ : cancels_not_found_)->Increment();
 }
 
+SecurityMetrics::SecurityMetrics(prometheus::Registry& r, std::string_view hub) {
+  refused_ = &prometheus::BuildCounter()
+                  .Name(std::string(kSecurityRefusals))
+                  .Help("CurveZMQ connections refused: client key not in the allow list, or none")
+                  .Register(r)
+                  .Add({{"hub", std::string(hub)}});
+}
+
+void SecurityMetrics::refused() {
+  refused_->Increment();
+}
+
 }  // namespace seqpipe::metrics

@@ -1,5 +1,6 @@
 #include "seqpipe/common/security.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <array>
@@ -179,6 +180,64 @@ void ZapHandler::serve() {
     socket_.send(zmq::buffer(key), zmq::send_flags::sndmore);  // user id: the client's key
     socket_.send(zmq::buffer(std::string_view()), zmq::send_flags::none);
   }
+}
+
+namespace {
+
+// Runs `read` and turns its error into a ConfigError naming the config key.
+template <typename Read>
+auto read_for_key(std::string_view key, Read read) {
+  try {
+    return read();
+  } catch (const std::runtime_error& e) {
+    throw config::ConfigError(std::string(key) + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+transport::CurveKeys client_keys(const config::SecurityConfig& security) {
+  if (security.server_key.empty()) return {};
+  const KeyPair client = read_for_key("security.client_key", [&] {
+    return read_secret_key_file(secret_path(security.client_key));
+  });
+  const std::string server_public = read_for_key(
+      "security.server_key", [&] { return read_public_key_file(security.server_key); });
+  return curve_client(client, server_public);
+}
+
+HubSecurity::HubSecurity(zmq::context_t& context, const config::SecurityConfig& security,
+                         std::string_view hub, prometheus::Registry& registry)
+    : hub_(hub) {
+  if (security.server_key.empty()) return;
+  server_ = curve_server(read_for_key("security.server_key", [&] {
+    return read_secret_key_file(secret_path(security.server_key));
+  }));
+  client_ = client_keys(security);
+  if (security.allowed_clients.empty())
+    throw config::ConfigError(
+        "security.allowed_clients must name the directory of the client keys a hub admits "
+        "when security.server_key is set");
+  std::set<std::string> allowed = read_for_key(
+      "security.allowed_clients", [&] { return read_allow_list(security.allowed_clients); });
+  spdlog::info("{}: CurveZMQ on, {} client key(s) allowed ({})", hub_, allowed.size(),
+               security.allowed_clients);
+  metrics_ = std::make_unique<metrics::SecurityMetrics>(registry, hub_);
+  zap_ = std::make_unique<ZapHandler>(
+      context, std::move(allowed),
+      [this](const std::string& key, const std::string& address) { refused(key, address); });
+}
+
+void HubSecurity::refused(const std::string& key, const std::string& address) {
+  metrics_->refused();
+  const auto now = std::chrono::steady_clock::now();
+  if (last_logged_.size() >= 1024) last_logged_.clear();  // strangers' keys cost nothing to make
+  auto [last, first] = last_logged_.try_emplace(key, now);
+  if (!first && now - last->second < std::chrono::minutes(1)) return;
+  last->second = now;
+  spdlog::warn("{}: refused a connection from {}: {}", hub_, address,
+               key.empty() ? std::string("not CurveZMQ")
+                           : "client key " + key + " is not in the allow list");
 }
 
 }  // namespace seqpipe::security

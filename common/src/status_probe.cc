@@ -5,14 +5,16 @@
 namespace seqpipe::status {
 
 PipelineStatus ask_pipeline(zmq::context_t& context, const config::PipelineConfig& config,
-                            std::chrono::milliseconds wait) {
+                            std::chrono::milliseconds wait, const transport::CurveKeys& curve) {
   PipelineStatus status;
+  transport::SocketOptions options;
+  options.curve = curve;
   for (const auto& [hub, endpoint] : {std::pair{"gateway", config.gateway.tokenizer_endpoint},
                                       std::pair{"batcher", config.batcher.encoder_endpoint}}) {
-    transport::Socket probe(context, zmq::socket_type::dealer);
+    transport::Socket probe(context, zmq::socket_type::dealer, options);
     probe.connect(endpoint);
     HubAnswer answer{hub, endpoint, std::nullopt};
-    if (probe.send({kProbe})) {
+    if (probe.send({kProbe}, true)) {  // a hub that refused our key: no connection
       const auto reply = probe.recv(wait);
       if (reply && reply->size() == 1) answer.stages = decode(reply->front());
     }

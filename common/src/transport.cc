@@ -143,7 +143,7 @@ bool PushSockets::send(const std::string& endpoint, std::string_view payload) {
   auto& socket = sockets_[endpoint];
   if (!socket) {
     try {
-      auto made = std::make_unique<Socket>(context_, zmq::socket_type::push);
+      auto made = std::make_unique<Socket>(context_, zmq::socket_type::push, options_);
       made->connect(endpoint);
       socket = std::move(made);
     } catch (const std::exception&) {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "seqpipe/common/liveness.h"
+#include "seqpipe/common/security.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/transport.h"
 
@@ -53,7 +54,10 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   zmq::context_t context(1);
   transport::SocketOptions hub_options;
   hub_options.max_message_bytes = static_cast<int64_t>(options.limits.max_message_bytes);
-  transport::PushSockets pushers(context);
+  hub_options.curve = options.curve;
+  transport::SocketOptions push_options;
+  push_options.curve = options.curve;
+  transport::PushSockets pushers(context, push_options);
 
   struct Hub {
     std::string endpoint;
@@ -65,8 +69,11 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     std::unique_ptr<transport::Socket> socket;
     // Its connection dropped (the hub died or restarted): reconnect at once, not after the
     // missed heartbeats, so a restarted hub has its workers back within ZeroMQ's reconnect
-    // interval. Destroyed before the socket.
+    // interval. Only a connection the hub spoke on: one that a hub refuses (a CurveZMQ key not
+    // allowed) drops at once, and is left to the heartbeats' doubling pauses. Destroyed before
+    // the socket.
     std::unique_ptr<transport::ConnectionWatch> watch;
+    bool heard = false;                             // the hub spoke on this connection
     std::optional<Clock::time_point> reconnect_at;  // set while waiting to reconnect
     std::vector<stage::StageMessage> pending;       // answers kept for the next connection
   };
@@ -80,6 +87,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
                                          options.reconnect_max, Clock::now()),
                     nullptr,
                     nullptr,
+                    false,
                     std::nullopt,
                     {}});
   }
@@ -103,13 +111,19 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     hub.socket.reset();
     hub.reconnect_at = reconnect_at;
   };
+  // Never blocks: a hub that refused this worker's CurveZMQ key leaves the socket without a
+  // connection (the hub is then silent and the worker reconnects, as from a dead hub).
+  auto send_to_hub = [](Hub& hub, const stage::StageMessage& message) {
+    return hub.socket && hub.socket->send({std::string_view(stage::encode(message))}, true);
+  };
   auto connect = [&](size_t i, int credits) {
     Hub& hub = hubs[i];
     hub.socket =
         std::make_unique<transport::Socket>(context, zmq::socket_type::dealer, hub_options);
     hub.watch = std::make_unique<transport::ConnectionWatch>(context, *hub.socket);
+    hub.heard = false;
     hub.socket->connect(hub.endpoint);
-    hub.socket->send({std::string_view(stage::encode(stage::Ready{credits}))});
+    send_to_hub(hub, stage::Ready{credits});
     hub.reconnect_at.reset();
     spdlog::info("{}: connected to {}, {} credits", options.stage_name, hub.endpoint, credits);
   };
@@ -120,11 +134,8 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   auto flush = [&] {
     for (auto& [i, peer, message] : out.sends) {
       Hub& hub = hubs[i < hub_count ? i : 0];
-      if (hub.socket) {
-        hub.socket->send({std::string_view(stage::encode(message))});
-      } else {
+      if (!send_to_hub(hub, message))
         hub.pending.push_back(std::move(message));  // sent once reconnected
-      }
     }
     for (const auto& [endpoint, message] : out.pushes) {
       if (!pushers.send(endpoint, stage::encode(message))) {
@@ -137,6 +148,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   auto handle = [&](size_t i, const transport::Frames& frames) {
     hubs[i].liveness.seen(
         Clock::now());  // anything from the hub, even malformed, shows it is alive
+    hubs[i].heard = true;
     auto message = decode_frames(frames, 1, hubs[i].from, options.limits, metrics);
     if (!message || std::holds_alternative<stage::Heartbeat>(*message)) return;
     out.hub = i;
@@ -185,7 +197,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     const auto after = Clock::now();
     bool sockets_changed = false;
     for (size_t i : dropped) {
-      if (!hubs[i].socket) continue;
+      if (!hubs[i].socket || !hubs[i].heard) continue;
       spdlog::warn("{}: the connection to {} dropped; reconnecting", options.stage_name,
                    hubs[i].endpoint);
       disconnect(hubs[i], after);
@@ -198,14 +210,12 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
         // Its share minus what its work still holds (that returns with its results).
         connect(i, std::max(0, hub.share - stage.held(i)));
         hub.liveness.reconnected(after);
-        for (auto& message : hub.pending)
-          hub.socket->send({std::string_view(stage::encode(message))});
-        hub.pending.clear();
+        std::erase_if(hub.pending, [&](const auto& message) { return send_to_hub(hub, message); });
         sockets_changed = true;
         continue;
       }
       if (hub.liveness.heartbeat_due(after)) {
-        hub.socket->send({std::string_view(stage::encode(stage::Heartbeat{}))});
+        send_to_hub(hub, stage::Heartbeat{});
       }
       if (hub.liveness.hub_dead(after)) {
         const auto pause = hub.liveness.reconnect_pause();
@@ -226,9 +236,11 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
 int serve_worker(
     std::string_view stage_name, const std::string& metrics_address, int metrics_port,
     const std::vector<std::string>& hub_endpoints, const config::LivenessConfig& liveness,
+    const config::SecurityConfig& security,
     const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage) {
   service::init_logging(stage_name);
   service::install_stop_handlers();
+  const transport::CurveKeys curve = security::client_keys(security);  // before the slow warm-up
   metrics::Exporter exporter(stage_name, metrics_port, metrics::kReplicaPortRange, metrics_address);
   metrics::StageMetrics stage_metrics(exporter.registry(), stage_name);
   spdlog::info("{}: metrics on :{}", stage_name, exporter.port());
@@ -246,6 +258,7 @@ int serve_worker(
   options.heartbeat_interval = std::chrono::milliseconds(liveness.heartbeat_interval_ms);
   options.heartbeat_liveness = liveness.heartbeat_liveness;
   options.reconnect_max = std::chrono::milliseconds(liveness.reconnect_max_ms);
+  options.curve = curve;
   return run_worker(*stage, options, stage_metrics);
 }
 

@@ -8,6 +8,7 @@
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/hub.h"
 #include "seqpipe/common/metrics.h"
+#include "seqpipe/common/security.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/service_main.h"
 #include "seqpipe/common/transport.h"
@@ -23,10 +24,13 @@ int serve(const config::PipelineConfig& c) {
   metrics::StageMetrics stage_metrics(exporter.registry(), "batcher");
 
   zmq::context_t context(1);
-  transport::Socket ingress(context, zmq::socket_type::pull);
-  transport::Socket encoders(context, zmq::socket_type::router);
-  transport::Socket decoders(context, zmq::socket_type::router);
-  transport::Socket postprocessors(context, zmq::socket_type::router);
+  const security::HubSecurity security(context, c.security, "batcher", exporter.registry());
+  transport::SocketOptions bound;
+  bound.curve = security.server();
+  transport::Socket ingress(context, zmq::socket_type::pull, bound);
+  transport::Socket encoders(context, zmq::socket_type::router, bound);
+  transport::Socket decoders(context, zmq::socket_type::router, bound);
+  transport::Socket postprocessors(context, zmq::socket_type::router, bound);
   ingress.bind(c.batcher.ingress_endpoint);
   encoders.bind(c.batcher.encoder_endpoint);
   decoders.bind(c.batcher.decoder_endpoint);
@@ -44,7 +48,9 @@ int serve(const config::PipelineConfig& c) {
   for (auto* s : worker_sockets) poller.add(*s);
 
   // Results for gateways (errors: overloaded) over PUSH, one socket per gateway, made on first use.
-  transport::PushSockets gateways(context);
+  transport::SocketOptions gateway_options;
+  gateway_options.curve = security.client();
+  transport::PushSockets gateways(context, gateway_options);
   const stage::Limits limits;
   Outbox out;
   while (!service::stop_requested()) {

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
         return worker::serve_worker(
             "decoder", c.metrics.address, c.decoder.metrics_port,
             worker::hubs_or(c.decoder.hub_endpoints, c.batcher.decoder_endpoint), c.liveness,
-            [&](metrics::StageMetrics& m) {
+            c.security, [&](metrics::StageMetrics& m) {
               return std::make_unique<decoder::DecoderStage>(
                   services::load_stage_model(c, "decoder", c.decoder.compute_type,
                                              c.decoder.threads, m),

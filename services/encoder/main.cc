@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
         return worker::serve_worker(
             "encoder", c.metrics.address, c.encoder.metrics_port,
             worker::hubs_or(c.encoder.hub_endpoints, c.batcher.encoder_endpoint), c.liveness,
-            [&](metrics::StageMetrics& m) {
+            c.security, [&](metrics::StageMetrics& m) {
               return std::make_unique<encoder::EncoderStage>(
                   services::load_stage_model(c, "encoder", c.encoder.compute_type,
                                              c.encoder.threads, m),

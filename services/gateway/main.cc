@@ -11,6 +11,7 @@
 #include "seqpipe/common/config.h"
 #include "seqpipe/common/hub.h"
 #include "seqpipe/common/metrics.h"
+#include "seqpipe/common/security.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/service_main.h"
 #include "seqpipe/common/transport.h"
@@ -27,16 +28,20 @@ int serve(const config::PipelineConfig& c) {
   metrics::GatewayMetrics gateway_metrics(exporter.registry());
 
   zmq::context_t context(1);
+  const security::HubSecurity security(context, c.security, "gateway", exporter.registry());
   // A frame up to 4x max_message_bytes is read and answered too_long; a larger one makes ZeroMQ
   // drop the connection before buffering it, so no client can exhaust the gateway's memory.
   transport::SocketOptions client_options;
   client_options.max_message_bytes = static_cast<int64_t>(c.gateway.max_message_bytes) * 4;
+  client_options.curve = security.server();
   transport::Socket clients(context, zmq::socket_type::router, client_options);
   // The HTTP front door's requests come in on the same socket, over inproc.
   constexpr const char* kHttpInproc = "inproc://seqpipe-gateway-http";
   clients.bind(kHttpInproc);
-  transport::Socket tokenizers(context, zmq::socket_type::router);
-  transport::Socket results(context, zmq::socket_type::pull);
+  transport::SocketOptions worker_options;
+  worker_options.curve = security.server();
+  transport::Socket tokenizers(context, zmq::socket_type::router, worker_options);
+  transport::Socket results(context, zmq::socket_type::pull, worker_options);
   const std::string client_endpoint = clients.bind(c.gateway.client_endpoint);
   tokenizers.bind(c.gateway.tokenizer_endpoint);
   const std::string results_endpoint = results.bind(c.gateway.results_endpoint);
@@ -52,16 +57,20 @@ int serve(const config::PipelineConfig& c) {
       options.model_name = std::filesystem::path(c.model.dir).parent_path().filename();
     options.max_body_bytes = static_cast<size_t>(client_options.max_message_bytes);
     options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
-    http = std::make_unique<HttpFrontDoor>(context, kHttpInproc, options, [&context, &c] {
-      return status::ask_pipeline(context, c, std::chrono::milliseconds(500)).ready();
-    });
+    http =
+        std::make_unique<HttpFrontDoor>(context, kHttpInproc, options, [&context, &c, &security] {
+          return status::ask_pipeline(context, c, std::chrono::milliseconds(500), security.client())
+              .ready();
+        });
     spdlog::info("gateway: HTTP on {}:{} (model '{}')", options.host, http->port(),
                  options.model_name);
   }
 
   // Cancels (and heartbeats, with several batchers) go to the batchers' ingress (where the
   // tokenizers send sequences), over PUSH.
-  transport::PushSockets batchers(context);
+  transport::SocketOptions batcher_options;
+  batcher_options.curve = security.client();
+  transport::PushSockets batchers(context, batcher_options);
   Gateway gateway(c, results_endpoint, stage_metrics, gateway_metrics);
   transport::Poller poller;
   const size_t kClients = poller.add(clients), kTokenizers = poller.add(tokenizers),

@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
         return worker::serve_worker(
             "postprocessor", c.metrics.address, c.postprocessor.metrics_port,
             worker::hubs_or(c.postprocessor.hub_endpoints, c.batcher.postprocessor_endpoint),
-            c.liveness, [&](metrics::StageMetrics& m) {
+            c.liveness, c.security, [&](metrics::StageMetrics& m) {
               return std::make_unique<postprocessor::PostprocessorStage>(
                   std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model"), c, m);
             });

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
         return worker::serve_worker(
             "tokenizer", c.metrics.address, c.tokenizer.metrics_port,
             worker::hubs_or(c.tokenizer.hub_endpoints, c.gateway.tokenizer_endpoint), c.liveness,
-            [&](metrics::StageMetrics& m) {
+            c.security, [&](metrics::StageMetrics& m) {
               return std::make_unique<tokenizer::TokenizerStage>(
                   std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model"), c, m);
             });

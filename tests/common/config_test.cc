@@ -120,7 +120,7 @@ TEST(ConfigFile, KeysAreListedInFileOrder) {
   ASSERT_GE(keys.size(), 35u);
   EXPECT_EQ(keys.front(), "runtime_dir");
   EXPECT_EQ(keys[1], "model.dir");
-  EXPECT_EQ(keys.back(), "postprocessor.aspell_left_words");
+  EXPECT_EQ(keys.back(), "security.allow_plaintext");
 }
 
 TEST(ConfigFile, EmptyDocumentAndEmptySectionsTakeDefaults) {
@@ -166,14 +166,15 @@ TEST(ConfigFile, ToYamlRoundTripsAChangedConfig) {
 
 TEST(ConfigOverrides, ScalarSequenceAndStringValues) {
   const PipelineConfig c = load_config(
-      kShippedConfig,
-      {"batcher.max_batch_size=16", "batcher.preferred_batch_sizes=[4, 8]",
-       "gateway.client_endpoint=tcp://0.0.0.0:6000", "decoder.threads=2", "runtime_dir=/run/sp"});
+      kShippedConfig, {"batcher.max_batch_size=16", "batcher.preferred_batch_sizes=[4, 8]",
+                       "gateway.client_endpoint=tcp://0.0.0.0:6000", "decoder.threads=2",
+                       "runtime_dir=/run/sp", "security.allow_plaintext=true"});
   EXPECT_EQ(c.batcher.max_batch_size, 16);
   EXPECT_THAT(c.batcher.preferred_batch_sizes, ElementsAre(4, 8));
   EXPECT_EQ(c.gateway.client_endpoint, "tcp://0.0.0.0:6000");
   EXPECT_EQ(c.decoder.threads, 2);
   EXPECT_EQ(c.runtime_dir, "/run/sp");
+  EXPECT_TRUE(c.security.allow_plaintext);
   EXPECT_EQ(c.encoder.threads, 1);  // untouched
 }
 
@@ -482,6 +483,32 @@ const ErrorCase kErrorCases[] = {
      "",
      {"batcher.encoder_endpoint=localhost:5"},
      "--set batcher.encoder_endpoint=localhost:5: batcher.encoder_endpoint must start with tcp://"},
+    {"PlainTextHubBeyondLoopback",
+     "gateway:\n  client_endpoint: tcp://0.0.0.0:5555\n",
+     {},
+     "test.yaml:2: gateway.client_endpoint binds 'tcp://0.0.0.0:5555' beyond loopback in plain "
+     "text"},
+    {"PlainTextHubOnAHostName",
+     "batcher:\n  encoder_endpoint: tcp://batcher:5561\n",
+     {},
+     "test.yaml:2: batcher.encoder_endpoint binds 'tcp://batcher:5561' beyond loopback"},
+    {"HttpBeyondLoopbackEvenWithKeys",
+     "gateway:\n  http_endpoint: 0.0.0.0:8000\nsecurity:\n  server_key: k/hub\n  client_key: "
+     "k/w\n  allowed_clients: k\n",
+     {},
+     "test.yaml:2: gateway.http_endpoint '0.0.0.0:8000' serves HTTP beyond loopback"},
+    {"ServerKeyWithoutClientKey",
+     "security:\n  server_key: k/hub\n  allowed_clients: k\n",
+     {},
+     "test.yaml:2: security.client_key must be set with security.server_key"},
+    {"ClientKeyWithoutServerKey",
+     "security:\n  client_key: k/w\n",
+     {},
+     "test.yaml:2: security.client_key has no effect without security.server_key"},
+    {"NotABoolean",
+     "security:\n  allow_plaintext: yes\n",
+     {},
+     "test.yaml:2: security.allow_plaintext must be true or false, got 'yes'"},
     {"SetCausesCrossFieldError",
      "",
      {"batcher.preferred_batch_sizes=[8, 64]"},
@@ -494,6 +521,26 @@ INSTANTIATE_TEST_SUITE_P(ConfigValidation, ConfigErrors, ::testing::ValuesIn(kEr
                          [](const ::testing::TestParamInfo<ErrorCase>& info) {
                            return info.param.name;
                          });
+
+TEST(ConfigSecurity, WhatMayListenBeyondLoopback) {
+  // Loopback and ipc:// need no keys; beyond loopback, keys or an explicit allow_plaintext.
+  EXPECT_NO_THROW(
+      load_config_text("gateway:\n  client_endpoint: tcp://127.0.0.1:5555\n"
+                       "  tokenizer_endpoint: tcp://localhost:5556\n",
+                       "t"));
+  EXPECT_NO_THROW(
+      load_config_text("gateway:\n  client_endpoint: tcp://0.0.0.0:5555\n"
+                       "security:\n  server_key: k/hub\n  client_key: k/w\n"
+                       "  allowed_clients: k\n",
+                       "t"));
+  EXPECT_NO_THROW(load_config_text(
+      "gateway:\n  client_endpoint: tcp://0.0.0.0:5555\n  http_endpoint: 0.0.0.0:8000\n", "t",
+      {"security.allow_plaintext=true"}));
+  EXPECT_NO_THROW(load_config_text("gateway:\n  client_endpoint: tcp://[::1]:5555\n", "t"));
+  EXPECT_THROW(load_config_text("gateway:\n  results_endpoint: tcp://eth0:5557\n", "t"),
+               ConfigError);
+  EXPECT_THROW(load_config_text("batcher:\n  ingress_endpoint: tcp://*:5560\n", "t"), ConfigError);
+}
 
 TEST(ConfigErrorsMore, MissingFileNamesTheFile) {
   try {
@@ -548,7 +595,9 @@ TEST(ConfigEndpoints, PlaceholderIsReplaced) {
   const PipelineConfig loaded = load_config_text(
       "gateway:\n  client_endpoint: ipc://{runtime_dir}/clients.sock\n"
       "batcher:\n  encoder_endpoint: tcp://10.0.0.2:7001\n",
-      "t", {"batcher.decoder_endpoint=ipc://{runtime_dir}/dec-{runtime_dir}.sock"});
+      "t",
+      {"batcher.decoder_endpoint=ipc://{runtime_dir}/dec-{runtime_dir}.sock",
+       "security.allow_plaintext=true"});
   const PipelineConfig c = resolve_endpoints(loaded, "/tmp/sp");
   EXPECT_EQ(c.gateway.client_endpoint, "ipc:///tmp/sp/clients.sock");
   EXPECT_EQ(c.batcher.encoder_endpoint, "tcp://10.0.0.2:7001");

@@ -63,6 +63,34 @@ TEST(KeyFilesTest, AllowListTakesThePublicFilesOfADirectory) {
   EXPECT_THROW(read_allow_list(empty.path + "/nope"), std::runtime_error);
 }
 
+TEST(ConfigKeysTest, ClientKeysComeFromTheSecurityKeysFiles) {
+  TempDir dir;
+  const KeyPair hub = generate_key_pair(), worker = generate_key_pair();
+  write_key_files(dir.path + "/hub", hub);
+  write_key_files(dir.path + "/worker", worker);
+  EXPECT_FALSE(client_keys({}).client()) << "no server_key: plain text";
+
+  config::SecurityConfig security;
+  security.server_key = dir.path + "/hub";
+  security.client_key = dir.path + "/worker";
+  const transport::CurveKeys keys = client_keys(security);
+  EXPECT_EQ(keys.server_public_key, hub.public_key);
+  EXPECT_EQ(keys.public_key, worker.public_key);
+  EXPECT_EQ(keys.secret_key, worker.secret_key);
+
+  ::chmod((dir.path + "/worker_secret").c_str(), 0644);
+  try {
+    client_keys(security);
+    ADD_FAILURE() << "a world-readable secret key file was accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("security.client_key: " + dir.path + "/worker_secret"),
+              std::string::npos)
+        << e.what();
+  }
+  security.client_key = dir.path + "/nobody";
+  EXPECT_THROW(client_keys(security), config::ConfigError);
+}
+
 // A hub's ROUTER behind CurveZMQ and its ZAP handler, and clients trying to reach it.
 class CurveTest : public ::testing::Test {
  protected:

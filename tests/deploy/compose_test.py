@@ -224,16 +224,37 @@ class ComposeFileTest(unittest.TestCase):
             self.assertIn(test[1], set(built) | {"bash"}, stage)
         self.assertEqual(self.services["gateway"]["healthcheck"]["test"][1:3], ["seqpipe", "status"])
 
+    def test_keys_are_the_secrets_the_config_reads(self):
+        import yaml
+        security = yaml.safe_load(read(os.path.join(SOURCE, "config/compose.yaml")))["security"]
+        self.assertEqual(security, {"server_key": "/run/secrets/hub",
+                                    "client_key": "/run/secrets/client",
+                                    "allowed_clients": "/etc/seqpipe/allowed"})
+        for stage in STAGES:
+            service = self.services[stage]
+            secrets = {s["source"] if isinstance(s, dict) else s for s in service["secrets"]}
+            hub = stage in ("gateway", "batcher")
+            self.assertEqual(secrets, {"hub", "client_secret"} | ({"hub_secret"} if hub else set()),
+                             stage)
+            allow_list = [v for v in service["volumes"] if v.endswith(":/etc/seqpipe/allowed:ro")]
+            self.assertEqual(len(allow_list), 1 if hub else 0, stage)
+
     def test_each_service_config_loads(self):
         # `seqpipe status` loads the config the way the service does: exit 2 is a bad config;
-        # 1 (no hub answers here) is expected.
+        # 1 (no hub answers here) is expected. The keys are read from stand-ins for the secrets.
         seqpipe = os.path.join(BUILD, installed_executables()["seqpipe"])
         run_dir = tempfile.mkdtemp(prefix="seqpipe-compose-run-")
+        keys = os.path.join(run_dir, "keys")
+        os.mkdir(keys)
+        subprocess.run([seqpipe, "keygen", "--dir", keys, "hub", "client"], check=True,
+                       capture_output=True, timeout=30)
         try:
             for stage in STAGES:
                 args = self.services[stage]["command"][1:]
                 self.assertEqual(args[:2], ["--config", "/etc/seqpipe/pipeline.yaml"])
                 args = ["--config", os.path.join(SOURCE, "config/compose.yaml")] + args[2:]
+                args += ["--set", f"security.server_key={keys}/hub",
+                         "--set", f"security.client_key={keys}/client"]
                 r = subprocess.run([seqpipe, "status", *args, "--set", f"runtime_dir={run_dir}"],
                                    capture_output=True, text=True, timeout=30)
                 self.assertNotEqual(r.returncode, 2, f"{stage}: {r.stderr}")

@@ -6,9 +6,12 @@
 #   w2     10.77.0.3  the same: two replicas of every worker stage, on two machines
 #   client 10.77.0.9  `seqpipe status` and `seqpipe send`
 # (plus a fifth namespace holding the bridge: the switch). Every process reads the same config
-# file, as on real machines (docs/DEPLOY.md). Checks: every stage has 2 live replicas; replies
+# file, as on real machines (docs/DEPLOY.md), and every socket is CurveZMQ: each machine has its
+# own client key pair (`seqpipe keygen`), the hubs admit those four. Checks: every stage has 2 live
+# replicas; replies
 # sent from the client machine equal seqpipe-generate's on the same model; every worker machine
-# did work, seen through its /metrics scraped from the hub machine (metrics.address 0.0.0.0).
+# did work, seen through its /metrics scraped from the hub machine (metrics.address 0.0.0.0); a
+# client key the hubs do not admit gets no reply, and the refusal is counted.
 # Everything (processes, namespaces, temp files) is removed on exit.
 #
 # Usage: netns_test.sh BUILD_DIR     (root, or CAP_NET_ADMIN + CAP_SYS_ADMIN)
@@ -64,6 +67,10 @@ done
 
 "$build/tools/seqpipe-mkmodel" --preset tiny --spiece --seed 3 --out "$tmp/model" >/dev/null
 hub=${ip[hub]}
+# The hubs' key pair (server) and one client key pair per machine (a stranger's too, not admitted).
+mkdir -p "$tmp/keys/allowed"
+"$seqpipe" keygen --dir "$tmp/keys" server "${hosts[@]}" stranger >/dev/null
+for h in "${hosts[@]}"; do cp "$tmp/keys/$h" "$tmp/keys/allowed/"; done
 cat > "$tmp/pipeline.yaml" <<EOF
 # The one config of every machine: the hubs bind these endpoints, the workers connect to them.
 model:
@@ -79,11 +86,15 @@ batcher:
   encoder_endpoint: tcp://$hub:5561
   decoder_endpoint: tcp://$hub:5562
   postprocessor_endpoint: tcp://$hub:5563
+security:
+  server_key: $tmp/keys/server
+  client_key: $tmp/keys/client  # each machine sets its own (--set)
+  allowed_clients: $tmp/keys/allowed
 EOF
 
 start() {  # start MACHINE STAGE; `ip netns exec` execs the service: $! is the service's pid
   ip netns exec "$id-$1" "$(svc "$2")" --config "$tmp/pipeline.yaml" --set "runtime_dir=$tmp/run-$1" \
-    >>"$tmp/$1.log" 2>&1 &
+    --set "security.client_key=$tmp/keys/$1" >>"$tmp/$1.log" 2>&1 &
   pids+=($!)
 }
 start hub gateway
@@ -130,14 +141,16 @@ echo "replies: $(( 3 * ${#texts[@]} + 1 )) requests from ${ip[client]}, equal to
 
 # Every worker machine did work: its stages' request counters, scraped across the bridge from
 # the hub machine (a Prometheus there would do the same).
-scrape() {  # scrape HOST PORT STAGE -> seqpipe_stage_requests_total of that stage
+sample() {  # sample HOST PORT SAMPLE -> its value, from the hub machine
   on hub /usr/bin/python3 - "$1" "$2" "$3" <<'EOF'
 import sys, urllib.request
-host, port, stage = sys.argv[1:]
+host, port, sample = sys.argv[1:]
 body = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5).read().decode()
-sample = f'seqpipe_stage_requests_total{{stage="{stage}"}}'
 print(int(float(next(l.split()[-1] for l in body.splitlines() if l.startswith(sample + " ")))))
 EOF
+}
+scrape() {  # scrape HOST PORT STAGE -> seqpipe_stage_requests_total of that stage
+  sample "$1" "$2" "seqpipe_stage_requests_total{stage=\"$3\"}"
 }
 declare -A port=([tokenizer]=9110 [encoder]=9120 [decoder]=9130 [postprocessor]=9140)
 declare -A items=([w1]=0 [w2]=0)
@@ -153,4 +166,12 @@ done
 if [ "${items[w1]}" -eq 0 ] || [ "${items[w2]}" -eq 0 ]; then
   fail "work did not spread: w1 ${items[w1]}, w2 ${items[w2]} items"
 fi
+# A client key the hubs do not admit: its handshake is refused, no reply, the refusal counted.
+if on client "$seqpipe" send --config "$tmp/pipeline.yaml" --set "runtime_dir=$tmp/run-client" \
+     --set "security.client_key=$tmp/keys/stranger" --timeout-ms 1000 "hello" >/dev/null 2>&1; then
+  fail "a client key not in the allow list was served"
+fi
+refused=$(sample "$hub" 9100 'seqpipe_security_refusals_total{hub="gateway"}') || fail "no refusal counter"
+[ "$refused" -ge 1 ] || fail "the stranger's refusal was not counted"
+echo "a client key not in the allow list: no reply, $refused refusal(s) counted"
 echo "netns: 4 machines over TCP, both worker machines served (w1 ${items[w1]}, w2 ${items[w2]} items)"

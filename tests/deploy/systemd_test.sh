@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # deploy/systemd: install.sh renders the units into a scratch root; every unit, one instance of
 # each template and seqpipe.target, must pass `systemd-analyze verify` (unknown directives, bad
-# values and missing executables are errors), and each carries the hardening it promises.
+# values and missing executables are errors), and each carries the hardening it promises. With
+# --keys (CurveZMQ), each unit gets a drop-in handing it its keys as credentials (LoadCredential=),
+# verified with it; the secret files are installed readable by root alone.
 # Usage: systemd_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$build/tools/seqpipe-mkmodel" --preset tiny --spiece --out "$tmp/model" >/dev/null
-"$src/deploy/systemd/install.sh" --dest "$tmp/root" --model "$tmp/model" --build "$build"
+"$build/tools/seqpipe" keygen --dir "$tmp" hub client w2 >/dev/null
+mkdir "$tmp/allowed" && cp "$tmp/client" "$tmp/w2" "$tmp/allowed/"
+"$src/deploy/systemd/install.sh" --dest "$tmp/root" --model "$tmp/model" --build "$build" --keys "$tmp"
 units=$tmp/root/etc/systemd/system
 check=$tmp/check
 mkdir -p "$check"
@@ -20,6 +24,19 @@ for s in gateway batcher tokenizer encoder decoder postprocessor; do
                    "ReadOnlyPaths=/var/lib/seqpipe/model" "ExecStart=$tmp/root/usr/local/bin/seqpipe-$s --config /etc/seqpipe/pipeline.yaml"; do
     grep -qxF "$directive" "$check/seqpipe-$s@1.service" || { echo "seqpipe-$s@.service: missing '$directive'"; status=1; }
   done
+  mkdir "$check/seqpipe-$s@1.service.d"
+  sed "s|/usr/local/bin/|$tmp/root/usr/local/bin/|" "$units/seqpipe-$s@.service.d/keys.conf" \
+    > "$check/seqpipe-$s@1.service.d/keys.conf"
+  credentials="LoadCredential=hub:/etc/seqpipe/keys/hub LoadCredential=client_secret:/etc/seqpipe/keys/client_secret"
+  case $s in gateway|batcher) credentials="$credentials LoadCredential=hub_secret:/etc/seqpipe/keys/hub_secret" ;; esac
+  for directive in $credentials; do
+    grep -qxF "$directive" "$check/seqpipe-$s@1.service.d/keys.conf" || { echo "seqpipe-$s@.service.d: missing '$directive'"; status=1; }
+  done
+  grep -q "^ExecStart=.* --set security.server_key=%d/hub --set security.client_key=%d/client" \
+    "$check/seqpipe-$s@1.service.d/keys.conf" || { echo "seqpipe-$s@.service.d: ExecStart without the keys"; status=1; }
+done
+for f in hub_secret client_secret; do
+  [ "$(stat -c %a "$tmp/root/etc/seqpipe/keys/$f")" = 600 ] || { echo "keys/$f is not mode 600"; status=1; }
 done
 cp "$units/seqpipe.target" "$check/"
 out=$(cd "$check" && systemd-analyze verify ./*.service ./seqpipe.target 2>&1) || status=1
@@ -32,5 +49,12 @@ rc=0
 "$tmp/root/usr/local/bin/seqpipe" status --config "$tmp/root/etc/seqpipe/pipeline.yaml" --set runtime_dir="$tmp/run" \
   >/dev/null 2>&1 || rc=$?  # 1: the hubs are not running (expected); 2 would be a bad config
 [ "$rc" -ne 2 ] || { echo "the installed config does not load"; status=1; }
+# And with the keys, as a drop-in's ExecStart gives them (the installed files standing in for the
+# credentials).
+rc=0
+"$tmp/root/usr/local/bin/seqpipe" status --config "$tmp/root/etc/seqpipe/pipeline.yaml" --set runtime_dir="$tmp/run" \
+  --set security.server_key="$tmp/root/etc/seqpipe/keys/hub" --set security.client_key="$tmp/root/etc/seqpipe/keys/client" \
+  >/dev/null 2>&1 || rc=$?
+[ "$rc" -ne 2 ] || { echo "the installed config with its keys does not load"; status=1; }
 [ $status -eq 0 ] && echo "systemd units: $(ls "$check" | wc -l) verified"
 exit $status

@@ -60,13 +60,16 @@ send   sends one request to the gateway (every gateway replica's client endpoint
        1 (highest) .. batcher.priority_levels (default: batcher.default_priority_level). With
        --cancel-after-ms N it cancels the request if no reply came within N ms, and prints the
        reply that follows: `error cancelled`, or the result when it finished first.
+       With security.server_key in the config, send and status are CurveZMQ clients with
+       security.client_key's key pair (docs/DEPLOY.md, "Keys").
 status asks the two hubs (gateway, batcher) what they see: for each stage its live replicas
        (announced, so warmed up), the work its replicas hold (in flight), the work waiting in the
        hub (queued) and the free credits; then "ready: yes" when every stage has a live replica.
        Exit status 1 when not ready or a hub does not answer within 1 s (reported as down).
-keygen writes a CurveZMQ key pair per NAME into DIR (default .): DIR/NAME, the public key (give it
-       to the hubs' allow lists, or to the clients of a hub), and DIR/NAME_secret, both keys, mode
-       0600 (czmq's certificate format; docs/DEPLOY.md). It never overwrites a file.
+keygen writes a CurveZMQ key pair per NAME into DIR (default .; made if missing): DIR/NAME, the
+       public key (give it to the hubs' allow lists, or to the clients of a hub), and
+       DIR/NAME_secret, both keys, mode 0600 (czmq's certificate format; docs/DEPLOY.md). It
+       never overwrites a file.
 
 exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or bad config
 )";
@@ -263,11 +266,10 @@ int send(int argc, char** argv) {
   if (!unknown.empty()) throw cli::UsageError("unknown option '" + unknown.front() + "'");
   if (request.texts.empty()) throw cli::UsageError("give the text to send");
   request.batch_form = request.texts.size() > 1;
-  if (endpoint.empty())
-    endpoint =
-        config::client_endpoints(config::load_pipeline_config(config_path, overrides).config);
+  const config::PipelineConfig c = config::load_pipeline_config(config_path, overrides).config;
+  if (endpoint.empty()) endpoint = config::client_endpoints(c);
 
-  seqpipe::client::Client client(endpoint);
+  seqpipe::client::Client client(endpoint, {.curve = seqpipe::security::client_keys(c.security)});
   const auto wait = std::chrono::milliseconds(request.timeout_ms.value_or(10000) + 1000);
   std::variant<seqpipe::protocol::Reply, seqpipe::protocol::Error> result;
   if (!cancel_after_ms) {
@@ -319,7 +321,8 @@ int status_command(int argc, char** argv) {
   const config::PipelineConfig c =
       config::load_pipeline_config(args.config_path, args.overrides).config;
   zmq::context_t context(1);
-  const auto status = seqpipe::status::ask_pipeline(context, c, std::chrono::milliseconds(1000));
+  const auto status = seqpipe::status::ask_pipeline(context, c, std::chrono::milliseconds(1000),
+                                                    seqpipe::security::client_keys(c.security));
   std::printf("%-14s %8s %10s %8s %13s\n", "stage", "replicas", "in_flight", "queued",
               "free_credits");
   for (const auto& hub : status.hubs) {
@@ -356,6 +359,9 @@ int keygen(int argc, char** argv) {
   }
   if (!unknown.empty()) throw cli::UsageError("unknown option '" + unknown.front() + "'");
   if (names.empty()) throw cli::UsageError("give the name of each key pair to write");
+  std::error_code ec;
+  fs::create_directories(dir, ec);  // "cannot write DIR/NAME_secret" would not say why
+  if (ec) throw std::runtime_error(dir + ": cannot create the directory: " + ec.message());
   for (const std::string& name : names) {
     if (name.empty() || name.find('/') != std::string::npos)
       throw cli::UsageError("a key name is a file name, got '" + name + "'");

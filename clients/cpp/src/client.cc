@@ -57,8 +57,10 @@ struct Client::Impl {
   }
 
   // A DEALER sends an empty delimiter first, as REQ does, so the gateway sees one envelope shape.
+  // Never blocks: a gateway that refused this client's CurveZMQ key leaves the socket without a
+  // connection, where a blocking send would wait forever.
   bool send_to(size_t gateway, const std::string& payload) {
-    return gateways[gateway]->send({std::string_view(), std::string_view(payload)});
+    return gateways[gateway]->send({std::string_view(), std::string_view(payload)}, true);
   }
   bool send_tracked(const std::string& id, std::string payload,
                     std::optional<std::chrono::milliseconds> timeout) {
@@ -163,7 +165,10 @@ Client::Client(const std::string& endpoints, ClientOptions options)
   const std::vector<std::string> list = split_endpoints(endpoints);
   if (list.empty()) throw std::invalid_argument("no gateway endpoint given");
   for (size_t g = 0; g < list.size(); ++g) {
-    m.gateways.push_back(std::make_unique<transport::Socket>(m.context, zmq::socket_type::dealer));
+    transport::SocketOptions gateway_options;
+    gateway_options.curve = options.curve;
+    m.gateways.push_back(
+        std::make_unique<transport::Socket>(m.context, zmq::socket_type::dealer, gateway_options));
     m.watches.push_back(std::make_unique<transport::ConnectionWatch>(m.context, *m.gateways[g]));
     m.gateways[g]->connect(list[g]);
     m.connected.push_back(false);

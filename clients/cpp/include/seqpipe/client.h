@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "seqpipe/common/protocol.h"
+#include "seqpipe/common/transport.h"
 
 namespace seqpipe::client {
 
@@ -31,6 +32,9 @@ struct ClientOptions {
   std::chrono::milliseconds retry_after{5000};
   // Sends of one request at most, the first included (1: never retry).
   int max_attempts = 3;
+  // CurveZMQ: this client's key pair and the gateways' public key (security::curve_client, or
+  // security::client_keys of a config). Empty: plain text.
+  transport::CurveKeys curve;
 };
 
 // "tcp://a:5555,tcp://b:5555" -> its endpoints (ZeroMQ endpoints have no commas).

@@ -44,6 +44,7 @@ inline constexpr std::string_view kCacheLookups = "seqpipe_gateway_cache_lookups
 inline constexpr std::string_view kKvSlots = "seqpipe_decoder_kv_slots";
 inline constexpr std::string_view kCancels = "seqpipe_gateway_cancels_total";
 inline constexpr std::string_view kEngineInfo = "seqpipe_engine_info";
+inline constexpr std::string_view kSecurityRefusals = "seqpipe_security_refusals_total";
 
 // The bucket bounds (seconds) every latency histogram of this process gets: 100 us .. 5 s until
 // set_latency_buckets() (run_service_main calls it with metrics.latency_buckets_us, before any
@@ -149,6 +150,17 @@ class GatewayMetrics {
   prometheus::Counter* cache_misses_;
   prometheus::Counter* cancels_found_;
   prometheus::Counter* cancels_not_found_;
+};
+
+// CurveZMQ connections a hub refused: a client key not in its allow list, or no CurveZMQ at all.
+// Labelled hub="<name>"; thread-safe (counted on the ZAP handler's thread).
+class SecurityMetrics {
+ public:
+  SecurityMetrics(prometheus::Registry& registry, std::string_view hub);
+  void refused();
+
+ private:
+  prometheus::Counter* refused_;
 };
 
 }  // namespace seqpipe::metrics

@@ -7,12 +7,17 @@
 // Key files are czmq's certificate format (zcert), so czmq tools read them: NAME holds the public
 // key, NAME_secret both keys; the secret file must not be readable by group or others.
 #include <atomic>
+#include <chrono>
 #include <functional>
+#include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
 #include <zmq.hpp>
 
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/metrics.h"
 #include "seqpipe/common/transport.h"
 
 namespace seqpipe::security {
@@ -61,6 +66,42 @@ class ZapHandler {
   Refused on_refused_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+};
+
+// --- The config's security section (config::SecurityConfig), for the services and tools ---
+// Key files are read when a process starts; a problem with one (missing, not a certificate, a
+// secret file group or others may read) is a config::ConfigError naming the key and the file.
+
+// The keys of a socket that connects to a hub (a worker's, a client's, one hub's towards the
+// other): this process's key pair (security.client_key's NAME_secret) and the hubs' public key
+// (security.server_key's NAME). All empty, plain text, when security.server_key is unset.
+transport::CurveKeys client_keys(const config::SecurityConfig& security);
+
+// A hub's CurveZMQ, made before its first bind and kept while its sockets live: the server keys
+// of every socket it binds, the client keys of the sockets it connects to the other hub, and the
+// ZAP handler admitting the keys of security.allowed_clients; every refusal is counted
+// (metrics::SecurityMetrics) and logged, once a minute per key at most (a refused worker tries
+// again at every reconnection, a hostile peer as often as it likes). Plain text, and no handler,
+// when security.server_key is unset.
+class HubSecurity {
+ public:
+  HubSecurity(zmq::context_t& context, const config::SecurityConfig& security, std::string_view hub,
+              prometheus::Registry& registry);
+  HubSecurity(const HubSecurity&) = delete;  // its handler refers to it
+  HubSecurity& operator=(const HubSecurity&) = delete;
+  const transport::CurveKeys& server() const { return server_; }
+  const transport::CurveKeys& client() const { return client_; }
+
+ private:
+  // On the handler's thread.
+  void refused(const std::string& key, const std::string& address);
+
+  std::string hub_;
+  transport::CurveKeys server_;
+  transport::CurveKeys client_;
+  std::unique_ptr<metrics::SecurityMetrics> metrics_;  // outlives the handler that counts
+  std::map<std::string, std::chrono::steady_clock::time_point> last_logged_;  // by key
+  std::unique_ptr<ZapHandler> zap_;
 };
 
 }  // namespace seqpipe::security

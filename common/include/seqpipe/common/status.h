@@ -12,6 +12,7 @@
 #include <zmq.hpp>
 
 #include "seqpipe/common/config.h"
+#include "seqpipe/common/transport.h"
 
 namespace seqpipe::status {
 
@@ -45,7 +46,8 @@ struct PipelineStatus {
   std::vector<std::string> missing;
   bool ready() const { return missing.empty(); }
 };
+// `curve`: the prober's keys as a client of the hubs (security::client_keys, or a hub's own).
 PipelineStatus ask_pipeline(zmq::context_t& context, const config::PipelineConfig& config,
-                            std::chrono::milliseconds wait);
+                            std::chrono::milliseconds wait, const transport::CurveKeys& curve);
 
 }  // namespace seqpipe::status

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 
@@ -88,12 +89,15 @@ class ConnectionWatch {
 // (its requests are answered by its own deadline, or were answered already).
 class PushSockets {
  public:
-  explicit PushSockets(zmq::context_t& context) : context_(context) {}
+  // `options` for every socket (its curve: the keys of a client of the receiving hub).
+  explicit PushSockets(zmq::context_t& context, SocketOptions options = {})
+      : context_(context), options_(std::move(options)) {}
   // False when the message could not be queued (or the endpoint is empty or malformed).
   bool send(const std::string& endpoint, std::string_view payload);
 
  private:
   zmq::context_t& context_;
+  SocketOptions options_;
   std::map<std::string, std::unique_ptr<Socket>> sockets_;
 };
 

@@ -21,6 +21,7 @@
 #include "seqpipe/common/metrics.h"
 #include "seqpipe/common/outbox.h"
 #include "seqpipe/common/stage_messages.h"
+#include "seqpipe/common/transport.h"
 
 namespace seqpipe::worker {
 
@@ -81,6 +82,9 @@ struct WorkerOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
   int heartbeat_liveness = 3;
   std::chrono::milliseconds reconnect_max{8000};
+  // CurveZMQ client keys of every socket to a hub and of the PUSH sockets to the gateways
+  // (security::client_keys); empty: plain text.
+  transport::CurveKeys curve;
 };
 
 // The share of `capacity` that hub `hub` of `hubs` gets: capacity / hubs, and one more for the
@@ -102,6 +106,7 @@ std::vector<std::string> hubs_or(const std::vector<std::string>& configured,
 int serve_worker(
     std::string_view stage_name, const std::string& metrics_address, int metrics_port,
     const std::vector<std::string>& hub_endpoints, const config::LivenessConfig& liveness,
+    const config::SecurityConfig& security,
     const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage);
 
 }  // namespace seqpipe::worker
