@@ -44,6 +44,13 @@ struct TestGateway {
   std::string endpoint;
 };
 
+ClientOptions retrying(milliseconds after, int attempts) {
+  ClientOptions options;
+  options.retry_after = after;
+  options.max_attempts = attempts;
+  return options;
+}
+
 protocol::Request request(std::string text) {
   protocol::Request r;
   r.texts = {std::move(text)};
@@ -66,8 +73,7 @@ TEST(ClientTest, SplitsAListOfEndpoints) {
 TEST(ClientTest, AnUnansweredRequestGoesWithItsIdToTheNextGatewayWhichThenTakesNewOnes) {
   zmq::context_t context;
   TestGateway silent(context), live(context);
-  Client client(silent.endpoint + "," + live.endpoint,
-                {.retry_after = milliseconds(100), .max_attempts = 3});
+  Client client(silent.endpoint + "," + live.endpoint, retrying(milliseconds(100), 3));
   protocol::Request r = request("one");
   r.id = "r1";
   ASSERT_TRUE(client.submit(r));
@@ -96,8 +102,7 @@ TEST(ClientTest, AGatewayThatDiesHandsItsRequestsToTheNextAtOnce) {
   auto dies = std::make_unique<TestGateway>(context);
   TestGateway live(context);
   // No timer retry within the test: only the dropped connection can move the request.
-  Client client(dies->endpoint + "," + live.endpoint,
-                {.retry_after = milliseconds(60000), .max_attempts = 3});
+  Client client(dies->endpoint + "," + live.endpoint, retrying(milliseconds(60000), 3));
   protocol::Request r = request("held");
   r.id = "h1";
   ASSERT_TRUE(client.submit(r));
@@ -118,8 +123,7 @@ TEST(ClientTest, AGatewayThatDiesHandsItsRequestsToTheNextAtOnce) {
 TEST(ClientTest, TheFirstReplyWinsAndASecondIsDropped) {
   zmq::context_t context;
   TestGateway slow(context), other(context);
-  Client client(slow.endpoint + "," + other.endpoint,
-                {.retry_after = milliseconds(50), .max_attempts = 2});
+  Client client(slow.endpoint + "," + other.endpoint, retrying(milliseconds(50), 2));
   protocol::Request r = request("x");
   r.id = "dup";
   ASSERT_TRUE(client.submit(r));
@@ -143,16 +147,14 @@ TEST(ClientTest, NoRetryPastMaxAttemptsOrTheDeadline) {
   zmq::context_t context;
   TestGateway a(context), b(context);
   {
-    Client client(a.endpoint + "," + b.endpoint,
-                  {.retry_after = milliseconds(30), .max_attempts = 1});
+    Client client(a.endpoint + "," + b.endpoint, retrying(milliseconds(30), 1));
     const auto answer = client.call(request("once"), milliseconds(300));
     EXPECT_EQ(text_of(answer), "error: no reply from the gateway in time");
     EXPECT_TRUE(a.next_request(milliseconds(1000)));
     EXPECT_FALSE(b.next_request(milliseconds(0))) << "max_attempts 1 never retries";
   }
   {
-    Client client(a.endpoint + "," + b.endpoint,
-                  {.retry_after = milliseconds(100), .max_attempts = 10});
+    Client client(a.endpoint + "," + b.endpoint, retrying(milliseconds(100), 10));
     protocol::Request r = request("short deadline");
     r.timeout_ms = 150;  // one retry at 100 ms; the next would be at 200 ms, past the deadline
     const auto answer = client.call(r, milliseconds(500));
@@ -168,7 +170,7 @@ TEST(ClientTest, OneGatewayIsAskedAgainAfterItsRestart) {
   char dir[] = "/tmp/seqpipe-client-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string endpoint = "ipc://" + std::string(dir) + "/gateway.sock";
-  Client client(endpoint, {.retry_after = milliseconds(100), .max_attempts = 5});
+  Client client(endpoint, retrying(milliseconds(100), 5));
   {
     TestGateway dies(context, endpoint);
     protocol::Request r = request("again");
