@@ -116,7 +116,7 @@ ConnectionWatch::ConnectionWatch(zmq::context_t& context, Socket& watched)
   static std::atomic<uint64_t> next{0};  // inproc names are per context; unique per process
   const std::string endpoint = "inproc://seqpipe-connection-watch-" + std::to_string(next++);
   if (zmq_socket_monitor(watched_.handle(), endpoint.c_str(),
-                         ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0)
     throw std::runtime_error("cannot monitor a socket: " + std::string(zmq_strerror(zmq_errno())));
   events_.connect(endpoint);
 }
@@ -132,7 +132,7 @@ std::optional<ConnectionWatch::Event> ConnectionWatch::next() {
     uint16_t kind = 0;  // the first frame: event number (16 bits), then a 32-bit value
     if (frames->empty() || (*frames)[0].size() < sizeof kind) continue;
     std::memcpy(&kind, (*frames)[0].data(), sizeof kind);
-    if (kind == ZMQ_EVENT_CONNECTED) return Event::kConnected;
+    if (kind == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) return Event::kConnected;
     if (kind == ZMQ_EVENT_DISCONNECTED) return Event::kDisconnected;
   }
   return std::nullopt;

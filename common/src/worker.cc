@@ -69,11 +69,11 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     std::unique_ptr<transport::Socket> socket;
     // Its connection dropped (the hub died or restarted): reconnect at once, not after the
     // missed heartbeats, so a restarted hub has its workers back within ZeroMQ's reconnect
-    // interval. Only a connection the hub spoke on: one that a hub refuses (a CurveZMQ key not
+    // interval. Only a connection the hub accepted: one that a hub refuses (a CurveZMQ key not
     // allowed) drops at once, and is left to the heartbeats' doubling pauses. Destroyed before
     // the socket.
     std::unique_ptr<transport::ConnectionWatch> watch;
-    bool heard = false;                             // the hub spoke on this connection
+    bool accepted = false;  // the hub accepted this connection (its handshake succeeded)
     std::optional<Clock::time_point> reconnect_at;  // set while waiting to reconnect
     std::vector<stage::StageMessage> pending;       // answers kept for the next connection
   };
@@ -121,7 +121,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     hub.socket =
         std::make_unique<transport::Socket>(context, zmq::socket_type::dealer, hub_options);
     hub.watch = std::make_unique<transport::ConnectionWatch>(context, *hub.socket);
-    hub.heard = false;
+    hub.accepted = false;
     hub.socket->connect(hub.endpoint);
     send_to_hub(hub, stage::Ready{credits});
     hub.reconnect_at.reset();
@@ -148,7 +148,6 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
   auto handle = [&](size_t i, const transport::Frames& frames) {
     hubs[i].liveness.seen(
         Clock::now());  // anything from the hub, even malformed, shows it is alive
-    hubs[i].heard = true;
     auto message = decode_frames(frames, 1, hubs[i].from, options.limits, metrics);
     if (!message || std::holds_alternative<stage::Heartbeat>(*message)) return;
     out.hub = i;
@@ -186,6 +185,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
         }
         if (poller->readable(2 * k + 1)) {
           while (auto event = hub.watch->next()) {
+            if (*event == transport::ConnectionWatch::Event::kConnected) hub.accepted = true;
             if (*event == transport::ConnectionWatch::Event::kDisconnected)
               dropped.push_back(polled[k]);
           }
@@ -197,7 +197,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
     const auto after = Clock::now();
     bool sockets_changed = false;
     for (size_t i : dropped) {
-      if (!hubs[i].socket || !hubs[i].heard) continue;
+      if (!hubs[i].socket || !hubs[i].accepted) continue;
       spdlog::warn("{}: the connection to {} dropped; reconnecting", options.stage_name,
                    hubs[i].endpoint);
       disconnect(hubs[i], after);

@@ -68,6 +68,8 @@ class Socket {
 // before the watched socket connects, so no event is missed; destroyed before it closes.
 class ConnectionWatch {
  public:
+  // kConnected: the peer accepted the connection (the ZeroMQ handshake, CurveZMQ's included,
+  // succeeded); kDisconnected: an accepted or refused connection dropped.
   enum class Event { kConnected, kDisconnected };
   ConnectionWatch(zmq::context_t& context, Socket& watched);
   ~ConnectionWatch();
