@@ -83,12 +83,18 @@ void write_item(Writer& out, const EncodedItem& w) {
 }
 
 void write_item(Writer& out, const DecodedItem& w) {
-  write_header(out, w, 2 + (w.alternatives.empty() ? 0 : 1) + (w.text.empty() ? 0 : 1));
+  write_header(out, w,
+               2 + (w.alternatives.empty() ? 0 : 1) + (w.alternative_scores.empty() ? 0 : 1) +
+                   (w.text.empty() ? 0 : 1));
   out.str("ids"), write_ids(out, w.ids);
   out.str("s"), out.f32(w.score);
   if (!w.alternatives.empty()) {
     out.str("alt"), out.array(w.alternatives.size());
     for (const auto& alt : w.alternatives) write_ids(out, alt);
+  }
+  if (!w.alternative_scores.empty()) {
+    out.str("alt_s"), out.array(w.alternative_scores.size());
+    for (float s : w.alternative_scores) out.f32(s);
   }
   if (!w.text.empty()) out.str("t"), out.str(w.text);
 }
@@ -435,6 +441,19 @@ class Reader {
       }
       return std::nullopt;
     }
+    if (key == "alt_s") {
+      if (v.type != msgpack::type::ARRAY || v.via.array.size > kMaxAlternatives) {
+        return bad(f + " must be an array of at most " + std::to_string(kMaxAlternatives) +
+                   " scores");
+      }
+      w.alternative_scores.resize(v.via.array.size);
+      for (uint32_t k = 0; k < v.via.array.size; ++k) {
+        if (auto e = score(v.via.array.ptr[k], f + "[" + std::to_string(k) + "]",
+                           w.alternative_scores[k]))
+          return e;
+      }
+      return std::nullopt;
+    }
     return field(key, v, f, static_cast<WorkHeader&>(w), known);
   }
   std::optional<Error> field(std::string_view key, const msgpack::object& v, const std::string& f,
@@ -482,6 +501,11 @@ class Reader {
   static std::optional<Error> whole(const std::string&, const WorkHeader&) { return std::nullopt; }
   static std::optional<Error> whole(const std::string&, const ResultItem&) { return std::nullopt; }
   static std::optional<Error> whole(const std::string&, const RequestRef&) { return std::nullopt; }
+  static std::optional<Error> whole(const std::string& at, const DecodedItem& w) {
+    if (!w.alternative_scores.empty() && w.alternative_scores.size() != w.alternatives.size())
+      return bad(at + ".alt_s must hold one score per alternative in .alt");
+    return std::nullopt;
+  }
   static std::optional<Error> whole(const std::string& at, const EncodedItem& w) {
     const auto& h = w.hidden;
     if (h.rows == 0 ? !h.values.empty()

@@ -208,7 +208,9 @@ class BeamSearch final : public SearchStrategy {
       });
       for (size_t k = 0; k < rest.size() && static_cast<int>(k) + 1 < options_.num_return_sequences;
            ++k) {
-        r.alternatives.push_back(ids_of(hyps_[static_cast<size_t>(rest[k])]));
+        const Hypothesis& alt = hyps_[static_cast<size_t>(rest[k])];
+        r.alternatives.push_back(ids_of(alt));
+        r.alternative_scores.push_back(static_cast<float>(alt.score));
       }
     }
     r.score = static_cast<float>(h.score);

@@ -177,6 +177,7 @@ void DecoderStage::work(worker::Outbox& out) {
     item.alternatives.clear();
     for (const auto& alt : f.result.alternatives)
       item.alternatives.emplace_back(alt.begin(), alt.end());
+    item.alternative_scores = f.result.alternative_scores;
     item.timings.decode_us += micros_between(it->started, time_.now().steady);
     stage::Decoded& decoded = decoded_for(out, first, it->hub);
     decoded.credits += it->slots;

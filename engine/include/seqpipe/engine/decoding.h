@@ -36,8 +36,9 @@ struct GenerationResult {
   float score = 0.0f;
   std::vector<float> token_logprobs;  // one per id after the start token (return_scores)
   // Beam with num_return_sequences > 1: the next best finished hypotheses' ids (as `ids`), best
-  // first.
+  // first, and each one's sequences_score (as `score`).
   std::vector<std::vector<int>> alternatives;
+  std::vector<float> alternative_scores;
 };
 
 // One sequence's search: greedy or beam, chosen by make_search() from the options.
