@@ -114,6 +114,11 @@ TEST(StageMessages, EveryKindRoundTrips) {
   failed_item.error = protocol::Error{ErrorCode::kTooLong, "texts[0] is 300 tokens, at most 128"};
   const StageMessage with_error = Result{{failed_item}};
   EXPECT_EQ(decoded(encode(with_error)), with_error);
+  ResultItem n_best = full_result();
+  n_best.alternatives = {"helo", "hallo"};
+  n_best.alternative_scores = {-0.75f, -1.5f};
+  const StageMessage with_sequences = Result{{n_best}};
+  EXPECT_EQ(decoded(encode(with_sequences)), with_sequences);
   EXPECT_EQ(std::get<Ready>(decoded(encode(Ready{32}))).credits, 32);
   DecodedItem beams = full_decoded();
   beams.alternatives = {{0, 5, 1}, {0, 7, 7, 1}};

@@ -106,6 +106,10 @@ struct ResultItem {
   float score = 0.0f;
   StageTimings timings;
   std::optional<protocol::Error> error;
+  // params.num_return_sequences > 1: the next best beam hypotheses' texts, best first, and
+  // their scores.
+  std::vector<std::string> alternatives;
+  std::vector<float> alternative_scores;
 
   bool operator==(const ResultItem&) const = default;
 };
