@@ -1,7 +1,8 @@
 // The logits processors against HF transformers' own (generation/logits_process.py): the expected
 // rows are what a torch port of HF's RepetitionPenaltyLogitsProcessor,
 // NoRepeatNGramLogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper
-// returns for the same inputs (torch 1.13, float32). Then the searches: the processors reach the
+// returns for the same inputs (torch 1.13, float32; tests/engine/hf_logits_processors_port.py
+// prints them). Then the searches: the processors reach the
 // engine's logits in HF's order, sampling is reproducible per sequence and draws from the warped
 // softmax.
 #include "seqpipe/engine/logits_processors.h"
