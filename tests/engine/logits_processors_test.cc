@@ -2,9 +2,8 @@
 // rows are what a torch port of HF's RepetitionPenaltyLogitsProcessor,
 // NoRepeatNGramLogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper
 // returns for the same inputs (torch 1.13, float32; tests/engine/hf_logits_processors_port.py
-// prints them). Then the searches: the processors reach the
-// engine's logits in HF's order, sampling is reproducible per sequence and draws from the warped
-// softmax.
+// prints them). Then the searches: the processors reach the engine's logits in HF's order,
+// sampling is reproducible per sequence and draws from the warped softmax.
 #include "seqpipe/engine/logits_processors.h"
 
 #include <gtest/gtest.h>
