@@ -6,6 +6,8 @@ Uses Debian's python3-zmq and python3-msgpack:
     with Client("tcp://127.0.0.1:5555") as c:
         reply = c.generate("teh speling", max_new_tokens=16)
         print(reply["text"], reply["timings_us"]["total"])
+        reply = c.generate("hello", do_sample=True, top_p=0.9, seed=7, stop=["."])  # HF's options
+        reply = c.generate("hello", num_beams=4, num_return_sequences=2)   # reply["sequences"]
 
         request_id = c.submit("a long text", max_new_tokens=64)   # in flight, not waited for
         c.cancel(request_id)                                       # answered `cancelled` (or ok if done)
