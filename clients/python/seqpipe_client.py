@@ -6,6 +6,8 @@ Uses Debian's python3-zmq and python3-msgpack:
     with Client("tcp://127.0.0.1:5555") as c:
         reply = c.generate("teh speling", max_new_tokens=16)
         print(reply["text"], reply["timings_us"]["total"])
+        reply = c.generate("hello", do_sample=True, top_p=0.9, seed=7, stop=["."])  # HF's options
+        reply = c.generate("hello", num_beams=4, num_return_sequences=2)   # reply["sequences"]
 
         request_id = c.submit("a long text", max_new_tokens=64)   # in flight, not waited for
         c.cancel(request_id)                                       # answered `cancelled` (or ok if done)
@@ -21,6 +23,9 @@ import zmq.auth
 from zmq.utils.monitor import recv_monitor_message
 
 PROTOCOL_VERSION = 1
+# The params a request may carry beyond the ones generate() names (docs/PROTOCOL.md).
+GENERATION_OPTIONS = ("num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "seed",
+                      "repetition_penalty", "no_repeat_ngram_size", "stop")
 
 
 class SeqpipeError(Exception):
@@ -125,12 +130,15 @@ class Client:
         return self._receive(None, wait_ms)
 
     def generate(self, text_or_texts, max_new_tokens=None, num_beams=1, length_penalty=1.0,
-                 min_new_tokens=0, return_scores=False, timeout_ms=None, priority=None):
+                 min_new_tokens=0, return_scores=False, timeout_ms=None, priority=None, **options):
         """One request; returns the reply map, or raises SeqpipeError for an error reply.
         max_new_tokens: None = the server's default (docs/PROTOCOL.md).
-        priority: 1 (highest) .. the server's batcher.priority_levels; None = the server's default."""
+        priority: 1 (highest) .. the server's batcher.priority_levels; None = the server's default.
+        options: HF generate()'s options by their protocol names (GENERATION_OPTIONS), e.g.
+        do_sample=True, top_p=0.9, seed=7, stop=["."], num_return_sequences=2 (the reply's
+        "sequences"); the server checks their values."""
         request_id = self.submit(text_or_texts, max_new_tokens, num_beams, length_penalty, min_new_tokens,
-                                 return_scores, timeout_ms, priority)
+                                 return_scores, timeout_ms, priority, **options)
         reply = self.result(request_id, (timeout_ms or self._timeout_ms) + 1000)
         if reply.get("status") != "ok":
             error = reply.get("error", {})
@@ -138,8 +146,11 @@ class Client:
         return reply
 
     def submit(self, text_or_texts, max_new_tokens=None, num_beams=1, length_penalty=1.0,
-               min_new_tokens=0, return_scores=False, timeout_ms=None, priority=None):
+               min_new_tokens=0, return_scores=False, timeout_ms=None, priority=None, **options):
         """Sends one request without waiting; returns its id (for result() and cancel())."""
+        unknown = sorted(set(options) - set(GENERATION_OPTIONS))
+        if unknown:
+            raise TypeError(f"unknown generation option(s): {', '.join(unknown)}")
         request_id = f"py{next(self._ids)}"
         request = {"v": PROTOCOL_VERSION, "id": request_id}
         if isinstance(text_or_texts, str):
@@ -156,6 +167,8 @@ class Client:
             request["params"]["max_new_tokens"] = int(max_new_tokens)
         if priority is not None:
             request["params"]["priority"] = int(priority)
+        for name, value in options.items():
+            request["params"][name] = list(value) if name == "stop" else value
         if timeout_ms is not None:
             request["timeout_ms"] = int(timeout_ms)
         payload = msgpack.packb(request, use_single_float=True)

@@ -44,13 +44,38 @@ void Writer::f32(float value) {
 }
 
 void Writer::params(const protocol::GenerateParams& p) {
-  map(p.priority != 0 ? 6 : 5);
+  // The generation options only when not their defaults: a server that predates them reads a
+  // request that does not use them.
+  const protocol::GenerateParams d;
+  const bool options[] = {p.priority != 0,
+                          p.num_return_sequences != d.num_return_sequences,
+                          p.repetition_penalty != d.repetition_penalty,
+                          p.no_repeat_ngram_size != d.no_repeat_ngram_size,
+                          p.do_sample != d.do_sample,
+                          p.temperature != d.temperature,
+                          p.top_k != d.top_k,
+                          p.top_p != d.top_p,
+                          p.seed.has_value(),
+                          !p.stop.empty()};
+  map(5 + static_cast<size_t>(std::count(std::begin(options), std::end(options), true)));
   str("max_new_tokens"), i64(p.max_new_tokens);
   str("num_beams"), i64(p.num_beams);
   str("length_penalty"), f32(p.length_penalty);
   str("min_new_tokens"), i64(p.min_new_tokens);
   str("return_scores"), boolean(p.return_scores);
-  if (p.priority != 0) str("priority"), i64(p.priority);
+  if (options[0]) str("priority"), i64(p.priority);
+  if (options[1]) str("num_return_sequences"), i64(p.num_return_sequences);
+  if (options[2]) str("repetition_penalty"), f32(p.repetition_penalty);
+  if (options[3]) str("no_repeat_ngram_size"), i64(p.no_repeat_ngram_size);
+  if (options[4]) str("do_sample"), boolean(p.do_sample);
+  if (options[5]) str("temperature"), f32(p.temperature);
+  if (options[6]) str("top_k"), i64(p.top_k);
+  if (options[7]) str("top_p"), f32(p.top_p);
+  if (options[8]) str("seed"), u64(*p.seed);
+  if (options[9]) {
+    str("stop"), array(p.stop.size());
+    for (const std::string& s : p.stop) str(s);
+  }
 }
 
 std::string quote_name(std::string_view name) {
@@ -164,6 +189,106 @@ std::optional<Error> collect_fields(const msgpack::object_map& map, std::string_
   return std::nullopt;
 }
 
+namespace {
+
+struct GenerationOptionFields {
+  const msgpack::object *num_return_sequences, *repetition_penalty, *no_repeat_ngram_size,
+      *do_sample, *temperature, *top_k, *top_p, *seed, *stop;
+};
+
+std::optional<Error> read_positive_float(const msgpack::object* value, std::string_view path,
+                                         float& out) {
+  if (!value) return std::nullopt;
+  if (auto error = read_finite_float(*value, path, out)) return error;
+  if (!(out > 0.0f)) return invalid(std::string(path) + " must be > 0, got " + describe(*value));
+  return std::nullopt;
+}
+
+std::optional<Error> read_stop(const msgpack::object& value, std::vector<std::string>& out) {
+  if (value.type != msgpack::type::ARRAY || value.via.array.size > engine::kMaxStopSequences) {
+    return invalid("params.stop must be an array of at most " +
+                   std::to_string(engine::kMaxStopSequences) + " strings, got " + describe(value));
+  }
+  out.clear();
+  for (uint32_t i = 0; i < value.via.array.size; ++i) {
+    const msgpack::object& s = value.via.array.ptr[i];
+    const std::string path = "params.stop[" + std::to_string(i) + "]";
+    if (s.type != msgpack::type::STR)
+      return invalid(path + " must be a string, got " + describe(s));
+    const std::string_view text = as_string_view(s);
+    if (text.empty() || text.size() > static_cast<size_t>(engine::kMaxStopBytes)) {
+      return invalid(path + " must be 1.." + std::to_string(engine::kMaxStopBytes) +
+                     " bytes, got " + std::to_string(text.size()));
+    }
+    if (auto bad = protocol::find_invalid_utf8(text)) {
+      return invalid(path + " is not valid UTF-8 (byte " + std::to_string(*bad) + ")");
+    }
+    out.emplace_back(text);
+  }
+  return std::nullopt;
+}
+
+// The generation options, checked against each other once all are read.
+std::optional<Error> read_generation_options(const GenerationOptionFields& f,
+                                             protocol::GenerateParams& params) {
+  int64_t number = 0;
+  if (f.num_return_sequences) {
+    if (auto error = read_int(*f.num_return_sequences, "params.num_return_sequences", 1,
+                              engine::kMaxBeams, number)) {
+      return error;
+    }
+    params.num_return_sequences = static_cast<int>(number);
+  }
+  if (auto error = read_positive_float(f.repetition_penalty, "params.repetition_penalty",
+                                       params.repetition_penalty)) {
+    return error;
+  }
+  if (f.no_repeat_ngram_size) {
+    if (auto error = read_int(*f.no_repeat_ngram_size, "params.no_repeat_ngram_size", 0,
+                              engine::kMaxNoRepeatNgramSize, number)) {
+      return error;
+    }
+    params.no_repeat_ngram_size = static_cast<int>(number);
+  }
+  if (f.do_sample) {
+    if (auto error = read_bool(*f.do_sample, "params.do_sample", params.do_sample)) return error;
+  }
+  if (auto error = read_positive_float(f.temperature, "params.temperature", params.temperature))
+    return error;
+  if (f.top_k) {
+    if (auto error =
+            read_int(*f.top_k, "params.top_k", 0, std::numeric_limits<int32_t>::max(), number)) {
+      return error;
+    }
+    params.top_k = static_cast<int>(number);
+  }
+  if (auto error = read_positive_float(f.top_p, "params.top_p", params.top_p)) return error;
+  if (params.top_p > 1.0f) {
+    return invalid("params.top_p must be in (0, 1], got " +
+                   std::to_string(static_cast<double>(params.top_p)));
+  }
+  if (f.seed) {
+    if (auto error =
+            read_int(*f.seed, "params.seed", 0, std::numeric_limits<int64_t>::max(), number)) {
+      return error;
+    }
+    params.seed = static_cast<uint64_t>(number);
+  }
+  if (f.stop) {
+    if (auto error = read_stop(*f.stop, params.stop)) return error;
+  }
+  if (params.num_return_sequences > params.num_beams) {
+    return invalid("params.num_return_sequences (" + std::to_string(params.num_return_sequences) +
+                   ") must not exceed params.num_beams (" + std::to_string(params.num_beams) + ")");
+  }
+  if (params.do_sample && params.num_beams > 1) {
+    return invalid("params.do_sample needs params.num_beams 1 (beam sampling is not supported)");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Error> read_params(const msgpack::object& value, const ParamBounds& bounds,
                                  protocol::GenerateParams& params) {
   if (value.type != msgpack::type::MAP) {
@@ -175,10 +300,30 @@ std::optional<Error> read_params(const msgpack::object& value, const ParamBounds
   const msgpack::object* min_new_tokens = nullptr;
   const msgpack::object* return_scores = nullptr;
   const msgpack::object* priority = nullptr;
-  const NamedSlot fields[] = {
-      {"max_new_tokens", &max_new_tokens}, {"num_beams", &num_beams},
-      {"length_penalty", &length_penalty}, {"min_new_tokens", &min_new_tokens},
-      {"return_scores", &return_scores},   {"priority", &priority}};
+  const msgpack::object* num_return_sequences = nullptr;
+  const msgpack::object* repetition_penalty = nullptr;
+  const msgpack::object* no_repeat_ngram_size = nullptr;
+  const msgpack::object* do_sample = nullptr;
+  const msgpack::object* temperature = nullptr;
+  const msgpack::object* top_k = nullptr;
+  const msgpack::object* top_p = nullptr;
+  const msgpack::object* seed = nullptr;
+  const msgpack::object* stop = nullptr;
+  const NamedSlot fields[] = {{"max_new_tokens", &max_new_tokens},
+                              {"num_beams", &num_beams},
+                              {"length_penalty", &length_penalty},
+                              {"min_new_tokens", &min_new_tokens},
+                              {"return_scores", &return_scores},
+                              {"priority", &priority},
+                              {"num_return_sequences", &num_return_sequences},
+                              {"repetition_penalty", &repetition_penalty},
+                              {"no_repeat_ngram_size", &no_repeat_ngram_size},
+                              {"do_sample", &do_sample},
+                              {"temperature", &temperature},
+                              {"top_k", &top_k},
+                              {"top_p", &top_p},
+                              {"seed", &seed},
+                              {"stop", &stop}};
   std::optional<std::string> unknown;
   if (auto error = collect_fields(value.via.map, "params.", fields, unknown)) return error;
   if (unknown) return invalid("unknown field " + *unknown);
@@ -229,7 +374,9 @@ std::optional<Error> read_params(const msgpack::object& value, const ParamBounds
     }
     params.priority = static_cast<int>(number);
   }
-  return std::nullopt;
+  return read_generation_options({num_return_sequences, repetition_penalty, no_repeat_ngram_size,
+                                  do_sample, temperature, top_k, top_p, seed, stop},
+                                 params);
 }
 
 }  // namespace seqpipe::msgpack_io

@@ -30,7 +30,8 @@ using msgpack_io::read_int;
 // A v1 request nests two levels (the map, then params or texts). The margin lets an unknown field
 // holding a small structure be reported by its name rather than as "nested too deep".
 constexpr size_t kMaxNesting = 8;
-// A request map has 7 known keys and params 6: a bigger map has unknown or duplicate keys anyway.
+// A request map has 7 known keys and params 15: a bigger map has unknown or duplicate keys
+// anyway.
 constexpr size_t kMaxMapEntries = 64;
 // The only array in a request is texts[]. Up to this length (or max_texts if larger) a long
 // texts[] is reported by name ("texts has 300 elements, at most 64").
@@ -386,6 +387,37 @@ std::optional<Error> read_reply_scores(const msgpack::object& value, Reply& repl
   return std::nullopt;
 }
 
+std::optional<Error> read_reply_sequences(const msgpack::object& value, Reply& reply) {
+  const Error bad =
+      invalid("reply field 'sequences' must be an array, one per text, of arrays of {text, score}");
+  if (value.type != msgpack::type::ARRAY || value.via.array.size != reply.texts.size()) return bad;
+  std::vector<std::vector<Sequence>> sequences(value.via.array.size);
+  for (uint32_t i = 0; i < value.via.array.size; ++i) {
+    const msgpack::object& hypotheses = value.via.array.ptr[i];
+    if (hypotheses.type != msgpack::type::ARRAY) return bad;
+    for (uint32_t k = 0; k < hypotheses.via.array.size; ++k) {
+      const msgpack::object& h = hypotheses.via.array.ptr[k];
+      if (h.type != msgpack::type::MAP) return bad;
+      const msgpack::object* text = find_field(h.via.map, "text");
+      const msgpack::object* score = find_field(h.via.map, "score");
+      if (!text || text->type != msgpack::type::STR || !score) return bad;
+      float value_of_score = 0.0f;
+      if (score->type == msgpack::type::FLOAT32 || score->type == msgpack::type::FLOAT64) {
+        value_of_score = static_cast<float>(score->via.f64);
+      } else if (score->type == msgpack::type::NEGATIVE_INTEGER) {
+        value_of_score = static_cast<float>(score->via.i64);
+      } else if (score->type == msgpack::type::POSITIVE_INTEGER) {
+        value_of_score = static_cast<float>(score->via.u64);
+      } else {
+        return bad;
+      }
+      sequences[i].push_back({std::string(msgpack_io::as_string_view(*text)), value_of_score});
+    }
+  }
+  reply.sequences = std::move(sequences);
+  return std::nullopt;
+}
+
 std::optional<Error> read_reply_error(const msgpack::object* value, Reply& reply) {
   if (!value || value->type != msgpack::type::MAP) {
     return invalid("an error reply must carry an 'error' map");
@@ -448,6 +480,9 @@ std::variant<Reply, Error> decode_reply_or_throw(std::span<const uint8_t> bytes)
     if (auto error = read_reply_texts(map, reply)) return std::move(*error);
     if (const msgpack::object* scores = find_field(map, "scores")) {
       if (auto error = read_reply_scores(*scores, reply)) return std::move(*error);
+    }
+    if (const msgpack::object* sequences = find_field(map, "sequences")) {
+      if (auto error = read_reply_sequences(*sequences, reply)) return std::move(*error);
     }
   } else if (status == "error") {
     reply.ok = false;
@@ -581,7 +616,8 @@ std::string encode_reply(const Reply& reply) {
   std::string bytes;
   msgpack_io::Writer out(bytes);
   const bool with_scores = reply.ok && reply.scores.has_value();
-  out.map(5 + (with_scores ? 1 : 0));
+  const bool with_sequences = reply.ok && reply.sequences.has_value();
+  out.map(5 + (with_scores ? 1 : 0) + (with_sequences ? 1 : 0));
   out.str("v"), out.i64(kVersion);
   out.str("id"), out.str(reply.id);
   out.str("status"), out.str(reply.ok ? "ok" : "error");
@@ -594,6 +630,17 @@ std::string encode_reply(const Reply& reply) {
     if (with_scores) {
       out.str("scores"), out.array(reply.scores->size());
       for (float score : *reply.scores) out.f32(score);
+    }
+    if (with_sequences) {
+      out.str("sequences"), out.array(reply.sequences->size());
+      for (const auto& hypotheses : *reply.sequences) {
+        out.array(hypotheses.size());
+        for (const Sequence& h : hypotheses) {
+          out.map(2);
+          out.str("text"), out.str(h.text);
+          out.str("score"), out.f32(h.score);
+        }
+      }
     }
   } else {
     // An error reply without an Error is a server bug; it still goes out as a valid reply.

@@ -83,18 +83,24 @@ void write_item(Writer& out, const EncodedItem& w) {
 }
 
 void write_item(Writer& out, const DecodedItem& w) {
-  write_header(out, w, 2 + (w.alternatives.empty() ? 0 : 1) + (w.text.empty() ? 0 : 1));
+  write_header(out, w,
+               2 + (w.alternatives.empty() ? 0 : 1) + (w.alternative_scores.empty() ? 0 : 1) +
+                   (w.text.empty() ? 0 : 1));
   out.str("ids"), write_ids(out, w.ids);
   out.str("s"), out.f32(w.score);
   if (!w.alternatives.empty()) {
     out.str("alt"), out.array(w.alternatives.size());
     for (const auto& alt : w.alternatives) write_ids(out, alt);
   }
+  if (!w.alternative_scores.empty()) {
+    out.str("alt_s"), out.array(w.alternative_scores.size());
+    for (float s : w.alternative_scores) out.f32(s);
+  }
   if (!w.text.empty()) out.str("t"), out.str(w.text);
 }
 
 void write_item(Writer& out, const ResultItem& w) {
-  out.map(5 + (w.error ? 1 : 0));
+  out.map(5 + (w.error ? 1 : 0) + (w.alternatives.empty() ? 0 : 2));
   out.str("r"), out.u64(w.request);
   out.str("i"), out.u64(w.index);
   out.str("t"), out.str(w.text);
@@ -104,6 +110,12 @@ void write_item(Writer& out, const ResultItem& w) {
     out.str("e"), out.map(2);
     out.str("c"), out.str(protocol::wire_name(w.error->code));
     out.str("m"), out.str(w.error->message);
+  }
+  if (!w.alternatives.empty()) {
+    out.str("alt"), out.array(w.alternatives.size());
+    for (const auto& text : w.alternatives) out.str(text);
+    out.str("alt_s"), out.array(w.alternative_scores.size());
+    for (float s : w.alternative_scores) out.f32(s);
   }
 }
 
@@ -447,7 +459,20 @@ class Reader {
       }
       return std::nullopt;
     }
+    if (key == "alt_s") return scores(v, f, w.alternative_scores);
     return field(key, v, f, static_cast<WorkHeader&>(w), known);
+  }
+  static std::optional<Error> scores(const msgpack::object& v, const std::string& f,
+                                     std::vector<float>& out) {
+    if (v.type != msgpack::type::ARRAY || v.via.array.size > kMaxAlternatives) {
+      return bad(f + " must be an array of at most " + std::to_string(kMaxAlternatives) +
+                 " scores");
+    }
+    out.resize(v.via.array.size);
+    for (uint32_t k = 0; k < v.via.array.size; ++k) {
+      if (auto e = score(v.via.array.ptr[k], f + "[" + std::to_string(k) + "]", out[k])) return e;
+    }
+    return std::nullopt;
   }
   std::optional<Error> field(std::string_view key, const msgpack::object& v, const std::string& f,
                              ResultItem& w, bool& known) const {
@@ -457,6 +482,19 @@ class Reader {
     if (key == "t") return text(v, f, w.text);
     if (key == "s") return score(v, f, w.score);
     if (key == "tm") return timings(v, f, w.timings);
+    if (key == "alt_s") return scores(v, f, w.alternative_scores);
+    if (key == "alt") {
+      if (v.type != msgpack::type::ARRAY || v.via.array.size > kMaxAlternatives) {
+        return bad(f + " must be an array of at most " + std::to_string(kMaxAlternatives) +
+                   " texts");
+      }
+      w.alternatives.resize(v.via.array.size);
+      for (uint32_t k = 0; k < v.via.array.size; ++k) {
+        if (auto e = text(v.via.array.ptr[k], f + "[" + std::to_string(k) + "]", w.alternatives[k]))
+          return e;
+      }
+      return std::nullopt;
+    }
     if (key == "e") {
       if (v.type != msgpack::type::MAP || v.via.map.size != 2) return bad(f + " must be {c, m}");
       Error err;
@@ -492,8 +530,17 @@ class Reader {
 
   // Checks across an item's fields, after all were read.
   static std::optional<Error> whole(const std::string&, const WorkHeader&) { return std::nullopt; }
-  static std::optional<Error> whole(const std::string&, const ResultItem&) { return std::nullopt; }
+  static std::optional<Error> whole(const std::string& at, const ResultItem& w) {
+    if (w.alternative_scores.size() != w.alternatives.size())
+      return bad(at + ".alt_s must hold one score per text in .alt");
+    return std::nullopt;
+  }
   static std::optional<Error> whole(const std::string&, const RequestRef&) { return std::nullopt; }
+  static std::optional<Error> whole(const std::string& at, const DecodedItem& w) {
+    if (!w.alternative_scores.empty() && w.alternative_scores.size() != w.alternatives.size())
+      return bad(at + ".alt_s must hold one score per alternative in .alt");
+    return std::nullopt;
+  }
   static std::optional<Error> whole(const std::string& at, const EncodedItem& w) {
     const auto& h = w.hidden;
     if (h.rows == 0 ? !h.values.empty()

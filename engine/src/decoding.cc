@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
+#include <span>
 
 #include "cpu/kernels.h"  // logits are host memory: the search runs on the CPU
 #include "seqpipe/engine/error.h"
+#include "seqpipe/engine/logits_processors.h"
 #include "seqpipe/engine/profiler.h"
 
 namespace seqpipe::engine {
@@ -22,7 +25,25 @@ float log_sum_exp(const float* row, int64_t n) {
   return max_v + std::log(sum);
 }
 
-// Greedy search, as HF greedy_search: argmax of the (processed) logits until eos or max length.
+// The processors every search applies (HF's order), on the row of one sequence or beam.
+// `gathered` holds at least history.size() floats.
+void apply_processors(std::span<float> row, std::span<const int> history, const DecodingOptions& o,
+                      int eos, std::span<float> gathered) {
+  if (o.repetition_penalty != 1.0f)
+    logits::repetition_penalty(row, history, o.repetition_penalty, gathered);
+  if (o.no_repeat_ngram_size > 0) logits::no_repeat_ngram(row, history, o.no_repeat_ngram_size);
+  if (static_cast<int>(history.size()) - 1 < o.min_new_tokens)
+    row[static_cast<size_t>(eos)] = kNegInf;  // MinNewTokensLengthLogitsProcessor
+}
+
+uint64_t seed_of(const DecodingOptions& o) {
+  if (o.seed) return *o.seed;
+  std::random_device device;
+  return (uint64_t{device()} << 32) | device();
+}
+
+// Greedy search and sampling, as HF greedy_search and sample: the processed logits' argmax, or
+// a draw from the warped softmax, until eos or max length.
 class GreedySearch final : public SearchStrategy {
  public:
   GreedySearch(int slot, const DecodingOptions& o, const T5Config& c)
@@ -30,6 +51,12 @@ class GreedySearch final : public SearchStrategy {
     ids_.reserve(static_cast<size_t>(o.max_new_tokens) + 1);
     ids_.push_back(c.decoder_start_token_id);
     if (o.return_scores) logprobs_.reserve(static_cast<size_t>(o.max_new_tokens));
+    gathered_.resize(static_cast<size_t>(o.max_new_tokens) + 1);
+    if (o.do_sample) {
+      rng_.seed(seed_of(o));
+      scratch_.resize(static_cast<size_t>(c.vocab_size));
+      order_.resize(static_cast<size_t>(c.vocab_size));
+    }
   }
 
   int num_slots() const override { return 1; }
@@ -40,11 +67,18 @@ class GreedySearch final : public SearchStrategy {
   void advance(float* logits, int64_t vocab, KvCache&) override {
     profiler::ScopedOp timer(profiler::Op::kSearch);
     const int generated = static_cast<int>(ids_.size()) - 1;
-    if (generated < options_.min_new_tokens)
-      logits[eos_] = kNegInf;  // MinNewTokensLengthLogitsProcessor
-    const int best =
-        static_cast<int>(cpu::argmax(logits, vocab));  // first maximum, as torch.argmax
-    if (options_.return_scores) logprobs_.push_back(logits[best] - log_sum_exp(logits, vocab));
+    const std::span<float> row(logits, static_cast<size_t>(vocab));
+    apply_processors(row, ids_, options_, eos_, gathered_);
+    int best = 0;
+    if (options_.do_sample) {
+      if (options_.temperature != 1.0f) logits::temperature(row, options_.temperature);
+      if (options_.top_k > 0) logits::top_k(row, options_.top_k, 1, scratch_);
+      if (options_.top_p < 1.0f) logits::top_p(row, options_.top_p, 1, order_);
+      best = logits::sample(row, rng_);
+    } else {
+      best = static_cast<int>(cpu::argmax(logits, vocab));  // first maximum, as torch.argmax
+    }
+    if (options_.return_scores) logprobs_.push_back(logits::log_softmax_at(row, best));
     ids_.push_back(best);
     next_ = best;
     done_ = best == eos_ || generated + 1 >= options_.max_new_tokens;
@@ -73,6 +107,10 @@ class GreedySearch final : public SearchStrategy {
   bool done_ = false;
   std::vector<int> ids_;
   std::vector<float> logprobs_;
+  // Sized once: the processors' and warpers' scratch, so a step allocates nothing.
+  std::vector<float> gathered_, scratch_;
+  std::vector<int> order_;
+  std::mt19937_64 rng_;  // this sequence's own: its draws depend on nothing else in the batch
 };
 
 // Beam search, as HF beam_search with BeamSearchScorer (transformers 4.33): 2 * num_beams
@@ -103,6 +141,7 @@ class BeamSearch final : public SearchStrategy {
       h.logprobs.resize(len);
     }
     order_.reserve(nb + 1);
+    gathered_.resize(len);
   }
 
   int num_slots() const override { return beams_; }
@@ -113,7 +152,6 @@ class BeamSearch final : public SearchStrategy {
   void advance(float* logits, int64_t vocab, KvCache& cache) override {
     profiler::ScopedOp timer(profiler::Op::kSearch);
     const int cur_len = cur_len_;  // tokens per beam so far, the start token included
-    const bool suppress_eos = cur_len - 1 < options_.min_new_tokens;
 
     // Scores of every (beam, token): log_softmax + the beam's running score; keep the top 2*nb.
     const int k = 2 * beams_;
@@ -122,7 +160,10 @@ class BeamSearch final : public SearchStrategy {
       float* row = logits + static_cast<int64_t>(b) * vocab;
       const float lse = log_sum_exp(row, vocab);
       for (int64_t t = 0; t < vocab; ++t) row[t] -= lse;
-      if (suppress_eos) row[eos_] = kNegInf;
+      // HF's beam search runs the processors on the log-softmax.
+      const std::span<const int> history(tokens_.data() + static_cast<size_t>(b) * max_len_,
+                                         static_cast<size_t>(cur_len));
+      apply_processors({row, static_cast<size_t>(vocab)}, history, options_, eos_, gathered_);
       const float base = beam_scores_[static_cast<size_t>(b)];
       for (int64_t t = 0; t < vocab; ++t) {
         const float s = row[t] + base;
@@ -208,7 +249,9 @@ class BeamSearch final : public SearchStrategy {
       });
       for (size_t k = 0; k < rest.size() && static_cast<int>(k) + 1 < options_.num_return_sequences;
            ++k) {
-        r.alternatives.push_back(ids_of(hyps_[static_cast<size_t>(rest[k])]));
+        const Hypothesis& alt = hyps_[static_cast<size_t>(rest[k])];
+        r.alternatives.push_back(ids_of(alt));
+        r.alternative_scores.push_back(static_cast<float>(alt.score));
       }
     }
     r.score = static_cast<float>(h.score);
@@ -315,6 +358,7 @@ class BeamSearch final : public SearchStrategy {
   std::vector<int> parents_, reorder_dst_, reorder_src_;
   std::vector<Hypothesis> hyps_;  // num_beams + 1 entries, reused
   std::vector<int> order_;        // live hypotheses, in insertion order
+  std::vector<float> gathered_;   // the repetition penalty's scratch, one beam's length
   double worst_score_ = 1e9;
 };
 
@@ -348,6 +392,17 @@ void DecodingOptions::validate(int64_t max_target_len) const {
     fail("num_return_sequences must be in [1, num_beams], got " +
          std::to_string(num_return_sequences));
   }
+  if (!std::isfinite(repetition_penalty) || !(repetition_penalty > 0.0f))
+    fail("repetition_penalty must be a finite number > 0");
+  if (no_repeat_ngram_size < 0 || no_repeat_ngram_size > kMaxNoRepeatNgramSize) {
+    fail("no_repeat_ngram_size must be in [0, " + std::to_string(kMaxNoRepeatNgramSize) +
+         "], got " + std::to_string(no_repeat_ngram_size));
+  }
+  if (do_sample && num_beams != 1) fail("do_sample needs num_beams 1 (beam sampling is not done)");
+  if (!std::isfinite(temperature) || !(temperature > 0.0f))
+    fail("temperature must be a finite number > 0");
+  if (top_k < 0) fail("top_k must be >= 0, got " + std::to_string(top_k));
+  if (!(top_p > 0.0f && top_p <= 1.0f)) fail("top_p must be in (0, 1]");
 }
 
 Generator::Generator(std::shared_ptr<const T5Model> model, const GeneratorOptions& options)

@@ -41,7 +41,14 @@ engine::DecodingOptions decoding_options(const protocol::GenerateParams& p, bool
   o.num_beams = p.num_beams;
   o.length_penalty = p.length_penalty;
   o.return_scores = p.return_scores;
-  o.num_return_sequences = all_hypotheses ? p.num_beams : 1;
+  o.num_return_sequences = all_hypotheses ? p.num_beams : p.num_return_sequences;
+  o.repetition_penalty = p.repetition_penalty;
+  o.no_repeat_ngram_size = p.no_repeat_ngram_size;
+  o.do_sample = p.do_sample;
+  o.temperature = p.temperature;
+  o.top_k = p.top_k;
+  o.top_p = p.top_p;
+  o.seed = p.seed;
   return o;
 }
 
@@ -177,6 +184,7 @@ void DecoderStage::work(worker::Outbox& out) {
     item.alternatives.clear();
     for (const auto& alt : f.result.alternatives)
       item.alternatives.emplace_back(alt.begin(), alt.end());
+    item.alternative_scores = f.result.alternative_scores;
     item.timings.decode_us += micros_between(it->started, time_.now().steady);
     stage::Decoded& decoded = decoded_for(out, first, it->hub);
     decoded.credits += it->slots;

@@ -17,7 +17,8 @@ namespace seqpipe::decoder {
 
 // The one mapping of a request's generation parameters to the engine's decoding options.
 // all_hypotheses: beam search returns every finished hypothesis (postprocessor.known_words: the
-// postprocessor's pick chooses among them). The engine validates the result.
+// postprocessor's pick chooses among them); else params.num_return_sequences of them. The
+// engine validates the result.
 engine::DecodingOptions decoding_options(const protocol::GenerateParams& params,
                                          bool all_hypotheses);
 

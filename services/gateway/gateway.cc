@@ -102,6 +102,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.client_id = request.id.value_or("");
   r.batch_form = request.batch_form;
   r.return_scores = request.params.return_scores;
+  if (request.params.num_return_sequences > 1) r.sequences.emplace(request.texts.size());
   r.texts.resize(request.texts.size());
   r.scores.resize(request.texts.size());
   r.done.resize(request.texts.size());
@@ -115,7 +116,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.sources = request.texts;
   r.params = request.params;
   for (size_t i = 0; i < request.texts.size(); ++i) {
-    if (cache_.enabled()) {
+    if (cache_.enabled() && cacheable(request.params)) {
       std::string key = cache_key(config_.model.dir, request.params, request.texts[i]);
       auto hit = cache_.get(key);
       gateway_metrics_.cache_lookup(hit.has_value());
@@ -195,6 +196,12 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
       continue;
     }
     if (!r.cache_keys.empty()) cache_.put(r.cache_keys[item.index], {item.text, item.score});
+    if (r.sequences) {
+      auto& hypotheses = (*r.sequences)[item.index];
+      hypotheses.push_back({item.text, item.score});
+      for (size_t k = 0; k < item.alternatives.size(); ++k)
+        hypotheses.push_back({std::move(item.alternatives[k]), item.alternative_scores[k]});
+    }
     r.texts[item.index] = std::move(item.text);
     r.scores[item.index] = item.score;
     r.done[item.index] = true;
@@ -209,6 +216,7 @@ protocol::Reply Gateway::ok_reply(Request& r) {
   ok.batch_form = r.batch_form;
   ok.texts = std::move(r.texts);
   if (r.return_scores) ok.scores = std::move(r.scores);
+  ok.sequences = std::move(r.sequences);
   return ok;
 }
 

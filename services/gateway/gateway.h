@@ -89,6 +89,8 @@ class Gateway {
     bool return_scores = false;
     std::vector<std::string> texts;
     std::vector<float> scores;
+    // params.num_return_sequences > 1: each text's beam hypotheses, as they come back.
+    std::optional<std::vector<std::vector<protocol::Sequence>>> sequences;
     std::vector<bool> done;
     size_t remaining = 0;
     SteadyClock::time_point received;

@@ -22,12 +22,20 @@ std::string normalize_text(std::string_view text) {
 
 std::string cache_key(std::string_view model_id, const protocol::GenerateParams& p,
                       std::string_view text) {
-  char params[96];
-  std::snprintf(params, sizeof params, "%d|%d|%d|%.9g|%d", p.max_new_tokens, p.num_beams,
-                p.min_new_tokens, static_cast<double>(p.length_penalty), p.return_scores ? 1 : 0);
+  char params[256];
+  std::snprintf(
+      params, sizeof params, "%d|%d|%d|%.9g|%d|%d|%.9g|%d|%d|%.9g|%d|%.9g|%llu", p.max_new_tokens,
+      p.num_beams, p.min_new_tokens, static_cast<double>(p.length_penalty), p.return_scores ? 1 : 0,
+      p.num_return_sequences, static_cast<double>(p.repetition_penalty), p.no_repeat_ngram_size,
+      p.do_sample ? 1 : 0, static_cast<double>(p.temperature), p.top_k,
+      static_cast<double>(p.top_p), static_cast<unsigned long long>(p.seed.value_or(0)));
   std::string key(model_id);
   key += '\0';
   key += params;
+  for (const std::string& s : p.stop) {  // each with its length: no two lists join the same
+    key += '|' + std::to_string(s.size()) + ':';
+    key += s;
+  }
   key += '\0';
   key += normalize_text(text);
   return key;

@@ -22,6 +22,11 @@ struct CachedResult {
 // Text with leading/trailing whitespace dropped and inner runs collapsed to one space: requests
 // that differ only there share an entry.
 std::string normalize_text(std::string_view text);
+// Whether a reply to these params may be cached: it is the same every time (no unseeded
+// sampling) and holds one text per input (no num_return_sequences).
+inline bool cacheable(const protocol::GenerateParams& params) {
+  return protocol::deterministic(params) && params.num_return_sequences == 1;
+}
 // The cache key: model id, every generation parameter, normalized text.
 std::string cache_key(std::string_view model_id, const protocol::GenerateParams& params,
                       std::string_view text);

@@ -11,6 +11,12 @@ namespace seqpipe::postprocessor {
 
 using SteadyClock = std::chrono::steady_clock;
 
+std::string_view cut_before_stop(std::string_view text, const std::vector<std::string>& stop) {
+  size_t end = text.size();
+  for (const std::string& s : stop) end = std::min(end, text.find(s));
+  return text.substr(0, end);
+}
+
 PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
                                        const config::PipelineConfig& config,
                                        metrics::StageMetrics& metrics, const TimeSource& time)
@@ -55,6 +61,19 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
       seen_text = frame->model_text(seen);
     }
     std::string output = tokenizer_->decode(ids);
+    // The other hypotheses the client asked for, as the model gave them, before known_words
+    // picks among them all.
+    const size_t wanted = static_cast<size_t>(item.params.num_return_sequences - 1);
+    std::vector<std::string> alternatives;
+    std::vector<float> alternative_scores;
+    for (size_t k = 0; k < wanted && k < item.alternatives.size(); ++k) {
+      const auto& alt = item.alternatives[k];
+      std::string text = tokenizer_->decode(std::vector<int>(alt.begin(), alt.end()));
+      if (frame) text = frame->restore(text, seen);
+      alternatives.emplace_back(cut_before_stop(text, item.params.stop));
+      alternative_scores.push_back(k < item.alternative_scores.size() ? item.alternative_scores[k]
+                                                                      : 0.0f);
+    }
     if (known_words_) {
       // A beam search's hypotheses come best first: the first whose words the lists all know
       // wins, else the best; all of them vote on changes of known words.
@@ -73,10 +92,13 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
                                   known_words_ ? &*known_words_ : nullptr);
     }
     if (frame) output = frame->restore(output, seen);
+    if (!item.params.stop.empty()) output = std::string(cut_before_stop(output, item.params.stop));
     const auto elapsed = time_.now().steady - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
     stage::ResultItem result{item.request, item.index,   std::move(output),
                              item.score,   item.timings, std::nullopt};
+    result.alternatives = std::move(alternatives);
+    result.alternative_scores = std::move(alternative_scores);
     result.timings.postprocess_us += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
     out.result(item.gateway, std::move(result));

@@ -1,10 +1,14 @@
 #pragma once
 // The postprocessor stage: output ids -> text (special tokens skipped, as HF decode with
 // skip_special_tokens), with known input words restored when postprocessor.known_words is set,
-// put back into the input text (model.lower_case_words), sent to the gateway that owns the
-// request. Socket-free.
+// put back into the input text (model.lower_case_words), cut before a stop sequence
+// (params.stop), the other beam hypotheses too when the client asked for them
+// (params.num_return_sequences), sent to the gateway that owns the request. Socket-free.
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "postprocessor/known_words.h"
 #include "postprocessor/spell_suggester.h"
@@ -13,6 +17,10 @@
 #include "seqpipe/engine/tokenizer.h"
 
 namespace seqpipe::postprocessor {
+
+// `text` up to the first of the stop sequences in it (the earliest that starts there; all of it
+// when none occurs): a stop sequence ends the output and is not part of it.
+std::string_view cut_before_stop(std::string_view text, const std::vector<std::string>& stop);
 
 class PostprocessorStage : public worker::WorkerStage {
  public:

@@ -303,6 +303,27 @@ TEST(ProtocolRequest, RoundTripsBatchWithEveryField) {
   EXPECT_EQ(decode_ok(encode_request(request)), request);
 }
 
+TEST(ProtocolRequest, RoundTripsEveryGenerationOption) {
+  Request request;
+  request.texts = {"hello"};
+  request.params.num_beams = 4;
+  request.params.num_return_sequences = 3;
+  request.params.repetition_penalty = 1.3f;
+  request.params.no_repeat_ngram_size = 2;
+  request.params.stop = {".", "\xc3\xa9nd"};
+  EXPECT_EQ(decode_ok(encode_request(request)), request);
+  request.params.num_beams = 1;
+  request.params.num_return_sequences = 1;
+  request.params.do_sample = true;
+  request.params.temperature = 0.7f;
+  request.params.top_k = 0;
+  request.params.top_p = 0.9f;
+  request.params.seed = 9007199254740993ULL;  // above 2^53: kept exactly
+  EXPECT_EQ(decode_ok(encode_request(request)), request);
+  // Left at their defaults, the options are not written: an older server reads the request.
+  EXPECT_EQ(encode_request(Request{.texts = {"hello"}}).find("top_k"), std::string::npos);
+}
+
 TEST(ProtocolRequest, RoundTripsBatchOfOneAndEdgeValues) {
   Request request;
   request.texts = {"x"};
@@ -460,8 +481,39 @@ std::vector<BadRequest> bad_requests() {
                          p.pack(1);
                        }))),
        kInvalid, "params keys must be strings, got 1"},
-      {"UnknownParam", encode(map(with_params({{"temperature", real(0.7)}}))), kInvalid,
-       "unknown field 'params.temperature'"},
+      {"UnknownParam", encode(map(with_params({{"temprature", real(0.7)}}))), kInvalid,
+       "unknown field 'params.temprature'"},
+      // Generation options.
+      {"TopPZero", encode(map(with_params({{"top_p", real(0.0)}}))), kInvalid,
+       "params.top_p must be > 0, got float 0"},
+      {"TopPAboveOne", encode(map(with_params({{"top_p", real(1.5)}}))), kInvalid,
+       "params.top_p must be in (0, 1], got 1.5"},
+      {"TemperatureNegative", encode(map(with_params({{"temperature", real(-1.0)}}))), kInvalid,
+       "params.temperature must be > 0, got float -1"},
+      {"TopKNegative", encode(map(with_params({{"top_k", integer(-1)}}))), kInvalid,
+       "params.top_k must be an integer in [0, 2147483647], got -1"},
+      {"RepetitionPenaltyZero", encode(map(with_params({{"repetition_penalty", integer(0)}}))),
+       kInvalid, "params.repetition_penalty must be > 0, got 0"},
+      {"NoRepeatNgramNegative", encode(map(with_params({{"no_repeat_ngram_size", integer(-2)}}))),
+       kInvalid, "params.no_repeat_ngram_size must be an integer in [0, 4096], got -2"},
+      {"SeedNegative", encode(map(with_params({{"seed", integer(-5)}}))), kInvalid,
+       "params.seed must be an integer in [0, 9223372036854775807], got -5"},
+      {"DoSampleString", encode(map(with_params({{"do_sample", str("yes")}}))), kInvalid,
+       "params.do_sample must be a boolean, got a string"},
+      {"NumReturnSequencesOverBeams",
+       encode(map(with_params({{"num_beams", integer(2)}, {"num_return_sequences", integer(3)}}))),
+       kInvalid, "params.num_return_sequences (3) must not exceed params.num_beams (2)"},
+      {"SampleWithBeams",
+       encode(map(with_params({{"num_beams", integer(2)}, {"do_sample", boolean(true)}}))),
+       kInvalid, "params.do_sample needs params.num_beams 1"},
+      {"StopNotArray", encode(map(with_params({{"stop", str(".")}}))), kInvalid,
+       "params.stop must be an array of at most 8 strings, got a string"},
+      {"StopEmptyString", encode(map(with_params({{"stop", array({str("a"), str("")})}}))),
+       kInvalid, "params.stop[1] must be 1..128 bytes, got 0"},
+      {"StopNotUtf8", encode(map(with_params({{"stop", array({str("a\xff")})}}))), kInvalid,
+       "params.stop[0] is not valid UTF-8 (byte 1)"},
+      {"StopInteger", encode(map(with_params({{"stop", array({integer(1)})}}))), kInvalid,
+       "params.stop[0] must be a string, got 1"},
       {"MisspeltParam", encode(map(with_params({{"num_beam", integer(4)}}))), kInvalid,
        "unknown field 'params.num_beam'"},
       {"DuplicateParam",
@@ -764,6 +816,19 @@ TEST(ProtocolReply, BatchWithScoresRoundTrips) {
   EXPECT_EQ(decode_reply_ok(bytes), reply);
   EXPECT_EQ(keys_of(bytes),
             (std::vector<std::string>{"v", "id", "status", "texts", "scores", "timings_us"}));
+}
+
+TEST(ProtocolReply, SequencesRoundTripOnePerTextWithTheirScores) {
+  Reply reply;
+  reply.id = "n-best";
+  reply.batch_form = true;
+  reply.texts = {"a", "b"};
+  reply.sequences = std::vector<std::vector<Sequence>>{{{"a", -0.5f}, {"aa", -0.75f}},
+                                                       {{"b", -0.25f}, {"bb", -2.0f}}};
+  const std::string bytes = encode_reply(reply);
+  EXPECT_EQ(decode_reply_ok(bytes), reply);
+  EXPECT_EQ(keys_of(bytes),
+            (std::vector<std::string>{"v", "id", "status", "texts", "sequences", "timings_us"}));
 }
 
 TEST(ProtocolReply, SingleTextWithScoreCarriesAnArrayOfOne) {

@@ -114,9 +114,15 @@ TEST(StageMessages, EveryKindRoundTrips) {
   failed_item.error = protocol::Error{ErrorCode::kTooLong, "texts[0] is 300 tokens, at most 128"};
   const StageMessage with_error = Result{{failed_item}};
   EXPECT_EQ(decoded(encode(with_error)), with_error);
+  ResultItem n_best = full_result();
+  n_best.alternatives = {"helo", "hallo"};
+  n_best.alternative_scores = {-0.75f, -1.5f};
+  const StageMessage with_sequences = Result{{n_best}};
+  EXPECT_EQ(decoded(encode(with_sequences)), with_sequences);
   EXPECT_EQ(std::get<Ready>(decoded(encode(Ready{32}))).credits, 32);
   DecodedItem beams = full_decoded();
   beams.alternatives = {{0, 5, 1}, {0, 7, 7, 1}};
+  beams.alternative_scores = {-0.5f, -1.25f};
   const StageMessage with_alternatives = Decoded{4, {beams}};
   EXPECT_EQ(decoded(encode(with_alternatives)), with_alternatives);
   EXPECT_EQ(decoded(encode(Heartbeat{})), StageMessage(Heartbeat{}));    // a worker's heartbeat
@@ -132,6 +138,14 @@ TEST(StageMessages, AlternativesAreBounded) {
             std::string::npos);
   w.alternatives = {{0, -1}};
   EXPECT_NE(error_of(encode(Decoded{0, {w}})).message.find("alt[0][1] must be a token id"),
+            std::string::npos);
+  w.alternatives = {{0, 1}, {0, 2, 1}};
+  w.alternative_scores = {-1.0f};
+  EXPECT_NE(error_of(encode(Decoded{0, {w}}))
+                .message.find("alt_s must hold one score per alternative in .alt"),
+            std::string::npos);
+  w.alternative_scores = {-1.0f, std::nanf("")};
+  EXPECT_NE(error_of(encode(Decoded{0, {w}})).message.find("alt_s[1] must be a number, not NaN"),
             std::string::npos);
 }
 

@@ -240,6 +240,12 @@ TEST(NumReturnSequences, BeamReturnsItsOtherHypothesesBestFirstAndTheSameBest) {
     EXPECT_EQ(alt.front(), 0);  // the decoder start token, as ids
   }
   EXPECT_NE(b.alternatives[0], b.alternatives[1]);
+  // Each alternative's sequences_score, best first, none above the best's.
+  ASSERT_EQ(b.alternative_scores.size(), 3u);
+  EXPECT_LE(b.alternative_scores[0], b.score);
+  EXPECT_GE(b.alternative_scores[0], b.alternative_scores[1]);
+  EXPECT_GE(b.alternative_scores[1], b.alternative_scores[2]);
+  EXPECT_TRUE(a.alternative_scores.empty());
   four.num_return_sequences = 5;  // more than num_beams
   EXPECT_THROW(four.validate(64), EngineError);
 }

@@ -122,6 +122,42 @@ TEST_P(ReferenceTest, BeamSearchIdsAndScoreMatchHuggingFace) {
   }
 }
 
+// Every returned hypothesis's score is HF's sequences_score: its teacher-forced log-probs (eos
+// included) summed, over its length without a final eos. The best one is also the fixture's.
+TEST_P(ReferenceTest, EveryBeamHypothesisScoreIsItsSequencesScore) {
+  const int64_t vocab = model_->config().vocab_size;
+  const int eos = model_->config().eos_token_id;
+  Encoder encoder(model_);
+  for (const auto& c : ref_["cases"]) {
+    auto out = generate(model_, {ids(c["input_ids"])},
+                        {.max_new_tokens = 11, .num_beams = 4, .num_return_sequences = 4});
+    EXPECT_EQ(out[0].ids, ids(c["beam4"]["ids"]));
+    EXPECT_TRUE(close(out[0].score, c["beam4"]["sequences_score"].get<double>()));
+    ASSERT_EQ(out[0].alternative_scores.size(), out[0].alternatives.size());
+    std::vector<std::pair<std::vector<int>, float>> hypotheses = {{out[0].ids, out[0].score}};
+    for (size_t k = 0; k < out[0].alternatives.size(); ++k)
+      hypotheses.push_back({out[0].alternatives[k], out[0].alternative_scores[k]});
+    EncoderOutput enc = encoder.encode({ids(c["input_ids"])});
+    for (const auto& [hyp, score] : hypotheses) {
+      KvCache cache(model_->config(),
+                    {.num_slots = 1, .max_beams = 1, .max_target_len = 16, .max_source_len = 32});
+      Decoder decoder(model_, cache);
+      const int slot = *cache.acquire();
+      decoder.start(slot, enc.rows(0), enc.length(0));
+      double sum = 0;
+      for (size_t pos = 0; pos + 1 < hyp.size(); ++pos) {
+        const float* logits = decoder.step(&slot, &hyp[pos], 1).row(0);
+        double max_v = -1e30, z = 0;
+        for (int64_t v = 0; v < vocab; ++v) max_v = std::max(max_v, double(logits[v]));
+        for (int64_t v = 0; v < vocab; ++v) z += std::exp(logits[v] - max_v);
+        sum += logits[hyp[pos + 1]] - max_v - std::log(z);
+      }
+      const double length = double(hyp.size() - (hyp.back() == eos ? 1 : 0));
+      EXPECT_NEAR(score, sum / length, 1e-4);
+    }
+  }
+}
+
 TEST_P(ReferenceTest, PaddedBatchMatchesHuggingFaceBatch) {
   const auto& b = ref_["batched"];
   std::vector<std::vector<int>> batch;

@@ -390,6 +390,48 @@ TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCre
   EXPECT_EQ(out.sends[0].message, stage::StageMessage(stage::Credit{3}));  // every item's credit
 }
 
+TEST(CutBeforeStop, CutsBeforeTheEarliestStopSequence) {
+  EXPECT_EQ(postprocessor::cut_before_stop("one. two! three", {"!", "."}), "one");
+  EXPECT_EQ(postprocessor::cut_before_stop("one two", {"!"}), "one two");
+  EXPECT_EQ(postprocessor::cut_before_stop("stop here", {"stop"}), "");
+  EXPECT_EQ(postprocessor::cut_before_stop("caf\xc3\xa9 au lait", {"\xc3\xa9"}), "caf");
+}
+
+// The decoder returns num_return_sequences hypotheses with their scores; the postprocessor
+// turns them into texts, each cut before a stop sequence.
+TEST_F(WorkerStages, NumReturnSequencesAndStopReachTheResult) {
+  decoder::DecoderStage decoder(*model_, config_, metrics_);
+  worker::Outbox decoded_out;
+  stage::EncodedItem item = encoded(1, "teh speling", 4);
+  item.params.num_return_sequences = 3;
+  decoder.handle(stage::Decode{{item}}, decoded_out);
+  for (int steps = 0; decoder.has_pending_work() && steps < 100; ++steps) decoder.work(decoded_out);
+  ASSERT_EQ(decoded_out.sends.size(), 1u);
+  stage::DecodedItem d = as<stage::Decoded>(decoded_out.sends[0].message).items.at(0);
+  engine::DecodingOptions o;
+  o.max_new_tokens = 12;
+  o.num_beams = 4;
+  o.num_return_sequences = 3;
+  const auto want = engine::generate(*model_, {(*tokenizer_)->encode("teh speling")}, o).at(0);
+  ASSERT_EQ(d.alternatives.size(), 2u);
+  EXPECT_EQ(d.alternative_scores, want.alternative_scores);
+  const std::string first_alt =
+      (*tokenizer_)->decode(std::vector<int>(d.alternatives[0].begin(), d.alternatives[0].end()));
+  ASSERT_GE(first_alt.size(), 2u);
+  d.params.stop = {first_alt.substr(1, 1)};  // a character of the first alternative
+  postprocessor::PostprocessorStage post(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  post.handle(stage::Postprocess{{d}}, out);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  const stage::ResultItem& r = as<stage::Result>(out.pushes[0].second).items.at(0);
+  ASSERT_EQ(r.alternatives.size(), 2u);
+  EXPECT_EQ(r.alternative_scores, want.alternative_scores);
+  EXPECT_EQ(r.alternatives[0], postprocessor::cut_before_stop(first_alt, d.params.stop));
+  EXPECT_LT(r.alternatives[0].size(), first_alt.size());
+  EXPECT_EQ(r.text.find(d.params.stop[0]), std::string::npos);
+  EXPECT_EQ(r.score, want.score);
+}
+
 TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
   const std::string words = testing::TempDir() + "stage_known_words.txt";
   std::ofstream(words) << "hello\nworld\n";

@@ -45,6 +45,12 @@ options:
   --min-new-tokens N      eos is suppressed until N tokens were generated (default: 0)
   --length-penalty F      beam score = sum of log-probs / length^F (default: 1.0)
   --early-stopping        beam search stops once num_beams hypotheses finished
+  --repetition-penalty F  a seen token's logit / F (x F when negative), HF's (default: 1)
+  --no-repeat-ngram-size N  no n-gram of N tokens twice (default: 0, none)
+  --do-sample             draw each token (greedy search only) from the softmax of the
+                          logits / --temperature F (default: 1), kept to the --top-k N
+                          (default: 50; 0: all) most likely and the smallest set reaching
+                          --top-p F (default: 1); --seed N: the same tokens every time
   --threads N             threads for the BLAS and the kernels; 0: all cores (default: 0)
   --compute-type T        the linear layers' number type: float32, bfloat16, int8,
                           int8_bfloat16 or auto (the best this CPU runs) (default: float32)
@@ -109,6 +115,13 @@ Options parse_args(int argc, char** argv) {
   cli::add_number(app, "--min-new-tokens", o.decoding.min_new_tokens);
   cli::add_number(app, "--length-penalty", o.decoding.length_penalty);
   app.add_flag("--early-stopping", o.decoding.early_stopping);
+  cli::add_number(app, "--repetition-penalty", o.decoding.repetition_penalty);
+  cli::add_number(app, "--no-repeat-ngram-size", o.decoding.no_repeat_ngram_size);
+  app.add_flag("--do-sample", o.decoding.do_sample);
+  cli::add_number(app, "--temperature", o.decoding.temperature);
+  cli::add_number(app, "--top-k", o.decoding.top_k);
+  cli::add_number(app, "--top-p", o.decoding.top_p);
+  cli::add_number(app, "--seed", o.decoding.seed);
   cli::add_number(app, "--threads", o.threads);
   app.add_option_function<std::string>("--compute-type", [&](const std::string& v) {
     try {

@@ -39,7 +39,10 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kUsage = R"(usage: seqpipe up   [--config FILE] [--set key=value ...]
        seqpipe send [--config FILE] [--set key=value ...] [--endpoint EP] [--num-beams N]
                     [--max-new-tokens N] [--min-new-tokens N] [--timeout-ms N] [--scores]
-                    [--priority N] [--cancel-after-ms N] TEXT [TEXT ...]
+                    [--priority N] [--cancel-after-ms N] [--num-return-sequences N]
+                    [--do-sample] [--temperature X] [--top-k N] [--top-p X] [--seed N]
+                    [--repetition-penalty X] [--no-repeat-ngram-size N] [--stop TEXT ...]
+                    TEXT [TEXT ...]
        seqpipe status [--config FILE] [--set key=value ...]
        seqpipe keygen [--dir DIR] NAME [NAME ...]
 
@@ -59,7 +62,12 @@ send   sends one request to the gateway (every gateway replica's client endpoint
        prints the text(s), the score(s) with --scores, and the per-stage timings. --priority N:
        1 (highest) .. batcher.priority_levels (default: batcher.default_priority_level). With
        --cancel-after-ms N it cancels the request if no reply came within N ms, and prints the
-       reply that follows: `error cancelled`, or the result when it finished first.
+       reply that follows: `error cancelled`, or the result when it finished first. The
+       generation options are HF generate()'s (docs/PROTOCOL.md): --do-sample draws each token
+       (--temperature, --top-k, --top-p; --seed N gives the same text every time),
+       --repetition-penalty and --no-repeat-ngram-size steer any search, --stop TEXT (repeatable)
+       cuts the text before it, --num-return-sequences N (<= --num-beams) prints N hypotheses
+       per text, best first, each with its score.
        With security.server_key in the config, send and status are CurveZMQ clients with
        security.client_key's key pair (docs/DEPLOY.md, "Keys").
 status asks the two hubs (gateway, batcher) what they see: for each stage its live replicas
@@ -257,6 +265,15 @@ int send(int argc, char** argv) {
   app.add_flag("--scores", request.params.return_scores);
   cli::add_number(app, "--priority", request.params.priority);
   cli::add_number(app, "--cancel-after-ms", cancel_after_ms);
+  cli::add_number(app, "--num-return-sequences", request.params.num_return_sequences);
+  app.add_flag("--do-sample", request.params.do_sample);
+  cli::add_number(app, "--temperature", request.params.temperature);
+  cli::add_number(app, "--top-k", request.params.top_k);
+  cli::add_number(app, "--top-p", request.params.top_p);
+  cli::add_number(app, "--seed", request.params.seed);
+  cli::add_number(app, "--repetition-penalty", request.params.repetition_penalty);
+  cli::add_number(app, "--no-repeat-ngram-size", request.params.no_repeat_ngram_size);
+  cli::add_repeated(app, "--stop", request.params.stop);
   app.add_option("TEXT", request.texts);
   const std::vector<std::string> unknown = cli::parse(app, argc, argv);
   if (help) {
@@ -300,6 +317,11 @@ int send(int argc, char** argv) {
     std::printf("%s", reply.texts[i].c_str());
     if (reply.scores && i < reply.scores->size()) std::printf("\t(score %.4f)", (*reply.scores)[i]);
     std::printf("\n");
+    if (!reply.sequences || i >= reply.sequences->size()) continue;
+    for (size_t k = 0; k < (*reply.sequences)[i].size(); ++k) {
+      const auto& h = (*reply.sequences)[i][k];
+      std::printf("  %zu: %s\t(score %.4f)\n", k + 1, h.text.c_str(), h.score);
+    }
   }
   const auto& t = reply.timings;
   std::printf(

@@ -57,9 +57,34 @@ struct GenerateParams {
   // 0 = not given: the batcher's default level (batcher.default_priority_level). It orders the
   // batcher's queue and never changes the output (the response cache ignores it).
   int priority = 0;
+  // Beam hypotheses the reply carries in `sequences`, best first, with their scores;
+  // [1, num_beams].
+  int num_return_sequences = 1;
+  // HF generate()'s logits processors: a seen token's logit is divided (or, when negative,
+  // multiplied) by repetition_penalty (> 0, 1 none); no n-gram of no_repeat_ngram_size tokens
+  // (0 none) comes twice.
+  float repetition_penalty = 1.0f;
+  int no_repeat_ngram_size = 0;
+  // Sampling (num_beams 1): each token drawn from the softmax of logits / temperature (> 0),
+  // kept to the top_k (0 all) most likely and to the smallest set reaching top_p (in (0, 1]).
+  bool do_sample = false;
+  float temperature = 1.0f;
+  int top_k = engine::kDefaultTopK;
+  float top_p = 1.0f;
+  // Sampling's seed: the same seed, the same text. Not given: a random one.
+  std::optional<uint64_t> seed;
+  // Each text is cut before the first of these (non-empty, at most engine::kMaxStopSequences of
+  // at most engine::kMaxStopBytes UTF-8 bytes).
+  std::vector<std::string> stop;
 
   bool operator==(const GenerateParams&) const = default;
 };
+
+// Whether the same params and text always give the same reply (what the response cache may
+// keep): not when sampling without a seed.
+inline bool deterministic(const GenerateParams& params) {
+  return !params.do_sample || params.seed.has_value();
+}
 
 // What a request asks for (the `op` field; absent means generate).
 enum class Op {
@@ -126,13 +151,25 @@ struct Timings {
   bool operator==(const Timings&) const = default;
 };
 
+// One beam hypothesis of a text: its output and its score (sum of token log-probs /
+// length^length_penalty, HF's sequences_scores).
+struct Sequence {
+  std::string text;
+  float score = 0.0f;
+
+  bool operator==(const Sequence&) const = default;
+};
+
 struct Reply {
   std::string id;
   bool ok = true;
   bool batch_form = false;         // ok replies: texts[] on the wire, else text (= texts[0])
   std::vector<std::string> texts;  // ok replies only
   std::optional<std::vector<float>> scores;  // ok replies that asked return_scores: one per text
-  std::optional<Error> error;                // error replies only
+  // Ok replies that asked num_return_sequences > 1: per text, that many beam hypotheses (best
+  // first, the first being the text) with their scores.
+  std::optional<std::vector<std::vector<Sequence>>> sequences;
+  std::optional<Error> error;  // error replies only
   Timings timings;
 
   bool operator==(const Reply&) const = default;
@@ -145,7 +182,7 @@ inline Reply error_reply(RejectedRequest rejected) {
   return error_reply(std::move(rejected.id), std::move(rejected.error));
 }
 
-// Ok replies: {v, id, status: "ok", text | texts, scores?, timings_us}.
+// Ok replies: {v, id, status: "ok", text | texts, scores?, sequences?, timings_us}.
 // Error replies: {v, id, status: "error", error: {code, message}, timings_us}.
 std::string encode_reply(const Reply& reply);
 

@@ -90,7 +90,9 @@ struct DecodedItem : WorkHeader {
   // Beam search with postprocessor.known_words: the next best hypotheses' ids, best first (at
   // most the engine's max beams - 1), for the postprocessor to choose among.
   std::vector<std::vector<int32_t>> alternatives;
-  float score = 0.0f;
+  float score = 0.0f;  // the HF sequences_score of `ids`
+  // One per alternative: its sequences_score (sum of log-probs / length^length_penalty).
+  std::vector<float> alternative_scores;
   std::string text;  // as SequenceItem::text
 
   bool operator==(const DecodedItem&) const = default;
@@ -104,6 +106,10 @@ struct ResultItem {
   float score = 0.0f;
   StageTimings timings;
   std::optional<protocol::Error> error;
+  // params.num_return_sequences > 1: the next best beam hypotheses' texts, best first, and
+  // their scores.
+  std::vector<std::string> alternatives;
+  std::vector<float> alternative_scores;
 
   bool operator==(const ResultItem&) const = default;
 };

@@ -3,6 +3,7 @@
 // run as a continuously batched set of sequences that may join and leave between steps.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "seqpipe/engine/decoder.h"
@@ -24,6 +25,18 @@ struct DecodingOptions {
   // GenerationResult::alternatives (HF num_return_sequences). Greedy: 1.
   int num_return_sequences = 1;
 
+  // HF generate()'s logits processors (engine/logits_processors.h), for every search.
+  float repetition_penalty = 1.0f;  // > 0; 1: none
+  int no_repeat_ngram_size = 0;     // 0: none; [0, kMaxNoRepeatNgramSize]
+  // Sampling (greedy search only, num_beams == 1): draws each token from the warped softmax.
+  bool do_sample = false;
+  float temperature = 1.0f;  // > 0
+  int top_k = kDefaultTopK;  // >= 0; 0: every token
+  float top_p = 1.0f;        // (0, 1]; 1: every token
+  // The sequence's own random generator's seed: the same seed, the same tokens, whatever else
+  // runs in the batch. Not given: one from std::random_device.
+  std::optional<uint64_t> seed = std::nullopt;
+
   // Throws EngineError naming the field at fault. `max_target_len` is the KV cache's limit.
   void validate(int64_t max_target_len) const;
 };
@@ -36,8 +49,9 @@ struct GenerationResult {
   float score = 0.0f;
   std::vector<float> token_logprobs;  // one per id after the start token (return_scores)
   // Beam with num_return_sequences > 1: the next best finished hypotheses' ids (as `ids`), best
-  // first.
+  // first, and each one's sequences_score (as `score`).
   std::vector<std::vector<int>> alternatives;
+  std::vector<float> alternative_scores;
 };
 
 // One sequence's search: greedy or beam, chosen by make_search() from the options.

@@ -15,6 +15,16 @@ inline constexpr int kMaxNewTokens = 4096;
 // decoder.max_new_tokens is lower uses that instead).
 inline constexpr int kDefaultMaxNewTokens = 32;
 
+// Sampling keeps the top_k most likely tokens when nobody says how many (HF generate()'s
+// default); 0 keeps them all.
+inline constexpr int kDefaultTopK = 50;
+// Largest no_repeat_ngram_size: a longer n-gram than a generation can hold bans nothing.
+inline constexpr int kMaxNoRepeatNgramSize = kMaxNewTokens;
+// Stop sequences a request may give, and the UTF-8 bytes of each (the text is cut before the
+// first one found).
+inline constexpr int kMaxStopSequences = 8;
+inline constexpr int kMaxStopBytes = 128;
+
 // The KV-cache slots a sequence holds while it decodes, and so the credits it costs a decoder:
 // 1 for greedy search, num_beams for beam search.
 constexpr int slot_cost(int num_beams) {
