@@ -95,8 +95,12 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
     if (!item.params.stop.empty()) output = std::string(cut_before_stop(output, item.params.stop));
     const auto elapsed = time_.now().steady - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
-    stage::ResultItem result{item.request, item.index,   std::move(output),
-                             item.score,   item.timings, std::nullopt};
+    stage::ResultItem result;
+    result.request = item.request;
+    result.index = item.index;
+    result.text = std::move(output);
+    result.score = item.score;
+    result.timings = item.timings;
     result.alternatives = std::move(alternatives);
     result.alternative_scores = std::move(alternative_scores);
     result.timings.postprocess_us += static_cast<uint64_t>(

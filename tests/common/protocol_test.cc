@@ -294,11 +294,11 @@ TEST(ProtocolRequest, RoundTripsBatchWithEveryField) {
   request.id = "client-7/42";
   request.texts = {"one", "tw\xc3\xb6", "  three  ", "\xf0\x9f\x98\x80 four"};
   request.batch_form = true;
-  request.params = {.max_new_tokens = 256,
-                    .num_beams = 8,
-                    .length_penalty = 0.6f,
-                    .min_new_tokens = 3,
-                    .return_scores = true};
+  request.params.max_new_tokens = 256;
+  request.params.num_beams = 8;
+  request.params.length_penalty = 0.6f;
+  request.params.min_new_tokens = 3;
+  request.params.return_scores = true;
   request.timeout_ms = 60000;
   EXPECT_EQ(decode_ok(encode_request(request)), request);
 }
@@ -321,7 +321,9 @@ TEST(ProtocolRequest, RoundTripsEveryGenerationOption) {
   request.params.seed = 9007199254740993ULL;  // above 2^53: kept exactly
   EXPECT_EQ(decode_ok(encode_request(request)), request);
   // Left at their defaults, the options are not written: an older server reads the request.
-  EXPECT_EQ(encode_request(Request{.texts = {"hello"}}).find("top_k"), std::string::npos);
+  Request plain;
+  plain.texts = {"hello"};
+  EXPECT_EQ(encode_request(plain).find("top_k"), std::string::npos);
 }
 
 TEST(ProtocolRequest, RoundTripsBatchOfOneAndEdgeValues) {
