@@ -87,7 +87,10 @@ std::string SpellSuggester::rank(std::string_view typed, const std::vector<std::
     return candidates.emplace_back(Candidate{std::move(word)});
   };
   const auto suggestions = suggest(typed, kCandidates);
-  for (size_t r = 0; r < suggestions.size(); ++r) add(suggestions[r]).aspell_rank = r;
+  for (size_t r = 0; r < suggestions.size(); ++r) {
+    auto& c = add(suggestions[r]);  // lower-cased, so "Paris" and "paris" are one
+    c.aspell_rank = std::min(c.aspell_rank, r);
+  }
   for (size_t k = 0; k < placed.size(); ++k) {
     if (placed[k].empty()) continue;
     auto& c = add(lower(placed[k]));
