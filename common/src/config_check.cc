@@ -323,6 +323,13 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
           "must be <= batcher.max_queue_size (" + std::to_string(b.max_queue_size) + "), got " +
               std::to_string(g.max_texts));
 
+  // The noisy channel weighs Aspell's suggestions with both counts.
+  const PostprocessorConfig& p = c.postprocessor;
+  require(p.word_counts.empty() == p.edit_counts.empty(), "postprocessor.edit_counts",
+          "and postprocessor.word_counts go together: set both or neither");
+  require(p.word_counts.empty() || !p.aspell_dictionary.empty(), "postprocessor.word_counts",
+          "needs postprocessor.aspell_dictionary: it weighs Aspell's suggestions");
+
   const DecoderConfig& d = c.decoder;
   require(d.max_beams <= d.num_slots, "decoder.max_beams",
           "must be <= decoder.num_slots (" + std::to_string(d.num_slots) +

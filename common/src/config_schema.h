@@ -139,10 +139,16 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"postprocessor", "known_words"}, c.postprocessor.known_words,
         TextRule{TextKind::kPathList});
   visit(Key{"postprocessor", "known_word_votes"}, c.postprocessor.known_word_votes, IntRule{0, 16});
+  visit(Key{"postprocessor", "known_word_margin"}, c.postprocessor.known_word_margin,
+        IntRule{0, 10'000});
   visit(Key{"postprocessor", "aspell_dictionary"}, c.postprocessor.aspell_dictionary,
         TextRule{TextKind::kPathList});
   visit(Key{"postprocessor", "aspell_left_words"}, c.postprocessor.aspell_left_words,
         IntRule{0, 1});
+  visit(Key{"postprocessor", "word_counts"}, c.postprocessor.word_counts,
+        TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "edit_counts"}, c.postprocessor.edit_counts,
+        TextRule{TextKind::kPathList});
 
   auto& s = c.security;
   visit(Key{"security", "server_key"}, s.server_key, TextRule{TextKind::kOptionalPath});

@@ -63,7 +63,8 @@ DecoderStage::DecoderStage(std::shared_ptr<const engine::T5Model> model,
       max_source_len_(config.model.max_input_tokens),
       warmup_batch_size_(std::min(config.decoder.warmup_batch_size, config.decoder.num_slots)),
       warmup_steps_(std::min(4, config.decoder.max_new_tokens)),
-      all_hypotheses_(!config.postprocessor.known_words.empty()) {
+      all_hypotheses_(!config.postprocessor.known_words.empty() ||
+                      !config.postprocessor.word_counts.empty()) {
   running_.reserve(static_cast<size_t>(num_slots_));
   finished_.reserve(static_cast<size_t>(num_slots_));
   metrics_.set_kv_slots(0, num_slots_);

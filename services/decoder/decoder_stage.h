@@ -63,7 +63,7 @@ class DecoderStage : public worker::WorkerStage {
   int max_source_len_;
   int warmup_batch_size_;
   int warmup_steps_;
-  // postprocessor.known_words is set: beam searches return all their hypotheses.
+  // postprocessor.known_words or word_counts is set: beam searches return all their hypotheses.
   bool all_hypotheses_;
   std::vector<Running> running_;                       // reserved to num_slots
   std::vector<engine::Generator::Finished> finished_;  // reused between steps

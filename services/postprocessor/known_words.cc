@@ -1,7 +1,9 @@
 #include "postprocessor/known_words.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <stdexcept>
 
 #include "text/word_alignment.h"
@@ -68,20 +70,39 @@ bool KnownWords::all_known(std::string_view text) const {
 }
 
 std::string KnownWords::guard(std::string_view input, std::string_view output,
-                              const std::vector<std::string>& hypotheses, int change_votes) const {
+                              const std::vector<std::string>& hypotheses,
+                              const std::vector<float>& scores, const SureChange& sure) const {
   const auto a = split_words(input);
   const auto b = split_words(output);
-  // How many hypotheses change each input word (leave it out of their aligned words).
+  // How many hypotheses change each input word (leave it out of their aligned words), and the
+  // best score of those that keep it.
   std::vector<int> changed_by(a.size(), 0);
-  if (change_votes > 0 && static_cast<int>(hypotheses.size()) >= change_votes) {
-    for (const auto& h : hypotheses) {
-      std::vector<bool> kept(a.size(), false);
-      for (const auto& s : text::align_words(a, split_words(h))) {
-        if (s.same) kept[s.in_begin] = true;
-      }
-      for (size_t i = 0; i < a.size(); ++i) changed_by[i] += kept[i] ? 0 : 1;
+  std::vector<double> best_keeping(a.size(), -std::numeric_limits<double>::infinity());
+  for (size_t k = 0; k < hypotheses.size(); ++k) {
+    std::vector<bool> kept(a.size(), false);
+    for (const auto& s : text::align_words(a, split_words(hypotheses[k]))) {
+      if (s.same) kept[s.in_begin] = true;
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      changed_by[i] += kept[i] ? 0 : 1;
+      if (kept[i] && k < scores.size())
+        best_keeping[i] = std::max<double>(best_keeping[i], scores[k]);
     }
   }
+  // The output's own score: it is one of the hypotheses (a pick among them), else the best.
+  const auto picked = std::find(hypotheses.begin(), hypotheses.end(), output);
+  const size_t at =
+      picked == hypotheses.end() ? 0 : static_cast<size_t>(picked - hypotheses.begin());
+  const bool margins =
+      sure.margin > 0 && hypotheses.size() >= 2 && scores.size() == hypotheses.size();
+  auto is_sure = [&](size_t i) {
+    if (sure.votes > 0 && static_cast<int>(hypotheses.size()) >= sure.votes &&
+        changed_by[i] >= sure.votes)
+      return true;
+    // With no hypothesis keeping the word there is no margin to measure: two beams that both
+    // change a correct rare word are common (measured in models/speller-t5/MODEL_CARD.md).
+    return margins && std::isfinite(best_keeping[i]) && scores[at] - best_keeping[i] >= sure.margin;
+  };
   std::string out;
   auto emit = [&](std::string_view word) {
     if (!out.empty()) out += ' ';
@@ -96,8 +117,8 @@ std::string KnownWords::guard(std::string_view input, std::string_view output,
     if (in == out_words) {
       for (size_t k = 0; k < in; ++k) {
         const auto from = a[s.in_begin + k], to = b[s.out_begin + k];
-        const bool sure = change_votes > 0 && changed_by[s.in_begin + k] >= change_votes;
-        emit(contains(from) && !apostrophe_restored(from, to) && !sure ? from : to);
+        emit(contains(from) && !apostrophe_restored(from, to) && !is_sure(s.in_begin + k) ? from
+                                                                                          : to);
       }
       continue;
     }

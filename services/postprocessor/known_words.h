@@ -5,7 +5,8 @@
 // what it breaks as much as by what it fixes, and a word list knows more rare correct words
 // (names, technical terms) than a small model does. Real-word errors ("wether" for "weather")
 // are then left alone too, unless the model is sure: when nearly all of a beam search's
-// hypotheses change a known word, the change stands (measured in models/speller-t5/MODEL_CARD.md).
+// hypotheses change a known word, or the best scores well above every hypothesis that keeps it,
+// the change stands (measured in models/speller-t5/MODEL_CARD.md).
 // Dropped apostrophes are the exception ("cant" -> "can't" passes).
 #include <string>
 #include <string_view>
@@ -13,6 +14,13 @@
 #include <vector>
 
 namespace seqpipe::postprocessor {
+
+// When the model may change a known input word after all: it is sure of the change.
+struct SureChange {
+  int votes = 0;        // at least this many hypotheses change the word (0: off)
+  double margin = 0.0;  // the output's score is at least this much above that of every hypothesis
+                        // that keeps the word, of which there is one or more (0: off)
+};
 
 class KnownWords {
  public:
@@ -31,11 +39,13 @@ class KnownWords {
   // The two word sequences are aligned on their longest common subsequence; a gap between
   // aligned words with as many words on both sides is resolved word by word, another gap (a
   // split, merge or drop) keeps the input words when all of them are known. An apostrophe the
-  // model puts back ("cant" -> "can't") is not a change of word. A known input word that at
-  // least `change_votes` (> 0) of the `hypotheses` (a beam search's, the output among them)
-  // change in a substitution is the model's confident correction: the output's word stands.
+  // model puts back ("cant" -> "can't") is not a change of word. A known input word that the
+  // `hypotheses` (a beam search's, the output among them, with their `scores`: HF
+  // sequences_scores, one each) change as `sure` says in a substitution is the model's confident
+  // correction: the output's word stands.
   std::string guard(std::string_view input, std::string_view output,
-                    const std::vector<std::string>& hypotheses = {}, int change_votes = 0) const;
+                    const std::vector<std::string>& hypotheses = {},
+                    const std::vector<float>& scores = {}, const SureChange& sure = {}) const;
 
  private:
   std::unordered_set<std::string> words_;

@@ -22,7 +22,8 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
                                        metrics::StageMetrics& metrics, const TimeSource& time)
     : tokenizer_(std::move(tokenizer)),
       lower_case_words_(config.model.lower_case_words != 0),
-      known_word_votes_(config.postprocessor.known_word_votes),
+      sure_change_{.votes = config.postprocessor.known_word_votes,
+                   .margin = config.postprocessor.known_word_margin / 100.0},
       max_input_tokens_(static_cast<size_t>(config.model.max_input_tokens)),
       metrics_(metrics),
       time_(time),
@@ -32,9 +33,16 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
     spdlog::info("postprocessor: {} known words from {}", known_words_->size(),
                  config.postprocessor.known_words);
   }
-  if (!config.postprocessor.aspell_dictionary.empty())
+  const auto& p = config.postprocessor;
+  if (!p.word_counts.empty()) {
     suggester_ = std::make_unique<const SpellSuggester>(
-        config.postprocessor.aspell_dictionary, config.postprocessor.aspell_left_words != 0);
+        p.aspell_dictionary,
+        std::make_shared<const NoisyChannel>(NoisyChannel::load(p.word_counts, p.edit_counts)),
+        ChannelWeights{});
+  } else if (!p.aspell_dictionary.empty()) {
+    suggester_ =
+        std::make_unique<const SpellSuggester>(p.aspell_dictionary, p.aspell_left_words != 0);
+  }
 }
 
 void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
@@ -61,35 +69,34 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
       seen_text = frame->model_text(seen);
     }
     std::string output = tokenizer_->decode(ids);
+    // A beam search's hypotheses, best first, with their scores.
+    std::vector<std::string> hypotheses = {output};
+    for (const auto& alt : item.alternatives)
+      hypotheses.push_back(tokenizer_->decode(std::vector<int>(alt.begin(), alt.end())));
+    std::vector<float> scores = {item.score};
+    scores.insert(scores.end(), item.alternative_scores.begin(), item.alternative_scores.end());
     // The other hypotheses the client asked for, as the model gave them, before known_words
     // picks among them all.
-    const size_t wanted = static_cast<size_t>(item.params.num_return_sequences - 1);
+    const auto wanted = static_cast<size_t>(item.params.num_return_sequences);
     std::vector<std::string> alternatives;
     std::vector<float> alternative_scores;
-    for (size_t k = 0; k < wanted && k < item.alternatives.size(); ++k) {
-      const auto& alt = item.alternatives[k];
-      std::string text = tokenizer_->decode(std::vector<int>(alt.begin(), alt.end()));
-      if (frame) text = frame->restore(text, seen);
+    for (size_t k = 1; k < wanted && k < hypotheses.size(); ++k) {
+      const std::string text = frame ? frame->restore(hypotheses[k], seen) : hypotheses[k];
       alternatives.emplace_back(cut_before_stop(text, item.params.stop));
-      alternative_scores.push_back(k < item.alternative_scores.size() ? item.alternative_scores[k]
-                                                                      : 0.0f);
+      alternative_scores.push_back(k < scores.size() ? scores[k] : 0.0f);
     }
     if (known_words_) {
-      // A beam search's hypotheses come best first: the first whose words the lists all know
-      // wins, else the best; all of them vote on changes of known words.
-      std::vector<std::string> hypotheses = {output};
-      for (const auto& alt : item.alternatives)
-        hypotheses.push_back(tokenizer_->decode(std::vector<int>(alt.begin(), alt.end())));
+      // The first whose words the lists all know wins, else the best; all of them vote on
+      // changes of known words.
       const auto known = std::find_if(hypotheses.begin(), hypotheses.end(),
                                       [&](const auto& h) { return known_words_->all_known(h); });
       if (known != hypotheses.end()) output = *known;
-      output =
-          known_words_->guard(frame ? seen_text : item.text, output, hypotheses, known_word_votes_);
-      item.alternatives.clear();
+      output = known_words_->guard(frame ? seen_text : item.text, output, hypotheses, scores,
+                                   sure_change_);
     }
     if (suggester_) {
       output = suggester_->choose(frame ? seen_text : item.text, output,
-                                  known_words_ ? &*known_words_ : nullptr);
+                                  known_words_ ? &*known_words_ : nullptr, hypotheses);
     }
     if (frame) output = frame->restore(output, seen);
     if (!item.params.stop.empty()) output = std::string(cut_before_stop(output, item.params.stop));

@@ -37,7 +37,7 @@ class PostprocessorStage : public worker::WorkerStage {
   std::optional<KnownWords> known_words_;
   std::unique_ptr<const SpellSuggester> suggester_;  // postprocessor.aspell_dictionary
   bool lower_case_words_;    // model.lower_case_words: the correction goes back into the input text
-  int known_word_votes_;     // postprocessor.known_word_votes
+  SureChange sure_change_;   // postprocessor.known_word_votes and known_word_margin
   size_t max_input_tokens_;  // where the tokenizer cut a long text's words
   metrics::StageMetrics& metrics_;
   const TimeSource& time_;  // read for deadlines and stage timings (tests pass a ManualTime)

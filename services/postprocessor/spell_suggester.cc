@@ -18,10 +18,28 @@ std::string lower(std::string_view word) {
   return out;
 }
 
+// The words of `words` in [begin, end), one space apart.
+std::string joined(const std::vector<std::string_view>& words, size_t begin, size_t end) {
+  std::string out;
+  for (size_t k = begin; k < end; ++k) {
+    if (k > begin) out += ' ';
+    out += words[k];
+  }
+  return out;
+}
+
 }  // namespace
 
 void SpellSuggester::Delete::operator()(AspellSpeller* speller) const {
   delete_aspell_speller(speller);
+}
+
+SpellSuggester::SpellSuggester(const std::string& dictionary,
+                               std::shared_ptr<const NoisyChannel> channel,
+                               const ChannelWeights& weights)
+    : SpellSuggester(dictionary, true) {
+  channel_ = std::move(channel);
+  weights_ = weights;
 }
 
 SpellSuggester::SpellSuggester(const std::string& dictionary, bool check_left_words)
@@ -55,26 +73,110 @@ std::vector<std::string> SpellSuggester::suggest(std::string_view word, size_t n
   return out;
 }
 
+std::string SpellSuggester::rank(std::string_view typed, const std::vector<std::string>& placed,
+                                 const KnownWords* known) const {
+  struct Candidate {
+    std::string word;
+    size_t aspell_rank = kAbsent, hypothesis_rank = kAbsent;
+  };
+  std::vector<Candidate> candidates;
+  auto add = [&](std::string word) -> Candidate& {
+    const auto it = std::find_if(candidates.begin(), candidates.end(),
+                                 [&](const Candidate& c) { return c.word == word; });
+    if (it != candidates.end()) return *it;
+    return candidates.emplace_back(Candidate{std::move(word)});
+  };
+  const auto suggestions = suggest(typed, kCandidates);
+  for (size_t r = 0; r < suggestions.size(); ++r) {
+    auto& c = add(suggestions[r]);  // lower-cased, so "Paris" and "paris" are one
+    c.aspell_rank = std::min(c.aspell_rank, r);
+  }
+  for (size_t k = 0; k < placed.size(); ++k) {
+    if (placed[k].empty()) continue;
+    auto& c = add(lower(placed[k]));
+    c.hypothesis_rank = std::min(c.hypothesis_rank, k);
+  }
+  const std::string from = lower(typed);
+  add(from);
+  const auto& w = weights_;
+  auto score = [&](const Candidate& c) {
+    const bool knows = (known != nullptr && known->contains(c.word)) || correct(c.word);
+    const bool same_first = !c.word.empty() && !from.empty() && c.word[0] == from[0];
+    return -w.aspell_rank * static_cast<double>(c.aspell_rank) -
+           w.hypothesis_rank * static_cast<double>(c.hypothesis_rank) +
+           w.log_count * channel_->log_count(c.word) -
+           w.edit_cost * channel_->edit_cost(c.word, from) + (knows ? w.known : 0.0) +
+           (same_first ? w.first_letter : 0.0);
+  };
+  // The first best wins a tie: Aspell's order, then the hypotheses'.
+  const Candidate* best = &candidates.front();
+  double best_score = score(*best);
+  for (const auto& c : candidates) {
+    const double s = score(c);
+    if (s > best_score) best = &c, best_score = s;
+  }
+  return best->word;
+}
+
 std::string SpellSuggester::choose(std::string_view input, std::string_view output,
-                                   const KnownWords* known) const {
+                                   const KnownWords* known,
+                                   const std::vector<std::string>& hypotheses) const {
   const auto a = text::split_words(input);
   const auto b = text::split_words(output);
+  // placed[i][k]: hypothesis k's words in place of input word i, where it substitutes word for
+  // word (or keeps it) or puts one or more words for input word i alone ("alot" -> "a lot").
+  std::vector<std::vector<std::string>> placed;
+  if (channel_) {
+    std::vector<std::vector<std::string_view>> hypothesis_words;
+    if (hypotheses.empty()) hypothesis_words.push_back(b);
+    for (const auto& h : hypotheses) hypothesis_words.push_back(text::split_words(h));
+    placed.assign(a.size(), std::vector<std::string>(hypothesis_words.size()));
+    for (size_t k = 0; k < hypothesis_words.size(); ++k) {
+      const auto& words = hypothesis_words[k];
+      for (const auto& s : text::align_words(a, words)) {
+        const size_t in = s.in_end - s.in_begin, out = s.out_end - s.out_begin;
+        if (in == out) {
+          for (size_t j = 0; j < in; ++j)
+            placed[s.in_begin + j][k] = std::string(words[s.out_begin + j]);
+        } else if (in == 1 && out > 0) {
+          placed[s.in_begin][k] = joined(words, s.out_begin, s.out_end);
+        }
+      }
+    }
+  }
   std::string out;
   auto emit = [&](std::string_view word) {
     if (!out.empty()) out += ' ';
     out += word;
   };
+  auto unknown = [&](std::string_view word) {
+    return (known == nullptr || !known->contains(word)) && !correct(word);
+  };
+  // The noisy channel's pick for input word i, which the output fills with `to`.
+  auto weigh = [&](size_t i, std::string to) {
+    auto candidates = placed[i];
+    candidates.push_back(std::move(to));  // the output's words compete too, ranked last
+    return rank(a[i], candidates, known);
+  };
   for (const auto& s : text::align_words(a, b)) {
     const size_t n = s.in_end - s.in_begin;
     if (n != s.out_end - s.out_begin) {
+      // One unknown input word for other words (a split): weighed with them as one candidate.
+      if (channel_ && n == 1 && s.out_end > s.out_begin && unknown(a[s.in_begin])) {
+        emit(weigh(s.in_begin, joined(b, s.out_begin, s.out_end)));
+        continue;
+      }
       for (size_t k = s.out_begin; k < s.out_end; ++k) emit(b[k]);
       continue;
     }
     for (size_t k = 0; k < n; ++k) {
       const auto from = a[s.in_begin + k], to = b[s.out_begin + k];
-      if ((from == to && !check_left_words_) || (known != nullptr && known->contains(from)) ||
-          correct(from)) {
+      if ((from == to && !check_left_words_) || !unknown(from)) {
         emit(to);
+        continue;
+      }
+      if (channel_) {
+        emit(weigh(s.in_begin + k, std::string(to)));
         continue;
       }
       const auto candidates = suggest(from, kAgreeing);

@@ -7,43 +7,79 @@
 // Aspell suggests it too, else Aspell's first suggestion replaces it. A word the model left is
 // left too (a name, a rare word), unless `check_left_words`: then Aspell corrects it as well,
 // which fixes more misspellings the model does not see and changes more correct rare words.
+//
+// With a NoisyChannel the choice is a weighed one instead: for each such word (left or changed),
+// the candidates are Aspell's first kCandidates suggestions, the words the beam hypotheses put in
+// its place and the word itself, and the best by ChannelWeights wins: Aspell's rank, the
+// hypotheses' rank, how common the candidate is and how likely the typed word is as its
+// misspelling (the noisy channel), whether the dictionaries know it, the same first letter.
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "postprocessor/known_words.h"
+#include "postprocessor/noisy_channel.h"
 
 struct AspellSpeller;
 
 namespace seqpipe::postprocessor {
+
+// Each candidate's score is the sum of these weights times its features; a rank a candidate
+// lacks counts as kAbsent. The defaults are tuned (tools/train_speller/rerank_tune.py, 2 beams,
+// --clean-weight 5) on ../shared/spelling/dev_words.tsv (real misspellings: top-1) and clean
+// spans of training sentences (correct words must stay), not on the eval's held-out sentences:
+// models/speller-t5/MODEL_CARD.md has the figures.
+struct ChannelWeights {
+  double aspell_rank = 0.5;      // subtracted per place down Aspell's suggestions
+  double hypothesis_rank = 0.5;  // subtracted per place down the beam hypotheses
+  double log_count = 0.25;       // ln(word count + 1): the prior
+  double edit_cost = 0.4;        // subtracted: the error model
+  double known = 2.5;            // added when the word lists or Aspell know the candidate
+  double first_letter = 1.0;     // added when it starts as the typed word does
+};
 
 class SpellSuggester {
  public:
   // Loads an Aspell dictionary (e.g. /usr/lib/aspell/en_US.multi, Debian aspell-en); throws
   // std::runtime_error with Aspell's message when it cannot.
   explicit SpellSuggester(const std::string& dictionary, bool check_left_words = false);
+  // Chooses by the noisy channel and `weights` (see above).
+  SpellSuggester(const std::string& dictionary, std::shared_ptr<const NoisyChannel> channel,
+                 const ChannelWeights& weights);
 
   bool correct(std::string_view word) const;
   // Aspell's first `n` suggestions, lower-cased, best first.
   std::vector<std::string> suggest(std::string_view word, size_t n) const;
 
   // The output with the words the model left or made for misspelled input words checked against
-  // Aspell's first kAgreeing suggestions (see above). Input words `known` knows are left alone,
-  // as are gaps that are not word-for-word substitutions (splits, merges). Words are separated
-  // by single spaces.
-  std::string choose(std::string_view input, std::string_view output,
-                     const KnownWords* known) const;
+  // Aspell's first kAgreeing suggestions, or chosen by the noisy channel (see above) among them,
+  // the words `hypotheses` (a beam search's, best first; empty: the output alone) have in their
+  // place and the input word. Input words `known` knows are left alone, as are gaps that are not
+  // word-for-word substitutions (splits, merges). Words are separated by single spaces.
+  std::string choose(std::string_view input, std::string_view output, const KnownWords* known,
+                     const std::vector<std::string>& hypotheses = {}) const;
 
   // How many of Aspell's suggestions the model's word may be among to stand.
   static constexpr size_t kAgreeing = 5;
+  // How many of Aspell's suggestions the noisy channel weighs, and the rank of a candidate that
+  // is not among them (or among the hypotheses).
+  static constexpr size_t kCandidates = 10;
+  static constexpr size_t kAbsent = 10;
 
  private:
   struct Delete {
     void operator()(AspellSpeller* speller) const;
   };
+  // The noisy channel's pick for input word `typed`, whose place the hypotheses fill with
+  // `placed` (best first; empty where a hypothesis does not replace the word alone).
+  std::string rank(std::string_view typed, const std::vector<std::string>& placed,
+                   const KnownWords* known) const;
+
   std::unique_ptr<AspellSpeller, Delete> speller_;
   bool check_left_words_;
+  std::shared_ptr<const NoisyChannel> channel_;  // null: the kAgreeing rule
+  ChannelWeights weights_;
 };
 
 }  // namespace seqpipe::postprocessor

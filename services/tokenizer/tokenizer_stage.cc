@@ -21,7 +21,8 @@ TokenizerStage::TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenize
       max_input_tokens_(config.model.max_input_tokens),
       credits_(config.tokenizer.credits),
       lower_case_words_(config.model.lower_case_words != 0),
-      keep_text_(!config.postprocessor.known_words.empty() || lower_case_words_) {}
+      keep_text_(!config.postprocessor.known_words.empty() ||
+                 !config.postprocessor.aspell_dictionary.empty() || lower_case_words_) {}
 
 std::vector<int> TokenizerStage::encode(const std::string& text) const {
   if (!lower_case_words_) return tokenizer_->encode(text);

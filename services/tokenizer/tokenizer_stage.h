@@ -36,8 +36,8 @@ class TokenizerStage : public worker::WorkerStage {
   int credits_;
   // The model sees the text's plain words lower-cased (model.lower_case_words).
   bool lower_case_words_;
-  // The input text travels on to the postprocessor only when its known-words guard or the text
-  // frame needs it.
+  // The input text travels on to the postprocessor only when its known-words guard, Aspell or
+  // the text frame needs it.
   bool keep_text_;
 };
 

@@ -236,6 +236,19 @@ TEST(ConfigOverrides, EmptyValues) {
   EXPECT_TRUE(c.batcher.preferred_batch_sizes.empty());
 }
 
+TEST(ConfigFile, TheNoisyChannelsCountsGoTogetherAndNeedAspell) {
+  const std::string aspell = "postprocessor:\n  aspell_dictionary: /usr/lib/aspell/en_US.multi\n";
+  EXPECT_THAT(load_error(aspell + "  word_counts: w.tsv\n"),
+              HasSubstr("postprocessor.edit_counts and postprocessor.word_counts go together"));
+  EXPECT_THAT(load_error(aspell + "  edit_counts: e.tsv\n"),
+              HasSubstr("postprocessor.edit_counts and postprocessor.word_counts go together"));
+  EXPECT_THAT(load_error("postprocessor:\n  word_counts: w.tsv\n  edit_counts: e.tsv\n"),
+              HasSubstr("postprocessor.word_counts needs postprocessor.aspell_dictionary"));
+  const auto c = load_config_text(aspell + "  word_counts: w.tsv\n  edit_counts: e.tsv\n", "t");
+  EXPECT_EQ(c.postprocessor.word_counts, "w.tsv");
+  EXPECT_EQ(c.postprocessor.edit_counts, "e.tsv");
+}
+
 TEST(ConfigOverrides, CanFixACrossFieldConflictOfTheFile) {
   // Cross-field checks run once, after every override.
   const std::string yaml = "decoder:\n  num_slots: 4\n";

@@ -30,16 +30,48 @@ TEST(KnownWords, ChangedKnownWordsAreRestored) {
 
 TEST(KnownWords, AKnownWordEnoughHypothesesChangeIsChanged) {
   const std::vector<std::string> sure = {"the weather is", "the weather was", "a weather is"};
-  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", sure, 3), "the weather is");
-  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", sure, 0), "the wether is");  // off
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", sure, {}, {.votes = 3}),
+            "the weather is");
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", sure, {}, {.votes = 0}),
+            "the wether is");  // off
   // "wether" kept by one hypothesis of three: 2 votes, 3 needed.
   const std::vector<std::string> unsure = {"the weather is", "the wether is", "a weather is"};
-  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", unsure, 3), "the wether is");
-  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", unsure, 2), "the weather is");
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", unsure, {}, {.votes = 3}),
+            "the wether is");
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", unsure, {}, {.votes = 2}),
+            "the weather is");
   // Fewer hypotheses than votes (greedy): known words stay.
-  EXPECT_EQ(kWords.guard("teh wether", "the weather", {"the weather"}, 3), "the wether");
+  EXPECT_EQ(kWords.guard("teh wether", "the weather", {"the weather"}, {}, {.votes = 3}),
+            "the wether");
   // Votes count per word: "is" changed by none stays, though "wether" changes.
-  EXPECT_EQ(kWords.guard("teh wether is", "the weather it", sure, 3), "the weather is");
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather it", sure, {}, {.votes = 3}),
+            "the weather is");
+}
+
+TEST(KnownWords, AKnownWordTheBestHypothesisChangesByAMarginIsChanged) {
+  const std::vector<std::string> beams = {"the weather is", "the wether is"};
+  const SureChange margin{.margin = 0.2};
+  // The output's score is 0.3 above the hypothesis that keeps "wether": the change stands.
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", beams, {-0.1f, -0.4f}, margin),
+            "the weather is");
+  // 0.1 above: below the margin, "wether" stays.
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", beams, {-0.3f, -0.4f}, margin),
+            "the wether is");
+  // Off (margin 0), or without scores: stays.
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", beams, {-0.1f, -0.4f}, {}),
+            "the wether is");
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is", beams, {}, margin), "the wether is");
+  // No hypothesis keeps it: no margin to measure, it stays; so with a lone (greedy) hypothesis.
+  EXPECT_EQ(
+      kWords.guard("teh wether", "the weather", {"the weather", "a weather"}, {-1.f, -2.f}, margin),
+      "the wether");
+  EXPECT_EQ(kWords.guard("teh wether", "the weather", {"the weather"}, {-0.01f}, margin),
+            "the wether");
+  // The output picked among the hypotheses (the first made of known words) brings its score.
+  EXPECT_EQ(kWords.guard("teh wether is", "the weather is",
+                         {"the weather iz", "the wether is", "the weather is"},
+                         {-0.1f, -0.3f, -0.35f}, margin),
+            "the wether is");
 }
 
 TEST(KnownWords, AGapWithAnUnknownWordTakesTheModelsWords) {

@@ -3,8 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <initializer_list>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace seqpipe::postprocessor {
 namespace {
@@ -50,6 +55,87 @@ TEST(SpellSuggester, WithCheckLeftWordsAspellCorrectsWordsTheModelLeft) {
   EXPECT_EQ(checking.choose("the speling", "the speling", nullptr), "the spelling");
   const KnownWords known({"speling"});
   EXPECT_EQ(checking.choose("speling", "speling", &known), "speling");
+}
+
+// Weights of zero but for the given ones.
+ChannelWeights only(std::initializer_list<std::pair<double ChannelWeights::*, double>> given) {
+  ChannelWeights w{0, 0, 0, 0, 0, 0};
+  for (const auto& [feature, weight] : given) w.*feature = weight;
+  return w;
+}
+
+// A suggester that weighs by `weights` alone, with a few word counts.
+SpellSuggester weighing(const ChannelWeights& weights) {
+  auto channel = std::make_shared<const NoisyChannel>(
+      std::unordered_map<std::string, int64_t>{{"spewing", 100000}, {"zyxel", 1000000}},
+      std::unordered_map<std::string, int64_t>{{"dl", 10}, {"de", 10}});
+  return SpellSuggester("/usr/lib/aspell/en_US.multi", channel, weights);
+}
+
+TEST(SpellSuggester, TheNoisyChannelPicksByItsWeights) {
+  const auto s = aspell().suggest("speling", SpellSuggester::kCandidates);
+  ASSERT_GE(s.size(), 2u);
+  // Aspell's rank alone: its first suggestion, whatever the hypotheses say.
+  EXPECT_EQ(
+      weighing(only({{&ChannelWeights::aspell_rank, 1}})).choose("speling", s[1], nullptr, {s[1]}),
+      s[0]);
+  // The hypotheses' rank alone: the best hypothesis's word, Aspell's or not.
+  EXPECT_EQ(weighing(only({{&ChannelWeights::hypothesis_rank, 1}}))
+                .choose("speling", "spieling", nullptr, {"spieling"}),
+            "spieling");
+  EXPECT_EQ(weighing(only({{&ChannelWeights::hypothesis_rank, 1}}))
+                .choose("speling", "spelling", nullptr, {"spelling", "spieling"}),
+            "spelling");
+  // The prior alone: the most common candidate, here the second hypothesis's.
+  EXPECT_EQ(weighing(only({{&ChannelWeights::log_count, 1}}))
+                .choose("speling", "spelling", nullptr, {"spelling", "spewing"}),
+            "spewing");
+  // A common word stays although Aspell does not know it (a name, a brand).
+  EXPECT_EQ(weighing(only({{&ChannelWeights::log_count, 1}})).choose("zyxel", "zyxel", nullptr),
+            "zyxel");
+  // The error model alone: the typed word itself (no edit) ...
+  EXPECT_EQ(
+      weighing(only({{&ChannelWeights::edit_cost, 1}})).choose("speling", "spelling", nullptr),
+      "speling");
+  // ... and with the dictionaries' knowledge, the cheapest known word: one "l" left out.
+  EXPECT_EQ(weighing(only({{&ChannelWeights::edit_cost, 1}, {&ChannelWeights::known, 100}}))
+                .choose("speling", "spieling", nullptr),
+            "spelling");
+}
+
+TEST(SpellSuggester, TheNoisyChannelLeavesKnownWordsAndSplitsAlone) {
+  const auto weigh = weighing(only({{&ChannelWeights::aspell_rank, 1}}));
+  EXPECT_EQ(weigh.choose("the", "thee", nullptr), "thee");  // Aspell knows "the"
+  const KnownWords known({"speling"});
+  EXPECT_EQ(weigh.choose("speling", "spoiling", &known, {"spoiling"}), "spoiling");
+  EXPECT_EQ(weigh.choose("", "", nullptr), "");
+}
+
+TEST(SpellSuggester, TheNoisyChannelWeighsASplitOfAnUnknownWordAsOneCandidate) {
+  // "alot" -> "a lot": the hypotheses' two words compete with Aspell's one-word suggestions.
+  EXPECT_EQ(weighing(only({{&ChannelWeights::hypothesis_rank, 1}}))
+                .choose("alot", "a lot", nullptr, {"a lot", "allot"}),
+            "a lot");
+  EXPECT_EQ(weighing(only({{&ChannelWeights::hypothesis_rank, 1}}))
+                .choose("alot", "a lot", nullptr, {"allot", "a lot"}),
+            "allot");
+  // A known word split stays split (not weighed).
+  EXPECT_EQ(weighing(only({{&ChannelWeights::hypothesis_rank, 1}}))
+                .choose("the", "th e", nullptr, {"th e"}),
+            "th e");
+}
+
+TEST(SpellSuggester, TheTunedWeightsWithTheBundledCountsCorrectCommonMisspellings) {
+  const std::string model = SEQPIPE_SOURCE_DIR "/models/speller-t5/";
+  const SpellSuggester tuned("/usr/lib/aspell/en_US.multi",
+                             std::make_shared<const NoisyChannel>(NoisyChannel::load(
+                                 model + "word_counts.tsv", model + "edit_counts.tsv")),
+                             ChannelWeights{});
+  // The model left both words: Aspell's candidates, the prior and the error model fix them.
+  EXPECT_EQ(tuned.choose("teh speling", "teh speling", nullptr, {"teh speling"}), "the spelling");
+  // Aspell's first suggestion is "peruse"; "pursue" is commoner and one vowel swap away.
+  ASSERT_EQ(aspell().suggest("persue", 1), std::vector<std::string>{"peruse"});
+  EXPECT_EQ(tuned.choose("persue", "persue", nullptr, {"persue"}), "pursue");
 }
 
 TEST(SpellSuggester, AMissingDictionaryIsAnError) {

@@ -462,6 +462,47 @@ TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
   std::remove(words.c_str());
 }
 
+TEST_F(WorkerStages, TheHypothesesScoresDecideWhetherAKnownWordChanges) {
+  const std::string words = testing::TempDir() + "stage_known_words3.txt";
+  std::ofstream(words) << "he\nis\ntaller\nthen\nthan\nme\n";
+  config_.postprocessor.known_words = words;
+  config_.postprocessor.known_word_margin = 20;
+  // The best hypothesis ("than") and the next one, which keeps "then", with their scores.
+  auto decoded = [&](float best, float keeping) {
+    stage::DecodedItem w;
+    w.text = "he is taller then me";
+    auto ids = [&](const std::string& t) {
+      std::vector<int32_t> out = {0};
+      for (int id : (*tokenizer_)->encode(t)) out.push_back(id);
+      return out;
+    };
+    w.ids = ids("he is taller than me");
+    w.score = best;
+    w.alternatives = {ids("he is taller then me")};
+    w.alternative_scores = {keeping};
+    return w;
+  };
+  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  stage.handle(stage::Postprocess{{decoded(-0.1f, -0.5f), decoded(-0.1f, -0.2f)}}, out);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  const auto& results = as<stage::Result>(out.pushes[0].second).items;
+  ASSERT_EQ(results.size(), 2u);
+  // 0.4 above the hypothesis keeping "then": over the margin of 0.20; 0.1: under it.
+  EXPECT_EQ(results[0].text, "he is taller than me");
+  EXPECT_EQ(results[1].text, "he is taller then me");
+  std::remove(words.c_str());
+}
+
+TEST_F(WorkerStages, WithAspellAloneTheTextTravelsToThePostprocessor) {
+  config_.postprocessor.aspell_dictionary = "/usr/lib/aspell/en_US.multi";
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  worker::Outbox tokenized;
+  tokenizer.handle(stage::Tokenize{{item(1, "helo wrld")}}, tokenized);
+  ASSERT_EQ(tokenized.pushes.size(), 1u);
+  EXPECT_EQ(as<stage::Sequence>(tokenized.pushes[0].second).items.at(0).text, "helo wrld");
+}
+
 TEST_F(WorkerStages, WithLowerCaseWordsTheModelSeesPlainWordsAndTheTextIsPutBack) {
   config_.model.lower_case_words = 1;
   tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);

@@ -118,6 +118,25 @@ class RealWordErrorsTest(unittest.TestCase):
         self.assertEqual(errors, speller_eval.real_word_errors(Corpus(), random.Random(1), 50))  # seeded
 
 
+class ChannelDataTest(unittest.TestCase):
+    def test_edit_path_names_each_edit_from_word_to_typed(self):
+        import channel_data
+        self.assertEqual(channel_data.edits("spelling", "spelling"), (0, []))
+        self.assertEqual(channel_data.edits("spelling", "speling"), (1, [("d", "l")]))
+        self.assertEqual(channel_data.edits("believe", "beleive"), (1, [("t", "ie")]))
+        self.assertEqual(channel_data.edits("separate", "seperate"), (1, [("s", "ae")]))
+        self.assertEqual(channel_data.edits("the", "thee"), (1, [("i", "e")]))
+
+    def test_tuners_mirror_of_the_noisy_channel_reads_the_shipped_counts(self):
+        import rerank_tune
+        channel = rerank_tune.Channel(MODEL)
+        self.assertGreater(channel.log_count("the"), channel.log_count("thee"))
+        self.assertEqual(channel.log_count("qzxv"), 0.0)
+        self.assertEqual(channel.edit_cost("spelling", "spelling"), 0.0)
+        # A common edit (a doubled letter typed once) costs less than a rare one.
+        self.assertLess(channel.edit_cost("spelling", "speling"), channel.edit_cost("spelling", "spelqing"))
+
+
 class ShippedModelTest(unittest.TestCase):
     def test_config_is_t5_v1_1(self):
         with open(os.path.join(MODEL, "config.json")) as f:

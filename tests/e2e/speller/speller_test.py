@@ -8,7 +8,9 @@ model.lower_case_words); known misspellings are corrected ("teh speling" -> "the
 replies equal seqpipe-generate's greedy output where the guard has nothing to do, and keep the
 known input word where the model changed one ("wether", a word, stays), unless all 8 beam
 hypotheses change it (postprocessor.known_word_votes); a burst of concurrent requests from
-several clients is answered completely, each with its own correction.
+several clients is answered completely, each with its own correction. ServedSpellerTest runs
+config/demo.yaml's postprocessor as it is (2 beams, the noisy channel, known_word_margin): the same
+texts come back the same, and a real-word error the best hypothesis is sure of is fixed.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_GENERATE, SEQPIPE_MKMODEL; PYTHONPATH has clients/python.
 """
@@ -174,6 +176,47 @@ class SpellerPipelineTest(unittest.TestCase):
             t.join(timeout=120)
         self.assertEqual(errors, [])
         self.assertEqual(got, [want for _, want in items])
+
+
+class ServedSpellerTest(unittest.TestCase):
+    """config/demo.yaml's postprocessor settings, with 2 beams as scripts/run.sh sends."""
+
+    @classmethod
+    def setUpClass(cls):
+        post = DEMO["postprocessor"]
+        cls.pipeline = Pipeline("seqpipe-e2e-served-speller-", [
+            "gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
+            f"model.lower_case_words={DEMO['model']['lower_case_words']}",
+            f"postprocessor.known_words={post['known_words']}",
+            f"postprocessor.known_word_margin={post['known_word_margin']}",
+            f"postprocessor.aspell_dictionary={post['aspell_dictionary']}",
+            f"postprocessor.word_counts={os.path.join(ROOT, post['word_counts'])}",
+            f"postprocessor.edit_counts={os.path.join(ROOT, post['edit_counts'])}"],
+            model_dir=MODEL)
+        cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
+        cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.pipeline.close()
+
+    def correct(self, text, beams=2):
+        return self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=beams)["text"]
+
+    def test_texts_keep_everything_but_their_misspellings(self):
+        for text, want in TEXTS + list(CORRECTED.items()):
+            self.assertEqual(self.correct(text), want, text)
+
+    def test_a_real_word_error_the_best_hypothesis_is_sure_of_is_fixed(self):
+        # "then" is a word: the best of 2 hypotheses changes it, by more than the margin over the
+        # other, which keeps it. Greedy has no second hypothesis to measure against: it stays.
+        self.assertEqual(self.correct("He is taller then me"), "He is taller than me")
+        self.assertEqual(self.correct("He is taller then me", beams=1), "He is taller then me")
+
+    def test_the_noisy_channel_picks_a_commoner_word_than_aspells_first(self):
+        # Aspell's first suggestion for "persue" is "peruse"; the model keeps "persue".
+        self.assertEqual(self.correct("I will persue it"), "I will pursue it")
 
 
 if __name__ == "__main__":

@@ -226,12 +226,22 @@ struct PostprocessorConfig : WorkerConfig {
   // With known_words and num_beams > 1: a known input word that at least this many of the beam
   // search's hypotheses change is changed (the model is sure of it). 0: never.
   int known_word_votes = 0;
+  // With known_words and num_beams > 1: a known input word is changed when the output's score
+  // (HF sequences_score) is at least this many hundredths above that of every hypothesis that
+  // keeps it (one must). 0: never.
+  int known_word_margin = 0;
   // An Aspell dictionary (e.g. /usr/lib/aspell/en_US.multi): for input words Aspell does not
   // know, the model's word stands when Aspell suggests it too, else Aspell's first suggestion
   // (postprocessor/spell_suggester.h). Empty: off.
   std::string aspell_dictionary;
   // 1: Aspell also corrects the unknown input words the model left unchanged. 0: they stay.
   int aspell_left_words = 0;
+  // The noisy channel (postprocessor/noisy_channel.h), both or neither, with aspell_dictionary:
+  // "word<TAB>count" lines (the prior) and "kind<TAB>letters<TAB>count" edit counts (the error
+  // model). Set: each unknown input word's correction is weighed among Aspell's suggestions, the
+  // beam hypotheses' words and itself (postprocessor/spell_suggester.h). Empty: off.
+  std::string word_counts;
+  std::string edit_counts;
   bool operator==(const PostprocessorConfig&) const = default;
 };
 
