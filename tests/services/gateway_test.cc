@@ -52,8 +52,13 @@ class GatewayTest : public ::testing::Test {
     stage::Result result;
     for (const auto& item : work_of(work).items) {
       const size_t i = result.items.size();
-      result.items.push_back({item.request, item.index, texts[i], -0.5f * static_cast<float>(i + 1),
-                              item.timings, std::nullopt});
+      stage::ResultItem r;
+      r.request = item.request;
+      r.index = item.index;
+      r.text = texts[i];
+      r.score = -0.5f * static_cast<float>(i + 1);
+      r.timings = item.timings;
+      result.items.push_back(std::move(r));
       result.items[i].timings.encode_us = 100;
     }
     return result;

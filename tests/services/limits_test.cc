@@ -68,12 +68,13 @@ TEST(Limits, ASequenceCostsItsSlots) {
 }
 
 TEST(Limits, TheOneMappingOfParamsToDecodingOptions) {
-  const protocol::GenerateParams p{.max_new_tokens = 17,
-                                   .num_beams = 4,
-                                   .length_penalty = 0.5f,
-                                   .min_new_tokens = 3,
-                                   .return_scores = true,
-                                   .priority = 2};
+  protocol::GenerateParams p;
+  p.max_new_tokens = 17;
+  p.num_beams = 4;
+  p.length_penalty = 0.5f;
+  p.min_new_tokens = 3;
+  p.return_scores = true;
+  p.priority = 2;
   const engine::DecodingOptions o = decoder::decoding_options(p, false);
   EXPECT_EQ(o.max_new_tokens, 17);
   EXPECT_EQ(o.num_beams, 4);

@@ -107,7 +107,11 @@ TEST(ResponseCache, TheGatewayAnswersARepeatedTextFromTheCacheAndNeverCachesErro
   ASSERT_EQ(out.sends.size(), 2u);
   auto result_of = [&](size_t i) {  // the result for the one text sent to a tokenizer
     const stage::TextItem& item = std::get<stage::Tokenize>(out.sends[i].message).items[0];
-    return stage::Result{{{item.request, item.index, "", 0.0f, item.timings, std::nullopt}}};
+    stage::ResultItem r;
+    r.request = item.request;
+    r.index = item.index;
+    r.timings = item.timings;
+    return stage::Result{{r}};
   };
   stage::Result ok = result_of(0);
   ok.items[0].text = "the spelling";
