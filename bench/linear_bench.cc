@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "cpu/blas.h"
 #include "cpu/kernels.h"
 #include "ops.h"
-#include "seqpipe/engine/blas.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -60,13 +60,13 @@ int compute_types() {
     std::vector<LinearWeight> weights;
     for (const Column& c : columns)
       weights.push_back(ops::prepare_linear(Device::kCpu, w, c.type, c.kernels));
-    std::vector<float> x(288 * k), y(288 * n);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) * 0.1f - 0.3f;
+    Tensor x = Tensor::empty({288, k}), y = Tensor::empty({288, n});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = float(i % 7) * 0.1f - 0.3f;
     for (int64_t m : {1, 4, 16, 32, 128, 288}) {
       std::printf("[%5ld x %4ld] %4ld", long(n), long(k), long(m));
       std::vector<double> us;
       for (const LinearWeight& lw : weights) {
-        us.push_back(best_us([&] { ops::linear(Device::kCpu, x.data(), m, lw, y.data()); }, 20));
+        us.push_back(best_us([&] { ops::linear(x.rows(0, m), lw, y.rows(0, m)); }, 20));
         std::printf(" %10.1f", us.back());
       }
       std::printf("   %5.2fx\n", us[0] / us[2]);
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     }
   }
   using namespace seqpipe::engine;
-  ops::set_num_threads(threads);
+  ops::set_num_threads(Device::kCpu, threads);
   if (types) return compute_types();
   std::printf("%-16s %4s %10s %10s %8s %12s\n", "shape [n x k]", "m", "blas us", "tiled us",
               "ratio", "tiled GFLOP/s");

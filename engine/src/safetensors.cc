@@ -185,8 +185,8 @@ Tensor SafeTensorsFile::load(const std::string& name, const std::vector<int64_t>
   const int64_t numel = static_cast<int64_t>((info.end - info.begin) / storage_size(info.dtype));
   if (info.dtype == StorageType::kF32 && reinterpret_cast<uintptr_t>(src) % alignof(float) == 0) {
     // Already the compute type: a view of the mapping, no copy.
-    return Tensor::view(const_cast<float*>(reinterpret_cast<const float*>(src)), info.shape,
-                        Device::kCpu, mapping_);
+    return Tensor::wrap(const_cast<uint8_t*>(src), info.shape, DataType::kF32, Device::kCpu,
+                        mapping_);
   }
   Tensor out = Tensor::empty(info.shape);
   float* dst = out.data();

@@ -90,7 +90,7 @@ T* grown(std::vector<T>& v, int64_t n) {
   return v.data();
 }
 
-Matmul& matmul_for(ThreadState& ts, const PackedWeight& w, int64_t m) {
+Matmul& matmul_for(ThreadState& ts, const OneDnnWeight& w, int64_t m) {
   const Key key{w.dtype, m, w.out, w.in};
   auto it = ts.matmuls.find(key);
   if (it != ts.matmuls.end()) return it->second;
@@ -100,7 +100,7 @@ Matmul& matmul_for(ThreadState& ts, const PackedWeight& w, int64_t m) {
   return ts.matmuls.emplace(key, std::move(mm)).first->second;
 }
 
-void run(ThreadState& ts, Matmul& mm, const PackedWeight& w, void* src, void* dst) {
+void run(ThreadState& ts, Matmul& mm, const OneDnnWeight& w, void* src, void* dst) {
   mm.src.set_data_handle(src);
   mm.dst.set_data_handle(dst);
   // The C call takes the arguments as an array: the C++ one builds a hash map per call.
@@ -121,8 +121,8 @@ bool onednn_runs(DataType dtype) {
   return false;
 }
 
-std::shared_ptr<const PackedWeight> pack_weight(const Tensor& w, DataType dtype) {
-  auto packed = std::make_shared<PackedWeight>();
+std::shared_ptr<const OneDnnWeight> pack_weight(const Tensor& w, DataType dtype) {
+  auto packed = std::make_shared<OneDnnWeight>();
   packed->dtype = dtype;
   packed->out = w.dim(0);
   packed->in = w.dim(1);
@@ -153,7 +153,7 @@ std::shared_ptr<const PackedWeight> pack_weight(const Tensor& w, DataType dtype)
   return packed;
 }
 
-void linear_packed(const float* x, int64_t m, const PackedWeight& w, const float* scales,
+void linear_packed(const float* x, int64_t m, const OneDnnWeight& w, const float* scales,
                    float beta, float* y) {
   const int64_t n = w.out, k = w.in;
   if (m > kChunkRows) {

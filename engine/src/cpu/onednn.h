@@ -8,11 +8,14 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
+#include "seqpipe/engine/model.h"
 #include "seqpipe/engine/tensor.h"
 
 namespace seqpipe::engine::cpu {
 
-struct PackedWeight {
+struct OneDnnWeight : PackedWeight {
+  int64_t bytes() const override { return static_cast<int64_t>(desc.get_size()); }
+
   DataType dtype = DataType::kF32;  // kBF16 or kI8
   int64_t out = 0, in = 0;
   dnnl::memory::desc desc;  // the packed layout of the logical [in, out] matrix
@@ -27,10 +30,10 @@ bool onednn_runs(DataType dtype);
 
 // bf16: w is the fp32 [out, in] weight (converted and packed). int8: w is the quantized [out, in]
 // weight (row-major int8, see quantize_rows).
-std::shared_ptr<const PackedWeight> pack_weight(const Tensor& w, DataType dtype);
+std::shared_ptr<const OneDnnWeight> pack_weight(const Tensor& w, DataType dtype);
 
 // y[m, out] = x[m, in] W^T + beta * y. int8: scales[out] per output channel.
-void linear_packed(const float* x, int64_t m, const PackedWeight& w, const float* scales,
+void linear_packed(const float* x, int64_t m, const OneDnnWeight& w, const float* scales,
                    float beta, float* y);
 
 }  // namespace seqpipe::engine::cpu
