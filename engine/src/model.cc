@@ -53,7 +53,7 @@ class WeightLoader {
   // A tensor as fp32 on the host (in place in the mapping when stored so).
   Tensor get_host(const std::string& name, std::vector<int64_t> shape) {
     Tensor t = file_.load(name, shape);
-    count(name, t);
+    count(t);
     return t;
   }
   // The same on the model's device.
@@ -62,32 +62,41 @@ class WeightLoader {
   }
   // A linear layer's weight in the compute type (options.compute_type, resolved).
   LinearWeight linear(const std::string& name, std::vector<int64_t> shape) {
-    const Tensor f32 = file_.load(name, shape);
-    LinearWeight w = prepare(f32);
-    if (w.dtype == DataType::kF32) count(name, f32);
-    return w;
+    return prepare(source(name, shape), true);
   }
-  // The lm_head of tied embeddings: the table is counted already, a conversion adds bytes.
-  LinearWeight tied(const Tensor& table) { return prepare(table); }
+  // The lm_head of tied embeddings: the table's bf16 tensor as stored (see source()), else the
+  // fp32 table itself, counted already.
+  LinearWeight tied(const std::string& name, const Tensor& table) {
+    if (bf16_as_stored(name)) return prepare(file_.load_bf16(name, table.shape()), true);
+    return prepare(table, false);
+  }
   bool contains(const std::string& name) const { return file_.contains(name); }
   const std::string& path() const { return file_.path(); }
   uint64_t mapped() const { return mapped_; }
   uint64_t converted() const { return converted_; }
 
  private:
-  LinearWeight prepare(const Tensor& f32) {
+  // What a linear weight is made from: a bf16 checkpoint's tensor as stored (a view of the
+  // mapping) when the compute type is bfloat16, else fp32.
+  Tensor source(const std::string& name, const std::vector<int64_t>& shape) {
+    return bf16_as_stored(name) ? file_.load_bf16(name, shape) : file_.load(name, shape);
+  }
+  bool bf16_as_stored(const std::string& name) const {
+    return options_.compute_type == ComputeType::kBFloat16 && file_.contains(name) &&
+           file_.tensors().at(name).dtype == StorageType::kBF16;
+  }
+  LinearWeight prepare(const Tensor& source, bool count_in_place) {
     LinearWeight w =
-        ops::prepare_linear(options_.device, f32, options_.compute_type, options_.cpu_kernels);
-    if (w.dtype != DataType::kF32) converted_ += static_cast<uint64_t>(w.bytes());
+        ops::prepare_linear(options_.device, source, options_.compute_type, options_.cpu_kernels);
+    if (w.weight.data_as<void>() == source.data_as<void>()) {
+      if (count_in_place) count(source);
+    } else {
+      converted_ += static_cast<uint64_t>(w.bytes());
+    }
     return w;
   }
-  void count(const std::string& name, const Tensor& t) {
-    const uint64_t bytes = static_cast<uint64_t>(t.bytes());
-    if (file_.tensors().at(name).dtype == StorageType::kF32) {
-      mapped_ += bytes;
-    } else {
-      converted_ += bytes;
-    }
+  void count(const Tensor& t) {
+    (file_.maps(t) ? mapped_ : converted_) += static_cast<uint64_t>(t.bytes());
   }
 
   SafeTensorsFile file_;
@@ -168,7 +177,7 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
   const Tensor shared = w.get_host("shared.weight", {c.vocab_size, c.d_model});
   m->shared_ = on_device(shared, options.device);
   if (c.tie_word_embeddings) {
-    m->lm_head_ = w.tied(shared);
+    m->lm_head_ = w.tied("shared.weight", shared);
   } else {
     if (!w.contains("lm_head.weight")) {
       throw EngineError(

@@ -111,8 +111,10 @@ void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, flo
 }
 
 LinearWeight prepare_linear(Device device, const Tensor& w, ComputeType type, CpuKernels kernels) {
-  require(w.rank() == 2 && w.dtype() == DataType::kF32 && w.device() == Device::kCpu,
-          "prepare_linear", "weight must be fp32 [out, in] on the host");
+  require(w.rank() == 2 && w.device() == Device::kCpu &&
+              (w.dtype() == DataType::kF32 ||
+               (w.dtype() == DataType::kBF16 && type == ComputeType::kBFloat16)),
+          "prepare_linear", "weight must be [out, in] on the host, fp32 (or bf16 for bfloat16)");
   LinearWeight lw = backend_for(device, "prepare_linear").prepare_linear(w, type, kernels);
   lw.device = device;
   return lw;

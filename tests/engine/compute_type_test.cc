@@ -5,14 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "cpu/onednn.h"
+#include "file_test_util.h"
 #include "ops.h"
 #include "seqpipe/engine/decoding.h"
+#include "seqpipe/engine/encoder.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
+#include "seqpipe/engine/safetensors.h"
 #include "seqpipe/engine/tokenizer.h"
 #include "test_util.h"
 
@@ -121,6 +126,88 @@ TEST_P(FixtureComputeTypeTest, BFloat16GreedyIdsEqualFloat32s) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, FixtureComputeTypeTest,
+    ::testing::Combine(::testing::Values("t5-tiny-random", "t5v11-tiny-random"),
+                       ::testing::Values(CpuKernels::kBest, CpuKernels::kPortable)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param) == "t5-tiny-random" ? "T5v10" : "T5v11") +
+             (std::get<1>(info.param) == CpuKernels::kBest ? "Best" : "Portable");
+    });
+
+// A bf16 checkpoint in the bfloat16 compute type: its linear weights are used as stored, not
+// converted through fp32. The fixture's weights, rounded to bf16, are written twice: stored F32
+// (loaded through fp32, as before) and stored BF16. Both hold the same numbers, so the models must
+// compute the same encoder states bit for bit and the same greedy ids; with the portable kernels
+// (row-major weights) every linear weight of the BF16 file is a view of its mapping.
+class Bf16CheckpointTest : public ::testing::TestWithParam<std::tuple<std::string, CpuKernels>> {};
+
+int64_t linear_weight_bytes(const T5Model& m) {
+  int64_t total = m.lm_head().bytes();
+  auto add = [&](const LinearWeight& w) { total += w.defined() ? w.bytes() : 0; };
+  for (const auto& b : m.encoder_blocks()) {
+    for (const auto* w : {&b.attention.q, &b.attention.k, &b.attention.v, &b.attention.o, &b.ffn.wi,
+                          &b.ffn.wi_1, &b.ffn.wo})
+      add(*w);
+  }
+  for (const auto& b : m.decoder_blocks()) {
+    for (const auto* w :
+         {&b.self_attention.q, &b.self_attention.k, &b.self_attention.v, &b.self_attention.o,
+          &b.cross_attention.q, &b.cross_attention.k, &b.cross_attention.v, &b.cross_attention.o,
+          &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo})
+      add(*w);
+  }
+  return total;
+}
+
+TEST_P(Bf16CheckpointTest, IsUsedAsStoredAndGivesTheIdsOfTheSameNumbersStoredAsFp32) {
+  const auto [fixture, kernels] = GetParam();
+  const std::string src = test::data_dir() + "/" + fixture;
+  test::TempDir tmp;
+  const SafeTensorsFile file(src + "/model.safetensors");
+  std::vector<std::vector<float>> values;
+  std::vector<TensorToWrite> as_f32, as_bf16;
+  for (const auto& [name, info] : file.tensors()) {
+    const Tensor t = file.load(name, info.shape);
+    values.emplace_back(t.data(), t.data() + t.numel());
+    for (float& v : values.back()) v = bf16_to_float(float_to_bf16(v));
+  }
+  size_t i = 0;
+  for (const auto& [name, info] : file.tensors()) {
+    as_f32.push_back({name, info.shape, values[i].data(), StorageType::kF32});
+    as_bf16.push_back({name, info.shape, values[i].data(), StorageType::kBF16});
+    ++i;
+  }
+  for (const auto& [dir, tensors] : {std::pair{std::string("f32"), as_f32}, {"bf16", as_bf16}}) {
+    std::filesystem::create_directory(tmp.path() / dir);
+    std::filesystem::copy_file(src + "/config.json", tmp.path() / dir / "config.json");
+    write_safetensors(tmp.file(dir + "/model.safetensors"), tensors);
+  }
+  const ModelOptions options{
+      .threads = 1, .compute_type = ComputeType::kBFloat16, .cpu_kernels = kernels};
+  auto from_f32 = T5Model::load(tmp.file("f32"), options);
+  auto from_bf16 = T5Model::load(tmp.file("bf16"), options);
+
+  if (kernels == CpuKernels::kPortable) {
+    // Every linear weight in place (2 bytes each); nothing else of the file is (norms and
+    // embeddings are fp32 in every compute type, so they are converted).
+    EXPECT_EQ(from_bf16->lm_head().dtype, DataType::kBF16);
+    EXPECT_EQ(from_bf16->mapped_weight_bytes(), uint64_t(linear_weight_bytes(*from_bf16)));
+    EXPECT_EQ(from_bf16->lm_head().bytes(), from_bf16->lm_head().out * from_bf16->lm_head().in * 2);
+  }
+  const auto ref = test::load_json(src + "/reference.json");
+  Encoder enc_f32(from_f32), enc_bf16(from_bf16);
+  for (const auto& c : ref["cases"]) {
+    const auto input = c["input_ids"].get<std::vector<int>>();
+    const EncoderOutput a = enc_f32.encode({input}), b = enc_bf16.encode({input});
+    ASSERT_EQ(a.hidden.numel(), b.hidden.numel());
+    EXPECT_EQ(std::vector<float>(a.hidden.data(), a.hidden.data() + a.hidden.numel()),
+              std::vector<float>(b.hidden.data(), b.hidden.data() + b.hidden.numel()));
+    const DecodingOptions o{.max_new_tokens = 11, .min_new_tokens = 11};
+    EXPECT_EQ(generate(from_bf16, {input}, o)[0].ids, generate(from_f32, {input}, o)[0].ids);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, Bf16CheckpointTest,
     ::testing::Combine(::testing::Values("t5-tiny-random", "t5v11-tiny-random"),
                        ::testing::Values(CpuKernels::kBest, CpuKernels::kPortable)),
     [](const auto& info) {

@@ -53,6 +53,8 @@ class CpuBackend final : public Backend {
         lw.dtype = DataType::kBF16;
         if (kernels == CpuKernels::kBest && onednn_runs(lw.dtype)) {
           lw.packed = pack_weight(w, lw.dtype);
+        } else if (w.dtype() == DataType::kBF16) {
+          lw.weight = w;  // a bf16 checkpoint's tensor, used in place
         } else {
           lw.weight = Tensor::empty(w.shape(), Device::kCpu, DataType::kBF16);
           to_bf16(w.data(), w.numel(), lw.weight.data_as<uint16_t>());

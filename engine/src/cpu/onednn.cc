@@ -136,7 +136,10 @@ std::shared_ptr<const OneDnnWeight> pack_weight(const Tensor& w, DataType dtype)
   packed->desc = pd.weights_desc();
   packed->memory = memory(packed->desc, cpu_engine());
   // HF's [out, in] row-major is oneDNN's [in, out] with tag ba.
-  const memory::desc plain({k, n}, dtype == DataType::kBF16 ? dt::f32 : dt::s8, tag::ba);
+  const dt source_type = w.dtype() == DataType::kF32    ? dt::f32
+                         : w.dtype() == DataType::kBF16 ? dt::bf16
+                                                        : dt::s8;
+  const memory::desc plain({k, n}, source_type, tag::ba);
   memory source(plain, cpu_engine(), const_cast<void*>(w.data_as<void>()));
   dnnl::stream stream(cpu_engine());
   dnnl::reorder(source, packed->memory).execute(stream, source, packed->memory);

@@ -28,8 +28,8 @@ struct OneDnnWeight : PackedWeight {
 // Whether oneDNN runs this type fast on this CPU (bf16: AVX512_BF16; int8: VNNI).
 bool onednn_runs(DataType dtype);
 
-// bf16: w is the fp32 [out, in] weight (converted and packed). int8: w is the quantized [out, in]
-// weight (row-major int8, see quantize_rows).
+// bf16: w is the fp32 or bf16 [out, in] weight (converted and packed). int8: w is the quantized
+// [out, in] weight (row-major int8, see quantize_rows).
 std::shared_ptr<const OneDnnWeight> pack_weight(const Tensor& w, DataType dtype);
 
 // y[m, out] = x[m, in] W^T + beta * y. int8: scales[out] per output channel.
