@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/onednn.h"
+#include "cpu/packed_gemm.h"
 #include "file_test_util.h"
 #include "ops.h"
 #include "seqpipe/engine/decoding.h"
@@ -102,6 +103,51 @@ TEST(LinearComputeType, Int8PortableKernelEqualsOneDnnExactly) {
   ops::linear(x, own, b);
   EXPECT_EQ(std::vector<float>(a.data(), a.data() + a.numel()),
             std::vector<float>(b.data(), b.data() + b.numel()));
+}
+
+// Up to kPackedGemmMaxRows rows, bf16 and int8 run in the engine's loops over oneDNN's packed
+// weights (oneDNN's execute allocates per call); the same weight with that path switched off runs
+// in oneDNN's matmul. int8: the same integer sums, so the same floats, bit for bit. bf16: the same
+// products, summed in the same order up to k = 512 (bit for bit there); above, oneDNN sums blocks
+// of k apart and adds them, so they differ by fp32 rounding: at most 1e-6 of sum |x w|.
+TEST(LinearComputeType, PackedGemmEqualsOneDnnsMatmul) {
+  for (const DataType dtype : {DataType::kBF16, DataType::kI8}) {
+    if (!cpu::onednn_runs(dtype)) continue;
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{64, 96}, {257, 512}, {100, 2048}}) {
+      std::mt19937 rng(static_cast<unsigned>(n + k));
+      std::normal_distribution<float> dist;
+      Tensor w = Tensor::empty({n, k});
+      for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = dist(rng) * 0.05f;
+      const LinearWeight lw = ops::prepare_linear(
+          Device::kCpu, w, dtype == DataType::kBF16 ? ComputeType::kBFloat16 : ComputeType::kInt8,
+          CpuKernels::kBest);
+      const auto& packed = static_cast<const cpu::OneDnnWeight&>(*lw.packed);
+      ASSERT_GT(packed.block_stride, 0) << "oneDNN chose another layout";
+      cpu::OneDnnWeight through_onednn = packed;
+      through_onednn.block_stride = 0;
+      for (int64_t m :
+           {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{17}, cpu::kPackedGemmMaxRows}) {
+        std::vector<float> x(static_cast<size_t>(m * k));
+        for (auto& v : x) v = dist(rng);
+        std::vector<float> a(static_cast<size_t>(m * n), 0.5f), b = a;
+        cpu::linear_packed(x.data(), m, packed, lw.scales.data(), 1.0f, a.data());
+        cpu::linear_packed(x.data(), m, through_onednn, lw.scales.data(), 1.0f, b.data());
+        if (dtype == DataType::kI8 || k <= 512) {
+          EXPECT_EQ(a, b) << data_type_name(dtype) << " m " << m << " n " << n << " k " << k;
+          continue;
+        }
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t j = 0; j < n; ++j) {
+            double abs_sum = 0;
+            for (int64_t i = 0; i < k; ++i)
+              abs_sum += std::abs(double(x[size_t(r * k + i)]) * w.row(j)[i]);
+            ASSERT_NEAR(a[size_t(r * n + j)], b[size_t(r * n + j)], 1e-6 * abs_sum)
+                << "m " << m << " row " << r << " col " << j;
+          }
+        }
+      }
+    }
+  }
 }
 
 // The fixtures: bf16's greedy ids are fp32's (which are HF's, reference_test.cc).
