@@ -137,8 +137,9 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 Backend& backend() {
-  static CpuBackend backend;
-  return backend;
+  // Never destroyed: a tensor in static storage may be freed after any static destructor ran.
+  static CpuBackend* const backend = new CpuBackend();
+  return *backend;
 }
 
 }  // namespace seqpipe::engine::cpu
