@@ -37,15 +37,20 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void u8s8_tile(const uint
   for (int r = 0; r < MR; ++r) {
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_si512();
   }
-  // GCC folds the weight loads into the vpdpbusd of each row (L1 hits); pinning them in
-  // registers, as kernels.cc does for fp32, measured up to 2x slower here.
+  // The four weight vectors are loaded once and pinned in registers (the empty asm): else GCC
+  // folds each load into every row's vpdpbusd, one load per instruction, and the loop waits on
+  // loads. (Pinning elements of a vector array instead made GCC spill the accumulators.)
   for (int64_t g = 0; g < k / 4; ++g) {
     const int8_t* wg = w + g * kBlockCols * 4;
-    __m512i wv[4];
-    for (int j = 0; j < 4; ++j) wv[j] = _mm512_loadu_si512(wg + 64 * j);
+    __m512i w0 = _mm512_loadu_si512(wg), w1 = _mm512_loadu_si512(wg + 64),
+            w2 = _mm512_loadu_si512(wg + 128), w3 = _mm512_loadu_si512(wg + 192);
+    __asm__("" : "+v"(w0), "+v"(w1), "+v"(w2), "+v"(w3));
     for (int r = 0; r < MR; ++r) {
       const __m512i xb = _mm512_set1_epi32(load_i32(x + r * k + 4 * g));
-      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xb, wv[j]);
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], xb, w0);
+      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], xb, w1);
+      acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], xb, w2);
+      acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], xb, w3);
     }
   }
   for (int r = 0; r < MR; ++r) {
@@ -63,13 +68,17 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void bf16_tile(const uint
   for (int r = 0; r < MR; ++r) {
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
   }
-  for (int64_t g = 0; g < k / 2; ++g) {
+  for (int64_t g = 0; g < k / 2; ++g) {  // as in u8s8_tile
     const uint16_t* wg = w + g * kBlockCols * 2;
-    __m512bh wv[4];
-    for (int j = 0; j < 4; ++j) wv[j] = (__m512bh)_mm512_loadu_si512(wg + 32 * j);
+    __m512bh w0 = (__m512bh)_mm512_loadu_si512(wg), w1 = (__m512bh)_mm512_loadu_si512(wg + 32),
+             w2 = (__m512bh)_mm512_loadu_si512(wg + 64), w3 = (__m512bh)_mm512_loadu_si512(wg + 96);
+    __asm__("" : "+v"(w0), "+v"(w1), "+v"(w2), "+v"(w3));
     for (int r = 0; r < MR; ++r) {
       const __m512bh xb = (__m512bh)_mm512_set1_epi32(load_i32(x + r * k + 2 * g));
-      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], xb, wv[j]);
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], xb, w0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], xb, w1);
+      acc[r][2] = _mm512_dpbf16_ps(acc[r][2], xb, w2);
+      acc[r][3] = _mm512_dpbf16_ps(acc[r][3], xb, w3);
     }
   }
   for (int r = 0; r < MR; ++r) {
