@@ -4,8 +4,10 @@
 //   linear_bench [--threads N] [--cold] [--compute-types]
 // --cold cycles through 256 MiB of weight copies, so every call streams its weights from DRAM
 // as a decoder step does (the default measures weights that stay in cache).
-// --compute-types: fp32 (ops::linear's pick) against bf16 and int8 on oneDNN and on the engine's
-// portable kernels, per shape, through ops::linear as the layers call it.
+// --compute-types: fp32 (ops::linear's pick) against bf16 and int8 on oneDNN's packed weights and
+// on the engine's portable kernels, per shape, through ops::linear as the layers call it (up to
+// cpu::kPackedGemmMaxRows rows that is the engine's packed_gemm); "exec" columns: the same packed
+// weights through oneDNN's matmul execute, for the comparison.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,9 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "cpu/blas.h"
 #include "cpu/kernels.h"
+#include "cpu/onednn.h"
+#include "cpu/packed_gemm.h"
 #include "ops.h"
-#include "seqpipe/engine/blas.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -47,6 +51,7 @@ int compute_types() {
                             {"i8 own", ComputeType::kInt8, CpuKernels::kPortable}};
   std::printf("%-16s %4s", "shape [n x k]", "m");
   for (const Column& c : columns) std::printf(" %10s", c.name);
+  std::printf(" %10s %10s", "bf16 exec", "i8 exec");
   std::printf("   (us per call; f32 / i8 dnnl)\n");
   for (auto [n, k] : {std::pair<int64_t, int64_t>{256, 256},
                       {1024, 256},
@@ -60,14 +65,28 @@ int compute_types() {
     std::vector<LinearWeight> weights;
     for (const Column& c : columns)
       weights.push_back(ops::prepare_linear(Device::kCpu, w, c.type, c.kernels));
-    std::vector<float> x(288 * k), y(288 * n);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) * 0.1f - 0.3f;
-    for (int64_t m : {1, 4, 16, 32, 128, 288}) {
+    Tensor x = Tensor::empty({288, k}), y = Tensor::empty({288, n});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = float(i % 7) * 0.1f - 0.3f;
+    for (int64_t m : {1, 4, 8, 16, 32, 64, 128, 288}) {
       std::printf("[%5ld x %4ld] %4ld", long(n), long(k), long(m));
       std::vector<double> us;
       for (const LinearWeight& lw : weights) {
-        us.push_back(best_us([&] { ops::linear(Device::kCpu, x.data(), m, lw, y.data()); }, 20));
+        us.push_back(best_us([&] { ops::linear(x.rows(0, m), lw, y.rows(0, m)); }, 20));
         std::printf(" %10.1f", us.back());
+      }
+      for (size_t c : {size_t{1}, size_t{2}}) {  // bf16 dnnl, i8 dnnl through oneDNN's execute
+        if (!weights[c].packed) {
+          std::printf(" %10s", "-");
+          continue;
+        }
+        cpu::OneDnnWeight exec = static_cast<const cpu::OneDnnWeight&>(*weights[c].packed);
+        exec.block_stride = 0;
+        std::printf(" %10.1f", best_us(
+                                   [&] {
+                                     cpu::linear_packed(x.data(), m, exec, weights[c].scales.data(),
+                                                        0.0f, y.data());
+                                   },
+                                   20));
       }
       std::printf("   %5.2fx\n", us[0] / us[2]);
     }
@@ -92,7 +111,7 @@ int main(int argc, char** argv) {
     }
   }
   using namespace seqpipe::engine;
-  ops::set_num_threads(threads);
+  ops::set_num_threads(Device::kCpu, threads);
   if (types) return compute_types();
   std::printf("%-16s %4s %10s %10s %8s %12s\n", "shape [n x k]", "m", "blas us", "tiled us",
               "ratio", "tiled GFLOP/s");

@@ -1,7 +1,6 @@
 #include "seqpipe/engine/decoder.h"
 
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "layers.h"
@@ -10,9 +9,9 @@
 
 namespace seqpipe::engine {
 
-// Every buffer a step needs, sized once for the cache's slot count.
+// Every buffer a step needs, sized once for the cache's slot count, on the model's device.
 struct Decoder::Workspace {
-  Tensor hidden, normed, q, k, v, attn, ff_a, ff_b, logits, scratch;
+  Tensor hidden, normed, q, k, v, attn, ff_a, ff_b, logits, attention;
   Tensor cross_k, cross_v;  // staging for start(EncoderOutput): grows to the largest batch
   std::vector<ops::AttentionSequence> seqs;
   std::vector<int64_t> positions;
@@ -23,21 +22,22 @@ struct Decoder::Workspace {
 Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
     : model_(std::move(model)), cache_(cache), ws_(std::make_shared<Workspace>()) {
   const T5Config& c = model_->config();
+  const Device dev = model_->device();
+  if (cache.device() != dev)
+    throw EngineError("Decoder: the KV cache is not on the model's device");
   const int64_t n = cache.num_slots();
   Workspace& ws = *ws_;
-  ws.hidden = Tensor::empty({n, c.d_model});
-  ws.normed = Tensor::empty({n, c.d_model});
-  ws.q = Tensor::empty({n, c.inner_dim()});
-  ws.k = Tensor::empty({n, c.inner_dim()});
-  ws.v = Tensor::empty({n, c.inner_dim()});
-  ws.attn = Tensor::empty({n, c.inner_dim()});
-  ws.ff_a = Tensor::empty({n, c.d_ff});
-  ws.ff_b = Tensor::empty({n, c.d_ff});
-  ws.logits = Tensor::empty({n, c.vocab_size});
-  // One attention scratch row per thread (ops::attention runs sequences in parallel).
-  ws.scratch =
-      Tensor::empty({static_cast<int64_t>(ops::max_threads()) *
-                     std::max(cache.options().max_target_len, cache.options().max_source_len)});
+  ws.hidden = Tensor::empty({n, c.d_model}, dev);
+  ws.normed = Tensor::empty({n, c.d_model}, dev);
+  ws.q = Tensor::empty({n, c.inner_dim()}, dev);
+  ws.k = Tensor::empty({n, c.inner_dim()}, dev);
+  ws.v = Tensor::empty({n, c.inner_dim()}, dev);
+  ws.attn = Tensor::empty({n, c.inner_dim()}, dev);
+  ws.ff_a = Tensor::empty({n, c.d_ff}, dev);
+  ws.ff_b = Tensor::empty({n, c.d_ff}, dev);
+  ws.logits = Tensor::empty({n, c.vocab_size}, dev);
+  ws.attention = ops::attention_workspace(
+      dev, std::max(cache.options().max_target_len, cache.options().max_source_len));
   ws.seqs.resize(static_cast<size_t>(n));
   ws.positions.resize(static_cast<size_t>(n));
   ws.slot_stamp.assign(static_cast<size_t>(n), 0);
@@ -67,18 +67,20 @@ void Decoder::start(const EncoderOutput& encoded, const int* slots) {
   const int64_t inner = m.config().inner_dim();
   Workspace& ws = *ws_;
   if (!ws.cross_k.defined() || ws.cross_k.dim(0) < total) {
-    ws.cross_k = Tensor::empty({total, inner});
-    ws.cross_v = Tensor::empty({total, inner});
+    ws.cross_k = Tensor::empty({total, inner}, m.device());
+    ws.cross_v = Tensor::empty({total, inner}, m.device());
   }
+  const TensorView encoder_rows = encoded.hidden.rows(0, total);
+  const TensorView cross_k = ws.cross_k.rows(0, total), cross_v = ws.cross_v.rows(0, total);
   int64_t layer = 0;
   for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
-    ops::linear(m.device(), encoded.hidden.data(), total, blk.cross_attention.k, ws.cross_k.data());
-    ops::linear(m.device(), encoded.hidden.data(), total, blk.cross_attention.v, ws.cross_v.data());
+    ops::linear(encoder_rows, blk.cross_attention.k, cross_k);
+    ops::linear(encoder_rows, blk.cross_attention.v, cross_v);
     profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
     for (size_t i = 0; i < encoded.size(); ++i) {
-      const size_t bytes = static_cast<size_t>(encoded.length(i) * inner) * sizeof(float);
-      std::memcpy(cache_.cross_k(slots[i], layer), ws.cross_k.row(encoded.offsets[i]), bytes);
-      std::memcpy(cache_.cross_v(slots[i], layer), ws.cross_v.row(encoded.offsets[i]), bytes);
+      const int64_t first = encoded.offsets[i], len = encoded.length(i);
+      ops::copy_to(cache_.cross_k(slots[i], layer).rows(0, len), cross_k.rows(first, len));
+      ops::copy_to(cache_.cross_v(slots[i], layer).rows(0, len), cross_v.rows(first, len));
     }
     ++layer;
   }
@@ -88,7 +90,8 @@ void Decoder::start(const EncoderOutput& encoded, const int* slots) {
   }
 }
 
-void Decoder::start(int slot, const float* encoder_rows, int64_t source_len) {
+void Decoder::start(int slot, const TensorView& encoder_rows) {
+  const int64_t source_len = encoder_rows.rank() == 2 ? encoder_rows.dim(0) : 0;
   check_source_length(source_len, cache_);
   if (!cache_.held(slot))
     throw EngineError("Decoder::start: slot " + std::to_string(slot) + " is not held");
@@ -96,24 +99,22 @@ void Decoder::start(int slot, const float* encoder_rows, int64_t source_len) {
   int64_t layer = 0;
   for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
     // Cross-attention K/V depend only on the encoder output: computed once per sequence.
-    ops::linear(m.device(), encoder_rows, source_len, blk.cross_attention.k,
-                cache_.cross_k(slot, layer));
-    ops::linear(m.device(), encoder_rows, source_len, blk.cross_attention.v,
-                cache_.cross_v(slot, layer));
+    ops::linear(encoder_rows, blk.cross_attention.k,
+                cache_.cross_k(slot, layer).rows(0, source_len));
+    ops::linear(encoder_rows, blk.cross_attention.v,
+                cache_.cross_v(slot, layer).rows(0, source_len));
     ++layer;
   }
   cache_.set_source_length(slot, source_len);
   cache_.set_length(slot, 0);
 }
 
-Tensor& Decoder::step(const int* slots, const int* tokens, int n) {
+TensorView Decoder::step(const int* slots, const int* tokens, int n) {
   Workspace& ws = *ws_;
   if (n < 1 || n > cache_.num_slots())
     throw EngineError("Decoder::step: batch of " + std::to_string(n) + " slots");
   const T5Model& m = *model_;
   const T5Config& c = m.config();
-  const Device dev = m.device();
-  const int64_t inner = c.inner_dim();
   const float eps = c.layer_norm_epsilon;
 
   // Each slot once, held, started: a bad slot list would corrupt another sequence's cache.
@@ -142,76 +143,67 @@ Tensor& Decoder::step(const int* slots, const int* tokens, int n) {
   self_args.num_seqs = n;
   self_args.num_heads = c.num_heads;
   self_args.head_dim = c.d_kv;
-  self_args.q_stride = self_args.kv_stride = self_args.out_stride = inner;
   self_args.bias = &m.decoder_position_bias();  // layer 0's bias, shared by every layer (as HF)
   self_args.causal = true;
-  self_args.scratch = ws.scratch.data();
-  self_args.scratch_size = ws.scratch.numel() / ops::max_threads();
+  self_args.workspace = ws.attention;
   ops::AttentionArgs cross_args = self_args;
   cross_args.bias = nullptr;
   cross_args.causal = false;
 
-  float* hidden = ws.hidden.data();
-  ops::embedding(dev, tokens, n, m.shared_embedding(), hidden);
+  const TensorView hidden = ws.hidden.rows(0, n), normed = ws.normed.rows(0, n),
+                   q = ws.q.rows(0, n), k = ws.k.rows(0, n), v = ws.v.rows(0, n),
+                   attn = ws.attn.rows(0, n), ff_a = ws.ff_a.rows(0, n), ff_b = ws.ff_b.rows(0, n),
+                   logits = ws.logits.rows(0, n);
+  ops::embedding(tokens, n, m.shared_embedding(), hidden);
   int64_t layer = 0;
   for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
     // Self-attention over this sequence's cached positions plus the new one.
-    ops::rms_norm(dev, hidden, n, blk.self_attention_norm, eps, 1.0f, ws.normed.data());
-    ops::linear(dev, ws.normed.data(), n, blk.self_attention.q, ws.q.data());
-    ops::linear(dev, ws.normed.data(), n, blk.self_attention.k, ws.k.data());
-    ops::linear(dev, ws.normed.data(), n, blk.self_attention.v, ws.v.data());
+    ops::rms_norm(hidden, blk.self_attention_norm, eps, 1.0f, normed);
+    ops::linear(normed, blk.self_attention.q, q);
+    ops::linear(normed, blk.self_attention.k, k);
+    ops::linear(normed, blk.self_attention.v, v);
     {
       profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
       for (int i = 0; i < n; ++i) {
         const int64_t pos = ws.positions[static_cast<size_t>(i)];
-        std::memcpy(cache_.self_k(slots[i], layer) + pos * inner, ws.k.row(i),
-                    static_cast<size_t>(inner) * sizeof(float));
-        std::memcpy(cache_.self_v(slots[i], layer) + pos * inner, ws.v.row(i),
-                    static_cast<size_t>(inner) * sizeof(float));
+        ops::copy_to(cache_.self_k(slots[i], layer).rows(pos, 1), k.rows(i, 1));
+        ops::copy_to(cache_.self_v(slots[i], layer).rows(pos, 1), v.rows(i, 1));
       }
     }
     for (int i = 0; i < n; ++i) {
-      const int64_t pos = ws.positions[static_cast<size_t>(i)];
-      ws.seqs[static_cast<size_t>(i)] = {ws.q.row(i),
-                                         1,
-                                         pos,
-                                         cache_.self_k(slots[i], layer),
-                                         cache_.self_v(slots[i], layer),
-                                         pos + 1,
-                                         ws.attn.row(i)};
+      const int64_t keys = ws.positions[static_cast<size_t>(i)] + 1;
+      ws.seqs[static_cast<size_t>(i)] = {
+          q.rows(i, 1), keys - 1, cache_.self_k(slots[i], layer).rows(0, keys),
+          cache_.self_v(slots[i], layer).rows(0, keys), attn.rows(i, 1)};
     }
-    ops::attention(dev, self_args);
-    ops::linear(dev, ws.attn.data(), n, blk.self_attention.o, hidden, 1.0f);
+    ops::attention(self_args);
+    ops::linear(attn, blk.self_attention.o, hidden, 1.0f);
 
     // Cross-attention over the sequence's own encoder rows (no padding, so no mask).
-    ops::rms_norm(dev, hidden, n, blk.cross_attention_norm, eps, 1.0f, ws.normed.data());
-    ops::linear(dev, ws.normed.data(), n, blk.cross_attention.q, ws.q.data());
+    ops::rms_norm(hidden, blk.cross_attention_norm, eps, 1.0f, normed);
+    ops::linear(normed, blk.cross_attention.q, q);
     for (int i = 0; i < n; ++i) {
-      ws.seqs[static_cast<size_t>(i)] = {ws.q.row(i),
-                                         1,
-                                         0,
-                                         cache_.cross_k(slots[i], layer),
-                                         cache_.cross_v(slots[i], layer),
-                                         cache_.source_length(slots[i]),
-                                         ws.attn.row(i)};
+      const int64_t keys = cache_.source_length(slots[i]);
+      ws.seqs[static_cast<size_t>(i)] = {
+          q.rows(i, 1), 0, cache_.cross_k(slots[i], layer).rows(0, keys),
+          cache_.cross_v(slots[i], layer).rows(0, keys), attn.rows(i, 1)};
     }
-    ops::attention(dev, cross_args);
-    ops::linear(dev, ws.attn.data(), n, blk.cross_attention.o, hidden, 1.0f);
+    ops::attention(cross_args);
+    ops::linear(attn, blk.cross_attention.o, hidden, 1.0f);
 
-    ops::rms_norm(dev, hidden, n, blk.ffn_norm, eps, 1.0f, ws.normed.data());
-    layers::feed_forward_residual(m, blk.ffn, ws.normed.data(), n, ws.ff_a.data(), ws.ff_b.data(),
-                                  hidden);
+    ops::rms_norm(hidden, blk.ffn_norm, eps, 1.0f, normed);
+    layers::feed_forward_residual(m, blk.ffn, normed, ff_a, ff_b, hidden);
     ++layer;
   }
   // Tied embeddings: HF scales the decoder output by d_model^-0.5 before the shared lm_head.
   const float scale = c.tie_word_embeddings
                           ? static_cast<float>(std::pow(static_cast<double>(c.d_model), -0.5))
                           : 1.0f;
-  ops::rms_norm(dev, hidden, n, m.decoder_final_norm(), eps, scale, ws.normed.data());
-  ops::linear(dev, ws.normed.data(), n, m.lm_head(), ws.logits.data(), 0.0f, profiler::Op::kLmHead);
+  ops::rms_norm(hidden, m.decoder_final_norm(), eps, scale, normed);
+  ops::linear(normed, m.lm_head(), logits, 0.0f, profiler::Op::kLmHead);
 
   for (int i = 0; i < n; ++i) cache_.set_length(slots[i], ws.positions[static_cast<size_t>(i)] + 1);
-  return ws.logits;  // callers read rows [0, n)
+  return logits;
 }
 
 }  // namespace seqpipe::engine

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "cpu/kernels.h"  // logits are host memory: the search runs on the CPU
+#include "ops.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/logits_processors.h"
 #include "seqpipe/engine/profiler.h"
@@ -406,8 +407,13 @@ void DecodingOptions::validate(int64_t max_target_len) const {
 }
 
 Generator::Generator(std::shared_ptr<const T5Model> model, const GeneratorOptions& options)
-    : model_(std::move(model)), cache_(model_->config(), options.cache), decoder_(model_, cache_) {
+    : model_(std::move(model)),
+      cache_(model_->config(), options.cache, model_->device()),
+      decoder_(model_, cache_) {
   const size_t n = static_cast<size_t>(cache_.num_slots());
+  // The searches read the logits on the host: a model elsewhere copies them into this buffer.
+  if (model_->device() != Device::kCpu)
+    host_logits_ = Tensor::empty({cache_.num_slots(), model_->config().vocab_size});
   active_.reserve(n);
   step_slots_.resize(n);
   step_tokens_.resize(n);
@@ -495,7 +501,7 @@ std::vector<uint64_t> Generator::add_prepared(const EncoderOutput& encoded,
       decoder_.start(encoded, first_slots.data());  // one GEMM per layer for the whole batch
     } else {
       for (size_t i = 0; i < indices.size(); ++i) {
-        decoder_.start(slots[first[i]], encoded.rows(indices[i]), encoded.length(indices[i]));
+        decoder_.start(slots[first[i]], encoded.sequence(indices[i]));
       }
     }
     for (size_t i = 0; i < indices.size(); ++i) {
@@ -531,7 +537,11 @@ void Generator::step(std::vector<Finished>& finished) {
       step_tokens_[static_cast<size_t>(n)] = s.next_tokens()[i];
     }
   }
-  Tensor& logits = decoder_.step(step_slots_.data(), step_tokens_.data(), n);
+  TensorView logits = decoder_.step(step_slots_.data(), step_tokens_.data(), n);
+  if (host_logits_.defined()) {
+    ops::copy_to(host_logits_.rows(0, n), logits);
+    logits = host_logits_.rows(0, n);
+  }
   const int64_t vocab = logits.dim(1);
   for (size_t a = 0; a < active_.size(); ++a) {
     active_[a].search->advance(logits.row(row_of_[a]), vocab, cache_);

@@ -6,27 +6,28 @@
 
 namespace seqpipe::engine {
 
+// Buffers on the model's device, grown to the largest batch seen.
 struct Encoder::Workspace {
   int64_t rows = 0;     // capacity in token rows
-  int64_t max_len = 0;  // capacity of the attention scratch
-  Tensor normed, q, k, v, attn, ff_a, ff_b, scratch;
+  int64_t max_len = 0;  // capacity of the attention workspace in keys
+  Tensor normed, q, k, v, attn, ff_a, ff_b, attention;
   std::vector<int> ids;
   std::vector<ops::AttentionSequence> seqs;
 
-  void reserve(const T5Config& c, int64_t total, int64_t longest, size_t batch) {
+  void reserve(const T5Config& c, Device device, int64_t total, int64_t longest, size_t batch) {
     if (total > rows) {
       rows = total;
-      normed = Tensor::empty({rows, c.d_model});
-      q = Tensor::empty({rows, c.inner_dim()});
-      k = Tensor::empty({rows, c.inner_dim()});
-      v = Tensor::empty({rows, c.inner_dim()});
-      attn = Tensor::empty({rows, c.inner_dim()});
-      ff_a = Tensor::empty({rows, c.d_ff});
-      ff_b = Tensor::empty({rows, c.d_ff});
+      normed = Tensor::empty({rows, c.d_model}, device);
+      q = Tensor::empty({rows, c.inner_dim()}, device);
+      k = Tensor::empty({rows, c.inner_dim()}, device);
+      v = Tensor::empty({rows, c.inner_dim()}, device);
+      attn = Tensor::empty({rows, c.inner_dim()}, device);
+      ff_a = Tensor::empty({rows, c.d_ff}, device);
+      ff_b = Tensor::empty({rows, c.d_ff}, device);
     }
     if (longest > max_len) {
       max_len = longest;
-      scratch = Tensor::empty({static_cast<int64_t>(ops::max_threads()) * max_len});
+      attention = ops::attention_workspace(device, max_len);
     }
     seqs.resize(batch);
     ids.clear();
@@ -61,45 +62,43 @@ EncoderOutput Encoder::encode(const std::vector<std::vector<int>>& batch) {
     out.offsets.push_back(out.offsets.back() + static_cast<int64_t>(batch[i].size()));
   }
   const int64_t total = out.offsets.back();
-  out.hidden = Tensor::empty({std::max<int64_t>(total, 1), c.d_model}).first_rows(total);
+  out.hidden = Tensor::empty({std::max<int64_t>(total, 1), c.d_model}, dev).first_rows(total);
   if (total == 0) return out;
 
   Workspace& ws = *ws_;
-  ws.reserve(c, total, longest, batch.size());
+  ws.reserve(c, dev, total, longest, batch.size());
   for (const auto& seq : batch) ws.ids.insert(ws.ids.end(), seq.begin(), seq.end());
 
-  const int64_t inner = c.inner_dim();
+  const TensorView normed = ws.normed.rows(0, total), q = ws.q.rows(0, total),
+                   k = ws.k.rows(0, total), v = ws.v.rows(0, total), attn = ws.attn.rows(0, total),
+                   ff_a = ws.ff_a.rows(0, total), ff_b = ws.ff_b.rows(0, total);
   for (size_t i = 0; i < batch.size(); ++i) {
-    const int64_t first = out.offsets[i];
-    ws.seqs[i] = {ws.q.row(first), out.length(i),     0, ws.k.row(first), ws.v.row(first),
-                  out.length(i),   ws.attn.row(first)};
+    const int64_t first = out.offsets[i], len = out.length(i);
+    ws.seqs[i] = {q.rows(first, len), 0, k.rows(first, len), v.rows(first, len),
+                  attn.rows(first, len)};
   }
   ops::AttentionArgs args;
   args.seqs = ws.seqs.data();
   args.num_seqs = static_cast<int64_t>(batch.size());
   args.num_heads = c.num_heads;
   args.head_dim = c.d_kv;
-  args.q_stride = args.kv_stride = args.out_stride = inner;
   args.bias = &m.encoder_position_bias();  // computed by layer 0, shared by every layer (as HF)
   args.causal = false;
-  args.scratch = ws.scratch.data();
-  args.scratch_size = ws.max_len;
+  args.workspace = ws.attention;
 
-  float* hidden = out.hidden.data();
-  ops::embedding(dev, ws.ids.data(), total, m.shared_embedding(), hidden);
+  const TensorView& hidden = out.hidden;
+  ops::embedding(ws.ids.data(), total, m.shared_embedding(), hidden);
   for (const EncoderBlockWeights& blk : m.encoder_blocks()) {
-    ops::rms_norm(dev, hidden, total, blk.attention_norm, c.layer_norm_epsilon, 1.0f,
-                  ws.normed.data());
-    ops::linear(dev, ws.normed.data(), total, blk.attention.q, ws.q.data());
-    ops::linear(dev, ws.normed.data(), total, blk.attention.k, ws.k.data());
-    ops::linear(dev, ws.normed.data(), total, blk.attention.v, ws.v.data());
-    ops::attention(dev, args);
-    ops::linear(dev, ws.attn.data(), total, blk.attention.o, hidden, 1.0f);
-    ops::rms_norm(dev, hidden, total, blk.ffn_norm, c.layer_norm_epsilon, 1.0f, ws.normed.data());
-    layers::feed_forward_residual(m, blk.ffn, ws.normed.data(), total, ws.ff_a.data(),
-                                  ws.ff_b.data(), hidden);
+    ops::rms_norm(hidden, blk.attention_norm, c.layer_norm_epsilon, 1.0f, normed);
+    ops::linear(normed, blk.attention.q, q);
+    ops::linear(normed, blk.attention.k, k);
+    ops::linear(normed, blk.attention.v, v);
+    ops::attention(args);
+    ops::linear(attn, blk.attention.o, hidden, 1.0f);
+    ops::rms_norm(hidden, blk.ffn_norm, c.layer_norm_epsilon, 1.0f, normed);
+    layers::feed_forward_residual(m, blk.ffn, normed, ff_a, ff_b, hidden);
   }
-  ops::rms_norm(dev, hidden, total, m.encoder_final_norm(), c.layer_norm_epsilon, 1.0f, hidden);
+  ops::rms_norm(hidden, m.encoder_final_norm(), c.layer_norm_epsilon, 1.0f, hidden);
   return out;
 }
 

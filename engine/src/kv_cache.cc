@@ -1,13 +1,13 @@
 #include "seqpipe/engine/kv_cache.h"
 
 #include <algorithm>
-#include <cstring>
 
+#include "ops.h"
 #include "seqpipe/engine/error.h"
 
 namespace seqpipe::engine {
 
-KvCache::KvCache(const T5Config& config, const KvCacheOptions& options)
+KvCache::KvCache(const T5Config& config, const KvCacheOptions& options, Device device)
     : options_(options), layers_(config.num_decoder_layers), inner_(config.inner_dim()) {
   if (options.num_slots < 1) throw EngineError("KvCacheOptions.num_slots must be >= 1");
   if (options.max_beams < 1) throw EngineError("KvCacheOptions.max_beams must be >= 1");
@@ -20,13 +20,13 @@ KvCache::KvCache(const T5Config& config, const KvCacheOptions& options)
         "max_source_len <= 65536");
   }
   const int64_t slots = options.num_slots;
-  self_k_ = Tensor::empty({slots * layers_ * options.max_target_len, inner_});
-  self_v_ = Tensor::empty({slots * layers_ * options.max_target_len, inner_});
-  cross_k_ = Tensor::empty({slots * layers_ * options.max_source_len, inner_});
-  cross_v_ = Tensor::empty({slots * layers_ * options.max_source_len, inner_});
+  self_k_ = Tensor::empty({slots * layers_ * options.max_target_len, inner_}, device);
+  self_v_ = Tensor::empty({slots * layers_ * options.max_target_len, inner_}, device);
+  cross_k_ = Tensor::empty({slots * layers_ * options.max_source_len, inner_}, device);
+  cross_v_ = Tensor::empty({slots * layers_ * options.max_source_len, inner_}, device);
   const int64_t staged = std::min<int64_t>(options.max_beams, slots);
-  scratch_k_ = Tensor::empty({staged * layers_ * options.max_target_len, inner_});
-  scratch_v_ = Tensor::empty({staged * layers_ * options.max_target_len, inner_});
+  scratch_k_ = Tensor::empty({staged * layers_ * options.max_target_len, inner_}, device);
+  scratch_v_ = Tensor::empty({staged * layers_ * options.max_target_len, inner_}, device);
   scratch_length_.assign(static_cast<size_t>(staged), 0);
   length_.assign(static_cast<size_t>(slots), 0);
   source_length_.assign(static_cast<size_t>(slots), 0);
@@ -36,9 +36,8 @@ KvCache::KvCache(const T5Config& config, const KvCacheOptions& options)
 }
 
 uint64_t KvCache::bytes() const {
-  return static_cast<uint64_t>(self_k_.numel() + self_v_.numel() + cross_k_.numel() +
-                               cross_v_.numel() + scratch_k_.numel() + scratch_v_.numel()) *
-         sizeof(float);
+  return static_cast<uint64_t>(self_k_.bytes() + self_v_.bytes() + cross_k_.bytes() +
+                               cross_v_.bytes() + scratch_k_.bytes() + scratch_v_.bytes());
 }
 
 std::optional<int> KvCache::acquire() {
@@ -74,41 +73,41 @@ void KvCache::set_source_length(int slot, int64_t len) {
   source_length_[static_cast<size_t>(slot)] = len;
 }
 
-float* KvCache::self_k(int slot, int64_t layer) {
-  return self_k_.row((slot * layers_ + layer) * options_.max_target_len);
+TensorView KvCache::self_k(int slot, int64_t layer) const {
+  return self_k_.rows((slot * layers_ + layer) * options_.max_target_len, options_.max_target_len);
 }
-float* KvCache::self_v(int slot, int64_t layer) {
-  return self_v_.row((slot * layers_ + layer) * options_.max_target_len);
+TensorView KvCache::self_v(int slot, int64_t layer) const {
+  return self_v_.rows((slot * layers_ + layer) * options_.max_target_len, options_.max_target_len);
 }
-float* KvCache::cross_k(int slot, int64_t layer) {
-  return cross_k_.row((slot * layers_ + layer) * options_.max_source_len);
+TensorView KvCache::cross_k(int slot, int64_t layer) const {
+  return cross_k_.rows((slot * layers_ + layer) * options_.max_source_len, options_.max_source_len);
 }
-float* KvCache::cross_v(int slot, int64_t layer) {
-  return cross_v_.row((slot * layers_ + layer) * options_.max_source_len);
+TensorView KvCache::cross_v(int slot, int64_t layer) const {
+  return cross_v_.rows((slot * layers_ + layer) * options_.max_source_len, options_.max_source_len);
 }
 
 void KvCache::reorder(const int* dst, const int* src, int n) {
   if (n > static_cast<int>(scratch_length_.size()))
     throw EngineError("KvCache::reorder: more pairs than max_beams");
-  const int64_t block = options_.max_target_len * inner_;  // floats of one layer of one slot
+  const int64_t block = options_.max_target_len;  // rows of one layer of one slot
   // Stage every source that moves, then write: a slot may be both a source and a destination.
   for (int i = 0; i < n; ++i) {
     if (dst[i] == src[i]) continue;
     const int64_t len = length(src[i]);
     scratch_length_[static_cast<size_t>(i)] = len;
     for (int64_t l = 0; l < layers_; ++l) {
-      const size_t bytes = static_cast<size_t>(len * inner_) * sizeof(float);
-      std::memcpy(scratch_k_.data() + (i * layers_ + l) * block, self_k(src[i], l), bytes);
-      std::memcpy(scratch_v_.data() + (i * layers_ + l) * block, self_v(src[i], l), bytes);
+      const int64_t staged = (i * layers_ + l) * block;
+      ops::copy_to(scratch_k_.rows(staged, len), self_k(src[i], l).rows(0, len));
+      ops::copy_to(scratch_v_.rows(staged, len), self_v(src[i], l).rows(0, len));
     }
   }
   for (int i = 0; i < n; ++i) {
     if (dst[i] == src[i]) continue;
     const int64_t len = scratch_length_[static_cast<size_t>(i)];
     for (int64_t l = 0; l < layers_; ++l) {
-      const size_t bytes = static_cast<size_t>(len * inner_) * sizeof(float);
-      std::memcpy(self_k(dst[i], l), scratch_k_.data() + (i * layers_ + l) * block, bytes);
-      std::memcpy(self_v(dst[i], l), scratch_v_.data() + (i * layers_ + l) * block, bytes);
+      const int64_t staged = (i * layers_ + l) * block;
+      ops::copy_to(self_k(dst[i], l).rows(0, len), scratch_k_.rows(staged, len));
+      ops::copy_to(self_v(dst[i], l).rows(0, len), scratch_v_.rows(staged, len));
     }
     set_length(dst[i], len);
   }
@@ -117,9 +116,8 @@ void KvCache::reorder(const int* dst, const int* src, int n) {
 void KvCache::copy_cross(int dst, int src) {
   const int64_t len = source_length(src);
   for (int64_t l = 0; l < layers_; ++l) {
-    const size_t bytes = static_cast<size_t>(len * inner_) * sizeof(float);
-    std::memcpy(cross_k(dst, l), cross_k(src, l), bytes);
-    std::memcpy(cross_v(dst, l), cross_v(src, l), bytes);
+    ops::copy_to(cross_k(dst, l).rows(0, len), cross_k(src, l).rows(0, len));
+    ops::copy_to(cross_v(dst, l).rows(0, len), cross_v(src, l).rows(0, len));
   }
   set_source_length(dst, len);
 }

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <filesystem>
 
-#include "cpu/onednn.h"
 #include "ops.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/safetensors.h"
@@ -36,6 +35,14 @@ int relative_position_bucket(int64_t rel, bool bidirectional, int64_t num_bucket
 
 namespace {
 
+// The host tensor `t` on `device`: itself on the CPU, else a copy.
+Tensor on_device(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  Tensor out = Tensor::empty(t.shape(), device, t.dtype());
+  ops::copy_to(out, t);
+  return out;
+}
+
 // Loads tensors by their HF names with the shapes config.json implies, and counts what was
 // used in place from the mapping versus converted.
 class WeightLoader {
@@ -43,39 +50,53 @@ class WeightLoader {
   WeightLoader(const std::string& path, const ModelOptions& options)
       : file_(path), options_(options) {}
 
-  Tensor get(const std::string& name, std::vector<int64_t> shape) {
+  // A tensor as fp32 on the host (in place in the mapping when stored so).
+  Tensor get_host(const std::string& name, std::vector<int64_t> shape) {
     Tensor t = file_.load(name, shape);
-    count(name, t);
+    count(t);
     return t;
+  }
+  // The same on the model's device.
+  Tensor get(const std::string& name, std::vector<int64_t> shape) {
+    return on_device(get_host(name, std::move(shape)), options_.device);
   }
   // A linear layer's weight in the compute type (options.compute_type, resolved).
   LinearWeight linear(const std::string& name, std::vector<int64_t> shape) {
-    const Tensor f32 = file_.load(name, shape);
-    LinearWeight w = prepare(f32);
-    if (w.dtype == DataType::kF32) count(name, f32);
-    return w;
+    return prepare(source(name, shape), true);
   }
-  // The lm_head of tied embeddings: the table is counted already, a conversion adds bytes.
-  LinearWeight tied(const Tensor& table) { return prepare(table); }
+  // The lm_head of tied embeddings: the table's bf16 tensor as stored (see source()), else the
+  // fp32 table itself, counted already.
+  LinearWeight tied(const std::string& name, const Tensor& table) {
+    if (bf16_as_stored(name)) return prepare(file_.load_bf16(name, table.shape()), true);
+    return prepare(table, false);
+  }
   bool contains(const std::string& name) const { return file_.contains(name); }
   const std::string& path() const { return file_.path(); }
   uint64_t mapped() const { return mapped_; }
   uint64_t converted() const { return converted_; }
 
  private:
-  LinearWeight prepare(const Tensor& f32) {
+  // What a linear weight is made from: a bf16 checkpoint's tensor as stored (a view of the
+  // mapping) when the compute type is bfloat16, else fp32.
+  Tensor source(const std::string& name, const std::vector<int64_t>& shape) {
+    return bf16_as_stored(name) ? file_.load_bf16(name, shape) : file_.load(name, shape);
+  }
+  bool bf16_as_stored(const std::string& name) const {
+    return options_.compute_type == ComputeType::kBFloat16 && file_.contains(name) &&
+           file_.tensors().at(name).dtype == StorageType::kBF16;
+  }
+  LinearWeight prepare(const Tensor& source, bool count_in_place) {
     LinearWeight w =
-        ops::prepare_linear(options_.device, f32, options_.compute_type, options_.cpu_kernels);
-    if (w.dtype != DataType::kF32) converted_ += static_cast<uint64_t>(w.bytes());
+        ops::prepare_linear(options_.device, source, options_.compute_type, options_.cpu_kernels);
+    if (w.weight.data_as<void>() == source.data_as<void>()) {
+      if (count_in_place) count(source);
+    } else {
+      converted_ += static_cast<uint64_t>(w.bytes());
+    }
     return w;
   }
-  void count(const std::string& name, const Tensor& t) {
-    const uint64_t bytes = static_cast<uint64_t>(t.bytes());
-    if (file_.tensors().at(name).dtype == StorageType::kF32) {
-      mapped_ += bytes;
-    } else {
-      converted_ += bytes;
-    }
+  void count(const Tensor& t) {
+    (file_.maps(t) ? mapped_ : converted_) += static_cast<uint64_t>(t.bytes());
   }
 
   SafeTensorsFile file_;
@@ -102,18 +123,21 @@ FeedForwardWeights load_ffn(WeightLoader& w, const std::string& scope, const T5C
   return f;
 }
 
-PositionBias expand_bias(const Tensor& buckets, const T5Config& c, bool bidirectional) {
+// From the host copy of the bucket table.
+PositionBias expand_bias(const Tensor& buckets, const T5Config& c, bool bidirectional,
+                         Device device) {
   PositionBias bias;
   bias.max_distance = c.relative_attention_max_distance;
   const int64_t width = 2 * bias.max_distance + 1;
-  bias.table = Tensor::empty({c.num_heads, width});
+  Tensor table = Tensor::empty({c.num_heads, width});
   for (int64_t r = -bias.max_distance; r <= bias.max_distance; ++r) {
     const int b = relative_position_bucket(r, bidirectional, c.relative_attention_num_buckets,
                                            c.relative_attention_max_distance);
     for (int64_t h = 0; h < c.num_heads; ++h) {
-      bias.table.row(h)[r + bias.max_distance] = buckets.row(b)[h];
+      table.row(h)[r + bias.max_distance] = buckets.row(b)[h];
     }
   }
+  bias.table = on_device(table, device);
   return bias;
 }
 
@@ -132,19 +156,15 @@ ComputeType resolve_compute_type(ComputeType requested, const T5Config& c, Devic
 }  // namespace
 
 int64_t LinearWeight::bytes() const {
-  return weight.bytes() + scales.bytes() +
-         (packed ? static_cast<int64_t>(packed->desc.get_size()) : 0);
+  return weight.bytes() + scales.bytes() + (packed ? packed->bytes() : 0);
 }
 
 std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const ModelOptions& options) {
   if (!std::filesystem::is_directory(dir))
     throw EngineError(dir + ": model directory does not exist");
-  if (options.device != Device::kCpu) {
-    throw EngineError("device '" + std::string(device_name(options.device)) +
-                      "' has no backend in this build");
-  }
+  allocator_for(options.device);  // EngineError now for a device this build has no backend for
   if (options.threads < 0) throw EngineError("ModelOptions.threads must be >= 0");
-  if (options.threads > 0) ops::set_num_threads(options.threads);
+  if (options.threads > 0) ops::set_num_threads(options.device, options.threads);
 
   std::shared_ptr<T5Model> m(new T5Model());
   m->dir_ = dir;
@@ -154,9 +174,10 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
   m->options_.compute_type = resolve_compute_type(options.compute_type, c, options.device);
   WeightLoader w(dir + "/model.safetensors", m->options_);
 
-  m->shared_ = w.get("shared.weight", {c.vocab_size, c.d_model});
+  const Tensor shared = w.get_host("shared.weight", {c.vocab_size, c.d_model});
+  m->shared_ = on_device(shared, options.device);
   if (c.tie_word_embeddings) {
-    m->lm_head_ = w.tied(m->shared_);
+    m->lm_head_ = w.tied("shared.weight", shared);
   } else {
     if (!w.contains("lm_head.weight")) {
       throw EngineError(
@@ -177,9 +198,10 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
     m->encoder_.push_back(std::move(blk));
   }
   m->encoder_final_norm_ = w.get("encoder.final_layer_norm.weight", {c.d_model});
-  m->encoder_bias_ = expand_bias(
-      w.get("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", bias_shape), c,
-      true);
+  m->encoder_bias_ =
+      expand_bias(w.get_host("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+                             bias_shape),
+                  c, true, options.device);
 
   for (int64_t i = 0; i < c.num_decoder_layers; ++i) {
     const std::string b = "decoder.block." + std::to_string(i);
@@ -193,9 +215,10 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
     m->decoder_.push_back(std::move(blk));
   }
   m->decoder_final_norm_ = w.get("decoder.final_layer_norm.weight", {c.d_model});
-  m->decoder_bias_ = expand_bias(
-      w.get("decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", bias_shape), c,
-      false);
+  m->decoder_bias_ =
+      expand_bias(w.get_host("decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+                             bias_shape),
+                  c, false, options.device);
 
   m->mapped_bytes_ = w.mapped();
   m->converted_bytes_ = w.converted();

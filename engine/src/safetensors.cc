@@ -173,20 +173,47 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path) {
   }
 }
 
-Tensor SafeTensorsFile::load(const std::string& name, const std::vector<int64_t>& expected) const {
+const TensorInfo& SafeTensorsFile::info(const std::string& name,
+                                        const std::vector<int64_t>& expected) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) throw EngineError(path_ + ": missing tensor '" + name + "'");
-  const TensorInfo& info = it->second;
-  if (info.shape != expected) {
-    throw EngineError(path_ + ": tensor '" + name + "' has shape " + shape_string(info.shape) +
-                      ", expected " + shape_string(expected));
+  if (it->second.shape != expected) {
+    throw EngineError(path_ + ": tensor '" + name + "' has shape " +
+                      shape_string(it->second.shape) + ", expected " + shape_string(expected));
   }
+  return it->second;
+}
+
+bool SafeTensorsFile::maps(const TensorView& t) const {
+  const auto* p = t.data_as<const uint8_t>();
+  return t.defined() && p >= data_ && p + t.bytes() <= data_ + size_;
+}
+
+Tensor SafeTensorsFile::load_bf16(const std::string& name,
+                                  const std::vector<int64_t>& expected) const {
+  const TensorInfo& info = this->info(name, expected);
+  if (info.dtype != StorageType::kBF16) {
+    throw EngineError(path_ + ": tensor '" + name + "' is " + storage_name(info.dtype) +
+                      ", not BF16");
+  }
+  const uint8_t* src = data_ + info.begin;
+  if (reinterpret_cast<uintptr_t>(src) % alignof(uint16_t) == 0) {
+    return Tensor::wrap(const_cast<uint8_t*>(src), info.shape, DataType::kBF16, Device::kCpu,
+                        mapping_);
+  }
+  Tensor out = Tensor::empty(info.shape, Device::kCpu, DataType::kBF16);
+  std::memcpy(out.data_as<void>(), src, static_cast<size_t>(out.bytes()));
+  return out;
+}
+
+Tensor SafeTensorsFile::load(const std::string& name, const std::vector<int64_t>& expected) const {
+  const TensorInfo& info = this->info(name, expected);
   const uint8_t* src = data_ + info.begin;
   const int64_t numel = static_cast<int64_t>((info.end - info.begin) / storage_size(info.dtype));
   if (info.dtype == StorageType::kF32 && reinterpret_cast<uintptr_t>(src) % alignof(float) == 0) {
     // Already the compute type: a view of the mapping, no copy.
-    return Tensor::view(const_cast<float*>(reinterpret_cast<const float*>(src)), info.shape,
-                        Device::kCpu, mapping_);
+    return Tensor::wrap(const_cast<uint8_t*>(src), info.shape, DataType::kF32, Device::kCpu,
+                        mapping_);
   }
   Tensor out = Tensor::empty(info.shape);
   float* dst = out.data();

@@ -1,41 +1,58 @@
 #include "seqpipe/engine/tensor.h"
 
-#include <cstdlib>
 #include <cstring>
-#include <new>
 #include <sstream>
 
 #include "seqpipe/engine/error.h"
 
 namespace seqpipe::engine {
 
-namespace {
-std::shared_ptr<void> allocate(int64_t numel, Device device, DataType dtype) {
-  if (device != Device::kCpu)
-    throw EngineError("Tensor: device " + std::string(device_name(device)) + " is not built in");
-  size_t bytes = static_cast<size_t>(numel) * element_size(dtype);
-  bytes = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
-  if (p == nullptr) throw std::bad_alloc();
-  return {p, [](void* q) { std::free(q); }};
-}
-}  // namespace
-
 std::string_view data_type_name(DataType t) {
   return t == DataType::kF32 ? "f32" : t == DataType::kBF16 ? "bf16" : "i8";
 }
 
-Tensor Tensor::empty(const std::vector<int64_t>& shape, Device device, DataType dtype) {
-  if (shape.size() > kMaxRank)
+TensorView::TensorView(void* data, const std::vector<int64_t>& shape, DataType dtype, Device device)
+    : data_(data), dtype_(dtype), device_(device) {
+  if (shape.size() > kMaxTensorRank)
     throw EngineError("Tensor: rank " + std::to_string(shape.size()) + " > 4");
+  rank_ = static_cast<int>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) shape_[i] = shape[i];
+}
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank_; ++i) n *= shape_[static_cast<size_t>(i)];
+  return n;
+}
+
+bool TensorView::same_shape(const TensorView& other) const {
+  if (rank_ != other.rank_) return false;
+  for (int i = 0; i < rank_; ++i) {
+    if (shape_[static_cast<size_t>(i)] != other.shape_[static_cast<size_t>(i)]) return false;
+  }
+  return true;
+}
+
+TensorView TensorView::rows(int64_t begin, int64_t count) const {
+  if (rank_ == 0 || begin < 0 || count < 0 || begin + count > shape_[0]) {
+    throw EngineError("Tensor: rows [" + std::to_string(begin) + ", " +
+                      std::to_string(begin + count) + ") of " + shape_string(shape()));
+  }
+  TensorView v = *this;
+  v.data_ =
+      static_cast<char*>(data_) + begin * row_size() * static_cast<int64_t>(element_size(dtype_));
+  v.shape_[0] = count;
+  return v;
+}
+
+Tensor Tensor::empty(const std::vector<int64_t>& shape, Device device, DataType dtype) {
   Tensor t;
-  t.rank_ = static_cast<int>(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) t.shape_[i] = shape[i];
-  auto storage = allocate(t.numel(), device, dtype);
-  t.data_ = storage.get();
-  t.owner_ = std::move(storage);
-  t.device_ = device;
-  t.dtype_ = dtype;
+  t.view_ = TensorView(nullptr, shape, dtype, device);
+  Allocator& allocator = allocator_for(device);
+  const size_t bytes = static_cast<size_t>(t.view_.numel()) * element_size(dtype);
+  void* p = allocator.allocate(bytes == 0 ? 1 : bytes);
+  t.owner_ = std::shared_ptr<void>(p, [&allocator](void* q) { allocator.deallocate(q); });
+  t.view_.data_ = p;
   return t;
 }
 
@@ -43,34 +60,23 @@ Tensor Tensor::empty(std::initializer_list<int64_t> shape, Device device) {
   return empty(std::vector<int64_t>(shape), device);
 }
 
-Tensor Tensor::zeros(std::initializer_list<int64_t> shape, Device device) {
-  Tensor t = empty(shape, device);
-  std::memset(t.data(), 0, static_cast<size_t>(t.numel()) * sizeof(float));
+Tensor Tensor::zeros(std::initializer_list<int64_t> shape) {
+  Tensor t = empty(shape);
+  std::memset(t.data(), 0, static_cast<size_t>(t.bytes()));
   return t;
 }
 
-Tensor Tensor::view(float* data, const std::vector<int64_t>& shape, Device device,
+Tensor Tensor::wrap(void* data, const std::vector<int64_t>& shape, DataType dtype, Device device,
                     std::shared_ptr<const void> owner) {
-  if (shape.size() > kMaxRank)
-    throw EngineError("Tensor: rank " + std::to_string(shape.size()) + " > 4");
   Tensor t;
-  t.rank_ = static_cast<int>(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) t.shape_[i] = shape[i];
-  t.data_ = data;
+  t.view_ = TensorView(data, shape, dtype, device);
   t.owner_ = std::move(owner);
-  t.device_ = device;
   return t;
-}
-
-int64_t Tensor::numel() const {
-  int64_t n = 1;
-  for (int i = 0; i < rank_; ++i) n *= shape_[static_cast<size_t>(i)];
-  return n;
 }
 
 Tensor Tensor::first_rows(int64_t rows) const {
   Tensor t = *this;
-  t.shape_[0] = rows;
+  t.view_.shape_[0] = rows;
   return t;
 }
 

@@ -167,9 +167,8 @@ TEST_F(BatchingTest, MisuseOfSlotsIsAnErrorNotCorruption) {
   const int s1 = *cache.acquire();
   const int free_slot = (s0 != 0 && s1 != 0) ? 0 : (s0 != 1 && s1 != 1) ? 1 : 2;
   const int tokens[2] = {0, 0};
-  EXPECT_THROW(decoder.start(free_slot, enc.rows(0), enc.length(0)), EngineError)
-      << "slot not held";
-  decoder.start(s0, enc.rows(0), enc.length(0));
+  EXPECT_THROW(decoder.start(free_slot, enc.sequence(0)), EngineError) << "slot not held";
+  decoder.start(s0, enc.sequence(0));
   const int not_started[1] = {s1};
   EXPECT_THROW(decoder.step(not_started, tokens, 1), EngineError);
   const int twice[2] = {s0, s0};

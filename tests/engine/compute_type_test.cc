@@ -1,18 +1,24 @@
-// The bf16 and int8 compute types against fp32: the linear op within stated error bounds (oneDNN's
-// kernels and the engine's portable ones, which a CPU without AVX512_BF16 / VNNI runs), the
-// fixtures' greedy ids, and the bundled speller's 200 parity inputs.
+// The bf16 and int8 compute types against fp32 in whole models (oneDNN's kernels and the engine's
+// portable ones, which a CPU without AVX512_BF16 / VNNI runs): the fixtures' greedy ids and the
+// bundled speller's 200 parity inputs. The linear op's per-call bounds are in ops_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "cpu/onednn.h"
+#include "cpu/packed_gemm.h"
+#include "file_test_util.h"
 #include "ops.h"
 #include "seqpipe/engine/decoding.h"
+#include "seqpipe/engine/encoder.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
+#include "seqpipe/engine/safetensors.h"
 #include "seqpipe/engine/tokenizer.h"
 #include "test_util.h"
 
@@ -79,95 +85,69 @@ TEST(ComputeType, WeightsAreStoredInTheComputeType) {
   }
 }
 
-// y = x W^T for random x, W against a double-precision reference, for every kernel of a type.
-struct LinearCase {
-  ComputeType type;
-  CpuKernels kernels;
-};
-
-class LinearComputeTypeTest : public ::testing::TestWithParam<LinearCase> {};
-
-TEST_P(LinearComputeTypeTest, StaysWithinTheStatedBoundOfFp32) {
-  const auto [type, kernels] = GetParam();
-  std::mt19937 rng(11);
-  std::normal_distribution<float> dist;
-  // m: a decoder step (1), small batches, and more rows than oneDNN's 256-row chunk.
-  for (int64_t m : {1, 3, 17, 300}) {
-    for (auto [n, k] : {std::pair<int64_t, int64_t>{64, 96}, {257, 512}}) {
-      Tensor w = Tensor::empty({n, k});
-      std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
-      for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = dist(rng) * 0.05f;
-      for (auto& v : x) v = dist(rng);
-      for (float beta : {0.0f, 1.0f}) {
-        for (auto& v : y) v = 0.5f;
-        const LinearWeight lw = ops::prepare_linear(Device::kCpu, w, type, kernels);
-        ops::linear(Device::kCpu, x.data(), m, lw, y.data(), beta);
-        double err2 = 0, ref2 = 0;
-        for (int64_t r = 0; r < m; ++r) {
-          const float* xr = x.data() + r * k;
-          float x_max = 0;
-          for (int64_t i = 0; i < k; ++i) x_max = std::max(x_max, std::abs(xr[i]));
-          for (int64_t j = 0; j < n; ++j) {
-            const float* wr = w.row(j);
-            float w_max = 0;
-            for (int64_t i = 0; i < k; ++i) w_max = std::max(w_max, std::abs(wr[i]));
-            double ref = beta * 0.5, abs_sum = 0, bound = 0;
-            for (int64_t i = 0; i < k; ++i) {
-              ref += double(xr[i]) * wr[i];
-              abs_sum += std::abs(double(xr[i]) * wr[i]);
-              // int8: each factor is off by at most half its quantization step.
-              const double sx = x_max / 127.0, sw = w_max / 127.0;
-              bound += std::abs(xr[i]) * sw / 2 + std::abs(wr[i]) * sx / 2 + sx * sw / 4;
-            }
-            // bf16: each factor rounded to 8 significant bits, 2^-9 relative at most (x stays
-            // fp32 in the portable kernel, so that bound holds for both).
-            if (type == ComputeType::kBFloat16) bound = std::ldexp(1.0, -8) * abs_sum;
-            bound = bound * 1.01 + 1e-5 * abs_sum + 1e-6;  // + fp32 summation
-            const double got = y[static_cast<size_t>(r * n + j)];
-            ASSERT_LE(std::abs(got - ref), bound)
-                << "m " << m << " n " << n << " k " << k << " beta " << beta << " row " << r
-                << " col " << j;
-            err2 += (got - ref) * (got - ref);
-            ref2 += (ref - beta * 0.5) * (ref - beta * 0.5);
-          }
-        }
-        // Typical error, relative to the product's size: bf16 ~0.3%, int8 ~1% on these data.
-        const double rms = std::sqrt(err2 / ref2);
-        EXPECT_LT(rms, type == ComputeType::kBFloat16 ? 0.01 : 0.03) << "m " << m << " n " << n;
-      }
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Kernels, LinearComputeTypeTest,
-                         ::testing::Values(LinearCase{ComputeType::kBFloat16, CpuKernels::kBest},
-                                           LinearCase{ComputeType::kBFloat16,
-                                                      CpuKernels::kPortable},
-                                           LinearCase{ComputeType::kInt8, CpuKernels::kBest},
-                                           LinearCase{ComputeType::kInt8, CpuKernels::kPortable}),
-                         [](const auto& info) {
-                           return std::string(info.param.type == ComputeType::kBFloat16 ? "BFloat16"
-                                                                                        : "Int8") +
-                                  (info.param.kernels == CpuKernels::kBest ? "Best" : "Portable");
-                         });
-
 TEST(LinearComputeType, Int8PortableKernelEqualsOneDnnExactly) {
   // Same quantization, exact int32 sums, the same rescaling: the same floats.
   if (!cpu::onednn_runs(DataType::kI8)) GTEST_SKIP() << "no VNNI: oneDNN's int8 is not used here";
   std::mt19937 rng(5);
   std::normal_distribution<float> dist;
   const int64_t m = 9, n = 100, k = 320;
-  Tensor w = Tensor::empty({n, k});
-  std::vector<float> x(static_cast<size_t>(m * k)), a(static_cast<size_t>(m * n)), b = a;
+  Tensor w = Tensor::empty({n, k}), x = Tensor::empty({m, k});
+  Tensor a = Tensor::empty({m, n}), b = Tensor::empty({m, n});
   for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = dist(rng);
-  for (auto& v : x) v = dist(rng);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = dist(rng);
   const auto best = ops::prepare_linear(Device::kCpu, w, ComputeType::kInt8, CpuKernels::kBest);
   const auto own = ops::prepare_linear(Device::kCpu, w, ComputeType::kInt8, CpuKernels::kPortable);
   ASSERT_TRUE(best.packed);
   ASSERT_FALSE(own.packed);
-  ops::linear(Device::kCpu, x.data(), m, best, a.data());
-  ops::linear(Device::kCpu, x.data(), m, own, b.data());
-  EXPECT_EQ(a, b);
+  ops::linear(x, best, a);
+  ops::linear(x, own, b);
+  EXPECT_EQ(std::vector<float>(a.data(), a.data() + a.numel()),
+            std::vector<float>(b.data(), b.data() + b.numel()));
+}
+
+// Up to kPackedGemmMaxRows rows, bf16 and int8 run in the engine's loops over oneDNN's packed
+// weights (oneDNN's execute allocates per call); the same weight with that path switched off runs
+// in oneDNN's matmul. int8: the same integer sums, so the same floats, bit for bit. bf16: the same
+// products, summed in the same order up to k = 512 (bit for bit there); above, oneDNN sums blocks
+// of k apart and adds them, so they differ by fp32 rounding: at most 1e-6 of sum |x w|.
+TEST(LinearComputeType, PackedGemmEqualsOneDnnsMatmul) {
+  for (const DataType dtype : {DataType::kBF16, DataType::kI8}) {
+    if (!cpu::onednn_runs(dtype)) continue;
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{64, 96}, {257, 512}, {100, 2048}}) {
+      std::mt19937 rng(static_cast<unsigned>(n + k));
+      std::normal_distribution<float> dist;
+      Tensor w = Tensor::empty({n, k});
+      for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = dist(rng) * 0.05f;
+      const LinearWeight lw = ops::prepare_linear(
+          Device::kCpu, w, dtype == DataType::kBF16 ? ComputeType::kBFloat16 : ComputeType::kInt8,
+          CpuKernels::kBest);
+      const auto& packed = static_cast<const cpu::OneDnnWeight&>(*lw.packed);
+      ASSERT_GT(packed.block_stride, 0) << "oneDNN chose another layout";
+      cpu::OneDnnWeight through_onednn = packed;
+      through_onednn.block_stride = 0;
+      for (int64_t m :
+           {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{17}, cpu::kPackedGemmMaxRows}) {
+        std::vector<float> x(static_cast<size_t>(m * k));
+        for (auto& v : x) v = dist(rng);
+        std::vector<float> a(static_cast<size_t>(m * n), 0.5f), b = a;
+        cpu::linear_packed(x.data(), m, packed, lw.scales.data(), 1.0f, a.data());
+        cpu::linear_packed(x.data(), m, through_onednn, lw.scales.data(), 1.0f, b.data());
+        if (dtype == DataType::kI8 || k <= 512) {
+          EXPECT_EQ(a, b) << data_type_name(dtype) << " m " << m << " n " << n << " k " << k;
+          continue;
+        }
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t j = 0; j < n; ++j) {
+            double abs_sum = 0;
+            for (int64_t i = 0; i < k; ++i)
+              abs_sum += std::abs(double(x[size_t(r * k + i)]) * w.row(j)[i]);
+            ASSERT_NEAR(a[size_t(r * n + j)], b[size_t(r * n + j)], 1e-6 * abs_sum)
+                << "m " << m << " row " << r << " col " << j;
+          }
+        }
+      }
+    }
+  }
 }
 
 // The fixtures: bf16's greedy ids are fp32's (which are HF's, reference_test.cc).
@@ -192,6 +172,88 @@ TEST_P(FixtureComputeTypeTest, BFloat16GreedyIdsEqualFloat32s) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, FixtureComputeTypeTest,
+    ::testing::Combine(::testing::Values("t5-tiny-random", "t5v11-tiny-random"),
+                       ::testing::Values(CpuKernels::kBest, CpuKernels::kPortable)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param) == "t5-tiny-random" ? "T5v10" : "T5v11") +
+             (std::get<1>(info.param) == CpuKernels::kBest ? "Best" : "Portable");
+    });
+
+// A bf16 checkpoint in the bfloat16 compute type: its linear weights are used as stored, not
+// converted through fp32. The fixture's weights, rounded to bf16, are written twice: stored F32
+// (loaded through fp32, as before) and stored BF16. Both hold the same numbers, so the models must
+// compute the same encoder states bit for bit and the same greedy ids; with the portable kernels
+// (row-major weights) every linear weight of the BF16 file is a view of its mapping.
+class Bf16CheckpointTest : public ::testing::TestWithParam<std::tuple<std::string, CpuKernels>> {};
+
+int64_t linear_weight_bytes(const T5Model& m) {
+  int64_t total = m.lm_head().bytes();
+  auto add = [&](const LinearWeight& w) { total += w.defined() ? w.bytes() : 0; };
+  for (const auto& b : m.encoder_blocks()) {
+    for (const auto* w : {&b.attention.q, &b.attention.k, &b.attention.v, &b.attention.o, &b.ffn.wi,
+                          &b.ffn.wi_1, &b.ffn.wo})
+      add(*w);
+  }
+  for (const auto& b : m.decoder_blocks()) {
+    for (const auto* w :
+         {&b.self_attention.q, &b.self_attention.k, &b.self_attention.v, &b.self_attention.o,
+          &b.cross_attention.q, &b.cross_attention.k, &b.cross_attention.v, &b.cross_attention.o,
+          &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo})
+      add(*w);
+  }
+  return total;
+}
+
+TEST_P(Bf16CheckpointTest, IsUsedAsStoredAndGivesTheIdsOfTheSameNumbersStoredAsFp32) {
+  const auto [fixture, kernels] = GetParam();
+  const std::string src = test::data_dir() + "/" + fixture;
+  test::TempDir tmp;
+  const SafeTensorsFile file(src + "/model.safetensors");
+  std::vector<std::vector<float>> values;
+  std::vector<TensorToWrite> as_f32, as_bf16;
+  for (const auto& [name, info] : file.tensors()) {
+    const Tensor t = file.load(name, info.shape);
+    values.emplace_back(t.data(), t.data() + t.numel());
+    for (float& v : values.back()) v = bf16_to_float(float_to_bf16(v));
+  }
+  size_t i = 0;
+  for (const auto& [name, info] : file.tensors()) {
+    as_f32.push_back({name, info.shape, values[i].data(), StorageType::kF32});
+    as_bf16.push_back({name, info.shape, values[i].data(), StorageType::kBF16});
+    ++i;
+  }
+  for (const auto& [dir, tensors] : {std::pair{std::string("f32"), as_f32}, {"bf16", as_bf16}}) {
+    std::filesystem::create_directory(tmp.path() / dir);
+    std::filesystem::copy_file(src + "/config.json", tmp.path() / dir / "config.json");
+    write_safetensors(tmp.file(dir + "/model.safetensors"), tensors);
+  }
+  const ModelOptions options{
+      .threads = 1, .compute_type = ComputeType::kBFloat16, .cpu_kernels = kernels};
+  auto from_f32 = T5Model::load(tmp.file("f32"), options);
+  auto from_bf16 = T5Model::load(tmp.file("bf16"), options);
+
+  if (kernels == CpuKernels::kPortable) {
+    // Every linear weight in place (2 bytes each); nothing else of the file is (norms and
+    // embeddings are fp32 in every compute type, so they are converted).
+    EXPECT_EQ(from_bf16->lm_head().dtype, DataType::kBF16);
+    EXPECT_EQ(from_bf16->mapped_weight_bytes(), uint64_t(linear_weight_bytes(*from_bf16)));
+    EXPECT_EQ(from_bf16->lm_head().bytes(), from_bf16->lm_head().out * from_bf16->lm_head().in * 2);
+  }
+  const auto ref = test::load_json(src + "/reference.json");
+  Encoder enc_f32(from_f32), enc_bf16(from_bf16);
+  for (const auto& c : ref["cases"]) {
+    const auto input = c["input_ids"].get<std::vector<int>>();
+    const EncoderOutput a = enc_f32.encode({input}), b = enc_bf16.encode({input});
+    ASSERT_EQ(a.hidden.numel(), b.hidden.numel());
+    EXPECT_EQ(std::vector<float>(a.hidden.data(), a.hidden.data() + a.hidden.numel()),
+              std::vector<float>(b.hidden.data(), b.hidden.data() + b.hidden.numel()));
+    const DecodingOptions o{.max_new_tokens = 11, .min_new_tokens = 11};
+    EXPECT_EQ(generate(from_bf16, {input}, o)[0].ids, generate(from_f32, {input}, o)[0].ids);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, Bf16CheckpointTest,
     ::testing::Combine(::testing::Values("t5-tiny-random", "t5v11-tiny-random"),
                        ::testing::Values(CpuKernels::kBest, CpuKernels::kPortable)),
     [](const auto& info) {

@@ -1,16 +1,57 @@
-// The CPU kernels against plain reference formulas, and T5's relative position buckets against
-// values worked out from HF's _relative_position_bucket.
+// The ops on every device this build has, against fp32 references computed on the host: inputs
+// are made on the host, copied to the device with copy_to, and the results copied back. The
+// linear op runs in every compute type, within the bound stated for it. Also T5's relative
+// position buckets against values worked out from HF's _relative_position_bucket.
 #include "ops.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <tuple>
+#include <vector>
 
+#include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
 
 namespace seqpipe::engine {
 namespace {
+
+// The devices the op tests run on: a backend adds its device here.
+const Device kTestDevices[] = {Device::kCpu};
+
+std::string device_label(Device d) {
+  return d == Device::kCpu ? "Cpu" : "Cuda";
+}
+
+// A host tensor with the given values.
+Tensor host(const std::vector<int64_t>& shape, const std::vector<float>& values) {
+  Tensor t = Tensor::empty(shape);
+  EXPECT_EQ(t.numel(), static_cast<int64_t>(values.size()));
+  std::copy(values.begin(), values.end(), t.data());
+  return t;
+}
+
+Tensor to_device(const Tensor& t, Device device) {
+  Tensor out = Tensor::empty(t.shape(), device, t.dtype());
+  ops::copy_to(out, t);
+  return out;
+}
+
+std::vector<float> to_host(const TensorView& t) {
+  Tensor out = Tensor::empty(t.shape());
+  ops::copy_to(out, t);
+  return {out.data(), out.data() + out.numel()};
+}
+
+std::vector<float> random_values(size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng) * scale;
+  return v;
+}
 
 TEST(RelativePositionBucket, MatchesHuggingFaceFormula) {
   // Bidirectional, 32 buckets, max_distance 128: 16 per direction, exact below 8.
@@ -28,64 +69,98 @@ TEST(RelativePositionBucket, MatchesHuggingFaceFormula) {
   EXPECT_EQ(relative_position_bucket(-1000, false, 32, 128), 31);
 }
 
-TEST(CpuKernels, RmsNormMatchesFormula) {
-  Tensor w = Tensor::empty({5});
-  float x[10], y[10];
-  for (int i = 0; i < 5; ++i) w.data()[i] = 0.5f + 0.25f * i;
-  for (int i = 0; i < 10; ++i) x[i] = std::sin(float(i)) * 3;
-  ops::rms_norm(Device::kCpu, x, 2, w, 1e-6f, 2.0f, y);
+class OpsTest : public ::testing::TestWithParam<Device> {};
+
+TEST_P(OpsTest, CopyToRoundTripsAndCopiesRowViews) {
+  const Device dev = GetParam();
+  const std::vector<float> values = random_values(24, 1);
+  const Tensor d = to_device(host({6, 4}, values), dev);
+  EXPECT_EQ(d.device(), dev);
+  EXPECT_EQ(to_host(d), values);
+  // Rows 1..2 of one tensor into rows 3..4 of another: only those rows change.
+  Tensor other = to_device(host({6, 4}, std::vector<float>(24, 0.0f)), dev);
+  ops::copy_to(other.rows(3, 2), d.rows(1, 2));
+  const std::vector<float> got = to_host(other);
+  for (int64_t i = 0; i < 24; ++i) {
+    const bool copied = i >= 12 && i < 20;
+    EXPECT_EQ(got[size_t(i)], copied ? values[size_t(i - 8)] : 0.0f) << i;
+  }
+  EXPECT_THROW(ops::copy_to(other.rows(0, 1), d.rows(0, 2)), EngineError) << "sizes differ";
+  EXPECT_THROW(d.rows(5, 2), EngineError) << "rows past the end";
+}
+
+TEST_P(OpsTest, RmsNormMatchesFormula) {
+  const Device dev = GetParam();
+  const std::vector<float> w = {0.5f, 0.75f, 1.0f, 1.25f, 1.5f};
+  std::vector<float> x(10);
+  for (int i = 0; i < 10; ++i) x[size_t(i)] = std::sin(float(i)) * 3;
+  const Tensor xd = to_device(host({2, 5}, x), dev), wd = to_device(host({5}, w), dev);
+  const Tensor yd = Tensor::empty({2, 5}, dev);
+  ops::rms_norm(xd, wd, 1e-6f, 2.0f, yd);
+  const std::vector<float> y = to_host(yd);
   for (int r = 0; r < 2; ++r) {
     double ms = 0;
-    for (int i = 0; i < 5; ++i) ms += double(x[r * 5 + i]) * x[r * 5 + i] / 5;
+    for (int i = 0; i < 5; ++i) ms += double(x[size_t(r * 5 + i)]) * x[size_t(r * 5 + i)] / 5;
     for (int i = 0; i < 5; ++i) {
-      EXPECT_NEAR(y[r * 5 + i], w.data()[i] * x[r * 5 + i] / std::sqrt(ms + 1e-6) * 2.0, 1e-5);
+      EXPECT_NEAR(y[size_t(r * 5 + i)],
+                  w[size_t(i)] * x[size_t(r * 5 + i)] / std::sqrt(ms + 1e-6) * 2.0, 1e-5);
     }
   }
 }
 
-TEST(CpuKernels, GatedGeluMatchesTanhFormula) {
-  float a[4] = {-3.0f, -0.5f, 0.0f, 2.0f}, b[4] = {1.0f, 2.0f, 3.0f, -1.0f};
-  const float a0[4] = {-3.0f, -0.5f, 0.0f, 2.0f};
-  ops::gated_gelu(Device::kCpu, a, b, 4);
-  for (int i = 0; i < 4; ++i) {
-    double x = a0[i];
-    double g = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-    EXPECT_NEAR(a[i], g * b[i], 1e-6);
+TEST_P(OpsTest, EmbeddingGathersRowsAndRefusesIdsOutsideTheVocabulary) {
+  const Device dev = GetParam();
+  const std::vector<float> table = random_values(5 * 3, 2);
+  const Tensor td = to_device(host({5, 3}, table), dev);
+  const Tensor out = Tensor::empty({3, 3}, dev);
+  const int ids[3] = {4, 0, 4};
+  ops::embedding(ids, 3, td, out);
+  const std::vector<float> got = to_host(out);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(got[size_t(i * 3 + j)], table[size_t(ids[i] * 3 + j)]);
   }
+  const int bad[1] = {5};
+  EXPECT_THROW(ops::embedding(bad, 1, td, out.rows(0, 1)), EngineError);
 }
 
-TEST(CpuKernels, GatedGeluVectorisedExpStaysWithinBoundOverTheFloatRange) {
+TEST_P(OpsTest, ReluAndGatedGeluMatchTheirFormulas) {
+  const Device dev = GetParam();
   // 16 lanes at a time plus a tail; inputs from deep negative (gelu -> -0) to large positive.
   std::vector<float> a, b;
   for (float x = -60.0f; x <= 60.0f; x += 0.0371f) a.push_back(x);
   for (size_t i = 0; i < a.size(); ++i) b.push_back(1.0f + 0.001f * float(i % 7));
-  const std::vector<float> a0 = a;
-  ops::gated_gelu(Device::kCpu, a.data(), b.data(), static_cast<int64_t>(a.size()));
+  const int64_t n = static_cast<int64_t>(a.size());
+  const Tensor ad = to_device(host({n}, a), dev), bd = to_device(host({n}, b), dev);
+  ops::gated_gelu(ad, bd);
+  const std::vector<float> gelu = to_host(ad);
+  const Tensor rd = to_device(host({n}, a), dev);
+  ops::relu(rd);
+  const std::vector<float> relu = to_host(rd);
   for (size_t i = 0; i < a.size(); ++i) {
-    const double x = a0[i];
+    const double x = a[i];
     const double g = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
     // A few float ulps of the result, or 1e-7 near zero.
-    EXPECT_NEAR(a[i], g * b[i], 1e-6 * std::max(1.0, std::abs(g * b[i]))) << "x " << x;
+    EXPECT_NEAR(gelu[i], g * b[i], 1e-6 * std::max(1.0, std::abs(g * b[i]))) << "x " << x;
+    EXPECT_EQ(relu[i], x > 0 ? a[i] : 0.0f);
   }
 }
 
-TEST(CpuKernels, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
+TEST_P(OpsTest, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
+  const Device dev = GetParam();
   const int64_t heads = 2, hd = 4, inner = heads * hd, len = 5;
-  std::mt19937 rng(7);
-  std::normal_distribution<float> dist;
-  std::vector<float> q(len * inner), k(len * inner), v(len * inner), out(len * inner),
-      scratch(static_cast<size_t>(len *
-                                  ops::max_threads()));  // one row per thread, as the contract says
-  for (auto* vec : {&q, &k, &v}) {
-    for (auto& x : *vec) x = dist(rng);
-  }
-  PositionBias bias{Tensor::empty({heads, 2 * 3 + 1}), 3};
-  for (int64_t i = 0; i < bias.table.numel(); ++i) bias.table.data()[i] = 0.1f * float(i);
+  const std::vector<float> q = random_values(len * inner, 7), k = random_values(len * inner, 8),
+                           v = random_values(len * inner, 9);
+  std::vector<float> table(heads * 7);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = 0.1f * float(i);
+  const PositionBias bias{to_device(host({heads, 7}, table), dev), 3};
+  const Tensor qd = to_device(host({len, inner}, q), dev),
+               kd = to_device(host({len, inner}, k), dev),
+               vd = to_device(host({len, inner}, v), dev), out = Tensor::empty({len, inner}, dev);
+  const Tensor workspace = ops::attention_workspace(dev, len);
   for (bool causal : {false, true}) {
-    ops::AttentionSequence seq{q.data(), len, 0, k.data(), v.data(), len, out.data()};
-    ops::AttentionArgs args{&seq,  1,      heads,          hd, inner, inner, inner,
-                            &bias, causal, scratch.data(), len};
-    ops::attention(Device::kCpu, args);
+    const ops::AttentionSequence seq{qd, 0, kd, vd, out};
+    ops::attention({&seq, 1, heads, hd, &bias, causal, workspace});
+    const std::vector<float> got = to_host(out);
     for (int64_t i = 0; i < len; ++i) {
       for (int64_t h = 0; h < heads; ++h) {
         std::vector<double> s;
@@ -94,9 +169,9 @@ TEST(CpuKernels, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
         for (int64_t j = 0; j < kend; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < hd; ++d)
-            dot += double(q[i * inner + h * hd + d]) * k[j * inner + h * hd + d];
+            dot += double(q[size_t(i * inner + h * hd + d)]) * k[size_t(j * inner + h * hd + d)];
           const int64_t rel = std::clamp<int64_t>(j - i, -3, 3);
-          dot += bias.table.row(h)[rel + 3];
+          dot += table[size_t(h * 7 + rel + 3)];
           s.push_back(dot);
           mx = std::max(mx, dot);
         }
@@ -104,20 +179,116 @@ TEST(CpuKernels, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
         for (int64_t d = 0; d < hd; ++d) {
           double want = 0;
           for (int64_t j = 0; j < kend; ++j)
-            want += s[size_t(j)] / total * v[j * inner + h * hd + d];
-          EXPECT_NEAR(out[i * inner + h * hd + d], want, 1e-5)
+            want += s[size_t(j)] / total * v[size_t(j * inner + h * hd + d)];
+          EXPECT_NEAR(got[size_t(i * inner + h * hd + d)], want, 1e-5)
               << "causal " << causal << " row " << i;
         }
       }
     }
   }
+  // More keys than the workspace was made for: refused, not written past its end.
+  const Tensor small = ops::attention_workspace(dev, len - 1);
+  const ops::AttentionSequence seq{qd, 0, kd, vd, out};
+  EXPECT_THROW(ops::attention({&seq, 1, heads, hd, &bias, false, small}), EngineError);
 }
 
-TEST(Ops, UnsupportedDeviceIsAnErrorNotACrash) {
-  Tensor w = Tensor::empty({2, 2});
-  float x[2] = {1, 2}, y[2];
-  const LinearWeight lw = ops::prepare_linear(Device::kCpu, w, ComputeType::kFloat32, {});
-  EXPECT_THROW(ops::linear(Device::kCuda, x, 1, lw, y), std::exception);
+TEST_P(OpsTest, OperandsOfAnotherTypeOrShapeAreRefusedWhereTheOpDispatches) {
+  const Device dev = GetParam();
+  const Tensor w = to_device(host({4}, {1, 1, 1, 1}), dev);
+  const Tensor x = Tensor::empty({2, 4}, dev), y = Tensor::empty({2, 4}, dev);
+  const Tensor x_bf16 = Tensor::empty({2, 4}, dev, DataType::kBF16);
+  EXPECT_THROW(ops::rms_norm(x_bf16, w, 1e-6f, 1.0f, y), EngineError);
+  EXPECT_THROW(ops::rms_norm(x, w, 1e-6f, 1.0f, y.rows(0, 1)), EngineError);
+  EXPECT_THROW(ops::relu(Tensor()), EngineError);
+  const LinearWeight lw = ops::prepare_linear(dev, host({4, 4}, std::vector<float>(16, 1.0f)),
+                                              ComputeType::kFloat32, CpuKernels::kBest);
+  EXPECT_THROW(ops::linear(x, lw, Tensor::empty({2, 3}, dev)), EngineError);
+  EXPECT_THROW(ops::linear(x_bf16, lw, y), EngineError);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, OpsTest, ::testing::ValuesIn(kTestDevices),
+                         [](const auto& info) { return device_label(info.param); });
+
+// y = x W^T for random x, W against a double-precision reference, in every compute type and for
+// every CPU kernel choice (CpuKernels::kPortable forces what a CPU without AVX512_BF16 / VNNI
+// runs; another device ignores it).
+class LinearTest : public ::testing::TestWithParam<std::tuple<Device, ComputeType, CpuKernels>> {};
+
+TEST_P(LinearTest, StaysWithinTheStatedBoundOfFp32) {
+  const auto [dev, type, kernels] = GetParam();
+  // m: a decoder step (1), small batches, and more rows than oneDNN's 256-row chunk.
+  for (int64_t m : {1, 3, 17, 300}) {
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{64, 96}, {257, 512}}) {
+      const std::vector<float> wv = random_values(size_t(n * k), 11, 0.05f);
+      const std::vector<float> x = random_values(size_t(m * k), 12);
+      const Tensor w = host({n, k}, wv);
+      const LinearWeight lw = ops::prepare_linear(dev, w, type, kernels);
+      const Tensor xd = to_device(host({m, k}, x), dev);
+      for (float beta : {0.0f, 1.0f}) {
+        const Tensor yd = to_device(host({m, n}, std::vector<float>(size_t(m * n), 0.5f)), dev);
+        ops::linear(xd, lw, yd, beta);
+        const std::vector<float> y = to_host(yd);
+        double err2 = 0, ref2 = 0;
+        for (int64_t r = 0; r < m; ++r) {
+          const float* xr = x.data() + r * k;
+          float x_max = 0;
+          for (int64_t i = 0; i < k; ++i) x_max = std::max(x_max, std::abs(xr[i]));
+          for (int64_t j = 0; j < n; ++j) {
+            const float* wr = wv.data() + j * k;
+            float w_max = 0;
+            for (int64_t i = 0; i < k; ++i) w_max = std::max(w_max, std::abs(wr[i]));
+            double ref = beta * 0.5, abs_sum = 0, bound = 0;
+            for (int64_t i = 0; i < k; ++i) {
+              ref += double(xr[i]) * wr[i];
+              abs_sum += std::abs(double(xr[i]) * wr[i]);
+              // int8: each factor is off by at most half its quantization step.
+              const double sx = x_max / 127.0, sw = w_max / 127.0;
+              bound += std::abs(xr[i]) * sw / 2 + std::abs(wr[i]) * sx / 2 + sx * sw / 4;
+            }
+            // bf16: each factor rounded to 8 significant bits, 2^-9 relative at most (x stays
+            // fp32 in the portable kernel, so that bound holds for both). fp32: summation only.
+            if (type == ComputeType::kBFloat16) bound = std::ldexp(1.0, -8) * abs_sum;
+            if (type == ComputeType::kFloat32) bound = 0;
+            bound = bound * 1.01 + 1e-5 * abs_sum + 1e-6;  // + fp32 summation
+            const double got = y[static_cast<size_t>(r * n + j)];
+            ASSERT_LE(std::abs(got - ref), bound)
+                << "m " << m << " n " << n << " k " << k << " beta " << beta << " row " << r
+                << " col " << j;
+            err2 += (got - ref) * (got - ref);
+            ref2 += (ref - beta * 0.5) * (ref - beta * 0.5);
+          }
+        }
+        // Typical error, relative to the product's size: bf16 ~0.3%, int8 ~1% on these data.
+        const double rms = std::sqrt(err2 / ref2);
+        const double max_rms = type == ComputeType::kFloat32    ? 1e-5
+                               : type == ComputeType::kBFloat16 ? 0.01
+                                                                : 0.03;
+        EXPECT_LT(rms, max_rms) << "m " << m << " n " << n;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    DevicesAndTypes, LinearTest,
+    ::testing::Combine(::testing::ValuesIn(kTestDevices),
+                       ::testing::Values(ComputeType::kFloat32, ComputeType::kBFloat16,
+                                         ComputeType::kInt8),
+                       ::testing::Values(CpuKernels::kBest, CpuKernels::kPortable)),
+    [](const auto& info) {
+      const ComputeType type = std::get<1>(info.param);
+      return device_label(std::get<0>(info.param)) +
+             (type == ComputeType::kFloat32    ? "Float32"
+              : type == ComputeType::kBFloat16 ? "BFloat16"
+                                               : "Int8") +
+             (std::get<2>(info.param) == CpuKernels::kBest ? "Best" : "Portable");
+    });
+
+TEST(Ops, ADeviceWithoutABackendIsAnErrorNotACrash) {
+  EXPECT_THROW(allocator_for(Device::kCuda), EngineError);
+  EXPECT_THROW(Tensor::empty({2, 2}, Device::kCuda), EngineError);
+  EXPECT_THROW(T5Model::load(SEQPIPE_TEST_DATA_DIR "/t5-tiny-random", {.device = Device::kCuda}),
+               EngineError);
 }
 
 }  // namespace

@@ -68,7 +68,7 @@ TEST_P(ReferenceTest, TeacherForcedLogitsMatchHuggingFace) {
                   {.num_slots = 1, .max_beams = 1, .max_target_len = 16, .max_source_len = 32});
     Decoder decoder(model_, cache);
     const int slot = *cache.acquire();
-    decoder.start(slot, enc.rows(0), enc.length(0));
+    decoder.start(slot, enc.sequence(0));
     const auto& tf = c["teacher_forced"];
     for (size_t pos = 0; pos < forced.size(); ++pos) {
       const float* logits = decoder.step(&slot, &forced[pos], 1).row(0);

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/blas.h"
+
 namespace seqpipe::engine::cpu {
 
 namespace {
@@ -169,6 +171,15 @@ void linear_int8(const float* x, int64_t m, const int8_t* w, const float* scales
   }
 }
 
+void linear_f32(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float beta,
+                float* y) {
+  if (m > 1 && m <= kTiledMaxRows) {
+    linear_tiled(x, m, w, n, k, beta, y);
+  } else {
+    blas::gemm(true, m, n, k, 1.0f, x, k, w, k, beta, y, n);
+  }
+}
+
 void linear_tiled(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float beta,
                   float* y) {
   constexpr int64_t kRowChunk = 128;  // 128 x 2048 floats = 1 MiB of inputs: an L2's worth
@@ -315,25 +326,32 @@ void gated_gelu(float* a, const float* b, int64_t n) {
 
 void attention(const ops::AttentionArgs& args) {
   const int64_t hd = args.head_dim;
+  const int64_t scratch_size = args.workspace.numel() / g_max_threads;
   // Sequences in parallel, each thread with its own scratch row; one head's work is too small
   // to split further.
   int64_t work = 0;
-  for (int64_t s = 0; s < args.num_seqs; ++s) work += args.seqs[s].q_rows * args.seqs[s].k_rows;
+  for (int64_t s = 0; s < args.num_seqs; ++s) work += args.seqs[s].q.dim(0) * args.seqs[s].k.dim(0);
 #pragma omp parallel for num_threads(g_threads.load(std::memory_order_relaxed)) schedule( \
     dynamic, 1) if (args.num_seqs > 1 && work * args.num_heads * args.head_dim >= (1 << 15))
   for (int64_t s = 0; s < args.num_seqs; ++s) {
-    float* scores = args.scratch + static_cast<int64_t>(omp_get_thread_num()) * args.scratch_size;
+    float* scores =
+        args.workspace.data() + static_cast<int64_t>(omp_get_thread_num()) * scratch_size;
     const ops::AttentionSequence& seq = args.seqs[s];
-    for (int64_t r = 0; r < seq.q_rows; ++r) {
+    const int64_t k_rows = seq.k.dim(0);
+    const int64_t q_stride = seq.q.row_size(), kv_stride = seq.k.row_size();
+    const int64_t out_stride = seq.out.row_size();
+    const float *q_rows = seq.q.data(), *k_rows_data = seq.k.data(), *v_rows = seq.v.data();
+    float* out_rows = seq.out.data();
+    for (int64_t r = 0; r < seq.q.dim(0); ++r) {
       const int64_t qpos = seq.q_pos + r;
-      const int64_t kend = args.causal ? std::min(seq.k_rows, qpos + 1) : seq.k_rows;
+      const int64_t kend = args.causal ? std::min(k_rows, qpos + 1) : k_rows;
       for (int64_t h = 0; h < args.num_heads; ++h) {
-        const float* q = seq.q + r * args.q_stride + h * hd;
+        const float* q = q_rows + r * q_stride + h * hd;
         const float* bias_row =
             args.bias ? args.bias->table.row(h) + args.bias->max_distance : nullptr;
         float max_score = -INFINITY;
         for (int64_t j = 0; j < kend; ++j) {
-          const float* k = seq.k + j * args.kv_stride + h * hd;
+          const float* k = k_rows_data + j * kv_stride + h * hd;
           float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
           for (int64_t i = 0; i < hd; ++i) dot += q[i] * k[i];
@@ -348,11 +366,11 @@ void attention(const ops::AttentionArgs& args) {
           max_score = dot > max_score ? dot : max_score;
         }
         const float inv_total = 1.0f / exp_shifted(scores, kend, max_score);
-        float* out = seq.out + r * args.out_stride + h * hd;
+        float* out = out_rows + r * out_stride + h * hd;
         std::memset(out, 0, static_cast<size_t>(hd) * sizeof(float));
         for (int64_t j = 0; j < kend; ++j) {
           const float p = scores[j] * inv_total;
-          const float* v = seq.v + j * args.kv_stride + h * hd;
+          const float* v = v_rows + j * kv_stride + h * hd;
 #pragma omp simd
           for (int64_t i = 0; i < hd; ++i) out[i] += p * v[i];
         }

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "cpu/kernels.h"
+#include "cpu/packed_gemm.h"
 #include "seqpipe/engine/error.h"
 
 namespace seqpipe::engine::cpu {
@@ -51,7 +52,8 @@ dnnl::matmul::primitive_desc matmul_desc(DataType dtype, int64_t m, int64_t n, i
 
 // One thread's compiled matmuls, the memory objects bound to them, and its scratch buffers.
 // Entries are made on first use of a shape and kept, so after warm-up this code allocates
-// nothing per call (oneDNN's execute itself still does: docs/PERFORMANCE.md).
+// nothing per call; oneDNN's execute itself does (packed_gemm.h), which is why a decoder step's
+// row counts do not go through it.
 struct Matmul {
   dnnl::matmul primitive;
   memory src, dst;
@@ -90,7 +92,7 @@ T* grown(std::vector<T>& v, int64_t n) {
   return v.data();
 }
 
-Matmul& matmul_for(ThreadState& ts, const PackedWeight& w, int64_t m) {
+Matmul& matmul_for(ThreadState& ts, const OneDnnWeight& w, int64_t m) {
   const Key key{w.dtype, m, w.out, w.in};
   auto it = ts.matmuls.find(key);
   if (it != ts.matmuls.end()) return it->second;
@@ -100,7 +102,7 @@ Matmul& matmul_for(ThreadState& ts, const PackedWeight& w, int64_t m) {
   return ts.matmuls.emplace(key, std::move(mm)).first->second;
 }
 
-void run(ThreadState& ts, Matmul& mm, const PackedWeight& w, void* src, void* dst) {
+void run(ThreadState& ts, Matmul& mm, const OneDnnWeight& w, void* src, void* dst) {
   mm.src.set_data_handle(src);
   mm.dst.set_data_handle(dst);
   // The C call takes the arguments as an array: the C++ one builds a hash map per call.
@@ -112,6 +114,19 @@ void run(ThreadState& ts, Matmul& mm, const PackedWeight& w, void* src, void* ds
     throw EngineError("oneDNN matmul failed (status " + std::to_string(status) + ")");
 }
 
+// The column blocks' stride when `desc` is the layout packed_gemm.h reads, else 0.
+int64_t packed_gemm_block_stride(const memory::desc& desc, DataType dtype, int64_t k) {
+  const dnnl_memory_desc_t& d = desc.data;
+  const int64_t vnni = dtype == DataType::kI8 ? 4 : 2;
+  const auto& b = d.format_desc.blocking;
+  const bool plain_blocks = d.format_kind == dnnl_blocked && d.extra.flags == 0 &&
+                            b.inner_nblks == 3 && b.inner_blks[0] == 16 && b.inner_idxs[0] == 0 &&
+                            b.inner_blks[1] == 64 && b.inner_idxs[1] == 1 &&
+                            b.inner_blks[2] == vnni && b.inner_idxs[2] == 0 &&
+                            b.strides[0] == 16 * 64 * vnni;
+  return plain_blocks && k % vnni == 0 ? b.strides[1] : 0;
+}
+
 }  // namespace
 
 bool onednn_runs(DataType dtype) {
@@ -121,8 +136,8 @@ bool onednn_runs(DataType dtype) {
   return false;
 }
 
-std::shared_ptr<const PackedWeight> pack_weight(const Tensor& w, DataType dtype) {
-  auto packed = std::make_shared<PackedWeight>();
+std::shared_ptr<const OneDnnWeight> pack_weight(const Tensor& w, DataType dtype) {
+  auto packed = std::make_shared<OneDnnWeight>();
   packed->dtype = dtype;
   packed->out = w.dim(0);
   packed->in = w.dim(1);
@@ -136,11 +151,16 @@ std::shared_ptr<const PackedWeight> pack_weight(const Tensor& w, DataType dtype)
   packed->desc = pd.weights_desc();
   packed->memory = memory(packed->desc, cpu_engine());
   // HF's [out, in] row-major is oneDNN's [in, out] with tag ba.
-  const memory::desc plain({k, n}, dtype == DataType::kBF16 ? dt::f32 : dt::s8, tag::ba);
+  const dt source_type = w.dtype() == DataType::kF32    ? dt::f32
+                         : w.dtype() == DataType::kBF16 ? dt::bf16
+                                                        : dt::s8;
+  const memory::desc plain({k, n}, source_type, tag::ba);
   memory source(plain, cpu_engine(), const_cast<void*>(w.data_as<void>()));
   dnnl::stream stream(cpu_engine());
   dnnl::reorder(source, packed->memory).execute(stream, source, packed->memory);
   stream.wait();
+  packed->data = packed->memory.get_data_handle();
+  packed->block_stride = packed_gemm_block_stride(packed->desc, dtype, k);
   if (dtype == DataType::kI8) {
     packed->sums.resize(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) {
@@ -153,7 +173,7 @@ std::shared_ptr<const PackedWeight> pack_weight(const Tensor& w, DataType dtype)
   return packed;
 }
 
-void linear_packed(const float* x, int64_t m, const PackedWeight& w, const float* scales,
+void linear_packed(const float* x, int64_t m, const OneDnnWeight& w, const float* scales,
                    float beta, float* y) {
   const int64_t n = w.out, k = w.in;
   if (m > kChunkRows) {
@@ -165,14 +185,20 @@ void linear_packed(const float* x, int64_t m, const PackedWeight& w, const float
   ThreadState& ts = thread_state();
   // oneDNN runs on the calling thread's OpenMP pool: give it the engine's thread count.
   if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
-  const int64_t rows = row_bucket(m);
-  Matmul& mm = matmul_for(ts, w, rows);
+  // A decoder step's row counts run in packed_gemm (no allocation); others through oneDNN.
+  const bool own = w.block_stride > 0 && m <= kPackedGemmMaxRows;
+  const int64_t rows = own ? m : row_bucket(m);
+  Matmul* mm = own ? nullptr : &matmul_for(ts, w, rows);
   if (w.dtype == DataType::kBF16) {
     uint16_t* xb = grown(ts.x_bf16, rows * k);
     to_bf16(x, m * k, xb);
     std::memset(xb + m * k, 0, static_cast<size_t>((rows - m) * k) * sizeof(uint16_t));
     float* acc = grown(ts.y_f32, rows * n);
-    run(ts, mm, w, xb, acc);
+    if (own) {
+      packed_gemm_bf16(xb, m, k, static_cast<const uint16_t*>(w.data), w.block_stride, n, acc);
+    } else {
+      run(ts, *mm, w, xb, acc);
+    }
     for (int64_t i = 0; i < m; ++i) {
       const float* a = acc + i * n;
       float* out = y + i * n;
@@ -189,7 +215,11 @@ void linear_packed(const float* x, int64_t m, const PackedWeight& w, const float
   for (int64_t i = 0; i < m * k; ++i) q[i] = static_cast<uint8_t>(q[i] ^ 0x80u);
   std::memset(q + m * k, 0, static_cast<size_t>((rows - m) * k));
   int32_t* acc = grown(ts.y_s32, rows * n);
-  run(ts, mm, w, q, acc);
+  if (own) {
+    packed_gemm_u8s8(q, m, k, static_cast<const int8_t*>(w.data), w.block_stride, n, acc);
+  } else {
+    run(ts, *mm, w, q, acc);
+  }
   const int32_t* sums = w.sums.data();
   for (int64_t i = 0; i < m; ++i) {
     const int32_t* a = acc + i * n;

@@ -2,7 +2,8 @@
 // The number type the linear layers compute in, named as CTranslate2 names them. Everything else
 // (norms, attention, activations, the KV cache) stays fp32.
 //   float32        fp32 weights, OpenBLAS and the engine's fp32 kernel
-//   bfloat16       bf16 weights (converted once at load), bf16 x bf16 products summed in fp32
+//   bfloat16       bf16 weights (converted once at load; a bf16 checkpoint's used as stored),
+//                  bf16 x bf16 products summed in fp32
 //   int8           int8 weights, one fp32 scale per output channel (quantized once at load);
 //                  activations quantized per row at run time; int32 sums, rescaled to fp32
 //   int8_bfloat16  the same as int8 here: CTranslate2 also runs the non-GEMM ops in bf16 with it,

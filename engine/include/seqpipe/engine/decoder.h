@@ -1,7 +1,7 @@
 #pragma once
 // One incremental step of the T5 decoder for a batch of KV-cache slots, each at its own
 // position: continuous (iteration-level) batching needs nothing more. All buffers are sized
-// at construction for the cache's slot count; step() allocates nothing.
+// at construction for the cache's slot count, on the model's device; step() allocates nothing.
 #include <memory>
 
 #include "seqpipe/engine/encoder.h"
@@ -19,14 +19,14 @@ class Decoder {
 
   // Prepares `slot` for a new sequence: computes the cross-attention K/V of every layer from
   // the sequence's encoder rows [source_len, d_model] and empties its self-attention cache.
-  void start(int slot, const float* encoder_rows, int64_t source_len);
+  void start(int slot, const TensorView& encoder_rows);
   // The same for every sequence of an encoder batch at once (sequence i into slots[i]): one GEMM
   // per layer over all encoder rows instead of one per sequence.
   void start(const EncoderOutput& encoded, const int* slots);
 
   // Feeds token[i] to slot[i] at that slot's next position (n <= cache.num_slots()).
-  // Returns the logits [n, vocab]; valid until the next step().
-  Tensor& step(const int* slots, const int* tokens, int n);
+  // Returns the logits [n, vocab] on the model's device; valid until the next step().
+  TensorView step(const int* slots, const int* tokens, int n);
 
   const T5Model& model() const { return *model_; }
   KvCache& cache() { return cache_; }

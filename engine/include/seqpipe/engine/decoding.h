@@ -124,6 +124,7 @@ class Generator {
   Decoder decoder_;
   std::vector<Active> active_;  // reserved to num_slots
   std::vector<int> step_slots_, step_tokens_, row_of_;
+  Tensor host_logits_;  // only for a model off the host
   uint64_t next_handle_ = 1;
 };
 

@@ -17,6 +17,9 @@ struct EncoderOutput {
 
   size_t size() const { return offsets.empty() ? 0 : offsets.size() - 1; }
   int64_t length(size_t i) const { return offsets[i + 1] - offsets[i]; }
+  // Sequence i's rows [length(i), d_model], on the model's device.
+  TensorView sequence(size_t i) const { return hidden.rows(offsets[i], length(i)); }
+  // The same as a pointer, for host code (the model is on the CPU).
   const float* rows(size_t i) const { return hidden.row(offsets[i]); }
   // Offsets start at 0, grow strictly (no empty sequence) and stay within hidden's rows, whose
   // width is d_model. What Encoder::encode returns always is; a hand-built one is checked.

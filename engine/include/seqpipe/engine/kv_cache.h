@@ -2,7 +2,7 @@
 // The decoder's key/value cache as a pool of slots. A sequence (or each beam of a beam search)
 // holds one slot from its first decoder step to its last; the slot keeps the self-attention K/V
 // of every position so far and the cross-attention K/V computed once from the encoder output.
-// Memory is allocated once, at construction, and bounded by num_slots.
+// Memory is allocated once, at construction, on the model's device, and bounded by num_slots.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -22,9 +22,10 @@ struct KvCacheOptions {
 
 class KvCache {
  public:
-  KvCache(const T5Config& config, const KvCacheOptions& options);
+  KvCache(const T5Config& config, const KvCacheOptions& options, Device device = Device::kCpu);
 
   const KvCacheOptions& options() const { return options_; }
+  Device device() const { return self_k_.device(); }
   int num_slots() const { return options_.num_slots; }
   int free_slots() const { return static_cast<int>(free_.size()); }
   uint64_t bytes() const;
@@ -43,11 +44,12 @@ class KvCache {
   int64_t source_length(int slot) const { return source_length_[static_cast<size_t>(slot)]; }
   void set_source_length(int slot, int64_t len);  // EngineError outside [0, max_source_len]
 
-  // Row pointers ([positions, inner_dim], row stride inner_dim).
-  float* self_k(int slot, int64_t layer);
-  float* self_v(int slot, int64_t layer);
-  float* cross_k(int slot, int64_t layer);
-  float* cross_v(int slot, int64_t layer);
+  // One slot's layer: self K/V [max_target_len, inner_dim], cross K/V [max_source_len,
+  // inner_dim]; the first length() / source_length() rows are filled.
+  TensorView self_k(int slot, int64_t layer) const;
+  TensorView self_v(int slot, int64_t layer) const;
+  TensorView cross_k(int slot, int64_t layer) const;
+  TensorView cross_v(int slot, int64_t layer) const;
 
   // Beam search reordering: slot dst[i] takes the self-attention state of slot src[i] (all pairs
   // are read before any is written; the dst are distinct). n <= options().max_beams.

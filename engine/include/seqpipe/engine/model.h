@@ -1,7 +1,9 @@
 #pragma once
 // A T5 checkpoint loaded from a HuggingFace model directory (config.json + model.safetensors).
 // Weights are memory-mapped; fp32 tensors are used in place, F16/BF16 are converted at load.
-// The linear layers' weights are then converted once to the compute type (compute_type.h).
+// The linear layers' weights are then converted once to the compute type (compute_type.h),
+// except a BF16 checkpoint's in the bfloat16 type: those are taken as stored (in place for the
+// portable kernels, reordered straight from the mapping into oneDNN's layout), never via fp32.
 // The loaded model is immutable and may be shared by any number of Encoders and Decoders.
 #include <memory>
 #include <string>
@@ -32,21 +34,27 @@ struct ModelOptions {
   CpuKernels cpu_kernels = CpuKernels::kBest;
 };
 
-namespace cpu {
-struct PackedWeight;  // a weight in a CPU library's own layout (src/cpu/onednn.h)
-}
+// A weight in the layout a device's library reads (the CPU: oneDNN's packed layout,
+// src/cpu/onednn.h), made once at load by the device's backend.
+class PackedWeight {
+ public:
+  virtual ~PackedWeight() = default;
+  virtual int64_t bytes() const = 0;
+};
 
 // A linear layer's weight W [out, in] (y = x W^T, HF's nn.Linear layout) in the compute type.
-// float32: the checkpoint's tensor used in place. bfloat16 / int8: converted once at load; int8
+// float32: the checkpoint's tensor used in place. bfloat16 / int8: converted once at load (a
+// BF16 checkpoint's weight in the bfloat16 type: used as stored); int8
 // per output channel, W[j] ~ weight[j] * scales[j]. Where oneDNN runs the type on this CPU the
 // weights are kept only in its packed layout (`packed`, `weight` empty); else row-major in
-// `weight` for the engine's own kernels.
+// `weight` for the engine's own kernels. All of it on `device`.
 struct LinearWeight {
   DataType dtype = DataType::kF32;
+  Device device = Device::kCpu;
   int64_t out = 0, in = 0;
   Tensor weight;
   Tensor scales;  // int8: [out] fp32
-  std::shared_ptr<const cpu::PackedWeight> packed;
+  std::shared_ptr<const PackedWeight> packed;
 
   bool defined() const { return out > 0; }
   int64_t bytes() const;  // weights and scales as stored

@@ -2,7 +2,7 @@
 // Reading and writing the safetensors format: an 8-byte little-endian header length, a JSON
 // header {name: {dtype, shape, data_offsets}}, then raw little-endian data.
 // The reader memory-maps the file; an F32 tensor is returned as a view of the mapping (no copy),
-// F16/BF16 tensors are converted to fp32 on load.
+// F16/BF16 tensors are converted to fp32 by load(), or a BF16 one kept as it is by load_bf16().
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -32,6 +32,11 @@ class SafeTensorsFile {
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   // The tensor as fp32; throws EngineError when missing or when its shape is not `expected`.
   Tensor load(const std::string& name, const std::vector<int64_t>& expected) const;
+  // A BF16-stored tensor as bf16: a view of the mapping (a copy only if the file misaligns it).
+  // EngineError when missing, of another shape, or stored in another type.
+  Tensor load_bf16(const std::string& name, const std::vector<int64_t>& expected) const;
+  // Whether `t` is a view of this file's mapping (not a copy).
+  bool maps(const TensorView& t) const;
   // Bytes of the mapping that load() returned as views rather than copies.
   uint64_t mapped_bytes() const { return size_; }
 
@@ -41,6 +46,8 @@ class SafeTensorsFile {
   const uint8_t* data_ = nullptr;        // start of the data section
   uint64_t size_ = 0;
   std::map<std::string, TensorInfo> tensors_;
+
+  const TensorInfo& info(const std::string& name, const std::vector<int64_t>& expected) const;
 };
 
 // One tensor to write: fp32 values stored as `dtype` (rounded to nearest even for F16/BF16).

@@ -1,5 +1,5 @@
 // The BLAS seam implemented on OpenBLAS (Debian libopenblas-dev).
-#include "seqpipe/engine/blas.h"
+#include "cpu/blas.h"
 
 #include <cblas.h>
 

@@ -1,0 +1,145 @@
+// The CPU backend: aligned host memory, memcpy, and the kernels of src/cpu/ (the engine's own,
+// oneDNN's matmul for bf16 / int8, the BLAS for fp32). The thread count, the tiling thresholds and
+// the per-thread attention scratch are this backend's business, not the ops'.
+#include "backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "cpu/blas.h"
+#include "cpu/kernels.h"
+#include "cpu/onednn.h"
+#include "seqpipe/engine/error.h"
+
+namespace seqpipe::engine::cpu {
+
+namespace {
+
+class CpuAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, bytes == 0 ? kAlignment : bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+  }
+  void deallocate(void* p) override { std::free(p); }
+};
+
+class CpuBackend final : public Backend {
+ public:
+  Allocator& allocator() override { return allocator_; }
+
+  void copy(const TensorView& dst, const TensorView& src) override {
+    std::memmove(dst.data_as<void>(), src.data_as<void>(), static_cast<size_t>(src.bytes()));
+  }
+
+  void set_num_threads(int threads) override {
+    blas::set_num_threads(threads);
+    cpu::set_num_threads(threads);
+  }
+
+  LinearWeight prepare_linear(const Tensor& w, ComputeType type, CpuKernels kernels) override {
+    LinearWeight lw;
+    lw.out = w.dim(0);
+    lw.in = w.dim(1);
+    switch (type) {
+      case ComputeType::kFloat32:
+        lw.weight = w;
+        return lw;
+      case ComputeType::kBFloat16:
+        lw.dtype = DataType::kBF16;
+        if (kernels == CpuKernels::kBest && onednn_runs(lw.dtype)) {
+          lw.packed = pack_weight(w, lw.dtype);
+        } else if (w.dtype() == DataType::kBF16) {
+          lw.weight = w;  // a bf16 checkpoint's tensor, used in place
+        } else {
+          lw.weight = Tensor::empty(w.shape(), Device::kCpu, DataType::kBF16);
+          to_bf16(w.data(), w.numel(), lw.weight.data_as<uint16_t>());
+        }
+        return lw;
+      case ComputeType::kInt8:
+      case ComputeType::kInt8BFloat16:
+        lw.dtype = DataType::kI8;
+        lw.weight = Tensor::empty(w.shape(), Device::kCpu, DataType::kI8);
+        lw.scales = Tensor::empty({lw.out});
+        quantize_rows(w.data(), lw.out, lw.in, lw.weight.data_as<int8_t>(), lw.scales.data());
+        if (kernels == CpuKernels::kBest && onednn_runs(lw.dtype)) {
+          lw.packed = pack_weight(lw.weight, lw.dtype);
+          lw.weight = Tensor();  // only the packed copy is kept
+        }
+        return lw;
+      case ComputeType::kAuto:
+      case ComputeType::kFloat16:
+        break;
+    }
+    throw EngineError("prepare_linear: compute type " + std::string(compute_type_name(type)) +
+                      " is not a resolved CPU type");
+  }
+
+  ComputeType best_compute_type() override {
+    if (onednn_runs(DataType::kI8)) return ComputeType::kInt8;
+    if (onednn_runs(DataType::kBF16)) return ComputeType::kBFloat16;
+    return ComputeType::kFloat32;
+  }
+
+  void linear(const TensorView& x, const LinearWeight& w, const TensorView& y,
+              float beta) override {
+    const int64_t m = x.dim(0), n = w.out, k = w.in;
+    if (w.packed) {
+      linear_packed(x.data(), m, static_cast<const OneDnnWeight&>(*w.packed), w.scales.data(), beta,
+                    y.data());
+    } else if (w.dtype == DataType::kBF16) {
+      linear_bf16(x.data(), m, w.weight.data_as<uint16_t>(), n, k, beta, y.data());
+    } else if (w.dtype == DataType::kI8) {
+      linear_int8(x.data(), m, w.weight.data_as<int8_t>(), w.scales.data(), n, k, beta, y.data());
+    } else {
+      linear_f32(x.data(), m, w.weight.data(), n, k, beta, y.data());
+    }
+  }
+
+  void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
+                const TensorView& y) override {
+    cpu::rms_norm(x.data(), x.dim(0), w.dim(0), w.data(), eps, scale, y.data());
+  }
+
+  void embedding(const int* ids, int64_t n, const TensorView& table,
+                 const TensorView& out) override {
+    cpu::embedding(ids, n, table.data(), table.dim(1), out.data());
+  }
+
+  void relu(const TensorView& x) override { cpu::relu(x.data(), x.numel()); }
+
+  void gated_gelu(const TensorView& a, const TensorView& b) override {
+    cpu::gated_gelu(a.data(), b.data(), a.numel());
+  }
+
+  // One scratch row per thread that may run (sequences run in parallel).
+  Tensor attention_workspace(int64_t max_keys) override {
+    return Tensor::empty({static_cast<int64_t>(max_threads()), max_keys});
+  }
+
+  void attention(const ops::AttentionArgs& args) override {
+    const int64_t row = args.workspace.numel() / max_threads();
+    for (int64_t s = 0; s < args.num_seqs; ++s) {
+      if (args.seqs[s].k.dim(0) > row)
+        throw EngineError("op attention: workspace smaller than a sequence's key count");
+    }
+    cpu::attention(args);
+  }
+
+ private:
+  CpuAllocator allocator_;
+};
+
+}  // namespace
+
+Backend& backend() {
+  // Never destroyed: a tensor in static storage may be freed after any static destructor ran.
+  static CpuBackend* const backend = new CpuBackend();
+  return *backend;
+}
+
+}  // namespace seqpipe::engine::cpu

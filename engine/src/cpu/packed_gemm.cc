@@ -1,0 +1,131 @@
+#include "cpu/packed_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "cpu/kernels.h"
+
+namespace seqpipe::engine::cpu {
+
+namespace {
+
+constexpr int64_t kBlockCols = 64;  // 4 registers of 16 lanes
+constexpr int kTileRows = 4;        // 4 x 4 accumulators, 4 weight registers: 21 of 32
+
+// Lanes of register j (16 columns) that hold columns below `cols`.
+inline __mmask16 column_mask(int64_t cols, int j) {
+  const int64_t valid = std::clamp<int64_t>(cols - 16 * j, 0, 16);
+  return static_cast<__mmask16>(valid == 16 ? 0xffff : (1u << valid) - 1);
+}
+
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// MR input rows against one 64-column block.
+template <int MR>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void u8s8_tile(const uint8_t* x, int64_t k,
+                                                                      const int8_t* w, int64_t cols,
+                                                                      int32_t* y, int64_t ldy) {
+  __m512i acc[MR][4];
+  for (int r = 0; r < MR; ++r) {
+    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_si512();
+  }
+  // The four weight vectors are loaded once and pinned in registers (the empty asm): else GCC
+  // folds each load into every row's vpdpbusd, one load per instruction, and the loop waits on
+  // loads. (Pinning elements of a vector array instead made GCC spill the accumulators.)
+  for (int64_t g = 0; g < k / 4; ++g) {
+    const int8_t* wg = w + g * kBlockCols * 4;
+    __m512i w0 = _mm512_loadu_si512(wg), w1 = _mm512_loadu_si512(wg + 64),
+            w2 = _mm512_loadu_si512(wg + 128), w3 = _mm512_loadu_si512(wg + 192);
+    __asm__("" : "+v"(w0), "+v"(w1), "+v"(w2), "+v"(w3));
+    for (int r = 0; r < MR; ++r) {
+      const __m512i xb = _mm512_set1_epi32(load_i32(x + r * k + 4 * g));
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], xb, w0);
+      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], xb, w1);
+      acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], xb, w2);
+      acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], xb, w3);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int j = 0; j < 4; ++j)
+      _mm512_mask_storeu_epi32(y + r * ldy + 16 * j, column_mask(cols, j), acc[r][j]);
+  }
+}
+
+template <int MR>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void bf16_tile(const uint16_t* x, int64_t k,
+                                                                      const uint16_t* w,
+                                                                      int64_t cols, float* y,
+                                                                      int64_t ldy) {
+  __m512 acc[MR][4];
+  for (int r = 0; r < MR; ++r) {
+    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+  }
+  for (int64_t g = 0; g < k / 2; ++g) {  // as in u8s8_tile
+    const uint16_t* wg = w + g * kBlockCols * 2;
+    __m512bh w0 = (__m512bh)_mm512_loadu_si512(wg), w1 = (__m512bh)_mm512_loadu_si512(wg + 32),
+             w2 = (__m512bh)_mm512_loadu_si512(wg + 64), w3 = (__m512bh)_mm512_loadu_si512(wg + 96);
+    __asm__("" : "+v"(w0), "+v"(w1), "+v"(w2), "+v"(w3));
+    for (int r = 0; r < MR; ++r) {
+      const __m512bh xb = (__m512bh)_mm512_set1_epi32(load_i32(x + r * k + 2 * g));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], xb, w0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], xb, w1);
+      acc[r][2] = _mm512_dpbf16_ps(acc[r][2], xb, w2);
+      acc[r][3] = _mm512_dpbf16_ps(acc[r][3], xb, w3);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int j = 0; j < 4; ++j)
+      _mm512_mask_storeu_ps(y + r * ldy + 16 * j, column_mask(cols, j), acc[r][j]);
+  }
+}
+
+// Threads split the column blocks; each block meets every input row while it is in L2.
+template <typename X, typename W, typename Y, typename Tile>
+void packed_gemm(const X* x, int64_t m, int64_t k, const W* w, int64_t block_stride, int64_t n,
+                 Y* y, const std::array<Tile, kTileRows>& tiles) {
+  const int64_t blocks = (n + kBlockCols - 1) / kBlockCols;
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (n * k >= (1 << 16))
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t cols = std::min(kBlockCols, n - b * kBlockCols);
+    for (int64_t r = 0; r < m; r += kTileRows) {
+      const int64_t rows = std::min<int64_t>(kTileRows, m - r);
+      tiles[rows - 1](x + r * k, k, w + b * block_stride, cols, y + r * n + b * kBlockCols, n);
+    }
+  }
+}
+
+using U8S8Tile = void (*)(const uint8_t*, int64_t, const int8_t*, int64_t, int32_t*, int64_t);
+using Bf16Tile = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t);
+// [rows - 1]: the tile for every row count up to kTileRows.
+template <size_t... I>
+constexpr std::array<U8S8Tile, sizeof...(I)> u8s8_tiles(std::index_sequence<I...>) {
+  return {u8s8_tile<static_cast<int>(I) + 1>...};
+}
+template <size_t... I>
+constexpr std::array<Bf16Tile, sizeof...(I)> bf16_tiles(std::index_sequence<I...>) {
+  return {bf16_tile<static_cast<int>(I) + 1>...};
+}
+constexpr auto kU8S8Tiles = u8s8_tiles(std::make_index_sequence<kTileRows>());
+constexpr auto kBf16Tiles = bf16_tiles(std::make_index_sequence<kTileRows>());
+
+}  // namespace
+
+void packed_gemm_u8s8(const uint8_t* x, int64_t m, int64_t k, const int8_t* w, int64_t block_stride,
+                      int64_t n, int32_t* y) {
+  packed_gemm(x, m, k, w, block_stride, n, y, kU8S8Tiles);
+}
+
+void packed_gemm_bf16(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w,
+                      int64_t block_stride, int64_t n, float* y) {
+  packed_gemm(x, m, k, w, block_stride, n, y, kBf16Tiles);
+}
+
+}  // namespace seqpipe::engine::cpu

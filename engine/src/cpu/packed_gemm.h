@@ -1,0 +1,25 @@
+#pragma once
+// The decoder step's bf16 and int8 GEMMs over weights in oneDNN's packed layout (onednn.h).
+// oneDNN 2.6 allocates on every matmul execute (dnnl_primitive_execute builds a hash map of its
+// arguments), which a decoder step must not do; its packed layout for these types on AVX-512 is
+// plain, so for up to kPackedGemmMaxRows input rows these loops run the same instructions over it
+// (VNNI's vpdpbusd, AVX512_BF16's vdpbf16ps) and oneDNN runs the rest.
+//
+// Layout (oneDNN's BA16a64b4a for s8, BA16a64b2a for bf16, of the logical [k, n] weight): blocks
+// of 64 output columns, `block_stride` elements apart; inside one, for each group of kVnni
+// consecutive k (4 for s8, 2 for bf16), 64 columns x kVnni values. Columns past n and k past the
+// weight's k are zero.
+#include <cstdint>
+
+namespace seqpipe::engine::cpu {
+
+inline constexpr int64_t kPackedGemmMaxRows = 64;
+
+// y[m, n] (int32, row stride n) = x[m, k] (u8, row stride k) * W; k % 4 == 0.
+void packed_gemm_u8s8(const uint8_t* x, int64_t m, int64_t k, const int8_t* w, int64_t block_stride,
+                      int64_t n, int32_t* y);
+// y[m, n] (fp32, row stride n) = x[m, k] (bf16, row stride k) * W; k % 2 == 0.
+void packed_gemm_bf16(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w,
+                      int64_t block_stride, int64_t n, float* y);
+
+}  // namespace seqpipe::engine::cpu

@@ -1,0 +1,84 @@
+// A decoder step allocates nothing, in every compute type and with either CPU kernel choice: the
+// engine's buffers are sized when a Generator is made, and the bf16 / int8 linear layers run a
+// decoder step's rows outside oneDNN's execute, which allocates per call (src/cpu/packed_gemm.h).
+// Its own executable: it replaces the global operator new to count heap allocations.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "seqpipe/engine/decoding.h"
+#include "seqpipe/engine/encoder.h"
+#include "test_util.h"
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<uint64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(size_t n) {
+  if (g_counting.load(std::memory_order_relaxed))
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, size_t) noexcept {
+  std::free(p);
+}
+
+namespace seqpipe::engine {
+namespace {
+
+class DecodeAllocationTest : public ::testing::TestWithParam<std::tuple<ComputeType, CpuKernels>> {
+};
+
+TEST_P(DecodeAllocationTest, DecoderStepsAllocateNothing) {
+  const auto [type, kernels] = GetParam();
+  auto model = T5Model::load(test::data_dir() + "/t5v11-tiny-random",
+                             {.threads = 2, .compute_type = type, .cpu_kernels = kernels});
+  Encoder encoder(model);
+  const EncoderOutput encoded =
+      encoder.encode({{467, 413, 398, 67, 58, 36, 434, 17, 1}, {387, 191, 1}, {12, 99, 250, 7, 1}});
+  Generator generator(model, {.cache = {.num_slots = 8, .max_target_len = 16}});
+  const DecodingOptions options{.max_new_tokens = 10, .min_new_tokens = 10};
+  std::vector<Generator::Finished> finished;
+  finished.reserve(8);
+  // The first run grows what grows once (per-thread buffers, oneDNN's compiled kernels).
+  uint64_t counted_steps = 0, allocations = 0;
+  for (int run = 0; run < 2; ++run) {
+    generator.add(encoded, std::vector<DecodingOptions>(encoded.size(), options));
+    for (int step = 0; step < options.max_new_tokens; ++step) {
+      const bool last = step + 1 == options.max_new_tokens;  // builds the results: allocates
+      const uint64_t before = g_allocations.load();
+      g_counting = run == 1 && !last;
+      generator.step(finished);
+      g_counting = false;
+      if (run == 1 && !last) {
+        allocations += g_allocations.load() - before;
+        ++counted_steps;
+      }
+    }
+    ASSERT_EQ(generator.active(), 0);
+    finished.clear();
+  }
+  EXPECT_EQ(counted_steps, 9u);
+  EXPECT_EQ(allocations, 0u) << "over " << counted_steps << " steps of 3 sequences";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ComputeTypes, DecodeAllocationTest,
+    ::testing::Combine(::testing::Values(ComputeType::kFloat32, ComputeType::kBFloat16,
+                                         ComputeType::kInt8),
+                       ::testing::Values(CpuKernels::kBest, CpuKernels::kPortable)),
+    [](const auto& info) {
+      return std::string(compute_type_name(std::get<0>(info.param))) +
+             (std::get<1>(info.param) == CpuKernels::kBest ? "_best" : "_portable");
+    });
+
+}  // namespace
+}  // namespace seqpipe::engine
