@@ -152,7 +152,7 @@ TEST_F(SearchProcessors, GreedyWithPenaltiesIsTheArgmaxOfTheProcessedLogits) {
                 {.num_slots = 1, .max_beams = 1, .max_target_len = 17, .max_source_len = 16});
   Decoder decoder(model_, cache);
   const int slot = *cache.acquire();
-  decoder.start(slot, enc.rows(0), enc.length(0));
+  decoder.start(slot, enc.sequence(0));
   const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
   std::vector<float> gathered(17);
   for (size_t pos = 0; pos + 1 < ids.size(); ++pos) {

@@ -143,7 +143,7 @@ TEST_P(ReferenceTest, EveryBeamHypothesisScoreIsItsSequencesScore) {
                     {.num_slots = 1, .max_beams = 1, .max_target_len = 16, .max_source_len = 32});
       Decoder decoder(model_, cache);
       const int slot = *cache.acquire();
-      decoder.start(slot, enc.rows(0), enc.length(0));
+      decoder.start(slot, enc.sequence(0));
       double sum = 0;
       for (size_t pos = 0; pos + 1 < hyp.size(); ++pos) {
         const float* logits = decoder.step(&slot, &hyp[pos], 1).row(0);
