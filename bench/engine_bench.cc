@@ -15,35 +15,20 @@
 #include <time.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "cpu/blas.h"  // the fp32 FMA peak, measured with the BLAS
+#include "allocation_counter.h"  // the decode loop makes no allocation
+#include "cpu/blas.h"            // the fp32 FMA peak, measured with the BLAS
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/encoder.h"
 #include "seqpipe/engine/profiler.h"
 #include "seqpipe/engine/tokenizer.h"
-
-// Counts heap allocations so the bench can show that the decode loop makes none.
-static std::atomic<uint64_t> g_allocations{0};
-void* operator new(size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, size_t) noexcept {
-  std::free(p);
-}
 
 namespace {
 
@@ -99,11 +84,11 @@ BatchTiming run_batch(const std::shared_ptr<const T5Model>& model, Encoder& enco
   gen.add(enc, std::vector<DecodingOptions>(static_cast<size_t>(batch), o));
   // Steps after the first: the first step of a sequence follows its add(); both are steady state.
   while (gen.active() > 0) {
-    const uint64_t a0 = g_allocations.load();
+    const uint64_t a0 = seqpipe::bench::allocations();
     auto s0 = Clock::now();
     const bool last = gen.active() > 0 && t.step_ms.size() + 1 == static_cast<size_t>(kNewTokens);
     gen.step(finished);
-    const uint64_t a1 = g_allocations.load();
+    const uint64_t a1 = seqpipe::bench::allocations();
     t.step_ms.push_back(ms_since(s0));
     if (!last) t.decode_loop_allocations += a1 - a0;  // the final step builds the results
   }

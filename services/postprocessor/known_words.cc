@@ -13,14 +13,6 @@ namespace {
 
 using text::split_words;
 
-std::string lower(std::string_view word) {
-  std::string out(word);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) {
-    return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  });
-  return out;
-}
-
 // "can't" for "cant", "it's" for "its": the same letters, an apostrophe put back. Word lists
 // know "cant" and "wont" as words, but in queries they are nearly always dropped apostrophes,
 // and the model decides from the context.
@@ -36,7 +28,7 @@ bool apostrophe_restored(std::string_view input, std::string_view output) {
 }  // namespace
 
 KnownWords::KnownWords(const std::vector<std::string>& words) {
-  for (const auto& w : words) words_.insert(lower(w));
+  for (const auto& w : words) words_.insert(text::lower_ascii(w));
 }
 
 KnownWords KnownWords::load(std::string_view paths) {
@@ -60,7 +52,7 @@ KnownWords KnownWords::load(std::string_view paths) {
 }
 
 bool KnownWords::contains(std::string_view word) const {
-  return words_.count(lower(word)) > 0;
+  return words_.count(text::lower_ascii(word)) > 0;
 }
 
 bool KnownWords::all_known(std::string_view text) const {

@@ -7,16 +7,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "text/word_alignment.h"
+
 namespace seqpipe::postprocessor {
 namespace {
-
-std::string lower(std::string_view word) {
-  std::string out(word);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) {
-    return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  });
-  return out;
-}
 
 // The tab-separated lines of a counts file, comments and blank lines left out; each line has
 // `fields` fields, the last a count.
@@ -58,14 +52,14 @@ NoisyChannel NoisyChannel::load(const std::string& word_counts_path,
                                 const std::string& edit_counts_path) {
   std::unordered_map<std::string, int64_t> words, edits;
   for (auto& row : read_counts(word_counts_path, 2, "postprocessor.word_counts"))
-    words[lower(row[0])] += std::stoll(row[1]);
+    words[text::lower_ascii(row[0])] += std::stoll(row[1]);
   for (auto& row : read_counts(edit_counts_path, 3, "postprocessor.edit_counts"))
     edits[row[0] + row[1]] += std::stoll(row[2]);
   return NoisyChannel(std::move(words), std::move(edits));
 }
 
 double NoisyChannel::log_count(std::string_view word) const {
-  const auto it = word_counts_.find(lower(word));
+  const auto it = word_counts_.find(text::lower_ascii(word));
   return it == word_counts_.end() ? 0.0 : std::log(static_cast<double>(it->second) + 1.0);
 }
 

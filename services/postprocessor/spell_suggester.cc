@@ -10,14 +10,6 @@
 namespace seqpipe::postprocessor {
 namespace {
 
-std::string lower(std::string_view word) {
-  std::string out(word);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) {
-    return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  });
-  return out;
-}
-
 // The words of `words` in [begin, end), one space apart.
 std::string joined(const std::vector<std::string_view>& words, size_t begin, size_t end) {
   std::string out;
@@ -68,7 +60,7 @@ std::vector<std::string> SpellSuggester::suggest(std::string_view word, size_t n
   if (list == nullptr) return out;
   AspellStringEnumeration* it = aspell_word_list_elements(list);
   for (const char* s; out.size() < n && (s = aspell_string_enumeration_next(it)) != nullptr;)
-    out.push_back(lower(s));
+    out.push_back(text::lower_ascii(s));
   delete_aspell_string_enumeration(it);
   return out;
 }
@@ -93,10 +85,10 @@ std::string SpellSuggester::rank(std::string_view typed, const std::vector<std::
   }
   for (size_t k = 0; k < placed.size(); ++k) {
     if (placed[k].empty()) continue;
-    auto& c = add(lower(placed[k]));
+    auto& c = add(text::lower_ascii(placed[k]));
     c.hypothesis_rank = std::min(c.hypothesis_rank, k);
   }
-  const std::string from = lower(typed);
+  const std::string from = text::lower_ascii(typed);
   add(from);
   const auto& w = weights_;
   auto score = [&](const Candidate& c) {
@@ -180,8 +172,8 @@ std::string SpellSuggester::choose(std::string_view input, std::string_view outp
         continue;
       }
       const auto candidates = suggest(from, kAgreeing);
-      const bool agreed =
-          std::find(candidates.begin(), candidates.end(), lower(to)) != candidates.end();
+      const bool agreed = std::find(candidates.begin(), candidates.end(), text::lower_ascii(to)) !=
+                          candidates.end();
       emit(candidates.empty() || agreed ? to : std::string_view(candidates.front()));
     }
   }

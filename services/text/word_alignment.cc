@@ -12,6 +12,14 @@ bool is_space(char c) {
 
 }  // namespace
 
+std::string lower_ascii(std::string_view word) {
+  std::string out(word);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) {
+    return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  });
+  return out;
+}
+
 std::vector<std::string_view> split_words(std::string_view text) {
   std::vector<std::string_view> words;
   size_t i = 0;

@@ -2,6 +2,7 @@
 // Word-by-word alignment of a text with its correction, shared by the postprocessor's known-words
 // guard and by TextFrame, which puts the corrected words back into the original text.
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -9,6 +10,9 @@ namespace seqpipe::text {
 
 // The whitespace-separated words of a text (views into it).
 std::vector<std::string_view> split_words(std::string_view text);
+
+// `word` with its ASCII letters lower-cased (how word lists, Aspell and word counts are looked up).
+std::string lower_ascii(std::string_view word);
 
 // Input words [in_begin, in_end) became output words [out_begin, out_end). `same`: one input word
 // and the same output word; otherwise a gap between aligned words (a substitution when both sides

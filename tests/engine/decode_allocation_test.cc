@@ -1,35 +1,16 @@
 // A decoder step allocates nothing, in every compute type and with either CPU kernel choice: the
 // engine's buffers are sized when a Generator is made, and the bf16 / int8 linear layers run a
 // decoder step's rows outside oneDNN's execute, which allocates per call (src/cpu/packed_gemm.h).
-// Its own executable: it replaces the global operator new to count heap allocations.
+// Its own executable: it links bench/allocation_counter.cc, which replaces the global operator
+// new to count heap allocations.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <string>
 
+#include "allocation_counter.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/encoder.h"
 #include "test_util.h"
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-
-void* operator new(size_t n) {
-  if (g_counting.load(std::memory_order_relaxed))
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, size_t) noexcept {
-  std::free(p);
-}
 
 namespace seqpipe::engine {
 namespace {
@@ -54,12 +35,10 @@ TEST_P(DecodeAllocationTest, DecoderStepsAllocateNothing) {
     generator.add(encoded, std::vector<DecodingOptions>(encoded.size(), options));
     for (int step = 0; step < options.max_new_tokens; ++step) {
       const bool last = step + 1 == options.max_new_tokens;  // builds the results: allocates
-      const uint64_t before = g_allocations.load();
-      g_counting = run == 1 && !last;
+      const uint64_t before = bench::allocations();
       generator.step(finished);
-      g_counting = false;
       if (run == 1 && !last) {
-        allocations += g_allocations.load() - before;
+        allocations += bench::allocations() - before;
         ++counted_steps;
       }
     }
