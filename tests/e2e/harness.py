@@ -10,6 +10,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import unittest
 import urllib.request
 
 SEQPIPE = os.environ["SEQPIPE_BIN"]
@@ -53,6 +54,29 @@ def stop(proc, timeout=20):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+class PipelineTestCase(unittest.TestCase):
+    """A test class on one pipeline, started once for all its tests: the class gives PREFIX and
+    settings() (--set overrides); setUpClass starts it, with `cls.client` (the Python client) on
+    its gateway, and returns once a request goes all the way through."""
+    PREFIX = "seqpipe-e2e-"
+
+    @classmethod
+    def settings(cls):
+        return []
+
+    @classmethod
+    def setUpClass(cls):
+        from seqpipe_client import Client  # (clients/python, on the e2e tests' PYTHONPATH)
+        cls.pipeline = Pipeline(cls.PREFIX, cls.settings())
+        cls.client = Client(cls.pipeline.endpoint, timeout_ms=10000)
+        cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.pipeline.close()
 
 
 class Pipeline:

@@ -14,8 +14,8 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, Pipeline, answers, free_port  # noqa: E402
-from seqpipe_client import Client, SeqpipeError  # noqa: E402
+from harness import SEQPIPE, PipelineTestCase, free_port  # noqa: E402
+from seqpipe_client import SeqpipeError  # noqa: E402
 
 LONG = {"max_new_tokens": 12, "min_new_tokens": 12}  # every output 12 tokens long
 SAMPLING = {"do_sample": True, "temperature": 2.0, "top_k": 0}
@@ -33,20 +33,14 @@ def post(port, body):
         return e.code, json.loads(e.read())
 
 
-class GenerateOptionsTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.port = free_port()
-        cls.pipeline = Pipeline("seqpipe-genopts-", [
-            "gateway.metrics_port=0", "batcher.metrics_port=0", f"gateway.http_endpoint=127.0.0.1:{cls.port}",
-            "batcher.max_queue_delay_us=2000"])
-        cls.client = Client(cls.pipeline.endpoint, timeout_ms=10000)
-        cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
+class GenerateOptionsTest(PipelineTestCase):
+    PREFIX = "seqpipe-genopts-"
 
     @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.pipeline.close()
+    def settings(cls):
+        cls.port = free_port()
+        return ["gateway.metrics_port=0", "batcher.metrics_port=0",
+                f"gateway.http_endpoint=127.0.0.1:{cls.port}", "batcher.max_queue_delay_us=2000"]
 
     def sample(self, seed, text="teh speling"):
         return self.client.generate(text, seed=seed, **LONG, **SAMPLING)["text"]

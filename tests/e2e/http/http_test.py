@@ -12,8 +12,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import Pipeline, answers, free_port  # noqa: E402
-from seqpipe_client import Client  # noqa: E402
+from harness import PipelineTestCase, free_port  # noqa: E402
 
 
 def http(port, method, path, body=None, raw=None):
@@ -28,20 +27,15 @@ def http(port, method, path, body=None, raw=None):
         return e.code, json.loads(e.read() or b"{}")
 
 
-class HttpTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.port = free_port()
-        cls.pipeline = Pipeline("seqpipe-http-", [
-            "gateway.metrics_port=0", "batcher.metrics_port=0", f"gateway.http_endpoint=127.0.0.1:{cls.port}",
-            "gateway.max_text_bytes=64", "batcher.max_queue_delay_us=1000"])
-        cls.client = Client(cls.pipeline.endpoint, timeout_ms=10000)
-        cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
+class HttpTest(PipelineTestCase):
+    PREFIX = "seqpipe-http-"
 
     @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.pipeline.close()
+    def settings(cls):
+        cls.port = free_port()
+        return ["gateway.metrics_port=0", "batcher.metrics_port=0",
+                f"gateway.http_endpoint=127.0.0.1:{cls.port}", "gateway.max_text_bytes=64",
+                "batcher.max_queue_delay_us=1000"]
 
     def test_generate_equals_the_msgpack_path(self):
         expected = self.client.generate("teh speling", max_new_tokens=10)["text"]

@@ -15,7 +15,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import Pipeline, answers, free_port, pids, scrape  # noqa: E402
+from harness import PipelineTestCase, free_port, pids, scrape  # noqa: E402
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
 
 USERS = 4
@@ -23,20 +23,14 @@ SECONDS = 5.0
 KILL_AT = 1.5
 
 
-class BatcherRestartTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.gateway_metrics = free_port()
-        cls.pipeline = Pipeline("seqpipe-restart-", [
-            f"gateway.metrics_port={cls.gateway_metrics}", "batcher.metrics_port=0",
-            "batcher.max_queue_delay_us=1000", "gateway.default_timeout_ms=8000"])
-        cls.client = Client(cls.pipeline.endpoint, timeout_ms=10000)
-        cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
+class BatcherRestartTest(PipelineTestCase):
+    PREFIX = "seqpipe-restart-"
 
     @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.pipeline.close()
+    def settings(cls):
+        cls.gateway_metrics = free_port()
+        return [f"gateway.metrics_port={cls.gateway_metrics}", "batcher.metrics_port=0",
+                "batcher.max_queue_delay_us=1000", "gateway.default_timeout_ms=8000"]
 
     def test_a_batcher_killed_under_load_loses_nothing_and_stalls_under_2_s(self):
         run_dir = self.pipeline.run_dir
