@@ -25,6 +25,7 @@
 
 #include "allocation_counter.h"  // the decode loop makes no allocation
 #include "cpu/blas.h"            // the fp32 FMA peak, measured with the BLAS
+#include "seqpipe/common/cli.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/encoder.h"
 #include "seqpipe/engine/profiler.h"
@@ -238,9 +239,9 @@ int run_text(const std::shared_ptr<const T5Model>& model, const std::string& tex
   return 0;
 }
 
-int usage() {
+void usage(std::FILE* to) {
   std::fprintf(
-      stderr,
+      to,
       "usage: engine_bench --model DIR [--threads N] [--runs N] [--profile] [--profile-batch N]\n"
       "                    [--text TEXT] [--compute-type T] [--portable-kernels] [--quick]\n"
       "  the seed workload: 9 input tokens, exactly 11 new tokens, greedy\n"
@@ -248,7 +249,6 @@ int usage() {
       "  --portable-kernels: the engine's own bf16 / int8 kernels, not oneDNN's\n"
       "  --quick: skip measuring the machine's limits (and --profile)\n"
       "  --text: that text instead (DIR/spiece.model), greedy until eos, batch 1\n");
-  return 2;
 }
 
 }  // namespace
@@ -256,47 +256,40 @@ int usage() {
 int main(int argc, char** argv) {
   std::string dir;
   int threads = 2, runs = 50;
-  bool profile = false;
+  bool profile = false, help = false, portable = false;
   int profile_batch = 1;
-  std::string text;
+  std::string text, compute_type = "float32";
   bool quick = false;  // skip the machine's limits (bandwidth, FMA peak): for side-by-side runs
   ModelOptions options{.threads = 2};
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) std::exit(usage());
-      return argv[++i];
-    };
-    if (a == "--model")
-      dir = value();
-    else if (a == "--threads")
-      threads = std::atoi(value().c_str());
-    else if (a == "--runs")
-      runs = std::atoi(value().c_str());
-    else if (a == "--profile")
-      profile = true;
-    else if (a == "--profile-batch")
-      profile_batch = std::atoi(value().c_str());
-    else if (a == "--quick")
-      quick = true;
-    else if (a == "--text")
-      text = value();
-    else if (a == "--compute-type") {
-      try {
-        options.compute_type = parse_compute_type(value());
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "engine_bench: %s\n", e.what());
-        return 2;
-      }
-    } else if (a == "--portable-kernels")
-      options.cpu_kernels = CpuKernels::kPortable;
-    else if (a == "--help" || a == "-h")
-      return usage() == 2 ? 0 : 0;
-    else
-      return usage();
+  try {
+    CLI::App app;
+    seqpipe::cli::set_up(app);
+    app.add_flag("-h,--help", help);
+    app.add_option("--model", dir);
+    seqpipe::cli::add_number(app, "--threads", threads);
+    seqpipe::cli::add_number(app, "--runs", runs);
+    app.add_flag("--profile", profile);
+    seqpipe::cli::add_number(app, "--profile-batch", profile_batch);
+    app.add_flag("--quick", quick);
+    app.add_option("--text", text);
+    app.add_option("--compute-type", compute_type);
+    app.add_flag("--portable-kernels", portable);
+    const std::vector<std::string> unknown = seqpipe::cli::parse(app, argc, argv);
+    if (help) return usage(stdout), 0;
+    if (!unknown.empty())
+      throw seqpipe::cli::UsageError("unknown argument '" + unknown.front() + "'");
+    if (dir.empty()) throw seqpipe::cli::UsageError("--model is required");
+    if (threads < 1) throw seqpipe::cli::UsageError("--threads must be at least 1");
+    if (runs < 5) throw seqpipe::cli::UsageError("--runs must be at least 5");
+    if (profile_batch < 1 || profile_batch > 32)
+      throw seqpipe::cli::UsageError("--profile-batch must be in 1..32");
+    options.compute_type = parse_compute_type(compute_type);
+    if (portable) options.cpu_kernels = CpuKernels::kPortable;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "engine_bench: %s\n", e.what());
+    usage(stderr);
+    return 2;
   }
-  if (dir.empty() || threads < 1 || runs < 5 || profile_batch < 1 || profile_batch > 32)
-    return usage();
 
   try {
     options.threads = threads;

@@ -20,6 +20,7 @@
 #include "cpu/onednn.h"
 #include "cpu/packed_gemm.h"
 #include "ops.h"
+#include "seqpipe/common/cli.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -95,20 +96,24 @@ int compute_types() {
 }
 
 int main(int argc, char** argv) {
+  constexpr const char* kUsage = "usage: linear_bench [--threads N] [--cold] [--compute-types]\n";
   int threads = 2;
-  bool cold = false, types = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc) {
-      threads = std::atoi(argv[++i]);
-    } else if (a == "--cold") {
-      cold = true;
-    } else if (a == "--compute-types") {
-      types = true;
-    } else {
-      std::fprintf(stderr, "usage: linear_bench [--threads N] [--cold] [--compute-types]\n");
-      return a == "--help" ? 0 : 2;
-    }
+  bool cold = false, types = false, help = false;
+  try {
+    CLI::App app;
+    seqpipe::cli::set_up(app);
+    app.add_flag("-h,--help", help);
+    seqpipe::cli::add_number(app, "--threads", threads);
+    app.add_flag("--cold", cold);
+    app.add_flag("--compute-types", types);
+    const std::vector<std::string> unknown = seqpipe::cli::parse(app, argc, argv);
+    if (help) return std::fputs(kUsage, stdout), 0;
+    if (!unknown.empty())
+      throw seqpipe::cli::UsageError("unknown argument '" + unknown.front() + "'");
+    if (threads < 1) throw seqpipe::cli::UsageError("--threads must be at least 1");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "linear_bench: %s\n%s", e.what(), kUsage);
+    return 2;
   }
   using namespace seqpipe::engine;
   ops::set_num_threads(Device::kCpu, threads);
