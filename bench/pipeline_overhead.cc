@@ -30,6 +30,8 @@
 #include "decoder/decoder_stage.h"
 #include "seqpipe/client.h"
 #include "seqpipe/common/cli.h"
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/security.h"
 #include "seqpipe/common/transport.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/tokenizer.h"
@@ -153,7 +155,12 @@ PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std
   }
   PipelineSamples samples;
   {
-    seqpipe::client::Client c(client);
+    // The config's client keys, as `seqpipe send`: with --set security.* the run measures
+    // CurveZMQ.
+    seqpipe::client::ClientOptions client_options;
+    client_options.curve = seqpipe::security::client_keys(
+        seqpipe::config::load_pipeline_config("", sets).config.security);
+    seqpipe::client::Client c(client, client_options);
     for (int tries = 0; tries < 100; ++tries) {  // until a request goes all the way through
       auto r = c.call(request, std::chrono::milliseconds(500));
       if (auto* reply = std::get_if<seqpipe::protocol::Reply>(&r); reply && reply->ok) break;
