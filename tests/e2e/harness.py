@@ -57,10 +57,13 @@ def stop(proc, timeout=20):
 
 
 class PipelineTestCase(unittest.TestCase):
-    """A test class on one pipeline, started once for all its tests: the class gives PREFIX and
-    settings() (--set overrides); setUpClass starts it, with `cls.client` (the Python client) on
-    its gateway, and returns once a request goes all the way through."""
+    """A test class on one pipeline, started once for all its tests: the class gives PREFIX,
+    settings() (--set overrides) and, to serve a model of its own, MODEL_DIR; setUpClass starts it,
+    with `cls.client` (the Python client, CLIENT_TIMEOUT_MS) on its gateway, and returns once a
+    request goes all the way through."""
     PREFIX = "seqpipe-e2e-"
+    MODEL_DIR = None
+    CLIENT_TIMEOUT_MS = 10000
 
     @classmethod
     def settings(cls):
@@ -69,8 +72,8 @@ class PipelineTestCase(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         from seqpipe_client import Client  # (clients/python, on the e2e tests' PYTHONPATH)
-        cls.pipeline = Pipeline(cls.PREFIX, cls.settings())
-        cls.client = Client(cls.pipeline.endpoint, timeout_ms=10000)
+        cls.pipeline = Pipeline(cls.PREFIX, cls.settings(), model_dir=cls.MODEL_DIR)
+        cls.client = Client(cls.pipeline.endpoint, timeout_ms=cls.CLIENT_TIMEOUT_MS)
         cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
 
     @classmethod

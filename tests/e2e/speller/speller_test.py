@@ -25,7 +25,7 @@ from seqpipe_client import Client, SeqpipeError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from harness import Pipeline, answers  # noqa: E402
+from harness import PipelineTestCase  # noqa: E402
 
 import yaml  # noqa: E402  (python3-yaml)
 
@@ -99,22 +99,17 @@ def generate_text(text):
     return json.loads(out.stdout)["text"]
 
 
-class SpellerPipelineTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.pipeline = Pipeline("seqpipe-e2e-speller-", [
-            "gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
-            f"postprocessor.known_words={KNOWN_WORDS}", "model.lower_case_words=1",
-            "postprocessor.known_word_votes=8",
-            f"postprocessor.aspell_dictionary={DEMO['postprocessor']['aspell_dictionary']}"],
-            model_dir=MODEL)
-        cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
-        cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
+class SpellerPipelineTest(PipelineTestCase):
+    PREFIX = "seqpipe-e2e-speller-"
+    MODEL_DIR = MODEL
+    CLIENT_TIMEOUT_MS = 30000
 
     @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.pipeline.close()
+    def settings(cls):
+        return ["gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
+                f"postprocessor.known_words={KNOWN_WORDS}", "model.lower_case_words=1",
+                "postprocessor.known_word_votes=8",
+                f"postprocessor.aspell_dictionary={DEMO['postprocessor']['aspell_dictionary']}"]
 
     def test_texts_keep_everything_but_their_misspellings(self):
         self.assertGreaterEqual(len(TEXTS), 40)
@@ -178,28 +173,22 @@ class SpellerPipelineTest(unittest.TestCase):
         self.assertEqual(got, [want for _, want in items])
 
 
-class ServedSpellerTest(unittest.TestCase):
+class ServedSpellerTest(PipelineTestCase):
     """config/demo.yaml's postprocessor settings, with 2 beams as scripts/run.sh sends."""
+    PREFIX = "seqpipe-e2e-served-speller-"
+    MODEL_DIR = MODEL
+    CLIENT_TIMEOUT_MS = 30000
 
     @classmethod
-    def setUpClass(cls):
+    def settings(cls):
         post = DEMO["postprocessor"]
-        cls.pipeline = Pipeline("seqpipe-e2e-served-speller-", [
-            "gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
-            f"model.lower_case_words={DEMO['model']['lower_case_words']}",
-            f"postprocessor.known_words={post['known_words']}",
-            f"postprocessor.known_word_margin={post['known_word_margin']}",
-            f"postprocessor.aspell_dictionary={post['aspell_dictionary']}",
-            f"postprocessor.word_counts={os.path.join(ROOT, post['word_counts'])}",
-            f"postprocessor.edit_counts={os.path.join(ROOT, post['edit_counts'])}"],
-            model_dir=MODEL)
-        cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
-        cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.pipeline.close()
+        return ["gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
+                f"model.lower_case_words={DEMO['model']['lower_case_words']}",
+                f"postprocessor.known_words={post['known_words']}",
+                f"postprocessor.known_word_margin={post['known_word_margin']}",
+                f"postprocessor.aspell_dictionary={post['aspell_dictionary']}",
+                f"postprocessor.word_counts={os.path.join(ROOT, post['word_counts'])}",
+                f"postprocessor.edit_counts={os.path.join(ROOT, post['edit_counts'])}"]
 
     def correct(self, text, beams=2):
         return self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=beams)["text"]
