@@ -100,6 +100,7 @@ class Client:
         self._max_attempts = max_attempts
         self._ids = itertools.count(1)
         self.duplicates_dropped = 0
+        self._partials = {}  # id -> partial replies not yet taken by result(), in order
 
     def _send(self, g, payload):
         """Never blocks: a gateway that refused this client's key leaves its socket without a
@@ -145,9 +146,26 @@ class Client:
             raise SeqpipeError(error.get("code", "internal"), error.get("message", ""))
         return reply
 
+    def stream(self, text, timeout_ms=None, **kwargs):
+        """One streamed request (docs/PROTOCOL.md, "Streaming"): yields each partial reply map as
+        it comes (its "text" is what it adds to the text so far), then the final reply map; raises
+        SeqpipeError for an error reply. kwargs: as submit()."""
+        request_id = self.submit(text, timeout_ms=timeout_ms, stream=True, **kwargs)
+        wait_ms = (timeout_ms or self._timeout_ms) + 1000
+        while True:
+            reply = self.result(request_id, wait_ms)
+            if reply.get("status") == "error":
+                error = reply.get("error", {})
+                raise SeqpipeError(error.get("code", "internal"), error.get("message", ""))
+            yield reply
+            if reply.get("status") != "partial":
+                return
+
     def submit(self, text_or_texts, max_new_tokens=None, num_beams=1, length_penalty=1.0,
-               min_new_tokens=0, return_scores=False, timeout_ms=None, priority=None, **options):
-        """Sends one request without waiting; returns its id (for result() and cancel())."""
+               min_new_tokens=0, return_scores=False, timeout_ms=None, priority=None, stream=False,
+               **options):
+        """Sends one request without waiting; returns its id (for result() and cancel()).
+        stream: partial replies come first; result() returns them one by one, then the final."""
         unknown = sorted(set(options) - set(GENERATION_OPTIONS))
         if unknown:
             raise TypeError(f"unknown generation option(s): {', '.join(unknown)}")
@@ -171,6 +189,8 @@ class Client:
             request["params"][name] = list(value) if name == "stop" else value
         if timeout_ms is not None:
             request["timeout_ms"] = int(timeout_ms)
+        if stream:
+            request["stream"] = True
         payload = msgpack.packb(request, use_single_float=True)
         self._send(self._current, payload)
         now = time.monotonic()
@@ -197,6 +217,8 @@ class Client:
     def _receive(self, request_id, wait_ms):
         wait_ms = self._timeout_ms if wait_ms is None else wait_ms
         until = time.monotonic() + wait_ms / 1000.0
+        if self._partials.get(request_id):
+            return self._partials[request_id].pop(0)
         if request_id in self._answered:
             return self._answered.pop(request_id)
         while True:
@@ -212,6 +234,13 @@ class Client:
                     continue
                 reply = msgpack.unpackb(sock.recv_multipart()[-1], raw=False)
                 rid = reply.get("id", "")
+                if reply.get("status") == "partial":  # the request stays pending
+                    if rid == request_id:
+                        return reply
+                    if rid in self._pending:
+                        self._partials.setdefault(rid, []).append(reply)
+                    continue
+                self._partials.pop(rid, None)
                 if rid and self._pending.pop(rid, None) is None and request_id is not None:
                     self.duplicates_dropped += 1  # answered already, or a late reply to a call given up
                     continue

@@ -202,13 +202,10 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
   const msgpack::object* params = nullptr;
   const msgpack::object* timeout_ms = nullptr;
   const msgpack::object* op = nullptr;
-  const NamedSlot fields[] = {{"v", &v},
-                              {"id", &id},
-                              {"text", &text},
-                              {"texts", &texts},
-                              {"params", &params},
-                              {"op", &op},
-                              {"timeout_ms", &timeout_ms}};
+  const msgpack::object* stream = nullptr;
+  const NamedSlot fields[] = {{"v", &v},       {"stream", &stream},        {"id", &id},
+                              {"text", &text}, {"texts", &texts},          {"params", &params},
+                              {"op", &op},     {"timeout_ms", &timeout_ms}};
   std::optional<std::string> unknown;
   if (auto error = msgpack_io::collect_fields(root.via.map, "", fields, unknown)) {
     return reject(std::move(*error));
@@ -256,7 +253,7 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
       return reject(invalid("a cancel request needs the id of the request to cancel"));
     for (const auto& [name, field] :
          {std::pair{"text", text}, std::pair{"texts", texts}, std::pair{"params", params},
-          std::pair{"timeout_ms", timeout_ms}}) {
+          std::pair{"timeout_ms", timeout_ms}, std::pair{"stream", stream}}) {
       if (field) {
         return reject(
             invalid(std::string("a cancel request carries only v, op and id, not '") + name + "'"),
@@ -300,6 +297,20 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
       return reject(std::move(*error), echo_id);
     }
     request.timeout_ms = static_cast<uint32_t>(value);
+  }
+  if (stream) {
+    if (stream->type != msgpack::type::BOOLEAN)
+      return reject(invalid("stream must be a boolean, got " + describe(*stream)), echo_id);
+    request.stream = stream->via.boolean;
+  }
+  if (request.stream) {
+    // A partial reply carries one text growing at its end: one text, one hypothesis.
+    if (request.batch_form)
+      return reject(invalid("stream needs the single-text form ('text', not 'texts')"), echo_id);
+    if (request.params.num_beams != 1 || request.params.num_return_sequences != 1)
+      return reject(invalid("stream needs params.num_beams 1 and params.num_return_sequences 1 "
+                            "(a beam search's best text is known only at its end)"),
+                    echo_id);
   }
   return request;
 }
@@ -484,11 +495,17 @@ std::variant<Reply, Error> decode_reply_or_throw(std::span<const uint8_t> bytes)
     if (const msgpack::object* sequences = find_field(map, "sequences")) {
       if (auto error = read_reply_sequences(*sequences, reply)) return std::move(*error);
     }
+  } else if (status == "partial") {
+    reply.partial = true;
+    const msgpack::object* text = find_field(map, "text");
+    if (!text || text->type != msgpack::type::STR)
+      return invalid("a partial reply's 'text' must be a string");
+    reply.texts.emplace_back(as_string_view(*text));
   } else if (status == "error") {
     reply.ok = false;
     if (auto error = read_reply_error(find_field(map, "error"), reply)) return std::move(*error);
   } else {
-    return invalid("reply field 'status' must be \"ok\" or \"error\"");
+    return invalid("reply field 'status' must be \"ok\", \"partial\" or \"error\"");
   }
   if (const msgpack::object* timings = find_field(map, "timings_us")) {
     if (auto error = read_reply_timings(*timings, reply.timings)) return std::move(*error);
@@ -591,7 +608,7 @@ std::string encode_request(const Request& request) {
     if (request.id) out.str("id"), out.str(*request.id);
     return bytes;
   }
-  out.map(3 + (request.id ? 1 : 0) + (request.timeout_ms ? 1 : 0));
+  out.map(3 + (request.id ? 1 : 0) + (request.timeout_ms ? 1 : 0) + (request.stream ? 1 : 0));
   out.str("v"), out.i64(kVersion);
   if (request.id) out.str("id"), out.str(*request.id);
   if (request.batch_form) {
@@ -601,6 +618,7 @@ std::string encode_request(const Request& request) {
   }
   out.str("params"), out.params(request.params);
   if (request.timeout_ms) out.str("timeout_ms"), out.u64(*request.timeout_ms);
+  if (request.stream) out.str("stream"), out.boolean(true);
   return bytes;
 }
 
@@ -615,6 +633,14 @@ Reply error_reply(std::string id, Error error) {
 std::string encode_reply(const Reply& reply) {
   std::string bytes;
   msgpack_io::Writer out(bytes);
+  if (reply.partial) {
+    out.map(4);
+    out.str("v"), out.i64(kVersion);
+    out.str("id"), out.str(reply.id);
+    out.str("status"), out.str("partial");
+    out.str("text"), out.str(reply.texts.empty() ? std::string_view() : reply.texts[0]);
+    return bytes;
+  }
   const bool with_scores = reply.ok && reply.scores.has_value();
   const bool with_sequences = reply.ok && reply.sequences.has_value();
   out.map(5 + (with_scores ? 1 : 0) + (with_sequences ? 1 : 0));

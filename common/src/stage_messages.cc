@@ -54,13 +54,14 @@ void write_timings(Writer& out, const StageTimings& t) {
 
 // The header's 6 fields; `extra` more follow.
 void write_header(Writer& out, const WorkHeader& h, size_t extra) {
-  out.map(6 + extra);
+  out.map(6 + (h.stream ? 1 : 0) + extra);
   out.str("r"), out.u64(h.request);
   out.str("i"), out.u64(h.index);
   out.str("g"), out.str(h.gateway);
   out.str("dl"), out.i64(h.deadline.unix_us());
   out.str("p"), out.params(h.params);
   out.str("tm"), write_timings(out, h.timings);
+  if (h.stream) out.str("st"), out.boolean(true);
 }
 
 void write_item(Writer& out, const TextItem& w) {
@@ -85,7 +86,7 @@ void write_item(Writer& out, const EncodedItem& w) {
 void write_item(Writer& out, const DecodedItem& w) {
   write_header(out, w,
                2 + (w.alternatives.empty() ? 0 : 1) + (w.alternative_scores.empty() ? 0 : 1) +
-                   (w.text.empty() ? 0 : 1));
+                   (w.text.empty() ? 0 : 1) + (w.partial ? 1 : 0));
   out.str("ids"), write_ids(out, w.ids);
   out.str("s"), out.f32(w.score);
   if (!w.alternatives.empty()) {
@@ -97,10 +98,11 @@ void write_item(Writer& out, const DecodedItem& w) {
     for (float s : w.alternative_scores) out.f32(s);
   }
   if (!w.text.empty()) out.str("t"), out.str(w.text);
+  if (w.partial) out.str("pt"), out.boolean(true);
 }
 
 void write_item(Writer& out, const ResultItem& w) {
-  out.map(5 + (w.error ? 1 : 0) + (w.alternatives.empty() ? 0 : 2));
+  out.map(5 + (w.error ? 1 : 0) + (w.alternatives.empty() ? 0 : 2) + (w.partial ? 1 : 0));
   out.str("r"), out.u64(w.request);
   out.str("i"), out.u64(w.index);
   out.str("t"), out.str(w.text);
@@ -117,6 +119,7 @@ void write_item(Writer& out, const ResultItem& w) {
     out.str("alt_s"), out.array(w.alternative_scores.size());
     for (float s : w.alternative_scores) out.f32(s);
   }
+  if (w.partial) out.str("pt"), out.boolean(true);
 }
 
 void write_item(Writer& out, const RequestRef& w) {
@@ -380,6 +383,11 @@ class Reader {
     out = static_cast<uint32_t>(idx);
     return std::nullopt;
   }
+  static std::optional<Error> flag(const msgpack::object& v, const std::string& field, bool& out) {
+    if (v.type != msgpack::type::BOOLEAN) return bad(field + " must be a boolean");
+    out = v.via.boolean;
+    return std::nullopt;
+  }
   static std::optional<Error> deadline(const msgpack::object& v, const std::string& field,
                                        Deadline& out) {
     int64_t unix_us = 0;
@@ -397,6 +405,7 @@ class Reader {
     if (key == "g") return endpoint(v, f, w.gateway);
     if (key == "dl") return deadline(v, f, w.deadline);
     if (key == "tm") return timings(v, f, w.timings);
+    if (key == "st") return flag(v, f, w.stream);
     if (key == "p") {
       if (auto e = msgpack_io::read_params(v, kParamBounds, w.params)) {
         return bad(f + ": " + e->message);
@@ -460,6 +469,7 @@ class Reader {
       return std::nullopt;
     }
     if (key == "alt_s") return scores(v, f, w.alternative_scores);
+    if (key == "pt") return flag(v, f, w.partial);
     return field(key, v, f, static_cast<WorkHeader&>(w), known);
   }
   static std::optional<Error> scores(const msgpack::object& v, const std::string& f,
@@ -482,6 +492,7 @@ class Reader {
     if (key == "t") return text(v, f, w.text);
     if (key == "s") return score(v, f, w.score);
     if (key == "tm") return timings(v, f, w.timings);
+    if (key == "pt") return flag(v, f, w.partial);
     if (key == "alt_s") return scores(v, f, w.alternative_scores);
     if (key == "alt") {
       if (v.type != msgpack::type::ARRAY || v.via.array.size > kMaxAlternatives) {

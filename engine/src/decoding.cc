@@ -64,6 +64,7 @@ class GreedySearch final : public SearchStrategy {
   const int* slots() const override { return &slot_; }
   const int* next_tokens() const override { return &next_; }
   bool done() const override { return done_; }
+  std::span<const int> ids_so_far() const override { return ids_; }
 
   void advance(float* logits, int64_t vocab, KvCache&) override {
     profiler::ScopedOp timer(profiler::Op::kSearch);
@@ -524,6 +525,13 @@ bool Generator::cancel(uint64_t handle) {
     return true;
   }
   return false;
+}
+
+std::span<const int> Generator::ids_so_far(uint64_t handle) const {
+  for (const Active& a : active_) {
+    if (a.handle == handle) return a.search->ids_so_far();
+  }
+  return {};
 }
 
 void Generator::step(std::vector<Finished>& finished) {

@@ -237,10 +237,11 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
       if (!control(decoders_) || !decoded) return;
       decoders_.release(worker, decoded->credits);
       // Each finished item leaves the decoder's record; one not in it is a duplicate (its first
-      // decoder was declared dead and it went to another) and goes no further.
+      // decoder was declared dead and it went to another) and goes no further. A partial
+      // (streaming) answers nothing and is not re-sent if lost: it goes on as it is.
       const size_t before = decoded->items.size();
       std::erase_if(decoded->items, [&](const stage::DecodedItem& item) {
-        return !decoders_.answered(worker, item);
+        return !item.partial && !decoders_.answered(worker, item);
       });
       if (decoded->items.size() != before)
         metrics_.late(static_cast<double>(before - decoded->items.size()));

@@ -206,6 +206,18 @@ void DecoderStage::work(worker::Outbox& out) {
       ++i;
     }
   }
+  // Streamed sequences still running show their ids so far after every step: the lowest
+  // latency, and a partial (the ids, a few hundred bytes) costs little next to a step. Only
+  // streamed sequences pay for the copy.
+  for (const Running& r : running_) {
+    if (!r.item.stream) continue;
+    const std::span<const int> ids = generator_.ids_so_far(r.handle);
+    stage::DecodedItem partial;
+    static_cast<stage::WorkHeader&>(partial) = r.item;
+    partial.ids.assign(ids.begin(), ids.end());
+    partial.partial = true;
+    decoded_for(out, first, r.hub).items.push_back(std::move(partial));
+  }
   metrics_.set_in_flight(running());
   metrics_.set_kv_slots(num_slots_ - free_slots(), free_slots());
 }

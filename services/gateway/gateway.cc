@@ -20,6 +20,15 @@ void keep_max(stage::StageTimings& into, const stage::StageTimings& t) {
   into.decode_us = std::max(into.decode_us, t.decode_us);
   into.postprocess_us = std::max(into.postprocess_us, t.postprocess_us);
 }
+
+// The config keys whose postprocessing rewrites words anywhere in the text after decoding.
+std::string text_rewriting(const config::PipelineConfig& c) {
+  if (!c.postprocessor.known_words.empty()) return "postprocessor.known_words";
+  if (!c.postprocessor.word_counts.empty()) return "postprocessor.word_counts";
+  if (!c.postprocessor.aspell_dictionary.empty()) return "postprocessor.aspell_dictionary";
+  if (c.model.lower_case_words != 0) return "model.lower_case_words";
+  return "";
+}
 }  // namespace
 
 protocol::Limits protocol_limits(const config::PipelineConfig& c) {
@@ -38,6 +47,7 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
                  metrics::StageMetrics& stage_metrics, metrics::GatewayMetrics& gateway_metrics)
     : config_(config),
       limits_(protocol_limits(config)),
+      no_stream_(text_rewriting(config)),
       results_endpoint_(std::move(results_endpoint)),
       metrics_(stage_metrics),
       gateway_metrics_(gateway_metrics),
@@ -58,6 +68,7 @@ stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
     item.batcher = batchers_.target(id);
     item.deadline = r.deadline;
     item.params = r.params;
+    item.stream = r.stream;
     item.text = r.sources[i];
     work.items.push_back(std::move(item));
   }
@@ -82,6 +93,14 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
     cancel(frames, *request.id, now, out);
     return;
   }
+  if (request.stream && !no_stream_.empty()) {
+    reply_error(std::move(frames), request.id.value_or(""),
+                {protocol::ErrorCode::kInvalidArgument,
+                 "stream is not served here: " + no_stream_ +
+                     " rewrites the text after decoding, so partial texts could change"},
+                now.steady, now.steady, out);
+    return;
+  }
   if (waiting_.size() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
     reply_error(std::move(frames), request.id.value_or(""),
                 {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"},
@@ -102,6 +121,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.client_id = request.id.value_or("");
   r.batch_form = request.batch_form;
   r.return_scores = request.params.return_scores;
+  r.stream = request.stream;
   if (request.params.num_return_sequences > 1) r.sequences.emplace(request.texts.size());
   r.texts.resize(request.texts.size());
   r.scores.resize(request.texts.size());
@@ -136,6 +156,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
     item.batcher = batchers_.target(id);
     item.deadline = r.deadline;
     item.params = request.params;
+    item.stream = request.stream;
     item.text = std::move(request.texts[i]);
     work.items.push_back(std::move(item));
   }
@@ -183,8 +204,13 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
   }
   for (auto& item : results->items) {
     auto it = requests_.find(item.request);
-    if (it == requests_.end() || item.index >= it->second.done.size() ||
-        it->second.done[item.index]) {
+    const bool answered = it == requests_.end() || item.index >= it->second.done.size() ||
+                          it->second.done[item.index];
+    if (item.partial) {  // a partial of a request answered already just goes
+      if (!answered && it->second.stream) stream_partial(it->second, item.text, out);
+      continue;
+    }
+    if (answered) {
       gateway_metrics_
           .late_result();  // answered already (deadline or an earlier error), or a duplicate
       continue;
@@ -220,10 +246,28 @@ protocol::Reply Gateway::ok_reply(Request& r) {
   return ok;
 }
 
+void Gateway::stream_partial(Request& r, std::string_view text, Outbox& out) {
+  if (text.size() <= r.streamed.size() || !text.starts_with(r.streamed)) return;
+  protocol::Reply partial;
+  partial.id = r.client_id;
+  partial.partial = true;
+  partial.texts.emplace_back(text.substr(r.streamed.size()));
+  out.replies.emplace_back(r.envelope, protocol::encode_reply(partial));
+  r.streamed = text;
+}
+
 void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now,
                     Outbox& out) {
   auto it = requests_.find(id);
   Request& r = it->second;
+  // A streamed text's partials add up to the final text: the rest goes as a last partial (all
+  // of it for a response cache hit).
+  if (r.stream && reply.ok && !reply.texts.empty()) {
+    if (!reply.texts[0].starts_with(r.streamed))
+      spdlog::warn("gateway: request {} (id '{}'): its partials are not a prefix of its text", id,
+                   r.client_id);
+    stream_partial(r, reply.texts[0], out);
+  }
   const auto& t = r.timings;
   reply.timings = {t.queue_us,  t.tokenize_us,    t.batch_wait_us,         t.encode_us,
                    t.decode_us, t.postprocess_us, micros(now - r.received)};

@@ -102,6 +102,8 @@ class Gateway {
     // What a re-submission needs (its batcher died or restarted): the texts and parameters.
     std::vector<std::string> sources;
     protocol::GenerateParams params;
+    bool stream = false;
+    std::string streamed;  // a streamed request's text sent so far in partial replies
   };
   // Answers the lost requests of a batcher that died or restarted and submits the moved ones
   // again, first in line, in arrival order.
@@ -116,11 +118,17 @@ class Gateway {
   // Answers request `id` `unavailable` (when still in flight).
   void unavailable(uint64_t id, const std::string& why, SteadyClock::time_point now, Outbox& out);
   static protocol::Reply ok_reply(Request& r);
+  // A streamed request's text so far: a partial reply with what `text` adds to the text sent
+  // already (nothing when it adds nothing or does not extend it: a stale or reordered partial).
+  static void stream_partial(Request& r, std::string_view text, Outbox& out);
   void reply_error(Envelope envelope, std::string client_id, protocol::Error error,
                    SteadyClock::time_point received, SteadyClock::time_point now, Outbox& out);
 
   config::PipelineConfig config_;
   protocol::Limits limits_;
+  // Why this pipeline refuses `stream` (its postprocessor rewrites words of the whole text, so a
+  // partial text might not be a prefix of the final one); empty: streams are served.
+  std::string no_stream_;
   std::string results_endpoint_;
   metrics::StageMetrics& metrics_;
   metrics::GatewayMetrics& gateway_metrics_;

@@ -36,6 +36,7 @@ HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoi
     auto request = generate_request(req.body, next_id());
     if (auto* a = std::get_if<HttpAnswer>(&request)) return answer(res, *a);
     const auto& r = std::get<HttpRequest>(request);
+    if (r.stream) return stream(r, res);
     answer(res, generate_reply(exchange(r), r.client_id));
   });
   s.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
@@ -82,7 +83,7 @@ std::string HttpFrontDoor::next_id() {
   return "http-" + std::to_string(next_id_++);
 }
 
-std::unique_ptr<transport::Socket> HttpFrontDoor::checkout() {
+std::shared_ptr<transport::Socket> HttpFrontDoor::checkout() {
   {
     std::lock_guard lock(mutex_);
     if (!idle_.empty()) {
@@ -91,43 +92,122 @@ std::unique_ptr<transport::Socket> HttpFrontDoor::checkout() {
       return socket;
     }
   }
-  auto socket = std::make_unique<transport::Socket>(context_, zmq::socket_type::dealer);
+  auto socket = std::make_shared<transport::Socket>(context_, zmq::socket_type::dealer);
   socket->connect(gateway_endpoint_);
   return socket;
 }
 
-void HttpFrontDoor::give_back(std::unique_ptr<transport::Socket> socket) {
+void HttpFrontDoor::give_back(std::shared_ptr<transport::Socket> socket) {
   std::lock_guard lock(mutex_);
   idle_.push_back(std::move(socket));
 }
 
-std::string HttpFrontDoor::exchange(const HttpRequest& request) {
-  const std::string& id = request.internal_id;
-  auto socket = checkout();
-  // The gateway answers every request by its deadline; the margin covers the trip back.
-  const auto wait = (request.timeout_ms ? std::chrono::milliseconds(*request.timeout_ms)
-                                        : options_.default_timeout) +
-                    std::chrono::seconds(2);
-  const auto until = std::chrono::steady_clock::now() + wait;
-  if (socket->send({std::string_view(), std::string_view(request.msgpack)})) {
-    while (!stopping_) {
-      const auto left =
-          std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      auto frames = socket->recv(std::min(left, std::chrono::milliseconds(100)));
-      if (!frames || frames->empty()) continue;
-      const std::string& body = frames->back();
-      auto reply = protocol::decode_reply(
-          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
-      if (const auto* r = std::get_if<protocol::Reply>(&reply); r && r->id != id)
-        continue;  // a late reply to an earlier request on this socket
-      give_back(std::move(socket));
-      return body;
+std::chrono::steady_clock::time_point HttpFrontDoor::reply_deadline(
+    const HttpRequest& request) const {
+  return std::chrono::steady_clock::now() +
+         (request.timeout_ms ? std::chrono::milliseconds(*request.timeout_ms)
+                             : options_.default_timeout) +
+         std::chrono::seconds(2);
+}
+
+std::optional<std::string> HttpFrontDoor::await_reply(transport::Socket& socket,
+                                                      const std::string& id,
+                                                      std::chrono::steady_clock::time_point until,
+                                                      const std::function<bool()>& idle) {
+  while (!stopping_) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    auto frames = socket.recv(std::min(left, std::chrono::milliseconds(100)));
+    if (!frames || frames->empty()) {
+      if (idle && !idle()) break;
+      continue;
     }
+    const std::string& body = frames->back();
+    auto reply = protocol::decode_reply(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
+    if (const auto* r = std::get_if<protocol::Reply>(&reply); r && r->id != id)
+      continue;  // a late reply to an earlier request on this socket
+    return std::move(frames->back());
   }
+  return std::nullopt;
+}
+
+namespace {
+std::string no_reply(const std::string& id) {
   spdlog::warn("http: no reply from the gateway for {} in time", id);
   return protocol::encode_reply(protocol::error_reply(
       id, {protocol::ErrorCode::kUnavailable, "no reply from the gateway in time"}));
+}
+
+bool is_partial(const std::string& body) {
+  auto reply = protocol::decode_reply(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
+  const auto* r = std::get_if<protocol::Reply>(&reply);
+  return r && r->partial;
+}
+}  // namespace
+
+std::string HttpFrontDoor::exchange(const HttpRequest& request) {
+  const std::string& id = request.internal_id;
+  auto socket = checkout();
+  const auto until = reply_deadline(request);
+  if (socket->send({std::string_view(), std::string_view(request.msgpack)})) {
+    if (auto body = await_reply(*socket, id, until)) {
+      give_back(std::move(socket));
+      return std::move(*body);
+    }
+  }
+  return no_reply(id);
+}
+
+void HttpFrontDoor::stream(const HttpRequest& request, httplib::Response& res) {
+  const std::string& id = request.internal_id;
+  auto socket = checkout();
+  const auto until = reply_deadline(request);
+  std::optional<std::string> first;
+  if (socket->send({std::string_view(), std::string_view(request.msgpack)}))
+    first = await_reply(*socket, id, until);
+  if (!first) first = no_reply(id);
+  if (!is_partial(*first)) {
+    const HttpAnswer a = generate_reply(*first, request.client_id);
+    if (a.status != 200) {  // refused or failed before any text: a plain JSON error
+      res.status = a.status;
+      res.set_content(a.body, "application/json");
+      give_back(std::move(socket));
+      return;
+    }
+  }
+  res.set_chunked_content_provider(
+      "text/event-stream", [this, socket, request, body = std::move(*first), until](
+                               size_t, httplib::DataSink& sink) mutable {
+        bool gone = false;
+        // An SSE comment while nothing comes: a write to a client that went away fails.
+        const auto alive = [&] { return !(gone = !sink.write(":\n\n", 3)); };
+        for (;;) {
+          const std::string event = sse_event(body, request.client_id);
+          if (!sink.write(event.data(), event.size())) {
+            gone = true;
+            break;
+          }
+          if (!is_partial(body)) {
+            sink.done();
+            give_back(socket);
+            return true;
+          }
+          auto next = await_reply(*socket, request.internal_id, until, alive);
+          if (gone) break;
+          body = next ? std::move(*next) : no_reply(request.internal_id);
+        }
+        spdlog::info("http: the client of streamed request {} went away; cancelling it",
+                     request.internal_id);
+        protocol::Request cancel;
+        cancel.op = protocol::Op::kCancel;
+        cancel.id = request.internal_id;
+        socket->send({std::string_view(), std::string_view(protocol::encode_request(cancel))});
+        give_back(socket);  // open until the cancel is through; a later reply is skipped by id
+        return false;
+      });
 }
 
 }  // namespace seqpipe::gateway

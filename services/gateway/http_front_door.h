@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -23,7 +24,8 @@
 
 namespace httplib {
 class Server;
-}
+struct Response;
+}  // namespace httplib
 
 namespace seqpipe::gateway {
 
@@ -53,8 +55,20 @@ class HttpFrontDoor {
   // Sends one translated request into the gateway and returns its msgpack reply (an
   // unavailable error reply when none comes in time).
   std::string exchange(const HttpRequest& request);
-  std::unique_ptr<transport::Socket> checkout();
-  void give_back(std::unique_ptr<transport::Socket> socket);
+  // A streamed request: server-sent events, one per partial reply, then the final reply's; an
+  // error before the first partial is a plain JSON answer with its HTTP status. A client that
+  // goes away has its request cancelled.
+  void stream(const HttpRequest& request, httplib::Response& res);
+  // When to stop waiting for a reply to `request`: the gateway answers every request by its
+  // deadline; the margin covers the trip back.
+  std::chrono::steady_clock::time_point reply_deadline(const HttpRequest& request) const;
+  // The next reply to `id` on `socket` (partial or final); nullopt at `until`, when stopping, or
+  // when `idle` (called after each 100 ms without one) returns false.
+  std::optional<std::string> await_reply(transport::Socket& socket, const std::string& id,
+                                         std::chrono::steady_clock::time_point until,
+                                         const std::function<bool()>& idle = {});
+  std::shared_ptr<transport::Socket> checkout();
+  void give_back(std::shared_ptr<transport::Socket> socket);
   std::string next_id();
 
   zmq::context_t& context_;
@@ -64,7 +78,7 @@ class HttpFrontDoor {
   std::unique_ptr<httplib::Server> server_;
   int port_ = 0;
   std::mutex mutex_;                                      // guards idle_ and next_id_
-  std::vector<std::unique_ptr<transport::Socket>> idle_;  // DEALERs between requests
+  std::vector<std::shared_ptr<transport::Socket>> idle_;  // DEALERs between requests
   uint64_t next_id_ = 1;
   std::atomic<bool> stopping_{false};  // replies still awaited are given up
   std::thread thread_;

@@ -76,6 +76,8 @@ std::optional<uint32_t> timeout_of(const json& j) {
 HttpRequest to_gateway(json request, const std::string& internal_id, std::string client_id) {
   HttpRequest out;
   out.timeout_ms = timeout_of(request);
+  out.stream =
+      request.contains("stream") && request["stream"].is_boolean() && request["stream"].get<bool>();
   out.client_id = std::move(client_id);
   out.internal_id = internal_id;
   request["id"] = internal_id;
@@ -228,6 +230,10 @@ HttpAnswer generate_reply(std::string_view msgpack_reply, const std::string& cli
   } catch (const json::exception&) {
     return error_answer(protocol::ErrorCode::kInternal, "undecodable reply", client_id);
   }
+}
+
+std::string sse_event(std::string_view msgpack_reply, const std::string& client_id) {
+  return "data: " + generate_reply(msgpack_reply, client_id).body + "\n\n";
 }
 
 std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body,

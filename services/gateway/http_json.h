@@ -22,6 +22,7 @@ struct HttpRequest {
   std::string internal_id;             // the id the gateway sees and answers with
   std::string client_id;               // the JSON's "id" ("" when absent), echoed in the reply
   std::optional<uint32_t> timeout_ms;  // the request's own, for how long to wait
+  bool stream = false;                 // "stream": true: answered as server-sent events
 };
 // An HTTP answer: status and JSON body.
 struct HttpAnswer {
@@ -35,6 +36,9 @@ std::variant<HttpRequest, HttpAnswer> generate_request(std::string_view body,
                                                        const std::string& internal_id);
 // The gateway's msgpack reply as /v1/generate's JSON reply, with the client's id.
 HttpAnswer generate_reply(std::string_view msgpack_reply, const std::string& client_id);
+// One reply of a streamed request (partial or final) as a server-sent event: "data: " and its
+// JSON (generate_reply's body, one line), then a blank line.
+std::string sse_event(std::string_view msgpack_reply, const std::string& client_id);
 
 // KServe v2 infer: one BYTES input tensor of texts (shape [N] or [N, 1]); "parameters" carries
 // the generation params by their protocol names, and timeout_ms.

@@ -17,6 +17,21 @@ std::string_view cut_before_stop(std::string_view text, const std::vector<std::s
   return text.substr(0, end);
 }
 
+std::string_view stable_prefix(std::string_view text, const std::vector<std::string>& stop) {
+  size_t end = cut_before_stop(text, stop).size();
+  for (const std::string& s : stop) {
+    const size_t from = text.size() >= s.size() ? text.size() - s.size() + 1 : 0;
+    for (size_t p = from; p < end; ++p) {
+      if (s.starts_with(text.substr(p))) {
+        end = p;
+        break;
+      }
+    }
+  }
+  const size_t space = text.substr(0, end).rfind(' ');
+  return space == std::string_view::npos ? std::string_view() : text.substr(0, space + 1);
+}
+
 PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
                                        const config::PipelineConfig& config,
                                        metrics::StageMetrics& metrics, const TimeSource& time)
@@ -57,6 +72,15 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
     }
     const auto start = time_.now().steady;
     const std::vector<int> ids(item.ids.begin(), item.ids.end());
+    if (item.partial) {  // the gateway refuses streams where the text is rewritten below
+      stage::ResultItem result;
+      result.request = item.request;
+      result.index = item.index;
+      result.partial = true;
+      result.text = stable_prefix(tokenizer_->decode(ids), item.params.stop);
+      out.result(item.gateway, std::move(result));
+      continue;
+    }
     // With the guard or the text frame, item.text holds the input (the tokenizer kept it).
     // The words the model saw: all, or the first that fit its limit (as the tokenizer cut them).
     std::optional<text::TextFrame> frame;

@@ -22,6 +22,14 @@ namespace seqpipe::postprocessor {
 // when none occurs): a stop sequence ends the output and is not part of it.
 std::string_view cut_before_stop(std::string_view text, const std::vector<std::string>& stop);
 
+// The part of a streamed sequence's text so far that no later token changes, so that each
+// partial is a prefix of the next and of the final text: up to the last space before the first
+// place a stop sequence occurs or may still begin (a suffix that is a prefix of a stop
+// sequence). Holding back the last word keeps a word piece that the next token may extend (a
+// SentencePiece piece without the leading-space mark joins the word before it), and with it any
+// incomplete UTF-8 sequence: a space byte never occurs inside one.
+std::string_view stable_prefix(std::string_view text, const std::vector<std::string>& stop);
+
 class PostprocessorStage : public worker::WorkerStage {
  public:
   PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,

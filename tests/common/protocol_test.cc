@@ -692,6 +692,26 @@ TEST(ProtocolBadRequestId, ErrorRepliesEchoAValidId) {
   EXPECT_EQ(reply.error->code, ErrorCode::kInvalidArgument);
 }
 
+TEST(ProtocolStream, RoundTripsAndIsRefusedWhereAPartialTextCannotGrow) {
+  Request request;
+  request.texts = {"I has a apple"};
+  request.stream = true;
+  EXPECT_EQ(decode_ok(encode_request(request)), request);
+  request.batch_form = true;
+  EXPECT_NE(decode_rejected(encode_request(request)).error.message.find("single-text"),
+            std::string::npos);
+  request.batch_form = false;
+  request.params.num_beams = 2;
+  EXPECT_EQ(decode_rejected(encode_request(request)).error.code, ErrorCode::kInvalidArgument);
+  request.params.num_beams = 1;
+  request.params.num_return_sequences = 2;
+  EXPECT_EQ(decode_rejected(encode_request(request)).error.code, ErrorCode::kInvalidArgument);
+  const RejectedRequest not_boolean =
+      decode_rejected(encode(map(with(with(base(), "id", str("s1")), "stream", integer(1)))));
+  EXPECT_EQ(not_boolean.id, "s1");
+  EXPECT_EQ(not_boolean.error.message, "stream must be a boolean, got 1");
+}
+
 TEST(ProtocolBadRequestOrder, VersionIsCheckedBeforeUnknownFields) {
   // A v2 request is told about the version, not about fields this server does not know.
   const RejectedRequest rejected =
@@ -805,6 +825,16 @@ TEST(ProtocolReply, SingleTextRoundTripsWithExactlyTheDocumentedKeys) {
   for (const auto& kv : root.ptr[4].val.via.map) timing_keys.insert(kv.key.as<std::string>());
   EXPECT_EQ(timing_keys, (std::set<std::string>{"queue", "tokenize", "batch_wait", "encode",
                                                 "decode", "postprocess", "total"}));
+}
+
+TEST(ProtocolStream, PartialRepliesCarryOnlyVIdStatusAndText) {
+  Reply partial;
+  partial.id = "r1";
+  partial.partial = true;
+  partial.texts = {"I have "};
+  const std::string bytes = encode_reply(partial);
+  EXPECT_EQ(keys_of(bytes), (std::vector<std::string>{"v", "id", "status", "text"}));
+  EXPECT_EQ(decode_reply_ok(bytes), partial);
 }
 
 TEST(ProtocolReply, BatchWithScoresRoundTrips) {

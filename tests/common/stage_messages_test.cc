@@ -125,6 +125,15 @@ TEST(StageMessages, EveryKindRoundTrips) {
   beams.alternative_scores = {-0.5f, -1.25f};
   const StageMessage with_alternatives = Decoded{4, {beams}};
   EXPECT_EQ(decoded(encode(with_alternatives)), with_alternatives);
+  DecodedItem partial = full_decoded();  // a streamed sequence's ids so far
+  partial.stream = true;
+  partial.partial = true;
+  const StageMessage with_partial = Decoded{0, {partial}};
+  EXPECT_EQ(decoded(encode(with_partial)), with_partial);
+  ResultItem partial_text = full_result();
+  partial_text.partial = true;
+  const StageMessage with_partial_text = Result{{partial_text}};
+  EXPECT_EQ(decoded(encode(with_partial_text)), with_partial_text);
   EXPECT_EQ(decoded(encode(Heartbeat{})), StageMessage(Heartbeat{}));    // a worker's heartbeat
   const StageMessage gateways{Heartbeat{"ipc:///run/gw-results.sock"}};  // a gateway's
   EXPECT_EQ(decoded(encode(gateways)), gateways);

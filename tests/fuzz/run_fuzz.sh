@@ -31,6 +31,7 @@ rm -rf "$corpus_req" "$corpus_stage" "$corpus_http"
 mkdir -p "$corpus_req" "$corpus_stage" "$corpus_http"
 printf '%s' '{"id": "a", "text": "teh speling", "params": {"max_new_tokens": 8}, "timeout_ms": 500}' \
   >"$corpus_http/seed0"
+printf '%s' '{"id": "s", "text": "teh speling", "stream": true}' >"$corpus_http/seed2"
 printf '%s' '{"id": "k", "inputs": [{"name": "text", "shape": [2, 1], "datatype": "BYTES",
   "data": [["a"], ["b"]]}], "parameters": {"num_beams": 2, "timeout_ms": 100}}' >"$corpus_http/seed1"
 /usr/bin/python3 - "$corpus_req" "$corpus_stage" <<'PY'
@@ -41,6 +42,8 @@ seeds = [
     {"v": 1, "id": "a", "texts": ["x", "y"], "params": {"max_new_tokens": 8, "num_beams": 2, "length_penalty": 0.5,
                                                       "min_new_tokens": 1, "return_scores": True}, "timeout_ms": 500},
     {"v": 1, "id": "r", "status": "ok", "text": "t", "timings_us": {"total": 5}},
+    {"v": 1, "id": "s", "text": "teh speling", "stream": True, "params": {"stop": ["."]}},
+    {"v": 1, "id": "s", "status": "partial", "text": "the "},
 ]
 for i, s in enumerate(seeds):
     open(f"{req}/seed{i}", "wb").write(msgpack.packb(s, use_single_float=True))
@@ -52,6 +55,9 @@ stage_seeds = [
     {"kind": "sequence", "items": [dict(head, ids=[5, 1])]},
     {"kind": "encoded", "credits": 1, "items": [dict(head, rows=1, h=bytes(8))]},
     {"kind": "decoded", "credits": 1, "items": [dict(head, ids=[0, 5, 1], s=-0.5, alt=[[0, 1]])]},
+    {"kind": "decoded", "credits": 0, "items": [dict(head, ids=[0, 5], s=0.0, st=True, pt=True)]},
+    {"kind": "result", "items": [{"r": 7, "i": 0, "t": "the ", "s": 0.0, "tm": [0, 0, 0, 0, 0, 0],
+                                  "pt": True}]},
     {"kind": "result", "items": [{"r": 7, "i": 0, "t": "hi", "s": 0.0, "tm": [0, 0, 0, 0, 0, 0],
                                   "e": {"c": "internal", "m": "x"}}]},
     {"kind": "cancel", "items": [{"r": 7, "g": "ipc:///x", "dl": 1}]},

@@ -90,6 +90,63 @@ TEST_F(GatewayTest, WorkGoesOutOnlyWithTokenizerCredit) {
   EXPECT_EQ(work_of(out.sends[1].message).items.at(0).text, "y");
 }
 
+// A streamed request: each partial result sends what it adds to the text sent so far (a stale
+// or shrinking one sends nothing), the rest goes as a last partial, then the final reply; the
+// partials add up to the final text.
+TEST_F(GatewayTest, AStreamedRequestGetsPartialRepliesThatAddUpToItsText) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("tok", stage::Ready{1}, t0);
+  protocol::Request r = texts({"teh speling is bad"});
+  r.stream = true;
+  g.on_client(request("A", r), t0, out);
+  g.dispatch(t0, out);
+  const stage::TextItem item = work_of(out.sends.at(0).message).items.at(0);
+  EXPECT_TRUE(item.stream);
+  auto result = [&](std::string text, bool partial) {
+    stage::ResultItem res;
+    res.request = item.request;
+    res.text = std::move(text);
+    res.partial = partial;
+    return stage::StageMessage(stage::Result{{res}});
+  };
+  out.clear();
+  for (const char* text : {"the ", "the spelling ", "the ", "the spelling ", "a "})
+    g.on_results(result(text, true), t0, out);
+  g.on_results(result("the spelling is bad", false), t0, out);
+  g.on_results(result("the spelling is bad more", true), t0, out);  // after the final: dropped
+  ASSERT_EQ(out.replies.size(), 4u);
+  std::string streamed;
+  for (size_t i = 0; i < 3; ++i) {
+    const protocol::Reply partial = reply_of(out, i);
+    EXPECT_TRUE(partial.partial);
+    EXPECT_EQ(partial.id, "c1");
+    EXPECT_EQ(out.replies[i].first, (Envelope{"A", ""}));
+    streamed += partial.texts.at(0);
+  }
+  EXPECT_EQ(reply_of(out, 1).texts.at(0), "spelling ");
+  const protocol::Reply final_reply = reply_of(out, 3);
+  EXPECT_FALSE(final_reply.partial);
+  EXPECT_EQ(final_reply.texts.at(0), "the spelling is bad");
+  EXPECT_EQ(streamed, final_reply.texts.at(0));
+  EXPECT_EQ(g.in_flight(), 0u);
+}
+
+TEST_F(GatewayTest, StreamIsRefusedWhereThePostprocessorRewritesTheText) {
+  config::PipelineConfig c;
+  c.postprocessor.known_words = "/some/words.txt";
+  Gateway& g = gateway(c);
+  Outbox out;
+  protocol::Request r = texts({"teh"});
+  r.stream = true;
+  g.on_client(request("A", r), t0, out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  const protocol::Reply reply = reply_of(out);
+  EXPECT_EQ(reply.error->code, protocol::ErrorCode::kInvalidArgument);
+  EXPECT_NE(reply.error->message.find("postprocessor.known_words"), std::string::npos);
+  EXPECT_EQ(g.in_flight(), 0u);
+}
+
 TEST_F(GatewayTest, ItemsCarryTheDeadlineOfTheMomentGivenOnTheWallClock) {
   Gateway& g = gateway();  // default timeout 1000 ms
   Outbox out;

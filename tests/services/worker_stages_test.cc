@@ -397,6 +397,90 @@ TEST(CutBeforeStop, CutsBeforeTheEarliestStopSequence) {
   EXPECT_EQ(postprocessor::cut_before_stop("caf\xc3\xa9 au lait", {"\xc3\xa9"}), "caf");
 }
 
+TEST(StablePrefix, HoldsBackTheLastWordAndWhatMayBecomeAStopSequence) {
+  using postprocessor::stable_prefix;
+  EXPECT_EQ(stable_prefix("one two thr", {}), "one two ");  // "thr" may still grow
+  EXPECT_EQ(stable_prefix("one", {}), "");
+  EXPECT_EQ(stable_prefix("one two ", {}), "one two ");
+  // A UTF-8 sequence cut between tokens is never sent: it is part of the last word.
+  EXPECT_EQ(stable_prefix("caf\xc3", {}), "");
+  EXPECT_EQ(stable_prefix("au caf\xc3", {}), "au ");
+  EXPECT_EQ(stable_prefix("one two. three four", {"."}), "one ");  // cut, then the last word
+  // A suffix that may still become a stop sequence waits, however many words it spans.
+  EXPECT_EQ(stable_prefix("one two the end is", {"the end is near"}), "one two ");
+  EXPECT_EQ(stable_prefix("one two the end is far", {"the end is near"}), "one two the end is ");
+  EXPECT_EQ(stable_prefix("one two END", {"ENDING"}), "one two ");
+  // Each partial is a prefix of the next and of the final text, token by token.
+  const std::vector<std::string> stop = {"lait"};
+  const std::string final_text(postprocessor::cut_before_stop("un caf\xc3\xa9 au lait", stop));
+  const std::string full = "un caf\xc3\xa9 au lait chaud";
+  std::string previous;
+  for (size_t n = 0; n <= full.size(); ++n) {
+    const std::string now(stable_prefix(full.substr(0, n), stop));
+    EXPECT_TRUE(now.starts_with(previous)) << n;
+    EXPECT_TRUE(final_text.starts_with(now)) << n;
+    previous = now;
+  }
+}
+
+// A streamed sequence's ids so far go out after every step as partial items (no credits), the
+// final one as usual; the postprocessor turns partials into stable prefixes of the final text.
+TEST_F(WorkerStages, AStreamedSequenceSendsPartialsThatArePrefixesOfItsText) {
+  decoder::DecoderStage decoder(*model_, config_, metrics_);
+  worker::Outbox decoded_out;
+  stage::EncodedItem item = encoded(1, "teh speling", 1);
+  item.params.max_new_tokens = item.params.min_new_tokens = 12;
+  item.stream = true;
+  decoder.handle(stage::Decode{{item}}, decoded_out);
+  for (int steps = 0; decoder.has_pending_work() && steps < 100; ++steps) decoder.work(decoded_out);
+  std::vector<stage::DecodedItem> partials;
+  std::optional<stage::DecodedItem> final_item;
+  int credits = 0;
+  for (const auto& send : decoded_out.sends) {
+    const auto& d = as<stage::Decoded>(send.message);
+    credits += d.credits;
+    for (const auto& i : d.items) {
+      if (i.partial) {
+        partials.push_back(i);
+      } else {
+        final_item = i;
+      }
+    }
+  }
+  ASSERT_TRUE(final_item);
+  EXPECT_EQ(credits, 1);            // the final's slot only
+  ASSERT_EQ(partials.size(), 11u);  // after every step but the last
+  for (size_t k = 0; k < partials.size(); ++k) {
+    ASSERT_EQ(partials[k].ids.size(), k + 2);  // the start token and k + 1 tokens
+    EXPECT_TRUE(
+        std::equal(partials[k].ids.begin(), partials[k].ids.end(), final_item->ids.begin()));
+    EXPECT_TRUE(partials[k].stream);
+  }
+  postprocessor::PostprocessorStage post(*tokenizer_, config_, metrics_);
+  worker::Outbox out;
+  stage::Postprocess work;
+  work.items = partials;
+  work.items.push_back(*final_item);
+  post.handle(std::move(work), out);
+  std::vector<stage::ResultItem> results;
+  for (const auto& [gateway, m] : out.pushes) {
+    for (const auto& r : as<stage::Result>(m).items) results.push_back(r);
+  }
+  ASSERT_EQ(results.size(), partials.size() + 1);
+  EXPECT_FALSE(results.back().partial);
+  const std::string final_text = results.back().text;
+  EXPECT_EQ(
+      final_text,
+      (*tokenizer_)->decode(std::vector<int>(final_item->ids.begin(), final_item->ids.end())));
+  std::string previous;
+  for (size_t k = 0; k < partials.size(); ++k) {
+    EXPECT_TRUE(results[k].partial);
+    EXPECT_TRUE(results[k].text.starts_with(previous));
+    EXPECT_TRUE(final_text.starts_with(results[k].text));
+    previous = results[k].text;
+  }
+}
+
 // The decoder returns num_return_sequences hypotheses with their scores; the postprocessor
 // turns them into texts, each cut before a stop sequence.
 TEST_F(WorkerStages, NumReturnSequencesAndStopReachTheResult) {

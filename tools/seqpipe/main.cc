@@ -42,7 +42,7 @@ constexpr std::string_view kUsage = R"(usage: seqpipe up   [--config FILE] [--se
                     [--priority N] [--cancel-after-ms N] [--num-return-sequences N]
                     [--do-sample] [--temperature X] [--top-k N] [--top-p X] [--seed N]
                     [--repetition-penalty X] [--no-repeat-ngram-size N] [--stop TEXT ...]
-                    TEXT [TEXT ...]
+                    [--stream] TEXT [TEXT ...]
        seqpipe status [--config FILE] [--set key=value ...]
        seqpipe keygen [--dir DIR] NAME [NAME ...]
 
@@ -67,7 +67,8 @@ send   sends one request to the gateway (every gateway replica's client endpoint
        (--temperature, --top-k, --top-p; --seed N gives the same text every time),
        --repetition-penalty and --no-repeat-ngram-size steer any search, --stop TEXT (repeatable)
        cuts the text before it, --num-return-sequences N (<= --num-beams) prints N hypotheses
-       per text, best first, each with its score.
+       per text, best first, each with its score. --stream (one TEXT, greedy search) prints
+       the text as it is decoded, word by word (docs/PROTOCOL.md, "Streaming").
        With security.server_key in the config, send and status are CurveZMQ clients with
        security.client_key's key pair (docs/DEPLOY.md, "Keys").
 status asks the two hubs (gateway, batcher) what they see: for each stage its live replicas
@@ -274,6 +275,7 @@ int send(int argc, char** argv) {
   cli::add_number(app, "--repetition-penalty", request.params.repetition_penalty);
   cli::add_number(app, "--no-repeat-ngram-size", request.params.no_repeat_ngram_size);
   cli::add_repeated(app, "--stop", request.params.stop);
+  app.add_flag("--stream", request.stream);
   app.add_option("TEXT", request.texts);
   const std::vector<std::string> unknown = cli::parse(app, argc, argv);
   if (help) {
@@ -282,6 +284,8 @@ int send(int argc, char** argv) {
   }
   if (!unknown.empty()) throw cli::UsageError("unknown option '" + unknown.front() + "'");
   if (request.texts.empty()) throw cli::UsageError("give the text to send");
+  if (request.stream && cancel_after_ms)
+    throw cli::UsageError("--stream and --cancel-after-ms do not go together");
   request.batch_form = request.texts.size() > 1;
   const config::PipelineConfig c = config::load_pipeline_config(config_path, overrides).config;
   if (endpoint.empty()) endpoint = config::client_endpoints(c);
@@ -289,7 +293,20 @@ int send(int argc, char** argv) {
   seqpipe::client::Client client(endpoint, {.curve = seqpipe::security::client_keys(c.security)});
   const auto wait = std::chrono::milliseconds(request.timeout_ms.value_or(10000) + 1000);
   std::variant<seqpipe::protocol::Reply, seqpipe::protocol::Error> result;
-  if (!cancel_after_ms) {
+  bool streamed = false;  // the text went out in pieces as it came
+  if (request.stream) {
+    const auto id = client.submit(request);
+    result = seqpipe::protocol::Error{seqpipe::protocol::ErrorCode::kUnavailable,
+                                      "could not send the request"};
+    while (id) {
+      result = client.receive(*id, wait);
+      const auto* partial = std::get_if<seqpipe::protocol::Reply>(&result);
+      if (!partial || !partial->partial) break;
+      std::fputs(partial->texts.at(0).c_str(), stdout);
+      std::fflush(stdout);
+      streamed = true;
+    }
+  } else if (!cancel_after_ms) {
     result = client.call(request, wait);
   } else if (const auto id = client.submit(request); !id) {
     result = seqpipe::protocol::Error{seqpipe::protocol::ErrorCode::kUnavailable,
@@ -314,7 +331,7 @@ int send(int argc, char** argv) {
     return 1;
   }
   for (size_t i = 0; i < reply.texts.size(); ++i) {
-    std::printf("%s", reply.texts[i].c_str());
+    if (!streamed) std::printf("%s", reply.texts[i].c_str());
     if (reply.scores && i < reply.scores->size()) std::printf("\t(score %.4f)", (*reply.scores)[i]);
     std::printf("\n");
     if (!reply.sequences || i >= reply.sequences->size()) continue;

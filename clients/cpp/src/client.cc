@@ -139,7 +139,10 @@ struct Client::Impl {
         Answer answer = protocol::decode_reply(
             std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
         if (const auto* r = std::get_if<protocol::Reply>(&answer); r && !r->id.empty()) {
-          if (pending.erase(r->id) == 0 && !any_id) continue;  // answered already
+          // A streamed request's partial leaves it pending: its final reply is still to come.
+          if (r->partial ? pending.count(r->id) == 0 : pending.erase(r->id) == 0) {
+            if (!any_id) continue;  // answered already
+          }
         }
         return answer;
       }

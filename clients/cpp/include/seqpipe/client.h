@@ -49,7 +49,8 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Sends `request` and waits up to `wait` for its reply. A transport-level failure (no reply
+  // Sends `request` and waits up to `wait` for its reply (for a streamed request, its first
+  // partial: use submit() and receive(id) instead). A transport-level failure (no reply
   // in time, an undecodable reply) comes back as an Error value with code kUnavailable or
   // kInternal; a server-side error is a Reply with ok == false.
   std::variant<protocol::Reply, protocol::Error> call(const protocol::Request& request,
@@ -63,6 +64,8 @@ class Client {
   bool cancel(const std::string& id);
   // Waits up to `wait` for the reply to `id`; replies to other ids that arrive meanwhile are
   // dropped (late replies to calls that timed out). A transport failure is an Error value.
+  // A streamed request (Request::stream) has its partial replies (Reply::partial) returned one
+  // by one, in order; call it again until a reply that is not partial.
   std::variant<protocol::Reply, protocol::Error> receive(const std::string& id,
                                                          std::chrono::milliseconds wait);
   // Sends raw bytes as a request (tests of malformed input) and waits for the reply.

@@ -102,6 +102,9 @@ struct Request {
   bool batch_form = false;         // the client sent texts[] (the reply then carries texts[])
   GenerateParams params;
   std::optional<uint32_t> timeout_ms;  // absent: the server's default deadline
+  // Partial replies as tokens are decoded, then the final one (docs/PROTOCOL.md, "Streaming").
+  // Only with `text`, num_beams 1 and num_return_sequences 1.
+  bool stream = false;
 
   bool operator==(const Request&) const = default;
 };
@@ -163,6 +166,10 @@ struct Sequence {
 struct Reply {
   std::string id;
   bool ok = true;
+  // A streamed request's partial reply {v, id, status: "partial", text}: texts[0] is the text
+  // decoded since the previous partial. The request stays pending until a reply that is not
+  // partial.
+  bool partial = false;
   bool batch_form = false;         // ok replies: texts[] on the wire, else text (= texts[0])
   std::vector<std::string> texts;  // ok replies only
   std::optional<std::vector<float>> scores;  // ok replies that asked return_scores: one per text
@@ -183,6 +190,7 @@ inline Reply error_reply(RejectedRequest rejected) {
 }
 
 // Ok replies: {v, id, status: "ok", text | texts, scores?, sequences?, timings_us}.
+// Partial replies: {v, id, status: "partial", text}.
 // Error replies: {v, id, status: "error", error: {code, message}, timings_us}.
 std::string encode_reply(const Reply& reply);
 

@@ -43,6 +43,7 @@ struct WorkHeader {
   Deadline deadline;     // the request's: past it the gateway has answered deadline_exceeded
   protocol::GenerateParams params;  // as the client sent them (wire keys: docs/PROTOCOL.md)
   StageTimings timings;
+  bool stream = false;  // the client asked for partial replies (protocol::Request::stream)
 
   bool operator==(const WorkHeader&) const = default;
 };
@@ -94,6 +95,9 @@ struct DecodedItem : WorkHeader {
   // One per alternative: its sequences_score (sum of log-probs / length^length_penalty).
   std::vector<float> alternative_scores;
   std::string text;  // as SequenceItem::text
+  // A streamed sequence's ids so far, sent after a decoder step: no credits, never re-sent,
+  // and not the item's answer (the final item, partial false, is).
+  bool partial = false;
 
   bool operator==(const DecodedItem&) const = default;
 };
@@ -110,6 +114,8 @@ struct ResultItem {
   // their scores.
   std::vector<std::string> alternatives;
   std::vector<float> alternative_scores;
+  // A streamed text's stable prefix so far (a prefix of the final text); not an answer.
+  bool partial = false;
 
   bool operator==(const ResultItem&) const = default;
 };

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "seqpipe/engine/decoder.h"
@@ -66,6 +67,9 @@ class SearchStrategy {
   virtual void advance(float* logits, int64_t vocab, KvCache& cache) = 0;
   virtual bool done() const = 0;
   virtual GenerationResult result() const = 0;
+  // Greedy search and sampling: the ids so far, the start token first (what a streamed request
+  // shows). Beam search: empty (its best hypothesis is known only at the end).
+  virtual std::span<const int> ids_so_far() const { return {}; }
 };
 
 struct GeneratorOptions {
@@ -91,6 +95,9 @@ class Generator {
                             const std::vector<DecodingOptions>& options);
   // Drops a sequence before it finished and frees its slots; false if the handle is unknown.
   bool cancel(uint64_t handle);
+  // The ids an active sequence has so far (SearchStrategy::ids_so_far); empty for an unknown
+  // handle. Valid until the next step, add or cancel.
+  std::span<const int> ids_so_far(uint64_t handle) const;
 
   struct Finished {
     uint64_t handle;
