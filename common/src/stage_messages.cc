@@ -54,7 +54,7 @@ void write_timings(Writer& out, const StageTimings& t) {
 
 // The header's 6 fields; `extra` more follow.
 void write_header(Writer& out, const WorkHeader& h, size_t extra) {
-  out.map(6 + (h.stream ? 1 : 0) + extra);
+  out.map(6 + (h.stream ? 1 : 0) + (h.stop_ids.empty() ? 0 : 1) + extra);
   out.str("r"), out.u64(h.request);
   out.str("i"), out.u64(h.index);
   out.str("g"), out.str(h.gateway);
@@ -62,6 +62,10 @@ void write_header(Writer& out, const WorkHeader& h, size_t extra) {
   out.str("p"), out.params(h.params);
   out.str("tm"), write_timings(out, h.timings);
   if (h.stream) out.str("st"), out.boolean(true);
+  if (!h.stop_ids.empty()) {
+    out.str("sid"), out.array(h.stop_ids.size());
+    for (const auto& ids : h.stop_ids) write_ids(out, ids);
+  }
 }
 
 void write_item(Writer& out, const TextItem& w) {
@@ -406,6 +410,18 @@ class Reader {
     if (key == "dl") return deadline(v, f, w.deadline);
     if (key == "tm") return timings(v, f, w.timings);
     if (key == "st") return flag(v, f, w.stream);
+    if (key == "sid") {
+      constexpr auto kMax = static_cast<uint32_t>(engine::kMaxStopSequences);
+      if (v.type != msgpack::type::ARRAY || v.via.array.size > kMax)
+        return bad(f + " must be an array of at most " + std::to_string(kMax) + " id arrays");
+      w.stop_ids.resize(v.via.array.size);
+      for (uint32_t k = 0; k < v.via.array.size; ++k) {
+        if (auto e =
+                token_ids(v.via.array.ptr[k], f + "[" + std::to_string(k) + "]", w.stop_ids[k]))
+          return e;
+      }
+      return std::nullopt;
+    }
     if (key == "p") {
       if (auto e = msgpack_io::read_params(v, kParamBounds, w.params)) {
         return bad(f + ": " + e->message);

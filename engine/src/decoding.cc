@@ -83,7 +83,7 @@ class GreedySearch final : public SearchStrategy {
     if (options_.return_scores) logprobs_.push_back(logits::log_softmax_at(row, best));
     ids_.push_back(best);
     next_ = best;
-    done_ = best == eos_ || generated + 1 >= options_.max_new_tokens;
+    done_ = best == eos_ || generated + 1 >= options_.max_new_tokens || ends_with_stop();
   }
 
   GenerationResult result() const override {
@@ -102,6 +102,14 @@ class GreedySearch final : public SearchStrategy {
   }
 
  private:
+  bool ends_with_stop() const {
+    const std::span<const int> generated = std::span<const int>(ids_).subspan(1);
+    return std::any_of(options_.stop_ids.begin(), options_.stop_ids.end(), [&](const auto& stop) {
+      return !stop.empty() && generated.size() >= stop.size() &&
+             std::equal(stop.begin(), stop.end(), generated.end() - stop.size());
+    });
+  }
+
   int slot_;
   DecodingOptions options_;
   int eos_;

@@ -151,8 +151,9 @@ void DecoderStage::admit(stage::EncodedItem&& item, worker::Outbox& out, int& cr
   std::copy(rows.values.begin(), rows.values.end(), encoded.hidden.data());
   encoded.offsets = {0, rows.rows};
   try {
-    const uint64_t handle =
-        generator_.add(encoded, 0, decoding_options(item.params, all_hypotheses_));
+    engine::DecodingOptions options = decoding_options(item.params, all_hypotheses_);
+    for (const auto& ids : item.stop_ids) options.stop_ids.emplace_back(ids.begin(), ids.end());
+    const uint64_t handle = generator_.add(encoded, 0, options);
     // The result carries the output ids only (and the input text, when it travels).
     std::string text = std::move(item.text);
     auto decoded = stage::next_hop<stage::DecodedItem>(std::move(item));

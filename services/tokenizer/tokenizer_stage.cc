@@ -63,6 +63,13 @@ void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) 
     auto sequence = stage::next_hop<stage::SequenceItem>(std::move(item));
     sequence.ids.assign(ids.begin(), ids.end());
     sequence.text = std::move(text);
+    // Each stop string's own tokens, for the decoder to end there. In context the text may be
+    // tokenized otherwise: then decoding runs on and the postprocessor's cut alone applies.
+    for (const std::string& stop : sequence.params.stop) {
+      std::vector<int> stop_ids = tokenizer_->encode(stop);
+      if (!stop_ids.empty() && stop_ids.back() == tokenizer_->eos_id()) stop_ids.pop_back();
+      if (!stop_ids.empty()) sequence.stop_ids.emplace_back(stop_ids.begin(), stop_ids.end());
+    }
     sequence.timings.tokenize_us += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
     sequences.emplace_back(std::move(to), std::move(sequence));

@@ -127,6 +127,7 @@ TEST(StageMessages, EveryKindRoundTrips) {
   EXPECT_EQ(decoded(encode(with_alternatives)), with_alternatives);
   DecodedItem partial = full_decoded();  // a streamed sequence's ids so far
   partial.stream = true;
+  partial.stop_ids = {{5, 6}, {7}};
   partial.partial = true;
   const StageMessage with_partial = Decoded{0, {partial}};
   EXPECT_EQ(decoded(encode(with_partial)), with_partial);

@@ -136,6 +136,42 @@ TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
   EXPECT_EQ(as<stage::Credit>(out.sends[0].message).credits, 1);
 }
 
+// Stop strings end decoding early: the tokenizer encodes each alone, and a greedy sequence whose
+// output ends with those ids stops there, making fewer tokens.
+TEST_F(WorkerStages, StopStringsEndAGreedySequenceAtTheirTokens) {
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  worker::Outbox tokenized;
+  stage::TextItem text = item(1, "teh speling");
+  text.params.stop = {"hello", "x y"};
+  tokenizer.handle(stage::Tokenize{{text}}, tokenized);
+  const stage::SequenceItem s = as<stage::Sequence>(tokenized.pushes.at(0).second).items.at(0);
+  ASSERT_EQ(s.stop_ids.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    auto want = (*tokenizer_)->encode(text.params.stop[k]);
+    want.pop_back();  // eos
+    EXPECT_EQ(s.stop_ids[k], std::vector<int32_t>(want.begin(), want.end()));
+  }
+
+  auto run = [&](std::vector<std::vector<int32_t>> stop_ids) {
+    decoder::DecoderStage decoder(*model_, config_, metrics_);
+    stage::EncodedItem e = encoded(1, "teh speling", 1);
+    e.params.max_new_tokens = e.params.min_new_tokens = 12;
+    e.stop_ids = std::move(stop_ids);
+    worker::Outbox out;
+    decoder.handle(stage::Decode{{e}}, out);
+    for (int steps = 0; decoder.has_pending_work() && steps < 100; ++steps) decoder.work(out);
+    return as<stage::Decoded>(out.sends.back().message).items.at(0).ids;
+  };
+  const std::vector<int32_t> full = run({});
+  ASSERT_EQ(full.size(), 13u);  // the start token and 12
+  const std::vector<int32_t> stop = {full[5], full[6]};
+  // Where the pair first ends in the generated ids (it may come earlier than at 5, 6).
+  auto end = std::search(full.begin() + 1, full.end(), stop.begin(), stop.end()) + 2;
+  const std::vector<int32_t> stopped = run({{999999}, stop});
+  EXPECT_EQ(stopped, std::vector<int32_t>(full.begin(), end));
+  EXPECT_LT(stopped.size(), full.size());
+}
+
 TEST_F(WorkerStages, TokenizerSendsEachSequenceToTheBatcherTheGatewayChoseAndAnswersThatGateway) {
   config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);

@@ -44,6 +44,9 @@ struct WorkHeader {
   protocol::GenerateParams params;  // as the client sent them (wire keys: docs/PROTOCOL.md)
   StageTimings timings;
   bool stream = false;  // the client asked for partial replies (protocol::Request::stream)
+  // params.stop as the tokenizer encodes each alone (no eos): a greedy search whose output ends
+  // with one of them stops there (the postprocessor still cuts the text exactly).
+  std::vector<std::vector<int32_t>> stop_ids;
 
   bool operator==(const WorkHeader&) const = default;
 };

@@ -37,6 +37,9 @@ struct DecodingOptions {
   // The sequence's own random generator's seed: the same seed, the same tokens, whatever else
   // runs in the batch. Not given: one from std::random_device.
   std::optional<uint64_t> seed = std::nullopt;
+  // Greedy search and sampling: the sequence ends (without eos) as soon as its generated ids end
+  // with one of these (each non-empty): a stop string's tokens. Beam search ignores them.
+  std::vector<std::vector<int>> stop_ids = {};
 
   // Throws EngineError naming the field at fault. `max_target_len` is the KV cache's limit.
   void validate(int64_t max_target_len) const;
