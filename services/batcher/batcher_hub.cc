@@ -246,7 +246,22 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
       if (decoded->items.size() != before)
         metrics_.late(static_cast<double>(before - decoded->items.size()));
       drop_cancelled(decoded->items);  // cancelled while a decoder had them
-      for (auto& item : decoded->items) postprocess_queue_.push_back({now.steady, std::move(item)});
+      for (auto& item : decoded->items) {
+        // Only a streamed sequence's newest ids matter: they replace its partial still waiting
+        // here, so a decoder faster than the postprocessors does not pile partials up.
+        if (item.partial) {
+          auto waiting = std::find_if(
+              postprocess_queue_.begin(), postprocess_queue_.end(), [&](const auto& w) {
+                return w.item.partial && w.item.request == item.request &&
+                       w.item.index == item.index && w.item.gateway == item.gateway;
+              });
+          if (waiting != postprocess_queue_.end()) {
+            waiting->item = std::move(item);
+            continue;
+          }
+        }
+        postprocess_queue_.push_back({now.steady, std::move(item)});
+      }
       return;
     }
     case Role::kPostprocessor:

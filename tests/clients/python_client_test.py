@@ -91,6 +91,25 @@ class PythonClientFailoverTest(unittest.TestCase):
             self.assertEqual(client.result(later, wait_ms=5000)["text"], "next")
             self.assertEqual(client.duplicates_dropped, 1)
 
+    def test_partials_keep_their_request_pending_and_come_in_order(self):
+        gateway = self.gateway()
+        with Client(gateway.endpoint, retry_after_ms=0) as client:
+            streamed = client.submit("teh speling", stream=True)
+            rid, _ = gateway.next_request(5000)
+            other = client.submit("other")
+            _, other_id = gateway.next_request(5000)
+            for text in ["the ", "spelling"]:
+                gateway.sock.send_multipart([rid, b"", msgpack.packb(
+                    {"v": 1, "id": streamed, "status": "partial", "text": text})])
+            gateway.answer(rid, other_id, "other")  # another request's reply in between
+            gateway.answer(rid, streamed, "the spelling")
+            # Awaiting the other request first keeps the partials for their own result() calls.
+            self.assertEqual(client.result(other, wait_ms=5000)["text"], "other")
+            got = [client.result(streamed, wait_ms=5000) for _ in range(3)]
+            self.assertEqual([r["status"] for r in got], ["partial", "partial", "ok"])
+            self.assertEqual("".join(r["text"] for r in got[:2]), got[2]["text"])
+            self.assertEqual(client.duplicates_dropped, 0)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

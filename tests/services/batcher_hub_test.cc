@@ -255,6 +255,42 @@ TEST_F(BatcherHubTest, ADeadDecodersItemGoesToAnotherAndItsLateAnswerIsDropped) 
   EXPECT_EQ(h.queued(), 1u);
 }
 
+// A streamed sequence's partials go on to the postprocessors without answering the decoder's
+// item (its final answer still does), and a newer partial replaces one still waiting.
+TEST_F(BatcherHubTest, PartialsGoOnWithoutAnsweringAndTheNewestReplacesAWaitingOne) {
+  BatcherHub& h = hub();
+  Outbox out;
+  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
+  h.on_worker(Role::kDecoder, "d1", stage::Ready{2}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Encoded{1, {encoded(1)}}, t0);
+  h.dispatch(t0, out);
+  ASSERT_EQ(sent(out, Role::kDecoder).size(), 1u);
+  stage::DecodedItem partial =
+      decoded(as<stage::Decode>(sent(out, Role::kDecoder)[0].message).items[0]);
+  partial.partial = true;
+  partial.ids = {0, 5};
+  h.on_worker(Role::kDecoder, "d1", stage::Decoded{0, {partial}}, t0);
+  partial.ids = {0, 5, 6};
+  h.on_worker(Role::kDecoder, "d1", stage::Decoded{0, {partial}}, t0);
+  EXPECT_EQ(h.queued(), 1u);  // no postprocessor yet: the newer partial took the older's place
+  stage::DecodedItem done = partial;
+  done.partial = false;
+  done.ids = {0, 5, 6, 1};
+  h.on_worker(Role::kDecoder, "d1", stage::Decoded{1, {done}}, t0);  // still the item's answer
+  EXPECT_EQ(h.queued(), 2u);
+  EXPECT_EQ(h.credits(Role::kDecoder).free_credits("d1"), 2);
+  h.on_worker(Role::kPostprocessor, "p", stage::Ready{4}, t0);
+  out.clear();
+  h.dispatch(t0, out);
+  const auto posts = sent(out, Role::kPostprocessor);
+  ASSERT_EQ(posts.size(), 1u);
+  const auto& items = as<stage::Postprocess>(posts[0].message).items;
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_TRUE(items[0].partial);
+  EXPECT_EQ(items[0].ids, (std::vector<int32_t>{0, 5, 6}));
+  EXPECT_FALSE(items[1].partial);
+}
+
 TEST_F(BatcherHubTest, HighPriorityRequestsOvertakeQueuedLowPriorityOnes) {
   config_.batcher.priority_levels = 2;
   config_.batcher.default_priority_level = 2;
