@@ -34,10 +34,12 @@ struct TestGateway {
     if (request == nullptr) return std::nullopt;
     return std::make_pair(frames->front(), request->id.value_or(""));
   }
-  void answer(const std::string& routing_id, const std::string& id, const std::string& text) {
+  void answer(const std::string& routing_id, const std::string& id, const std::string& text,
+              bool partial = false) {
     protocol::Reply reply;
     reply.id = id;
     reply.texts = {text};
+    reply.partial = partial;
     ASSERT_TRUE(socket.send({routing_id, "", protocol::encode_reply(reply)}));
   }
   transport::Socket socket;
@@ -141,6 +143,33 @@ TEST(ClientTest, TheFirstReplyWinsAndASecondIsDropped) {
   ASSERT_TRUE(first);
   EXPECT_EQ(std::get<protocol::Reply>(*first).id, "dup");
   EXPECT_FALSE(client.receive(milliseconds(300))) << "answered twice";
+}
+
+// A streamed request's partial replies come from receive(id) one by one, in order, and leave it
+// pending until its final reply.
+TEST(ClientTest, PartialRepliesKeepAStreamedRequestPendingUntilItsFinalReply) {
+  zmq::context_t context;
+  TestGateway gateway(context);
+  Client client(gateway.endpoint, retrying(milliseconds(0), 1));
+  protocol::Request r = request("teh speling");
+  r.id = "s1";
+  r.stream = true;
+  ASSERT_TRUE(client.submit(r));
+  auto at = gateway.next_request(milliseconds(5000));
+  ASSERT_TRUE(at);
+  gateway.answer(at->first, "s1", "the ", true);
+  gateway.answer(at->first, "s1", "spelling", true);
+  gateway.answer(at->first, "s1", "the spelling");
+  std::vector<std::pair<bool, std::string>> got;
+  for (int i = 0; i < 3; ++i) {
+    const auto answer = client.receive("s1", milliseconds(5000));
+    ASSERT_TRUE(std::holds_alternative<protocol::Reply>(answer)) << text_of(answer);
+    got.emplace_back(std::get<protocol::Reply>(answer).partial, text_of(answer));
+  }
+  EXPECT_EQ(got, (std::vector<std::pair<bool, std::string>>{
+                     {true, "the "}, {true, "spelling"}, {false, "the spelling"}}));
+  gateway.answer(at->first, "s1", "again");  // after the final reply: dropped
+  EXPECT_FALSE(client.receive(milliseconds(300)));
 }
 
 TEST(ClientTest, NoRetryPastMaxAttemptsOrTheDeadline) {
