@@ -8,6 +8,8 @@ back through our own safetensors reader, with PyTorch greedy decoding:
   realword_fixed           held-out spans with one word swapped for a real word it is often
                            confused with (REAL_WORD_CONFUSIONS): share whose output has the right
                            word back; realword_other_words_unchanged: the other words' share kept
+  long_*                   (--long-texts N) N texts of 6 consecutive held-out sentences, each word
+                           misspelled with probability 0.1: misspelled words fixed, correct kept
 
     /usr/bin/python3 tools/train_speller/eval.py --model models/speller-t5 --work /work/speller-work \
         --tsv ../shared/spelling/dev_words.tsv --json /work/speller-work/eval.json
@@ -67,6 +69,25 @@ def real_word_errors(corpus, rng, n):
         noisy = list(clean)
         noisy[i] = rng.choice([w for w in group[clean[i]] if w != clean[i]])
         out.append((clean, noisy, i))
+    return out
+
+
+def long_texts(corpus, rng, n, sentences=6, rate=0.1):
+    """n (target words, noisy text, misspelled flags): consecutive held-out sentences, each ending
+    in a period, every word misspelled with probability `rate`."""
+    out = []
+    held = corpus.heldout_sentences
+    for _ in range(n):
+        at = rng.randrange(len(held) - sentences)
+        words, noisy, flags = [], [], []
+        for s in held[at:at + sentences]:
+            for i, w in enumerate(s):
+                m = noise.misspell(w, rng) if rng.random() < rate else w
+                end = "." if i == len(s) - 1 else ""
+                words.append(w + end)
+                noisy.append(m + end)
+                flags.append(m != w)
+        out.append((words, " ".join(noisy), flags))
     return out
 
 
@@ -130,6 +151,7 @@ def main():
     ap.add_argument("--tsv", help="real misspellings: misspelled<TAB>correct")
     ap.add_argument("--synthetic", type=int, default=1000, help="held-out spans per synthetic figure")
     ap.add_argument("--real-word", type=int, default=1000, help="spans with a real-word error")
+    ap.add_argument("--long-texts", type=int, default=0, help="long texts (6 sentences each) to correct")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu", help="torch device (cuda on a GPU machine)")
     ap.add_argument("--batch", type=int, default=64, help="inputs decoded together")
@@ -175,6 +197,22 @@ def main():
         (sum(matched(c, o) for o, (c, _, _) in zip(out, errors)) - sum(fixed))
         / sum(len(c) - 1 for c, _, _ in errors))
     figures["realword_span_exact"] = sum(o == c for o, (c, _, _) in zip(out, errors)) / len(errors)
+
+    if args.long_texts:
+        texts = long_texts(corpus, random.Random(args.seed + 1), args.long_texts)
+        out = run([noisy for _, noisy, _ in texts])
+        fixed = kept = 0
+        for (words, _, flags), o in zip(texts, out):
+            right = set()
+            for a, _, size in difflib.SequenceMatcher(a=words, b=o.split(), autojunk=False).get_matching_blocks():
+                right.update(range(a, a + size))
+            fixed += sum(1 for k, f in enumerate(flags) if f and k in right)
+            kept += sum(1 for k, f in enumerate(flags) if not f and k in right)
+        misspelled = sum(sum(f) for _, _, f in texts)
+        figures["long_texts"] = len(texts)
+        figures["long_words"] = sum(len(w) for w, _, _ in texts)
+        figures["long_misspelled_fixed"] = fixed / misspelled
+        figures["long_correct_kept"] = kept / (figures["long_words"] - misspelled)
 
     if args.tsv:
         pairs = read_tsv(args.tsv)

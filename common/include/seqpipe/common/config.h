@@ -104,6 +104,9 @@ struct GatewayConfig {
   // Response cache budget in bytes (LRU over successful results, keyed by model, params and
   // normalized text); 0 = no cache.
   size_t cache_bytes = 0;
+  // A text of more words than this goes through the model in pieces of at most this many words
+  // (whole sentences where they fit), joined back in the reply; 0 = whole texts.
+  size_t split_words = 0;
   // The batchers this gateway submits to, by their ingress endpoints: empty = the one
   // batcher.ingress_endpoint. With several, requests go round-robin to the live ones; gateway
   // and batchers exchange heartbeats (over the ingress and the results sockets), and the work of
