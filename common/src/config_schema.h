@@ -150,6 +150,10 @@ void for_each_field(Config&& c, Visit&& visit) {
         TextRule{TextKind::kPathList});
   visit(Key{"postprocessor", "edit_counts"}, c.postprocessor.edit_counts,
         TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "confusion_counts"}, c.postprocessor.confusion_counts,
+        TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "confusion_margin"}, c.postprocessor.confusion_margin,
+        IntRule{0, 10'000});
 
   auto& s = c.security;
   visit(Key{"security", "server_key"}, s.server_key, TextRule{TextKind::kOptionalPath});

@@ -25,6 +25,7 @@ postprocessor's known-words guard). --model still names the model's directory fo
 Words are matched in order (difflib), so a merged or split word costs only the words involved.
 """
 import argparse
+import collections
 import difflib
 import json
 import os
@@ -42,34 +43,12 @@ from model import load_dir  # noqa: E402
 from train import MAX_LEN, collate  # noqa: E402
 
 
-# Real words typed for one another ("wether" for "weather"): the real-word error set swaps a word
-# of a held-out span for another word of its group.
-REAL_WORD_CONFUSIONS = [
-    ("their", "there", "they're"), ("its", "it's"), ("then", "than"), ("weather", "whether", "wether"),
-    ("form", "from"), ("lose", "loose"), ("to", "too"), ("your", "you're"), ("affect", "effect"),
-    ("accept", "except"), ("quiet", "quite"), ("where", "were"), ("of", "off"), ("advice", "advise"),
-    ("past", "passed"), ("whose", "who's"), ("piece", "peace"), ("principal", "principle"),
-    ("hear", "here"), ("new", "knew"), ("right", "write"), ("desert", "dessert"), ("now", "know"),
-    ("breath", "breathe"), ("lead", "led"), ("sight", "site"), ("week", "weak"), ("whole", "hole"),
-]
+REAL_WORD_CONFUSIONS = data.REAL_WORD_CONFUSIONS
 
 
 def real_word_errors(corpus, rng, n):
     """n (clean span, span with one word swapped, swapped position) from held-out sentences."""
-    group = {w: g for g in REAL_WORD_CONFUSIONS for w in g}
-    out = []
-    sentences = [s for s in corpus.heldout_sentences if any(w in group for w in s)]
-    while len(out) < n:
-        s = rng.choice(sentences)
-        at = rng.choice([i for i, w in enumerate(s) if w in group])
-        k = rng.choice((3, 4, 5, 6, 7, 8))
-        start = max(0, min(at - rng.randrange(k), len(s) - k))
-        clean = s[start:start + k]
-        i = at - start
-        noisy = list(clean)
-        noisy[i] = rng.choice([w for w in group[clean[i]] if w != clean[i]])
-        out.append((clean, noisy, i))
-    return out
+    return data.real_word_errors(corpus.heldout_sentences, rng, n)
 
 
 def long_texts(corpus, rng, n, sentences=6, rate=0.1):
@@ -134,6 +113,18 @@ def matched(a, b):
     return sum(m.size for m in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_matching_blocks())
 
 
+def changed_words(spans, outputs):
+    """The changes made to clean spans, "word -> output" (words the output left out: "word -> "),
+    commonest first, with their counts."""
+    changes = collections.Counter()
+    for span, o in zip(spans, outputs):
+        ow = o.split()
+        for tag, a0, a1, b0, b1 in difflib.SequenceMatcher(a=span, b=ow, autojunk=False).get_opcodes():
+            if tag != "equal":
+                changes[" ".join(span[a0:a1]) + " -> " + " ".join(ow[b0:b1])] += 1
+    return [f"{change} ({n})" for change, n in changes.most_common()]
+
+
 def read_tsv(path):
     pairs = []
     with open(path, encoding="utf-8") as f:
@@ -187,6 +178,7 @@ def main():
     figures["clean_spans"] = len(clean)
     figures["clean_words_unchanged"] = sum(matched(c, o.split()) for c, o in zip(clean, out)) / sum(map(len, clean))
     figures["clean_span_unchanged"] = sum(o == " ".join(c) for c, o in zip(clean, out)) / len(clean)
+    figures["clean_changed_examples"] = changed_words(clean, out)[:args.examples]
 
     errors = real_word_errors(corpus, random.Random(args.seed), args.real_word)
     out = [o.split() for o in run([" ".join(noisy) for _, noisy, _ in errors])]

@@ -9,8 +9,8 @@ replies equal seqpipe-generate's greedy output where the guard has nothing to do
 known input word where the model changed one ("wether", a word, stays), unless all 8 beam
 hypotheses change it (postprocessor.known_word_votes); a burst of concurrent requests from
 several clients is answered completely, each with its own correction. ServedSpellerTest runs
-config/demo.yaml's postprocessor as it is (2 beams, the noisy channel, known_word_margin): the same
-texts come back the same, and a real-word error the best hypothesis is sure of is fixed; with
+config/demo.yaml's postprocessor as it is (2 beams, the noisy channel, the confusion sets): the same
+texts come back the same, and a real-word error whose context decides is fixed; with
 gateway.split_words, a 300-word text comes back with its misspellings at the start, middle and end
 corrected and every other byte kept, and a text near gateway.max_text_bytes is no too_long.
 
@@ -220,7 +220,9 @@ class ServedSpellerTest(PipelineTestCase):
                 f"postprocessor.known_word_margin={post['known_word_margin']}",
                 f"postprocessor.aspell_dictionary={post['aspell_dictionary']}",
                 f"postprocessor.word_counts={os.path.join(ROOT, post['word_counts'])}",
-                f"postprocessor.edit_counts={os.path.join(ROOT, post['edit_counts'])}"]
+                f"postprocessor.edit_counts={os.path.join(ROOT, post['edit_counts'])}",
+                f"postprocessor.confusion_counts={os.path.join(ROOT, post['confusion_counts'])}",
+                f"postprocessor.confusion_margin={post['confusion_margin']}"]
 
     def correct(self, text, beams=2):
         return self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=beams)["text"]
@@ -229,11 +231,14 @@ class ServedSpellerTest(PipelineTestCase):
         for text, want in TEXTS + list(CORRECTED.items()):
             self.assertEqual(self.correct(text), want, text)
 
-    def test_a_real_word_error_the_best_hypothesis_is_sure_of_is_fixed(self):
-        # "then" is a word: the best of 2 hypotheses changes it, by more than the margin over the
-        # other, which keeps it. Greedy has no second hypothesis to measure against: it stays.
-        self.assertEqual(self.correct("He is taller then me"), "He is taller than me")
-        self.assertEqual(self.correct("He is taller then me", beams=1), "He is taller then me")
+    def test_a_real_word_error_its_context_decides_is_fixed(self):
+        # "then" and "lose" are words the lists know; the confusion sets' context counts say "than"
+        # after "taller", "lose" before "weight", greedy or not. "its tail" stays.
+        for beams in (1, 2):
+            self.assertEqual(self.correct("He is taller then me", beams), "He is taller than me")
+            self.assertEqual(self.correct("We need to loose weight", beams), "We need to lose weight")
+            self.assertEqual(self.correct("Its a nice day and its tail is long", beams),
+                             "It's a nice day and its tail is long")
 
     def test_the_noisy_channel_picks_a_commoner_word_than_aspells_first(self):
         # Aspell's first suggestion for "persue" is "peruse"; the model keeps "persue".

@@ -245,6 +245,11 @@ struct PostprocessorConfig : WorkerConfig {
   // beam hypotheses' words and itself (postprocessor/spell_suggester.h). Empty: off.
   std::string word_counts;
   std::string edit_counts;
+  // Real-word errors by context (postprocessor/confusion_sets.h): confusion sets and their
+  // members' neighbour counts. Set: a word of a set in the output becomes the member whose
+  // context score beats it by confusion_margin hundredths (nats). Empty: off.
+  std::string confusion_counts;
+  int confusion_margin = 500;
   bool operator==(const PostprocessorConfig&) const = default;
 };
 
