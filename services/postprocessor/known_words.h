@@ -41,10 +41,9 @@ class KnownWords {
   // aligned words with as many words on both sides is resolved word by word, another gap (a
   // split, merge or drop) keeps the input words when all of them are known. An apostrophe the
   // model puts back ("cant" -> "can't", "its" -> "it's"; not "gods" -> "god's") is not a change
-  // of word. A known input word that the
-  // `hypotheses` (a beam search's, the output among them, with their `scores`: HF
-  // sequences_scores, one each) change as `sure` says in a substitution is the model's confident
-  // correction: the output's word stands.
+  // of word. A known input word that the `hypotheses` (a beam search's, the output among them,
+  // with their `scores`: HF sequences_scores, one each) change as `sure` says in a substitution
+  // is the model's confident correction: the output's word stands.
   std::string guard(std::string_view input, std::string_view output,
                     const std::vector<std::string>& hypotheses = {},
                     const std::vector<float>& scores = {}, const SureChange& sure = {}) const;
