@@ -96,6 +96,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"gateway", "max_text_bytes"}, g.max_text_bytes, IntRule{1, int64_t{16} << 20});
   visit(Key{"gateway", "metrics_port"}, g.metrics_port, kPortRule);
   visit(Key{"gateway", "cache_bytes"}, g.cache_bytes, IntRule{0, int64_t{1} << 36});
+  visit(Key{"gateway", "split_words"}, g.split_words, IntRule{0, 4096});
   visit(Key{"gateway", "batcher_endpoints"}, g.batcher_endpoints, EndpointListRule{});
   visit(Key{"gateway", "http_endpoint"}, g.http_endpoint, TextRule{TextKind::kHttpAddress});
   visit(Key{"gateway", "replicas"}, g.replicas, IntRule{1, 16});
@@ -149,6 +150,10 @@ void for_each_field(Config&& c, Visit&& visit) {
         TextRule{TextKind::kPathList});
   visit(Key{"postprocessor", "edit_counts"}, c.postprocessor.edit_counts,
         TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "confusion_counts"}, c.postprocessor.confusion_counts,
+        TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "confusion_margin"}, c.postprocessor.confusion_margin,
+        IntRule{0, 10'000});
 
   auto& s = c.security;
   visit(Key{"security", "server_key"}, s.server_key, TextRule{TextKind::kOptionalPath});

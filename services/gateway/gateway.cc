@@ -122,22 +122,47 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.batch_form = request.batch_form;
   r.return_scores = request.params.return_scores;
   r.stream = request.stream;
-  if (request.params.num_return_sequences > 1) r.sequences.emplace(request.texts.size());
-  r.texts.resize(request.texts.size());
-  r.scores.resize(request.texts.size());
-  r.done.resize(request.texts.size());
-  r.remaining = request.texts.size();
+  // A streamed text is not split: its partials are the prefixes of one output.
+  const size_t split_words = request.stream ? 0 : static_cast<size_t>(config_.gateway.split_words);
+  // Items: each text, or its pieces. Kept to submit again if its batcher dies or restarts.
+  for (auto& text : request.texts) {
+    ClientText c{r.sources.size(), 1, {}, text::split_text(text, split_words)};
+    if (c.pieces.size() == 1) {
+      c.pieces.clear();
+      r.sources.push_back(std::move(text));
+    } else {
+      c.items = c.pieces.size();
+      for (const auto& piece : c.pieces)
+        r.sources.push_back(text.substr(piece.begin, piece.end - piece.begin));
+      c.whole = std::move(text);
+    }
+    r.client_texts.push_back(std::move(c));
+  }
+  const size_t items = r.sources.size();
+  if (items > static_cast<size_t>(config_.batcher.max_queue_size)) {  // it could never be queued
+    batchers_.forget(id);
+    reply_error(std::move(r.envelope), std::move(r.client_id),
+                {protocol::ErrorCode::kTooLong,
+                 "the texts make " + std::to_string(items) + " pieces of at most " +
+                     std::to_string(config_.gateway.split_words) +
+                     " words (gateway.split_words); one request may hold at most "
+                     "batcher.max_queue_size = " +
+                     std::to_string(config_.batcher.max_queue_size)},
+                now.steady, now.steady, out);
+    return;
+  }
+  if (request.params.num_return_sequences > 1) r.sequences.emplace(items);
+  r.texts.resize(items);
+  r.scores.resize(items);
+  r.done.resize(items);
+  r.remaining = items;
   r.received = now.steady;
   r.expires = now.steady + std::chrono::milliseconds(timeout_ms);
   r.deadline = Deadline::after(now, std::chrono::milliseconds(timeout_ms));
-
-  stage::Tokenize work;
-  // Kept to submit again if its batcher dies or restarts.
-  r.sources = request.texts;
   r.params = request.params;
-  for (size_t i = 0; i < request.texts.size(); ++i) {
+  for (size_t i = 0; i < items; ++i) {
     if (cache_.enabled() && cacheable(request.params)) {
-      std::string key = cache_key(config_.model.dir, request.params, request.texts[i]);
+      std::string key = cache_key(config_.model.dir, request.params, r.sources[i]);
       auto hit = cache_.get(key);
       gateway_metrics_.cache_lookup(hit.has_value());
       r.cache_keys.push_back(std::move(key));
@@ -146,27 +171,18 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
         r.scores[i] = hit->score;
         r.done[i] = true;
         --r.remaining;
-        continue;
       }
     }
-    stage::TextItem item;
-    item.request = id;
-    item.index = static_cast<uint32_t>(i);
-    item.gateway = results_endpoint_;
-    item.batcher = batchers_.target(id);
-    item.deadline = r.deadline;
-    item.params = request.params;
-    item.stream = request.stream;
-    item.text = std::move(request.texts[i]);
-    work.items.push_back(std::move(item));
   }
+  // Every item not answered from the cache.
+  stage::Tokenize work = tokenize_work(id, r);
   if (request.id) {
     r.cancel_key = client_key(r.envelope, *request.id);
     by_client_.emplace(r.cancel_key, id);
   }
   deadlines_.emplace(r.expires, id);
   auto& stored = requests_.emplace(id, std::move(r)).first->second;
-  if (stored.remaining == 0) {  // every text from the cache
+  if (stored.remaining == 0) {  // every item from the cache
     reply(id, ok_reply(stored), now.steady, out);
     return;
   }
@@ -240,9 +256,43 @@ protocol::Reply Gateway::ok_reply(Request& r) {
   protocol::Reply ok;
   ok.id = r.client_id;
   ok.batch_form = r.batch_form;
-  ok.texts = std::move(r.texts);
-  if (r.return_scores) ok.scores = std::move(r.scores);
-  ok.sequences = std::move(r.sequences);
+  if (r.return_scores) ok.scores.emplace();
+  if (r.sequences) ok.sequences.emplace();
+  for (const auto& c : r.client_texts) {
+    const size_t first = c.first_item;
+    if (c.pieces.empty()) {
+      ok.texts.push_back(std::move(r.texts[first]));
+      if (r.return_scores) ok.scores->push_back(r.scores[first]);
+      if (r.sequences) ok.sequences->push_back(std::move((*r.sequences)[first]));
+      continue;
+    }
+    // Joined: the pieces' outputs in the text; the score, their mean; hypothesis k, each piece's
+    // k-th (or its last when it has fewer).
+    const auto begin = r.texts.begin() + static_cast<std::ptrdiff_t>(first);
+    ok.texts.push_back(text::join_pieces(
+        c.whole, c.pieces,
+        std::vector<std::string>(begin, begin + static_cast<std::ptrdiff_t>(c.items))));
+    float sum = 0;
+    for (size_t k = first; k < first + c.items; ++k) sum += r.scores[k];
+    if (r.return_scores) ok.scores->push_back(sum / static_cast<float>(c.items));
+    if (!r.sequences) continue;
+    size_t hypotheses = 0;
+    for (size_t k = first; k < first + c.items; ++k)
+      hypotheses = std::max(hypotheses, (*r.sequences)[k].size());
+    auto& joined = ok.sequences->emplace_back();
+    for (size_t h = 0; h < hypotheses; ++h) {
+      std::vector<std::string> outputs;
+      float hypothesis_sum = 0;
+      for (size_t k = first; k < first + c.items; ++k) {
+        const auto& piece = (*r.sequences)[k];
+        const protocol::Sequence& s = piece[std::min(h, piece.size() - 1)];
+        outputs.push_back(s.text);
+        hypothesis_sum += s.score;
+      }
+      joined.push_back({text::join_pieces(c.whole, c.pieces, outputs),
+                        hypothesis_sum / static_cast<float>(c.items)});
+    }
+  }
   return ok;
 }
 

@@ -38,6 +38,7 @@
 #include "seqpipe/common/protocol.h"
 #include "seqpipe/common/stage_messages.h"
 #include "seqpipe/common/status.h"
+#include "text/text_pieces.h"
 
 namespace seqpipe::gateway {
 
@@ -82,11 +83,20 @@ class Gateway {
   size_t waiting() const { return waiting_.size(); }
 
  private:
+  // A client text: the items it goes out as, one or its pieces (gateway.split_words).
+  struct ClientText {
+    size_t first_item = 0, items = 1;
+    std::string whole;                // when split: the text, whose bytes between pieces stay
+    std::vector<text::Piece> pieces;  // empty: not split
+  };
+  // Items are the client's texts, or their pieces: texts, scores, sequences, done, cache_keys and
+  // sources are per item, and the reply joins a text's pieces back (ok_reply).
   struct Request {
     Envelope envelope;
     std::string client_id;
     bool batch_form = false;
     bool return_scores = false;
+    std::vector<ClientText> client_texts;
     std::vector<std::string> texts;
     std::vector<float> scores;
     // params.num_return_sequences > 1: each text's beam hypotheses, as they come back.

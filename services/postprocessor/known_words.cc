@@ -15,9 +15,11 @@ using text::split_words;
 
 // "can't" for "cant", "it's" for "its": the same letters, an apostrophe put back. Word lists
 // know "cant" and "wont" as words, but in queries they are nearly always dropped apostrophes,
-// and the model decides from the context.
+// and the model decides from the context. A possessive for a longer plural ("gods" -> "god's",
+// "fortunes" -> "fortune's") is another word, not a dropped apostrophe: the plural stays.
 bool apostrophe_restored(std::string_view input, std::string_view output) {
   if (output.size() <= input.size()) return false;
+  if (input.size() > 3 && output.ends_with("'s")) return false;
   std::string letters;
   for (char c : output) {
     if (c != '\'') letters += c;

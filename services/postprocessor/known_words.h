@@ -7,7 +7,8 @@
 // are then left alone too, unless the model is sure: when nearly all of a beam search's
 // hypotheses change a known word, or the best scores well above every hypothesis that keeps it,
 // the change stands (measured in models/speller-t5/MODEL_CARD.md).
-// Dropped apostrophes are the exception ("cant" -> "can't" passes).
+// Dropped apostrophes are the exception ("cant" -> "can't" passes), but not a possessive for a
+// plural of more than 3 letters ("gods" -> "god's": the plural stays).
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -39,10 +40,10 @@ class KnownWords {
   // The two word sequences are aligned on their longest common subsequence; a gap between
   // aligned words with as many words on both sides is resolved word by word, another gap (a
   // split, merge or drop) keeps the input words when all of them are known. An apostrophe the
-  // model puts back ("cant" -> "can't") is not a change of word. A known input word that the
-  // `hypotheses` (a beam search's, the output among them, with their `scores`: HF
-  // sequences_scores, one each) change as `sure` says in a substitution is the model's confident
-  // correction: the output's word stands.
+  // model puts back ("cant" -> "can't", "its" -> "it's"; not "gods" -> "god's") is not a change
+  // of word. A known input word that the `hypotheses` (a beam search's, the output among them,
+  // with their `scores`: HF sequences_scores, one each) change as `sure` says in a substitution
+  // is the model's confident correction: the output's word stands.
   std::string guard(std::string_view input, std::string_view output,
                     const std::vector<std::string>& hypotheses = {},
                     const std::vector<float>& scores = {}, const SureChange& sure = {}) const;

@@ -2,40 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
-#include <stdexcept>
 #include <vector>
 
+#include "postprocessor/counts_file.h"
 #include "text/word_alignment.h"
 
 namespace seqpipe::postprocessor {
-namespace {
-
-// The tab-separated lines of a counts file, comments and blank lines left out; each line has
-// `fields` fields, the last a count.
-std::vector<std::vector<std::string>> read_counts(const std::string& path, size_t fields,
-                                                  const char* key) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(std::string(key) + ": cannot read '" + path + "'");
-  std::vector<std::vector<std::string>> rows;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> row;
-    std::stringstream parts(line);
-    for (std::string part; std::getline(parts, part, '\t');) row.push_back(part);
-    const bool count = row.size() == fields && !row.back().empty() &&
-                       std::all_of(row.back().begin(), row.back().end(),
-                                   [](unsigned char c) { return c >= '0' && c <= '9'; });
-    if (!count)
-      throw std::runtime_error(std::string(key) + ": bad line in '" + path + "': " + line);
-    rows.push_back(std::move(row));
-  }
-  if (rows.empty()) throw std::runtime_error(std::string(key) + ": '" + path + "' holds no entry");
-  return rows;
-}
-
-}  // namespace
 
 NoisyChannel::NoisyChannel(std::unordered_map<std::string, int64_t> word_counts,
                            std::unordered_map<std::string, int64_t> edit_counts)

@@ -36,6 +36,7 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
                                        const config::PipelineConfig& config,
                                        metrics::StageMetrics& metrics, const TimeSource& time)
     : tokenizer_(std::move(tokenizer)),
+      confusion_margin_(config.postprocessor.confusion_margin / 100.0),
       lower_case_words_(config.model.lower_case_words != 0),
       sure_change_{.votes = config.postprocessor.known_word_votes,
                    .margin = config.postprocessor.known_word_margin / 100.0},
@@ -57,6 +58,11 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
   } else if (!p.aspell_dictionary.empty()) {
     suggester_ =
         std::make_unique<const SpellSuggester>(p.aspell_dictionary, p.aspell_left_words != 0);
+  }
+  if (!p.confusion_counts.empty()) {
+    confusion_sets_.emplace(ConfusionSets::load(p.confusion_counts));
+    spdlog::info("postprocessor: {} confusion sets from {}", confusion_sets_->sets(),
+                 p.confusion_counts);
   }
 }
 
@@ -122,6 +128,8 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& o
       output = suggester_->choose(frame ? seen_text : item.text, output,
                                   known_words_ ? &*known_words_ : nullptr, hypotheses);
     }
+    // After the choices above: the context decides between real words they all know.
+    if (confusion_sets_) output = confusion_sets_->correct(output, confusion_margin_);
     if (frame) output = frame->restore(output, seen);
     if (!item.params.stop.empty()) output = std::string(cut_before_stop(output, item.params.stop));
     const auto elapsed = time_.now().steady - start;

@@ -1,7 +1,8 @@
 #pragma once
 // The postprocessor stage: output ids -> text (special tokens skipped, as HF decode with
 // skip_special_tokens), with known input words restored when postprocessor.known_words is set,
-// put back into the input text (model.lower_case_words), cut before a stop sequence
+// real-word errors fixed by their context (postprocessor.confusion_counts), put back into the
+// input text (model.lower_case_words), cut before a stop sequence
 // (params.stop), the other beam hypotheses too when the client asked for them
 // (params.num_return_sequences), sent to the gateway that owns the request. Socket-free.
 #include <memory>
@@ -10,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "postprocessor/confusion_sets.h"
 #include "postprocessor/known_words.h"
 #include "postprocessor/spell_suggester.h"
 #include "seqpipe/common/config.h"
@@ -44,6 +46,8 @@ class PostprocessorStage : public worker::WorkerStage {
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
   std::optional<KnownWords> known_words_;
   std::unique_ptr<const SpellSuggester> suggester_;  // postprocessor.aspell_dictionary
+  std::optional<ConfusionSets> confusion_sets_;      // postprocessor.confusion_counts
+  double confusion_margin_;                          // postprocessor.confusion_margin, in nats
   bool lower_case_words_;    // model.lower_case_words: the correction goes back into the input text
   SureChange sure_change_;   // postprocessor.known_word_votes and known_word_margin
   size_t max_input_tokens_;  // where the tokenizer cut a long text's words

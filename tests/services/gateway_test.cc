@@ -547,3 +547,87 @@ TEST_F(GatewayTest, ADeadTokenizerWithNoOtherLeftAnswersUnavailableAndItsCreditI
 
 }  // namespace
 }  // namespace seqpipe::gateway
+
+namespace seqpipe::gateway {
+namespace {
+
+class GatewaySplitTest : public GatewayTest {};
+
+TEST_F(GatewaySplitTest, ALongTextGoesInPiecesAndComesBackJoinedAsOneText) {
+  config::PipelineConfig c;
+  c.gateway.split_words = 3;
+  c.gateway.cache_bytes = 1 << 20;
+  Gateway& g = gateway(c);
+  Outbox out;
+  g.on_tokenizer("tok", stage::Ready{2}, t0);
+  const std::string long_text = "Teh cat sat.\n\nIt was  hapy and glad. ";
+  g.on_client(request("A", texts({"short one", long_text}, true)), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.sends.size(), 1u);
+  std::vector<std::string> sent;
+  for (const auto& item : work_of(out.sends[0].message).items) sent.push_back(item.text);
+  EXPECT_EQ(sent,
+            (std::vector<std::string>{"short one", "Teh cat sat.", "It was", "hapy and glad."}));
+  g.on_results(
+      result_for(out.sends[0].message, {"short one", "The cat sat.", "It was", "happy and glad."}),
+      t0, out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  const protocol::Reply r = reply_of(out);
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.texts,
+            (std::vector<std::string>{"short one", "The cat sat.\n\nIt was  happy and glad. "}));
+  ASSERT_TRUE(r.scores.has_value());
+  ASSERT_EQ(r.scores->size(), 2u);
+  EXPECT_FLOAT_EQ((*r.scores)[1], (-1.0f - 1.5f - 2.0f) / 3);  // the pieces' mean
+  // The same text again: every piece from the cache.
+  out.clear();
+  g.on_client(request("A", texts({long_text}, true)), t0, out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).texts.at(0), "The cat sat.\n\nIt was  happy and glad. ");
+  EXPECT_EQ(g.in_flight(), 0u);
+}
+
+TEST_F(GatewaySplitTest, HypothesisKJoinsEachPiecesKthOrItsLast) {
+  config::PipelineConfig c;
+  c.gateway.split_words = 2;
+  Gateway& g = gateway(c);
+  Outbox out;
+  g.on_tokenizer("tok", stage::Ready{1}, t0);
+  protocol::Request request_of_two = texts({"teh cat. sat on"});
+  request_of_two.params.num_beams = 2;
+  request_of_two.params.num_return_sequences = 2;
+  g.on_client(request("A", request_of_two), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.sends.size(), 1u);
+  stage::Result result = result_for(out.sends[0].message, {"the cat.", "sat on"});
+  result.items[0].alternatives = {"ten cat."};
+  result.items[0].alternative_scores = {-3.0f};
+  g.on_results(std::move(result), t0, out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  const protocol::Reply r = reply_of(out);
+  ASSERT_TRUE(r.sequences.has_value());
+  ASSERT_EQ(r.sequences->at(0).size(), 2u);
+  EXPECT_EQ(r.texts.at(0), "the cat. sat on");
+  EXPECT_EQ(r.sequences->at(0)[0], (protocol::Sequence{"the cat. sat on", -0.75f}));
+  EXPECT_EQ(r.sequences->at(0)[1], (protocol::Sequence{"ten cat. sat on", -2.0f}));
+}
+
+TEST_F(GatewaySplitTest, MorePiecesThanTheBatcherCanQueueAreAnsweredTooLongAtOnce) {
+  config::PipelineConfig c;
+  c.gateway.split_words = 1;
+  c.batcher.max_queue_size = 3;
+  Gateway& g = gateway(c);
+  Outbox out;
+  g.on_client(request("A", texts({"a b", "c d"})), t0, out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kTooLong);
+  EXPECT_EQ(g.in_flight(), 0u);
+  EXPECT_EQ(g.waiting(), 0u);
+  out.clear();
+  g.on_client(request("A", texts({"a b", "c"})), t0, out);  // 3 pieces fit
+  EXPECT_TRUE(out.replies.empty());
+  EXPECT_EQ(g.in_flight(), 1u);
+}
+
+}  // namespace
+}  // namespace seqpipe::gateway

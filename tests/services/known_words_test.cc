@@ -11,13 +11,14 @@ namespace seqpipe::postprocessor {
 namespace {
 
 const KnownWords kWords({"the", "spelling", "wether", "whether", "paris", "is", "a", "can't", "any",
-                         "way", "cant", "its"});
+                         "way", "cant", "its", "gods"});
 
 TEST(KnownWords, ModelCorrectionsOfUnknownWordsPass) {
   EXPECT_EQ(kWords.guard("teh speling", "the spelling"), "the spelling");
   EXPECT_EQ(kWords.guard("cant", "can't"), "can't");  // an apostrophe put back: "cant" is known
   EXPECT_EQ(kWords.guard("its the", "it's the"), "it's the");
   EXPECT_EQ(kWords.guard("its", "bits"), "its");  // a known word otherwise changed stays
+  EXPECT_EQ(kWords.guard("the gods", "the god's"), "the gods");  // a plural is not a possessive
 }
 
 TEST(KnownWords, ChangedKnownWordsAreRestored) {

@@ -19,6 +19,8 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = os.path.join(ROOT, "tools", "train_speller")
 sys.path.insert(0, TOOLS)
+import confusion_data  # noqa: E402
+import data  # noqa: E402
 import noise  # noqa: E402
 import safetensors_writer  # noqa: E402
 from model import T5, relative_position_bucket  # noqa: E402
@@ -135,6 +137,31 @@ class ChannelDataTest(unittest.TestCase):
         self.assertEqual(channel.edit_cost("spelling", "spelling"), 0.0)
         # A common edit (a doubled letter typed once) costs less than a rare one.
         self.assertLess(channel.edit_cost("spelling", "speling"), channel.edit_cost("spelling", "spelqing"))
+
+
+class ConfusionDataTest(unittest.TestCase):
+    def test_sets_hold_the_evals_groups_and_the_context_picks_the_member(self):
+        members = confusion_data.confusion_sets()
+        for group in data.REAL_WORD_CONFUSIONS:
+            for w in group:
+                self.assertTrue(set(group) <= members[w], w)
+        sentences = [["he", "is", "taller", "than", "me"]] * 3 + [["and", "then", "we", "left"]] * 5
+        counts = confusion_data.count(sentences, members)
+        self.assertEqual(counts["than"]["*"], 3)
+        self.assertEqual(counts["than"]["PN:taller|me"], 3)
+        self.assertNotIn("P:<s>", counts["then"])  # no context past the sentence
+        scorer = confusion_data.Scorer(counts, members)
+        self.assertEqual(scorer.correct(["taller", "then", "me"], 1.0), ["taller", "than", "me"])
+        self.assertEqual(scorer.correct(["and", "than", "we"], 1.0), ["and", "then", "we"])
+        self.assertEqual(scorer.correct(["taller", "then", "me"], 50.0), ["taller", "then", "me"])
+
+    def test_shipped_counts_hold_every_set_and_only_contexts_seen_twice(self):
+        with open(os.path.join(MODEL, "confusion_counts.tsv"), encoding="utf-8") as f:
+            rows = [line.rstrip("\n").split("\t") for line in f]
+        self.assertTrue(all(len(r) == 3 and r[2].isdigit() for r in rows))
+        sets = {r[2] for r in rows if r[1] == "set"}
+        self.assertEqual(len(sets), len(confusion_data.EVAL_CONFUSIONS + confusion_data.MORE_CONFUSIONS))
+        self.assertTrue(all(int(r[2]) >= 2 for r in rows if r[1] not in ("set", "*")))
 
 
 class ShippedModelTest(unittest.TestCase):

@@ -57,3 +57,34 @@ class Corpus:
         out = [" ".join(s) for s in rng.sample(self.train_sentences, min(lines // 2, len(self.train_sentences)))]
         out += [" ".join(self.words(rng, 8)) for _ in range(lines - len(out))]
         return out
+
+
+# Real words typed for one another ("wether" for "weather"): the real-word error set swaps a word
+# of a held-out span for another word of its group.
+REAL_WORD_CONFUSIONS = [
+    ("their", "there", "they're"), ("its", "it's"), ("then", "than"), ("weather", "whether", "wether"),
+    ("form", "from"), ("lose", "loose"), ("to", "too"), ("your", "you're"), ("affect", "effect"),
+    ("accept", "except"), ("quiet", "quite"), ("where", "were"), ("of", "off"), ("advice", "advise"),
+    ("past", "passed"), ("whose", "who's"), ("piece", "peace"), ("principal", "principle"),
+    ("hear", "here"), ("new", "knew"), ("right", "write"), ("desert", "dessert"), ("now", "know"),
+    ("breath", "breathe"), ("lead", "led"), ("sight", "site"), ("week", "weak"), ("whole", "hole"),
+]
+
+
+def real_word_errors(sentences, rng, n):
+    """n (clean span, span with one word swapped, swapped position) from `sentences`: eval.py's
+    real-word errors (held-out sentences), confusion_data.py's tuning (training sentences)."""
+    group = {w: g for g in REAL_WORD_CONFUSIONS for w in g}
+    out = []
+    sentences = [s for s in sentences if any(w in group for w in s)]
+    while len(out) < n:
+        s = rng.choice(sentences)
+        at = rng.choice([i for i, w in enumerate(s) if w in group])
+        k = rng.choice((3, 4, 5, 6, 7, 8))
+        start = max(0, min(at - rng.randrange(k), len(s) - k))
+        clean = s[start:start + k]
+        i = at - start
+        noisy = list(clean)
+        noisy[i] = rng.choice([w for w in group[clean[i]] if w != clean[i]])
+        out.append((clean, noisy, i))
+    return out

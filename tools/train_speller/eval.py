@@ -8,6 +8,8 @@ back through our own safetensors reader, with PyTorch greedy decoding:
   realword_fixed           held-out spans with one word swapped for a real word it is often
                            confused with (REAL_WORD_CONFUSIONS): share whose output has the right
                            word back; realword_other_words_unchanged: the other words' share kept
+  long_*                   (--long-texts N) N texts of 6 consecutive held-out sentences, each word
+                           misspelled with probability 0.1: misspelled words fixed, correct kept
 
     /usr/bin/python3 tools/train_speller/eval.py --model models/speller-t5 --work /work/speller-work \
         --tsv ../shared/spelling/dev_words.tsv --json /work/speller-work/eval.json
@@ -23,6 +25,7 @@ postprocessor's known-words guard). --model still names the model's directory fo
 Words are matched in order (difflib), so a merged or split word costs only the words involved.
 """
 import argparse
+import collections
 import difflib
 import json
 import os
@@ -40,33 +43,30 @@ from model import load_dir  # noqa: E402
 from train import MAX_LEN, collate  # noqa: E402
 
 
-# Real words typed for one another ("wether" for "weather"): the real-word error set swaps a word
-# of a held-out span for another word of its group.
-REAL_WORD_CONFUSIONS = [
-    ("their", "there", "they're"), ("its", "it's"), ("then", "than"), ("weather", "whether", "wether"),
-    ("form", "from"), ("lose", "loose"), ("to", "too"), ("your", "you're"), ("affect", "effect"),
-    ("accept", "except"), ("quiet", "quite"), ("where", "were"), ("of", "off"), ("advice", "advise"),
-    ("past", "passed"), ("whose", "who's"), ("piece", "peace"), ("principal", "principle"),
-    ("hear", "here"), ("new", "knew"), ("right", "write"), ("desert", "dessert"), ("now", "know"),
-    ("breath", "breathe"), ("lead", "led"), ("sight", "site"), ("week", "weak"), ("whole", "hole"),
-]
+REAL_WORD_CONFUSIONS = data.REAL_WORD_CONFUSIONS
 
 
 def real_word_errors(corpus, rng, n):
     """n (clean span, span with one word swapped, swapped position) from held-out sentences."""
-    group = {w: g for g in REAL_WORD_CONFUSIONS for w in g}
+    return data.real_word_errors(corpus.heldout_sentences, rng, n)
+
+
+def long_texts(corpus, rng, n, sentences=6, rate=0.1):
+    """n (target words, noisy text, misspelled flags): consecutive held-out sentences, each ending
+    in a period, every word misspelled with probability `rate`."""
     out = []
-    sentences = [s for s in corpus.heldout_sentences if any(w in group for w in s)]
-    while len(out) < n:
-        s = rng.choice(sentences)
-        at = rng.choice([i for i, w in enumerate(s) if w in group])
-        k = rng.choice((3, 4, 5, 6, 7, 8))
-        start = max(0, min(at - rng.randrange(k), len(s) - k))
-        clean = s[start:start + k]
-        i = at - start
-        noisy = list(clean)
-        noisy[i] = rng.choice([w for w in group[clean[i]] if w != clean[i]])
-        out.append((clean, noisy, i))
+    held = corpus.heldout_sentences
+    for _ in range(n):
+        at = rng.randrange(len(held) - sentences)
+        words, noisy, flags = [], [], []
+        for s in held[at:at + sentences]:
+            for i, w in enumerate(s):
+                m = noise.misspell(w, rng) if rng.random() < rate else w
+                end = "." if i == len(s) - 1 else ""
+                words.append(w + end)
+                noisy.append(m + end)
+                flags.append(m != w)
+        out.append((words, " ".join(noisy), flags))
     return out
 
 
@@ -113,6 +113,18 @@ def matched(a, b):
     return sum(m.size for m in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_matching_blocks())
 
 
+def changed_words(spans, outputs):
+    """The changes made to clean spans, "word -> output" (words the output left out: "word -> "),
+    commonest first, with their counts."""
+    changes = collections.Counter()
+    for span, o in zip(spans, outputs):
+        ow = o.split()
+        for tag, a0, a1, b0, b1 in difflib.SequenceMatcher(a=span, b=ow, autojunk=False).get_opcodes():
+            if tag != "equal":
+                changes[" ".join(span[a0:a1]) + " -> " + " ".join(ow[b0:b1])] += 1
+    return [f"{change} ({n})" for change, n in changes.most_common()]
+
+
 def read_tsv(path):
     pairs = []
     with open(path, encoding="utf-8") as f:
@@ -130,6 +142,7 @@ def main():
     ap.add_argument("--tsv", help="real misspellings: misspelled<TAB>correct")
     ap.add_argument("--synthetic", type=int, default=1000, help="held-out spans per synthetic figure")
     ap.add_argument("--real-word", type=int, default=1000, help="spans with a real-word error")
+    ap.add_argument("--long-texts", type=int, default=0, help="long texts (6 sentences each) to correct")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu", help="torch device (cuda on a GPU machine)")
     ap.add_argument("--batch", type=int, default=64, help="inputs decoded together")
@@ -165,6 +178,7 @@ def main():
     figures["clean_spans"] = len(clean)
     figures["clean_words_unchanged"] = sum(matched(c, o.split()) for c, o in zip(clean, out)) / sum(map(len, clean))
     figures["clean_span_unchanged"] = sum(o == " ".join(c) for c, o in zip(clean, out)) / len(clean)
+    figures["clean_changed_examples"] = changed_words(clean, out)[:args.examples]
 
     errors = real_word_errors(corpus, random.Random(args.seed), args.real_word)
     out = [o.split() for o in run([" ".join(noisy) for _, noisy, _ in errors])]
@@ -175,6 +189,22 @@ def main():
         (sum(matched(c, o) for o, (c, _, _) in zip(out, errors)) - sum(fixed))
         / sum(len(c) - 1 for c, _, _ in errors))
     figures["realword_span_exact"] = sum(o == c for o, (c, _, _) in zip(out, errors)) / len(errors)
+
+    if args.long_texts:
+        texts = long_texts(corpus, random.Random(args.seed + 1), args.long_texts)
+        out = run([noisy for _, noisy, _ in texts])
+        fixed = kept = 0
+        for (words, _, flags), o in zip(texts, out):
+            right = set()
+            for a, _, size in difflib.SequenceMatcher(a=words, b=o.split(), autojunk=False).get_matching_blocks():
+                right.update(range(a, a + size))
+            fixed += sum(1 for k, f in enumerate(flags) if f and k in right)
+            kept += sum(1 for k, f in enumerate(flags) if not f and k in right)
+        misspelled = sum(sum(f) for _, _, f in texts)
+        figures["long_texts"] = len(texts)
+        figures["long_words"] = sum(len(w) for w, _, _ in texts)
+        figures["long_misspelled_fixed"] = fixed / misspelled
+        figures["long_correct_kept"] = kept / (figures["long_words"] - misspelled)
 
     if args.tsv:
         pairs = read_tsv(args.tsv)

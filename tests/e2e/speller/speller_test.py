@@ -9,8 +9,10 @@ replies equal seqpipe-generate's greedy output where the guard has nothing to do
 known input word where the model changed one ("wether", a word, stays), unless all 8 beam
 hypotheses change it (postprocessor.known_word_votes); a burst of concurrent requests from
 several clients is answered completely, each with its own correction. ServedSpellerTest runs
-config/demo.yaml's postprocessor as it is (2 beams, the noisy channel, known_word_margin): the same
-texts come back the same, and a real-word error the best hypothesis is sure of is fixed.
+config/demo.yaml's postprocessor as it is (2 beams, the noisy channel, the confusion sets): the same
+texts come back the same, and a real-word error whose context decides is fixed; with
+gateway.split_words, a 300-word text comes back with its misspellings at the start, middle and end
+corrected and every other byte kept, and a text near gateway.max_text_bytes is no too_long.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_GENERATE, SEQPIPE_MKMODEL; PYTHONPATH has clients/python.
 """
@@ -91,6 +93,35 @@ TEXTS = [
     ("Seperate teh files", "Separate the files"),
     ("Acommodation is expensive", "Accommodation is expensive"),
 ]
+
+# 301 words in 8 lines, with a double space and a tab between sentences; misspelled near the start
+# ("recieve"), two thirds in ("diferent") and in the last sentence ("beleive").
+LONG_TEXT = (
+    'Last week we decided to recieve the new furniture at home instead of at the office.  The '
+    'delivery company said the truck would arrive early in the morning, so we woke up before '
+    'sunrise and made coffee.\n'
+    'The driver called to say he was running late because of heavy traffic on the bridge. We '
+    'waited in the kitchen and talked about the plans for the garden, the fence that needs '
+    'painting, and the old shed that nobody uses anymore.\n'
+    'When the truck finally arrived, two men carried a large table, six chairs and a tall '
+    'bookshelf into the living room. They were polite and careful, and they did not scratch '
+    'the walls or the floor.\tAfter they left, we noticed that one chair had a small crack in '
+    'its leg.\n'
+    'We wrote an email to the store and attached a photo of the damage. The store answered '
+    'within an hour and promised to send a replacement chair next week at no extra cost.\n'
+    'In the afternoon we moved the books from the boxes to the new shelf. It took much longer '
+    'than we expected, because every book reminded someone of a story, a trip or a friend.\n'
+    'By the evening the room looked completely diferent, warm and bright, with the table by '
+    'the window and the chairs around it.\n'
+    'We invited our neighbours for dinner on Saturday to celebrate the new room. They brought '
+    'a bottle of wine and a cake, and we talked until midnight about travel, music and the '
+    'weather.\n'
+    'Everyone agreed that the table was the best part of the room, although the bookshelf was '
+    'a close second. The next morning the replacement chair arrived, and the room was finally '
+    'complete. I hope the new chair will last as long as the others, and I beleive it will.\n'
+)
+LONG_TEXT_CORRECTED = (LONG_TEXT.replace("recieve", "receive").replace("diferent", "different")
+                       .replace("beleive", "believe"))
 
 
 def generate_text(text):
@@ -184,11 +215,14 @@ class ServedSpellerTest(PipelineTestCase):
         post = DEMO["postprocessor"]
         return ["gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
                 f"model.lower_case_words={DEMO['model']['lower_case_words']}",
+                f"gateway.split_words={DEMO['gateway']['split_words']}",
                 f"postprocessor.known_words={post['known_words']}",
                 f"postprocessor.known_word_margin={post['known_word_margin']}",
                 f"postprocessor.aspell_dictionary={post['aspell_dictionary']}",
                 f"postprocessor.word_counts={os.path.join(ROOT, post['word_counts'])}",
-                f"postprocessor.edit_counts={os.path.join(ROOT, post['edit_counts'])}"]
+                f"postprocessor.edit_counts={os.path.join(ROOT, post['edit_counts'])}",
+                f"postprocessor.confusion_counts={os.path.join(ROOT, post['confusion_counts'])}",
+                f"postprocessor.confusion_margin={post['confusion_margin']}"]
 
     def correct(self, text, beams=2):
         return self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=beams)["text"]
@@ -197,15 +231,30 @@ class ServedSpellerTest(PipelineTestCase):
         for text, want in TEXTS + list(CORRECTED.items()):
             self.assertEqual(self.correct(text), want, text)
 
-    def test_a_real_word_error_the_best_hypothesis_is_sure_of_is_fixed(self):
-        # "then" is a word: the best of 2 hypotheses changes it, by more than the margin over the
-        # other, which keeps it. Greedy has no second hypothesis to measure against: it stays.
-        self.assertEqual(self.correct("He is taller then me"), "He is taller than me")
-        self.assertEqual(self.correct("He is taller then me", beams=1), "He is taller then me")
+    def test_a_real_word_error_its_context_decides_is_fixed(self):
+        # "then" and "lose" are words the lists know; the confusion sets' context counts say "than"
+        # after "taller", "lose" before "weight", greedy or not. "its tail" stays.
+        for beams in (1, 2):
+            self.assertEqual(self.correct("He is taller then me", beams), "He is taller than me")
+            self.assertEqual(self.correct("We need to loose weight", beams), "We need to lose weight")
+            self.assertEqual(self.correct("Its a nice day and its tail is long", beams),
+                             "It's a nice day and its tail is long")
 
     def test_the_noisy_channel_picks_a_commoner_word_than_aspells_first(self):
         # Aspell's first suggestion for "persue" is "peruse"; the model keeps "persue".
         self.assertEqual(self.correct("I will persue it"), "I will pursue it")
+
+    def test_a_long_text_is_corrected_in_pieces_and_joined_byte_for_byte(self):
+        self.assertGreaterEqual(len(LONG_TEXT.split()), 300)
+        self.assertEqual(self.correct(LONG_TEXT), LONG_TEXT_CORRECTED)
+
+    def test_a_text_near_the_gateways_size_limit_is_not_too_long(self):
+        # ~3,500 bytes (gateway.max_text_bytes is 4096), ~600 words in ~80 pieces: one text, one
+        # reply, as a batch of two with a short text.
+        text = LONG_TEXT + "\n" + LONG_TEXT
+        self.assertLess(len(text.encode()), 4096)
+        reply = self.client.generate([text, "teh speling"], max_new_tokens=MAX_NEW, num_beams=2)
+        self.assertEqual(reply["texts"], [LONG_TEXT_CORRECTED + "\n" + LONG_TEXT_CORRECTED, "the spelling"])
 
 
 if __name__ == "__main__":

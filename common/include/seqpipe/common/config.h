@@ -104,6 +104,9 @@ struct GatewayConfig {
   // Response cache budget in bytes (LRU over successful results, keyed by model, params and
   // normalized text); 0 = no cache.
   size_t cache_bytes = 0;
+  // A text of more words than this goes through the model in pieces of at most this many words
+  // (whole sentences where they fit), joined back in the reply; 0 = whole texts.
+  size_t split_words = 0;
   // The batchers this gateway submits to, by their ingress endpoints: empty = the one
   // batcher.ingress_endpoint. With several, requests go round-robin to the live ones; gateway
   // and batchers exchange heartbeats (over the ingress and the results sockets), and the work of
@@ -242,6 +245,11 @@ struct PostprocessorConfig : WorkerConfig {
   // beam hypotheses' words and itself (postprocessor/spell_suggester.h). Empty: off.
   std::string word_counts;
   std::string edit_counts;
+  // Real-word errors by context (postprocessor/confusion_sets.h): confusion sets and their
+  // members' neighbour counts. Set: a word of a set in the output becomes the member whose
+  // context score beats it by confusion_margin hundredths (nats). Empty: off.
+  std::string confusion_counts;
+  int confusion_margin = 500;
   bool operator==(const PostprocessorConfig&) const = default;
 };
 
