@@ -118,8 +118,8 @@ int main(int argc, char** argv) {
   using namespace seqpipe::engine;
   ops::set_num_threads(Device::kCpu, threads);
   if (types) return compute_types();
-  std::printf("%-16s %4s %10s %10s %8s %12s\n", "shape [n x k]", "m", "blas us", "tiled us",
-              "ratio", "tiled GFLOP/s");
+  std::printf("%-16s %4s %10s %10s %10s %8s %12s %12s\n", "shape [n x k]", "m", "blas us",
+              "tiled us", "packed us", "ratio", "tiled GFLOP/s", "packed GFLOP/s");
   for (auto [n, k] :
        {std::pair<int64_t, int64_t>{512, 512}, {2048, 512}, {512, 2048}, {32128, 512}}) {
     const int64_t copies = cold ? std::max<int64_t>(2, (int64_t(256) << 20) / (n * k * 4)) : 1;
@@ -128,6 +128,12 @@ int main(int argc, char** argv) {
     int64_t next = 0;
     auto weights = [&] { return w.data() + (next++ % copies) * n * k; };
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) * 0.1f;
+    std::vector<float> packed(copies * cpu::packed_f32_size(n, k));
+    for (int64_t c = 0; c < copies; ++c)
+      cpu::pack_f32(w.data() + c * n * k, n, k, packed.data() + c * cpu::packed_f32_size(n, k));
+    auto packed_weights = [&] {
+      return packed.data() + (next++ % copies) * cpu::packed_f32_size(n, k);
+    };
     for (int64_t m : {1, 2, 4, 8, 16, 32, 64, 128, 288}) {
       const int reps = 30;
       double b = best_us(
@@ -135,8 +141,11 @@ int main(int argc, char** argv) {
           reps);
       double t =
           best_us([&] { cpu::linear_tiled(x.data(), m, weights(), n, k, 0.0f, y.data()); }, reps);
-      std::printf("[%5ld x %4ld] %4ld %10.1f %10.1f %8.2f %12.1f\n", long(n), long(k), long(m), b,
-                  t, b / t, 2.0 * m * n * k / t / 1e3);
+      double p = best_us(
+          [&] { cpu::packed_gemm_f32(x.data(), m, k, packed_weights(), n, y.data()); }, reps);
+      std::printf("[%5ld x %4ld] %4ld %10.1f %10.1f %10.1f %8.2f %12.1f %12.1f\n", long(n),
+                  long(k), long(m), b, t, p, b / std::min(t, p), 2.0 * m * n * k / t / 1e3,
+                  2.0 * m * n * k / p / 1e3);
     }
   }
   return 0;

@@ -87,6 +87,40 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void bf16_tile(const uint
   }
 }
 
+// fp32: MR rows x 64 columns over kc values of k, weights from L1 (kc x 64 floats = 16 KiB);
+// `accumulate` adds to y (the k-blocks after the first).
+constexpr int kF32TileRows = 6;  // 6 x 4 accumulators, 4 weight registers, 1 broadcast: 29 of 32
+constexpr int64_t kF32KBlock = 64;
+
+template <int MR>
+__attribute__((target("avx512f"))) void f32_tile(const float* x, int64_t ldx, int64_t kc,
+                                                  const float* w, int64_t cols, float* y,
+                                                  int64_t ldy, bool accumulate) {
+  __m512 acc[MR][4];
+  for (int r = 0; r < MR; ++r) {
+    for (int j = 0; j < 4; ++j)
+      acc[r][j] = accumulate ? _mm512_maskz_loadu_ps(column_mask(cols, j), y + r * ldy + 16 * j)
+                             : _mm512_setzero_ps();
+  }
+  for (int64_t i = 0; i < kc; ++i) {  // as in u8s8_tile
+    const float* wi = w + i * kBlockCols;
+    __m512 w0 = _mm512_loadu_ps(wi), w1 = _mm512_loadu_ps(wi + 16), w2 = _mm512_loadu_ps(wi + 32),
+           w3 = _mm512_loadu_ps(wi + 48);
+    __asm__("" : "+v"(w0), "+v"(w1), "+v"(w2), "+v"(w3));
+    for (int r = 0; r < MR; ++r) {
+      const __m512 xb = _mm512_set1_ps(x[r * ldx + i]);
+      acc[r][0] = _mm512_fmadd_ps(xb, w0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(xb, w1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_ps(xb, w2, acc[r][2]);
+      acc[r][3] = _mm512_fmadd_ps(xb, w3, acc[r][3]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int j = 0; j < 4; ++j)
+      _mm512_mask_storeu_ps(y + r * ldy + 16 * j, column_mask(cols, j), acc[r][j]);
+  }
+}
+
 // Threads split the column blocks; each block meets every input row while it is in L2.
 template <typename X, typename W, typename Y, typename Tile>
 void packed_gemm(const X* x, int64_t m, int64_t k, const W* w, int64_t block_stride, int64_t n,
@@ -113,6 +147,13 @@ template <size_t... I>
 constexpr std::array<Bf16Tile, sizeof...(I)> bf16_tiles(std::index_sequence<I...>) {
   return {bf16_tile<static_cast<int>(I) + 1>...};
 }
+using F32Tile = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
+                         bool);
+template <size_t... I>
+constexpr std::array<F32Tile, sizeof...(I)> f32_tiles(std::index_sequence<I...>) {
+  return {f32_tile<static_cast<int>(I) + 1>...};
+}
+constexpr auto kF32Tiles = f32_tiles(std::make_index_sequence<kF32TileRows>());
 constexpr auto kU8S8Tiles = u8s8_tiles(std::make_index_sequence<kTileRows>());
 constexpr auto kBf16Tiles = bf16_tiles(std::make_index_sequence<kTileRows>());
 
@@ -126,6 +167,37 @@ void packed_gemm_u8s8(const uint8_t* x, int64_t m, int64_t k, const int8_t* w, i
 void packed_gemm_bf16(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w,
                       int64_t block_stride, int64_t n, float* y) {
   packed_gemm(x, m, k, w, block_stride, n, y, kBf16Tiles);
+}
+
+void pack_f32(const float* w, int64_t n, int64_t k, float* packed) {
+  for (int64_t b = 0; b * kBlockCols < n; ++b) {
+    float* block = packed + b * kBlockCols * k;
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t c = 0; c < kBlockCols; ++c) {
+        const int64_t j = b * kBlockCols + c;
+        block[i * kBlockCols + c] = j < n ? w[j * k + i] : 0.0f;
+      }
+    }
+  }
+}
+
+void packed_gemm_f32(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y) {
+  // Each thread takes whole column blocks; within one, k is cut into L1-sized pieces and every
+  // input row meets a piece before the next is loaded.
+  const int64_t blocks = (n + kBlockCols - 1) / kBlockCols;
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (n * k >= (1 << 16))
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t cols = std::min(kBlockCols, n - b * kBlockCols);
+    const float* wb = w + b * kBlockCols * k;
+    for (int64_t i0 = 0; i0 < k; i0 += kF32KBlock) {
+      const int64_t kc = std::min(kF32KBlock, k - i0);
+      for (int64_t r = 0; r < m; r += kF32TileRows) {
+        const int64_t rows = std::min<int64_t>(kF32TileRows, m - r);
+        kF32Tiles[rows - 1](x + r * k + i0, k, kc, wb + i0 * kBlockCols, cols,
+                            y + r * n + b * kBlockCols, n, i0 > 0);
+      }
+    }
+  }
 }
 
 }  // namespace seqpipe::engine::cpu

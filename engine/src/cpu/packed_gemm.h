@@ -22,4 +22,14 @@ void packed_gemm_u8s8(const uint8_t* x, int64_t m, int64_t k, const int8_t* w, i
 void packed_gemm_bf16(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w,
                       int64_t block_stride, int64_t n, float* y);
 
+// fp32 in the same block layout with kVnni = 1 (block_stride = k * 64 floats), packed by the
+// engine itself (oneDNN 2.6 has no fp32 layout this simple): one 64-column block is a broadcast
+// FMA's 4 registers per k. packed[b * k * 64 + i * 64 + c] = w[(64 b + c) * k + i], zero past n.
+void pack_f32(const float* w, int64_t n, int64_t k, float* packed);
+inline int64_t packed_f32_size(int64_t n, int64_t k) {
+  return (n + 63) / 64 * 64 * k;
+}
+// y[m, n] (row stride n) = x[m, k] (row stride k) * W, W packed by pack_f32.
+void packed_gemm_f32(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y);
+
 }  // namespace seqpipe::engine::cpu
