@@ -142,9 +142,9 @@ int main(int argc, char** argv) {
       double t =
           best_us([&] { cpu::linear_tiled(x.data(), m, weights(), n, k, 0.0f, y.data()); }, reps);
       double p = best_us(
-          [&] { cpu::packed_gemm_f32(x.data(), m, k, packed_weights(), n, y.data()); }, reps);
-      std::printf("[%5ld x %4ld] %4ld %10.1f %10.1f %10.1f %8.2f %12.1f %12.1f\n", long(n),
-                  long(k), long(m), b, t, p, b / std::min(t, p), 2.0 * m * n * k / t / 1e3,
+          [&] { cpu::packed_gemm_f32(x.data(), m, k, packed_weights(), n, 0.0f, y.data()); }, reps);
+      std::printf("[%5ld x %4ld] %4ld %10.1f %10.1f %10.1f %8.2f %12.1f %12.1f\n", long(n), long(k),
+                  long(m), b, t, p, b / std::min(t, p), 2.0 * m * n * k / t / 1e3,
                   2.0 * m * n * k / p / 1e3);
     }
   }

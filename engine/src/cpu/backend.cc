@@ -1,16 +1,19 @@
 // The CPU backend: aligned host memory, memcpy, and the kernels of src/cpu/ (the engine's own,
-// oneDNN's matmul for bf16 / int8, the BLAS for fp32). The thread count, the tiling thresholds and
+// oneDNN's matmul for bf16 / int8; fp32: the engine's packed_gemm on AVX-512, else the BLAS and
+// linear_tiled). The thread count, the tiling thresholds and
 // the per-thread attention scratch are this backend's business, not the ops'.
 #include "backend.h"
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
 #include "cpu/blas.h"
 #include "cpu/kernels.h"
 #include "cpu/onednn.h"
+#include "cpu/packed_gemm.h"
 #include "seqpipe/engine/error.h"
 
 namespace seqpipe::engine::cpu {
@@ -47,7 +50,14 @@ class CpuBackend final : public Backend {
     lw.in = w.dim(1);
     switch (type) {
       case ComputeType::kFloat32:
-        lw.weight = w;
+        if (kernels == CpuKernels::kBest && packed_gemm_f32_runs() && w.dtype() == DataType::kF32) {
+          auto packed = std::make_shared<PackedF32Weight>();
+          packed->data = Tensor::empty({packed_f32_size(lw.out, lw.in)});
+          pack_f32(w.data(), lw.out, lw.in, packed->data.data());
+          lw.packed = std::move(packed);
+        } else {
+          lw.weight = w;
+        }
         return lw;
       case ComputeType::kBFloat16:
         lw.dtype = DataType::kBF16;
@@ -88,7 +98,10 @@ class CpuBackend final : public Backend {
   void linear(const TensorView& x, const LinearWeight& w, const TensorView& y,
               float beta) override {
     const int64_t m = x.dim(0), n = w.out, k = w.in;
-    if (w.packed) {
+    if (w.packed && w.dtype == DataType::kF32) {
+      packed_gemm_f32(x.data(), m, k, static_cast<const PackedF32Weight&>(*w.packed).data.data(), n,
+                      beta, y.data());
+    } else if (w.packed) {
       linear_packed(x.data(), m, static_cast<const OneDnnWeight&>(*w.packed), w.scales.data(), beta,
                     y.data());
     } else if (w.dtype == DataType::kBF16) {

@@ -88,19 +88,24 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void bf16_tile(const uint
 }
 
 // fp32: MR rows x 64 columns over kc values of k, weights from L1 (kc x 64 floats = 16 KiB);
-// `accumulate` adds to y (the k-blocks after the first).
+// Adds beta * y (beta 1 for the k-blocks after the first; beta 0 reads nothing, y may hold NaN).
 constexpr int kF32TileRows = 6;  // 6 x 4 accumulators, 4 weight registers, 1 broadcast: 29 of 32
 constexpr int64_t kF32KBlock = 64;
 
 template <int MR>
 __attribute__((target("avx512f"))) void f32_tile(const float* x, int64_t ldx, int64_t kc,
-                                                  const float* w, int64_t cols, float* y,
-                                                  int64_t ldy, bool accumulate) {
+                                                 const float* w, int64_t cols, float* y,
+                                                 int64_t ldy, float beta) {
   __m512 acc[MR][4];
   for (int r = 0; r < MR; ++r) {
-    for (int j = 0; j < 4; ++j)
-      acc[r][j] = accumulate ? _mm512_maskz_loadu_ps(column_mask(cols, j), y + r * ldy + 16 * j)
-                             : _mm512_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      acc[r][j] = _mm512_setzero_ps();
+      if (beta != 0.0f) {
+        acc[r][j] =
+            _mm512_mul_ps(_mm512_set1_ps(beta),
+                          _mm512_maskz_loadu_ps(column_mask(cols, j), y + r * ldy + 16 * j));
+      }
+    }
   }
   for (int64_t i = 0; i < kc; ++i) {  // as in u8s8_tile
     const float* wi = w + i * kBlockCols;
@@ -148,7 +153,7 @@ constexpr std::array<Bf16Tile, sizeof...(I)> bf16_tiles(std::index_sequence<I...
   return {bf16_tile<static_cast<int>(I) + 1>...};
 }
 using F32Tile = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
-                         bool);
+                         float);
 template <size_t... I>
 constexpr std::array<F32Tile, sizeof...(I)> f32_tiles(std::index_sequence<I...>) {
   return {f32_tile<static_cast<int>(I) + 1>...};
@@ -181,7 +186,12 @@ void pack_f32(const float* w, int64_t n, int64_t k, float* packed) {
   }
 }
 
-void packed_gemm_f32(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y) {
+bool packed_gemm_f32_runs() {
+  return __builtin_cpu_supports("avx512f");
+}
+
+void packed_gemm_f32(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float beta,
+                     float* y) {
   // Each thread takes whole column blocks; within one, k is cut into L1-sized pieces and every
   // input row meets a piece before the next is loaded.
   const int64_t blocks = (n + kBlockCols - 1) / kBlockCols;
@@ -194,7 +204,7 @@ void packed_gemm_f32(const float* x, int64_t m, int64_t k, const float* w, int64
       for (int64_t r = 0; r < m; r += kF32TileRows) {
         const int64_t rows = std::min<int64_t>(kF32TileRows, m - r);
         kF32Tiles[rows - 1](x + r * k + i0, k, kc, wb + i0 * kBlockCols, cols,
-                            y + r * n + b * kBlockCols, n, i0 > 0);
+                            y + r * n + b * kBlockCols, n, i0 > 0 ? 1.0f : beta);
       }
     }
   }

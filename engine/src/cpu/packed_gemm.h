@@ -11,6 +11,9 @@
 // weight's k are zero.
 #include <cstdint>
 
+#include "seqpipe/engine/model.h"
+#include "seqpipe/engine/tensor.h"
+
 namespace seqpipe::engine::cpu {
 
 inline constexpr int64_t kPackedGemmMaxRows = 64;
@@ -29,7 +32,17 @@ void pack_f32(const float* w, int64_t n, int64_t k, float* packed);
 inline int64_t packed_f32_size(int64_t n, int64_t k) {
   return (n + 63) / 64 * 64 * k;
 }
-// y[m, n] (row stride n) = x[m, k] (row stride k) * W, W packed by pack_f32.
-void packed_gemm_f32(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y);
+// y[m, n] (row stride n) = x[m, k] (row stride k) * W + beta * y, W packed by pack_f32; for
+// every m (bench/linear_bench measured it as fast as OpenBLAS's sgemm or faster from m = 1 to
+// 288 on t5-small's shapes, docs/PERFORMANCE.md). Needs AVX-512F (packed_gemm_f32_runs).
+bool packed_gemm_f32_runs();
+void packed_gemm_f32(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float beta,
+                     float* y);
+
+// An fp32 linear weight packed by pack_f32 (`data` holds packed_f32_size(out, in) floats).
+struct PackedF32Weight : PackedWeight {
+  int64_t bytes() const override { return data.bytes(); }
+  Tensor data;
+};
 
 }  // namespace seqpipe::engine::cpu
