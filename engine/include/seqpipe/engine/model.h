@@ -43,11 +43,12 @@ class PackedWeight {
 };
 
 // A linear layer's weight W [out, in] (y = x W^T, HF's nn.Linear layout) in the compute type.
-// float32: the checkpoint's tensor used in place. bfloat16 / int8: converted once at load (a
-// BF16 checkpoint's weight in the bfloat16 type: used as stored); int8
-// per output channel, W[j] ~ weight[j] * scales[j]. Where oneDNN runs the type on this CPU the
-// weights are kept only in its packed layout (`packed`, `weight` empty); else row-major in
-// `weight` for the engine's own kernels. All of it on `device`.
+// float32: the checkpoint's tensor used in place (on an AVX-512 CPU with CpuKernels::kBest: only
+// a copy packed for src/cpu/packed_gemm.cc, in `packed`). bfloat16 / int8: converted once at load
+// (a BF16 checkpoint's weight in the bfloat16 type: used as stored); int8 per output channel, W[j]
+// ~ weight[j] * scales[j]. Where oneDNN runs the type on this CPU the weights are kept only in its
+// packed layout (`packed`, `weight` empty); else row-major in `weight` for the engine's own
+// kernels. All of it on `device`.
 struct LinearWeight {
   DataType dtype = DataType::kF32;
   Device device = Device::kCpu;
