@@ -15,7 +15,9 @@ namespace {
 class ConfusionSetsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = ::testing::TempDir() + "confusion_counts_test.tsv";
+    // One file per test: ctest runs the tests of this fixture at the same time.
+    path_ = ::testing::TempDir() + "confusion_counts_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".tsv";
     write(
         "then\tset\t0\nthan\tset\t0\n"
         // "than" after "taller" and before "me"; "then" at the start of a clause ("and then").
