@@ -356,6 +356,18 @@ class Reader {
     }
     return std::nullopt;
   }
+  // At most `max` arrays of token ids (stop strings, beam hypotheses).
+  std::optional<Error> id_arrays(const msgpack::object& v, const std::string& field, size_t max,
+                                 std::vector<std::vector<int32_t>>& out) const {
+    if (v.type != msgpack::type::ARRAY || v.via.array.size > max)
+      return bad(field + " must be an array of at most " + std::to_string(max) + " id arrays");
+    out.resize(v.via.array.size);
+    for (uint32_t k = 0; k < v.via.array.size; ++k) {
+      if (auto e = token_ids(v.via.array.ptr[k], field + "[" + std::to_string(k) + "]", out[k]))
+        return e;
+    }
+    return std::nullopt;
+  }
   static std::optional<Error> timings(const msgpack::object& v, const std::string& field,
                                       StageTimings& t) {
     if (v.type != msgpack::type::ARRAY || v.via.array.size != 6)
@@ -410,18 +422,7 @@ class Reader {
     if (key == "dl") return deadline(v, f, w.deadline);
     if (key == "tm") return timings(v, f, w.timings);
     if (key == "st") return flag(v, f, w.stream);
-    if (key == "sid") {
-      constexpr auto kMax = static_cast<uint32_t>(engine::kMaxStopSequences);
-      if (v.type != msgpack::type::ARRAY || v.via.array.size > kMax)
-        return bad(f + " must be an array of at most " + std::to_string(kMax) + " id arrays");
-      w.stop_ids.resize(v.via.array.size);
-      for (uint32_t k = 0; k < v.via.array.size; ++k) {
-        if (auto e =
-                token_ids(v.via.array.ptr[k], f + "[" + std::to_string(k) + "]", w.stop_ids[k]))
-          return e;
-      }
-      return std::nullopt;
-    }
+    if (key == "sid") return id_arrays(v, f, engine::kMaxStopSequences, w.stop_ids);
     if (key == "p") {
       if (auto e = msgpack_io::read_params(v, kParamBounds, w.params)) {
         return bad(f + ": " + e->message);
@@ -471,19 +472,7 @@ class Reader {
     if (key == "ids") return token_ids(v, f, w.ids);
     if (key == "s") return score(v, f, w.score);
     if (key == "t") return text(v, f, w.text);
-    if (key == "alt") {
-      if (v.type != msgpack::type::ARRAY || v.via.array.size > kMaxAlternatives) {
-        return bad(f + " must be an array of at most " + std::to_string(kMaxAlternatives) +
-                   " id arrays");
-      }
-      w.alternatives.resize(v.via.array.size);
-      for (uint32_t k = 0; k < v.via.array.size; ++k) {
-        if (auto e =
-                token_ids(v.via.array.ptr[k], f + "[" + std::to_string(k) + "]", w.alternatives[k]))
-          return e;
-      }
-      return std::nullopt;
-    }
+    if (key == "alt") return id_arrays(v, f, kMaxAlternatives, w.alternatives);
     if (key == "alt_s") return scores(v, f, w.alternative_scores);
     if (key == "pt") return flag(v, f, w.partial);
     return field(key, v, f, static_cast<WorkHeader&>(w), known);
