@@ -26,6 +26,7 @@ std::string text_rewriting(const config::PipelineConfig& c) {
   if (!c.postprocessor.known_words.empty()) return "postprocessor.known_words";
   if (!c.postprocessor.word_counts.empty()) return "postprocessor.word_counts";
   if (!c.postprocessor.aspell_dictionary.empty()) return "postprocessor.aspell_dictionary";
+  if (!c.postprocessor.confusion_counts.empty()) return "postprocessor.confusion_counts";
   if (c.model.lower_case_words != 0) return "model.lower_case_words";
   return "";
 }
