@@ -101,6 +101,23 @@ class NoiseTest(unittest.TestCase):
         self.assertTrue(all(x != " ".join(words) for x in a))
         self.assertEqual(noise.corrupt(words, random.Random(1), clean_share=1.0), " ".join(words))
 
+    def test_real_misspellings_replace_words_people_misspelled(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
+            f.write("misspelled\tcorrect\tsource\nBeleive\tbelieve\tx\nbeleeve\tbelieve\tx\n"
+                    "a\tabove\tx\nwether\tweather\tx\nsame\tsame\tx\n")
+        try:
+            real = noise.RealMisspellings(f.name)
+        finally:
+            os.unlink(f.name)
+        # lower-cased; a pair too far apart in length, or not a misspelling at all, is left out
+        self.assertEqual(real.by_word, {"believe": ["beleive", "beleeve"], "weather": ["wether"]})
+        words = "i believe the weather".split()
+        outs = {noise.corrupt(words, random.Random(s), clean_share=0.0, word_rate=1.0, real=real, real_rate=1.0)
+                for s in range(40)}
+        self.assertTrue(all(o.split()[1] in ("beleive", "beleeve") and o.split()[3] == "wether" for o in outs
+                            if len(o.split()) == 4))
+        self.assertEqual({o.split()[1] for o in outs if len(o.split()) == 4}, {"beleive", "beleeve"})
+
 
 @unittest.skipUnless(os.path.exists(os.path.join(MODEL, "model.safetensors")), "models/speller-t5 is not there")
 class RealWordErrorsTest(unittest.TestCase):

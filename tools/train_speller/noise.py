@@ -3,7 +3,8 @@
 Operations: keyboard-neighbour substitution, deletion, insertion (of a neighbour key),
 transposition, doubled/undoubled letters, phonetic confusions (ie/ei, -ance/-ence, -ant/-ent,
 c/k/s, ph/f, silent letters), split and merged words, dropped apostrophes. A share of inputs stay
-clean so the model learns to leave correct text alone.
+clean so the model learns to leave correct text alone. With `RealMisspellings` (real pairs such
+as ../shared/spelling/train_pairs.tsv), a share of the misspelled words are ones people typed.
 """
 
 ROWS = ["qwertyuiop", "asdfghjkl", "zxcvbnm"]
@@ -82,8 +83,32 @@ def _edit(w, rng):
     return w
 
 
-def corrupt(words, rng, clean_share=0.2, word_rate=0.35):
-    """The noisy version of a clean span (list of words) -> text."""
+class RealMisspellings:
+    """Real misspellings by correct word, from a `misspelled<TAB>correct[<TAB>source]` file with a
+    header line. Pairs that differ by more than `max_length_gap` letters (Birkbeck's "a" for
+    "above") are left out: they teach guessing, not spelling."""
+
+    def __init__(self, path, max_length_gap=3):
+        self.by_word = {}
+        with open(path) as f:
+            next(f)
+            for line in f:
+                bad, good = line.rstrip("\n").split("\t")[:2]
+                bad, good = bad.lower(), good.lower()
+                if bad != good and bad and abs(len(bad) - len(good)) <= max_length_gap:
+                    self.by_word.setdefault(good, []).append(bad)
+        self.words = sorted(self.by_word)
+
+    def word(self, rng):
+        return rng.choice(self.words)
+
+    def misspell(self, word, rng):
+        return rng.choice(self.by_word[word])
+
+
+def corrupt(words, rng, clean_share=0.2, word_rate=0.35, real=None, real_rate=0.0):
+    """The noisy version of a clean span (list of words) -> text. With `real` (RealMisspellings), a
+    word that people have misspelled is given one of their misspellings with chance `real_rate`."""
     if rng.random() < clean_share:
         return " ".join(words)
     out = []
@@ -93,7 +118,10 @@ def corrupt(words, rng, clean_share=0.2, word_rate=0.35):
             out.append(w.replace("'", ""))
             changed = True
         elif rng.random() < word_rate or (len(words) == 1):
-            out.append(misspell(w, rng))
+            if real and w in real.by_word and rng.random() < real_rate:
+                out.append(real.misspell(w, rng))
+            else:
+                out.append(misspell(w, rng))
             changed = True
         else:
             out.append(w)

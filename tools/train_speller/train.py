@@ -60,13 +60,28 @@ def encode(sp, text):
 def batches(corpus, sp, rng, size, parts, mix):
     """One training batch as `parts` micro-batches of similar lengths (less padding)."""
     pairs = []
+    real = mix.get("real")
     for _ in range(size):
-        words = corpus.span(rng, single_share=mix["single_share"])
-        noisy = noise.corrupt(words, rng, clean_share=mix["clean_share"], word_rate=mix["word_rate"])
+        if real and rng.random() < mix["pair_share"]:
+            words, noisy = real_pair_span(corpus, real, rng)
+        else:
+            words = corpus.span(rng, single_share=mix["single_share"])
+            noisy = noise.corrupt(words, rng, clean_share=mix["clean_share"], word_rate=mix["word_rate"], real=real,
+                                  real_rate=mix["real_rate"])
         pairs.append((encode(sp, noisy), encode(sp, " ".join(words))))
     pairs.sort(key=lambda p: (len(p[0]) + len(p[1])))
     k = -(-size // parts)
     return [collate([p[0] for p in pairs[i:i + k]], [p[1] for p in pairs[i:i + k]]) for i in range(0, size, k)]
+
+
+def real_pair_span(corpus, real, rng):
+    """A word of the real pairs as people misspelled it, alone or among 1-2 frequency-drawn words
+    left as they are: (clean words, noisy text)."""
+    words = corpus.words(rng, rng.choice((0, 0, 0, 1, 2)))
+    k = rng.randrange(len(words) + 1)
+    word = real.word(rng)
+    noisy = words[:k] + [real.misspell(word, rng)] + words[k:]
+    return words[:k] + [word] + words[k:], " ".join(noisy)
 
 
 _WORKER = {}  # corpus, tokenizer and batch settings, inherited by the forked batch maker
@@ -137,6 +152,12 @@ def main():
     ap.add_argument("--single-share", type=float, default=0.4, help="spans of 1-3 drawn words, not sentences")
     ap.add_argument("--clean-share", type=float, default=0.2, help="inputs left clean")
     ap.add_argument("--word-rate", type=float, default=0.35, help="chance a word of a noisy span is misspelled")
+    ap.add_argument("--real-pairs", help="misspelled<TAB>correct file of real misspellings "
+                                        "(../shared/spelling/train_pairs.tsv; never the dev or test words)")
+    ap.add_argument("--pair-share", type=float, default=0.25, help="with --real-pairs: spans that are a real "
+                                                                   "pair's word, alone or among 1-2 drawn words")
+    ap.add_argument("--real-rate", type=float, default=0.5, help="with --real-pairs: chance a misspelled word "
+                                                                 "of a span gets a real misspelling when it has one")
     ap.add_argument("--no-drawn-possessives", action="store_true", help="see data.Corpus")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads; more than 1 on a busy machine makes OpenMP wait for descheduled threads")
@@ -205,7 +226,9 @@ def main():
         export(model, sp_path, out)
 
     # Forked processes make the next batches while this one trains.
-    mix = dict(single_share=args.single_share, clean_share=args.clean_share, word_rate=args.word_rate)
+    mix = dict(single_share=args.single_share, clean_share=args.clean_share, word_rate=args.word_rate,
+               real=noise.RealMisspellings(args.real_pairs) if args.real_pairs else None, pair_share=args.pair_share,
+               real_rate=args.real_rate)
     _WORKER.update(corpus=corpus, sp=sp, seed=args.seed, batch=args.batch, micro=args.micro, mix=mix)
     pool = multiprocessing.get_context("fork").Pool(args.workers)
     depth = 4 * args.workers
