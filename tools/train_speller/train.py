@@ -164,7 +164,8 @@ def main():
     ap.add_argument("--device", default="cpu", help="torch device: cpu, or cuda on a GPU machine")
     ap.add_argument("--bf16", action="store_true", help="bfloat16 autocast (GPU): about twice the steps; "
                                                         "weights, optimizer and export stay F32")
-    ap.add_argument("--workers", type=int, default=1, help="forked processes making batches (a GPU needs several)")
+    ap.add_argument("--workers", type=int, default=1, help="forked processes making batches (a GPU needs several); "
+                                                           "0: made in this process, between steps")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (smoke tests)")
     args = ap.parse_args()
@@ -230,7 +231,9 @@ def main():
                real=noise.RealMisspellings(args.real_pairs) if args.real_pairs else None, pair_share=args.pair_share,
                real_rate=args.real_rate)
     _WORKER.update(corpus=corpus, sp=sp, seed=args.seed, batch=args.batch, micro=args.micro, mix=mix)
-    pool = multiprocessing.get_context("fork").Pool(args.workers)
+    # A forked worker has been seen to hang on a lock it inherited mid-run (the CPU, torch's threads
+    # busy): --workers 0 makes each batch here instead.
+    pool = multiprocessing.get_context("fork").Pool(args.workers) if args.workers else None
     depth = 4 * args.workers
     ahead = collections.deque(pool.apply_async(make_batch, (s,)) for s in range(step, step + depth))
     budget = args.max_minutes * 60
@@ -239,8 +242,11 @@ def main():
         spent = time.time() - start
         if spent >= budget or (args.max_steps and step >= args.max_steps):
             break
-        micro = ahead.popleft().get()
-        ahead.append(pool.apply_async(make_batch, (step + depth,)))
+        if pool:
+            micro = ahead.popleft().get()
+            ahead.append(pool.apply_async(make_batch, (step + depth,)))
+        else:
+            micro = make_batch(step)
         frac = spent / budget  # constant, then linear decay over the last 40% of the budget
         lr = args.lr * min(1.0, (step + 1) / args.warmup) * (1.0 if frac < 0.6 else max(0.02, (1.0 - frac) / 0.4))
         for g in opt.param_groups:
@@ -267,7 +273,8 @@ def main():
         if time.time() - last_save > args.save_minutes * 60:
             save()
             last_save = time.time()
-    pool.terminate()
+    if pool:
+        pool.terminate()
     save()
     print(f"done: {step} steps, {(time.time() - start) / 60:.1f} min; wrote {out}", flush=True)
 
