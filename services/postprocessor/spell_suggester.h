@@ -33,10 +33,10 @@ namespace seqpipe::postprocessor {
 struct ChannelWeights {
   double aspell_rank = 0.5;      // subtracted per place down Aspell's suggestions
   double hypothesis_rank = 0.5;  // subtracted per place down the beam hypotheses
-  double log_count = 0.25;       // ln(word count + 1): the prior
+  double log_count = 0.3;        // ln(word count + 1): the prior
   double edit_cost = 0.4;        // subtracted: the error model
-  double known = 2.5;            // added when the word lists or Aspell know the candidate
-  double first_letter = 1.0;     // added when it starts as the typed word does
+  double known = 2.15;           // added when the word lists or Aspell know the candidate
+  double first_letter = 2.7;     // added when it starts as the typed word does
 };
 
 class SpellSuggester {

@@ -51,7 +51,7 @@ TEXTS = [
     ("TEH SPELING", "THE SPELLING"),
     ("I cant beleive it", "I can't believe it"),
     ("Definately seperate", "Definitely separate"),
-    ("My iPhone is brokn", "My iPhone is broken"),
+    ("My iPhone is borken", "My iPhone is broken"),
     ("Call me at 555-1234 tomorow", "Call me at 555-1234 tomorrow"),
     ("The meeting is at 10:30 tomorow", "The meeting is at 10:30 tomorrow"),
     ("Visit https://example.com/teh-page for detials", "Visit https://example.com/teh-page for details"),
@@ -64,9 +64,9 @@ TEXTS = [
     ("日本語のテキスト", "日本語のテキスト"),
     ("I ❤️ teh speling", "I ❤️ the spelling"),
     ("Teh price is $5.99 (incl. tax)", "The price is $5.99 (incl. tax)"),
-    ("Wow!!! Teh speling is grate!!!", "Wow!!! The spelling is grate!!!"),
+    ("Wow!!! Teh speling is good!!!", "Wow!!! The spelling is good!!!"),
     ("\"Teh speling,\" she said.", "\"The spelling,\" she said."),
-    ("Teh  speling   is   wierd", "The  spelling   is   weird"),
+    ("Teh  speling   is   diferent", "The  spelling   is   different"),
     ("Teh\tspeling", "The\tspelling"),
     ("teh", "the"),
     ("Teh.", "The."),
@@ -75,7 +75,7 @@ TEXTS = [
     ("NASA sent a rocket", "NASA sent a rocket"),
     ("I live in Paris", "I live in Paris"),
     ("McDonald's is clsoed", "McDonald's is closed"),
-    ("Its 3 o'clock", "It's 3 o'clock"),
+    ("Dont come at 3 o'clock", "Don't come at 3 o'clock"),
     ("Teh 2nd time", "The 2nd time"),
     ("v1.2.3 is teh latest", "v1.2.3 is the latest"),
     ("#hashtag teh speling", "#hashtag the spelling"),
@@ -163,8 +163,8 @@ class SpellerPipelineTest(PipelineTestCase):
     def test_replies_equal_the_engine_unless_a_known_word_was_changed(self):
         for text in ["definately seperate", "acommodation", "a", "i cant beleive"]:
             self.assertEqual(self.client.generate(text, max_new_tokens=MAX_NEW)["text"], generate_text(text), text)
-        # The model turns "wether" (a word) into "whether"; the guard keeps it.
-        self.assertEqual(generate_text("teh wether"), "the whether")
+        # The model turns "wether" (a word) into "weather"; the guard keeps it.
+        self.assertEqual(generate_text("teh wether"), "the weather")
         self.assertEqual(self.client.generate("teh wether", max_new_tokens=MAX_NEW)["text"], "the wether")
 
     def test_a_known_word_all_beams_change_is_changed(self):
@@ -175,11 +175,11 @@ class SpellerPipelineTest(PipelineTestCase):
         self.assertEqual(reply["text"], "I don't know whether to go")
 
     def test_beam_search_takes_the_best_hypothesis_made_of_known_words(self):
-        # Greedy (and the best beam) keep "definately", no word; a later beam hypothesis is all
-        # words, and the postprocessor takes it.
-        self.assertEqual(generate_text("definately seperate"), "definately separate")
-        reply = self.client.generate("definately seperate", max_new_tokens=MAX_NEW, num_beams=8)
-        self.assertEqual(reply["text"], "definitely separate")
+        # Greedy (and the best beam) keep "admissable", no word; a later beam hypothesis is a
+        # word, and the postprocessor takes it.
+        self.assertEqual(generate_text("admissable"), "admissable")
+        reply = self.client.generate("admissable", max_new_tokens=MAX_NEW, num_beams=8)
+        self.assertEqual(reply["text"], "admissible")
 
     def test_concurrent_clients_each_get_their_correction(self):
         items = list(CORRECTED.items()) * 10
