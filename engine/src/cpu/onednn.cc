@@ -192,13 +192,13 @@ void linear_packed(const float* x, int64_t m, const OneDnnWeight& w, const float
   if (w.dtype == DataType::kBF16) {
     uint16_t* xb = grown(ts.x_bf16, rows * k);
     to_bf16(x, m * k, xb);
+    if (own) {
+      packed_gemm_bf16(xb, m, k, static_cast<const uint16_t*>(w.data), w.block_stride, n, beta, y);
+      return;
+    }
     std::memset(xb + m * k, 0, static_cast<size_t>((rows - m) * k) * sizeof(uint16_t));
     float* acc = grown(ts.y_f32, rows * n);
-    if (own) {
-      packed_gemm_bf16(xb, m, k, static_cast<const uint16_t*>(w.data), w.block_stride, n, acc);
-    } else {
-      run(ts, *mm, w, xb, acc);
-    }
+    run(ts, *mm, w, xb, acc);
     for (int64_t i = 0; i < m; ++i) {
       const float* a = acc + i * n;
       float* out = y + i * n;
@@ -213,21 +213,22 @@ void linear_packed(const float* x, int64_t m, const OneDnnWeight& w, const float
   // s8 -> u8 by adding 128 (flipping the sign bit): VNNI multiplies u8 by s8.
 #pragma omp simd
   for (int64_t i = 0; i < m * k; ++i) q[i] = static_cast<uint8_t>(q[i] ^ 0x80u);
+  const U8S8Output output{w.sums.data(), scales, x_scales, beta};
+  if (own) {
+    packed_gemm_u8s8(q, m, k, static_cast<const int8_t*>(w.data), w.block_stride, n, output, y);
+    return;
+  }
   std::memset(q + m * k, 0, static_cast<size_t>((rows - m) * k));
   int32_t* acc = grown(ts.y_s32, rows * n);
-  if (own) {
-    packed_gemm_u8s8(q, m, k, static_cast<const int8_t*>(w.data), w.block_stride, n, acc);
-  } else {
-    run(ts, *mm, w, q, acc);
-  }
-  const int32_t* sums = w.sums.data();
+  run(ts, *mm, w, q, acc);
+  // U8S8Output's formula, as packed_gemm_u8s8 applies it in its registers.
   for (int64_t i = 0; i < m; ++i) {
     const int32_t* a = acc + i * n;
     float* out = y + i * n;
     const float sx = x_scales[i];
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-      const float v = static_cast<float>(a[j] - 128 * sums[j]) * sx * scales[j];
+      const float v = static_cast<float>(a[j] - 128 * output.sums[j]) * sx * scales[j];
       out[j] = beta == 0.0f ? v : v + beta * out[j];
     }
   }
