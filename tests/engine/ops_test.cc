@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cpu/kernels.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
 
@@ -283,6 +284,31 @@ INSTANTIATE_TEST_SUITE_P(
                                                : "Int8") +
              (std::get<2>(info.param) == CpuKernels::kBest ? "Best" : "Portable");
     });
+
+// Greedy search's argmax: torch.argmax's first maximum, wherever it lies (in a 16-lane block, in
+// another lane's block, in the tail past the blocks), and -inf rows (every token masked).
+TEST(Ops, ArgmaxIsTheFirstMaximum) {
+  for (const int64_t n : {1, 7, 16, 17, 33, 32128}) {
+    std::vector<float> row(static_cast<size_t>(n));
+    std::mt19937 rng(static_cast<unsigned>(n));
+    std::uniform_real_distribution<float> dist(-10.0f, -1.0f);
+    for (float& v : row) v = dist(rng);
+    for (const int64_t first : {int64_t{0}, n / 2, n - 1}) {
+      std::vector<float> r = row;
+      r[static_cast<size_t>(first)] = 5.0f;
+      for (int64_t later = first + 1; later < n; later += 5) r[static_cast<size_t>(later)] = 5.0f;
+      EXPECT_EQ(cpu::argmax(r.data(), n), first) << "n " << n;
+      if (first > 0) {  // an equal value in another lane before it wins
+        r[static_cast<size_t>(first - 1)] = 5.0f;
+        EXPECT_EQ(cpu::argmax(r.data(), n), first - 1) << "n " << n;
+      }
+    }
+    std::vector<float> masked(static_cast<size_t>(n), -INFINITY);
+    EXPECT_EQ(cpu::argmax(masked.data(), n), 0) << "n " << n;
+    masked.back() = -1e30f;
+    EXPECT_EQ(cpu::argmax(masked.data(), n), n - 1) << "n " << n;
+  }
+}
 
 TEST(Ops, ADeviceWithoutABackendIsAnErrorNotACrash) {
   EXPECT_THROW(allocator_for(Device::kCuda), EngineError);
