@@ -193,6 +193,40 @@ TEST_P(OpsTest, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
   EXPECT_THROW(ops::attention({&seq, 1, heads, hd, &bias, false, small}), EngineError);
 }
 
+// A decoder step's self-attention: the new key and value rows are written to the cache's row
+// q_pos first, then attended to, as if they had been there before the call.
+TEST_P(OpsTest, AttentionAppendsTheNewKeyAndValueBeforeReadingThem) {
+  const Device dev = GetParam();
+  const int64_t heads = 2, hd = 4, inner = heads * hd, keys = 3;
+  const std::vector<float> q = random_values(inner, 11), k = random_values(keys * inner, 12),
+                           v = random_values(keys * inner, 13);
+  std::vector<float> stale_k = k, stale_v = v;
+  for (int64_t i = (keys - 1) * inner; i < keys * inner; ++i) {
+    stale_k[size_t(i)] = 99.0f;
+    stale_v[size_t(i)] = -99.0f;
+  }
+  const std::vector<float> new_k(k.end() - inner, k.end()), new_v(v.end() - inner, v.end());
+  const Tensor qd = to_device(host({1, inner}, q), dev),
+               full_k = to_device(host({keys, inner}, k), dev),
+               full_v = to_device(host({keys, inner}, v), dev),
+               cache_k = to_device(host({keys, inner}, stale_k), dev),
+               cache_v = to_device(host({keys, inner}, stale_v), dev),
+               new_kd = to_device(host({1, inner}, new_k), dev),
+               new_vd = to_device(host({1, inner}, new_v), dev),
+               want = Tensor::empty({1, inner}, dev), got = Tensor::empty({1, inner}, dev);
+  const Tensor workspace = ops::attention_workspace(dev, keys);
+  const ops::AttentionSequence before{qd, keys - 1, full_k, full_v, want};
+  ops::attention({&before, 1, heads, hd, nullptr, true, workspace});
+  const ops::AttentionSequence appended{qd, keys - 1, cache_k, cache_v, got, new_kd, new_vd};
+  ops::attention({&appended, 1, heads, hd, nullptr, true, workspace});
+  EXPECT_EQ(to_host(got), to_host(want));
+  EXPECT_EQ(to_host(cache_k), k);
+  EXPECT_EQ(to_host(cache_v), v);
+  // A new row past the keys' end is refused.
+  const ops::AttentionSequence past{qd, keys, cache_k, cache_v, got, new_kd, new_vd};
+  EXPECT_THROW(ops::attention({&past, 1, heads, hd, nullptr, false, workspace}), EngineError);
+}
+
 TEST_P(OpsTest, OperandsOfAnotherTypeOrShapeAreRefusedWhereTheOpDispatches) {
   const Device dev = GetParam();
   const Tensor w = to_device(host({4}, {1, 1, 1, 1}), dev);

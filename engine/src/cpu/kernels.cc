@@ -438,6 +438,11 @@ void attention(const ops::AttentionArgs& args) {
         prefetch_rows(next.v.data(), next.v.dim(0), next.v.row_size(), width);
       }
       const ops::AttentionSequence& seq = args.seqs[s];
+      if (seq.new_k.defined()) {
+        const size_t bytes = static_cast<size_t>(seq.new_k.bytes());
+        std::memcpy(seq.k.row(seq.q_pos), seq.new_k.data(), bytes);
+        std::memcpy(seq.v.row(seq.q_pos), seq.new_v.data(), bytes);
+      }
       const int64_t k_rows = seq.k.dim(0);
       const int64_t q_stride = seq.q.row_size(), kv_stride = seq.k.row_size();
       const int64_t out_stride = seq.out.row_size();
