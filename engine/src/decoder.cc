@@ -162,19 +162,16 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
     ops::linear(normed, blk.self_attention.q, q);
     ops::linear(normed, blk.self_attention.k, k);
     ops::linear(normed, blk.self_attention.v, v);
-    {
-      profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
-      for (int i = 0; i < n; ++i) {
-        const int64_t pos = ws.positions[static_cast<size_t>(i)];
-        ops::copy_to(cache_.self_k(slots[i], layer).rows(pos, 1), k.rows(i, 1));
-        ops::copy_to(cache_.self_v(slots[i], layer).rows(pos, 1), v.rows(i, 1));
-      }
-    }
+    // The new key and value join the cache inside the attention op (its threads).
     for (int i = 0; i < n; ++i) {
       const int64_t keys = ws.positions[static_cast<size_t>(i)] + 1;
-      ws.seqs[static_cast<size_t>(i)] = {
-          q.rows(i, 1), keys - 1, cache_.self_k(slots[i], layer).rows(0, keys),
-          cache_.self_v(slots[i], layer).rows(0, keys), attn.rows(i, 1)};
+      ws.seqs[static_cast<size_t>(i)] = {q.rows(i, 1),
+                                         keys - 1,
+                                         cache_.self_k(slots[i], layer).rows(0, keys),
+                                         cache_.self_v(slots[i], layer).rows(0, keys),
+                                         attn.rows(i, 1),
+                                         k.rows(i, 1),
+                                         v.rows(i, 1)};
     }
     ops::attention(self_args);
     ops::linear(attn, blk.self_attention.o, hidden, 1.0f);

@@ -193,6 +193,16 @@ void attention(const AttentionArgs& args) {
                          {"v", seq.v},
                          {"out", seq.out},
                          {"workspace", args.workspace}});
+    if (seq.new_k.defined() || seq.new_v.defined()) {
+      require(seq.new_k.same_shape(seq.q) && seq.new_v.same_shape(seq.q) && seq.q_pos >= 0 &&
+                  seq.q_pos + seq.q.dim(0) <= seq.k.dim(0),
+              "attention", [&] {
+                return "new_k " + shape_string(seq.new_k.shape()) + " new_v " +
+                       shape_string(seq.new_v.shape()) + " at row " + std::to_string(seq.q_pos) +
+                       " of k " + shape_string(seq.k.shape());
+              });
+      dispatch("attention", device, {{"new_k", seq.new_k}, {"new_v", seq.new_v}});
+    }
   }
   if (args.bias != nullptr) dispatch("attention", device, {{"bias", args.bias->table}});
   backend->attention(args);

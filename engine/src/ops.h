@@ -45,11 +45,15 @@ void gated_gelu(const TensorView& a, const TensorView& b);
 
 // One sequence's part of an attention call: q's rows (queries at positions q_pos..) attend to
 // k's rows (causal: key j only when j <= query position); q, k, v, out are [rows, heads * d].
+// With new_k / new_v ([q's rows, heads * d]), they are first written to k's and v's rows q_pos..
+// (a decoder step appending its keys and values to the KV cache, on the op's threads, just before
+// they are read).
 struct AttentionSequence {
   TensorView q;
   int64_t q_pos = 0;
   TensorView k, v;
   TensorView out;
+  TensorView new_k = {}, new_v = {};
 };
 
 struct AttentionArgs {

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cpu/kernels.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
 
@@ -192,6 +193,40 @@ TEST_P(OpsTest, AttentionMatchesNaiveSoftmaxWithBiasAndCausalMask) {
   EXPECT_THROW(ops::attention({&seq, 1, heads, hd, &bias, false, small}), EngineError);
 }
 
+// A decoder step's self-attention: the new key and value rows are written to the cache's row
+// q_pos first, then attended to, as if they had been there before the call.
+TEST_P(OpsTest, AttentionAppendsTheNewKeyAndValueBeforeReadingThem) {
+  const Device dev = GetParam();
+  const int64_t heads = 2, hd = 4, inner = heads * hd, keys = 3;
+  const std::vector<float> q = random_values(inner, 11), k = random_values(keys * inner, 12),
+                           v = random_values(keys * inner, 13);
+  std::vector<float> stale_k = k, stale_v = v;
+  for (int64_t i = (keys - 1) * inner; i < keys * inner; ++i) {
+    stale_k[size_t(i)] = 99.0f;
+    stale_v[size_t(i)] = -99.0f;
+  }
+  const std::vector<float> new_k(k.end() - inner, k.end()), new_v(v.end() - inner, v.end());
+  const Tensor qd = to_device(host({1, inner}, q), dev),
+               full_k = to_device(host({keys, inner}, k), dev),
+               full_v = to_device(host({keys, inner}, v), dev),
+               cache_k = to_device(host({keys, inner}, stale_k), dev),
+               cache_v = to_device(host({keys, inner}, stale_v), dev),
+               new_kd = to_device(host({1, inner}, new_k), dev),
+               new_vd = to_device(host({1, inner}, new_v), dev),
+               want = Tensor::empty({1, inner}, dev), got = Tensor::empty({1, inner}, dev);
+  const Tensor workspace = ops::attention_workspace(dev, keys);
+  const ops::AttentionSequence before{qd, keys - 1, full_k, full_v, want};
+  ops::attention({&before, 1, heads, hd, nullptr, true, workspace});
+  const ops::AttentionSequence appended{qd, keys - 1, cache_k, cache_v, got, new_kd, new_vd};
+  ops::attention({&appended, 1, heads, hd, nullptr, true, workspace});
+  EXPECT_EQ(to_host(got), to_host(want));
+  EXPECT_EQ(to_host(cache_k), k);
+  EXPECT_EQ(to_host(cache_v), v);
+  // A new row past the keys' end is refused.
+  const ops::AttentionSequence past{qd, keys, cache_k, cache_v, got, new_kd, new_vd};
+  EXPECT_THROW(ops::attention({&past, 1, heads, hd, nullptr, false, workspace}), EngineError);
+}
+
 TEST_P(OpsTest, OperandsOfAnotherTypeOrShapeAreRefusedWhereTheOpDispatches) {
   const Device dev = GetParam();
   const Tensor w = to_device(host({4}, {1, 1, 1, 1}), dev);
@@ -283,6 +318,31 @@ INSTANTIATE_TEST_SUITE_P(
                                                : "Int8") +
              (std::get<2>(info.param) == CpuKernels::kBest ? "Best" : "Portable");
     });
+
+// Greedy search's argmax: torch.argmax's first maximum, wherever it lies (in a 16-lane block, in
+// another lane's block, in the tail past the blocks), and -inf rows (every token masked).
+TEST(Ops, ArgmaxIsTheFirstMaximum) {
+  for (const int64_t n : {1, 7, 16, 17, 33, 32128}) {
+    std::vector<float> row(static_cast<size_t>(n));
+    std::mt19937 rng(static_cast<unsigned>(n));
+    std::uniform_real_distribution<float> dist(-10.0f, -1.0f);
+    for (float& v : row) v = dist(rng);
+    for (const int64_t first : {int64_t{0}, n / 2, n - 1}) {
+      std::vector<float> r = row;
+      r[static_cast<size_t>(first)] = 5.0f;
+      for (int64_t later = first + 1; later < n; later += 5) r[static_cast<size_t>(later)] = 5.0f;
+      EXPECT_EQ(cpu::argmax(r.data(), n), first) << "n " << n;
+      if (first > 0) {  // an equal value in another lane before it wins
+        r[static_cast<size_t>(first - 1)] = 5.0f;
+        EXPECT_EQ(cpu::argmax(r.data(), n), first - 1) << "n " << n;
+      }
+    }
+    std::vector<float> masked(static_cast<size_t>(n), -INFINITY);
+    EXPECT_EQ(cpu::argmax(masked.data(), n), 0) << "n " << n;
+    masked.back() = -1e30f;
+    EXPECT_EQ(cpu::argmax(masked.data(), n), n - 1) << "n " << n;
+  }
+}
 
 TEST(Ops, ADeviceWithoutABackendIsAnErrorNotACrash) {
   EXPECT_THROW(allocator_for(Device::kCuda), EngineError);

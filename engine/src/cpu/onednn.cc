@@ -39,6 +39,10 @@ dt dst_type(DataType dtype) {
 // inputs above kChunkRows run in chunks: a thread holds at most 39 matmuls per weight shape
 // however the batch sizes vary.
 constexpr int64_t kChunkRows = 256;
+
+// Passes over inputs or outputs of at least this many elements (an encoder batch's hundreds of
+// rows) run on every thread; a decoder step's few rows are not worth waking them for.
+constexpr int64_t kThreadedPass = int64_t{1} << 16;
 int64_t row_bucket(int64_t m) {
   return m <= 8 ? m : (m + 7) / 8 * 8;
 }
@@ -192,13 +196,14 @@ void linear_packed(const float* x, int64_t m, const OneDnnWeight& w, const float
   if (w.dtype == DataType::kBF16) {
     uint16_t* xb = grown(ts.x_bf16, rows * k);
     to_bf16(x, m * k, xb);
+    if (own) {
+      packed_gemm_bf16(xb, m, k, static_cast<const uint16_t*>(w.data), w.block_stride, n, beta, y);
+      return;
+    }
     std::memset(xb + m * k, 0, static_cast<size_t>((rows - m) * k) * sizeof(uint16_t));
     float* acc = grown(ts.y_f32, rows * n);
-    if (own) {
-      packed_gemm_bf16(xb, m, k, static_cast<const uint16_t*>(w.data), w.block_stride, n, acc);
-    } else {
-      run(ts, *mm, w, xb, acc);
-    }
+    run(ts, *mm, w, xb, acc);
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (m * n >= kThreadedPass)
     for (int64_t i = 0; i < m; ++i) {
       const float* a = acc + i * n;
       float* out = y + i * n;
@@ -209,25 +214,31 @@ void linear_packed(const float* x, int64_t m, const OneDnnWeight& w, const float
   }
   uint8_t* q = grown(ts.x_u8, rows * k);
   float* x_scales = grown(ts.x_scales, m);
-  quantize_rows(x, m, k, reinterpret_cast<int8_t*>(q), x_scales);
-  // s8 -> u8 by adding 128 (flipping the sign bit): VNNI multiplies u8 by s8.
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (m * k >= kThreadedPass)
+  for (int64_t i = 0; i < m; ++i) {
+    uint8_t* qi = q + i * k;
+    quantize_rows(x + i * k, 1, k, reinterpret_cast<int8_t*>(qi), x_scales + i);
+    // s8 -> u8 by adding 128 (flipping the sign bit): VNNI multiplies u8 by s8.
 #pragma omp simd
-  for (int64_t i = 0; i < m * k; ++i) q[i] = static_cast<uint8_t>(q[i] ^ 0x80u);
+    for (int64_t j = 0; j < k; ++j) qi[j] = static_cast<uint8_t>(qi[j] ^ 0x80u);
+  }
+  const U8S8Output output{w.sums.data(), scales, x_scales, beta};
+  if (own) {
+    packed_gemm_u8s8(q, m, k, static_cast<const int8_t*>(w.data), w.block_stride, n, output, y);
+    return;
+  }
   std::memset(q + m * k, 0, static_cast<size_t>((rows - m) * k));
   int32_t* acc = grown(ts.y_s32, rows * n);
-  if (own) {
-    packed_gemm_u8s8(q, m, k, static_cast<const int8_t*>(w.data), w.block_stride, n, acc);
-  } else {
-    run(ts, *mm, w, q, acc);
-  }
-  const int32_t* sums = w.sums.data();
+  run(ts, *mm, w, q, acc);
+  // U8S8Output's formula, as packed_gemm_u8s8 applies it in its registers.
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (m * n >= kThreadedPass)
   for (int64_t i = 0; i < m; ++i) {
     const int32_t* a = acc + i * n;
     float* out = y + i * n;
     const float sx = x_scales[i];
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-      const float v = static_cast<float>(a[j] - 128 * sums[j]) * sx * scales[j];
+      const float v = static_cast<float>(a[j] - 128 * output.sums[j]) * sx * scales[j];
       out[j] = beta == 0.0f ? v : v + beta * out[j];
     }
   }

@@ -28,11 +28,14 @@ inline int32_t load_i32(const void* p) {
   return v;
 }
 
-// MR input rows against one 64-column block.
+// MR input rows against one 64-column block (columns col0.., rows row0.. of the product),
+// written to y through the layer's output step in registers.
 template <int MR>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void u8s8_tile(const uint8_t* x, int64_t k,
                                                                       const int8_t* w, int64_t cols,
-                                                                      int32_t* y, int64_t ldy) {
+                                                                      const U8S8Output& o,
+                                                                      int64_t row0, int64_t col0,
+                                                                      float* y, int64_t ldy) {
   __m512i acc[MR][4];
   for (int r = 0; r < MR; ++r) {
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_si512();
@@ -53,17 +56,35 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void u8s8_tile(const uint
       acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], xb, w3);
     }
   }
-  for (int r = 0; r < MR; ++r) {
-    for (int j = 0; j < 4; ++j)
-      _mm512_mask_storeu_epi32(y + r * ldy + 16 * j, column_mask(cols, j), acc[r][j]);
+  // y = (acc - 128 sums) * x_scale * scale + beta * y, as U8S8Output says: here, while the sums
+  // are in registers and on every thread, not in a pass over an int32 buffer afterwards.
+  for (int j = 0; j < 4; ++j) {
+    const __mmask16 mask = column_mask(cols, j);
+    const int64_t c = col0 + 16 * j;
+    const __m512i shift =
+        _mm512_mullo_epi32(_mm512_maskz_loadu_epi32(mask, o.sums + c), _mm512_set1_epi32(128));
+    const __m512 scale = _mm512_maskz_loadu_ps(mask, o.scales + c);
+    for (int r = 0; r < MR; ++r) {
+      float* out = y + r * ldy + 16 * j;
+      const __m512 v =
+          _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(mask, _mm512_sub_epi32(acc[r][j], shift)),
+                        _mm512_set1_ps(o.x_scales[row0 + r]));
+      // beta != 0 rounds as GCC compiles the same formula in linear_packed's loop (one fused
+      // multiply-add): both paths give the same floats.
+      const __m512 result = o.beta == 0.0f
+                                ? _mm512_mul_ps(v, scale)
+                                : _mm512_fmadd_ps(v, scale,
+                                                  _mm512_mul_ps(_mm512_set1_ps(o.beta),
+                                                                _mm512_maskz_loadu_ps(mask, out)));
+      _mm512_mask_storeu_ps(out, mask, result);
+    }
   }
 }
 
 template <int MR>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void bf16_tile(const uint16_t* x, int64_t k,
-                                                                      const uint16_t* w,
-                                                                      int64_t cols, float* y,
-                                                                      int64_t ldy) {
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void bf16_tile(
+    const uint16_t* x, int64_t k, const uint16_t* w, int64_t cols, const float& beta, int64_t row0,
+    int64_t col0, float* y, int64_t ldy) {
   __m512 acc[MR][4];
   for (int r = 0; r < MR; ++r) {
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -82,8 +103,14 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void bf16_tile(const uint
     }
   }
   for (int r = 0; r < MR; ++r) {
-    for (int j = 0; j < 4; ++j)
-      _mm512_mask_storeu_ps(y + r * ldy + 16 * j, column_mask(cols, j), acc[r][j]);
+    for (int j = 0; j < 4; ++j) {
+      const __mmask16 mask = column_mask(cols, j);
+      float* out = y + r * ldy + 16 * j;
+      if (beta != 0.0f)
+        acc[r][j] = _mm512_add_ps(
+            acc[r][j], _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, out)));
+      _mm512_mask_storeu_ps(out, mask, acc[r][j]);
+    }
   }
 }
 
@@ -127,22 +154,25 @@ __attribute__((target("avx512f"))) void f32_tile(const float* x, int64_t ldx, in
 }
 
 // Threads split the column blocks; each block meets every input row while it is in L2.
-template <typename X, typename W, typename Y, typename Tile>
+template <typename X, typename W, typename Output, typename Tile>
 void packed_gemm(const X* x, int64_t m, int64_t k, const W* w, int64_t block_stride, int64_t n,
-                 Y* y, const std::array<Tile, kTileRows>& tiles) {
+                 const Output& output, float* y, const std::array<Tile, kTileRows>& tiles) {
   const int64_t blocks = (n + kBlockCols - 1) / kBlockCols;
 #pragma omp parallel for num_threads(num_threads()) schedule(static) if (n * k >= (1 << 16))
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t cols = std::min(kBlockCols, n - b * kBlockCols);
     for (int64_t r = 0; r < m; r += kTileRows) {
       const int64_t rows = std::min<int64_t>(kTileRows, m - r);
-      tiles[rows - 1](x + r * k, k, w + b * block_stride, cols, y + r * n + b * kBlockCols, n);
+      tiles[rows - 1](x + r * k, k, w + b * block_stride, cols, output, r, b * kBlockCols,
+                      y + r * n + b * kBlockCols, n);
     }
   }
 }
 
-using U8S8Tile = void (*)(const uint8_t*, int64_t, const int8_t*, int64_t, int32_t*, int64_t);
-using Bf16Tile = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t);
+using U8S8Tile = void (*)(const uint8_t*, int64_t, const int8_t*, int64_t, const U8S8Output&,
+                          int64_t, int64_t, float*, int64_t);
+using Bf16Tile = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, const float&, int64_t,
+                          int64_t, float*, int64_t);
 // [rows - 1]: the tile for every row count up to kTileRows.
 template <size_t... I>
 constexpr std::array<U8S8Tile, sizeof...(I)> u8s8_tiles(std::index_sequence<I...>) {
@@ -165,13 +195,13 @@ constexpr auto kBf16Tiles = bf16_tiles(std::make_index_sequence<kTileRows>());
 }  // namespace
 
 void packed_gemm_u8s8(const uint8_t* x, int64_t m, int64_t k, const int8_t* w, int64_t block_stride,
-                      int64_t n, int32_t* y) {
-  packed_gemm(x, m, k, w, block_stride, n, y, kU8S8Tiles);
+                      int64_t n, const U8S8Output& output, float* y) {
+  packed_gemm(x, m, k, w, block_stride, n, output, y, kU8S8Tiles);
 }
 
 void packed_gemm_bf16(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w,
-                      int64_t block_stride, int64_t n, float* y) {
-  packed_gemm(x, m, k, w, block_stride, n, y, kBf16Tiles);
+                      int64_t block_stride, int64_t n, float beta, float* y) {
+  packed_gemm(x, m, k, w, block_stride, n, beta, y, kBf16Tiles);
 }
 
 void pack_f32(const float* w, int64_t n, int64_t k, float* packed) {

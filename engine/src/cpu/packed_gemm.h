@@ -18,12 +18,23 @@ namespace seqpipe::engine::cpu {
 
 inline constexpr int64_t kPackedGemmMaxRows = 64;
 
-// y[m, n] (int32, row stride n) = x[m, k] (u8, row stride k) * W; k % 4 == 0.
+// What turns the int32 sums of an int8 layer into its fp32 output: x was quantized per row
+// (x_scales[m]) and shifted to u8 by +128, W per output column (scales[n], with each column's
+// sum of weights, sums[n], to take the shift out again):
+//   y[r][j] = (acc[r][j] - 128 sums[j]) * x_scales[r] * scales[j] + beta * y[r][j].
+struct U8S8Output {
+  const int32_t* sums = nullptr;
+  const float* scales = nullptr;
+  const float* x_scales = nullptr;
+  float beta = 0.0f;  // 0: y is only written (it may hold NaN)
+};
+
+// y[m, n] (fp32, row stride n) from x[m, k] (u8, row stride k) * W through `output`; k % 4 == 0.
 void packed_gemm_u8s8(const uint8_t* x, int64_t m, int64_t k, const int8_t* w, int64_t block_stride,
-                      int64_t n, int32_t* y);
-// y[m, n] (fp32, row stride n) = x[m, k] (bf16, row stride k) * W; k % 2 == 0.
+                      int64_t n, const U8S8Output& output, float* y);
+// y[m, n] (fp32, row stride n) = x[m, k] (bf16, row stride k) * W + beta * y; k % 2 == 0.
 void packed_gemm_bf16(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w,
-                      int64_t block_stride, int64_t n, float* y);
+                      int64_t block_stride, int64_t n, float beta, float* y);
 
 // fp32 in the same block layout with kVnni = 1 (block_stride = k * 64 floats), packed by the
 // engine itself (oneDNN 2.6 has no fp32 layout this simple): one 64-column block is a broadcast
