@@ -118,6 +118,15 @@ class NoiseTest(unittest.TestCase):
                             if len(o.split()) == 4))
         self.assertEqual({o.split()[1] for o in outs if len(o.split()) == 4}, {"beleive", "beleeve"})
 
+    def test_a_real_pairs_line_without_a_tab_names_its_file_and_line(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
+            f.write("misspelled\tcorrect\nteh\tthe\nbroken line\n")
+        try:
+            with self.assertRaisesRegex(ValueError, r"\.tsv:3: want misspelled<TAB>correct"):
+                noise.RealMisspellings(f.name)
+        finally:
+            os.unlink(f.name)
+
 
 @unittest.skipUnless(os.path.exists(os.path.join(MODEL, "model.safetensors")), "models/speller-t5 is not there")
 class RealWordErrorsTest(unittest.TestCase):

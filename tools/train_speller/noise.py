@@ -92,8 +92,11 @@ class RealMisspellings:
         self.by_word = {}
         with open(path) as f:
             next(f)
-            for line in f:
-                bad, good = line.rstrip("\n").split("\t")[:2]
+            for number, line in enumerate(f, start=2):
+                fields = line.rstrip("\n").split("\t")
+                if len(fields) < 2:
+                    raise ValueError(f"{path}:{number}: want misspelled<TAB>correct, got {line.strip()!r}")
+                bad, good = fields[:2]
                 bad, good = bad.lower(), good.lower()
                 if bad != good and bad and abs(len(bad) - len(good)) <= max_length_gap:
                     self.by_word.setdefault(good, []).append(bad)
