@@ -4,22 +4,6 @@
 
 namespace seqpipe::gateway {
 
-std::string normalize_text(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  bool space = false;
-  for (char c : text) {
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
-      space = !out.empty();
-    } else {
-      if (space) out.push_back(' ');
-      out.push_back(c);
-      space = false;
-    }
-  }
-  return out;
-}
-
 std::string cache_key(std::string_view model_id, const protocol::GenerateParams& p,
                       std::string_view text) {
   char params[256];
@@ -37,7 +21,7 @@ std::string cache_key(std::string_view model_id, const protocol::GenerateParams&
     key += s;
   }
   key += '\0';
-  key += normalize_text(text);
+  key += text;
   return key;
 }
 

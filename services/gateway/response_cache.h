@@ -1,5 +1,5 @@
 #pragma once
-// The gateway's response cache: successful results per (model, normalized text, params), least
+// The gateway's response cache: successful results per (model, text, params), least
 // recently used evicted first, bounded by a byte budget (keys and values counted). A search
 // team's traffic repeats itself (the same misspelled queries again and again), so a hit skips
 // the whole pipeline.
@@ -19,15 +19,13 @@ struct CachedResult {
   float score = 0.0f;
 };
 
-// Text with leading/trailing whitespace dropped and inner runs collapsed to one space: requests
-// that differ only there share an entry.
-std::string normalize_text(std::string_view text);
 // Whether a reply to these params may be cached: it is the same every time (no unseeded
 // sampling) and holds one text per input (no num_return_sequences).
 inline bool cacheable(const protocol::GenerateParams& params) {
   return protocol::deterministic(params) && params.num_return_sequences == 1;
 }
-// The cache key: model id, every generation parameter, normalized text.
+// The cache key: model id, every generation parameter, and the text exactly as sent (the
+// speller keeps the input's whitespace and case, so texts differing only there differ in reply).
 std::string cache_key(std::string_view model_id, const protocol::GenerateParams& params,
                       std::string_view text);
 

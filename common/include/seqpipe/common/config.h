@@ -102,7 +102,7 @@ struct GatewayConfig {
   // Prometheus /metrics HTTP port; 0 = any free port (logged).
   int metrics_port = 9100;
   // Response cache budget in bytes (LRU over successful results, keyed by model, params and
-  // normalized text); 0 = no cache.
+  // text as sent); 0 = no cache.
   size_t cache_bytes = 0;
   // A text of more words than this goes through the model in pieces of at most this many words
   // (whole sentences where they fit), joined back in the reply; 0 = whole texts.
