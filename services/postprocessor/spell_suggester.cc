@@ -93,12 +93,14 @@ std::string SpellSuggester::rank(std::string_view typed, const std::vector<std::
   const auto& w = weights_;
   auto score = [&](const Candidate& c) {
     const bool knows = (known != nullptr && known->contains(c.word)) || correct(c.word);
-    const bool same_first = !c.word.empty() && !from.empty() && c.word[0] == from[0];
+    const bool same_first = !c.word.empty() && !from.empty() && c.word.front() == from.front();
+    const bool same_last = !c.word.empty() && !from.empty() && c.word.back() == from.back();
     return -w.aspell_rank * static_cast<double>(c.aspell_rank) -
            w.hypothesis_rank * static_cast<double>(c.hypothesis_rank) +
            w.log_count * channel_->log_count(c.word) -
            w.edit_cost * channel_->edit_cost(c.word, from) + (knows ? w.known : 0.0) +
-           (same_first ? w.first_letter : 0.0);
+           (same_first ? w.first_letter : 0.0) + (c.aspell_rank == 0 ? w.aspell_first : 0.0) +
+           (same_last ? w.last_letter : 0.0);
   };
   // The first best wins a tie: Aspell's order, then the hypotheses'.
   const Candidate* best = &candidates.front();

@@ -12,7 +12,8 @@
 // the candidates are Aspell's first kCandidates suggestions, the words the beam hypotheses put in
 // its place and the word itself, and the best by ChannelWeights wins: Aspell's rank, the
 // hypotheses' rank, how common the candidate is and how likely the typed word is as its
-// misspelling (the noisy channel), whether the dictionaries know it, the same first letter.
+// misspelling (the noisy channel), whether the dictionaries know it, whether it is Aspell's
+// first suggestion, the same first and last letters.
 #include <memory>
 #include <string>
 #include <string_view>
@@ -36,7 +37,9 @@ struct ChannelWeights {
   double log_count = 0.3;        // ln(word count + 1): the prior
   double edit_cost = 0.4;        // subtracted: the error model
   double known = 2.15;           // added when the word lists or Aspell know the candidate
-  double first_letter = 2.7;     // added when it starts as the typed word does
+  double first_letter = 3.0;     // added when it starts as the typed word does
+  double aspell_first = 0.2;     // added when it is Aspell's first suggestion
+  double last_letter = 1.6;      // added when it ends as the typed word does
 };
 
 class SpellSuggester {

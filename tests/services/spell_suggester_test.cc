@@ -59,7 +59,7 @@ TEST(SpellSuggester, WithCheckLeftWordsAspellCorrectsWordsTheModelLeft) {
 
 // Weights of zero but for the given ones.
 ChannelWeights only(std::initializer_list<std::pair<double ChannelWeights::*, double>> given) {
-  ChannelWeights w{0, 0, 0, 0, 0, 0};
+  ChannelWeights w{0, 0, 0, 0, 0, 0, 0, 0};
   for (const auto& [feature, weight] : given) w.*feature = weight;
   return w;
 }
@@ -101,6 +101,16 @@ TEST(SpellSuggester, TheNoisyChannelPicksByItsWeights) {
   EXPECT_EQ(weighing(only({{&ChannelWeights::edit_cost, 1}, {&ChannelWeights::known, 100}}))
                 .choose("speling", "spieling", nullptr),
             "spelling");
+  // Aspell's first suggestion alone: that one, over the hypothesis.
+  EXPECT_EQ(
+      weighing(only({{&ChannelWeights::aspell_first, 1}})).choose("speling", s[1], nullptr, {s[1]}),
+      s[0]);
+  // The last letter alone: a hypothesis ending as the typed word does beats the typed word's
+  // first candidates that do not ("spelling" and the word itself end in "g"; "spewing" too).
+  EXPECT_EQ(
+      weighing(only({{&ChannelWeights::last_letter, 1}, {&ChannelWeights::hypothesis_rank, 0.01}}))
+          .choose("speling", "spelt", nullptr, {"spelt", "spelling"}),
+      "spelling");
 }
 
 TEST(SpellSuggester, TheNoisyChannelLeavesKnownWordsAndSplitsAlone) {

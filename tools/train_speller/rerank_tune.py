@@ -29,8 +29,9 @@ from nbest_eval import nbest  # noqa: E402
 
 ABSENT = 10  # SpellSuggester::kAbsent
 CANDIDATES = 10  # SpellSuggester::kCandidates
-NAMES = ["aspell_rank", "hypothesis_rank", "log_count", "edit_cost", "known", "first_letter"]
-START = [0.5, 0.5, 0.3, 0.4, 3.0, 1.0]
+NAMES = ["aspell_rank", "hypothesis_rank", "log_count", "edit_cost", "known", "first_letter", "aspell_first",
+         "last_letter"]
+START = [0.5, 0.5, 0.3, 0.4, 3.0, 1.0, 0.0, 0.0]
 
 
 class Aspell:
@@ -177,14 +178,16 @@ def cases(text, hyps, known, aspell, channel):
                     c[1] = min(c[1], k)
             cands.setdefault(typed, [ABSENT, ABSENT])
             rows = [(w, ar, hr, channel.log_count(w), channel.edit_cost(w, typed),
-                     w in known or aspell.correct(w), bool(w) and w[0] == typed[0]) for w, (ar, hr) in cands.items()]
+                     w in known or aspell.correct(w), bool(w) and w[0] == typed[0], ar == 0,
+                     bool(w) and w[-1] == typed[-1]) for w, (ar, hr) in cands.items()]
             out.append((at, rows))
     return out
 
 
 def pick(rows, w):
     def score(r):
-        return -w[0] * r[1] - w[1] * r[2] + w[2] * r[3] - w[3] * r[4] + w[4] * r[5] + w[5] * r[6]
+        return (-w[0] * r[1] - w[1] * r[2] + w[2] * r[3] - w[3] * r[4] + w[4] * r[5] + w[5] * r[6] + w[6] * r[7]
+                + w[7] * r[8])
     best = rows[0]
     for r in rows:
         if score(r) > score(best):
