@@ -113,10 +113,12 @@ class PipelineTest(unittest.TestCase):
         hits = 'seqpipe_gateway_cache_lookups_total{result="hit"}'
         first = self.client.generate("a text seen twice", max_new_tokens=10)
         before = scrape(self.gateway_metrics, hits)
-        second = self.client.generate("  a text   seen twice", max_new_tokens=10)
+        second = self.client.generate("a text seen twice", max_new_tokens=10)
         self.assertEqual(second["text"], first["text"])
         self.assertEqual(scrape(self.gateway_metrics, hits) - before, 1)
         self.assertEqual(second["timings_us"]["encode"], 0)  # no stage saw it
+        spaced = self.client.generate("a text  seen twice", max_new_tokens=10)  # other whitespace: a miss
+        self.assertGreater(spaced["timings_us"]["encode"], 0)
         other = self.client.generate("a text seen twice", max_new_tokens=11)  # other params: a miss
         self.assertGreater(other["timings_us"]["encode"], 0)
 
