@@ -4,6 +4,7 @@ started with `seqpipe up` in a temp dir and stopped for sure, free ports, /metri
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL.
 """
 import os
+import re
 import shutil
 import signal
 import socket
@@ -123,6 +124,24 @@ class Pipeline:
                 on_fail()
                 raise RuntimeError("pipeline did not come up; see " + self.log.name)
             time.sleep(0.2)
+
+    def metrics_ports(self, stage, replicas, timeout=30):
+        """The /metrics ports of the stage's `replicas` live replicas, as each logged the one it got
+        ("decoder: metrics on :PORT"; a restarted replica's line comes later), waiting for them to
+        start. Guessing them from the configured base is a race: a port after the base may be held
+        by another socket, and a replica still loading its model listens on none."""
+        pattern = re.compile(rf"\b{stage}: metrics on :(\d+)")
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.log.name) as log:
+                ports = [int(m.group(1)) for m in pattern.finditer(log.read())]
+            latest = list(dict.fromkeys(reversed(ports)))[:replicas]
+            if len(latest) == replicas:
+                return latest
+            if time.monotonic() > deadline or not self.alive():
+                raise AssertionError(f"{len(latest)} of {replicas} {stage} replicas logged a metrics "
+                                     f"port; see {self.log.name}")
+            time.sleep(0.1)
 
     def close(self):
         stop(self.proc)

@@ -25,7 +25,7 @@ import zmq
 from seqpipe_client import Client
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, Pipeline, answers, free_port, scrape  # noqa: E402
+from harness import SEQPIPE, Pipeline, answers, scrape  # noqa: E402
 
 LONG = 3000        # tokens: a sequence runs for seconds on the tiny model
 SLOTS = 8          # per decoder
@@ -69,9 +69,8 @@ class Dealer:
 class CancelTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.decoder_metrics = free_port()
         cls.pipeline = Pipeline("seqpipe-cancel-", [
-            "gateway.metrics_port=0", "batcher.metrics_port=0", f"decoder.metrics_port={cls.decoder_metrics}",
+            "gateway.metrics_port=0", "batcher.metrics_port=0", "decoder.metrics_port=0",
             f"decoder.num_slots={SLOTS}", f"decoder.max_new_tokens={LONG}", "decoder.warmup_batch_size=0",
             "batcher.max_queue_delay_us=1000", f"gateway.default_timeout_ms={TIMEOUT_MS}"])
         cls.run_dir, cls.endpoint = cls.pipeline.run_dir, cls.pipeline.endpoint
@@ -108,7 +107,7 @@ class CancelTest(unittest.TestCase):
 
     def decoder_cancelled(self):
         return sum(scrape(p, 'seqpipe_stage_cancelled_items_total{stage="decoder"}')
-                   for p in (self.decoder_metrics, self.decoder_metrics + 1))
+                   for p in self.pipeline.metrics_ports("decoder", 2))
 
     def test_cancelled_sequences_stop_on_the_decoders_and_free_their_slots(self):
         dealer = Dealer(self.endpoint)

@@ -148,10 +148,10 @@ def fmt_s(seconds):
 class FaultsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.decoder_metrics, cls.batcher_metrics = free_port(), free_port()
+        cls.batcher_metrics = free_port()
         cls.pipeline = Pipeline("seqpipe-faults-", [
             "gateway.metrics_port=0", f"batcher.metrics_port={cls.batcher_metrics}",
-            f"decoder.metrics_port={cls.decoder_metrics}", "decoder.num_slots=8",
+            "decoder.metrics_port=0", "decoder.num_slots=8",
             "liveness.heartbeat_interval_ms=100", "liveness.heartbeat_liveness=3",
             "liveness.reconnect_max_ms=400", "batcher.max_queue_delay_us=1000",
             f"gateway.default_timeout_ms={TIMEOUT_MS}", "encoder.credits=1", "batcher.max_queue_size=64"])
@@ -248,7 +248,7 @@ class FaultsTest(unittest.TestCase):
         print(f"SIGSTOP one decoder for 1.5 s under 60 req/s: {load.figures()}\n"
               f"  decoder: declared dead after {fmt_s(dead)}; after SIGCONT, 2 live replicas again after "
               f"{fmt_s(None if back is None else back - (resumed - stopped))}", flush=True)
-        ports = (self.decoder_metrics, self.decoder_metrics + 1)
+        ports = self.pipeline.metrics_ports("decoder", 2)
         before = [scrape(p, 'seqpipe_stage_requests_total{stage="decoder"}') for p in ports]
         burst = Load(self.endpoint, 120, 400, max_new_tokens=16).start()
         burst.join()

@@ -59,10 +59,9 @@ class StreamingTest(PipelineTestCase):
     @classmethod
     def settings(cls):
         cls.port = free_port()
-        cls.decoder_metrics = free_port()  # and the next port: the second decoder's
         cls.gateway_metrics = free_port()
         return [f"gateway.metrics_port={cls.gateway_metrics}", "batcher.metrics_port=0",
-                f"decoder.metrics_port={cls.decoder_metrics}",
+                "decoder.metrics_port=0",
                 f"gateway.http_endpoint=127.0.0.1:{cls.port}", f"decoder.max_new_tokens={ENDLESS}",
                 "batcher.max_queue_delay_us=1000"]
 
@@ -95,7 +94,7 @@ class StreamingTest(PipelineTestCase):
 
     def decoder_cancelled(self):  # both decoder replicas'
         return sum(scrape(p, 'seqpipe_stage_cancelled_items_total{stage="decoder"}')
-                   for p in (self.decoder_metrics, self.decoder_metrics + 1))
+                   for p in self.pipeline.metrics_ports("decoder", 2))
 
     def assert_still_serving(self):
         self.assertEqual(self.client.generate("still serving", max_new_tokens=5)["status"], "ok")
