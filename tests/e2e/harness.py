@@ -126,21 +126,22 @@ class Pipeline:
             time.sleep(0.2)
 
     def metrics_ports(self, stage, replicas, timeout=30):
-        """The /metrics ports of the stage's `replicas` live replicas, as each logged the one it got
-        ("decoder: metrics on :PORT"; a restarted replica's line comes later), waiting for them to
-        start. Guessing them from the configured base is a race: a port after the base may be held
-        by another socket, and a replica still loading its model listens on none."""
-        pattern = re.compile(rf"\b{stage}: metrics on :(\d+)")
+        """The /metrics ports of the stage's `replicas` running replicas, as each logged the one it
+        got ("[seqpipe-decoder PID] ... decoder: metrics on :PORT"; a restarted replica logs its
+        new one), waiting for them to start. Guessing them from the configured base is a race: a
+        port after the base may be held by another socket, and a replica still loading its model
+        listens on none."""
+        pattern = re.compile(rf"\[seqpipe-{stage} (\d+)\].* {stage}: metrics on :(\d+)")
         deadline = time.monotonic() + timeout
         while True:
             with open(self.log.name) as log:
-                ports = [int(m.group(1)) for m in pattern.finditer(log.read())]
-            latest = list(dict.fromkeys(reversed(ports)))[:replicas]
-            if len(latest) == replicas:
-                return latest
+                ports = {int(pid): int(port) for pid, port in pattern.findall(log.read())}
+            running = [port for pid, port in ports.items() if os.path.exists(f"/proc/{pid}")]
+            if len(running) == replicas:
+                return running
             if time.monotonic() > deadline or not self.alive():
-                raise AssertionError(f"{len(latest)} of {replicas} {stage} replicas logged a metrics "
-                                     f"port; see {self.log.name}")
+                raise AssertionError(f"{len(running)} running {stage} replicas logged a metrics "
+                                     f"port, not {replicas}; see {self.log.name}")
             time.sleep(0.1)
 
     def close(self):
