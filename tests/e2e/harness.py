@@ -144,6 +144,10 @@ class Pipeline:
                                      f"port, not {replicas}; see {self.log.name}")
             time.sleep(0.1)
 
+    def samples(self, stage, replicas, sample):
+        """One /metrics sample (as scrape() names it) from each of the stage's running replicas."""
+        return [scrape(port, sample) for port in self.metrics_ports(stage, replicas)]
+
     def close(self):
         stop(self.proc)
         self.log.close()

@@ -25,7 +25,7 @@ import zmq
 from seqpipe_client import Client
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, Pipeline, answers, scrape  # noqa: E402
+from harness import SEQPIPE, Pipeline, answers  # noqa: E402
 
 LONG = 3000        # tokens: a sequence runs for seconds on the tiny model
 SLOTS = 8          # per decoder
@@ -106,8 +106,7 @@ class CancelTest(unittest.TestCase):
         raise AssertionError(f"not within {within_s} s: {what} (status {cls.status()})")
 
     def decoder_cancelled(self):
-        return sum(scrape(p, 'seqpipe_stage_cancelled_items_total{stage="decoder"}')
-                   for p in self.pipeline.metrics_ports("decoder", 2))
+        return sum(self.pipeline.samples("decoder", 2, 'seqpipe_stage_cancelled_items_total{stage="decoder"}'))
 
     def test_cancelled_sequences_stop_on_the_decoders_and_free_their_slots(self):
         dealer = Dealer(self.endpoint)

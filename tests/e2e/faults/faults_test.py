@@ -251,12 +251,12 @@ class FaultsTest(unittest.TestCase):
         print(f"SIGSTOP one decoder for 1.5 s under 60 req/s: {load.figures()}\n"
               f"  decoder: declared dead after {fmt_s(dead)}; after SIGCONT, 2 live replicas again after "
               f"{fmt_s(None if back is None else back - (resumed - stopped))}", flush=True)
-        ports = self.pipeline.metrics_ports("decoder", 2)
-        before = [scrape(p, 'seqpipe_stage_requests_total{stage="decoder"}') for p in ports]
+        requests = 'seqpipe_stage_requests_total{stage="decoder"}'
+        before = self.pipeline.samples("decoder", 2, requests)
         burst = Load(self.endpoint, 120, 400, max_new_tokens=16).start()
         burst.join()
         self.check_every_request_answered_once(burst, {"ok"})
-        after = [scrape(p, 'seqpipe_stage_requests_total{stage="decoder"}') for p in ports]
+        after = self.pipeline.samples("decoder", 2, requests)
         self.assertTrue(all(a > b for a, b in zip(after, before)), f"decoder requests {before} -> {after}")
 
 

@@ -93,8 +93,7 @@ class StreamingTest(PipelineTestCase):
         raise AssertionError(f"no final reply to {rid}: {got}")
 
     def decoder_cancelled(self):  # both decoder replicas'
-        return sum(scrape(p, 'seqpipe_stage_cancelled_items_total{stage="decoder"}')
-                   for p in self.pipeline.metrics_ports("decoder", 2))
+        return sum(self.pipeline.samples("decoder", 2, 'seqpipe_stage_cancelled_items_total{stage="decoder"}'))
 
     def assert_still_serving(self):
         self.assertEqual(self.client.generate("still serving", max_new_tokens=5)["status"], "ok")
