@@ -31,7 +31,8 @@ TEST_F(BatchingTest, EncoderBatchEqualsEncoderAlone) {
     EncoderOutput alone = encoder.encode({kInputs[i]});
     ASSERT_EQ(batch.length(i), alone.length(0));
     for (int64_t j = 0; j < alone.length(0) * d; ++j) {
-      ASSERT_NEAR(batch.rows(i)[j], alone.rows(0)[j], 1e-5) << "sequence " << i << " value " << j;
+      ASSERT_NEAR(batch.sequence(i).data()[j], alone.sequence(0).data()[j], 1e-5)
+          << "sequence " << i << " value " << j;
     }
   }
 }

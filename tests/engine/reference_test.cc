@@ -37,7 +37,7 @@ TEST_P(ReferenceTest, EncoderStatesMatchHuggingFace) {
     ASSERT_EQ(out.length(0), static_cast<int64_t>(c["input_ids"].size()));
     const auto& e = c["encoder"];
     for (int64_t i = 0; i < out.length(0); ++i) {
-      const float* row = out.rows(0) + i * d;
+      const float* row = out.sequence(0).row(i);
       double l2 = 0, sum = 0, dot_sin = 0;
       for (int64_t j = 0; j < d; ++j) {
         l2 += double(row[j]) * row[j];
