@@ -514,17 +514,17 @@ std::vector<uint64_t> Generator::add(const EncoderOutput& encoded,
 std::vector<uint64_t> Generator::add_prepared(const EncoderOutput& sent,
                                               const std::vector<size_t>& indices,
                                               const std::vector<DecodingOptions>& options) {
-  EncoderOutput staged;
-  const EncoderOutput& encoded = on_model_device(sent, staged);
   int needed = 0;
   for (size_t i = 0; i < indices.size(); ++i) {
-    check_admission(encoded, indices[i], options[i]);
+    check_admission(sent, indices[i], options[i]);
     needed += slot_cost(options[i].num_beams);
   }
   if (cache_.free_slots() < needed) {
     throw EngineError("Generator::add: " + std::to_string(needed) + " slots needed, " +
                       std::to_string(cache_.free_slots()) + " free");
   }
+  EncoderOutput staged;
+  const EncoderOutput& encoded = on_model_device(sent, staged);
   // All or none: anything that throws below releases every slot taken here, and no sequence
   // joins the batch until all are ready.
   std::vector<int> slots;

@@ -165,7 +165,7 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
   if (!std::filesystem::is_directory(dir))
     throw EngineError(dir + ": model directory does not exist");
   // EngineError now, naming the device, where this build or machine cannot run it.
-  ops::open_device(options.device_spec());
+  open_device(options.device_spec());
   if (options.threads < 0) throw EngineError("ModelOptions.threads must be >= 0");
   if (options.threads > 0) ops::set_num_threads(options.device, options.threads);
 

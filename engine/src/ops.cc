@@ -28,12 +28,20 @@ Backend& backend_for(Device device, const char* what) {
   Backend* b = backend_or_null(device);
   if (b == nullptr) {
     throw EngineError(std::string(what) + ": device '" + std::string(device_name(device)) +
-                      "' is not open (ops::open_device; a model opens its device when it loads)");
+                      "' is not open (open_device; a model opens its device when it loads)");
   }
   return *b;
 }
 
 }  // namespace
+
+void open_device(const DeviceSpec& spec) {
+  if (spec.device == Device::kCuda) cuda::open(spec.index);
+}
+
+void synchronize(Device device) {
+  backend_for(device, "synchronize").synchronize();
+}
 
 Allocator& allocator_for(Device device) {
   return backend_for(device, "allocator").allocator();
@@ -93,17 +101,9 @@ Backend& dispatch(const char* op, Device device, std::initializer_list<Operand> 
 
 }  // namespace
 
-void open_device(const DeviceSpec& spec) {
-  if (spec.device == Device::kCuda) cuda::open(spec.index);
-}
-
 void set_num_threads(Device device, int threads) {
   require(threads > 0, "set_num_threads", "threads must be > 0");
   backend_for(device, "set_num_threads").set_num_threads(threads);
-}
-
-void synchronize(Device device) {
-  backend_for(device, "synchronize").synchronize();
 }
 
 void copy_to(const TensorView& dst, const TensorView& src) {

@@ -15,15 +15,8 @@
 
 namespace seqpipe::engine::ops {
 
-// Makes `spec` usable by the ops (the CPU always is; a GPU is opened once per process).
-// EngineError naming the device when this build or this machine cannot run it.
-void open_device(const DeviceSpec& spec);
-
 // Threads every op on `device` may use (the CPU: the BLAS, oneDNN and the engine's kernels).
 void set_num_threads(Device device, int threads);
-
-// Returns when every op issued on `device` has finished.
-void synchronize(Device device);
 
 // dst <- src: same dtype and element count, host <-> device or within one device.
 void copy_to(const TensorView& dst, const TensorView& src);

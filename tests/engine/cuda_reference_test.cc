@@ -205,7 +205,7 @@ TEST(Device, NamesParseAndBadOnesAreRefused) {
 TEST(Device, AGpuThatIsNotThereIsAClearErrorNamingIt) {
   // cuda:99 exists on no machine this runs on (CI: no GPU, or a build without CUDA).
   try {
-    ops::open_device({Device::kCuda, 99});
+    open_device({Device::kCuda, 99});
     FAIL() << "opened cuda:99";
   } catch (const EngineError& e) {
     EXPECT_NE(std::string(e.what()).find("cuda:99"), std::string::npos) << e.what();

@@ -29,7 +29,7 @@ inline bool close(double got, double want, double scale = 1.0) {
 // Why `device` cannot run here (this build or this machine has no such device), or nullopt.
 inline std::optional<std::string> missing_device(Device device) {
   try {
-    ops::open_device({device, 0});
+    open_device({device, 0});
     return std::nullopt;
   } catch (const EngineError& e) {
     return std::string(e.what());

@@ -25,6 +25,14 @@ DeviceSpec parse_device(std::string_view text);
 // "cpu", "cuda:N".
 std::string device_string(const DeviceSpec& spec);
 
+// Makes `spec` usable (the CPU always is; a GPU is opened once per process, and a process uses
+// one GPU). EngineError naming the device when this build or this machine cannot run it.
+void open_device(const DeviceSpec& spec);
+
+// Returns when every op queued on `device` has finished (the CPU's finish before they return):
+// for timing a GPU's work from the host.
+void synchronize(Device device);
+
 // Memory of one device. Tensor::empty takes every buffer from its device's allocator: weights
 // converted at load, workspaces, the KV cache.
 class Allocator {
@@ -38,7 +46,7 @@ class Allocator {
 };
 
 // The allocator of `device`; EngineError when this build has no backend for it, or (CUDA) when
-// no GPU was opened (ops::open_device).
+// no GPU was opened (open_device).
 Allocator& allocator_for(Device device);
 
 }  // namespace seqpipe::engine
