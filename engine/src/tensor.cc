@@ -1,5 +1,6 @@
 #include "seqpipe/engine/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -23,13 +24,19 @@ std::string_view data_type_name(DataType t) {
   return "?";
 }
 
-TensorView::TensorView(void* data, const std::vector<int64_t>& shape, DataType dtype, Device device)
+TensorView::TensorView(void* data, const int64_t* dims, size_t rank, DataType dtype, Device device)
     : data_(data), dtype_(dtype), device_(device) {
-  if (shape.size() > kMaxTensorRank)
-    throw EngineError("Tensor: rank " + std::to_string(shape.size()) + " > 4");
-  rank_ = static_cast<int>(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) shape_[i] = shape[i];
+  if (rank > kMaxTensorRank) throw EngineError("Tensor: rank " + std::to_string(rank) + " > 4");
+  rank_ = static_cast<int>(rank);
+  std::copy(dims, dims + rank, shape_.begin());
 }
+
+TensorView::TensorView(void* data, const std::vector<int64_t>& shape, DataType dtype, Device device)
+    : TensorView(data, shape.data(), shape.size(), dtype, device) {}
+
+TensorView::TensorView(void* data, std::initializer_list<int64_t> shape, DataType dtype,
+                       Device device)
+    : TensorView(data, shape.begin(), shape.size(), dtype, device) {}
 
 int64_t TensorView::numel() const {
   int64_t n = 1;

@@ -16,17 +16,12 @@
 #include "seqpipe/engine/device.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
+#include "test_util.h"
 
 namespace seqpipe::engine {
 namespace {
 
-std::vector<float> random_values(size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist;
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng) * scale;
-  return v;
-}
+using test::random_values;
 
 TensorView view(std::vector<float>& v, std::vector<int64_t> shape) {
   return TensorView(v.data(), shape, DataType::kF32, Device::kCpu);

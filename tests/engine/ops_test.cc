@@ -20,6 +20,8 @@
 namespace seqpipe::engine {
 namespace {
 
+using test::random_values;
+
 // The devices the op tests run on: every backend's. A device this build or machine lacks skips
 // its instances with the reason (CI has the CUDA build and no GPU).
 const Device kTestDevices[] = {Device::kCpu, Device::kCuda};
@@ -46,14 +48,6 @@ std::vector<float> to_host(const TensorView& t) {
   Tensor out = Tensor::empty(t.shape());
   ops::copy_to(out, t);
   return {out.data(), out.data() + out.numel()};
-}
-
-std::vector<float> random_values(size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist;
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng) * scale;
-  return v;
 }
 
 TEST(RelativePositionBucket, MatchesHuggingFaceFormula) {

@@ -6,9 +6,9 @@
 
 #include <cmath>
 
+#include "ops.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/encoder.h"
-#include "ops.h"
 #include "seqpipe/engine/model.h"
 #include "test_util.h"
 
@@ -195,15 +195,15 @@ TEST_P(ReferenceTest, PaddedBatchMatchesHuggingFaceBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, ReferenceTest,
-    ::testing::Combine(::testing::Values("t5-tiny-random", "t5v11-tiny-random"),
-                       ::testing::Values(Device::kCpu, Device::kCuda)),
-    [](const auto& info) {
-      const bool tied = std::get<0>(info.param) == "t5-tiny-random";
-      return std::string(tied ? "T5v10Tied" : "T5v11Gated") +
-             (std::get<1>(info.param) == Device::kCpu ? "" : "Cuda");
-    });
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceTest,
+                         ::testing::Combine(::testing::Values("t5-tiny-random",
+                                                              "t5v11-tiny-random"),
+                                            ::testing::Values(Device::kCpu, Device::kCuda)),
+                         [](const auto& info) {
+                           const bool tied = std::get<0>(info.param) == "t5-tiny-random";
+                           return std::string(tied ? "T5v10Tied" : "T5v11Gated") +
+                                  (std::get<1>(info.param) == Device::kCpu ? "" : "Cuda");
+                         });
 
 }  // namespace
 }  // namespace seqpipe::engine

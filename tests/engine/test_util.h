@@ -4,7 +4,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "ops.h"
 #include "seqpipe/engine/error.h"
@@ -24,6 +26,15 @@ inline nlohmann::json load_json(const std::string& path) {
 // `scale` for values near zero (a sum that cancels is only as exact as its terms).
 inline bool close(double got, double want, double scale = 1.0) {
   return std::abs(got - want) <= 1e-4 * std::max(std::abs(want), scale);
+}
+
+// n normally distributed values times `scale`, the same for the same seed.
+inline std::vector<float> random_values(size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng) * scale;
+  return v;
 }
 
 // Why `device` cannot run here (this build or this machine has no such device), or nullopt.

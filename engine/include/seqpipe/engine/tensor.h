@@ -36,6 +36,8 @@ class TensorView {
   TensorView() = default;
   // EngineError for a rank above kMaxTensorRank.
   TensorView(void* data, const std::vector<int64_t>& shape, DataType dtype, Device device);
+  // The same without a heap allocation (a decoder step makes views of its ids).
+  TensorView(void* data, std::initializer_list<int64_t> shape, DataType dtype, Device device);
 
   // fp32 elements (the ops check types once, where they dispatch).
   float* data() const { return static_cast<float*>(data_); }
@@ -62,6 +64,8 @@ class TensorView {
 
  private:
   friend class Tensor;
+  TensorView(void* data, const int64_t* dims, size_t rank, DataType dtype, Device device);
+
   void* data_ = nullptr;
   Shape shape_{};
   int rank_ = 0;
