@@ -55,7 +55,9 @@ up     starts the whole pipeline on this machine as child processes: gateway.rep
        keeps failing), and stops everything on Ctrl-C or SIGTERM. It checks the config and the
        model directory before starting anything, and stops with the error (exit status 1) when a
        child exits with status 2 (bad usage or config) or exits 5 times in a row within 5 s of
-       its start. Its children die with it, even when it is killed.
+       its start. Its children die with it, even when it is killed. It prints the config files
+       in force: the model directory's seqpipe.yaml (the model's own settings), then the config
+       file, then --set (docs/CONFIG.md, "The model's settings").
 send   sends one request to the gateway (every gateway replica's client endpoint of the config, or
        --endpoint: one or several, comma-separated; the request goes again, with its id, to the next gateway when
        one dies or does not answer within 5 s) and
@@ -167,6 +169,12 @@ int up(int argc, char** argv) {
   }
   std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n",
               children.size(), config::client_endpoints(c).c_str(), c.runtime_dir.c_str());
+  // Which settings are in force, lowest layer first (config::load_pipeline_config).
+  std::printf("seqpipe up: model %s; config: built-in defaults < %s < %s < %zu --set\n",
+              c.model.dir.c_str(),
+              loaded.model_path.empty() ? "(no model seqpipe.yaml)" : loaded.model_path.c_str(),
+              loaded.path.empty() ? "(no config file)" : loaded.path.c_str(),
+              args.overrides.size());
   // Metrics: the configured ports (a replica takes the first free one from its stage's base;
   // each process logs the port it got, and 0 means any free port).
   auto ports = [](int base, int replicas) {
