@@ -31,10 +31,10 @@ int serve(const config::PipelineConfig& c) {
   transport::Socket encoders(context, zmq::socket_type::router, bound);
   transport::Socket decoders(context, zmq::socket_type::router, bound);
   transport::Socket postprocessors(context, zmq::socket_type::router, bound);
-  ingress.bind(c.batcher.ingress_endpoint);
-  encoders.bind(c.batcher.encoder_endpoint);
-  decoders.bind(c.batcher.decoder_endpoint);
-  postprocessors.bind(c.batcher.postprocessor_endpoint);
+  ingress.bind(c.batcher.ingress_endpoint, "batcher.ingress_endpoint");
+  encoders.bind(c.batcher.encoder_endpoint, "batcher.encoder_endpoint");
+  decoders.bind(c.batcher.decoder_endpoint, "batcher.decoder_endpoint");
+  postprocessors.bind(c.batcher.postprocessor_endpoint, "batcher.postprocessor_endpoint");
   spdlog::info("batcher: ingress {}, encoders {}, decoders {}, postprocessors {}, metrics on :{}",
                c.batcher.ingress_endpoint, c.batcher.encoder_endpoint, c.batcher.decoder_endpoint,
                c.batcher.postprocessor_endpoint, exporter.port());

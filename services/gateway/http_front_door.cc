@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/transport.h"
+
 namespace seqpipe::gateway {
 
 using nlohmann::json;
@@ -66,9 +69,11 @@ HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoi
         });
   port_ = options_.port == 0 ? s.bind_to_any_port(options_.host)
                              : (s.bind_to_port(options_.host, options_.port) ? options_.port : -1);
-  if (port_ <= 0)
-    throw std::runtime_error("http: cannot listen on " + options_.host + ":" +
-                             std::to_string(options_.port));
+  if (port_ <= 0) {
+    throw config::ConfigError("gateway.http_endpoint: " + options_.host + ":" +
+                              std::to_string(options_.port) + " " +
+                              transport::tcp_bind_problem(options_.host, options_.port));
+  }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
 }
 

@@ -42,9 +42,11 @@ int serve(const config::PipelineConfig& c) {
   worker_options.curve = security.server();
   transport::Socket tokenizers(context, zmq::socket_type::router, worker_options);
   transport::Socket results(context, zmq::socket_type::pull, worker_options);
-  const std::string client_endpoint = clients.bind(c.gateway.client_endpoint);
-  tokenizers.bind(c.gateway.tokenizer_endpoint);
-  const std::string results_endpoint = results.bind(c.gateway.results_endpoint);
+  const std::string client_endpoint =
+      clients.bind(c.gateway.client_endpoint, "gateway.client_endpoint");
+  tokenizers.bind(c.gateway.tokenizer_endpoint, "gateway.tokenizer_endpoint");
+  const std::string results_endpoint =
+      results.bind(c.gateway.results_endpoint, "gateway.results_endpoint");
   spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}",
                client_endpoint, c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
   std::unique_ptr<HttpFrontDoor> http;

@@ -54,10 +54,10 @@ up     starts the whole pipeline on this machine as child processes: gateway.rep
        endpoint and the metrics ports, restarts a child that dies (after 0.5 s, doubling while it
        keeps failing), and stops everything on Ctrl-C or SIGTERM. It checks the config and the
        model directory before starting anything, and stops with the error (exit status 1) when a
-       child exits with status 2 (bad usage or config) or exits 5 times in a row within 5 s of
-       its start. Its children die with it, even when it is killed. It prints the config files
-       in force: the model directory's seqpipe.yaml (the model's own settings), then the config
-       file, then --set (docs/CONFIG.md, "The model's settings").
+       child exits with status 2 (bad usage or config, or an address in use) or exits 5 times in
+       a row within 5 s of its start. Its children die with it, even when it is killed. It prints
+       the config files in force: the model directory's seqpipe.yaml (the model's own settings),
+       then the config file, then --set (docs/CONFIG.md, "The model's settings").
 send   sends one request to the gateway (every gateway replica's client endpoint of the config, or
        --endpoint: one or several, comma-separated; the request goes again, with its id, to the next gateway when
        one dies or does not answer within 5 s) and
