@@ -60,7 +60,8 @@ up     starts the whole pipeline on this machine as child processes: gateway.rep
        then the config file, then --set (docs/CONFIG.md, "The model's settings").
 send   sends one request to the gateway (every gateway replica's client endpoint of the config, or
        --endpoint: one or several, comma-separated; the request goes again, with its id, to the next gateway when
-       one dies or does not answer within 5 s) and
+       one dies or does not answer within 5 s; with no reply a second past the request's
+       deadline, --timeout-ms or gateway.default_timeout_ms, it says to start `seqpipe up`) and
        prints the text(s), the score(s) with --scores, and the per-stage timings. --priority N:
        1 (highest) .. batcher.priority_levels (default: batcher.default_priority_level). With
        --cancel-after-ms N it cancels the request if no reply came within N ms, and prints the
@@ -299,7 +300,10 @@ int send(int argc, char** argv) {
   if (endpoint.empty()) endpoint = config::client_endpoints(c);
 
   seqpipe::client::Client client(endpoint, {.curve = seqpipe::security::client_keys(c.security)});
-  const auto wait = std::chrono::milliseconds(request.timeout_ms.value_or(10000) + 1000);
+  // The gateway answers every request by its deadline (deadline_exceeded at worst), so a second
+  // past it with nothing back means no gateway is there: say so then, not after a long wait.
+  const uint32_t deadline_ms = request.timeout_ms.value_or(c.gateway.default_timeout_ms);
+  const auto wait = std::chrono::milliseconds(deadline_ms + 1000);
   std::variant<seqpipe::protocol::Reply, seqpipe::protocol::Error> result;
   bool streamed = false;  // the text went out in pieces as it came
   if (request.stream) {
@@ -328,7 +332,15 @@ int send(int argc, char** argv) {
     }
   }
   if (auto* e = std::get_if<seqpipe::protocol::Error>(&result)) {
-    std::fprintf(stderr, "seqpipe send: %s (%s)\n", e->message.c_str(), endpoint.c_str());
+    if (e->code == seqpipe::protocol::ErrorCode::kUnavailable) {
+      std::fprintf(stderr,
+                   "seqpipe send: no reply from %s within %lld ms: is the pipeline running? Start "
+                   "it with `seqpipe up` (with the same --config and --set), or give its gateway "
+                   "with --endpoint\n",
+                   endpoint.c_str(), static_cast<long long>(wait.count()));
+    } else {
+      std::fprintf(stderr, "seqpipe send: %s (%s)\n", e->message.c_str(), endpoint.c_str());
+    }
     return 1;
   }
   const auto& reply = std::get<seqpipe::protocol::Reply>(result);

@@ -142,5 +142,20 @@ class PortInUseTest(unittest.TestCase):
                         self.assertLess(seconds, 10)
 
 
+class SendWithoutPipelineTest(unittest.TestCase):
+    def test_send_says_at_once_that_no_pipeline_answers(self):
+        with tempfile.TemporaryDirectory(prefix="seqpipe-send-") as tmp:
+            endpoint = f"ipc://{tmp}/gateway.sock"
+            start = time.monotonic()
+            proc = subprocess.run([SEQPIPE, "send", "--set", f"runtime_dir={tmp}", "--set",
+                                   f"gateway.client_endpoint={endpoint}", "teh speling"],
+                                  capture_output=True, text=True, timeout=30)
+            seconds = time.monotonic() - start
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn(f"no reply from {endpoint} within 2000 ms", proc.stderr)  # default deadline + 1 s
+        self.assertIn("seqpipe up", proc.stderr)
+        self.assertLess(seconds, 5)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
