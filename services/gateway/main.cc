@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 
@@ -14,6 +15,7 @@
 #include "seqpipe/common/security.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/service_main.h"
+#include "seqpipe/common/status.h"
 #include "seqpipe/common/transport.h"
 #include "seqpipe/common/worker.h"
 
@@ -23,6 +25,7 @@ namespace {
 int serve(const config::PipelineConfig& c) {
   service::init_logging("gateway");
   service::install_stop_handlers();
+  const auto started = std::chrono::steady_clock::now();  // for the status probe's uptime
   metrics::Exporter exporter("gateway", c.gateway.metrics_port, 1, c.metrics.address);
   metrics::StageMetrics stage_metrics(exporter.registry(), "gateway");
   metrics::GatewayMetrics gateway_metrics(exporter.registry());
@@ -94,7 +97,8 @@ int serve(const config::PipelineConfig& c) {
     }
     if (poller.readable(kTokenizers)) {
       hub::read_workers(
-          tokenizers, "a tokenizer", limits, stage_metrics, [&] { return gateway.status(); },
+          tokenizers, "a tokenizer", limits, stage_metrics,
+          [&] { return status::with_uptime(gateway.status(), started); },
           [&](const std::string& worker, stage::StageMessage&& m) {
             gateway.on_tokenizer(worker, m, now);
           });

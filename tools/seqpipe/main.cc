@@ -74,9 +74,12 @@ send   sends one request to the gateway (every gateway replica's client endpoint
        the text as it is decoded, word by word (docs/PROTOCOL.md, "Streaming").
        With security.server_key in the config, send and status are CurveZMQ clients with
        security.client_key's key pair (docs/DEPLOY.md, "Keys").
-status asks the two hubs (gateway, batcher) what they see: for each stage its live replicas
-       (announced, so warmed up), the work its replicas hold (in flight), the work waiting in the
-       hub (queued) and the free credits; then "ready: yes" when every stage has a live replica.
+status prints the model, its compute type and the endpoints the config names, then asks the two
+       hubs (gateway, batcher) what they see: for each stage its live replicas (announced, so
+       warmed up), the work its replicas hold (in flight), the work waiting in the hub (queued)
+       and the free credits ("-" for the hubs, which grant credits and hold none); then each
+       hub's uptime, the gateway's requests and error rate, the replicas each stage lost (a
+       restart is one), and "ready: yes" when every stage has a live replica.
        Exit status 1 when not ready or a hub does not answer within 1 s (reported as down).
 keygen writes a CurveZMQ key pair per NAME into DIR (default .; made if missing): DIR/NAME, the
        public key (give it to the hubs' allow lists, or to the clients of a hub), and
@@ -371,17 +374,68 @@ int send(int argc, char** argv) {
   return 0;
 }
 
+// What the config says about the pipeline `seqpipe status` asks: the model, its compute type and
+// where to reach it (the hubs' answers say how it is doing).
+void print_pipeline_summary(const config::LoadedConfig& loaded) {
+  const config::PipelineConfig& c = loaded.config;
+  std::printf("model: %s, compute type %s (config: %s%s%s)\n", c.model.dir.c_str(),
+              c.model.compute_type.c_str(),
+              loaded.path.empty() ? "built-in defaults" : loaded.path.c_str(),
+              loaded.model_path.empty() ? "" : " over ", loaded.model_path.c_str());
+  const auto http = config::parse_http_address(c.gateway.http_endpoint);
+  std::printf("clients: %s; HTTP: %s; /metrics: %s:%d (gateway), :%d (batcher)\n",
+              config::client_endpoints(c).c_str(), http ? c.gateway.http_endpoint.c_str() : "off",
+              c.metrics.address.c_str(), c.gateway.metrics_port, c.batcher.metrics_port);
+}
+
+std::string duration_text(int64_t seconds) {
+  char text[32];
+  if (seconds >= 3600) {
+    std::snprintf(text, sizeof text, "%lldh%02lldm", static_cast<long long>(seconds / 3600),
+                  static_cast<long long>(seconds / 60 % 60));
+  } else {
+    std::snprintf(text, sizeof text, "%lldm%02llds", static_cast<long long>(seconds / 60),
+                  static_cast<long long>(seconds % 60));
+  }
+  return text;
+}
+
+// One line per hub that answered: how long it has run, its error rate (the gateway) and the
+// replicas it lost (each is one restart under `seqpipe up` or systemd).
+void print_hub_lines(const seqpipe::status::PipelineStatus& status) {
+  for (const auto& hub : status.hubs) {
+    if (!hub.stages || hub.stages->empty()) continue;
+    const auto& own = hub.stages->front();
+    std::string line = hub.hub + ": up " + duration_text(own.uptime_s);
+    if (hub.hub == "gateway") {
+      const double rate = own.requests == 0 ? 0.0 : 100.0 * own.errors / own.requests;
+      char text[96];
+      std::snprintf(text, sizeof text, "; %lld requests, %lld errors (%.2f%%)",
+                    static_cast<long long>(own.requests), static_cast<long long>(own.errors), rate);
+      line += text;
+    }
+    line += "; replicas lost:";
+    for (size_t i = 1; i < hub.stages->size(); ++i) {
+      const auto& st = (*hub.stages)[i];
+      line += (i == 1 ? " " : ", ") + st.stage + " " + std::to_string(st.lost);
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
 int status_command(int argc, char** argv) {
   const seqpipe::service::ServiceArgs args = seqpipe::service::parse_service_args(argc, argv);
   if (args.help) {
     std::cout << kUsage;
     return 0;
   }
-  const config::PipelineConfig c =
-      config::load_pipeline_config(args.config_path, args.overrides).config;
+  const config::LoadedConfig loaded =
+      config::load_pipeline_config(args.config_path, args.overrides);
+  const config::PipelineConfig& c = loaded.config;
   zmq::context_t context(1);
   const auto status = seqpipe::status::ask_pipeline(context, c, std::chrono::milliseconds(1000),
                                                     seqpipe::security::client_keys(c.security));
+  print_pipeline_summary(loaded);
   std::printf("%-14s %8s %10s %8s %13s\n", "stage", "replicas", "in_flight", "queued",
               "free_credits");
   for (const auto& hub : status.hubs) {
@@ -390,10 +444,14 @@ int status_command(int argc, char** argv) {
       continue;
     }
     for (const auto& st : *hub.stages) {
-      std::printf("%-14s %8d %10d %8d %13d\n", st.stage.c_str(), st.replicas, st.in_flight,
-                  st.queued, st.free_credits);
+      // A hub grants credits and holds none: "-", not a 0 that reads as "no capacity".
+      const std::string free =
+          st.free_credits == seqpipe::status::kNoCredits ? "-" : std::to_string(st.free_credits);
+      std::printf("%-14s %8d %10d %8d %13s\n", st.stage.c_str(), st.replicas, st.in_flight,
+                  st.queued, free.c_str());
     }
   }
+  print_hub_lines(status);
   std::string why;
   for (const auto& m : status.missing) why += (why.empty() ? "" : ", ") + m;
   std::printf("ready: %s\n", status.ready() ? "yes" : ("no: no live " + why).c_str());
