@@ -100,6 +100,12 @@ BatchTiming run_batch(const std::shared_ptr<const T5Model>& model, Encoder& enco
 
 // Read bandwidth with `threads` threads, reading the same `bytes` over and over (as decoder steps
 // re-read the same weights).
+// What it is doing now, on stderr (unbuffered): a full run takes minutes, and the report on
+// stdout comes section by section.
+void progress(const char* what) {
+  std::fprintf(stderr, "engine_bench: %s...\n", what);
+}
+
 double read_bandwidth_gbs(int threads, size_t bytes) {
   const size_t n =
       bytes / sizeof(float) / 64 / static_cast<size_t>(threads) * 64 * static_cast<size_t>(threads);
@@ -209,6 +215,7 @@ int run_text(const std::shared_ptr<const T5Model>& model, const std::string& tex
     return ms_since(t0);
   };
   double encode_ms = 0;
+  progress("the text: 5 warm-up runs, then the measured ones");
   for (int w = 0; w < 5; ++w) once(encode_ms);
   std::vector<double> gen_ms, enc_ms;
   const double cpu0 = process_cpu_ms();
@@ -229,6 +236,7 @@ int run_text(const std::shared_ptr<const T5Model>& model, const std::string& tex
               percentile(enc_ms, 99));
   std::printf("process CPU time per generate: %.3f ms (all threads)\n", cpu_ms);
   if (profile) {
+    progress("the per-op profile");
     profiler::reset();
     profiler::set_enabled(true);
     double total = 0;
@@ -259,6 +267,8 @@ void usage(std::FILE* to) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Each line out as soon as it is printed, also into a pipe (`| tee`) and when killed midway.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string dir;
   int threads = 2, runs = 50;
   bool profile = false, help = false, portable = false;
@@ -302,6 +312,7 @@ int main(int argc, char** argv) {
 
   try {
     options.threads = threads;
+    progress("loading the model");
     auto model = T5Model::load(dir, options);
     if (!text.empty()) return run_text(model, text, runs, profile);
     const T5Config& c = model->config();
@@ -345,6 +356,7 @@ int main(int argc, char** argv) {
       }
     }
 
+    progress("batch 1: 5 warm-up runs, then the measured ones");
     for (int w = 0; w < 5; ++w) run_batch(model, encoder, gen, 1, finished);  // warm-up
     std::vector<double> gen_ms, enc_ms, step1_ms;
     uint64_t loop_allocs = 0;
@@ -377,6 +389,7 @@ int main(int argc, char** argv) {
     std::vector<std::pair<int, double>> seqs_per_s;
     std::vector<std::pair<int, double>> step_at;
     for (int batch : batches) {
+      progress(("batch " + std::to_string(batch)).c_str());
       for (int w = 0; w < 2; ++w) run_batch(model, encoder, gen, batch, finished);
       std::vector<double> total, steps, encode;
       const double batch_cpu0 = process_cpu_ms();
@@ -398,6 +411,7 @@ int main(int argc, char** argv) {
     }
 
     if (quick || on_gpu) return 0;
+    progress("measuring this machine's read bandwidth and FMA peak");
     const double bw = read_bandwidth_gbs(threads, size_t(512) << 20);
     const double bw_step = read_bandwidth_gbs(threads, static_cast<size_t>(step_bytes));
     const double blas_peak = gemm_peak_gflops();
@@ -436,6 +450,7 @@ int main(int argc, char** argv) {
         gen.cache().bytes() / 1e6);
 
     if (profile) {
+      progress("the per-op profile");
       profiler::reset();
       profiler::set_enabled(true);
       double total = 0;

@@ -26,7 +26,8 @@ if [ ! -f "$model/model.safetensors" ]; then
 fi
 [ $# -gt 0 ] || set -- "teh speling"
 
-# config/demo.yaml (the defaults, with the response cache on), a private runtime directory and
+# config/demo.yaml (the defaults, with the response cache on; the model's own settings come from
+# its seqpipe.yaml, as under plain `seqpipe up`), a private runtime directory and
 # ipc:// client socket, metrics on free ports: the demo does not collide with a pipeline already
 # running on this machine.
 run_dir=$(mktemp -d /tmp/seqpipe-run.XXXXXX)
@@ -45,7 +46,7 @@ for _ in $(seq 1 100); do  # ready when a request goes all the way through (up t
   sleep 0.2
 done
 echo "run.sh: pipeline up ($model); seqpipe send $*"
-# Beam search with 2 beams: with config/demo.yaml's word lists and noisy channel, the postprocessor
+# Beam search with 2 beams: with the speller's word lists and noisy channel (its seqpipe.yaml), the postprocessor
 # weighs both hypotheses, Aspell's suggestions and word counts (models/speller-t5/MODEL_CARD.md:
 # 87.68% top-1 on dev_words' real misspellings as served, 640 requests/s at p99 45 ms).
 $B/seqpipe send "${settings[@]}" --timeout-ms 5000 --num-beams 2 "$@"

@@ -54,6 +54,7 @@ class Origins {
  public:
   explicit Origins(std::string fallback) : fallback_(std::move(fallback)) {}
   void set(const std::string& path, std::string where) { where_[path] = std::move(where); }
+  bool contains(const std::string& path) const { return where_.contains(path); }
   std::string of(const std::string& path) const {
     const auto it = where_.find(path);
     return it == where_.end() ? fallback_ : it->second;
@@ -73,5 +74,9 @@ void check_distinct_endpoints(const PipelineConfig& c, const Origins& origins);
 
 // Every field on its own, then across fields; errors point at origins.of(key).
 void validate_with(const PipelineConfig& c, const Origins& origins);
+
+// load_pipeline_config's layers (config.h), validated, before the runtime directory is chosen:
+// `path` empty reads no file.
+LoadedConfig load_layers(const std::string& path, const std::vector<std::string>& overrides);
 
 }  // namespace seqpipe::config

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -146,8 +147,9 @@ class Loader {
     });
   }
 
-  void apply_override(const std::string& assignment) {
-    const std::string where = "--set " + assignment;
+  // `from` names where the assignment came from in messages; empty: "--set <assignment>".
+  void apply_override(const std::string& assignment, const std::string& from = {}) {
+    const std::string where = from.empty() ? "--set " + assignment : from;
     const size_t eq = assignment.find('=');
     if (eq == std::string::npos || eq == 0) fail(where, "expected key=value");
     const std::string path = assignment.substr(0, eq);
@@ -175,6 +177,9 @@ class Loader {
     });
     if (!found) fail(where, "unknown key '" + path + "'" + did_you_mean(path, config_keys()));
   }
+
+  const PipelineConfig& config() const { return config_; }
+  const Origins& origins() const { return origins_; }
 
   PipelineConfig finish() const {
     validate_with(config_, origins_);
@@ -248,7 +253,93 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
+// A relative path of the model's file made relative to the model directory; each part of a
+// ':'-separated list on its own.
+std::string under_model_dir(const std::string& paths, const std::string& model_dir) {
+  std::string joined;
+  size_t start = 0;
+  while (true) {
+    const size_t colon = paths.find(':', start);
+    const std::string part = paths.substr(start, colon - start);
+    if (start > 0) joined += ':';
+    joined += part.empty() || part.front() == '/'
+                  ? part
+                  : (std::filesystem::path(model_dir) / part).lexically_normal().string();
+    if (colon == std::string::npos) return joined;
+    start = colon + 1;
+  }
+}
+
+// One loaded value as a --set value reads it back.
+template <typename Member, typename Rule>
+std::string assignment_value(const Member& member, const Rule& rule, const std::string& model_dir) {
+  if constexpr (std::is_same_v<Member, std::string>) {
+    if constexpr (std::is_same_v<Rule, TextRule>) {
+      const bool path = rule.kind == TextKind::kPath || rule.kind == TextKind::kOptionalPath ||
+                        rule.kind == TextKind::kPathList;
+      if (path) return under_model_dir(member, model_dir);
+    }
+    return member;
+  } else if constexpr (std::is_same_v<Member, bool>) {
+    return member ? "true" : "false";
+  } else if constexpr (std::is_same_v<Member, std::vector<int>> ||
+                       std::is_same_v<Member, std::vector<std::string>>) {
+    YAML::Emitter out;
+    out << YAML::Flow << YAML::BeginSeq;
+    for (const auto& v : member) out << v;
+    out << YAML::EndSeq;
+    return out.c_str();
+  } else {
+    return std::to_string(member);
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> model_overrides(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / kModelConfigName).string();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return {};
+  // Read as any config file (types, ranges, unknown keys, file:line), then turned back into
+  // assignments so that the file, the config file and --set apply in one order.
+  Loader loader(path);
+  loader.load_document(read_file(path));
+  std::vector<std::string> sets;
+  for_each_field(loader.config(), [&](Key key, const auto& member, const auto& rule) {
+    const std::string name = key.path();
+    if (!loader.origins().contains(name)) return;
+    if (!key.per_model) {
+      fail(loader.origins().of(name),
+           name +
+               " is not a setting of the model; set it in the pipeline config (--config or "
+               "--set) instead");
+    }
+    sets.push_back(name + "=" + assignment_value(member, rule, model_dir));
+  });
+  return sets;
+}
+
+LoadedConfig load_layers(const std::string& path, const std::vector<std::string>& overrides) {
+  const std::string text = path.empty() ? std::string() : read_file(path);
+  const std::string source = path.empty() ? "built-in defaults" : path;
+  // The model directory is the file's and the overrides' to choose; its settings go under both.
+  Loader probe(source);
+  probe.load_document(text);
+  for (const std::string& assignment : overrides) probe.apply_override(assignment);
+  const std::string model_dir = probe.config().model.dir;
+  const std::vector<std::string> model_sets = model_overrides(model_dir);
+  const std::string model_path =
+      model_sets.empty() ? std::string()
+                         : (std::filesystem::path(model_dir) / kModelConfigName).string();
+
+  Loader loader(source);
+  for (const std::string& assignment : model_sets) {
+    loader.apply_override(assignment, model_path + " (" + assignment + ")");
+  }
+  loader.load_document(text);
+  for (const std::string& assignment : overrides) loader.apply_override(assignment);
+  return {loader.finish(), path, model_path};
+}
 
 PipelineConfig load_config_text(const std::string& yaml, const std::string& source_name,
                                 const std::vector<std::string>& overrides) {
@@ -266,6 +357,14 @@ std::vector<std::string> config_keys() {
   std::vector<std::string> keys;
   for_each_field(PipelineConfig{},
                  [&](Key key, const auto&, const auto&) { keys.push_back(key.path()); });
+  return keys;
+}
+
+std::vector<std::string> model_config_keys() {
+  std::vector<std::string> keys;
+  for_each_field(PipelineConfig{}, [&](Key key, const auto&, const auto&) {
+    if (key.per_model) keys.push_back(key.path());
+  });
   return keys;
 }
 

@@ -156,12 +156,12 @@ LoadedConfig load_pipeline_config(const std::string& config_path,
   if (path.empty() && std::filesystem::exists(kDefaultConfigPath, ec)) {
     path = kDefaultConfigPath;
   }
-  PipelineConfig config = path.empty() ? load_config_text("", "built-in defaults", overrides)
-                                       : load_config(path, overrides);
+  LoadedConfig loaded = load_layers(path, overrides);
   // The only place the environment is read: everything below gets the resolved config.
   const std::string runtime_dir =
-      choose_runtime_dir(config.runtime_dir, std::getenv("XDG_RUNTIME_DIR"), ::getuid());
-  return {resolve_endpoints(std::move(config), runtime_dir), path};
+      choose_runtime_dir(loaded.config.runtime_dir, std::getenv("XDG_RUNTIME_DIR"), ::getuid());
+  loaded.config = resolve_endpoints(std::move(loaded.config), runtime_dir);
+  return loaded;
 }
 
 }  // namespace seqpipe::config

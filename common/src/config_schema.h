@@ -17,6 +17,9 @@ namespace seqpipe::config {
 struct Key {
   std::string_view section;  // empty for top-level keys (runtime_dir)
   std::string_view name;
+  // A setting of the model rather than of the machine or the deployment: the model directory's
+  // own seqpipe.yaml may set it (model_overrides), and nothing else may be set there.
+  bool per_model = false;
   std::string path() const {
     return section.empty() ? std::string(name) : std::string(section) + "." + std::string(name);
   }
@@ -51,6 +54,8 @@ struct BoolRule {};
 // none empty; {runtime_dir} is replaced; never compared for distinctness (they name others' binds).
 struct EndpointListRule {};
 
+constexpr bool kPerModel = true;
+
 constexpr int64_t kMaxPort = 65535;
 constexpr IntRule kPortRule{0, kMaxPort};
 
@@ -69,10 +74,10 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"", "runtime_dir"}, c.runtime_dir, TextRule{TextKind::kRuntimeDir});
 
   visit(Key{"model", "dir"}, c.model.dir, TextRule{TextKind::kPath});
-  visit(Key{"model", "max_input_tokens"}, c.model.max_input_tokens, IntRule{1, 8192});
+  visit(Key{"model", "max_input_tokens", kPerModel}, c.model.max_input_tokens, IntRule{1, 8192});
   visit(Key{"model", "compute_type"}, c.model.compute_type, TextRule{TextKind::kName});
   visit(Key{"model", "device"}, c.model.device, TextRule{TextKind::kDevice});
-  visit(Key{"model", "lower_case_words"}, c.model.lower_case_words, IntRule{0, 1});
+  visit(Key{"model", "lower_case_words", kPerModel}, c.model.lower_case_words, IntRule{0, 1});
 
   visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms,
         IntRule{10, 60'000});
@@ -98,7 +103,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"gateway", "max_text_bytes"}, g.max_text_bytes, IntRule{1, int64_t{16} << 20});
   visit(Key{"gateway", "metrics_port"}, g.metrics_port, kPortRule);
   visit(Key{"gateway", "cache_bytes"}, g.cache_bytes, IntRule{0, int64_t{1} << 36});
-  visit(Key{"gateway", "split_words"}, g.split_words, IntRule{0, 4096});
+  visit(Key{"gateway", "split_words", kPerModel}, g.split_words, IntRule{0, 4096});
   visit(Key{"gateway", "batcher_endpoints"}, g.batcher_endpoints, EndpointListRule{});
   visit(Key{"gateway", "http_endpoint"}, g.http_endpoint, TextRule{TextKind::kHttpAddress});
   visit(Key{"gateway", "replicas"}, g.replicas, IntRule{1, 16});
@@ -133,28 +138,29 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"decoder", "threads"}, c.decoder.threads, IntRule{0, 256});
   visit(Key{"decoder", "compute_type"}, c.decoder.compute_type, TextRule{TextKind::kName});
   visit(Key{"decoder", "num_slots"}, c.decoder.num_slots, IntRule{1, 4096});
-  visit(Key{"decoder", "max_beams"}, c.decoder.max_beams, IntRule{1, engine::kMaxBeams});
-  visit(Key{"decoder", "max_new_tokens"}, c.decoder.max_new_tokens,
+  visit(Key{"decoder", "max_beams", kPerModel}, c.decoder.max_beams, IntRule{1, engine::kMaxBeams});
+  visit(Key{"decoder", "max_new_tokens", kPerModel}, c.decoder.max_new_tokens,
         IntRule{1, engine::kMaxNewTokens});
   visit(Key{"decoder", "warmup_batch_size"}, c.decoder.warmup_batch_size, IntRule{0, 4096});
 
   worker_fields("postprocessor", c.postprocessor, visit);
-  visit(Key{"postprocessor", "known_words"}, c.postprocessor.known_words,
+  visit(Key{"postprocessor", "known_words", kPerModel}, c.postprocessor.known_words,
         TextRule{TextKind::kPathList});
-  visit(Key{"postprocessor", "known_word_votes"}, c.postprocessor.known_word_votes, IntRule{0, 16});
-  visit(Key{"postprocessor", "known_word_margin"}, c.postprocessor.known_word_margin,
+  visit(Key{"postprocessor", "known_word_votes", kPerModel}, c.postprocessor.known_word_votes,
+        IntRule{0, 16});
+  visit(Key{"postprocessor", "known_word_margin", kPerModel}, c.postprocessor.known_word_margin,
         IntRule{0, 10'000});
-  visit(Key{"postprocessor", "aspell_dictionary"}, c.postprocessor.aspell_dictionary,
+  visit(Key{"postprocessor", "aspell_dictionary", kPerModel}, c.postprocessor.aspell_dictionary,
         TextRule{TextKind::kPathList});
-  visit(Key{"postprocessor", "aspell_left_words"}, c.postprocessor.aspell_left_words,
+  visit(Key{"postprocessor", "aspell_left_words", kPerModel}, c.postprocessor.aspell_left_words,
         IntRule{0, 1});
-  visit(Key{"postprocessor", "word_counts"}, c.postprocessor.word_counts,
+  visit(Key{"postprocessor", "word_counts", kPerModel}, c.postprocessor.word_counts,
         TextRule{TextKind::kPathList});
-  visit(Key{"postprocessor", "edit_counts"}, c.postprocessor.edit_counts,
+  visit(Key{"postprocessor", "edit_counts", kPerModel}, c.postprocessor.edit_counts,
         TextRule{TextKind::kPathList});
-  visit(Key{"postprocessor", "confusion_counts"}, c.postprocessor.confusion_counts,
+  visit(Key{"postprocessor", "confusion_counts", kPerModel}, c.postprocessor.confusion_counts,
         TextRule{TextKind::kPathList});
-  visit(Key{"postprocessor", "confusion_margin"}, c.postprocessor.confusion_margin,
+  visit(Key{"postprocessor", "confusion_margin", kPerModel}, c.postprocessor.confusion_margin,
         IntRule{0, 10'000});
 
   auto& s = c.security;

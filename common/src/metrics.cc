@@ -8,6 +8,9 @@
 
 #include <stdexcept>
 
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/transport.h"
+
 namespace seqpipe::metrics {
 
 namespace {
@@ -39,18 +42,23 @@ std::shared_ptr<prometheus::Registry> make_registry() {
 
 Exporter::Exporter(std::string_view service, int port, int tries, std::string_view address)
     : registry_(make_registry()) {
-  std::string last_error;
   for (int i = 0; i < (port == 0 ? 1 : tries) && !exposer_; ++i) {
     try {
       exposer_ = std::make_unique<prometheus::Exposer>(std::string(address) + ":" +
                                                        std::to_string(port + i));
-    } catch (const std::exception& e) {
-      last_error = e.what();
+    } catch (const std::exception&) {
+      // the port is taken (a replica takes the next one); the error below says why
     }
   }
   if (!exposer_) {
-    throw std::runtime_error("metrics: no free port in [" + std::to_string(port) + ", " +
-                             std::to_string(port + tries) + "): " + last_error);
+    // prometheus-cpp's message ("null context when constructing CivetServer") does not say why:
+    // the config key (the service is its section) and what a bind of our own says do.
+    const std::string host(address);
+    const int last = port == 0 ? 0 : port + tries - 1;
+    const std::string ports =
+        last == port ? std::to_string(port) : std::to_string(port) + "-" + std::to_string(last);
+    throw config::ConfigError(std::string(service) + ".metrics_port: " + host + ":" + ports + " " +
+                              transport::tcp_bind_problem(host, last));
   }
   exposer_->RegisterCollectable(registry_);
   const auto ports = exposer_->GetListeningPorts();

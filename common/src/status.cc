@@ -1,15 +1,26 @@
 #include "seqpipe/common/status.h"
 
 #include <msgpack.hpp>
+#include <type_traits>
 
 namespace seqpipe::status {
+
+std::vector<StageStatus> with_uptime(std::vector<StageStatus> stages,
+                                     std::chrono::steady_clock::time_point started) {
+  if (!stages.empty()) {
+    stages.front().uptime_s =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
+            .count();
+  }
+  return stages;
+}
 
 std::string encode(const std::vector<StageStatus>& stages) {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> p(buffer);
   p.pack_array(static_cast<uint32_t>(stages.size()));
   for (const auto& s : stages) {
-    p.pack_map(5);
+    p.pack_map(9);
     p.pack("stage");
     p.pack(s.stage);
     p.pack("replicas");
@@ -20,6 +31,14 @@ std::string encode(const std::vector<StageStatus>& stages) {
     p.pack(s.queued);
     p.pack("free_credits");
     p.pack(s.free_credits);
+    p.pack("lost");
+    p.pack(s.lost);
+    p.pack("uptime_s");
+    p.pack(s.uptime_s);
+    p.pack("requests");
+    p.pack(s.requests);
+    p.pack("errors");
+    p.pack(s.errors);
   }
   return {buffer.data(), buffer.size()};
 }
@@ -42,6 +61,15 @@ std::optional<std::vector<StageStatus>> decode(std::string_view bytes) {
       s.in_flight = entry.at("in_flight").as<int>();
       s.queued = entry.at("queued").as<int>();
       s.free_credits = entry.at("free_credits").as<int>();
+      // Absent from a hub of an older build: 0.
+      auto optional = [&](const char* key, auto& field) {
+        if (const auto it = entry.find(key); it != entry.end())
+          field = it->second.as<std::remove_reference_t<decltype(field)>>();
+      };
+      optional("lost", s.lost);
+      optional("uptime_s", s.uptime_s);
+      optional("requests", s.requests);
+      optional("errors", s.errors);
       stages.push_back(std::move(s));
     }
     return stages;

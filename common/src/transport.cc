@@ -1,11 +1,18 @@
 #include "seqpipe/common/transport.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <zmq_addon.hpp>
+
+#include "seqpipe/common/config.h"
 
 namespace seqpipe::transport {
 
@@ -33,7 +40,36 @@ Socket::Socket(zmq::context_t& context, zmq::socket_type type, const SocketOptio
   }
 }
 
-std::string Socket::bind(const std::string& endpoint) {
+std::string bind_problem(int error_number) {
+  switch (error_number) {
+    case EADDRINUSE:
+      return "is in use";
+    case EADDRNOTAVAIL:
+      return "is not an address of this machine";
+    case EACCES:
+      return "is a privileged port (below 1024)";
+    default:
+      return std::string("cannot be bound: ") + std::strerror(error_number);
+  }
+}
+
+std::string tcp_bind_problem(const std::string& host, int port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) return "is not an IPv4 address";
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "cannot be bound";
+  // As the servers bind: SO_REUSEADDR lets a port in TIME_WAIT go, but not one someone listens on.
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  const int error_number = errno;
+  ::close(fd);
+  return bound ? "cannot be bound" : bind_problem(error_number);
+}
+
+std::string Socket::bind(const std::string& endpoint, std::string_view key) {
   constexpr std::string_view kIpc = "ipc://";
   if (endpoint.compare(0, kIpc.size(), kIpc) == 0) {
     const std::filesystem::path path(endpoint.substr(kIpc.size()));
@@ -50,6 +86,9 @@ std::string Socket::bind(const std::string& endpoint) {
   try {
     socket_.bind(wanted);
   } catch (const zmq::error_t& e) {
+    if (!key.empty()) {
+      throw config::ConfigError(std::string(key) + ": " + endpoint + " " + bind_problem(e.num()));
+    }
     throw std::runtime_error("bind " + endpoint + ": " + e.what());
   }
   return socket_.get(zmq::sockopt::last_endpoint);

@@ -35,9 +35,12 @@ done
 install -m 0755 "$build/tools/seqpipe" "$dest$bindir/"
 install -m 0644 "$root/deploy/systemd/seqpipe.target" "$dest/etc/systemd/system/"
 install -m 0644 "$root/docs/ARCHITECTURE.md" "$dest$docdir/"
-install -m 0644 "$model"/config.json "$model"/model.safetensors "$model"/spiece.model "$dest$modeldir/"
+# Every file of the model directory: the weights and tokenizer, and the model's own settings
+# (seqpipe.yaml, applied under /etc/seqpipe/pipeline.yaml) with the files it names beside it.
+find "$model" -maxdepth 1 -type f -exec install -m 0644 -t "$dest$modeldir/" {} +
 {
-  echo "# seqpipe under systemd: the defaults of config/pipeline.yaml (documented there) with these keys."
+  echo "# seqpipe under systemd: the defaults of config/pipeline.yaml (documented there), the model's"
+  echo "# own settings ($modeldir/seqpipe.yaml, if any), and over them these keys."
   echo "runtime_dir: /run/seqpipe"
   echo "model:"
   echo "  dir: $modeldir"

@@ -372,7 +372,11 @@ void BatcherHub::dispatch_queue(hub::WorkerPool<Work>& pool, std::deque<Waiting<
 }
 
 std::vector<status::StageStatus> BatcherHub::status() const {
-  return {{"batcher", 1, 0, static_cast<int>(batcher_.size()), 0},
+  return {{.stage = "batcher",
+           .replicas = 1,
+           .in_flight = 0,
+           .queued = static_cast<int>(batcher_.size()),
+           .free_credits = status::kNoCredits},
           encoders_.status(0),
           decoders_.status(static_cast<int>(decode_queue_.size())),
           postprocessors_.status(static_cast<int>(postprocess_queue_.size()))};

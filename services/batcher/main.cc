@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "batcher/batcher_hub.h"
 #include "seqpipe/common/config.h"
@@ -11,6 +12,7 @@
 #include "seqpipe/common/security.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/service_main.h"
+#include "seqpipe/common/status.h"
 #include "seqpipe/common/transport.h"
 #include "seqpipe/common/worker.h"
 
@@ -20,6 +22,7 @@ namespace {
 int serve(const config::PipelineConfig& c) {
   service::init_logging("batcher");
   service::install_stop_handlers();
+  const auto started = std::chrono::steady_clock::now();  // for the status probe's uptime
   metrics::Exporter exporter("batcher", c.batcher.metrics_port, 1, c.metrics.address);
   metrics::StageMetrics stage_metrics(exporter.registry(), "batcher");
 
@@ -31,10 +34,10 @@ int serve(const config::PipelineConfig& c) {
   transport::Socket encoders(context, zmq::socket_type::router, bound);
   transport::Socket decoders(context, zmq::socket_type::router, bound);
   transport::Socket postprocessors(context, zmq::socket_type::router, bound);
-  ingress.bind(c.batcher.ingress_endpoint);
-  encoders.bind(c.batcher.encoder_endpoint);
-  decoders.bind(c.batcher.decoder_endpoint);
-  postprocessors.bind(c.batcher.postprocessor_endpoint);
+  ingress.bind(c.batcher.ingress_endpoint, "batcher.ingress_endpoint");
+  encoders.bind(c.batcher.encoder_endpoint, "batcher.encoder_endpoint");
+  decoders.bind(c.batcher.decoder_endpoint, "batcher.decoder_endpoint");
+  postprocessors.bind(c.batcher.postprocessor_endpoint, "batcher.postprocessor_endpoint");
   spdlog::info("batcher: ingress {}, encoders {}, decoders {}, postprocessors {}, metrics on :{}",
                c.batcher.ingress_endpoint, c.batcher.encoder_endpoint, c.batcher.decoder_endpoint,
                c.batcher.postprocessor_endpoint, exporter.port());
@@ -73,7 +76,7 @@ int serve(const config::PipelineConfig& c) {
       if (!poller.readable(kIngress + 1 + r)) continue;
       hub::read_workers(
           *worker_sockets[r], worker_names[r], limits, stage_metrics,
-          [&] { return batcher.status(); },
+          [&] { return status::with_uptime(batcher.status(), started); },
           [&](const std::string& worker, stage::StageMessage&& m) {
             batcher.on_worker(static_cast<Role>(r), worker, std::move(m), now);
           });

@@ -81,6 +81,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   std::string payload = std::move(frames.back());
   frames.pop_back();
   metrics_.request();
+  ++requests_received_;
   auto decoded = protocol::decode_request(
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()),
       limits_);
@@ -329,6 +330,7 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
     gateway_metrics_.latency_split(model_s, std::max(0.0, total_s - model_s));
   } else {
     metrics_.error(reply.error->code);
+    ++errors_answered_;
     spdlog::info("gateway: request {} (id '{}'): {}: {}", id, r.client_id,
                  protocol::wire_name(reply.error->code), reply.error->message);
   }
@@ -360,6 +362,7 @@ void Gateway::reply_error(Envelope envelope, std::string client_id, protocol::Er
                           SteadyClock::time_point received, SteadyClock::time_point now,
                           Outbox& out) {
   metrics_.error(error.code);
+  ++errors_answered_;
   spdlog::info("gateway: rejected request (id '{}'): {}: {}", client_id,
                protocol::wire_name(error.code), error.message);
   protocol::Reply reply = protocol::error_reply(std::move(client_id), std::move(error));
@@ -469,7 +472,13 @@ void Gateway::tokenizer_dead(const std::string& worker, const Now& now, Outbox& 
 }
 
 std::vector<status::StageStatus> Gateway::status() const {
-  return {{"gateway", 1, static_cast<int>(requests_.size()), static_cast<int>(waiting_.size()), 0},
+  return {{.stage = "gateway",
+           .replicas = 1,
+           .in_flight = static_cast<int>(requests_.size()),
+           .queued = static_cast<int>(waiting_.size()),
+           .free_credits = status::kNoCredits,
+           .requests = requests_received_,
+           .errors = errors_answered_},
           tokenizers_.status(0)};
 }
 

@@ -150,7 +150,9 @@ class Gateway {
   uint64_t next_id_;
   std::unordered_map<uint64_t, Request> requests_;
   std::set<std::pair<SteadyClock::time_point, uint64_t>> deadlines_;
-  std::deque<stage::Tokenize> waiting_;  // tokenize messages without a tokenizer credit yet
+  std::deque<stage::Tokenize> waiting_;
+  int64_t requests_received_ = 0;  // for the status: requests and those answered with an error
+  int64_t errors_answered_ = 0;    // tokenize messages without a tokenizer credit yet
   // Requests in flight by client_key, for cancels (a client may reuse an id: a cancel names all).
   std::unordered_multimap<std::string, uint64_t> by_client_;
 };

@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "seqpipe/common/config.h"
+#include "seqpipe/common/transport.h"
+
 namespace seqpipe::gateway {
 
 using nlohmann::json;
@@ -23,10 +26,17 @@ HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoi
   s.set_tcp_nodelay(true);
   const auto read = options_.read_timeout;
   s.set_read_timeout(read.count() / 1000, (read.count() % 1000) * 1000);
-  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty())  // a route's own answer already has a body
-      res.set_content(json{{"error", "HTTP " + std::to_string(res.status)}}.dump(),
-                      "application/json");
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a route's own answer already has a body
+    if (res.status == 404) {        // no route took it: say what was wrong with it
+      const HttpAnswer a = unrouted_request(req.method, req.path, options_.model_name);
+      res.status = a.status;
+      if (!a.allow.empty()) res.set_header("Allow", a.allow);
+      res.set_content(a.body, "application/json");
+      return;
+    }
+    res.set_content(json{{"error", "HTTP " + std::to_string(res.status)}}.dump(),
+                    "application/json");
   });
   auto answer = [](httplib::Response& res, const HttpAnswer& a) {
     res.status = a.status;
@@ -60,15 +70,13 @@ HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoi
     const auto& r = std::get<HttpRequest>(request);
     answer(res, kserve_infer_reply(exchange(r), r.client_id, options_.model_name));
   });
-  s.Get(R"(/v2/models/([^/]+)(/ready)?)",
-        [answer](const httplib::Request& req, httplib::Response& res) {
-          answer(res, kserve_error(404, "unknown model '" + req.matches[1].str() + "'"));
-        });
   port_ = options_.port == 0 ? s.bind_to_any_port(options_.host)
                              : (s.bind_to_port(options_.host, options_.port) ? options_.port : -1);
-  if (port_ <= 0)
-    throw std::runtime_error("http: cannot listen on " + options_.host + ":" +
-                             std::to_string(options_.port));
+  if (port_ <= 0) {
+    throw config::ConfigError("gateway.http_endpoint: " + options_.host + ":" +
+                              std::to_string(options_.port) + " " +
+                              transport::tcp_bind_problem(options_.host, options_.port));
+  }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
 }
 

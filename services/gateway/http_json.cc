@@ -125,13 +125,14 @@ std::variant<HttpRequest, HttpAnswer> generate_request_unguarded(std::string_vie
 HttpAnswer generate_reply_unguarded(std::string_view msgpack_reply, const std::string& client_id) {
   json reply = json::from_msgpack(msgpack_reply, /*strict=*/true, /*allow_exceptions=*/false);
   if (reply.is_discarded() || !reply.is_object())
-    return {500, json{{"v", protocol::kVersion},
-                      {"id", client_id},
-                      {"status", "error"},
-                      {"error", {{"code", "internal"}, {"message", "undecodable reply"}}}}
-                     .dump()};
+    return {.status = 500,
+            .body = json{{"v", protocol::kVersion},
+                         {"id", client_id},
+                         {"status", "error"},
+                         {"error", {{"code", "internal"}, {"message", "undecodable reply"}}}}
+                        .dump()};
   reply["id"] = client_id;
-  return {status_of(reply), reply.dump()};
+  return {.status = status_of(reply), .body = reply.dump()};
 }
 
 std::variant<HttpRequest, HttpAnswer> kserve_infer_request_unguarded(
@@ -207,7 +208,7 @@ HttpAnswer kserve_infer_reply_unguarded(std::string_view msgpack_reply,
   json response = {{"model_name", model_name}, {"outputs", std::move(outputs)}};
   if (!client_id.empty()) response["id"] = client_id;
   if (reply.contains("timings_us")) response["parameters"] = {{"timings_us", reply["timings_us"]}};
-  return {200, response.dump()};
+  return {.status = 200, .body = response.dump()};
 }
 
 }  // namespace
@@ -256,7 +257,38 @@ HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string&
 }
 
 HttpAnswer kserve_error(int status, const std::string& message) {
-  return {status, json{{"error", message}}.dump()};
+  return {.status = status, .body = json{{"error", message}}.dump()};
+}
+
+HttpAnswer unrouted_request(std::string_view method, std::string_view path,
+                            const std::string& model_name) {
+  constexpr std::string_view kModels = "/v2/models/";
+  if (path.starts_with(kModels)) {
+    const std::string_view rest = path.substr(kModels.size());
+    const std::string name(rest.substr(0, rest.find('/')));
+    if (name != model_name) {
+      return kserve_error(404, "unknown model '" + name + "': this gateway serves '" + model_name +
+                                   "' (GET /v2/models/" + model_name + ")");
+    }
+  }
+  // The routes HttpFrontDoor registers, as the messages name them.
+  const std::string model = std::string(kModels) + model_name;
+  const std::pair<std::string_view, std::string> routes[] = {
+      {"POST", "/v1/generate"}, {"GET", "/v2/health/live"}, {"GET", "/v2/health/ready"},
+      {"GET", model},           {"GET", model + "/ready"},  {"POST", model + "/infer"}};
+  std::string allow, all;
+  for (const auto& [route_method, route_path] : routes) {
+    if (route_path == path) allow += (allow.empty() ? "" : ", ") + std::string(route_method);
+    all += (all.empty() ? "" : ", ") + std::string(route_method) + " " + route_path;
+  }
+  if (!allow.empty()) {
+    HttpAnswer answer = kserve_error(
+        405, std::string(method) + " is not allowed on " + std::string(path) + ": use " + allow);
+    answer.allow = allow;
+    return answer;
+  }
+  return kserve_error(
+      404, "no route " + std::string(method) + " " + std::string(path) + "; the routes: " + all);
 }
 
 std::string kserve_model_metadata(const std::string& model_name) {

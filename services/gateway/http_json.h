@@ -28,6 +28,7 @@ struct HttpRequest {
 struct HttpAnswer {
   int status = 200;
   std::string body;
+  std::string allow;  // a 405's Allow header: the methods the path takes
 };
 
 // /v1/generate: a JSON object with the msgpack request's fields ("v" may be left out); a body
@@ -51,5 +52,11 @@ HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string&
 std::string kserve_model_metadata(const std::string& model_name);
 // A KServe v2 error answer: {"error": message} with `status`.
 HttpAnswer kserve_error(int status, const std::string& message);
+
+// The answer to a request no route took, saying what was wrong: a path served with another
+// method is 405 with Allow; a model other than `model_name` under /v2/models/ is 404 naming both;
+// any other path is 404 naming it and the routes there are.
+HttpAnswer unrouted_request(std::string_view method, std::string_view path,
+                            const std::string& model_name);
 
 }  // namespace seqpipe::gateway

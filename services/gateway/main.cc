@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 
@@ -14,6 +15,7 @@
 #include "seqpipe/common/security.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/service_main.h"
+#include "seqpipe/common/status.h"
 #include "seqpipe/common/transport.h"
 #include "seqpipe/common/worker.h"
 
@@ -23,6 +25,7 @@ namespace {
 int serve(const config::PipelineConfig& c) {
   service::init_logging("gateway");
   service::install_stop_handlers();
+  const auto started = std::chrono::steady_clock::now();  // for the status probe's uptime
   metrics::Exporter exporter("gateway", c.gateway.metrics_port, 1, c.metrics.address);
   metrics::StageMetrics stage_metrics(exporter.registry(), "gateway");
   metrics::GatewayMetrics gateway_metrics(exporter.registry());
@@ -42,9 +45,11 @@ int serve(const config::PipelineConfig& c) {
   worker_options.curve = security.server();
   transport::Socket tokenizers(context, zmq::socket_type::router, worker_options);
   transport::Socket results(context, zmq::socket_type::pull, worker_options);
-  const std::string client_endpoint = clients.bind(c.gateway.client_endpoint);
-  tokenizers.bind(c.gateway.tokenizer_endpoint);
-  const std::string results_endpoint = results.bind(c.gateway.results_endpoint);
+  const std::string client_endpoint =
+      clients.bind(c.gateway.client_endpoint, "gateway.client_endpoint");
+  tokenizers.bind(c.gateway.tokenizer_endpoint, "gateway.tokenizer_endpoint");
+  const std::string results_endpoint =
+      results.bind(c.gateway.results_endpoint, "gateway.results_endpoint");
   spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}",
                client_endpoint, c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
   std::unique_ptr<HttpFrontDoor> http;
@@ -92,7 +97,8 @@ int serve(const config::PipelineConfig& c) {
     }
     if (poller.readable(kTokenizers)) {
       hub::read_workers(
-          tokenizers, "a tokenizer", limits, stage_metrics, [&] { return gateway.status(); },
+          tokenizers, "a tokenizer", limits, stage_metrics,
+          [&] { return status::with_uptime(gateway.status(), started); },
           [&](const std::string& worker, stage::StageMessage&& m) {
             gateway.on_tokenizer(worker, m, now);
           });

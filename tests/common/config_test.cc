@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -98,12 +99,22 @@ TEST(ConfigFile, ShippedFileLoadsAndEqualsTheBuiltInDefaults) {
 
 TEST(ConfigFile, ShippedFileSpellsOutEveryKey) {
   // The file is the user-facing reference: a key missing from it is undocumented.
+  // The per-model keys are shown commented out: set there, they would hide every model's own.
   const YAML::Node root = YAML::LoadFile(kShippedConfig);
+  const std::string text = read_text(kShippedConfig);
+  const std::vector<std::string> per_model = model_config_keys();
   for (const std::string& key : config_keys()) {
     const size_t dot = key.find('.');
     const YAML::Node node =
         dot == std::string::npos ? root[key] : root[key.substr(0, dot)][key.substr(dot + 1)];
-    EXPECT_TRUE(node.IsDefined()) << key << " is missing from config/pipeline.yaml";
+    if (std::find(per_model.begin(), per_model.end(), key) == per_model.end()) {
+      EXPECT_TRUE(node.IsDefined()) << key << " is missing from config/pipeline.yaml";
+    } else {
+      EXPECT_FALSE(node.IsDefined())
+          << key << " is the model's: config/pipeline.yaml must not set it";
+      EXPECT_THAT(text, HasSubstr("  # " + key.substr(dot + 1) + ": "))
+          << key << " is missing (commented out) from config/pipeline.yaml";
+    }
   }
 }
 
@@ -719,6 +730,80 @@ TEST(ConfigLoadPipeline, WithoutAPathReadsTheDefaultFileOrTheBuiltInDefaults) {
   EXPECT_EQ(defaults.config.decoder.threads, PipelineConfig{}.decoder.threads);
   EXPECT_EQ(from_file.path, kDefaultConfigPath);
   EXPECT_EQ(from_file.config.decoder.threads, 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model's settings (<model.dir>/seqpipe.yaml)
+
+TEST(ConfigModelSettings, ADirectoryWithoutTheFileHasNone) {
+  TempDir dir;
+  EXPECT_TRUE(model_overrides(dir.path()).empty());
+  EXPECT_TRUE(model_overrides("/nonexistent/model").empty());
+}
+
+TEST(ConfigModelSettings, RelativePathsAreTheModelDirectorys) {
+  TempDir dir;
+  dir.write("seqpipe.yaml",
+            "model:\n  lower_case_words: 1\ngateway:\n  split_words: 8\npostprocessor:\n"
+            "  known_words: /usr/share/dict/words:extra.txt\n  word_counts: counts.tsv\n");
+  EXPECT_THAT(
+      model_overrides(dir.path()),
+      ElementsAre("model.lower_case_words=1", "gateway.split_words=8",
+                  "postprocessor.known_words=/usr/share/dict/words:" + dir.path() + "/extra.txt",
+                  "postprocessor.word_counts=" + dir.path() + "/counts.tsv"));
+}
+
+TEST(ConfigModelSettings, OnlyTheModelsKeysBelongThere) {
+  TempDir dir;
+  const std::string file = dir.write("seqpipe.yaml",
+                                     "model:\n  lower_case_words: 1\n"
+                                     "batcher:\n  max_batch_size: 4\n");
+  try {
+    model_overrides(dir.path());
+    FAIL() << "a pipeline key in the model's file was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), AllOf(StartsWith(file + ":4:"), HasSubstr("batcher.max_batch_size"),
+                                HasSubstr("not a setting of the model")));
+  }
+  dir.write("seqpipe.yaml", "model:\n  dir: elsewhere\n");
+  EXPECT_THROW(model_overrides(dir.path()), ConfigError);
+}
+
+TEST(ConfigModelSettings, LayersDefaultsModelFileSet) {
+  TempDir dir;
+  const std::string model = dir.path() + "/model";
+  std::filesystem::create_directory(model);
+  std::ofstream(model + "/seqpipe.yaml")
+      << "model:\n  lower_case_words: 1\n  max_input_tokens: 64\ngateway:\n  split_words: 8\n";
+  const std::string file =
+      dir.write("pipeline.yaml", "model:\n  dir: " + model + "\n  max_input_tokens: 96\n");
+
+  const LoadedConfig plain = load_pipeline_config(file, {"runtime_dir=/run/sp"});
+  EXPECT_EQ(plain.model_path, model + "/seqpipe.yaml");
+  EXPECT_EQ(plain.config.model.lower_case_words, 1);   // the model's file over the default
+  EXPECT_EQ(plain.config.model.max_input_tokens, 96);  // the config file over the model's
+  EXPECT_EQ(plain.config.gateway.split_words, 8u);
+
+  const LoadedConfig set =
+      load_pipeline_config(file, {"runtime_dir=/run/sp", "gateway.split_words=0"});
+  EXPECT_EQ(set.config.gateway.split_words, 0u);  // --set over everything
+
+  // --set model.dir names another model: its file (none here) applies, not the first one's.
+  const LoadedConfig other =
+      load_pipeline_config(file, {"runtime_dir=/run/sp", "model.dir=" + dir.path()});
+  EXPECT_EQ(other.model_path, "");
+  EXPECT_EQ(other.config.model.lower_case_words, 0);
+}
+
+TEST(ConfigModelSettings, TheBundledSpellerCarriesItsSettings) {
+  const std::string model = kSourceDir + "/models/speller-t5";
+  const LoadedConfig loaded =
+      load_pipeline_config(kShippedConfig, {"runtime_dir=/run/sp", "model.dir=" + model});
+  EXPECT_EQ(loaded.config.model.lower_case_words, 1);
+  EXPECT_EQ(loaded.config.gateway.split_words, 8u);
+  EXPECT_EQ(loaded.config.postprocessor.word_counts, model + "/word_counts.tsv");
+  EXPECT_TRUE(std::filesystem::exists(loaded.config.postprocessor.edit_counts));
+  EXPECT_TRUE(std::filesystem::exists(loaded.config.postprocessor.confusion_counts));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,13 +3,58 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <msgpack.hpp>
+#include <string>
+#include <utility>
+
 namespace seqpipe::status {
 namespace {
 
 TEST(Status, RoundTrips) {
-  const std::vector<StageStatus> stages{{"gateway", 1, 3, 2, 0}, {"decoder", 2, 40, 5, 24}};
+  const std::vector<StageStatus> stages{{.stage = "gateway",
+                                         .replicas = 1,
+                                         .in_flight = 3,
+                                         .queued = 2,
+                                         .free_credits = kNoCredits,
+                                         .uptime_s = 3700,
+                                         .requests = 1000,
+                                         .errors = 7},
+                                        {.stage = "decoder",
+                                         .replicas = 2,
+                                         .in_flight = 40,
+                                         .queued = 5,
+                                         .free_credits = 24,
+                                         .lost = 3}};
   EXPECT_EQ(decode(encode(stages)), stages);
   EXPECT_EQ(decode(encode({})), std::vector<StageStatus>{});
+}
+
+TEST(Status, AHubOfAnOlderBuildLeavesTheNewFieldsZero) {
+  msgpack::sbuffer old;
+  msgpack::packer<msgpack::sbuffer> p(old);
+  p.pack_array(1);
+  p.pack_map(5);
+  for (const auto& [key, value] : {std::pair<std::string, int>{"replicas", 2},
+                                   {"in_flight", 1},
+                                   {"queued", 0},
+                                   {"free_credits", 7}}) {
+    p.pack(key);
+    p.pack(value);
+  }
+  p.pack("stage");
+  p.pack("encoder");
+  const auto stages = decode(std::string_view(old.data(), old.size()));
+  ASSERT_TRUE(stages.has_value());
+  EXPECT_EQ(stages->at(0),
+            (StageStatus{.stage = "encoder", .replicas = 2, .in_flight = 1, .free_credits = 7}));
+}
+
+TEST(Status, TheHubsOwnRowCarriesItsUptime) {
+  const auto started = std::chrono::steady_clock::now() - std::chrono::seconds(90);
+  const auto stages = with_uptime({{.stage = "batcher"}, {.stage = "encoder"}}, started);
+  EXPECT_EQ(stages.at(0).uptime_s, 90);
+  EXPECT_EQ(stages.at(1).uptime_s, 0);
 }
 
 TEST(Status, RefusesWhatIsNotAStatusReply) {

@@ -59,11 +59,13 @@ def stop(proc, timeout=20):
 
 class PipelineTestCase(unittest.TestCase):
     """A test class on one pipeline, started once for all its tests: the class gives PREFIX,
-    settings() (--set overrides) and, to serve a model of its own, MODEL_DIR; setUpClass starts it,
+    settings() (--set overrides) and, to serve a model of its own, MODEL_DIR (or CHECKOUT: see
+    Pipeline); setUpClass starts it,
     with `cls.client` (the Python client, CLIENT_TIMEOUT_MS) on its gateway, and returns once a
     request goes all the way through."""
     PREFIX = "seqpipe-e2e-"
     MODEL_DIR = None
+    CHECKOUT = None
     CLIENT_TIMEOUT_MS = 10000
 
     @classmethod
@@ -73,7 +75,8 @@ class PipelineTestCase(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         from seqpipe_client import Client  # (clients/python, on the e2e tests' PYTHONPATH)
-        cls.pipeline = Pipeline(cls.PREFIX, cls.settings(), model_dir=cls.MODEL_DIR)
+        cls.pipeline = Pipeline(cls.PREFIX, cls.settings(), model_dir=cls.MODEL_DIR,
+                                checkout=cls.CHECKOUT)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=cls.CLIENT_TIMEOUT_MS)
         cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
 
@@ -86,12 +89,13 @@ class PipelineTestCase(unittest.TestCase):
 class Pipeline:
     """`seqpipe up` on a fresh tiny model (gated, untied, with spiece.model) in a temp dir, its
     client socket on ipc:// in the run dir. `settings` are extra --set overrides; `model_dir` serves
-    that model directory instead."""
+    that model directory instead. `checkout`: run in that source checkout as a newcomer does, its
+    config/pipeline.yaml and bundled model as they are (only the sockets and ports moved)."""
 
-    def __init__(self, prefix, settings=(), gated=True, model_dir=None):
+    def __init__(self, prefix, settings=(), gated=True, model_dir=None, checkout=None):
         self.tmp = tempfile.mkdtemp(prefix=prefix)
         self.model = model_dir or os.path.join(self.tmp, "model")
-        if model_dir is None:
+        if model_dir is None and checkout is None:
             args = [MKMODEL, "--preset", "tiny", "--spiece", "--seed", "3", "--out", self.model]
             if gated:
                 args += ["--gated", "--untied"]
@@ -99,13 +103,14 @@ class Pipeline:
         self.run_dir = os.path.join(self.tmp, "run")
         self.endpoint = f"ipc://{self.run_dir}/gateway.sock"
         up = [SEQPIPE, "up"]
-        for s in [f"model.dir={self.model}", f"runtime_dir={self.run_dir}",
+        model = [] if checkout else [f"model.dir={self.model}"]
+        for s in [*model, f"runtime_dir={self.run_dir}",
                   "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
                   "gateway.http_endpoint=127.0.0.1:0", *settings]:
             up += ["--set", s]
         self.log = open(os.path.join(self.tmp, "up.log"), "w")
-        self.proc = subprocess.Popen(up, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.tmp,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(up, stdout=self.log, stderr=subprocess.STDOUT,
+                                     cwd=checkout or self.tmp, start_new_session=True)
 
     def alive(self):
         return self.proc.poll() is None

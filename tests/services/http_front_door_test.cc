@@ -244,6 +244,29 @@ TEST_F(HttpFrontDoorTest, KServeHealthMetadataAndInfer) {
   res = http.Get("/v2/models/other");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 404);
+  EXPECT_EQ(json::parse(res->body)["error"],
+            "unknown model 'other': this gateway serves 'speller' (GET /v2/models/speller)");
+  res = http.Post("/v2/models/other/infer", "{}", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+
+  // A path served with another method: 405 and what it takes; an unknown path: named.
+  res = http.Get("/v1/generate");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 405);
+  EXPECT_EQ(res->get_header_value("Allow"), "POST");
+  EXPECT_EQ(json::parse(res->body)["error"], "GET is not allowed on /v1/generate: use POST");
+  res = http.Post("/v2/health/ready", "{}", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 405);
+  EXPECT_EQ(res->get_header_value("Allow"), "GET");
+  res = http.Get("/v1/generat");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_NE(json::parse(res->body)["error"].get<std::string>().find(
+                "no route GET /v1/generat; the routes: POST /v1/generate"),
+            std::string::npos)
+      << res->body;
 
   res = http.Post("/v2/models/speller/infer",
                   R"({"id": "7", "inputs": [{"name": "text", "shape": [1], "datatype": "BYTES",

@@ -110,7 +110,11 @@ expect_error 2 "--ids" "$generate" --model "$fixture" --text "hello"
 expect_error 2 "--ids" "$generate" --model "$fixture" --ids 1,x,2
 expect_error 2 "--ids" "$generate" --model "$fixture" --ids -4,1
 expect_error 2 "unknown argument" "$generate" --model "$fixture" --ids 1 --beams 2
-expect_error 1 "$work/no-such-model" "$generate" --model "$work/no-such-model" --ids 1
+expect_error 1 "$work/no-such-model: the model directory does not exist" "$generate" --model "$work/no-such-model" --ids 1
+# --text looks for spiece.model: a wrong path is still named as that, not as a missing tokenizer.
+expect_error 1 "$work/no-such-model: the model directory does not exist" "$generate" --model "$work/no-such-model" --text "hello"
+mkdir "$work/empty"
+expect_error 1 "$work/empty: no config.json" "$generate" --model "$work/empty" --text "hello"
 expect_error 1 "600" "$generate" --model "$fixture" --ids 5,600,1
 expect_error 2 "--preset" "$mkmodel" --out "$work/x"
 expect_error 2 "--dtype" "$mkmodel" --preset tiny --dtype f8 --out "$work/x"

@@ -173,6 +173,15 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }
 
 Generation generate(const Options& o) {
+  // Before anything in the directory is looked for, so a wrong path is named as that.
+  std::error_code ec;
+  if (!fs::is_directory(o.model_dir, ec))
+    throw std::runtime_error("--model " + o.model_dir + ": the model directory does not exist");
+  if (!fs::is_regular_file(fs::path(o.model_dir) / "config.json", ec)) {
+    throw std::runtime_error("--model " + o.model_dir +
+                             ": no config.json, so not a HuggingFace T5 model directory "
+                             "(config.json, model.safetensors, spiece.model)");
+  }
   const std::string spiece_path = (fs::path(o.model_dir) / "spiece.model").string();
   const bool has_tokenizer = fs::exists(spiece_path);
   if (o.text && !has_tokenizer) {

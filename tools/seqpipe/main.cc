@@ -54,11 +54,14 @@ up     starts the whole pipeline on this machine as child processes: gateway.rep
        endpoint and the metrics ports, restarts a child that dies (after 0.5 s, doubling while it
        keeps failing), and stops everything on Ctrl-C or SIGTERM. It checks the config and the
        model directory before starting anything, and stops with the error (exit status 1) when a
-       child exits with status 2 (bad usage or config) or exits 5 times in a row within 5 s of
-       its start. Its children die with it, even when it is killed.
+       child exits with status 2 (bad usage or config, or an address in use) or exits 5 times in
+       a row within 5 s of its start. Its children die with it, even when it is killed. It prints
+       the config files in force: the model directory's seqpipe.yaml (the model's own settings),
+       then the config file, then --set (docs/CONFIG.md, "The model's settings").
 send   sends one request to the gateway (every gateway replica's client endpoint of the config, or
        --endpoint: one or several, comma-separated; the request goes again, with its id, to the next gateway when
-       one dies or does not answer within 5 s) and
+       one dies or does not answer within 5 s; with no reply a second past the request's
+       deadline, --timeout-ms or gateway.default_timeout_ms, it says to start `seqpipe up`) and
        prints the text(s), the score(s) with --scores, and the per-stage timings. --priority N:
        1 (highest) .. batcher.priority_levels (default: batcher.default_priority_level). With
        --cancel-after-ms N it cancels the request if no reply came within N ms, and prints the
@@ -71,9 +74,12 @@ send   sends one request to the gateway (every gateway replica's client endpoint
        the text as it is decoded, word by word (docs/PROTOCOL.md, "Streaming").
        With security.server_key in the config, send and status are CurveZMQ clients with
        security.client_key's key pair (docs/DEPLOY.md, "Keys").
-status asks the two hubs (gateway, batcher) what they see: for each stage its live replicas
-       (announced, so warmed up), the work its replicas hold (in flight), the work waiting in the
-       hub (queued) and the free credits; then "ready: yes" when every stage has a live replica.
+status prints the model, its compute type and the endpoints the config names, then asks the two
+       hubs (gateway, batcher) what they see: for each stage its live replicas (announced, so
+       warmed up), the work its replicas hold (in flight), the work waiting in the hub (queued)
+       and the free credits ("-" for the hubs, which grant credits and hold none); then each
+       hub's uptime, the gateway's requests and error rate, the replicas each stage lost (a
+       restart is one), and "ready: yes" when every stage has a live replica.
        Exit status 1 when not ready or a hub does not answer within 1 s (reported as down).
 keygen writes a CurveZMQ key pair per NAME into DIR (default .; made if missing): DIR/NAME, the
        public key (give it to the hubs' allow lists, or to the clients of a hub), and
@@ -167,6 +173,12 @@ int up(int argc, char** argv) {
   }
   std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n",
               children.size(), config::client_endpoints(c).c_str(), c.runtime_dir.c_str());
+  // Which settings are in force, lowest layer first (config::load_pipeline_config).
+  std::printf("seqpipe up: model %s; config: built-in defaults < %s < %s < %zu --set\n",
+              c.model.dir.c_str(),
+              loaded.model_path.empty() ? "(no model seqpipe.yaml)" : loaded.model_path.c_str(),
+              loaded.path.empty() ? "(no config file)" : loaded.path.c_str(),
+              args.overrides.size());
   // Metrics: the configured ports (a replica takes the first free one from its stage's base;
   // each process logs the port it got, and 0 means any free port).
   auto ports = [](int base, int replicas) {
@@ -291,7 +303,10 @@ int send(int argc, char** argv) {
   if (endpoint.empty()) endpoint = config::client_endpoints(c);
 
   seqpipe::client::Client client(endpoint, {.curve = seqpipe::security::client_keys(c.security)});
-  const auto wait = std::chrono::milliseconds(request.timeout_ms.value_or(10000) + 1000);
+  // The gateway answers every request by its deadline (deadline_exceeded at worst), so a second
+  // past it with nothing back means no gateway is there: say so then, not after a long wait.
+  const uint32_t deadline_ms = request.timeout_ms.value_or(c.gateway.default_timeout_ms);
+  const auto wait = std::chrono::milliseconds(deadline_ms + 1000);
   std::variant<seqpipe::protocol::Reply, seqpipe::protocol::Error> result;
   bool streamed = false;  // the text went out in pieces as it came
   if (request.stream) {
@@ -320,7 +335,15 @@ int send(int argc, char** argv) {
     }
   }
   if (auto* e = std::get_if<seqpipe::protocol::Error>(&result)) {
-    std::fprintf(stderr, "seqpipe send: %s (%s)\n", e->message.c_str(), endpoint.c_str());
+    if (e->code == seqpipe::protocol::ErrorCode::kUnavailable) {
+      std::fprintf(stderr,
+                   "seqpipe send: no reply from %s within %lld ms: is the pipeline running? Start "
+                   "it with `seqpipe up` (with the same --config and --set), or give its gateway "
+                   "with --endpoint\n",
+                   endpoint.c_str(), static_cast<long long>(wait.count()));
+    } else {
+      std::fprintf(stderr, "seqpipe send: %s (%s)\n", e->message.c_str(), endpoint.c_str());
+    }
     return 1;
   }
   const auto& reply = std::get<seqpipe::protocol::Reply>(result);
@@ -351,17 +374,68 @@ int send(int argc, char** argv) {
   return 0;
 }
 
+// What the config says about the pipeline `seqpipe status` asks: the model, its compute type and
+// where to reach it (the hubs' answers say how it is doing).
+void print_pipeline_summary(const config::LoadedConfig& loaded) {
+  const config::PipelineConfig& c = loaded.config;
+  std::printf("model: %s, compute type %s (config: %s%s%s)\n", c.model.dir.c_str(),
+              c.model.compute_type.c_str(),
+              loaded.path.empty() ? "built-in defaults" : loaded.path.c_str(),
+              loaded.model_path.empty() ? "" : " over ", loaded.model_path.c_str());
+  const auto http = config::parse_http_address(c.gateway.http_endpoint);
+  std::printf("clients: %s; HTTP: %s; /metrics: %s:%d (gateway), :%d (batcher)\n",
+              config::client_endpoints(c).c_str(), http ? c.gateway.http_endpoint.c_str() : "off",
+              c.metrics.address.c_str(), c.gateway.metrics_port, c.batcher.metrics_port);
+}
+
+std::string duration_text(int64_t seconds) {
+  char text[32];
+  if (seconds >= 3600) {
+    std::snprintf(text, sizeof text, "%lldh%02lldm", static_cast<long long>(seconds / 3600),
+                  static_cast<long long>(seconds / 60 % 60));
+  } else {
+    std::snprintf(text, sizeof text, "%lldm%02llds", static_cast<long long>(seconds / 60),
+                  static_cast<long long>(seconds % 60));
+  }
+  return text;
+}
+
+// One line per hub that answered: how long it has run, its error rate (the gateway) and the
+// replicas it lost (each is one restart under `seqpipe up` or systemd).
+void print_hub_lines(const seqpipe::status::PipelineStatus& status) {
+  for (const auto& hub : status.hubs) {
+    if (!hub.stages || hub.stages->empty()) continue;
+    const auto& own = hub.stages->front();
+    std::string line = hub.hub + ": up " + duration_text(own.uptime_s);
+    if (hub.hub == "gateway") {
+      const double rate = own.requests == 0 ? 0.0 : 100.0 * own.errors / own.requests;
+      char text[96];
+      std::snprintf(text, sizeof text, "; %lld requests, %lld errors (%.2f%%)",
+                    static_cast<long long>(own.requests), static_cast<long long>(own.errors), rate);
+      line += text;
+    }
+    line += "; replicas lost:";
+    for (size_t i = 1; i < hub.stages->size(); ++i) {
+      const auto& st = (*hub.stages)[i];
+      line += (i == 1 ? " " : ", ") + st.stage + " " + std::to_string(st.lost);
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
 int status_command(int argc, char** argv) {
   const seqpipe::service::ServiceArgs args = seqpipe::service::parse_service_args(argc, argv);
   if (args.help) {
     std::cout << kUsage;
     return 0;
   }
-  const config::PipelineConfig c =
-      config::load_pipeline_config(args.config_path, args.overrides).config;
+  const config::LoadedConfig loaded =
+      config::load_pipeline_config(args.config_path, args.overrides);
+  const config::PipelineConfig& c = loaded.config;
   zmq::context_t context(1);
   const auto status = seqpipe::status::ask_pipeline(context, c, std::chrono::milliseconds(1000),
                                                     seqpipe::security::client_keys(c.security));
+  print_pipeline_summary(loaded);
   std::printf("%-14s %8s %10s %8s %13s\n", "stage", "replicas", "in_flight", "queued",
               "free_credits");
   for (const auto& hub : status.hubs) {
@@ -370,10 +444,14 @@ int status_command(int argc, char** argv) {
       continue;
     }
     for (const auto& st : *hub.stages) {
-      std::printf("%-14s %8d %10d %8d %13d\n", st.stage.c_str(), st.replicas, st.in_flight,
-                  st.queued, st.free_credits);
+      // A hub grants credits and holds none: "-", not a 0 that reads as "no capacity".
+      const std::string free =
+          st.free_credits == seqpipe::status::kNoCredits ? "-" : std::to_string(st.free_credits);
+      std::printf("%-14s %8d %10d %8d %13s\n", st.stage.c_str(), st.replicas, st.in_flight,
+                  st.queued, free.c_str());
     }
   }
+  print_hub_lines(status);
   std::string why;
   for (const auto& m : status.missing) why += (why.empty() ? "" : ", ") + m;
   std::printf("ready: %s\n", status.ready() ? "yes" : ("no: no live " + why).c_str());

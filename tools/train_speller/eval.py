@@ -18,7 +18,7 @@ back through our own safetensors reader, with PyTorch greedy decoding:
 pipeline (its gateway's client socket), with whatever the pipeline's config adds (e.g. the
 postprocessor's known-words guard). --model still names the model's directory for the figures.
 
-    build/release/tools/seqpipe up --config config/demo.yaml --set runtime_dir=/tmp/sp &
+    build/release/tools/seqpipe up --set runtime_dir=/tmp/sp &   # the model's seqpipe.yaml in force
     /usr/bin/python3 tools/train_speller/eval.py --model models/speller-t5 --work /work/speller-work \
         --tsv ../shared/spelling/dev_words.tsv --gateway tcp://127.0.0.1:5555
 

@@ -2,7 +2,7 @@
 misspelled word, PyTorch beam search (no cache; HF-like beams, finished hypotheses ranked by their
 sum of log-probs / length) returns K hypotheses; the pick is the first whose words the word lists
 all know (else the best). The pipeline does the same when postprocessor.known_words is set and a
-request asks for num_beams > 1 (config/demo.yaml, scripts/run.sh): this measures it on the model
+request asks for num_beams > 1 (models/speller-t5/seqpipe.yaml, scripts/run.sh): this measures it on the model
 alone, without running a pipeline.
 
     /usr/bin/python3 tools/train_speller/nbest_eval.py --model models/speller-t5 \\

@@ -127,10 +127,21 @@ class PipelineTest(unittest.TestCase):
                              text=True, timeout=30)
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         self.assertIn("ready: yes", out.stdout)
-        rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()[1:-1]}
+        rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()
+                if len(line.split()) == 5 and line.split()[1].isdigit()}
         self.assertEqual(sorted(rows), ["batcher", "decoder", "encoder", "gateway", "postprocessor", "tokenizer"])
         for stage in ("tokenizer", "encoder", "decoder", "postprocessor"):
             self.assertEqual(rows[stage][0], "2", f"{stage}: {out.stdout}")
+            self.assertTrue(rows[stage][3].isdigit(), f"{stage}: {out.stdout}")
+        # The hubs grant credits and hold none; the summary says what runs and how it is doing.
+        self.assertEqual(rows["gateway"][3], "-", out.stdout)
+        self.assertEqual(rows["batcher"][3], "-", out.stdout)
+        self.assertRegex(out.stdout, r"(?m)^model: \S+, compute type float32 ")
+        self.assertRegex(out.stdout, r"(?m)^clients: \S+; HTTP: \S+; /metrics: ")
+        self.assertRegex(out.stdout, r"(?m)^gateway: up \d+m\d\ds; \d+ requests, \d+ errors \(\d+\.\d\d%\); "
+                                     r"replicas lost: tokenizer 0$")
+        self.assertRegex(out.stdout, r"(?m)^batcher: up \d+m\d\ds; replicas lost: encoder 0, decoder 0, "
+                                     r"postprocessor 0$")
 
     def test_metrics_count_requests(self):
         ok = 'seqpipe_gateway_request_seconds_count{status="ok"}'

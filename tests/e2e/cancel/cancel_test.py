@@ -86,14 +86,15 @@ class CancelTest(unittest.TestCase):
 
     @classmethod
     def status(cls):
-        """seqpipe status as {stage: [replicas, in_flight, queued, free_credits]}."""
+        """seqpipe status as {stage: [replicas, in_flight, queued, free_credits]} (a hub's free
+        credits, "-", as -1)."""
         out = subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={cls.run_dir}"], capture_output=True,
                              text=True, timeout=10).stdout
         rows = {}
         for line in out.splitlines()[1:]:
             parts = line.split()
             if len(parts) == 5 and parts[1].isdigit():
-                rows[parts[0]] = [int(p) for p in parts[1:]]
+                rows[parts[0]] = [-1 if p == "-" else int(p) for p in parts[1:]]
         return rows
 
     @classmethod

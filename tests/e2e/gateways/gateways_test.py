@@ -106,8 +106,8 @@ class TwoGatewaysTest(unittest.TestCase):
         out = subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={self.run_dir}",
                               "--set", f"gateway.tokenizer_endpoint={tokenizer_endpoint}"],
                              capture_output=True, text=True, timeout=10).stdout
-        return {line.split()[0]: [int(p) for p in line.split()[1:]] for line in out.splitlines()[1:]
-                if len(line.split()) == 5 and line.split()[1].isdigit()}
+        return {line.split()[0]: [-1 if p == "-" else int(p) for p in line.split()[1:]]
+                for line in out.splitlines() if len(line.split()) == 5 and line.split()[1].isdigit()}
 
     def check_served(self, endpoint):
         replies = ask(endpoint, TEXTS)

@@ -1,18 +1,24 @@
-"""End to end on the bundled model: `seqpipe up` serves models/speller-t5 with config/demo.yaml's
-text handling and known-words guard (what scripts/run.sh serves), and requests through the gateway
-socket come back corrected.
+"""End to end on the bundled model: `seqpipe up` serves models/speller-t5 with the model's own
+settings (models/speller-t5/seqpipe.yaml: text handling, word lists, noisy channel, split_words),
+and requests through the gateway socket come back corrected.
 
-Checks: texts as users type them come back with only their misspellings changed (capitals,
-digits, punctuation, URLs, code, non-Latin scripts, emoji and whitespace kept:
-model.lower_case_words); known misspellings are corrected ("teh speling" -> "the spelling");
-replies equal seqpipe-generate's greedy output where the guard has nothing to do, and keep the
-known input word where the model changed one ("wether", a word, stays), unless all 8 beam
-hypotheses change it (postprocessor.known_word_votes); a burst of concurrent requests from
-several clients is answered completely, each with its own correction. ServedSpellerTest runs
-config/demo.yaml's postprocessor as it is (2 beams, the noisy channel, the confusion sets): the same
-texts come back the same, and a real-word error whose context decides is fixed; with
-gateway.split_words, a 300-word text comes back with its misspellings at the start, middle and end
-corrected and every other byte kept, and a text near gateway.max_text_bytes is no too_long.
+QuickstartTest is a newcomer's first `seqpipe up` in the checkout (config/pipeline.yaml as it is,
+only sockets and ports moved) with requests as `seqpipe send` makes them (greedy): "teh speling"
+comes back "the spelling", case, digits, e-mail addresses and emoji are kept, and a request of
+several texts, one a 60-word paragraph, is answered whole.
+
+SpellerPipelineTest turns the noisy channel, the confusion sets and split_words off to check the
+model and its known-words guard alone: texts as users type them come back with only their
+misspellings changed (capitals, digits, punctuation, URLs, code, non-Latin scripts, emoji and
+whitespace kept: model.lower_case_words); known misspellings are corrected ("teh speling" -> "the
+spelling"); replies equal seqpipe-generate's greedy output where the guard has nothing to do, and
+keep the known input word where the model changed one ("wether", a word, stays), unless all 8 beam
+hypotheses change it (postprocessor.known_word_votes); a burst of concurrent requests from several
+clients is answered completely, each with its own correction. ServedSpellerTest serves the model's
+settings as they are, with 2 beams as scripts/run.sh sends: the same texts come back the same, and
+a real-word error whose context decides is fixed; with gateway.split_words, a 300-word text comes
+back with its misspellings at the start, middle and end corrected and every other byte kept, and a
+text near gateway.max_text_bytes is no too_long.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_GENERATE, SEQPIPE_MKMODEL; PYTHONPATH has clients/python.
 """
@@ -33,9 +39,9 @@ import yaml  # noqa: E402  (python3-yaml)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 MODEL = os.path.join(ROOT, "models", "speller-t5")
-with open(os.path.join(ROOT, "config", "demo.yaml")) as f:
-    DEMO = yaml.safe_load(f)
-KNOWN_WORDS = DEMO["postprocessor"]["known_words"]
+with open(os.path.join(MODEL, "seqpipe.yaml")) as f:
+    MODEL_SETTINGS = yaml.safe_load(f)
+KNOWN_WORDS = MODEL_SETTINGS["postprocessor"]["known_words"]
 GENERATE = os.environ["SEQPIPE_GENERATE"]
 MAX_NEW = 64
 # Inputs whose correction the shipped model gets right (a change of model that breaks these is
@@ -137,10 +143,11 @@ class SpellerPipelineTest(PipelineTestCase):
 
     @classmethod
     def settings(cls):
+        # The model's seqpipe.yaml gives lower_case_words, the word lists and Aspell; the rest off.
         return ["gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
-                f"postprocessor.known_words={KNOWN_WORDS}", "model.lower_case_words=1",
-                "postprocessor.known_word_votes=8",
-                f"postprocessor.aspell_dictionary={DEMO['postprocessor']['aspell_dictionary']}"]
+                "postprocessor.known_word_votes=8", "gateway.split_words=0",
+                "postprocessor.word_counts=", "postprocessor.edit_counts=",
+                "postprocessor.confusion_counts="]
 
     def test_texts_keep_everything_but_their_misspellings(self):
         self.assertGreaterEqual(len(TEXTS), 40)
@@ -205,24 +212,14 @@ class SpellerPipelineTest(PipelineTestCase):
 
 
 class ServedSpellerTest(PipelineTestCase):
-    """config/demo.yaml's postprocessor settings, with 2 beams as scripts/run.sh sends."""
+    """The model's settings (its seqpipe.yaml) as they are, with 2 beams as scripts/run.sh sends."""
     PREFIX = "seqpipe-e2e-served-speller-"
     MODEL_DIR = MODEL
     CLIENT_TIMEOUT_MS = 30000
 
     @classmethod
     def settings(cls):
-        post = DEMO["postprocessor"]
-        return ["gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
-                f"model.lower_case_words={DEMO['model']['lower_case_words']}",
-                f"gateway.split_words={DEMO['gateway']['split_words']}",
-                f"postprocessor.known_words={post['known_words']}",
-                f"postprocessor.known_word_margin={post['known_word_margin']}",
-                f"postprocessor.aspell_dictionary={post['aspell_dictionary']}",
-                f"postprocessor.word_counts={os.path.join(ROOT, post['word_counts'])}",
-                f"postprocessor.edit_counts={os.path.join(ROOT, post['edit_counts'])}",
-                f"postprocessor.confusion_counts={os.path.join(ROOT, post['confusion_counts'])}",
-                f"postprocessor.confusion_margin={post['confusion_margin']}"]
+        return ["gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000"]
 
     def correct(self, text, beams=2):
         return self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=beams)["text"]
@@ -255,6 +252,37 @@ class ServedSpellerTest(PipelineTestCase):
         self.assertLess(len(text.encode()), 4096)
         reply = self.client.generate([text, "teh speling"], max_new_tokens=MAX_NEW, num_beams=2)
         self.assertEqual(reply["texts"], [LONG_TEXT_CORRECTED + "\n" + LONG_TEXT_CORRECTED, "the spelling"])
+
+
+# A paragraph of 60 words, over the 8-word pieces the speller was trained on and (whole) over
+# model.max_input_tokens.
+PARAGRAPH = " ".join(LONG_TEXT.split()[:60])
+
+
+class QuickstartTest(PipelineTestCase):
+    """Plain `seqpipe up` in the checkout, as the README's quickstart runs it: config/pipeline.yaml
+    and models/speller-t5 with its seqpipe.yaml; only the sockets and ports are moved so the test
+    does not collide with a pipeline already running here."""
+    PREFIX = "seqpipe-e2e-quickstart-"
+    CHECKOUT = ROOT
+    CLIENT_TIMEOUT_MS = 30000
+
+    @classmethod
+    def settings(cls):
+        return [f"{stage}.metrics_port=0" for stage in
+                ("gateway", "batcher", "tokenizer", "encoder", "decoder", "postprocessor")]
+
+    def test_the_default_request_corrects_and_keeps_the_rest(self):
+        for text, want in [("teh speling", "the spelling"), ("Teh Speling", "The Spelling"),
+                           ("recieve teh pakage at 5pm", "receive the package at 5pm"),
+                           ("Mail bob@example.com about teh plan", "Mail bob@example.com about the plan"),
+                           ("I ❤️ teh speling", "I ❤️ the spelling")]:
+            self.assertEqual(self.client.generate(text)["text"], want, text)
+
+    def test_a_paragraph_is_answered_with_the_other_texts(self):
+        self.assertEqual(len(PARAGRAPH.split()), 60)
+        reply = self.client.generate([PARAGRAPH, "teh speling"])
+        self.assertEqual(reply["texts"], [PARAGRAPH.replace("recieve", "receive"), "the spelling"])
 
 
 if __name__ == "__main__":

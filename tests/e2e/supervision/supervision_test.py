@@ -1,12 +1,13 @@
 """`seqpipe up` as a supervisor: its children die with it, it checks the model directory before
 starting anything, and a child that cannot start stops the pipeline with the error instead of
-being restarted forever.
+being restarted forever; a port in use (client, HTTP, metrics) stops it at once, naming the key.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 """
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -14,7 +15,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, Pipeline, answers  # noqa: E402
+from harness import MKMODEL, SEQPIPE, Pipeline, answers  # noqa: E402
 from seqpipe_client import Client  # noqa: E402
 
 
@@ -106,6 +107,54 @@ class StartFailureTest(unittest.TestCase):
             self.assertIn("stopping the pipeline", output)
             self.assertIn("seqpipe up: stopped", output)
             self.assertEqual(processes_with(f"{tmp}/run"), [], "children left behind")
+
+
+class PortInUseTest(unittest.TestCase):
+    """A port someone else listens on is a start-up error naming the config key and the address,
+    and `seqpipe up` stops at once instead of restarting the gateway into the same wall."""
+
+    def test_each_of_the_gateways_ports_in_use_stops_up_at_once(self):
+        with tempfile.TemporaryDirectory(prefix="seqpipe-port-in-use-") as tmp:
+            model = os.path.join(tmp, "model")
+            subprocess.run([MKMODEL, "--preset", "tiny", "--spiece", "--out", model], check=True,
+                           capture_output=True, timeout=120)
+            with socket.socket() as busy:
+                busy.bind(("127.0.0.1", 0))
+                busy.listen()
+                port = busy.getsockname()[1]
+                for key, value in [("gateway.client_endpoint", f"tcp://127.0.0.1:{port}"),
+                                   ("gateway.http_endpoint", f"127.0.0.1:{port}"),
+                                   ("gateway.metrics_port", f"{port}")]:
+                    with self.subTest(key=key):
+                        settings = {"model.dir": model, "runtime_dir": f"{tmp}/run",
+                                    "gateway.client_endpoint": "ipc://{runtime_dir}/gateway.sock",
+                                    "gateway.http_endpoint": "127.0.0.1:0",
+                                    "gateway.metrics_port": "0", "batcher.metrics_port": "0",
+                                    key: value}
+                        args = [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
+                        status, seconds, output = up(args, timeout=60)
+                        self.assertEqual(status, 1, output)
+                        self.assertIn(f"{key}: 127.0.0.1:{port} is in use"
+                                      if key != "gateway.client_endpoint"
+                                      else f"{key}: tcp://127.0.0.1:{port} is in use", output)
+                        self.assertIn("(bad usage or config): stopping the pipeline", output)
+                        self.assertNotIn("restarting", output)
+                        self.assertLess(seconds, 10)
+
+
+class SendWithoutPipelineTest(unittest.TestCase):
+    def test_send_says_at_once_that_no_pipeline_answers(self):
+        with tempfile.TemporaryDirectory(prefix="seqpipe-send-") as tmp:
+            endpoint = f"ipc://{tmp}/gateway.sock"
+            start = time.monotonic()
+            proc = subprocess.run([SEQPIPE, "send", "--set", f"runtime_dir={tmp}", "--set",
+                                   f"gateway.client_endpoint={endpoint}", "teh speling"],
+                                  capture_output=True, text=True, timeout=30)
+            seconds = time.monotonic() - start
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn(f"no reply from {endpoint} within 2000 ms", proc.stderr)  # default deadline + 1 s
+        self.assertIn("seqpipe up", proc.stderr)
+        self.assertLess(seconds, 5)
 
 
 if __name__ == "__main__":

@@ -312,6 +312,8 @@ void validate(const PipelineConfig& config);
 
 // Every key, "section.name" (and "runtime_dir"), in file order.
 std::vector<std::string> config_keys();
+// The keys a model directory's seqpipe.yaml may set (model_overrides), in file order.
+std::vector<std::string> model_config_keys();
 // The config as YAML, every key, sections in file order (for debugging and tests).
 // load_config_text(to_yaml(c), ...) == c.
 std::string to_yaml(const PipelineConfig& config);
@@ -343,14 +345,27 @@ std::vector<std::string> batcher_replica_overrides(const PipelineConfig& config,
 // What a client is given: every gateway replica's client endpoint, comma-separated.
 std::string client_endpoints(const PipelineConfig& config);
 
-// What services and tools start from: the config file (`config_path`; empty: kDefaultConfigPath
-// if it exists in the working directory, else the built-in defaults), the overrides applied and
-// validated, the runtime directory chosen (choose_runtime_dir over $XDG_RUNTIME_DIR and the uid:
-// the only place the environment is read) and the endpoints resolved in it. Creates nothing.
-// Throws ConfigError.
+// The file in a model directory that holds the model's own settings (model_overrides).
+inline constexpr std::string_view kModelConfigName = "seqpipe.yaml";
+
+// The settings a model directory carries for itself, so that every way of serving it serves it
+// alike: <model_dir>/seqpipe.yaml as `--set` assignments ("gateway.split_words=8"), in file
+// order. A relative path in it (a word list, a counts file) is relative to the model directory
+// and comes back joined to model_dir. Only the per-model keys may appear there (text handling,
+// beams and token caps, the postprocessor's word lists: docs/CONFIG.md, "The model's settings").
+// Empty when the directory has no such file. Throws ConfigError naming the file.
+std::vector<std::string> model_overrides(const std::string& model_dir);
+
+// What services and tools start from, in layers, each over the one before: the built-in
+// defaults < the model directory's seqpipe.yaml (model_overrides of the model.dir the file and
+// the overrides name) < the config file (`config_path`; empty: kDefaultConfigPath if it exists in
+// the working directory, else none) < the overrides (--set). Then validated, the runtime
+// directory chosen (choose_runtime_dir over $XDG_RUNTIME_DIR and the uid: the only place the
+// environment is read) and the endpoints resolved in it. Creates nothing. Throws ConfigError.
 struct LoadedConfig {
   PipelineConfig config;
-  std::string path;  // the file read; empty: the built-in defaults
+  std::string path;        // the file read; empty: the built-in defaults
+  std::string model_path;  // the model's seqpipe.yaml applied; empty: none
 };
 LoadedConfig load_pipeline_config(const std::string& config_path,
                                   const std::vector<std::string>& overrides);

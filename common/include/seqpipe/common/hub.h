@@ -158,6 +158,7 @@ class WorkerPool {
     if (!credits_.remove(worker)) return lost;
     liveness_.forget(worker);
     metrics_.worker_dead();
+    ++lost_;
     auto node = held_.extract(worker);
     size_t held = 0;
     if (!node.empty()) {
@@ -194,8 +195,12 @@ class WorkerPool {
   // This stage's line in `seqpipe status`, with the work waiting in the hub for its credit.
   status::StageStatus status(int queued) const {
     const int free = credits_.total_free();
-    return {info_.stage, static_cast<int>(credits_.size()), credits_.total_capacity() - free,
-            queued, free};
+    return {.stage = info_.stage,
+            .replicas = static_cast<int>(credits_.size()),
+            .in_flight = credits_.total_capacity() - free,
+            .queued = queued,
+            .free_credits = free,
+            .lost = lost_};
   }
   const PoolInfo& info() const { return info_; }
 
@@ -212,6 +217,7 @@ class WorkerPool {
   }
 
   PoolInfo info_;
+  int lost_ = 0;  // replicas removed as dead, for the status
   common::CreditQueue credits_;
   common::HubLiveness liveness_;
   metrics::StageMetrics& metrics_;

@@ -5,6 +5,7 @@
 // tokenizers; the batcher: itself, encoders, decoders, postprocessors). The probe is not a stage
 // message, so a hub tells it apart before decoding, and a worker never sends it.
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,15 +19,26 @@ namespace seqpipe::status {
 
 inline constexpr std::string_view kProbe = "seqpipe-status-v1";
 
+// A hub's own row: it grants credits to its workers and holds none.
+inline constexpr int kNoCredits = -1;
+
 struct StageStatus {
   std::string stage;
   int replicas = 0;   // live workers (hubs: 1)
   int in_flight = 0;  // work held by the workers (credits in use), or requests in flight (gateway)
   int queued = 0;     // work waiting in the hub for credit
-  int free_credits = 0;  // capacity left across the replicas
+  int free_credits = 0;  // capacity left across the replicas (hubs: kNoCredits)
+  int lost = 0;          // replicas declared dead since the hub started (a restart is one)
+  int64_t uptime_s = 0;  // hubs: seconds since the hub started; worker stages: 0
+  int64_t requests = 0;  // the gateway: requests received since it started; others: 0
+  int64_t errors = 0;    // the gateway: requests answered with an error since it started
 
   bool operator==(const StageStatus&) const = default;
 };
+
+// A hub's answer with its own row (the first) given the seconds since `started`.
+std::vector<StageStatus> with_uptime(std::vector<StageStatus> stages,
+                                     std::chrono::steady_clock::time_point started);
 
 std::string encode(const std::vector<StageStatus>& stages);
 // nullopt for bytes that are not a status reply.

@@ -38,13 +38,23 @@ struct SocketOptions {
   CurveKeys curve;               // plain text unless set
 };
 
+// Why a TCP address cannot be bound, from bind's errno: "is in use", "is not an address of this
+// machine", ... (the text after "HOST:PORT ").
+std::string bind_problem(int error_number);
+// The same for a server that does not report errno (HTTP, /metrics): tries a socket of its own
+// on HOST:PORT (an IPv4 address) and says what that bind says ("cannot be bound" if it works).
+std::string tcp_bind_problem(const std::string& host, int port);
+
 class Socket {
  public:
   Socket(zmq::context_t& context, zmq::socket_type type, const SocketOptions& options = {});
 
   // Binds and returns the endpoint actually bound: tcp://HOST:0 or :* comes back with its port.
-  // For ipc://PATH the directory is created first. Throws std::runtime_error naming the endpoint.
-  std::string bind(const std::string& endpoint);
+  // For ipc://PATH the directory is created first. Throws std::runtime_error naming the endpoint;
+  // with `key` (the config key that names it), a config::ConfigError
+  // "gateway.client_endpoint: tcp://127.0.0.1:5555 is in use": the same address will be as busy
+  // after a restart, so the process exits as for a bad config and is not restarted.
+  std::string bind(const std::string& endpoint, std::string_view key = {});
   void connect(const std::string& endpoint);
 
   // One multipart message. False when, with dontwait, it would block, or when a ROUTER's
