@@ -2,7 +2,6 @@
 // the linear layers through cuBLASLt (fp32, or bf16 / fp16 weights and inputs; fp32 sums and
 // outputs), the rest in src/cuda/kernels.cu. Nothing public includes a CUDA header: the engine
 // reaches this file only through src/backend.h.
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include <unordered_map>
 
 #include "backend.h"
+#include "cuda/cublaslt.h"
 #include "cuda/kernels.h"
 #include "seqpipe/engine/error.h"
 
@@ -129,7 +129,7 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int index) : index_(index) {
     bind();
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cublasLtCreate(&lt_), "cublasLtCreate");
+    check(api_.create(&lt_), "cublasLtCreate");
     workspace_.reserve(kWorkspaceBytes);
     int shared = 0;
     check(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, index),
@@ -226,6 +226,7 @@ class CudaBackend final : public Backend {
 
   int index_;
   cudaStream_t stream_ = nullptr;
+  const CublasLt& api_ = CublasLt::get();
   cublasLtHandle_t lt_ = nullptr;
   CudaAllocator allocator_;
   DeviceBuffer workspace_, converted_input_, jobs_, banned_, ids_;
@@ -284,32 +285,32 @@ MatmulPlan& CudaBackend::plan(int64_t m, int64_t n, int64_t k, DataType type) {
   // Row-major y[m, n] = x[m, k] W[n, k]^T is column-major y^T[n, m] = W^T' x^T: A = W read
   // transposed (column-major k x n), B = x (column-major k x m), C = y (column-major n x m).
   MatmulPlan p;
-  check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
+  check(api_.matmul_desc_create(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
   const cublasOperation_t transpose = CUBLAS_OP_T;
-  check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
+  check(api_.matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
                                        sizeof(transpose)),
         "TRANSA");
   const cudaDataType_t input = cuda_type(type);
-  check(cublasLtMatrixLayoutCreate(&p.a, input, static_cast<uint64_t>(k), static_cast<uint64_t>(n),
-                                   k),
-        "layout A");
-  check(cublasLtMatrixLayoutCreate(&p.b, input, static_cast<uint64_t>(k), static_cast<uint64_t>(m),
-                                   k),
-        "layout B");
-  check(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, static_cast<uint64_t>(n),
-                                   static_cast<uint64_t>(m), n),
+  check(
+      api_.matrix_layout_create(&p.a, input, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k),
+      "layout A");
+  check(
+      api_.matrix_layout_create(&p.b, input, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k),
+      "layout B");
+  check(api_.matrix_layout_create(&p.c, CUDA_R_32F, static_cast<uint64_t>(n),
+                                  static_cast<uint64_t>(m), n),
         "layout C");
   cublasLtMatmulPreference_t preference = nullptr;
-  check(cublasLtMatmulPreferenceCreate(&preference), "PreferenceCreate");
+  check(api_.preference_create(&preference), "PreferenceCreate");
   const size_t workspace = kWorkspaceBytes;
-  check(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &workspace, sizeof(workspace)),
+  check(api_.preference_set_attribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                      &workspace, sizeof(workspace)),
         "workspace preference");
   cublasLtMatmulHeuristicResult_t result{};
   int found_algos = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      lt_, p.desc, p.a, p.b, p.c, p.c, preference, 1, &result, &found_algos);
-  cublasLtMatmulPreferenceDestroy(preference);
+  const cublasStatus_t status = api_.algo_get_heuristic(lt_, p.desc, p.a, p.b, p.c, p.c, preference,
+                                                        1, &result, &found_algos);
+  api_.preference_destroy(preference);
   check(status, "AlgoGetHeuristic");
   if (found_algos == 0) {
     throw EngineError("cublasLt: no algorithm for a " + std::to_string(m) + " x " +
@@ -341,9 +342,8 @@ void CudaBackend::linear(const TensorView& x, const LinearWeight& w, const Tenso
   const MatmulPlan& p = plan(m, w.out, w.in, w.dtype);
   const void* input = gemm_input(x, w.dtype);
   const float alpha = 1.0f;
-  check(cublasLtMatmul(lt_, p.desc, &alpha, w.weight.data_as<void>(), p.a, input, p.b, &beta,
-                       y.data(), p.c, y.data(), p.c, &p.algo, workspace_.data(), kWorkspaceBytes,
-                       stream_),
+  check(api_.matmul(lt_, p.desc, &alpha, w.weight.data_as<void>(), p.a, input, p.b, &beta, y.data(),
+                    p.c, y.data(), p.c, &p.algo, workspace_.data(), kWorkspaceBytes, stream_),
         "cublasLtMatmul");
 }
 

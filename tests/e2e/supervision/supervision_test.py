@@ -64,18 +64,23 @@ class ComputeTypeTest(unittest.TestCase):
             pipeline.wait_until(lambda: answers(client), pipeline.close)
             self.assertEqual(client.generate("teh speling", max_new_tokens=6)["status"], "ok")
             client.close()
-            self.check_unknown_type_stops(pipeline)
+            self.check_bad_model_setting_stops(pipeline, "model.compute_type=int4",
+                                               "model.compute_type: unknown compute type 'int4'")
+            # A GPU that is not there (no machine here has eight; CI has none, or a build
+            # without CUDA): the encoder and decoder say which, and `seqpipe up` stops.
+            self.check_bad_model_setting_stops(pipeline, "model.device=cuda:7",
+                                               "model.device: device cuda:7: ")
         finally:
             pipeline.close()
 
-    def check_unknown_type_stops(self, pipeline):
-        status, _, output = up(["--set", f"model.dir={pipeline.model}", "--set", "model.compute_type=int4",
+    def check_bad_model_setting_stops(self, pipeline, setting, message):
+        status, _, output = up(["--set", f"model.dir={pipeline.model}", "--set", setting,
                                 "--set", f"runtime_dir={pipeline.tmp}/run2",
                                 "--set", "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
                                 "--set", "gateway.metrics_port=0", "--set", "batcher.metrics_port=0",
                                 "--set", "gateway.http_endpoint=127.0.0.1:0"], timeout=60)
         self.assertEqual(status, 1, output)
-        self.assertIn("model.compute_type: unknown compute type 'int4'", output)
+        self.assertIn(message, output)
         self.assertIn("(bad usage or config): stopping the pipeline", output)
 
 
