@@ -62,7 +62,7 @@ else
   python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$carry/bin.tar.xz" "$work"
 fi
 B=$work/bin
-export B carry machine_ld_path
+export B carry prefix machine_ld_path
 
 # The tests have the source and build paths of the build machine compiled in (the fixtures'
 # folder, seqpipe-mkmodel): make those paths lead here when this copy lives elsewhere.
@@ -125,6 +125,10 @@ libraries() {
     if ldd "$b" | grep 'not found'; then echo "  ^ $(basename "$b")"; bad=1; fi
   done
   ldd "$B/seqpipe-encoder" | sed 's/ (0x.*//'
+  # What comes from the machine rather than the carried .debs: glibc, the GCC runtime, CUDA.
+  echo "from the machine, not the carried prefix: $(for b in "$B"/*; do ldd "$b"; done |
+    awk -v p="$prefix" '$2 == "=>" && index($3, p) != 1 {print $1}' | sort -u | tr '
+' ' ')"
   [ "$bad" = 0 ]
 }
 
