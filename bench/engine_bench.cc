@@ -81,6 +81,7 @@ BatchTiming run_batch(const std::shared_ptr<const T5Model>& model, Encoder& enco
   finished.clear();
   auto t0 = Clock::now();
   EncoderOutput enc = encoder.encode(inputs);
+  synchronize(model->device());  // a GPU's encoder only queued its work
   t.encode_ms = ms_since(t0);
   gen.add(enc, std::vector<DecodingOptions>(static_cast<size_t>(batch), o));
   // Steps after the first: the first step of a sequence follows its add(); both are steady state.
@@ -248,8 +249,12 @@ void usage(std::FILE* to) {
       to,
       "usage: engine_bench --model DIR [--threads N] [--runs N] [--profile] [--profile-batch N]\n"
       "                    [--text TEXT] [--compute-type T] [--portable-kernels] [--quick]\n"
+      "                    [--device D]\n"
       "  the seed workload: 9 input tokens, exactly 11 new tokens, greedy\n"
       "  --compute-type: float32 (default), bfloat16, int8, int8_bfloat16 or auto\n"
+      "    (on a GPU: float32, bfloat16, float16; auto: bfloat16)\n"
+      "  --device: cpu (default), cuda or cuda:N; on a GPU batch 64 is measured too, and the\n"
+      "    CPU's limits are not\n"
       "  --portable-kernels: the engine's own bf16 / int8 kernels, not oneDNN's\n"
       "  --quick: skip measuring the machine's limits (and --profile)\n"
       "  --text: that text instead (DIR/spiece.model), greedy until eos, batch 1\n");
@@ -262,7 +267,7 @@ int main(int argc, char** argv) {
   int threads = 2, runs = 50;
   bool profile = false, help = false, portable = false;
   int profile_batch = 1;
-  std::string text, compute_type = "float32";
+  std::string text, compute_type = "float32", device = "cpu";
   bool quick = false;  // skip the machine's limits (bandwidth, FMA peak): for side-by-side runs
   ModelOptions options{.threads = 2};
   try {
@@ -278,6 +283,7 @@ int main(int argc, char** argv) {
     app.add_option("--text", text);
     app.add_option("--compute-type", compute_type);
     app.add_flag("--portable-kernels", portable);
+    app.add_option("--device", device);
     const std::vector<std::string> unknown = seqpipe::cli::parse(app, argc, argv);
     if (help) return usage(stdout), 0;
     if (!unknown.empty())
@@ -289,6 +295,9 @@ int main(int argc, char** argv) {
       throw seqpipe::cli::UsageError("--profile-batch must be in 1..32");
     options.compute_type = parse_compute_type(compute_type);
     if (portable) options.cpu_kernels = CpuKernels::kPortable;
+    const DeviceSpec spec = parse_device(device);
+    options.device = spec.device;
+    options.device_index = spec.index;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine_bench: %s\n", e.what());
     usage(stderr);
@@ -302,21 +311,27 @@ int main(int argc, char** argv) {
     const T5Config& c = model->config();
     Encoder encoder(model);
     GeneratorOptions go;
-    go.cache = {
-        .num_slots = 32, .max_beams = 1, .max_target_len = kNewTokens + 1, .max_source_len = 16};
+    const bool on_gpu = options.device != Device::kCpu;
+    // A GPU is measured at batch 64 too (the seed's serving batch there).
+    const std::vector<int> batches = on_gpu ? std::vector<int>{8, 32, 64} : std::vector<int>{8, 32};
+    go.cache = {.num_slots = batches.back(),
+                .max_beams = 1,
+                .max_target_len = kNewTokens + 1,
+                .max_source_len = 16};
     Generator gen(model, go);
     std::vector<Generator::Finished> finished;
     finished.reserve(32);
 
     std::printf(
-        "model %s: d_model %ld, d_ff %ld, %ld+%ld layers, vocab %ld; %d threads; compute type "
-        "%s%s\n",
+        "model %s: d_model %ld, d_ff %ld, %ld+%ld layers, vocab %ld; device %s; %d threads; "
+        "compute type %s%s\n",
         dir.c_str(), long(c.d_model), long(c.d_ff), long(c.num_layers), long(c.num_decoder_layers),
-        long(c.vocab_size), threads, std::string(compute_type_name(model->compute_type())).c_str(),
+        long(c.vocab_size), device_string(options.device_spec()).c_str(), threads,
+        std::string(compute_type_name(model->compute_type())).c_str(),
         options.cpu_kernels == CpuKernels::kPortable ? " (portable kernels)" : "");
     std::printf(
-        "weights: %.1f MB mapped in place, %.1f MB converted; KV cache (32 slots): %.1f MB\n",
-        model->mapped_weight_bytes() / 1e6, model->converted_weight_bytes() / 1e6,
+        "weights: %.1f MB mapped in place, %.1f MB converted; KV cache (%d slots): %.1f MB\n",
+        model->mapped_weight_bytes() / 1e6, model->converted_weight_bytes() / 1e6, batches.back(),
         gen.cache().bytes() / 1e6);
 
     // Bytes a batch-1 decoder step must stream: every decoder weight but the cross K/V
@@ -365,7 +380,7 @@ int main(int argc, char** argv) {
     std::printf("\n== larger batches (median of %d runs) ==\n", std::max(5, runs / 5));
     std::vector<std::pair<int, double>> seqs_per_s;
     std::vector<std::pair<int, double>> step_at;
-    for (int batch : {8, 32}) {
+    for (int batch : batches) {
       for (int w = 0; w < 2; ++w) run_batch(model, encoder, gen, batch, finished);
       std::vector<double> total, steps, encode;
       const double batch_cpu0 = process_cpu_ms();
@@ -386,7 +401,7 @@ int main(int argc, char** argv) {
           batch_cpu_ms);
     }
 
-    if (quick) return 0;
+    if (quick || on_gpu) return 0;
     const double bw = read_bandwidth_gbs(threads, size_t(512) << 20);
     const double bw_step = read_bandwidth_gbs(threads, static_cast<size_t>(step_bytes));
     const double blas_peak = gemm_peak_gflops();

@@ -65,7 +65,7 @@ int compute_types() {
     for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = float(i % 13) * 0.01f - 0.06f;
     std::vector<LinearWeight> weights;
     for (const Column& c : columns)
-      weights.push_back(ops::prepare_linear(Device::kCpu, w, c.type, c.kernels));
+      weights.push_back(ops::prepare_linear(w, {.compute_type = c.type, .cpu_kernels = c.kernels}));
     Tensor x = Tensor::empty({288, k}), y = Tensor::empty({288, n});
     for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = float(i % 7) * 0.1f - 0.3f;
     for (int64_t m : {1, 4, 8, 16, 32, 64, 128, 288}) {

@@ -1,8 +1,9 @@
 #pragma once
 // The model an encoder or decoder replica serves: model.dir, in the stage's compute type (its
-// <stage>.compute_type, else model.compute_type), on the CPU. A compute type the engine does not
-// know is a config error naming the key (exit status 2, so `seqpipe up` stops at once), and the
-// type in use (auto resolved) is exported as seqpipe_engine_info.
+// <stage>.compute_type, else model.compute_type), on model.device. A compute type the engine
+// does not know, or a device this build or machine cannot run, is a config error naming the key
+// (exit status 2, so `seqpipe up` stops at once), and the type in use (auto resolved) is exported
+// as seqpipe_engine_info.
 #include <memory>
 #include <string>
 
@@ -28,6 +29,14 @@ inline std::shared_ptr<const engine::T5Model> load_stage_model(
   engine::ModelOptions options;
   options.threads = threads;
   options.compute_type = type;
+  try {
+    const engine::DeviceSpec device = engine::parse_device(c.model.device);
+    options.device = device.device;
+    options.device_index = device.index;
+    engine::open_device(device);
+  } catch (const engine::EngineError& e) {
+    throw config::ConfigError("model.device: " + std::string(e.what()));
+  }
   auto model = engine::T5Model::load(c.model.dir, options);
   metrics.engine_info(engine::compute_type_name(model->compute_type()));
   return model;

@@ -219,6 +219,11 @@ void check_text(const std::string& where, const Key& key, const std::string& val
                         " must be a name such as int8 (lower-case letters, digits, _), got '" +
                         value + "'");
       break;
+    case TextKind::kDevice:
+      if (value.empty() ||
+          value.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789:") != std::string::npos)
+        fail(where, key.path() + " must be cpu, cuda or cuda:N, got '" + value + "'");
+      break;
     case TextKind::kHttpAddress:  // empty (off) or IPV4:PORT
       if (!value.empty() && !parse_http_address(value)) {
         fail(where, key.path() +

@@ -36,7 +36,8 @@ enum class TextKind {
   kEndpoint,
   kIpv4,
   kHttpAddress,
-  kName
+  kName,
+  kDevice  // cpu, cuda or cuda:N: the characters here, the form where the engine loads
 };
 struct TextRule {
   TextKind kind;
@@ -70,6 +71,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"model", "dir"}, c.model.dir, TextRule{TextKind::kPath});
   visit(Key{"model", "max_input_tokens"}, c.model.max_input_tokens, IntRule{1, 8192});
   visit(Key{"model", "compute_type"}, c.model.compute_type, TextRule{TextKind::kName});
+  visit(Key{"model", "device"}, c.model.device, TextRule{TextKind::kDevice});
   visit(Key{"model", "lower_case_words"}, c.model.lower_case_words, IntRule{0, 1});
 
   visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms,

@@ -1,8 +1,9 @@
 #pragma once
-// What a device provides to the ops: its allocator, copies, and a kernel per op. src/ops.cc
-// checks every op's arguments (shapes, dtypes, one device for all operands) and then calls the
-// operands' device's backend; a backend may assume its arguments were checked. The CPU's is
-// src/cpu/backend.cc; a CUDA backend adds src/cuda/ and one line in backend_for (src/ops.cc).
+// What a device provides to the ops: its allocator, copies, a stream to wait on, and a kernel per
+// op. src/ops.cc checks every op's arguments (shapes, dtypes, one device for all operands) and
+// then calls the operands' device's backend; a backend may assume its arguments were checked.
+// The CPU's is src/cpu/backend.cc, CUDA's src/cuda/backend.cu (src/cuda/absent.cc in a build
+// without the CUDA toolkit).
 #include <cstdint>
 
 #include "ops.h"
@@ -18,28 +19,42 @@ class Backend {
 
   virtual Allocator& allocator() = 0;
   // dst <- src, same dtype and element count; one of the two is on this backend's device, the
-  // other on it or on the CPU.
+  // other on it or on the CPU. Returns when host memory on either side may be used.
   virtual void copy(const TensorView& dst, const TensorView& src) = 0;
+  // Returns when every op issued so far has finished (the CPU's ops finish before they return).
+  virtual void synchronize() = 0;
   // Threads an op may use (0 < threads).
   virtual void set_num_threads(int threads) = 0;
 
-  virtual LinearWeight prepare_linear(const Tensor& w, ComputeType type, CpuKernels kernels) = 0;
+  // options.compute_type is resolved (not auto); w is on the host.
+  virtual LinearWeight prepare_linear(const Tensor& w, const ModelOptions& options) = 0;
   virtual ComputeType best_compute_type() = 0;
   virtual void linear(const TensorView& x, const LinearWeight& w, const TensorView& y,
                       float beta) = 0;
   virtual void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
                         const TensorView& y) = 0;
-  virtual void embedding(const int* ids, int64_t n, const TensorView& table,
-                         const TensorView& out) = 0;
+  // ids: i32 on this device, each in [0, table rows) (ops::stage_ids checked them).
+  virtual void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) = 0;
   virtual void relu(const TensorView& x) = 0;
   virtual void gated_gelu(const TensorView& a, const TensorView& b) = 0;
   // The fp32 workspace attention needs for up to max_keys keys per sequence.
   virtual Tensor attention_workspace(int64_t max_keys) = 0;
   virtual void attention(const ops::AttentionArgs& args) = 0;
+  // ids[r] <- the first maximum of logits row r, never token banned[r] (-1: none); banned and
+  // ids are host memory of logits.dim(0) entries.
+  virtual void argmax(const TensorView& logits, const int* banned, int* ids) = 0;
 };
 
 namespace cpu {
 Backend& backend();
 }
+
+namespace cuda {
+// The backend of GPU `index`, made on the first call. EngineError when this build has no CUDA
+// backend, the machine has no such GPU, or this process already uses another GPU.
+Backend& open(int index);
+// The backend open() made, or null before it.
+Backend* opened();
+}  // namespace cuda
 
 }  // namespace seqpipe::engine

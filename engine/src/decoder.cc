@@ -13,6 +13,7 @@ namespace seqpipe::engine {
 struct Decoder::Workspace {
   Tensor hidden, normed, q, k, v, attn, ff_a, ff_b, logits, attention;
   Tensor cross_k, cross_v;  // staging for start(EncoderOutput): grows to the largest batch
+  Tensor staged_tokens;     // the step's tokens on the model's device (off the CPU)
   std::vector<ops::AttentionSequence> seqs;
   std::vector<int64_t> positions;
   std::vector<uint64_t> slot_stamp;  // per slot: the step that last used it (duplicate check)
@@ -36,6 +37,7 @@ Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
   ws.ff_a = Tensor::empty({n, c.d_ff}, dev);
   ws.ff_b = Tensor::empty({n, c.d_ff}, dev);
   ws.logits = Tensor::empty({n, c.vocab_size}, dev);
+  if (dev != Device::kCpu) ws.staged_tokens = Tensor::empty({n}, dev, DataType::kI32);
   ws.attention = ops::attention_workspace(
       dev, std::max(cache.options().max_target_len, cache.options().max_source_len));
   ws.seqs.resize(static_cast<size_t>(n));
@@ -154,7 +156,8 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
                    q = ws.q.rows(0, n), k = ws.k.rows(0, n), v = ws.v.rows(0, n),
                    attn = ws.attn.rows(0, n), ff_a = ws.ff_a.rows(0, n), ff_b = ws.ff_b.rows(0, n),
                    logits = ws.logits.rows(0, n);
-  ops::embedding(tokens, n, m.shared_embedding(), hidden);
+  ops::embedding(ops::stage_ids(tokens, n, c.vocab_size, m.device(), ws.staged_tokens),
+                 m.shared_embedding(), hidden);
   int64_t layer = 0;
   for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
     // Self-attention over this sequence's cached positions plus the new one.

@@ -66,9 +66,18 @@ class GreedySearch final : public SearchStrategy {
   bool done() const override { return done_; }
   std::span<const int> ids_so_far() const override { return ids_; }
 
+  bool needs_logits() const override {
+    return options_.do_sample || options_.return_scores || options_.repetition_penalty != 1.0f ||
+           options_.no_repeat_ngram_size > 0;
+  }
+  // MinNewTokensLengthLogitsProcessor, the one processor plain greedy search applies.
+  int banned_token() const override {
+    return static_cast<int>(ids_.size()) - 1 < options_.min_new_tokens ? eos_ : -1;
+  }
+  void advance_to(int token) override { accept(token); }
+
   void advance(float* logits, int64_t vocab, KvCache&) override {
     profiler::ScopedOp timer(profiler::Op::kSearch);
-    const int generated = static_cast<int>(ids_.size()) - 1;
     const std::span<float> row(logits, static_cast<size_t>(vocab));
     apply_processors(row, ids_, options_, eos_, gathered_);
     int best = 0;
@@ -81,9 +90,7 @@ class GreedySearch final : public SearchStrategy {
       best = static_cast<int>(cpu::argmax(logits, vocab));  // first maximum, as torch.argmax
     }
     if (options_.return_scores) logprobs_.push_back(logits::log_softmax_at(row, best));
-    ids_.push_back(best);
-    next_ = best;
-    done_ = best == eos_ || generated + 1 >= options_.max_new_tokens || ends_with_stop();
+    accept(best);
   }
 
   GenerationResult result() const override {
@@ -102,6 +109,13 @@ class GreedySearch final : public SearchStrategy {
   }
 
  private:
+  void accept(int token) {
+    const int generated = static_cast<int>(ids_.size()) - 1;
+    ids_.push_back(token);
+    next_ = token;
+    done_ = token == eos_ || generated + 1 >= options_.max_new_tokens || ends_with_stop();
+  }
+
   bool ends_with_stop() const {
     const std::span<const int> generated = std::span<const int>(ids_).subspan(1);
     return std::any_of(options_.stop_ids.begin(), options_.stop_ids.end(), [&](const auto& stop) {
@@ -380,6 +394,10 @@ std::unique_ptr<SearchStrategy> make_search(const int* slots, const DecodingOpti
 
 }  // namespace
 
+void SearchStrategy::advance_to(int) {
+  throw EngineError("SearchStrategy::advance_to: this search reads its logits");
+}
+
 void DecodingOptions::validate(int64_t max_target_len) const {
   auto fail = [](const std::string& what) { throw EngineError("decoding options: " + what); };
   if (max_new_tokens < 1 || max_new_tokens > kMaxNewTokens) {
@@ -427,6 +445,21 @@ Generator::Generator(std::shared_ptr<const T5Model> model, const GeneratorOption
   step_slots_.resize(n);
   step_tokens_.resize(n);
   row_of_.resize(n);
+  banned_.resize(n);
+  chosen_.resize(n);
+}
+
+const EncoderOutput& Generator::on_model_device(const EncoderOutput& encoded,
+                                                EncoderOutput& staged) {
+  const Device device = model_->device();
+  if (!encoded.hidden.defined() || encoded.hidden.device() == device) return encoded;
+  const int64_t rows = encoded.hidden.dim(0), width = encoded.hidden.dim(1);
+  if (!device_hidden_.defined() || device_hidden_.numel() < rows * width)
+    device_hidden_ = Tensor::empty({std::max<int64_t>(rows, 1) * width}, device);
+  staged.offsets = encoded.offsets;
+  staged.hidden = Tensor::wrap(device_hidden_.data(), {rows, width}, DataType::kF32, device, {});
+  ops::copy_to(staged.hidden, encoded.hidden);
+  return staged;
 }
 
 bool Generator::can_admit(const DecodingOptions& options) const {
@@ -478,18 +511,20 @@ std::vector<uint64_t> Generator::add(const EncoderOutput& encoded,
   return add_prepared(encoded, indices, options);
 }
 
-std::vector<uint64_t> Generator::add_prepared(const EncoderOutput& encoded,
+std::vector<uint64_t> Generator::add_prepared(const EncoderOutput& sent,
                                               const std::vector<size_t>& indices,
                                               const std::vector<DecodingOptions>& options) {
   int needed = 0;
   for (size_t i = 0; i < indices.size(); ++i) {
-    check_admission(encoded, indices[i], options[i]);
+    check_admission(sent, indices[i], options[i]);
     needed += slot_cost(options[i].num_beams);
   }
   if (cache_.free_slots() < needed) {
     throw EngineError("Generator::add: " + std::to_string(needed) + " slots needed, " +
                       std::to_string(cache_.free_slots()) + " free");
   }
+  EncoderOutput staged;
+  const EncoderOutput& encoded = on_model_device(sent, staged);
   // All or none: anything that throws below releases every slot taken here, and no sequence
   // joins the batch until all are ready.
   std::vector<int> slots;
@@ -542,6 +577,38 @@ std::span<const int> Generator::ids_so_far(uint64_t handle) const {
   return {};
 }
 
+void Generator::advance_searches(const TensorView& logits) {
+  // Plain greedy searches take ops::argmax's choice; the rest read their rows on the host.
+  const int n = static_cast<int>(logits.dim(0));
+  bool any_argmax = false, any_logits = false;
+  std::fill(banned_.begin(), banned_.begin() + n, -1);
+  for (size_t a = 0; a < active_.size(); ++a) {
+    const SearchStrategy& s = *active_[a].search;
+    if (s.needs_logits()) {
+      any_logits = true;
+    } else {
+      any_argmax = true;
+      banned_[static_cast<size_t>(row_of_[a])] = s.banned_token();
+    }
+  }
+  if (any_argmax) ops::argmax(logits, banned_.data(), chosen_.data());
+  TensorView rows = logits;
+  if (any_logits && host_logits_.defined()) {
+    rows = host_logits_.rows(0, n);
+    ops::copy_to(rows, logits);
+  }
+  const int64_t vocab = logits.dim(1);
+  for (size_t a = 0; a < active_.size(); ++a) {
+    SearchStrategy& s = *active_[a].search;
+    const int row = row_of_[a];
+    if (s.needs_logits()) {
+      s.advance(rows.row(row), vocab, cache_);
+    } else {
+      s.advance_to(chosen_[static_cast<size_t>(row)]);
+    }
+  }
+}
+
 void Generator::step(std::vector<Finished>& finished) {
   if (active_.empty()) return;
   int n = 0;
@@ -553,15 +620,8 @@ void Generator::step(std::vector<Finished>& finished) {
       step_tokens_[static_cast<size_t>(n)] = s.next_tokens()[i];
     }
   }
-  TensorView logits = decoder_.step(step_slots_.data(), step_tokens_.data(), n);
-  if (host_logits_.defined()) {
-    ops::copy_to(host_logits_.rows(0, n), logits);
-    logits = host_logits_.rows(0, n);
-  }
-  const int64_t vocab = logits.dim(1);
-  for (size_t a = 0; a < active_.size(); ++a) {
-    active_[a].search->advance(logits.row(row_of_[a]), vocab, cache_);
-  }
+  const TensorView logits = decoder_.step(step_slots_.data(), step_tokens_.data(), n);
+  advance_searches(logits);
   // Finished sequences leave at once, freeing their slots for the next step. First the results
   // (may throw on out of memory: then nothing changed), then the removal (cannot throw).
   const size_t before = finished.size();

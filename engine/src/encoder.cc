@@ -11,6 +11,7 @@ struct Encoder::Workspace {
   int64_t rows = 0;     // capacity in token rows
   int64_t max_len = 0;  // capacity of the attention workspace in keys
   Tensor normed, q, k, v, attn, ff_a, ff_b, attention;
+  Tensor staged_ids;  // the ids on the model's device (off the CPU)
   std::vector<int> ids;
   std::vector<ops::AttentionSequence> seqs;
 
@@ -42,6 +43,11 @@ bool EncoderOutput::valid(int64_t d_model) const {
   }
   if (offsets.size() == 1) return true;
   return hidden.rank() == 2 && hidden.dim(1) == d_model && offsets.back() <= hidden.dim(0);
+}
+
+void EncoderOutput::copy_sequence(size_t i, float* dst) const {
+  const TensorView rows = sequence(i);
+  ops::copy_to(TensorView(dst, rows.shape(), DataType::kF32, Device::kCpu), rows);
 }
 
 Encoder::Encoder(std::shared_ptr<const T5Model> model)
@@ -87,7 +93,8 @@ EncoderOutput Encoder::encode(const std::vector<std::vector<int>>& batch) {
   args.workspace = ws.attention;
 
   const TensorView& hidden = out.hidden;
-  ops::embedding(ws.ids.data(), total, m.shared_embedding(), hidden);
+  ops::embedding(ops::stage_ids(ws.ids.data(), total, c.vocab_size, dev, ws.staged_ids),
+                 m.shared_embedding(), hidden);
   for (const EncoderBlockWeights& blk : m.encoder_blocks()) {
     ops::rms_norm(hidden, blk.attention_norm, c.layer_norm_epsilon, 1.0f, normed);
     ops::linear(normed, blk.attention.q, q);

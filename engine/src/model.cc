@@ -86,8 +86,7 @@ class WeightLoader {
            file_.tensors().at(name).dtype == StorageType::kBF16;
   }
   LinearWeight prepare(const Tensor& source, bool count_in_place) {
-    LinearWeight w =
-        ops::prepare_linear(options_.device, source, options_.compute_type, options_.cpu_kernels);
+    LinearWeight w = ops::prepare_linear(source, options_);
     if (w.weight.data_as<void>() == source.data_as<void>()) {
       if (count_in_place) count(source);
     } else {
@@ -145,10 +144,13 @@ ComputeType resolve_compute_type(ComputeType requested, const T5Config& c, Devic
   if (requested == ComputeType::kFloat16) {
     // fp16's range ends at 65504: T5 v1.1 / flan-T5's FFN outputs exceed it (HF keeps wo in
     // fp32 for this reason; CTranslate2 reports the same overflow).
-    throw EngineError(c.feed_forward == FeedForward::kGatedGelu
-                          ? "compute type float16 is refused for T5 v1.1 (gated-gelu) models: "
-                            "their feed-forward activations overflow fp16; use bfloat16"
-                          : "compute type float16 has no CPU kernels in this engine; use bfloat16");
+    if (c.feed_forward == FeedForward::kGatedGelu) {
+      throw EngineError(
+          "compute type float16 is refused for T5 v1.1 (gated-gelu) models: their feed-forward "
+          "activations overflow fp16; use bfloat16");
+    }
+    if (device == Device::kCpu)
+      throw EngineError("compute type float16 has no CPU kernels in this engine; use bfloat16");
   }
   return requested == ComputeType::kAuto ? ops::best_compute_type(device) : requested;
 }
@@ -162,7 +164,8 @@ int64_t LinearWeight::bytes() const {
 std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const ModelOptions& options) {
   if (!std::filesystem::is_directory(dir))
     throw EngineError(dir + ": model directory does not exist");
-  allocator_for(options.device);  // EngineError now for a device this build has no backend for
+  // EngineError now, naming the device, where this build or machine cannot run it.
+  open_device(options.device_spec());
   if (options.threads < 0) throw EngineError("ModelOptions.threads must be >= 0");
   if (options.threads > 0) ops::set_num_threads(options.device, options.threads);
 

@@ -2,6 +2,7 @@
 // this build answers with an EngineError instead of failing to link.
 #include "ops.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <string>
 
@@ -12,13 +13,13 @@ namespace seqpipe::engine {
 
 namespace {
 
-// The backends built in: a CUDA build adds its case here.
+// The CPU's backend always; a GPU's once ops::open_device opened it.
 Backend* backend_or_null(Device device) {
   switch (device) {
     case Device::kCpu:
       return &cpu::backend();
     case Device::kCuda:
-      return nullptr;
+      return cuda::opened();
   }
   return nullptr;
 }
@@ -27,12 +28,20 @@ Backend& backend_for(Device device, const char* what) {
   Backend* b = backend_or_null(device);
   if (b == nullptr) {
     throw EngineError(std::string(what) + ": device '" + std::string(device_name(device)) +
-                      "' has no backend in this build");
+                      "' is not open (open_device; a model opens its device when it loads)");
   }
   return *b;
 }
 
 }  // namespace
+
+void open_device(const DeviceSpec& spec) {
+  if (spec.device == Device::kCuda) cuda::open(spec.index);
+}
+
+void synchronize(Device device) {
+  backend_for(device, "synchronize").synchronize();
+}
 
 Allocator& allocator_for(Device device) {
   return backend_for(device, "allocator").allocator();
@@ -51,6 +60,21 @@ template <typename Message>
 void require(bool ok, const char* op, Message&& what) {
   if (!ok) throw EngineError(std::string("op ") + op + ": " + what());
 }
+
+// Times an op as the profiler sees it: on a GPU the op only queues work, so with the profiler on
+// the timer waits for the device before it stops (the destructor runs before the member's).
+class OpTimer {
+ public:
+  explicit OpTimer(profiler::Op op, Device device) : timer_(op), device_(device) {}
+  ~OpTimer() {
+    if (device_ != Device::kCpu && profiler::enabled())
+      backend_for(device_, "profiler").synchronize();
+  }
+
+ private:
+  profiler::ScopedOp timer_;
+  Device device_;
+};
 
 struct Operand {
   const char* name;
@@ -98,7 +122,7 @@ void copy_to(const TensorView& dst, const TensorView& src) {
 
 void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta,
             profiler::Op tag) {
-  profiler::ScopedOp timer(tag);
+  OpTimer timer(tag, w.device);
   require(w.defined(), "linear", "weight is empty");
   require(x.rank() == 2 && y.rank() == 2 && x.dim(1) == w.in && y.dim(1) == w.out &&
               x.dim(0) == y.dim(0),
@@ -110,13 +134,15 @@ void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, flo
   dispatch("linear", w.device, {{"x", x}, {"y", y}}).linear(x, w, y, beta);
 }
 
-LinearWeight prepare_linear(Device device, const Tensor& w, ComputeType type, CpuKernels kernels) {
+LinearWeight prepare_linear(const Tensor& w, const ModelOptions& options) {
   require(w.rank() == 2 && w.device() == Device::kCpu &&
               (w.dtype() == DataType::kF32 ||
-               (w.dtype() == DataType::kBF16 && type == ComputeType::kBFloat16)),
+               (w.dtype() == DataType::kBF16 && options.compute_type == ComputeType::kBFloat16)),
           "prepare_linear", "weight must be [out, in] on the host, fp32 (or bf16 for bfloat16)");
-  LinearWeight lw = backend_for(device, "prepare_linear").prepare_linear(w, type, kernels);
-  lw.device = device;
+  require(options.compute_type != ComputeType::kAuto, "prepare_linear",
+          "the compute type must be resolved (not auto)");
+  LinearWeight lw = backend_for(options.device, "prepare_linear").prepare_linear(w, options);
+  lw.device = options.device;
   return lw;
 }
 
@@ -126,7 +152,7 @@ ComputeType best_compute_type(Device device) {
 
 void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
               const TensorView& y) {
-  profiler::ScopedOp timer(profiler::Op::kRmsNorm);
+  OpTimer timer(profiler::Op::kRmsNorm, x.device());
   require(w.rank() == 1 && x.rank() == 2 && x.dim(1) == w.dim(0) && y.same_shape(x), "rms_norm",
           [&] {
             return "x " + shape_string(x.shape()) + " w " + shape_string(w.shape()) + " y " +
@@ -136,32 +162,46 @@ void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
   dispatch("rms_norm", x.device(), {{"x", x}, {"w", w}, {"y", y}}).rms_norm(x, w, eps, scale, y);
 }
 
-void embedding(const int* ids, int64_t n, const TensorView& table, const TensorView& out) {
-  profiler::ScopedOp timer(profiler::Op::kEmbedding);
-  require(table.rank() == 2 && out.rank() == 2 && out.dim(0) == n && out.dim(1) == table.dim(1),
-          "embedding", [&] {
-            return "table " + shape_string(table.shape()) + " out " + shape_string(out.shape()) +
-                   " for " + std::to_string(n) + " ids";
-          });
+TensorView stage_ids(const int* ids, int64_t n, int64_t vocab, Device device, Tensor& staging) {
   for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= table.dim(0)) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
       throw EngineError("token id " + std::to_string(ids[i]) + " is outside the vocabulary [0, " +
-                        std::to_string(table.dim(0)) + ")");
+                        std::to_string(vocab) + ")");
     }
   }
+  const TensorView host(const_cast<int*>(ids), {n}, DataType::kI32, Device::kCpu);
+  if (device == Device::kCpu) return host;
+  if (!staging.defined() || staging.numel() < n || staging.device() != device)
+    staging = Tensor::empty({std::max<int64_t>(n, 1)}, device, DataType::kI32);
+  const TensorView staged = staging.view().rows(0, n);
+  copy_to(staged, host);
+  return staged;
+}
+
+void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) {
+  OpTimer timer(profiler::Op::kEmbedding, table.device());
+  const int64_t n = ids.rank() == 1 ? ids.dim(0) : -1;
+  require(ids.dtype() == DataType::kI32 && ids.device() == table.device() && table.rank() == 2 &&
+              out.rank() == 2 && out.dim(0) == n && out.dim(1) == table.dim(1),
+          "embedding", [&] {
+            return "ids " + shape_string(ids.shape()) + " " +
+                   std::string(data_type_name(ids.dtype())) + " on " +
+                   std::string(device_name(ids.device())) + ", table " +
+                   shape_string(table.shape()) + " out " + shape_string(out.shape());
+          });
   if (n == 0) return;
   dispatch("embedding", table.device(), {{"table", table}, {"out", out}})
-      .embedding(ids, n, table, out);
+      .embedding(ids, table, out);
 }
 
 void relu(const TensorView& x) {
-  profiler::ScopedOp timer(profiler::Op::kActivation);
+  OpTimer timer(profiler::Op::kActivation, x.device());
   if (x.numel() == 0) return;
   dispatch("relu", x.device(), {{"x", x}}).relu(x);
 }
 
 void gated_gelu(const TensorView& a, const TensorView& b) {
-  profiler::ScopedOp timer(profiler::Op::kActivation);
+  OpTimer timer(profiler::Op::kActivation, a.device());
   require(a.numel() == b.numel(), "gated_gelu", "a and b differ in size");
   if (a.numel() == 0) return;
   dispatch("gated_gelu", a.device(), {{"a", a}, {"b", b}}).gated_gelu(a, b);
@@ -173,10 +213,10 @@ Tensor attention_workspace(Device device, int64_t max_keys) {
 }
 
 void attention(const AttentionArgs& args) {
-  profiler::ScopedOp timer(profiler::Op::kAttention);
+  const Device device = args.workspace.device();
+  OpTimer timer(profiler::Op::kAttention, device);
   if (args.num_seqs == 0) return;
   const int64_t width = args.num_heads * args.head_dim;
-  const Device device = args.workspace.device();
   Backend* backend = nullptr;
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     const AttentionSequence& seq = args.seqs[s];
@@ -206,6 +246,17 @@ void attention(const AttentionArgs& args) {
   }
   if (args.bias != nullptr) dispatch("attention", device, {{"bias", args.bias->table}});
   backend->attention(args);
+}
+
+void argmax(const TensorView& logits, const int* banned, int* ids) {
+  OpTimer timer(profiler::Op::kSearch, logits.device());
+  require(logits.rank() == 2 && logits.dim(1) > 0, "argmax",
+          [&] { return "logits " + shape_string(logits.shape()) + " is not [rows, vocab]"; });
+  for (int64_t r = 0; r < logits.dim(0); ++r) {
+    require(banned[r] < logits.dim(1), "argmax", "a banned token is outside the vocabulary");
+  }
+  if (logits.dim(0) == 0) return;
+  dispatch("argmax", logits.device(), {{"logits", logits}}).argmax(logits, banned, ids);
 }
 
 }  // namespace ops

@@ -1,7 +1,9 @@
 #pragma once
 // The engine's ops: what the layers call. Each op takes tensors or views, and src/ops.cc checks
 // them in one place (shapes, dtypes, one device for every operand) before it calls that
-// device's backend (src/backend.h: src/cpu/ today). No device #ifdefs here or in the layers.
+// device's backend (src/backend.h: src/cpu/, src/cuda/). No device #ifdefs here or in the layers.
+// Ops on a GPU are queued on its stream: they may return before they finish; copy_to into host
+// memory and argmax wait for them.
 // Activations are fp32 [rows, width] views; layers pass slices of their workspaces (rows())
 // without copies.
 #include <cstdint>
@@ -16,7 +18,7 @@ namespace seqpipe::engine::ops {
 // Threads every op on `device` may use (the CPU: the BLAS, oneDNN and the engine's kernels).
 void set_num_threads(Device device, int threads);
 
-// dst <- src: same dtype and element count, any pair of devices (CPU <-> CPU today).
+// dst <- src: same dtype and element count, host <-> device or within one device.
 void copy_to(const TensorView& dst, const TensorView& src);
 
 // y[m, n] = x[m, k] * W[n, k]^T + beta * y, n = w.out, k = w.in, on the weight's device.
@@ -24,10 +26,11 @@ void copy_to(const TensorView& dst, const TensorView& src);
 void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta = 0.0f,
             profiler::Op tag = profiler::Op::kLinear);
 
-// The weight of a linear layer in `type` (float32, bfloat16, int8 or int8_bfloat16: resolved,
-// see compute_type.h) on `device`, from the fp32 [out, in] tensor w: float32 uses w in place;
-// the others convert it (once, at load), packed for a library where one runs the type.
-LinearWeight prepare_linear(Device device, const Tensor& w, ComputeType type, CpuKernels kernels);
+// The weight of a linear layer in options.compute_type (resolved: float32, bfloat16, float16,
+// int8 or int8_bfloat16, see compute_type.h) on options.device, from the fp32 [out, in] host
+// tensor w: float32 on the CPU uses w in place; the rest convert it (once, at load), packed for
+// a library where one runs the type.
+LinearWeight prepare_linear(const Tensor& w, const ModelOptions& options);
 
 // The compute type `auto` stands for on this machine.
 ComputeType best_compute_type(Device device);
@@ -36,8 +39,13 @@ ComputeType best_compute_type(Device device);
 void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
               const TensorView& y);
 
-// out[i] = table[ids[i]], i < n; ids are host memory.
-void embedding(const int* ids, int64_t n, const TensorView& table, const TensorView& out);
+// Token ids for embedding on `device`: ids[0, n) checked against the vocabulary here (the one
+// place: a kernel cannot report a bad id), then used in place on the CPU, or copied into
+// `staging` (an i32 tensor on the device, grown when too small) elsewhere.
+TensorView stage_ids(const int* ids, int64_t n, int64_t vocab, Device device, Tensor& staging);
+
+// out[i] = table[ids[i]]; ids: i32 [n] from stage_ids, on the table's device.
+void embedding(const TensorView& ids, const TensorView& table, const TensorView& out);
 
 void relu(const TensorView& x);
 // a = gelu_tanh(a) * b (the gated-gelu FFN of T5 v1.1)
@@ -71,5 +79,10 @@ Tensor attention_workspace(Device device, int64_t max_keys);
 
 // softmax(q k^T + bias) v per head, without T5's (absent) 1/sqrt(d) scaling.
 void attention(const AttentionArgs& args);
+
+// Greedy decoding's choice on the logits' device, so that only the ids cross to the host:
+// ids[r] <- the first maximum of logits row r (torch.argmax's tie rule), never token banned[r]
+// (-1: none; min_new_tokens bans eos). banned and ids are host memory of logits.dim(0) entries.
+void argmax(const TensorView& logits, const int* banned, int* ids);
 
 }  // namespace seqpipe::engine::ops

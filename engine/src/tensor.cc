@@ -8,7 +8,19 @@
 namespace seqpipe::engine {
 
 std::string_view data_type_name(DataType t) {
-  return t == DataType::kF32 ? "f32" : t == DataType::kBF16 ? "bf16" : "i8";
+  switch (t) {
+    case DataType::kF32:
+      return "f32";
+    case DataType::kBF16:
+      return "bf16";
+    case DataType::kF16:
+      return "f16";
+    case DataType::kI8:
+      return "i8";
+    case DataType::kI32:
+      return "i32";
+  }
+  return "?";
 }
 
 TensorView::TensorView(void* data, const std::vector<int64_t>& shape, DataType dtype, Device device)

@@ -70,7 +70,8 @@ void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
         std::string text = std::move(batched[i]->text);
         auto item = stage::next_hop<stage::EncodedItem>(std::move(*batched[i]));
         item.hidden.rows = output->length(i);
-        item.hidden.values.assign(output->rows(i), output->rows(i) + item.hidden.rows * d_model);
+        item.hidden.values.resize(static_cast<size_t>(item.hidden.rows * d_model));
+        output->copy_sequence(i, item.hidden.values.data());  // from the model's device
         item.text = std::move(text);
         item.timings.encode_us += us;
         encoded.items.push_back(std::move(item));

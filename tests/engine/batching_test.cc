@@ -1,5 +1,6 @@
 // Batching must not change results: a padded batch equals each sequence alone, and a sequence
 // that joins a decoder batch already running (continuous batching) gets the output it gets alone.
+// On every device (the GPU's instances skip, with the reason, where there is none).
 #include <gtest/gtest.h>
 
 #include "seqpipe/engine/decoding.h"
@@ -17,26 +18,33 @@ const std::vector<std::vector<int>> kInputs = {
     {12, 99, 250, 7, 1},
 };
 
-class BatchingTest : public ::testing::Test {
+class BatchingTest : public ::testing::TestWithParam<Device> {
  protected:
-  std::shared_ptr<const T5Model> model_ =
-      T5Model::load(test::data_dir() + "/t5v11-tiny-random", {.threads = 1});
+  void SetUp() override {
+    SEQPIPE_SKIP_WITHOUT(GetParam());
+    model_ = T5Model::load(test::data_dir() + "/t5v11-tiny-random",
+                           {.threads = 1, .device = GetParam()});
+  }
+  std::shared_ptr<const T5Model> model_;
 };
 
-TEST_F(BatchingTest, EncoderBatchEqualsEncoderAlone) {
+TEST_P(BatchingTest, EncoderBatchEqualsEncoderAlone) {
   Encoder encoder(model_);
   EncoderOutput batch = encoder.encode(kInputs);
   const int64_t d = model_->config().d_model;
   for (size_t i = 0; i < kInputs.size(); ++i) {
     EncoderOutput alone = encoder.encode({kInputs[i]});
     ASSERT_EQ(batch.length(i), alone.length(0));
-    for (int64_t j = 0; j < alone.length(0) * d; ++j) {
-      ASSERT_NEAR(batch.rows(i)[j], alone.rows(0)[j], 1e-5) << "sequence " << i << " value " << j;
+    std::vector<float> in_batch(static_cast<size_t>(alone.length(0) * d)), by_itself(in_batch);
+    batch.copy_sequence(i, in_batch.data());
+    alone.copy_sequence(0, by_itself.data());
+    for (size_t j = 0; j < in_batch.size(); ++j) {
+      ASSERT_NEAR(in_batch[j], by_itself[j], 1e-5) << "sequence " << i << " value " << j;
     }
   }
 }
 
-TEST_F(BatchingTest, GenerateBatchEqualsGenerateAlone) {
+TEST_P(BatchingTest, GenerateBatchEqualsGenerateAlone) {
   for (int beams : {1, 4}) {
     DecodingOptions o{.max_new_tokens = 12, .num_beams = beams, .return_scores = true};
     auto batch = generate(model_, kInputs, o);
@@ -71,7 +79,7 @@ std::vector<GenerationResult> join_mid_run(std::shared_ptr<const T5Model> model,
   return out;
 }
 
-TEST_F(BatchingTest, SequenceJoiningARunningBatchMatchesDecodingAlone) {
+TEST_P(BatchingTest, SequenceJoiningARunningBatchMatchesDecodingAlone) {
   const DecodingOptions greedy{.max_new_tokens = 12, .min_new_tokens = 12};
   const DecodingOptions beam{.max_new_tokens = 12, .num_beams = 4};
   for (auto [o1, o2] : {std::pair{greedy, greedy}, std::pair{greedy, beam}, std::pair{beam, greedy},
@@ -82,7 +90,7 @@ TEST_F(BatchingTest, SequenceJoiningARunningBatchMatchesDecodingAlone) {
   }
 }
 
-TEST_F(BatchingTest, BatchedAddWithMixedOptionsMatchesDecodingAlone) {
+TEST_P(BatchingTest, BatchedAddWithMixedOptionsMatchesDecodingAlone) {
   Encoder encoder(model_);
   GeneratorOptions go;
   go.cache = {.num_slots = 10, .max_beams = 4, .max_target_len = 16, .max_source_len = 32};
@@ -112,7 +120,7 @@ TEST_F(BatchingTest, BatchedAddWithMixedOptionsMatchesDecodingAlone) {
   EXPECT_THROW(gen.add(enc, std::vector<DecodingOptions>(2)), EngineError);  // count mismatch
 }
 
-TEST_F(BatchingTest, SlotsAreBoundedAndCancelFreesThem) {
+TEST_P(BatchingTest, SlotsAreBoundedAndCancelFreesThem) {
   Encoder encoder(model_);
   GeneratorOptions go;
   go.cache = {.num_slots = 5, .max_beams = 4, .max_target_len = 16, .max_source_len = 32};
@@ -131,7 +139,7 @@ TEST_F(BatchingTest, SlotsAreBoundedAndCancelFreesThem) {
   EXPECT_EQ(gen.active(), 0);
 }
 
-TEST_F(BatchingTest, InvalidRequestsAreErrorsNotCrashes) {
+TEST_P(BatchingTest, InvalidRequestsAreErrorsNotCrashes) {
   Encoder encoder(model_);
   EXPECT_THROW(encoder.encode({{}}), EngineError);
   EXPECT_THROW(encoder.encode({{5, 100000}}), EngineError);
@@ -147,7 +155,7 @@ TEST_F(BatchingTest, InvalidRequestsAreErrorsNotCrashes) {
   EXPECT_EQ(gen.free_slots(), 2) << "a refused request holds no slot";
 }
 
-TEST_F(BatchingTest, MisuseOfSlotsIsAnErrorNotCorruption) {
+TEST_P(BatchingTest, MisuseOfSlotsIsAnErrorNotCorruption) {
   KvCache cache(model_->config(),
                 {.num_slots = 3, .max_beams = 1, .max_target_len = 8, .max_source_len = 16});
   EXPECT_THROW(cache.release(0), EngineError) << "not held";
@@ -181,7 +189,7 @@ TEST_F(BatchingTest, MisuseOfSlotsIsAnErrorNotCorruption) {
   EXPECT_NO_THROW(decoder.step(good, tokens, 1));
 }
 
-TEST_F(BatchingTest, MalformedEncoderOutputIsRefusedWithoutHoldingSlots) {
+TEST_P(BatchingTest, MalformedEncoderOutputIsRefusedWithoutHoldingSlots) {
   Encoder encoder(model_);
   GeneratorOptions go;
   go.cache = {.num_slots = 4, .max_beams = 2, .max_target_len = 8, .max_source_len = 32};
@@ -196,6 +204,11 @@ TEST_F(BatchingTest, MalformedEncoderOutputIsRefusedWithoutHoldingSlots) {
   EXPECT_EQ(gen.free_slots(), 4);
   EXPECT_EQ(gen.active(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, BatchingTest, ::testing::Values(Device::kCpu, Device::kCuda),
+                         [](const auto& info) {
+                           return std::string(info.param == Device::kCpu ? "Cpu" : "Cuda");
+                         });
 
 TEST(DecodingOptionsTest, ValidateNamesTheField) {
   auto message = [](const DecodingOptions& o) {

@@ -95,8 +95,9 @@ TEST(LinearComputeType, Int8PortableKernelEqualsOneDnnExactly) {
   Tensor a = Tensor::empty({m, n}), b = Tensor::empty({m, n});
   for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = dist(rng);
   for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = dist(rng);
-  const auto best = ops::prepare_linear(Device::kCpu, w, ComputeType::kInt8, CpuKernels::kBest);
-  const auto own = ops::prepare_linear(Device::kCpu, w, ComputeType::kInt8, CpuKernels::kPortable);
+  const auto best = ops::prepare_linear(w, {.compute_type = ComputeType::kInt8});
+  const auto own = ops::prepare_linear(
+      w, {.compute_type = ComputeType::kInt8, .cpu_kernels = CpuKernels::kPortable});
   ASSERT_TRUE(best.packed);
   ASSERT_FALSE(own.packed);
   ops::linear(x, best, a);
@@ -119,8 +120,8 @@ TEST(LinearComputeType, PackedGemmEqualsOneDnnsMatmul) {
       Tensor w = Tensor::empty({n, k});
       for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = dist(rng) * 0.05f;
       const LinearWeight lw = ops::prepare_linear(
-          Device::kCpu, w, dtype == DataType::kBF16 ? ComputeType::kBFloat16 : ComputeType::kInt8,
-          CpuKernels::kBest);
+          w,
+          {.compute_type = dtype == DataType::kBF16 ? ComputeType::kBFloat16 : ComputeType::kInt8});
       const auto& packed = static_cast<const cpu::OneDnnWeight&>(*lw.packed);
       ASSERT_GT(packed.block_stride, 0) << "oneDNN chose another layout";
       cpu::OneDnnWeight through_onednn = packed;

@@ -3,7 +3,11 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+
+#include "ops.h"
+#include "seqpipe/engine/error.h"
 
 namespace seqpipe::engine::test {
 
@@ -22,4 +26,19 @@ inline bool close(double got, double want, double scale = 1.0) {
   return std::abs(got - want) <= 1e-4 * std::max(std::abs(want), scale);
 }
 
+// Why `device` cannot run here (this build or this machine has no such device), or nullopt.
+inline std::optional<std::string> missing_device(Device device) {
+  try {
+    open_device({device, 0});
+    return std::nullopt;
+  } catch (const EngineError& e) {
+    return std::string(e.what());
+  }
+}
+
 }  // namespace seqpipe::engine::test
+
+// Skips the test, with the reason, where its device cannot run (a GPU test on a machine or a
+// build without a GPU).
+#define SEQPIPE_SKIP_WITHOUT(device) \
+  if (const auto why = ::seqpipe::engine::test::missing_device(device); why) GTEST_SKIP() << *why

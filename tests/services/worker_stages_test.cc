@@ -83,7 +83,8 @@ class WorkerStages : public ::testing::Test {
     engine::Encoder encoder(*model_);
     const auto out = encoder.encode({ids});
     w.hidden.rows = out.length(0);
-    w.hidden.values.assign(out.rows(0), out.rows(0) + out.hidden.numel());
+    w.hidden.values.resize(static_cast<size_t>(out.hidden.numel()));
+    out.copy_sequence(0, w.hidden.values.data());
     return w;
   }
   template <class M>
@@ -212,7 +213,9 @@ TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
     const stage::EncoderRows& rows = encoded.items[i].hidden;
     EXPECT_EQ(rows.rows, want.length(i));
     ASSERT_EQ(rows.values.size(), static_cast<size_t>(want.length(i) * want.hidden.dim(1)));
-    EXPECT_EQ(std::memcmp(rows.values.data(), want.rows(i), rows.values.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(rows.values.data(), want.sequence(i).data(),
+                          rows.values.size() * sizeof(float)),
+              0);
   }
 }
 

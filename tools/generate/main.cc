@@ -53,7 +53,9 @@ options:
                           --top-p F (default: 1); --seed N: the same tokens every time
   --threads N             threads for the BLAS and the kernels; 0: all cores (default: 0)
   --compute-type T        the linear layers' number type: float32, bfloat16, int8,
-                          int8_bfloat16 or auto (the best this CPU runs) (default: float32)
+                          int8_bfloat16 or auto (the best this CPU runs) (default: float32);
+                          on a GPU: float32, bfloat16, float16 (auto: bfloat16)
+  --device D              cpu, cuda (the first GPU) or cuda:N (default: cpu)
   --scores                also print the log-probability of every generated token
   --json                  print one JSON object: input_ids, ids, text (null without
                           spiece.model), score, timings_ms
@@ -77,6 +79,7 @@ struct Options {
   engine::DecodingOptions decoding;
   int threads = 0;
   engine::ComputeType compute_type = engine::ComputeType::kFloat32;
+  engine::DeviceSpec device;
   bool scores = false;  // print the per-token log-probs
   bool json = false;
 };
@@ -130,6 +133,13 @@ Options parse_args(int argc, char** argv) {
       throw UsageError(std::string("--compute-type: ") + e.what());
     }
   });
+  app.add_option_function<std::string>("--device", [&](const std::string& v) {
+    try {
+      o.device = engine::parse_device(v);
+    } catch (const engine::EngineError& e) {
+      throw UsageError(std::string("--device: ") + e.what());
+    }
+  });
   app.add_flag("--scores", o.scores);
   app.add_flag("--json", o.json);
   const std::vector<std::string> unknown = cli::parse(app, argc, argv);
@@ -171,8 +181,11 @@ Generation generate(const Options& o) {
 
   Generation g;
   const auto load_start = std::chrono::steady_clock::now();
-  auto model = engine::T5Model::load(
-      o.model_dir, engine::ModelOptions{.threads = o.threads, .compute_type = o.compute_type});
+  auto model =
+      engine::T5Model::load(o.model_dir, engine::ModelOptions{.threads = o.threads,
+                                                              .device = o.device.device,
+                                                              .device_index = o.device.index,
+                                                              .compute_type = o.compute_type});
   std::unique_ptr<engine::Tokenizer> tokenizer;
   if (has_tokenizer) tokenizer = std::make_unique<engine::Tokenizer>(spiece_path);
   g.load_ms = ms_since(load_start);

@@ -4,6 +4,7 @@
 // the per-thread attention scratch are this backend's business, not the ops'.
 #include "backend.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -39,12 +40,16 @@ class CpuBackend final : public Backend {
     std::memmove(dst.data_as<void>(), src.data_as<void>(), static_cast<size_t>(src.bytes()));
   }
 
+  void synchronize() override {}
+
   void set_num_threads(int threads) override {
     blas::set_num_threads(threads);
     cpu::set_num_threads(threads);
   }
 
-  LinearWeight prepare_linear(const Tensor& w, ComputeType type, CpuKernels kernels) override {
+  LinearWeight prepare_linear(const Tensor& w, const ModelOptions& options) override {
+    const ComputeType type = options.compute_type;
+    const CpuKernels kernels = options.cpu_kernels;
     LinearWeight lw;
     lw.out = w.dim(0);
     lw.in = w.dim(1);
@@ -118,9 +123,8 @@ class CpuBackend final : public Backend {
     cpu::rms_norm(x.data(), x.dim(0), w.dim(0), w.data(), eps, scale, y.data());
   }
 
-  void embedding(const int* ids, int64_t n, const TensorView& table,
-                 const TensorView& out) override {
-    cpu::embedding(ids, n, table.data(), table.dim(1), out.data());
+  void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) override {
+    cpu::embedding(ids.data_as<int>(), ids.dim(0), table.data(), table.dim(1), out.data());
   }
 
   void relu(const TensorView& x) override { cpu::relu(x.data(), x.numel()); }
@@ -141,6 +145,19 @@ class CpuBackend final : public Backend {
         throw EngineError("op attention: workspace smaller than a sequence's key count");
     }
     cpu::attention(args);
+  }
+
+  void argmax(const TensorView& logits, const int* banned, int* ids) override {
+    const int64_t vocab = logits.dim(1);
+    for (int64_t r = 0; r < logits.dim(0); ++r) {
+      float* row = logits.row(r);
+      const int ban = banned[r];
+      // The banned token is set aside for the scan and put back: the logits stay as they were.
+      const float kept = ban >= 0 ? row[ban] : 0.0f;
+      if (ban >= 0) row[ban] = -INFINITY;
+      ids[r] = static_cast<int>(cpu::argmax(row, vocab));
+      if (ban >= 0) row[ban] = kept;
+    }
   }
 
  private:

@@ -40,6 +40,9 @@ struct ModelConfig {
   // int8, int8_bfloat16 or auto (the fastest this CPU runs; docs/PERFORMANCE.md). encoder. and
   // decoder.compute_type override it per stage.
   std::string compute_type = "float32";
+  // Where the encoders and decoders run the model: cpu, cuda (the first GPU) or cuda:N. Several
+  // replicas may share a GPU. A GPU this build or machine lacks stops the stage at start.
+  std::string device = "cpu";
   // 1: the model knows lower-case words only (models/speller-t5): the tokenizer gives it the
   // text's plain words lower-cased and the postprocessor puts its correction back into the text,
   // case, digits, punctuation and whitespace kept (services/text/text_frame.h). 0: the text as

@@ -68,6 +68,12 @@ class SearchStrategy {
   virtual const int* next_tokens() const = 0;
   // Consumes this sequence's logits rows [num_slots, vocab] (may overwrite them).
   virtual void advance(float* logits, int64_t vocab, KvCache& cache) = 0;
+  // Plain greedy search needs only its row's argmax, which the Generator picks on the logits'
+  // device (ops::argmax: on a GPU only the ids cross to the host). Such a search says so here,
+  // names the token it bans this step (-1: none), and takes the chosen id through advance_to.
+  virtual bool needs_logits() const { return true; }
+  virtual int banned_token() const { return -1; }
+  virtual void advance_to(int token);
   virtual bool done() const = 0;
   virtual GenerationResult result() const = 0;
   // Greedy search and sampling: the ids so far, the start token first (what a streamed request
@@ -133,8 +139,16 @@ class Generator {
   KvCache cache_;
   Decoder decoder_;
   std::vector<Active> active_;  // reserved to num_slots
+  // Feeds one step's logits [rows, vocab] to every active search.
+  void advance_searches(const TensorView& logits);
+  // Moves a host EncoderOutput to the model's device (into device_hidden_); returns `encoded`
+  // itself when it is there already.
+  const EncoderOutput& on_model_device(const EncoderOutput& encoded, EncoderOutput& staged);
+
   std::vector<int> step_slots_, step_tokens_, row_of_;
-  Tensor host_logits_;  // only for a model off the host
+  std::vector<int> banned_, chosen_;  // per step row: ops::argmax's ban and choice
+  Tensor host_logits_;                // only for a model off the host
+  Tensor device_hidden_;              // only for a model off the host: encoder rows sent from it
   uint64_t next_handle_ = 1;
 };
 

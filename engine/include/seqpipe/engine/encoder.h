@@ -19,8 +19,8 @@ struct EncoderOutput {
   int64_t length(size_t i) const { return offsets[i + 1] - offsets[i]; }
   // Sequence i's rows [length(i), d_model], on the model's device.
   TensorView sequence(size_t i) const { return hidden.rows(offsets[i], length(i)); }
-  // The same as a pointer, for host code (the model is on the CPU).
-  const float* rows(size_t i) const { return hidden.row(offsets[i]); }
+  // Sequence i's rows copied into host memory (length(i) * d_model floats), from any device.
+  void copy_sequence(size_t i, float* dst) const;
   // Offsets start at 0, grow strictly (no empty sequence) and stay within hidden's rows, whose
   // width is d_model. What Encoder::encode returns always is; a hand-built one is checked.
   bool valid(int64_t d_model) const;

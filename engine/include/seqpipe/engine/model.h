@@ -27,11 +27,15 @@ struct ModelOptions {
   // Threads for the BLAS and the engine's kernels; 0 keeps the BLAS default (all cores).
   int threads = 0;
   Device device = Device::kCpu;
+  int device_index = 0;  // which GPU, for Device::kCuda ("cuda:N")
   // The linear layers' number type (compute_type.h). Default float32: exactly the checkpoint's
   // arithmetic; int8 is the fastest and agrees with it on most greedy outputs
   // (docs/PERFORMANCE.md).
   ComputeType compute_type = ComputeType::kFloat32;
   CpuKernels cpu_kernels = CpuKernels::kBest;
+
+  // The device as a DeviceSpec (device, device_index).
+  DeviceSpec device_spec() const { return {device, device_index}; }
 };
 
 // A weight in the layout a device's library reads (the CPU: oneDNN's packed layout,

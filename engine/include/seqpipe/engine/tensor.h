@@ -20,10 +20,11 @@
 
 namespace seqpipe::engine {
 
-enum class DataType { kF32, kBF16, kI8 };
+// kF16: a GPU's fp16 linear weights; kI32: token ids (ops::embedding).
+enum class DataType { kF32, kBF16, kF16, kI8, kI32 };
 
 constexpr size_t element_size(DataType t) {
-  return t == DataType::kF32 ? 4 : t == DataType::kBF16 ? 2 : 1;
+  return t == DataType::kF32 || t == DataType::kI32 ? 4 : t == DataType::kI8 ? 1 : 2;
 }
 std::string_view data_type_name(DataType t);
 

@@ -1,0 +1,433 @@
+// The CUDA backend: device memory from cudaMalloc, every op queued on one stream per process,
+// the linear layers through cuBLASLt (fp32, or bf16 / fp16 weights and inputs; fp32 sums and
+// outputs), the rest in src/cuda/kernels.cu. Nothing public includes a CUDA header: the engine
+// reaches this file only through src/backend.h.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+
+#include "backend.h"
+#include "cuda/kernels.h"
+#include "seqpipe/engine/error.h"
+
+namespace seqpipe::engine::cuda {
+
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw EngineError(std::string("cuda: ") + what + ": " + cudaGetErrorString(status));
+}
+
+void check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw EngineError(std::string("cublasLt: ") + what + ": status " +
+                      std::to_string(static_cast<int>(status)));
+  }
+}
+
+// Device memory the backend keeps for itself (not a Tensor: tensors need the backend opened).
+// Grows, never shrinks: after the first calls of each size no op allocates.
+class DeviceBuffer {
+ public:
+  ~DeviceBuffer() { cudaFree(data_); }
+  void* reserve(size_t bytes) {
+    if (bytes > bytes_) {
+      check(cudaFree(data_), "cudaFree");  // waits for the device: no queued op still reads it
+      data_ = nullptr;
+      check(cudaMalloc(&data_, bytes), "cudaMalloc");
+      bytes_ = bytes;
+    }
+    return data_;
+  }
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Pinned host memory for the small per-call uploads (attention jobs, banned tokens) and the
+// ids argmax returns. Uploads from it are asynchronous, so a chunk is written again only after
+// the copy that last read it finished: kChunks uploads may be in flight before one waits.
+class UploadRing {
+ public:
+  static constexpr int kChunks = 64;
+
+  ~UploadRing() {
+    for (Chunk& c : chunks_) {
+      cudaFreeHost(c.data);
+      if (c.done != nullptr) cudaEventDestroy(c.done);
+    }
+  }
+  // A pinned chunk of at least `bytes` to fill now and upload() next.
+  void* next(size_t bytes) {
+    Chunk& c = chunks_[static_cast<size_t>(next_)];
+    if (c.done == nullptr)
+      check(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming), "event");
+    check(cudaEventSynchronize(c.done), "cudaEventSynchronize");
+    if (bytes > c.bytes) {
+      check(cudaFreeHost(c.data), "cudaFreeHost");
+      c.data = nullptr;
+      check(cudaHostAlloc(&c.data, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+      c.bytes = bytes;
+    }
+    return c.data;
+  }
+  // Queues the copy of the chunk next() gave into device memory `dst`.
+  void upload(void* dst, size_t bytes, cudaStream_t stream) {
+    Chunk& c = chunks_[static_cast<size_t>(next_)];
+    check(cudaMemcpyAsync(dst, c.data, bytes, cudaMemcpyHostToDevice, stream), "upload");
+    check(cudaEventRecord(c.done, stream), "cudaEventRecord");
+    next_ = (next_ + 1) % kChunks;
+  }
+
+ private:
+  struct Chunk {
+    void* data = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;
+  };
+  std::array<Chunk, kChunks> chunks_{};
+  int next_ = 0;
+};
+
+class CudaAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+      cudaGetLastError();  // clear the error: the caller handles bad_alloc
+      throw std::bad_alloc();
+    }
+    return p;  // cudaMalloc aligns to 256 bytes, past kAlignment
+  }
+  void deallocate(void* p) override { cudaFree(p); }
+};
+
+cudaDataType_t cuda_type(DataType t) {
+  return t == DataType::kBF16 ? CUDA_R_16BF : t == DataType::kF16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+// One GEMM shape's cuBLASLt descriptors and algorithm, made on its first call.
+struct MatmulPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int index) : index_(index) {
+    bind();
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cublasLtCreate(&lt_), "cublasLtCreate");
+    workspace_.reserve(kWorkspaceBytes);
+    int shared = 0;
+    check(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, index),
+          "cudaDeviceGetAttribute");
+    max_shared_bytes_ = static_cast<size_t>(shared);
+    check(cudaHostAlloc(&host_ids_, kMaxRows * sizeof(int), cudaHostAllocDefault), "cudaHostAlloc");
+  }
+
+  int index() const { return index_; }
+
+  Allocator& allocator() override {
+    bind();
+    return allocator_;
+  }
+
+  void copy(const TensorView& dst, const TensorView& src) override {
+    bind();
+    check(cudaMemcpyAsync(dst.data_as<void>(), src.data_as<void>(),
+                          static_cast<size_t>(src.bytes()), cudaMemcpyDefault, stream_),
+          "cudaMemcpyAsync");
+    // Host memory on either side is the caller's again when this returns.
+    if (dst.device() == Device::kCpu || src.device() == Device::kCpu) synchronize();
+  }
+
+  void synchronize() override {
+    bind();
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+  void set_num_threads(int) override {}
+
+  LinearWeight prepare_linear(const Tensor& w, const ModelOptions& options) override;
+
+  ComputeType best_compute_type() override { return ComputeType::kBFloat16; }
+
+  void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta) override;
+
+  void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
+                const TensorView& y) override {
+    bind();
+    launch_rms_norm(x.data(), x.dim(0), w.dim(0), w.data(), eps, scale, y.data(), stream_);
+    check(cudaGetLastError(), "rms_norm");
+  }
+
+  void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) override {
+    bind();
+    launch_embedding(ids.data_as<int>(), ids.dim(0), table.data(), table.dim(1), out.data(),
+                     stream_);
+    check(cudaGetLastError(), "embedding");
+  }
+
+  void relu(const TensorView& x) override {
+    bind();
+    launch_relu(x.data(), x.numel(), stream_);
+    check(cudaGetLastError(), "relu");
+  }
+
+  void gated_gelu(const TensorView& a, const TensorView& b) override {
+    bind();
+    launch_gated_gelu(a.data(), b.data(), a.numel(), stream_);
+    check(cudaGetLastError(), "gated_gelu");
+  }
+
+  // The kernel keeps its scores in shared memory; the workspace only marks the device.
+  Tensor attention_workspace(int64_t max_keys) override {
+    if (attention_shared_bytes(max_keys) > max_shared_bytes_) {
+      throw EngineError("op attention: " + std::to_string(max_keys) +
+                        " keys exceed the GPU's shared memory per block");
+    }
+    return Tensor::empty({1, max_keys}, Device::kCuda);
+  }
+
+  void attention(const ops::AttentionArgs& args) override;
+
+  void argmax(const TensorView& logits, const int* banned, int* ids) override;
+
+ private:
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch
+  static constexpr int64_t kMaxRows = 65536;                   // argmax rows per call
+
+  // The calling thread's current device is this backend's GPU (the CUDA runtime keeps the
+  // current device per thread, and a stage may call from any of its threads).
+  void bind() const {
+    thread_local int bound = -1;
+    if (bound != index_) {
+      check(cudaSetDevice(index_), "cudaSetDevice");
+      bound = index_;
+    }
+  }
+
+  MatmulPlan& plan(int64_t m, int64_t n, int64_t k, DataType type);
+  // x in the weight's type for the GEMM: itself for fp32, else converted into scratch.
+  const void* gemm_input(const TensorView& x, DataType type);
+
+  int index_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  CudaAllocator allocator_;
+  DeviceBuffer workspace_, converted_input_, jobs_, banned_, ids_;
+  UploadRing uploads_;
+  int* host_ids_ = nullptr;
+  size_t max_shared_bytes_ = 0;
+  std::unordered_map<uint64_t, MatmulPlan> plans_;
+};
+
+LinearWeight CudaBackend::prepare_linear(const Tensor& w, const ModelOptions& options) {
+  bind();
+  LinearWeight lw;
+  lw.out = w.dim(0);
+  lw.in = w.dim(1);
+  switch (options.compute_type) {
+    case ComputeType::kFloat32:
+      lw.dtype = DataType::kF32;
+      break;
+    case ComputeType::kBFloat16:
+      lw.dtype = DataType::kBF16;
+      break;
+    case ComputeType::kFloat16:
+      lw.dtype = DataType::kF16;
+      break;
+    default:
+      throw EngineError("compute type " + std::string(compute_type_name(options.compute_type)) +
+                        " does not run on cuda (float32, bfloat16 or float16)");
+  }
+  lw.weight = Tensor::empty(w.shape(), Device::kCuda, lw.dtype);
+  if (w.dtype() == lw.dtype) {  // fp32 as fp32, or a bf16 checkpoint's tensor as stored
+    copy(lw.weight, w);
+    return lw;
+  }
+  const Tensor staged = Tensor::empty(w.shape(), Device::kCuda, DataType::kF32);
+  copy(staged, w);
+  uint16_t* out = lw.weight.data_as<uint16_t>();
+  if (lw.dtype == DataType::kBF16) {
+    launch_to_bf16(staged.data(), staged.numel(), out, stream_);
+  } else {
+    launch_to_f16(staged.data(), staged.numel(), out, stream_);
+  }
+  check(cudaGetLastError(), "prepare_linear");
+  synchronize();  // `staged` is freed on return
+  return lw;
+}
+
+MatmulPlan& CudaBackend::plan(int64_t m, int64_t n, int64_t k, DataType type) {
+  constexpr int64_t kLimit = int64_t{1} << 20;
+  if (m >= kLimit || n >= kLimit || k >= kLimit)
+    throw EngineError("op linear: a GEMM dimension reaches 2^20 (" + std::to_string(m) + ")");
+  const uint64_t key = (static_cast<uint64_t>(m) << 42) | (static_cast<uint64_t>(n) << 22) |
+                       (static_cast<uint64_t>(k) << 2) | static_cast<uint64_t>(cuda_type(type) & 3);
+  auto found = plans_.find(key);
+  if (found != plans_.end()) return found->second;
+
+  // Row-major y[m, n] = x[m, k] W[n, k]^T is column-major y^T[n, m] = W^T' x^T: A = W read
+  // transposed (column-major k x n), B = x (column-major k x m), C = y (column-major n x m).
+  MatmulPlan p;
+  check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
+  const cublasOperation_t transpose = CUBLAS_OP_T;
+  check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
+                                       sizeof(transpose)),
+        "TRANSA");
+  const cudaDataType_t input = cuda_type(type);
+  check(cublasLtMatrixLayoutCreate(&p.a, input, static_cast<uint64_t>(k), static_cast<uint64_t>(n),
+                                   k),
+        "layout A");
+  check(cublasLtMatrixLayoutCreate(&p.b, input, static_cast<uint64_t>(k), static_cast<uint64_t>(m),
+                                   k),
+        "layout B");
+  check(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, static_cast<uint64_t>(n),
+                                   static_cast<uint64_t>(m), n),
+        "layout C");
+  cublasLtMatmulPreference_t preference = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&preference), "PreferenceCreate");
+  const size_t workspace = kWorkspaceBytes;
+  check(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &workspace, sizeof(workspace)),
+        "workspace preference");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found_algos = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      lt_, p.desc, p.a, p.b, p.c, p.c, preference, 1, &result, &found_algos);
+  cublasLtMatmulPreferenceDestroy(preference);
+  check(status, "AlgoGetHeuristic");
+  if (found_algos == 0) {
+    throw EngineError("cublasLt: no algorithm for a " + std::to_string(m) + " x " +
+                      std::to_string(n) + " x " + std::to_string(k) + " GEMM");
+  }
+  p.algo = result.algo;
+  return plans_.emplace(key, p).first->second;
+}
+
+const void* CudaBackend::gemm_input(const TensorView& x, DataType type) {
+  if (type == DataType::kF32) return x.data();
+  auto* out = static_cast<uint16_t*>(
+      converted_input_.reserve(static_cast<size_t>(x.numel()) * sizeof(uint16_t)));
+  if (type == DataType::kBF16) {
+    launch_to_bf16(x.data(), x.numel(), out, stream_);
+  } else {
+    launch_to_f16(x.data(), x.numel(), out, stream_);
+  }
+  check(cudaGetLastError(), "linear input");
+  return out;
+}
+
+void CudaBackend::linear(const TensorView& x, const LinearWeight& w, const TensorView& y,
+                         float beta) {
+  bind();
+  if (!w.weight.defined() || w.weight.device() != Device::kCuda)
+    throw EngineError("op linear: the weight was not prepared for cuda");
+  const int64_t m = x.dim(0);
+  const MatmulPlan& p = plan(m, w.out, w.in, w.dtype);
+  const void* input = gemm_input(x, w.dtype);
+  const float alpha = 1.0f;
+  check(cublasLtMatmul(lt_, p.desc, &alpha, w.weight.data_as<void>(), p.a, input, p.b, &beta,
+                       y.data(), p.c, y.data(), p.c, &p.algo, workspace_.data(), kWorkspaceBytes,
+                       stream_),
+        "cublasLtMatmul");
+}
+
+void CudaBackend::attention(const ops::AttentionArgs& args) {
+  bind();
+  if (args.head_dim > kMaxHeadDim) {
+    throw EngineError("op attention: head_dim " + std::to_string(args.head_dim) + " > " +
+                      std::to_string(kMaxHeadDim) + " on cuda");
+  }
+  const size_t bytes = static_cast<size_t>(args.num_seqs) * sizeof(AttentionJob);
+  auto* jobs = static_cast<AttentionJob*>(uploads_.next(bytes));
+  AttentionShape shape{args.num_seqs, args.num_heads, args.head_dim, 0, 0, nullptr, 0, args.causal};
+  for (int64_t s = 0; s < args.num_seqs; ++s) {
+    const ops::AttentionSequence& seq = args.seqs[s];
+    jobs[s] = {seq.q.data(),     seq.k.data(),     seq.v.data(),     seq.out.data(),
+               seq.new_k.data(), seq.new_v.data(), seq.q.dim(0),     seq.q_pos,
+               seq.k.dim(0),     seq.q.row_size(), seq.k.row_size(), seq.out.row_size()};
+    shape.max_q_rows = std::max(shape.max_q_rows, seq.q.dim(0));
+    shape.max_k_rows = std::max(shape.max_k_rows, seq.k.dim(0));
+  }
+  if (attention_shared_bytes(shape.max_k_rows) > max_shared_bytes_) {
+    throw EngineError("op attention: " + std::to_string(shape.max_k_rows) +
+                      " keys exceed the GPU's shared memory per block");
+  }
+  if (args.bias != nullptr) {
+    shape.bias = args.bias->table.data();
+    shape.max_distance = args.bias->max_distance;
+  }
+  void* device_jobs = jobs_.reserve(bytes);
+  uploads_.upload(device_jobs, bytes, stream_);
+  launch_attention(static_cast<const AttentionJob*>(device_jobs), shape, stream_);
+  check(cudaGetLastError(), "attention");
+}
+
+void CudaBackend::argmax(const TensorView& logits, const int* banned, int* ids) {
+  bind();
+  const int64_t rows = logits.dim(0);
+  if (rows > kMaxRows) throw EngineError("op argmax: more than 65536 rows on cuda");
+  const size_t bytes = static_cast<size_t>(rows) * sizeof(int);
+  std::memcpy(uploads_.next(bytes), banned, bytes);
+  void* device_banned = banned_.reserve(bytes);
+  uploads_.upload(device_banned, bytes, stream_);
+  auto* device_ids = static_cast<int*>(ids_.reserve(bytes));
+  launch_argmax(logits.data(), rows, logits.dim(1), static_cast<const int*>(device_banned),
+                device_ids, stream_);
+  check(cudaGetLastError(), "argmax");
+  check(cudaMemcpyAsync(host_ids_, device_ids, bytes, cudaMemcpyDeviceToHost, stream_),
+        "argmax ids");
+  synchronize();
+  std::memcpy(ids, host_ids_, bytes);
+}
+
+std::mutex g_open_mutex;  // open() alone; opened() runs on every op and only loads
+// Never destroyed, as the CPU's: a tensor in static storage may be freed after it.
+std::atomic<CudaBackend*> g_backend{nullptr};
+
+}  // namespace
+
+Backend& open(int index) {
+  const std::lock_guard<std::mutex> lock(g_open_mutex);
+  const std::string name = "device cuda:" + std::to_string(index);
+  if (CudaBackend* b = g_backend.load()) {
+    if (b->index() == index) return *b;
+    throw EngineError(name + ": this process already uses cuda:" + std::to_string(b->index()) +
+                      " (one GPU per process)");
+  }
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    throw EngineError(name + ": no CUDA device on this machine (" +
+                      std::string(cudaGetErrorString(status)) + ")");
+  }
+  if (index < 0 || index >= count) {
+    throw EngineError(name + ": this machine has " + std::to_string(count) + " CUDA device" +
+                      (count == 1 ? "" : "s"));
+  }
+  auto* backend = new CudaBackend(index);
+  g_backend.store(backend);
+  return *backend;
+}
+
+Backend* opened() {
+  return g_backend.load(std::memory_order_acquire);
+}
+
+}  // namespace seqpipe::engine::cuda

@@ -1,0 +1,230 @@
+// The CUDA kernels: each is a launch, its indexing and its reductions around src/cuda/math.h's
+// arithmetic (src/cuda/reference.cc is the host twin of each).
+#include <cuda_fp16.h>
+
+#include "cuda/kernels.h"
+#include "cuda/math.h"
+
+namespace seqpipe::engine::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;  // per block, a multiple of the warp
+constexpr int kWarp = 32;
+
+int blocks_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < 65535 ? blocks : 65535);  // grid-stride loops cover the rest
+}
+
+__device__ float warp_sum(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ float warp_max(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// The sum (or max) of one value per thread of the block, returned to every thread.
+template <bool kMax>
+__device__ float block_reduce(float v, float* scratch) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  v = kMax ? warp_max(v) : warp_sum(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x / kWarp;
+  v = lane < warps ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
+  v = kMax ? warp_max(v) : warp_sum(v);
+  __syncthreads();  // scratch may be reused by the next reduction
+  return v;
+}
+
+__global__ void rms_norm_kernel(const float* x, int64_t d, const float* w, float eps, float scale,
+                                float* y) {
+  __shared__ float scratch[kWarp];
+  const float* xr = x + blockIdx.x * d;
+  float* yr = y + blockIdx.x * d;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) sum += xr[i] * xr[i];
+  const float inverse = math::rms_inverse(block_reduce<false>(sum, scratch), d, eps);
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+    yr[i] = math::rms_norm_value(xr[i], w[i], inverse, scale);
+}
+
+__global__ void embedding_kernel(const int* ids, const float* table, int64_t d, float* out) {
+  const float* src = table + static_cast<int64_t>(ids[blockIdx.x]) * d;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) out[blockIdx.x * d + i] = src[i];
+}
+
+__global__ void relu_kernel(float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    x[i] = math::relu(x[i]);
+}
+
+__global__ void gated_gelu_kernel(float* a, const float* b, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    a[i] = math::gated_gelu(a[i], b[i]);
+}
+
+__global__ void to_bf16_kernel(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = math::bf16_bits(__float_as_uint(x[i]));
+}
+
+__global__ void to_f16_kernel(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = __half_as_ushort(__float2half_rn(x[i]));
+}
+
+// A decoder step's new key and value rows join the cache before any block reads it.
+__global__ void append_kv_kernel(const AttentionJob* jobs, int64_t width) {
+  const AttentionJob& job = jobs[blockIdx.y];
+  if (job.new_k == nullptr || blockIdx.x >= job.q_rows) return;
+  const int64_t row = blockIdx.x;
+  float* k = const_cast<float*>(job.k) + (job.q_pos + row) * job.kv_stride;
+  float* v = const_cast<float*>(job.v) + (job.q_pos + row) * job.kv_stride;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    k[i] = job.new_k[row * width + i];
+    v[i] = job.new_v[row * width + i];
+  }
+}
+
+// Block (head, query row, sequence): the scores of every key the query sees (a warp per key,
+// its lanes over the head's dimensions) into shared memory, their softmax, then the weighted
+// sum of the values (a thread per dimension).
+__global__ void attention_kernel(const AttentionJob* jobs, AttentionShape shape) {
+  extern __shared__ float scores[];
+  __shared__ float query[kMaxHeadDim];
+  __shared__ float scratch[kWarp];
+  const AttentionJob& job = jobs[blockIdx.z];
+  const int64_t head = blockIdx.x, row = blockIdx.y, d = shape.head_dim;
+  if (row >= job.q_rows) return;  // the whole block leaves together
+  const int64_t position = job.q_pos + row;
+  const int64_t keys = math::keys_seen(job.k_rows, position, shape.causal);
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+    query[i] = job.q[row * job.q_stride + head * d + i];
+  __syncthreads();
+
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+  const int64_t bias_width = 2 * shape.max_distance + 1;
+  for (int64_t j = warp; j < keys; j += warps) {
+    const float* k = job.k + j * job.kv_stride + head * d;
+    float dot = 0.0f;
+    for (int64_t i = lane; i < d; i += kWarp) dot += query[i] * k[i];
+    dot = warp_sum(dot);
+    if (lane == 0) {
+      if (shape.bias != nullptr)
+        dot += shape.bias[head * bias_width + math::bias_column(j, position, shape.max_distance)];
+      scores[j] = dot;
+    }
+  }
+  __syncthreads();
+  float local_max = -INFINITY;
+  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) local_max = fmaxf(local_max, scores[j]);
+  const float max_score = block_reduce<true>(local_max, scratch);
+  float local_sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
+    scores[j] = math::softmax_weight(scores[j], max_score);
+    local_sum += scores[j];
+  }
+  const float inverse = 1.0f / block_reduce<false>(local_sum, scratch);  // syncs: scores are set
+  float* out = job.out + row * job.out_stride + head * d;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t j = 0; j < keys; ++j) sum += scores[j] * job.v[j * job.kv_stride + head * d + i];
+    out[i] = sum * inverse;
+  }
+}
+
+// Block per row: each thread's first maximum over its stride, then the block's, pairs compared
+// by math::argmax_prefers so that the lowest index wins among equals.
+__global__ void argmax_kernel(const float* logits, int64_t vocab, const int* banned, int* ids) {
+  __shared__ float values[kThreads];
+  __shared__ int64_t indices[kThreads];
+  const float* row = logits + blockIdx.x * vocab;
+  const int64_t ban = banned[blockIdx.x];
+  float best = -INFINITY;
+  int64_t best_index = vocab;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    if (i != ban && math::argmax_prefers(row[i], i, best, best_index)) {
+      best = row[i];
+      best_index = i;
+    }
+  }
+  values[threadIdx.x] = best;
+  indices[threadIdx.x] = best_index;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      const int other = threadIdx.x + half;
+      if (math::argmax_prefers(values[other], indices[other], values[threadIdx.x],
+                               indices[threadIdx.x])) {
+        values[threadIdx.x] = values[other];
+        indices[threadIdx.x] = indices[other];
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) ids[blockIdx.x] = static_cast<int>(indices[0] < vocab ? indices[0] : 0);
+}
+
+}  // namespace
+
+void launch_rms_norm(const float* x, int64_t m, int64_t d, const float* w, float eps, float scale,
+                     float* y, cudaStream_t stream) {
+  rms_norm_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, d, w, eps, scale, y);
+}
+
+void launch_embedding(const int* ids, int64_t n, const float* table, int64_t d, float* out,
+                      cudaStream_t stream) {
+  embedding_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(ids, table, d, out);
+}
+
+void launch_relu(float* x, int64_t n, cudaStream_t stream) {
+  relu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n);
+}
+
+void launch_gated_gelu(float* a, const float* b, int64_t n, cudaStream_t stream) {
+  gated_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, n);
+}
+
+void launch_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream) {
+  to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, out);
+}
+
+void launch_to_f16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream) {
+  to_f16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, out);
+}
+
+size_t attention_shared_bytes(int64_t max_k_rows) {
+  return static_cast<size_t>(max_k_rows) * sizeof(float);
+}
+
+void launch_attention(const AttentionJob* jobs, const AttentionShape& shape, cudaStream_t stream) {
+  const dim3 append_grid(static_cast<unsigned>(shape.max_q_rows),
+                         static_cast<unsigned>(shape.num_seqs));
+  append_kv_kernel<<<append_grid, kThreads, 0, stream>>>(jobs, shape.num_heads * shape.head_dim);
+  const size_t shared = attention_shared_bytes(shape.max_k_rows);
+  if (shared > 48 * 1024) {  // past the default: opt in (up to the device's limit)
+    cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(shared));
+  }
+  const dim3 grid(static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(shape.max_q_rows),
+                  static_cast<unsigned>(shape.num_seqs));
+  attention_kernel<<<grid, kThreads, shared, stream>>>(jobs, shape);
+}
+
+void launch_argmax(const float* logits, int64_t rows, int64_t vocab, const int* banned, int* ids,
+                   cudaStream_t stream) {
+  argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, vocab, banned, ids);
+}
+
+}  // namespace seqpipe::engine::cuda
