@@ -2,9 +2,9 @@
 # The GPU check in one command, on a machine lent with a GPU (docs/GPU.md):
 #   bash scripts/gpu-check.sh          with .gpu-carry/ (scripts/gpu-carry.sh) beside it
 # Unpacks the carried Debian libraries into a private prefix (never /), then runs each step under
-# its own time limit, going on after a failed one: the GPU tests, the numerics against the CPU
-# and the fixtures, engine_bench and PyTorch on the same GPU, the whole pipeline under
-# seqpipe-bench, the CPU engine tests. Writes $OUT/gpu-report.md (the bars, measured, met or
+# its own time limit, going on after a failed one: the GPU tests (the engine's, on every
+# device), the numerics against the CPU and the fixtures, engine_bench and PyTorch on the same
+# GPU, the whole pipeline under seqpipe-bench. Writes $OUT/gpu-report.md (the bars, measured, met or
 # not) and the raw output beside it. Without a GPU (any other machine) it runs what it can, marks
 # the GPU steps "skipped: no GPU" and still exits 0 with the report written.
 set -euo pipefail
@@ -27,6 +27,15 @@ say() { echo "gpu-check: $*" | tee -a "$log"; }
 [ -f "$carry/MANIFEST" ] || { echo "gpu-check: no $carry/MANIFEST: run scripts/gpu-carry.sh first" >&2; exit 1; }
 manifest() { awk -v k="$1" '$1 == k {sub(/^[^ ]+ ?/, ""); print}' "$carry/MANIFEST"; }
 
+# The executables travel as one .tar.xz; python3 unpacks it where xz is missing (Debian minbase).
+if command -v xz >/dev/null; then
+  tar -C "$work" -xJf "$carry/bin.tar.xz"
+else
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$carry/bin.tar.xz" "$work"
+fi
+B=$work/bin
+export B carry prefix machine_ld_path
+
 # --- the carried libraries, in a private prefix -----------------------------------------------
 prefix=$work/prefix
 mkdir -p "$prefix"
@@ -47,22 +56,19 @@ EOF
   fi
 done
 libdirs=$(find "$prefix" -name '*.so*' -printf '%h\n' | sort -u | tr '\n' ':')
-# CUDA's runtime and cuBLAS come from the machine (the toolkit's folder, else a pip wheel's).
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+# CUDA's runtime and cuBLAS come from the machine: the toolkit's folders, else wherever a
+# library still missing is found (a pip wheel's nvidia/cu13/lib, say).
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -d "$d" ] && libdirs+="$d:"
+done
+for lib in $(for b in "$B"/*; do LD_LIBRARY_PATH=$libdirs ldd "$b"; done | awk '$3 == "not" {print $1}' | sort -u); do
+  found=$(find /usr/local /opt /usr/lib /usr/lib64 -name "$lib" -print -quit 2>/dev/null || true)
+  [ -n "$found" ] && libdirs+="$(dirname "$found"):"
 done
 # Only the steps get the carried libraries (their Debian versions could shadow what python3 and
 # torch load from the machine); torch runs with the machine's own setting, kept here.
 machine_ld_path=${LD_LIBRARY_PATH:-}
 steps_ld_path=${libdirs}${machine_ld_path}
-# The executables travel as one .tar.xz; python3 unpacks it where xz is missing (Debian minbase).
-if command -v xz >/dev/null; then
-  tar -C "$work" -xJf "$carry/bin.tar.xz"
-else
-  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$carry/bin.tar.xz" "$work"
-fi
-B=$work/bin
-export B carry prefix machine_ld_path
 
 # The tests have the source and build paths of the build machine compiled in (the fixtures'
 # folder, seqpipe-mkmodel): make those paths lead here when this copy lives elsewhere.
@@ -133,15 +139,15 @@ libraries() {
 }
 
 gpu_tests() {
+  # The gtest executables labelled gpu, else the engine's tests, which run on every device.
   local tests rc=0
   tests=$(awk '$1 == "gpu_tests" {$1 = ""; print}' "$carry/MANIFEST")
-  [ -n "${tests// /}" ] || skip "skipped: this build has no gtest executable labelled gpu"
   for t in $tests; do
     echo "--- $t"
-    "$B/$t" --gtest_color=no || rc=1
+    "$B/$t" --gtest_color=no --gtest_brief=1 || rc=1
   done
-  [ "$gpu" = 1 ] || { [ "$rc" = 0 ] && skip "ran without a GPU (its tests skip themselves): ok"; }
-  return $rc
+  [ "$rc" = 0 ] || return 1
+  [ "$gpu" = 1 ] || skip "ok on the CPU; the GPU's instances skipped themselves (no GPU)"
 }
 
 numerics() {
@@ -187,12 +193,17 @@ pipeline() {
   [ "$gpu" = 1 ] && device=cuda on_gpu=(--set model.device=cuda)
   run_dir=$(mktemp -d /tmp/seqpipe-gpucheck.XXXXXX)
   settings=(--config config/pipeline.yaml --set "model.dir=$work/t5-small-sp" --set "runtime_dir=$run_dir"
-            --set "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock" --set gateway.metrics_port=0
-            --set batcher.metrics_port=0 "${on_gpu[@]}")
+            --set "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock" "${on_gpu[@]}")
+  # Metrics on free ports, as seqpipe-bench sweep starts its pipelines: another pipeline on the
+  # machine may hold the default ones.
+  for stage in gateway batcher tokenizer encoder decoder postprocessor; do
+    settings+=(--set "$stage.metrics_port=0")
+  done
   # One pipeline, one request through the gateway, as scripts/run.sh does.
   "$B/seqpipe" up "${settings[@]}" >"$run_dir/up.log" 2>&1 &
   up_pid=$!
-  trap 'kill -TERM $up_pid 2>/dev/null; wait $up_pid 2>/dev/null; cat $run_dir/up.log | tail -20' EXIT
+  # On the way out (a failure too): stop it and show the end of its log. errexit holds in traps.
+  trap 'kill -TERM $up_pid 2>/dev/null || true; wait $up_pid 2>/dev/null || true; echo "--- seqpipe up (last 20 lines)"; tail -20 "$run_dir/up.log" || true' EXIT
   for _ in $(seq 1 150); do
     "$B/seqpipe" send "${settings[@]}" --timeout-ms 500 --max-new-tokens 2 "warm up" >/dev/null 2>&1 && break
     kill -0 "$up_pid" 2>/dev/null || { echo "the pipeline exited"; exit 1; }
@@ -219,12 +230,7 @@ pipeline() {
   fi
 }
 
-engine_tests() {
-  # The CPU engine tests on this machine, which also prove the compiled fixture paths resolve.
-  "$B/engine_tests" --gtest_color=no --gtest_brief=1
-}
-
-export -f libraries gpu_tests numerics models engine_bench torch_bench pipeline engine_tests
+export -f libraries gpu_tests numerics models engine_bench torch_bench pipeline
 
 write_report() {
   {
@@ -264,13 +270,12 @@ write_report() {
 
 say "GPU: $([ "$gpu" = 1 ] && echo yes || echo none); OUT=$OUT; budget $budget s"
 step libraries 30 libraries
-step gpu_tests 120 gpu_tests
+step gpu_tests 150 gpu_tests
 step numerics 180 numerics
 step models 60 models
 step engine_bench 90 engine_bench
 step torch_bench 120 torch_bench
 step pipeline 150 pipeline
-step engine_tests 120 engine_tests
 write_report
 say "done in $((SECONDS - t0)) s: $report"
 cat "$report"
