@@ -149,7 +149,11 @@ double fma_peak_gflops(int threads) {
         V acc[kChains];
         for (int c = 0; c < kChains; ++c) acc[c] = V{} + float(c);
         V a = V{} + 0.999f, b = V{} + 0.001f;
+#ifdef __AVX512F__
         __asm__("" : "+v"(a), "+v"(b));
+#else  // a 64-byte vector fits no register below AVX-512 (-march=x86-64-v3): opaque via memory
+        __asm__("" : "+m"(a), "+m"(b));
+#endif
         for (long i = 0; i < kIters; ++i) {
           for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * a + b;
         }

@@ -50,6 +50,13 @@ void dot_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t 
   int64_t i = 0;
   for (; i + 16 <= k; i += 16) {
     Vec16 wv[NR], xv[MR];
+    // Only AVX-512 holds a 16-float vector in one register; below it (-march=x86-64-v3, the
+    // portable build) the constraint is impossible and GCC splits the vector itself.
+#ifdef __AVX512F__
+#define SEQPIPE_PIN_IN_REGISTER(v) __asm__("" : "+v"(v))
+#else
+#define SEQPIPE_PIN_IN_REGISTER(v) (void)0
+#endif
     // The empty asm pins each loaded vector in a register: without it GCC 12 reloads the
     // weights for every FMA (2 loads per FMA, load-bound instead of FMA-bound).
     for (int j = 0; j < NR; ++j) {
@@ -57,16 +64,17 @@ void dot_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t 
       // next work under a static schedule) while this block computes.
       __builtin_prefetch(w + (j + NR) * ldw + i);
       wv[j] = load16(w + j * ldw + i);
-      __asm__("" : "+v"(wv[j]));
+      SEQPIPE_PIN_IN_REGISTER(wv[j]);
     }
     for (int r = 0; r < MR; ++r) {
       xv[r] = load16(x + r * ldx + i);
-      __asm__("" : "+v"(xv[r]));
+      SEQPIPE_PIN_IN_REGISTER(xv[r]);
     }
     for (int r = 0; r < MR; ++r) {
       for (int j = 0; j < NR; ++j) acc[r][j] += xv[r] * wv[j];
     }
   }
+#undef SEQPIPE_PIN_IN_REGISTER
   for (int r = 0; r < MR; ++r) {
     for (int j = 0; j < NR; ++j) {
       float s = sum16(acc[r][j]);
