@@ -38,6 +38,17 @@ inline float sum16(Vec16 v) {
   return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
+// Keeps a loaded vector in a register (an empty asm the compiler cannot see through). Only
+// AVX-512 holds 16 floats in one register; below it (-march=x86-64-v3, the portable build) the
+// constraint is impossible, and GCC splits the vector itself.
+inline void pin_in_register(Vec16& v) {
+#ifdef __AVX512F__
+  __asm__("" : "+v"(v));
+#else
+  (void)v;
+#endif
+}
+
 // A register tile: MR input rows x NR weight rows, 16 lanes of k at a time. Each step loads
 // MR + NR vectors for MR * NR FMAs, so the FMA units, not the loads, set the pace.
 template <int MR, int NR>
@@ -50,13 +61,6 @@ void dot_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t 
   int64_t i = 0;
   for (; i + 16 <= k; i += 16) {
     Vec16 wv[NR], xv[MR];
-    // Only AVX-512 holds a 16-float vector in one register; below it (-march=x86-64-v3, the
-    // portable build) the constraint is impossible and GCC splits the vector itself.
-#ifdef __AVX512F__
-#define SEQPIPE_PIN_IN_REGISTER(v) __asm__("" : "+v"(v))
-#else
-#define SEQPIPE_PIN_IN_REGISTER(v) (void)0
-#endif
     // The empty asm pins each loaded vector in a register: without it GCC 12 reloads the
     // weights for every FMA (2 loads per FMA, load-bound instead of FMA-bound).
     for (int j = 0; j < NR; ++j) {
@@ -64,17 +68,16 @@ void dot_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t 
       // next work under a static schedule) while this block computes.
       __builtin_prefetch(w + (j + NR) * ldw + i);
       wv[j] = load16(w + j * ldw + i);
-      SEQPIPE_PIN_IN_REGISTER(wv[j]);
+      pin_in_register(wv[j]);
     }
     for (int r = 0; r < MR; ++r) {
       xv[r] = load16(x + r * ldx + i);
-      SEQPIPE_PIN_IN_REGISTER(xv[r]);
+      pin_in_register(xv[r]);
     }
     for (int r = 0; r < MR; ++r) {
       for (int j = 0; j < NR; ++j) acc[r][j] += xv[r] * wv[j];
     }
   }
-#undef SEQPIPE_PIN_IN_REGISTER
   for (int r = 0; r < MR; ++r) {
     for (int j = 0; j < NR; ++j) {
       float s = sum16(acc[r][j]);
