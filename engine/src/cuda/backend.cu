@@ -1,20 +1,19 @@
-// The CUDA backend: device memory from cudaMalloc, every op queued on one stream per process,
+// The CUDA backend, built as a module the engine loads when a GPU is opened (src/cuda/loader.cc):
+// device memory from cudaMalloc, every op queued on one stream per process,
 // the linear layers through cuBLASLt (fp32, or bf16 / fp16 weights and inputs; fp32 sums and
 // outputs), the rest in src/cuda/kernels.cu. Nothing public includes a CUDA header: the engine
 // reaches this file only through src/backend.h.
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <string>
 #include <unordered_map>
 
 #include "backend.h"
-#include "cuda/cublaslt.h"
 #include "cuda/kernels.h"
 #include "seqpipe/engine/error.h"
 
@@ -129,7 +128,7 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int index) : index_(index) {
     bind();
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(api_.create(&lt_), "cublasLtCreate");
+    check(cublasLtCreate(&lt_), "cublasLtCreate");
     workspace_.reserve(kWorkspaceBytes);
     int shared = 0;
     check(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, index),
@@ -137,8 +136,6 @@ class CudaBackend final : public Backend {
     max_shared_bytes_ = static_cast<size_t>(shared);
     check(cudaHostAlloc(&host_ids_, kMaxRows * sizeof(int), cudaHostAllocDefault), "cudaHostAlloc");
   }
-
-  int index() const { return index_; }
 
   Allocator& allocator() override {
     bind();
@@ -226,7 +223,6 @@ class CudaBackend final : public Backend {
 
   int index_;
   cudaStream_t stream_ = nullptr;
-  const CublasLt& api_ = CublasLt::get();
   cublasLtHandle_t lt_ = nullptr;
   CudaAllocator allocator_;
   DeviceBuffer workspace_, converted_input_, jobs_, banned_, ids_;
@@ -285,32 +281,32 @@ MatmulPlan& CudaBackend::plan(int64_t m, int64_t n, int64_t k, DataType type) {
   // Row-major y[m, n] = x[m, k] W[n, k]^T is column-major y^T[n, m] = W^T' x^T: A = W read
   // transposed (column-major k x n), B = x (column-major k x m), C = y (column-major n x m).
   MatmulPlan p;
-  check(api_.matmul_desc_create(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
+  check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
   const cublasOperation_t transpose = CUBLAS_OP_T;
-  check(api_.matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
+  check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
                                        sizeof(transpose)),
         "TRANSA");
   const cudaDataType_t input = cuda_type(type);
-  check(
-      api_.matrix_layout_create(&p.a, input, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k),
-      "layout A");
-  check(
-      api_.matrix_layout_create(&p.b, input, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k),
-      "layout B");
-  check(api_.matrix_layout_create(&p.c, CUDA_R_32F, static_cast<uint64_t>(n),
-                                  static_cast<uint64_t>(m), n),
+  check(cublasLtMatrixLayoutCreate(&p.a, input, static_cast<uint64_t>(k), static_cast<uint64_t>(n),
+                                   k),
+        "layout A");
+  check(cublasLtMatrixLayoutCreate(&p.b, input, static_cast<uint64_t>(k), static_cast<uint64_t>(m),
+                                   k),
+        "layout B");
+  check(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, static_cast<uint64_t>(n),
+                                   static_cast<uint64_t>(m), n),
         "layout C");
   cublasLtMatmulPreference_t preference = nullptr;
-  check(api_.preference_create(&preference), "PreferenceCreate");
+  check(cublasLtMatmulPreferenceCreate(&preference), "PreferenceCreate");
   const size_t workspace = kWorkspaceBytes;
-  check(api_.preference_set_attribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                      &workspace, sizeof(workspace)),
+  check(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &workspace, sizeof(workspace)),
         "workspace preference");
   cublasLtMatmulHeuristicResult_t result{};
   int found_algos = 0;
-  const cublasStatus_t status = api_.algo_get_heuristic(lt_, p.desc, p.a, p.b, p.c, p.c, preference,
-                                                        1, &result, &found_algos);
-  api_.preference_destroy(preference);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      lt_, p.desc, p.a, p.b, p.c, p.c, preference, 1, &result, &found_algos);
+  cublasLtMatmulPreferenceDestroy(preference);
   check(status, "AlgoGetHeuristic");
   if (found_algos == 0) {
     throw EngineError("cublasLt: no algorithm for a " + std::to_string(m) + " x " +
@@ -342,8 +338,9 @@ void CudaBackend::linear(const TensorView& x, const LinearWeight& w, const Tenso
   const MatmulPlan& p = plan(m, w.out, w.in, w.dtype);
   const void* input = gemm_input(x, w.dtype);
   const float alpha = 1.0f;
-  check(api_.matmul(lt_, p.desc, &alpha, w.weight.data_as<void>(), p.a, input, p.b, &beta, y.data(),
-                    p.c, y.data(), p.c, &p.algo, workspace_.data(), kWorkspaceBytes, stream_),
+  check(cublasLtMatmul(lt_, p.desc, &alpha, w.weight.data_as<void>(), p.a, input, p.b, &beta,
+                       y.data(), p.c, y.data(), p.c, &p.algo, workspace_.data(), kWorkspaceBytes,
+                       stream_),
         "cublasLtMatmul");
 }
 
@@ -396,20 +393,16 @@ void CudaBackend::argmax(const TensorView& logits, const int* banned, int* ids) 
   std::memcpy(ids, host_ids_, bytes);
 }
 
-std::mutex g_open_mutex;  // open() alone; opened() runs on every op and only loads
-// Never destroyed, as the CPU's: a tensor in static storage may be freed after it.
-std::atomic<CudaBackend*> g_backend{nullptr};
-
 }  // namespace
+}  // namespace seqpipe::engine::cuda
 
-Backend& open(int index) {
-  const std::lock_guard<std::mutex> lock(g_open_mutex);
+// The module's one entry point: src/cuda/loader.cc calls it once per process, for the GPU the
+// process uses. EngineError (caught in the engine: both sides share libstdc++) when there is no
+// such GPU.
+extern "C" __attribute__((visibility("default"))) seqpipe::engine::Backend* seqpipe_cuda_open(
+    int index) {
+  using seqpipe::engine::EngineError;
   const std::string name = "device cuda:" + std::to_string(index);
-  if (CudaBackend* b = g_backend.load()) {
-    if (b->index() == index) return *b;
-    throw EngineError(name + ": this process already uses cuda:" + std::to_string(b->index()) +
-                      " (one GPU per process)");
-  }
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
@@ -421,13 +414,5 @@ Backend& open(int index) {
     throw EngineError(name + ": this machine has " + std::to_string(count) + " CUDA device" +
                       (count == 1 ? "" : "s"));
   }
-  auto* backend = new CudaBackend(index);
-  g_backend.store(backend);
-  return *backend;
+  return new seqpipe::engine::cuda::CudaBackend(index);  // never destroyed, as the CPU's
 }
-
-Backend* opened() {
-  return g_backend.load(std::memory_order_acquire);
-}
-
-}  // namespace seqpipe::engine::cuda
