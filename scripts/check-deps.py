@@ -232,10 +232,12 @@ def check(build, package_list, verbose, out=sys.stdout):
     library_files, unresolved = libraries(build)
     cmake = cmake_files(build)
     tools = cmake_tools_and_pkgconfig(build)
+    # The tree the build was configured from, which need not be this script's.
+    tree = cmake_cache(build).get("CMAKE_HOME_DIRECTORY", ROOT)
     used = set()
     for f in header_files | library_files | cmake | tools:
         path = os.path.normpath(os.path.join(build, f))
-        if path.startswith((ROOT + "/", build + "/")) or path.startswith(ALLOWED_PREFIXES):
+        if path.startswith((tree + "/", build + "/")) or path.startswith(ALLOWED_PREFIXES):
             continue
         used.add(path)
     owned = package_of_each(used)
