@@ -84,6 +84,9 @@ inside() {
   unshare --mount --pid --fork --propagation private bash -c '
     set -e
     root=$1; shift
+    # The root a mount point of its own, as / is on a machine: `ip netns add` (tests/deploy)
+    # remounts / and fails in a bare directory.
+    mount --bind "$root" "$root"
     mount -t proc proc "$root/proc"
     mount --rbind /dev "$root/dev"
     mount -t tmpfs tmpfs "$root/dev/shm"
