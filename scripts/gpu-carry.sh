@@ -46,6 +46,10 @@ for t in "${targets[@]}"; do
   strip -o "$bin/$t" "$exe"
   echo "$t ${exe#build/gpu/}" >>"$carry/bin-paths"
 done
+# The CUDA backend module, beside the programs: the engine loads it from there first.
+module=build/gpu/engine/libseqpipe_engine_cuda.so
+[ -f "$module" ] || { echo "gpu-carry: no $module (is SEQPIPE_WITH_CUDA on?)" >&2; exit 1; }
+strip --strip-unneeded -o "$bin/$(basename "$module")" "$module"
 tar -C "$(dirname "$bin")" -cf - bin | xz -9e -T1 >"$carry/bin.tar.xz"
 
 # Every shared library the executables load, and the Debian package holding it. glibc, the
