@@ -205,15 +205,15 @@ void launch_to_f16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream
 }
 
 size_t attention_shared_bytes(int64_t max_k_rows) {
-  return static_cast<size_t>(max_k_rows) * sizeof(float);
+  return static_cast<size_t>(max_k_rows) * sizeof(float) + (kMaxHeadDim + kWarp) * sizeof(float);
 }
 
 void launch_attention(const AttentionJob* jobs, const AttentionShape& shape, cudaStream_t stream) {
   const dim3 append_grid(static_cast<unsigned>(shape.max_q_rows),
                          static_cast<unsigned>(shape.num_seqs));
   append_kv_kernel<<<append_grid, kThreads, 0, stream>>>(jobs, shape.num_heads * shape.head_dim);
-  const size_t shared = attention_shared_bytes(shape.max_k_rows);
-  if (shared > 48 * 1024) {  // past the default: opt in (up to the device's limit)
+  const size_t shared = static_cast<size_t>(shape.max_k_rows) * sizeof(float);  // the scores
+  if (attention_shared_bytes(shape.max_k_rows) > 48 * 1024) {  // past the default: opt in
     cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(shared));
   }

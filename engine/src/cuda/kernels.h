@@ -41,7 +41,8 @@ struct AttentionShape {
 
 // The largest head_dim the kernel takes (its query row lives in shared memory).
 constexpr int64_t kMaxHeadDim = 256;
-// Shared memory the attention kernel needs for `max_k_rows` keys.
+// Shared memory the attention kernel needs for `max_k_rows` keys: its scores (dynamic) and its
+// query row and reduction scratch (static).
 size_t attention_shared_bytes(int64_t max_k_rows);
 void launch_attention(const AttentionJob* jobs, const AttentionShape& shape, cudaStream_t stream);
 
