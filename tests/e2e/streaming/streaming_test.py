@@ -26,6 +26,8 @@ from harness import SEQPIPE, PipelineTestCase, free_port, scrape  # noqa: E402
 # Tokens: a sequence runs for about 0.5 s on the tiny model, 10 to 40 times longer than its first
 # partial takes to reach the client, so a cancel after the first partial finds it at the decoder.
 ENDLESS = 3000
+# Its deadline: the default (1 s) is only 2x that, which a machine busy with builds overruns.
+LONG_MS = 30000
 
 
 def sse_events(port, body, read_events=None):
@@ -99,7 +101,8 @@ class StreamingTest(PipelineTestCase):
         self.assertEqual(self.client.generate("still serving", max_new_tokens=5)["status"], "ok")
 
     def test_partials_add_up_to_the_final_text_over_msgpack(self):
-        for params in [{"max_new_tokens": ENDLESS, "min_new_tokens": ENDLESS}, {"max_new_tokens": 40}]:
+        for params in [{"max_new_tokens": ENDLESS, "min_new_tokens": ENDLESS, "timeout_ms": LONG_MS},
+                       {"max_new_tokens": 40}]:
             expected = self.client.generate("teh speling is bad", **params)["text"]
             replies = list(self.client.stream("teh speling is bad", **params))
             partials, final = replies[:-1], replies[-1]
@@ -121,9 +124,9 @@ class StreamingTest(PipelineTestCase):
 
     def test_partials_add_up_to_the_final_text_over_sse(self):
         params = {"max_new_tokens": ENDLESS, "min_new_tokens": ENDLESS}
-        expected = self.client.generate("hello there", **params)["text"]
-        status, content_type, events = sse_events(
-            self.port, {"id": "s1", "text": "hello there", "params": params, "stream": True})
+        expected = self.client.generate("hello there", timeout_ms=LONG_MS, **params)["text"]
+        status, content_type, events = sse_events(self.port, {
+            "id": "s1", "text": "hello there", "params": params, "stream": True, "timeout_ms": LONG_MS})
         self.assertEqual(status, 200)
         self.assertTrue(content_type.startswith("text/event-stream"), content_type)
         partials, final = events[:-1], events[-1]
