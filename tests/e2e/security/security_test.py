@@ -185,6 +185,14 @@ class StartChecksTest(unittest.TestCase):
             self.assertEqual(proc.returncode, 2, err)
             self.assertIn(f"{key} binds 'tcp://0.0.0.0:", err)
             self.assertIn("beyond loopback in plain text", err)
+        # ZeroMQ binds what follows "source;", and a name that merely starts with 127. is no
+        # address: both judged as ZeroMQ would bind them.
+        for endpoint in [f"tcp://127.0.0.1:1;0.0.0.0:{free_port()}",
+                         f"tcp://127.example.com:{free_port()}"]:
+            proc = self.run_hub("gateway", f"gateway.client_endpoint={endpoint}")
+            _, err = proc.communicate(timeout=30)
+            self.assertEqual(proc.returncode, 2, err)
+            self.assertIn(f"gateway.client_endpoint binds '{endpoint}' beyond loopback", err)
         # Said explicitly, it starts: its /metrics answers.
         port = free_port()
         proc = self.run_hub("gateway", f"gateway.client_endpoint=tcp://0.0.0.0:{free_port()}",
