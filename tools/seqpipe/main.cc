@@ -164,6 +164,8 @@ int up(int argc, char** argv) {
   // One pipeline per runtime dir: a second would take the first's socket files from under it.
   const auto lock = lock_runtime_dir(c.runtime_dir);
   if (!lock) return 2;
+  // A bad key file found now, not after every process has started and the hubs exited.
+  seqpipe::security::check_key_files(c.security);
   std::vector<std::string> common_args;
   if (!loaded.path.empty()) common_args = {"--config", loaded.path};
   for (const auto& o : args.overrides) common_args.insert(common_args.end(), {"--set", o});
