@@ -190,6 +190,12 @@ class HttpTest(PipelineTestCase):
             self.assertLess(time.monotonic() - started, 3, str(body)[:80])
             self.assertGreaterEqual(status, 400)
             self.assertEqual(reply["error"]["code"], code, str(body)[:80])
+        # A client waiting on its id gets the refusal at once too: the gateway reads the id of a
+        # request it refuses to unpack.
+        started = time.monotonic()
+        with self.assertRaisesRegex(Exception, "too_long"):
+            self.client.generate(["a"] * 2000, timeout_ms=20000)
+        self.assertLess(time.monotonic() - started, 3)
         name = os.path.basename(self.pipeline.model)
         started = time.monotonic()
         status, out = http(self.port, "POST", f"/v2/models/{name}/infer", {
