@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <span>
+#include <string_view>
 
 #include "seqpipe/common/config.h"
 
@@ -123,6 +124,59 @@ event* new_event(event_base* base, evutil_socket_t fd, short what, F* self) {
 
 }  // namespace
 
+ConnectionGuard::~ConnectionGuard() {
+  for (auto& [connection, c] : connections_) bufferevent_decref(connection);
+}
+
+bufferevent* ConnectionGuard::open(event_base* base) {
+  bufferevent* connection = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+  if (connection == nullptr) return nullptr;  // evhttp makes its own then, unguarded
+  bufferevent_incref(connection);
+  connections_[connection] = {.since = std::chrono::steady_clock::now(),
+                              .excess = connections_.size() >= max_};
+  return connection;
+}
+
+void ConnectionGuard::delivered(bufferevent* connection) {
+  if (auto it = connections_.find(connection); it != connections_.end()) it->second.busy = true;
+}
+
+void ConnectionGuard::answered(bufferevent* connection) {
+  if (auto it = connections_.find(connection); it != connections_.end()) {
+    it->second.busy = false;
+    it->second.since = std::chrono::steady_clock::now();
+  }
+}
+
+void ConnectionGuard::sweep(std::chrono::steady_clock::time_point now) {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    bufferevent* connection = it->first;
+    Connection& c = it->second;
+    bufferevent_data_cb read = nullptr;
+    bufferevent_getcb(connection, &read, nullptr, nullptr, nullptr);
+    if (read == nullptr) {  // evhttp freed it: ours was the last reference
+      bufferevent_decref(connection);
+      it = connections_.erase(it);
+      continue;
+    }
+    const int fd = bufferevent_getfd(connection);
+    if (fd >= 0 && !c.closing && !c.busy && (c.excess || now - c.since > request_timeout_)) {
+      // No request is being answered on it, so nothing of evhttp's is in the way of a canned
+      // answer; the shutdown makes evhttp see the end of the connection and free it.
+      if (c.excess) {
+        constexpr std::string_view k503 =
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            "Content-Length: 40\r\nConnection: close\r\n\r\n"
+            "{\"error\": \"too many connections open\"}";
+        (void)!::send(fd, k503.data(), k503.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+      ::shutdown(fd, SHUT_RDWR);
+      c.closing = true;
+    }
+    ++it;
+  }
+}
+
 struct HttpFrontDoor::Pending {
   evhttp_request* req = nullptr;
   HttpRequest request;
@@ -157,6 +211,13 @@ HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoi
   evhttp_set_timeout_tv(http_, &idle_tv);
   evhttp_set_allowed_methods(http_, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                         EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE);
+  guard_ = std::make_unique<ConnectionGuard>(options_.max_connections, options_.request_timeout);
+  evhttp_set_bevcb(
+      http_,
+      [](event_base* base, void* guard) {
+        return static_cast<ConnectionGuard*>(guard)->open(base);
+      },
+      guard_.get());
   evhttp_set_gencb(
       http_,
       [](evhttp_request* req, void* self) { static_cast<HttpFrontDoor*>(self)->on_request(req); },
@@ -186,6 +247,14 @@ HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoi
       base_, -1, 0,
       [](evutil_socket_t, short, void* self) { static_cast<HttpFrontDoor*>(self)->run_posted(); },
       this);
+  sweep_ = event_new(
+      base_, -1, EV_PERSIST,
+      [](evutil_socket_t, short, void* guard) {
+        static_cast<ConnectionGuard*>(guard)->sweep(std::chrono::steady_clock::now());
+      },
+      guard_.get());
+  constexpr timeval kSweep{0, 200 * 1000};
+  event_add(sweep_, &kSweep);
   probe_thread_ = std::thread([this] { probe_loop(); });
   loop_thread_ = std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
 }
@@ -205,7 +274,9 @@ HttpFrontDoor::~HttpFrontDoor() {
   pending_.clear();
   event_free(gateway_event_);
   event_free(wake_);
+  event_free(sweep_);
   evhttp_free(http_);
+  guard_.reset();  // its references, after evhttp's: the sockets close now
   event_base_free(base_);
 }
 
@@ -230,9 +301,17 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
   // Streamed replies go in pieces: without it Nagle's algorithm and the client's delayed ACK
   // hold each piece for ~40 ms.
   if (evhttp_connection* connection = evhttp_request_get_connection(req)) {
+    bufferevent* socket = evhttp_connection_get_bufferevent(connection);
     const int one = 1;
-    setsockopt(bufferevent_getfd(evhttp_connection_get_bufferevent(connection)), IPPROTO_TCP,
-               TCP_NODELAY, &one, sizeof(one));
+    setsockopt(bufferevent_getfd(socket), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    guard_->delivered(socket);
+    evhttp_request_set_on_complete_cb(
+        req,
+        [](evhttp_request* done, void* guard) {
+          if (evhttp_connection* c = evhttp_request_get_connection(done))
+            static_cast<ConnectionGuard*>(guard)->answered(evhttp_connection_get_bufferevent(c));
+        },
+        guard_.get());
   }
   const std::string method = method_of(req), path = path_of(req);
   const std::string model = "/v2/models/" + options_.model_name;

@@ -22,6 +22,7 @@
 #include "gateway/http_json.h"
 #include "seqpipe/common/transport.h"
 
+struct bufferevent;
 struct event;
 struct event_base;
 struct evhttp;
@@ -42,6 +43,40 @@ struct HttpOptions {
   // A connection that sends or takes nothing for this long is closed (an idle keep-alive one,
   // or a client that stopped mid-request).
   std::chrono::milliseconds read_timeout{5000};
+  // A connection that has not delivered a whole request this long after it opened (or after
+  // its last reply) is closed, however slowly it keeps sending: a client sending its headers a
+  // byte a second never goes idle.
+  std::chrono::milliseconds request_timeout{10000};
+  // Connections open at once; one more is answered 503 and closed.
+  size_t max_connections = 512;
+};
+
+// What libevent 2.1's evhttp does not bound itself (2.2 adds evhttp_set_max_connections; no
+// version has a whole-request timer): the number of open connections and how long one may take
+// to deliver a request. It keeps a reference on each connection's bufferevent, so it can tell
+// when evhttp has freed one (its callbacks are cleared) and let it go.
+class ConnectionGuard {
+ public:
+  ConnectionGuard(size_t max_connections, std::chrono::milliseconds request_timeout)
+      : max_(max_connections), request_timeout_(request_timeout) {}
+  ~ConnectionGuard();                   // lets every connection go; before the event base is freed
+  bufferevent* open(event_base* base);  // evhttp's bevcb: a new connection
+  void delivered(bufferevent* connection);  // a whole request arrived: its time stops
+  void answered(bufferevent* connection);   // its reply went out: the next request's starts
+  // Every few hundred ms: lets freed connections go, answers the excess 503 and closes the slow.
+  void sweep(std::chrono::steady_clock::time_point now);
+  size_t open_connections() const { return connections_.size(); }
+
+ private:
+  struct Connection {
+    std::chrono::steady_clock::time_point since;  // opened, or its last reply
+    bool busy = false;                            // a request delivered and not yet answered
+    bool excess = false;                          // over max_connections when it opened
+    bool closing = false;                         // shut down by the sweep
+  };
+  size_t max_;
+  std::chrono::milliseconds request_timeout_;
+  std::map<bufferevent*, Connection> connections_;
 };
 
 class HttpFrontDoor {
@@ -83,6 +118,8 @@ class HttpFrontDoor {
   evhttp* http_ = nullptr;
   event* gateway_event_ = nullptr;  // the DEALER's ZMQ_FD
   event* wake_ = nullptr;           // posted tasks are waiting
+  event* sweep_ = nullptr;          // the connection guard's round
+  std::unique_ptr<ConnectionGuard> guard_;
   int port_ = 0;
   uint64_t next_id_ = 1;
   std::map<std::string, std::unique_ptr<Pending>> pending_;  // by tag (the internal id)

@@ -230,5 +230,38 @@ class HttpTest(PipelineTestCase):
         status, reply = http(self.port, "POST", "/v1/generate", {"text": "still serving"})
         self.assertEqual(status, 200, reply)
 
+    def test_a_client_too_slow_to_deliver_its_request_is_closed(self):
+        with socket.create_connection(("127.0.0.1", self.port)) as s:
+            s.settimeout(1)
+            started, closed = time.monotonic(), None
+            for byte in b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 30:
+                try:
+                    s.send(bytes([byte]))
+                    if s.recv(100) == b"":
+                        closed = time.monotonic() - started
+                        break
+                except socket.timeout:
+                    continue
+                except OSError:
+                    closed = time.monotonic() - started
+                    break
+        # Its whole-request time is 10 s, though it was never idle for the 5 s idle limit.
+        self.assertIsNotNone(closed, "a byte a second kept the connection open for 30 s")
+        self.assertGreater(closed, 9)
+        self.assertLess(closed, 15)
+
+    def test_connections_past_the_limit_are_answered_503(self):
+        idle = [socket.create_connection(("127.0.0.1", self.port)) for _ in range(512)]
+        try:
+            time.sleep(0.5)  # the gateway has counted them
+            with socket.create_connection(("127.0.0.1", self.port), timeout=5) as extra:
+                self.assertTrue(extra.recv(100).startswith(b"HTTP/1.1 503 "))
+        finally:
+            for s in idle:
+                s.close()
+        time.sleep(0.5)  # and seen them go
+        status, reply = http(self.port, "POST", "/v1/generate", {"text": "still serving"})
+        self.assertEqual(status, 200, reply)
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
