@@ -130,7 +130,7 @@ void check_security(const PipelineConfig& c, const Origins& origins) {
     });
   }
   const auto http = parse_http_address(c.gateway.http_endpoint);
-  if (http && !http->host.starts_with("127.")) {
+  if (http && !loopback_host(http->host)) {
     fail(origins.of("gateway.http_endpoint"),
          "gateway.http_endpoint '" + c.gateway.http_endpoint +
              "' serves HTTP beyond loopback: HTTP has no keys (only the ZeroMQ sockets are "
@@ -140,11 +140,22 @@ void check_security(const PipelineConfig& c, const Origins& origins) {
 
 }  // namespace
 
+bool loopback_host(std::string_view host) {
+  if (host == "localhost" || host == "lo" || host == "[::1]" || host == "::1") return true;
+  // An IPv4 literal only: "127.example.com" is a name that may resolve anywhere.
+  in_addr address{};
+  return inet_pton(AF_INET, std::string(host).c_str(), &address) == 1 &&
+         (ntohl(address.s_addr) >> 24) == 127;
+}
+
 bool beyond_loopback(std::string_view endpoint) {
   constexpr std::string_view kTcp = "tcp://";
   if (!endpoint.starts_with(kTcp)) return false;  // ipc:// and inproc:// stay on this machine
-  const std::string_view host = endpoint.substr(kTcp.size(), endpoint.rfind(':') - kTcp.size());
-  return !(host.starts_with("127.") || host == "localhost" || host == "[::1]" || host == "lo");
+  std::string_view address = endpoint.substr(kTcp.size());
+  // "source;address": ZeroMQ binds (and connects to) what follows the last ';'.
+  if (const size_t semicolon = address.rfind(';'); semicolon != std::string_view::npos)
+    address = address.substr(semicolon + 1);
+  return !loopback_host(address.substr(0, address.rfind(':')));
 }
 
 [[noreturn]] void fail(const std::string& where, const std::string& message) {

@@ -65,9 +65,12 @@ class Origins {
   std::map<std::string, std::string> where_;
 };
 
-// A tcp:// endpoint whose host is not loopback (127.x, localhost, [::1], lo): another machine may
-// reach it. ipc:// and inproc:// never are.
+// A tcp:// endpoint whose address, as ZeroMQ binds it (after a "source;" part), is not loopback
+// (an IPv4 literal 127.x, localhost, [::1], the interface lo): another machine may reach it.
+// ipc:// and inproc:// never are.
 bool beyond_loopback(std::string_view endpoint);
+// A host or interface name that is loopback, as beyond_loopback judges it.
+bool loopback_host(std::string_view host);
 
 // Two binding endpoints that are the same address (after defaults) are an error.
 void check_distinct_endpoints(const PipelineConfig& c, const Origins& origins);

@@ -168,6 +168,49 @@ std::optional<Error> read_texts(const msgpack::object& value, const Limits& limi
   return std::nullopt;
 }
 
+// Finds the top-level "id" of a msgpack map without building the document: msgpack-c's
+// event parser keeps its own stack (no recursion), so it reads what the limits refused to unpack.
+struct IdFinder : msgpack::null_visitor {
+  bool start_map(uint32_t) { return ++depth, true; }
+  bool end_map() { return --depth, true; }
+  bool start_array(uint32_t) { return ++depth, true; }
+  bool end_array() { return --depth, true; }
+  bool start_map_key() { return in_key = depth == 1, true; }
+  bool end_map_key() { return in_key = false, true; }
+  bool visit_str(const char* v, uint32_t size) {
+    const std::string_view text(v, size);
+    if (in_key) {
+      id_next = text == "id";
+    } else if (id_next && depth == 1) {
+      id.assign(text);
+      return false;  // found: stop reading
+    }
+    return true;
+  }
+  bool start_map_value() { return depth == 1 || (id_next = false, true); }
+  bool end_map_value() {
+    if (depth == 1) id_next = false;
+    return true;
+  }
+  size_t depth = 0;
+  bool in_key = false, id_next = false;
+  std::string id;
+};
+
+// The id of a request refused before it was unpacked, when one can be read: its reply then
+// reaches the client waiting for it by id. "" when none is readable or it is not a valid id.
+std::string readable_id(std::span<const uint8_t> bytes, const Limits& limits) {
+  try {
+    IdFinder finder;
+    msgpack::parse(reinterpret_cast<const char*>(bytes.data()), bytes.size(), finder);
+    if (finder.id.empty() || finder.id.size() > limits.max_id_bytes || find_invalid_utf8(finder.id))
+      return "";
+    return finder.id;
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const uint8_t> bytes,
                                                                const Limits& limits) {
   auto reject = [](Error error, std::string id = {}) {
@@ -176,7 +219,8 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
   // Size first: an oversize frame is refused before any parsing work.
   if (bytes.size() > limits.max_message_bytes) {
     return reject(too_long("message is " + std::to_string(bytes.size()) + " bytes, at most " +
-                           std::to_string(limits.max_message_bytes)));
+                           std::to_string(limits.max_message_bytes)),
+                  readable_id(bytes, limits));
   }
   if (bytes.empty()) return reject(invalid("message is empty (expected a msgpack map)"));
 
@@ -188,7 +232,7 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
     if (error->code == ErrorCode::kTooLong) {
       error->message += " (texts may hold at most " + std::to_string(limits.max_texts) + ")";
     }
-    return reject(std::move(*error));
+    return reject(std::move(*error), readable_id(bytes, limits));
   }
   const msgpack::object& root = handle.get();
   if (root.type != msgpack::type::MAP) {

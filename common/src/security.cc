@@ -1,9 +1,13 @@
 #include "seqpipe/common/security.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -50,16 +54,31 @@ std::string checked_key(std::string key, const std::string& path, const char* wh
   return key;
 }
 
-void write_new_file(const std::string& path, const std::string& text, fs::perms perms) {
-  if (fs::exists(path)) throw std::runtime_error(path + ": exists; not overwritten");
-  {
-    std::ofstream out(path);
-    if (!out) throw std::runtime_error(path + ": cannot write");
+// Created with its final mode, never through a symlink, never over an existing file: a planted
+// link or file at `path` is refused rather than written through.
+void write_new_file(const std::string& path, const std::string& text, mode_t mode) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) {
+    if (errno == EEXIST) throw std::runtime_error(path + ": exists; not overwritten");
+    throw std::runtime_error(path + ": cannot write: " + std::strerror(errno));
   }
-  fs::permissions(path, perms);  // before the key is in it
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out.flush()) throw std::runtime_error(path + ": cannot write");
+  bool ok = ::fchmod(fd, mode) == 0;  // the umask may have narrowed a public file's mode
+  for (size_t done = 0; ok && done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    ok = n > 0;
+    done += ok ? static_cast<size_t>(n) : 0;
+  }
+  ok = ::close(fd) == 0 && ok;
+  if (!ok) throw std::runtime_error(path + ": cannot write");
+}
+
+// Whoever can write an allow list or a public key file can put their own key in it.
+void refuse_writable_by_others(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw std::runtime_error(path + ": cannot read the " + what);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    throw std::runtime_error(path + ": " + what +
+                             " must not be writable by group or others (chmod go-w it)");
 }
 
 }  // namespace
@@ -94,13 +113,12 @@ void write_key_files(const std::string& path, const KeyPair& keys) {
                      "#   SECRET: give this file to no one; keep its mode 0600.\n\nmetadata\n" +
                      "curve\n    public-key = \"" + keys.public_key + "\"\n    secret-key = \"" +
                      keys.secret_key + "\"\n",
-                 fs::perms::owner_read | fs::perms::owner_write);
+                 0600);
   write_new_file(path,
                  header +
                      "#   Public: copy it to the allow lists of the hubs this peer may use.\n\n" +
                      "metadata\ncurve\n    public-key = \"" + keys.public_key + "\"\n",
-                 fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
-                     fs::perms::others_read);
+                 0644);
 }
 
 KeyPair read_secret_key_file(const std::string& path) {
@@ -116,10 +134,12 @@ KeyPair read_secret_key_file(const std::string& path) {
 }
 
 std::string read_public_key_file(const std::string& path) {
+  refuse_writable_by_others(path, "public key file");
   return checked_key(cert_value(read_text(path), "public-key"), path, "public-key");
 }
 
 std::set<std::string> read_allow_list(const std::string& dir) {
+  refuse_writable_by_others(dir, "allow list directory");
   std::error_code ec;
   fs::directory_iterator files(dir, ec);
   if (ec) throw std::runtime_error(dir + ": cannot read the allow list directory: " + ec.message());
@@ -204,6 +224,16 @@ transport::CurveKeys client_keys(const config::SecurityConfig& security) {
   const std::string server_public = read_for_key(
       "security.server_key", [&] { return read_public_key_file(security.server_key); });
   return curve_client(client, server_public);
+}
+
+void check_key_files(const config::SecurityConfig& security) {
+  if (security.server_key.empty()) return;
+  read_for_key("security.server_key",
+               [&] { return read_secret_key_file(secret_path(security.server_key)); });
+  (void)client_keys(security);
+  if (!security.allowed_clients.empty())
+    read_for_key("security.allowed_clients",
+                 [&] { return read_allow_list(security.allowed_clients); });
 }
 
 HubSecurity::HubSecurity(zmq::context_t& context, const config::SecurityConfig& security,

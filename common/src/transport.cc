@@ -9,10 +9,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <zmq_addon.hpp>
 
 #include "seqpipe/common/config.h"
+#include "seqpipe/common/file_lock.h"
 
 namespace seqpipe::transport {
 
@@ -69,6 +72,31 @@ std::string tcp_bind_problem(const std::string& host, int port) {
   return bound ? "cannot be bound" : bind_problem(error_number);
 }
 
+namespace {
+// ZeroMQ unlinks an ipc socket file before binding its own, silently taking it from a process
+// still serving there. A flock on "<file>.lock", held until this process exits, makes the file
+// its binder's: another process's bind is refused, naming the holder.
+void lock_ipc_path(const std::filesystem::path& path, const std::string& endpoint,
+                   std::string_view key) {
+  static std::mutex mutex;
+  static std::map<std::string, FileLock> held;
+  const std::string lock_path = path.string() + ".lock";
+  std::lock_guard guard(mutex);
+  if (held.contains(lock_path)) return;
+  pid_t holder = 0;
+  auto lock = FileLock::try_acquire(lock_path, &holder);
+  if (!lock) {
+    const std::string problem =
+        endpoint + " is bound by another process (pid " + std::to_string(holder) + ", locking " +
+        lock_path + "): another pipeline serves on runtime dir " + path.parent_path().string() +
+        "; stop it or choose another runtime_dir";
+    if (!key.empty()) throw config::ConfigError(std::string(key) + ": " + problem);
+    throw std::runtime_error("bind " + problem);
+  }
+  held.emplace(lock_path, std::move(*lock));
+}
+}  // namespace
+
 std::string Socket::bind(const std::string& endpoint, std::string_view key) {
   constexpr std::string_view kIpc = "ipc://";
   if (endpoint.compare(0, kIpc.size(), kIpc) == 0) {
@@ -78,6 +106,7 @@ std::string Socket::bind(const std::string& endpoint, std::string_view key) {
     if (ec)
       throw std::runtime_error("bind " + endpoint + ": cannot create " +
                                path.parent_path().string() + ": " + ec.message());
+    if (!endpoint.starts_with("ipc://@")) lock_ipc_path(path, endpoint, key);  // @: abstract
   }
   std::string wanted = endpoint;
   if (wanted.size() > 2 && wanted.compare(wanted.size() - 2, 2, ":0") == 0) {

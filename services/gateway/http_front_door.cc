@@ -1,147 +1,108 @@
 #include "gateway/http_front_door.h"
 
-#include <httplib.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/thread.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
-#include <nlohmann/json.hpp>
+#include <cstdlib>
+#include <span>
+#include <string_view>
 
 #include "seqpipe/common/config.h"
-#include "seqpipe/common/transport.h"
 
 namespace seqpipe::gateway {
 
-using nlohmann::json;
-
-HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoint,
-                             HttpOptions options, std::function<bool()> ready)
-    : context_(context),
-      gateway_endpoint_(std::move(gateway_endpoint)),
-      options_(std::move(options)),
-      ready_(std::move(ready)),
-      server_(std::make_unique<httplib::Server>()) {
-  httplib::Server& s = *server_;
-  s.set_payload_max_length(options_.max_body_bytes);
-  // Replies are small and written in pieces: without it Nagle's algorithm and the client's
-  // delayed ACK hold each reply for ~40 ms.
-  s.set_tcp_nodelay(true);
-  const auto read = options_.read_timeout;
-  s.set_read_timeout(read.count() / 1000, (read.count() % 1000) * 1000);
-  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a route's own answer already has a body
-    if (res.status == 404) {        // no route took it: say what was wrong with it
-      const HttpAnswer a = unrouted_request(req.method, req.path, options_.model_name);
-      res.status = a.status;
-      if (!a.allow.empty()) res.set_header("Allow", a.allow);
-      res.set_content(a.body, "application/json");
-      return;
-    }
-    res.set_content(json{{"error", "HTTP " + std::to_string(res.status)}}.dump(),
-                    "application/json");
-  });
-  auto answer = [](httplib::Response& res, const HttpAnswer& a) {
-    res.status = a.status;
-    res.set_content(a.body, "application/json");
-  };
-  s.Post("/v1/generate", [this, answer](const httplib::Request& req, httplib::Response& res) {
-    auto request = generate_request(req.body, next_id());
-    if (auto* a = std::get_if<HttpAnswer>(&request)) return answer(res, *a);
-    const auto& r = std::get<HttpRequest>(request);
-    if (r.stream) return stream(r, res);
-    answer(res, generate_reply(exchange(r), r.client_id));
-  });
-  s.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("{}", "application/json");
-  });
-  s.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
-    res.status = ready_() ? 200 : 503;
-    res.set_content("{}", "application/json");
-  });
-  const std::string model = "/v2/models/" + options_.model_name;
-  s.Get(model, [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(kserve_model_metadata(options_.model_name), "application/json");
-  });
-  s.Get(model + "/ready", [this](const httplib::Request&, httplib::Response& res) {
-    res.status = ready_() ? 200 : 503;
-    res.set_content("{}", "application/json");
-  });
-  s.Post(model + "/infer", [this, answer](const httplib::Request& req, httplib::Response& res) {
-    auto request = kserve_infer_request(req.body, next_id());
-    if (auto* a = std::get_if<HttpAnswer>(&request)) return answer(res, *a);
-    const auto& r = std::get<HttpRequest>(request);
-    answer(res, kserve_infer_reply(exchange(r), r.client_id, options_.model_name));
-  });
-  port_ = options_.port == 0 ? s.bind_to_any_port(options_.host)
-                             : (s.bind_to_port(options_.host, options_.port) ? options_.port : -1);
-  if (port_ <= 0) {
-    throw config::ConfigError("gateway.http_endpoint: " + options_.host + ":" +
-                              std::to_string(options_.port) + " " +
-                              transport::tcp_bind_problem(options_.host, options_.port));
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-}
-
-HttpFrontDoor::~HttpFrontDoor() {
-  stopping_ = true;
-  server_->stop();
-  thread_.join();
-}
-
-std::string HttpFrontDoor::next_id() {
-  std::lock_guard lock(mutex_);
-  return "http-" + std::to_string(next_id_++);
-}
-
-std::shared_ptr<transport::Socket> HttpFrontDoor::checkout() {
-  {
-    std::lock_guard lock(mutex_);
-    if (!idle_.empty()) {
-      auto socket = std::move(idle_.back());
-      idle_.pop_back();
-      return socket;
-    }
-  }
-  auto socket = std::make_shared<transport::Socket>(context_, zmq::socket_type::dealer);
-  socket->connect(gateway_endpoint_);
-  return socket;
-}
-
-void HttpFrontDoor::give_back(std::shared_ptr<transport::Socket> socket) {
-  std::lock_guard lock(mutex_);
-  idle_.push_back(std::move(socket));
-}
-
-std::chrono::steady_clock::time_point HttpFrontDoor::reply_deadline(
-    const HttpRequest& request) const {
-  return std::chrono::steady_clock::now() +
-         (request.timeout_ms ? std::chrono::milliseconds(*request.timeout_ms)
-                             : options_.default_timeout) +
-         std::chrono::seconds(2);
-}
-
-std::optional<std::string> HttpFrontDoor::await_reply(transport::Socket& socket,
-                                                      const std::string& id,
-                                                      std::chrono::steady_clock::time_point until,
-                                                      const std::function<bool()>& idle) {
-  while (!stopping_) {
-    const auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    auto frames = socket.recv(std::min(left, std::chrono::milliseconds(100)));
-    if (!frames || frames->empty()) {
-      if (idle && !idle()) break;
-      continue;
-    }
-    const std::string& body = frames->back();
-    auto reply = protocol::decode_reply(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
-    if (const auto* r = std::get_if<protocol::Reply>(&reply); r && r->id != id)
-      continue;  // a late reply to an earlier request on this socket
-    return std::move(frames->back());
-  }
-  return std::nullopt;
-}
-
 namespace {
+
+// Replies are routed back by a frame of their own ahead of the delimiter (the gateway keeps the
+// whole envelope), not by the id in the reply: a request refused before the gateway could read
+// its id is still answered on its connection.
+constexpr std::chrono::seconds kReplyMargin{2};  // the trip back after the gateway's deadline
+constexpr timeval kHeartbeat{1, 0};  // a streamed request's check that its client is still there
+
+const char* reason(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    case 429:
+      return "Too Many Requests";
+    case 499:
+      return "Client Closed Request";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return status < 500 ? "Bad Request" : "Internal Server Error";
+  }
+}
+
+void send_answer(evhttp_request* req, const HttpAnswer& a) {
+  evkeyvalq* headers = evhttp_request_get_output_headers(req);
+  evhttp_add_header(headers, "Content-Type", "application/json");
+  if (!a.allow.empty()) evhttp_add_header(headers, "Allow", a.allow.c_str());
+  evbuffer* body = evbuffer_new();
+  evbuffer_add(body, a.body.data(), a.body.size());
+  evhttp_send_reply(req, a.status, reason(a.status), body);  // frees a request whose client left
+  evbuffer_free(body);
+}
+
+void send_chunk(evhttp_request* req, const std::string& text) {
+  evbuffer* chunk = evbuffer_new();
+  evbuffer_add(chunk, text.data(), text.size());
+  evhttp_send_reply_chunk(req, chunk);
+  evbuffer_free(chunk);
+}
+
+std::string body_of(evhttp_request* req) {
+  evbuffer* in = evhttp_request_get_input_buffer(req);
+  std::string body(evbuffer_get_length(in), '\0');
+  evbuffer_copyout(in, body.data(), body.size());
+  return body;
+}
+
+std::string method_of(evhttp_request* req) {
+  switch (evhttp_request_get_command(req)) {
+    case EVHTTP_REQ_GET:
+      return "GET";
+    case EVHTTP_REQ_POST:
+      return "POST";
+    case EVHTTP_REQ_HEAD:
+      return "HEAD";
+    case EVHTTP_REQ_PUT:
+      return "PUT";
+    case EVHTTP_REQ_DELETE:
+      return "DELETE";
+    default:
+      return "OTHER";
+  }
+}
+
+std::string path_of(evhttp_request* req) {
+  const evhttp_uri* uri = evhttp_request_get_evhttp_uri(req);
+  const char* path = uri ? evhttp_uri_get_path(uri) : nullptr;
+  if (path == nullptr || *path == '\0') return "/";
+  char* decoded = evhttp_uridecode(path, 0, nullptr);
+  std::string out = decoded ? decoded : path;
+  free(decoded);  // NOLINT: libevent's allocation
+  return out;
+}
+
 std::string no_reply(const std::string& id) {
   spdlog::warn("http: no reply from the gateway for {} in time", id);
   return protocol::encode_reply(protocol::error_reply(
@@ -154,68 +115,346 @@ bool is_partial(const std::string& body) {
   const auto* r = std::get_if<protocol::Reply>(&reply);
   return r && r->partial;
 }
-}  // namespace
 
-std::string HttpFrontDoor::exchange(const HttpRequest& request) {
-  const std::string& id = request.internal_id;
-  auto socket = checkout();
-  const auto until = reply_deadline(request);
-  if (socket->send({std::string_view(), std::string_view(request.msgpack)})) {
-    if (auto body = await_reply(*socket, id, until)) {
-      give_back(std::move(socket));
-      return std::move(*body);
-    }
-  }
-  return no_reply(id);
+template <class F>
+event* new_event(event_base* base, evutil_socket_t fd, short what, F* self) {
+  return event_new(
+      base, fd, what, [](evutil_socket_t, short, void* arg) { (*static_cast<F*>(arg))(); }, self);
 }
 
-void HttpFrontDoor::stream(const HttpRequest& request, httplib::Response& res) {
-  const std::string& id = request.internal_id;
-  auto socket = checkout();
-  const auto until = reply_deadline(request);
-  std::optional<std::string> first;
-  if (socket->send({std::string_view(), std::string_view(request.msgpack)}))
-    first = await_reply(*socket, id, until);
-  if (!first) first = no_reply(id);
-  if (!is_partial(*first)) {
-    const HttpAnswer a = generate_reply(*first, request.client_id);
-    if (a.status != 200) {  // refused or failed before any text: a plain JSON error
-      res.status = a.status;
-      res.set_content(a.body, "application/json");
-      give_back(std::move(socket));
+}  // namespace
+
+ConnectionGuard::~ConnectionGuard() {
+  for (auto& [connection, c] : connections_) bufferevent_decref(connection);
+}
+
+bufferevent* ConnectionGuard::open(event_base* base) {
+  bufferevent* connection = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+  if (connection == nullptr) return nullptr;  // evhttp makes its own then, unguarded
+  bufferevent_incref(connection);
+  connections_[connection] = {.since = std::chrono::steady_clock::now(),
+                              .excess = connections_.size() >= max_};
+  return connection;
+}
+
+void ConnectionGuard::delivered(bufferevent* connection) {
+  if (auto it = connections_.find(connection); it != connections_.end()) it->second.busy = true;
+}
+
+void ConnectionGuard::answered(bufferevent* connection) {
+  if (auto it = connections_.find(connection); it != connections_.end()) {
+    it->second.busy = false;
+    it->second.since = std::chrono::steady_clock::now();
+  }
+}
+
+void ConnectionGuard::sweep(std::chrono::steady_clock::time_point now) {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    bufferevent* connection = it->first;
+    Connection& c = it->second;
+    bufferevent_data_cb read = nullptr;
+    bufferevent_getcb(connection, &read, nullptr, nullptr, nullptr);
+    if (read == nullptr) {  // evhttp freed it: ours was the last reference
+      bufferevent_decref(connection);
+      it = connections_.erase(it);
+      continue;
+    }
+    const int fd = bufferevent_getfd(connection);
+    if (fd >= 0 && !c.closing && !c.busy && (c.excess || now - c.since > request_timeout_)) {
+      // No request is being answered on it, so nothing of evhttp's is in the way of a canned
+      // answer; the shutdown makes evhttp see the end of the connection and free it.
+      if (c.excess) {
+        constexpr std::string_view k503 =
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            "Content-Length: 40\r\nConnection: close\r\n\r\n"
+            "{\"error\": \"too many connections open\"}";
+        (void)!::send(fd, k503.data(), k503.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+      ::shutdown(fd, SHUT_RDWR);
+      c.closing = true;
+    }
+    ++it;
+  }
+}
+
+struct HttpFrontDoor::Pending {
+  evhttp_request* req = nullptr;
+  HttpRequest request;
+  Route route = Route::kGenerate;
+  bool streaming = false;  // the event stream's head has gone out
+  std::function<void()> on_deadline, on_heartbeat;
+  event* deadline = nullptr;
+  event* heartbeat = nullptr;
+  ~Pending() {
+    if (deadline) event_free(deadline);
+    if (heartbeat) event_free(heartbeat);
+  }
+};
+
+HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoint,
+                             HttpOptions options, std::function<bool()> ready)
+    : context_(context),
+      options_(std::move(options)),
+      ready_(std::move(ready)),
+      gateway_(context, zmq::socket_type::dealer) {
+  // Readiness answers and the stop come from other threads: the base must be lockable.
+  static std::once_flag threads;
+  std::call_once(threads, [] { evthread_use_pthreads(); });
+  gateway_.connect(gateway_endpoint);
+  base_ = event_base_new();
+  http_ = evhttp_new(base_);
+  evhttp_set_max_headers_size(http_, static_cast<ev_ssize_t>(options_.max_header_bytes));
+  evhttp_set_max_body_size(http_, static_cast<ev_ssize_t>(options_.max_body_bytes));
+  const auto idle = options_.read_timeout;
+  const timeval idle_tv{static_cast<time_t>(idle.count() / 1000),
+                        static_cast<suseconds_t>(idle.count() % 1000 * 1000)};
+  evhttp_set_timeout_tv(http_, &idle_tv);
+  evhttp_set_allowed_methods(http_, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                        EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE);
+  guard_ = std::make_unique<ConnectionGuard>(options_.max_connections, options_.request_timeout);
+  evhttp_set_bevcb(
+      http_,
+      [](event_base* base, void* guard) {
+        return static_cast<ConnectionGuard*>(guard)->open(base);
+      },
+      guard_.get());
+  evhttp_set_gencb(
+      http_,
+      [](evhttp_request* req, void* self) { static_cast<HttpFrontDoor*>(self)->on_request(req); },
+      this);
+  evhttp_bound_socket* bound = evhttp_bind_socket_with_handle(http_, options_.host.c_str(),
+                                                              static_cast<uint16_t>(options_.port));
+  if (bound == nullptr) {
+    const std::string problem = transport::tcp_bind_problem(options_.host, options_.port);
+    evhttp_free(http_);
+    event_base_free(base_);
+    throw config::ConfigError("gateway.http_endpoint: " + options_.host + ":" +
+                              std::to_string(options_.port) + " " + problem);
+  }
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  getsockname(evhttp_bound_socket_get_fd(bound), reinterpret_cast<sockaddr*>(&address), &length);
+  port_ = ntohs(address.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&address)->sin6_port
+                                              : reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+  // The DEALER stays on the loop thread: its ZMQ_FD is polled with the HTTP sockets.
+  const int fd = gateway_.raw().get(zmq::sockopt::fd);
+  gateway_event_ = event_new(
+      base_, fd, EV_READ | EV_PERSIST,
+      [](evutil_socket_t, short, void* self) { static_cast<HttpFrontDoor*>(self)->on_gateway(); },
+      this);
+  event_add(gateway_event_, nullptr);
+  wake_ = event_new(
+      base_, -1, 0,
+      [](evutil_socket_t, short, void* self) { static_cast<HttpFrontDoor*>(self)->run_posted(); },
+      this);
+  sweep_ = event_new(
+      base_, -1, EV_PERSIST,
+      [](evutil_socket_t, short, void* guard) {
+        static_cast<ConnectionGuard*>(guard)->sweep(std::chrono::steady_clock::now());
+      },
+      guard_.get());
+  constexpr timeval kSweep{0, 200 * 1000};
+  event_add(sweep_, &kSweep);
+  probe_thread_ = std::thread([this] { probe_loop(); });
+  loop_thread_ = std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
+}
+
+HttpFrontDoor::~HttpFrontDoor() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  probe_wake_.notify_all();
+  probe_thread_.join();
+  event_base_loopbreak(base_);
+  loop_thread_.join();
+  for (auto& [tag, p] : pending_) {  // a request whose client left is no connection's to free
+    if (evhttp_request_get_connection(p->req) == nullptr) evhttp_request_free(p->req);
+  }
+  pending_.clear();
+  event_free(gateway_event_);
+  event_free(wake_);
+  event_free(sweep_);
+  evhttp_free(http_);
+  guard_.reset();  // its references, after evhttp's: the sockets close now
+  event_base_free(base_);
+}
+
+void HttpFrontDoor::post(std::function<void()> task) {
+  {
+    std::lock_guard lock(mutex_);
+    posted_.push_back(std::move(task));
+  }
+  event_active(wake_, EV_READ, 0);
+}
+
+void HttpFrontDoor::run_posted() {
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard lock(mutex_);
+    tasks.swap(posted_);
+  }
+  for (auto& task : tasks) task();
+}
+
+void HttpFrontDoor::on_request(evhttp_request* req) {
+  // Streamed replies go in pieces: without it Nagle's algorithm and the client's delayed ACK
+  // hold each piece for ~40 ms.
+  if (evhttp_connection* connection = evhttp_request_get_connection(req)) {
+    bufferevent* socket = evhttp_connection_get_bufferevent(connection);
+    const int one = 1;
+    setsockopt(bufferevent_getfd(socket), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    guard_->delivered(socket);
+    evhttp_request_set_on_complete_cb(
+        req,
+        [](evhttp_request* done, void* guard) {
+          if (evhttp_connection* c = evhttp_request_get_connection(done))
+            static_cast<ConnectionGuard*>(guard)->answered(evhttp_connection_get_bufferevent(c));
+        },
+        guard_.get());
+  }
+  const std::string method = method_of(req), path = path_of(req);
+  const std::string model = "/v2/models/" + options_.model_name;
+  if (method == "GET") {
+    if (path == "/v2/health/live") return send_answer(req, {.status = 200, .body = "{}"});
+    if (path == "/v2/health/ready" || path == model + "/ready") return ask_ready(req);
+    if (path == model)
+      return send_answer(req, {.status = 200, .body = kserve_model_metadata(options_.model_name)});
+  } else if (method == "POST" && (path == "/v1/generate" || path == model + "/infer")) {
+    const std::string id = "http-" + std::to_string(next_id_++);
+    const bool generate = path == "/v1/generate";
+    auto request =
+        generate ? generate_request(body_of(req), id) : kserve_infer_request(body_of(req), id);
+    if (auto* a = std::get_if<HttpAnswer>(&request)) return send_answer(req, *a);
+    return submit(req, std::move(std::get<HttpRequest>(request)),
+                  generate ? Route::kGenerate : Route::kInfer);
+  }
+  send_answer(req, unrouted_request(method, path, options_.model_name));
+}
+
+void HttpFrontDoor::submit(evhttp_request* req, HttpRequest request, Route route) {
+  const std::string tag = request.internal_id;
+  if (!gateway_.send({std::string_view(tag), std::string_view(), std::string_view(request.msgpack)},
+                     /*dontwait=*/true)) {
+    const std::string reply = no_reply(tag);
+    return send_answer(req, route == Route::kInfer
+                                ? kserve_infer_reply(reply, request.client_id, options_.model_name)
+                                : generate_reply(reply, request.client_id));
+  }
+  auto p = std::make_unique<Pending>();
+  p->req = req;
+  p->route = route;
+  const auto wait = (request.timeout_ms ? std::chrono::milliseconds(*request.timeout_ms)
+                                        : options_.default_timeout) +
+                    kReplyMargin;
+  p->request = std::move(request);
+  p->on_deadline = [this, tag] { on_deadline(tag); };
+  p->deadline = new_event(base_, -1, 0, &p->on_deadline);
+  const timeval tv{static_cast<time_t>(wait.count() / 1000),
+                   static_cast<suseconds_t>(wait.count() % 1000 * 1000)};
+  event_add(p->deadline, &tv);
+  pending_.emplace(tag, std::move(p));
+  // After a send ZeroMQ may not signal its descriptor for messages already queued: look now.
+  event_active(gateway_event_, EV_READ, 0);
+}
+
+void HttpFrontDoor::on_gateway() {
+  // ZMQ_FD is edge-triggered: read until nothing is left, or no wake-up comes again.
+  while (auto frames = gateway_.try_recv()) {
+    if (frames->size() < 3) continue;  // not [tag, "", reply]: not ours
+    on_reply(frames->front(), frames->back());
+  }
+}
+
+void HttpFrontDoor::on_reply(const std::string& tag, const std::string& body) {
+  auto it = pending_.find(tag);
+  if (it == pending_.end()) return;  // a late reply: the request was given up or cancelled
+  Pending& p = *it->second;
+  if (p.route == Route::kInfer) {
+    send_answer(p.req, kserve_infer_reply(body, p.request.client_id, options_.model_name));
+    pending_.erase(it);
+    return;
+  }
+  const bool partial = is_partial(body);
+  if (!p.request.stream || (!p.streaming && !partial)) {
+    // Not streamed, or refused or failed before any text: a plain JSON answer.
+    const HttpAnswer a = generate_reply(body, p.request.client_id);
+    if (!p.request.stream || a.status != 200) {
+      send_answer(p.req, a);
+      pending_.erase(it);
       return;
     }
   }
-  res.set_chunked_content_provider(
-      "text/event-stream", [this, socket, request, body = std::move(*first), until](
-                               size_t, httplib::DataSink& sink) mutable {
-        bool gone = false;
-        // An SSE comment while nothing comes: a write to a client that went away fails.
-        const auto alive = [&] { return !(gone = !sink.write(":\n\n", 3)); };
-        for (;;) {
-          const std::string event = sse_event(body, request.client_id);
-          if (!sink.write(event.data(), event.size())) {
-            gone = true;
-            break;
-          }
-          if (!is_partial(body)) {
-            sink.done();
-            give_back(socket);
-            return true;
-          }
-          auto next = await_reply(*socket, request.internal_id, until, alive);
-          if (gone) break;
-          body = next ? std::move(*next) : no_reply(request.internal_id);
-        }
-        spdlog::info("http: the client of streamed request {} went away; cancelling it",
-                     request.internal_id);
-        protocol::Request cancel;
-        cancel.op = protocol::Op::kCancel;
-        cancel.id = request.internal_id;
-        socket->send({std::string_view(), std::string_view(protocol::encode_request(cancel))});
-        give_back(socket);  // open until the cancel is through; a later reply is skipped by id
-        return false;
-      });
+  if (!p.streaming) {
+    evhttp_add_header(evhttp_request_get_output_headers(p.req), "Content-Type",
+                      "text/event-stream");
+    evhttp_send_reply_start(p.req, 200, "OK");
+    p.streaming = true;
+    p.on_heartbeat = [this, tag] { on_heartbeat(tag); };
+    p.heartbeat = new_event(base_, -1, EV_PERSIST, &p.on_heartbeat);
+    event_add(p.heartbeat, &kHeartbeat);
+  }
+  send_chunk(p.req, sse_event(body, p.request.client_id));
+  if (!partial) {
+    evhttp_send_reply_end(p.req);
+    pending_.erase(it);
+  }
+}
+
+void HttpFrontDoor::on_deadline(std::string tag) {
+  auto it = pending_.find(tag);
+  if (it != pending_.end()) on_reply(tag, no_reply(it->second->request.internal_id));
+}
+
+void HttpFrontDoor::on_heartbeat(std::string tag) {
+  auto it = pending_.find(tag);
+  if (it == pending_.end()) return;
+  Pending& p = *it->second;
+  if (evhttp_request_get_connection(p.req) != nullptr) {
+    // An SSE comment while nothing comes: a write to a client that went away fails, and the
+    // request loses its connection.
+    send_chunk(p.req, ":\n\n");
+    return;
+  }
+  spdlog::info("http: the client of streamed request {} went away; cancelling it", tag);
+  protocol::Request cancel;
+  cancel.op = protocol::Op::kCancel;
+  cancel.id = tag;
+  const std::string bytes = protocol::encode_request(cancel);
+  (void)gateway_.send({std::string_view(tag), std::string_view(), std::string_view(bytes)},
+                      /*dontwait=*/true);
+  evhttp_send_reply_end(p.req);  // frees the request
+  pending_.erase(it);
+  event_active(gateway_event_, EV_READ, 0);
+}
+
+void HttpFrontDoor::ask_ready(evhttp_request* req) {
+  ready_waiting_.push_back(req);
+  if (probing_) return;  // the probe under way answers this one too
+  probing_ = true;
+  {
+    std::lock_guard lock(mutex_);
+    probe_asked_ = true;
+  }
+  probe_wake_.notify_one();
+}
+
+void HttpFrontDoor::probe_loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    probe_wake_.wait(lock, [this] { return probe_asked_ || stopping_; });
+    if (stopping_) return;
+    probe_asked_ = false;
+    lock.unlock();
+    const bool ready = ready_();
+    post([this, ready] {
+      for (evhttp_request* req : ready_waiting_)
+        send_answer(req, {.status = ready ? 200 : 503, .body = "{}"});
+      ready_waiting_.clear();
+      probing_ = false;
+    });
+    lock.lock();
+  }
 }
 
 }  // namespace seqpipe::gateway

@@ -1,31 +1,32 @@
 #pragma once
-// HTTP/JSON on the gateway, over cpp-httplib: POST /v1/generate (the msgpack request and reply
-// as JSON) and the KServe v2 endpoints Triton and KServe share (health, model metadata, infer).
-// Each HTTP request enters the gateway as a protocol request, over an inproc DEALER into the
-// gateway's own client ROUTER: admission, deadlines, the response cache, cancellation and
-// metrics are the msgpack path's exactly, and the gateway's loop stays single-threaded. The
-// JSON translations are in http_json.h.
-#include <atomic>
+// HTTP/JSON on the gateway, over libevent's evhttp: POST /v1/generate (the msgpack request and
+// reply as JSON) and the KServe v2 endpoints Triton and KServe share (health, model metadata,
+// infer). One event loop thread serves every connection: a slow or idle client costs a socket
+// and a few KiB, never a thread, so it cannot stall anyone else. Each HTTP request enters the
+// gateway as a protocol request, over an inproc DEALER into the gateway's own client ROUTER:
+// admission, deadlines, the response cache, cancellation and metrics are the msgpack path's
+// exactly, and the gateway's loop stays single-threaded. The JSON translations are in
+// http_json.h.
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <thread>
-#include <utility>
-#include <variant>
 #include <vector>
 #include <zmq.hpp>
 
 #include "gateway/http_json.h"
 #include "seqpipe/common/transport.h"
 
-namespace httplib {
-class Server;
-struct Response;
-}  // namespace httplib
+struct bufferevent;
+struct event;
+struct event_base;
+struct evhttp;
+struct evhttp_request;
 
 namespace seqpipe::gateway {
 
@@ -33,16 +34,56 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port (port() tells)
   std::string model_name;
-  size_t max_body_bytes = 1 << 20;                   // larger: 413 before it is read
+  // A larger body is refused with 413 at once: by its Content-Length before it is read, a
+  // chunked one as soon as its chunks add up to more (nothing past the limit is buffered).
+  size_t max_body_bytes = 1 << 20;
+  // The request line and headers together; longer (a 100 KB URL): refused at once.
+  size_t max_header_bytes = 16 << 10;
   std::chrono::milliseconds default_timeout{10000};  // a request without timeout_ms
-  std::chrono::milliseconds read_timeout{5000};      // a client slower than this is dropped
+  // A connection that sends or takes nothing for this long is closed (an idle keep-alive one,
+  // or a client that stopped mid-request).
+  std::chrono::milliseconds read_timeout{5000};
+  // A connection that has not delivered a whole request this long after it opened (or after
+  // its last reply) is closed, however slowly it keeps sending: a client sending its headers a
+  // byte a second never goes idle.
+  std::chrono::milliseconds request_timeout{10000};
+  // Connections open at once; one more is answered 503 and closed.
+  size_t max_connections = 512;
+};
+
+// What libevent 2.1's evhttp does not bound itself (2.2 adds evhttp_set_max_connections; no
+// version has a whole-request timer): the number of open connections and how long one may take
+// to deliver a request. It keeps a reference on each connection's bufferevent, so it can tell
+// when evhttp has freed one (its callbacks are cleared) and let it go.
+class ConnectionGuard {
+ public:
+  ConnectionGuard(size_t max_connections, std::chrono::milliseconds request_timeout)
+      : max_(max_connections), request_timeout_(request_timeout) {}
+  ~ConnectionGuard();                   // lets every connection go; before the event base is freed
+  bufferevent* open(event_base* base);  // evhttp's bevcb: a new connection
+  void delivered(bufferevent* connection);  // a whole request arrived: its time stops
+  void answered(bufferevent* connection);   // its reply went out: the next request's starts
+  // Every few hundred ms: lets freed connections go, answers the excess 503 and closes the slow.
+  void sweep(std::chrono::steady_clock::time_point now);
+  size_t open_connections() const { return connections_.size(); }
+
+ private:
+  struct Connection {
+    std::chrono::steady_clock::time_point since;  // opened, or its last reply
+    bool busy = false;                            // a request delivered and not yet answered
+    bool excess = false;                          // over max_connections when it opened
+    bool closing = false;                         // shut down by the sweep
+  };
+  size_t max_;
+  std::chrono::milliseconds request_timeout_;
+  std::map<bufferevent*, Connection> connections_;
 };
 
 class HttpFrontDoor {
  public:
-  // Serves on its own threads until destroyed. `gateway_endpoint`: an inproc endpoint the
+  // Serves on its own thread until destroyed. `gateway_endpoint`: an inproc endpoint the
   // gateway's client ROUTER binds in `context`. `ready`: whether every stage has a live replica
-  // (GET /v2/health/ready); it runs on an HTTP thread.
+  // (GET /v2/health/ready); it may block, so it runs on a thread of its own.
   HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoint, HttpOptions options,
                 std::function<bool()> ready);
   ~HttpFrontDoor();
@@ -52,36 +93,46 @@ class HttpFrontDoor {
   int port() const { return port_; }
 
  private:
-  // Sends one translated request into the gateway and returns its msgpack reply (an
-  // unavailable error reply when none comes in time).
-  std::string exchange(const HttpRequest& request);
-  // A streamed request: server-sent events, one per partial reply, then the final reply's; an
-  // error before the first partial is a plain JSON answer with its HTTP status. A client that
-  // goes away has its request cancelled.
-  void stream(const HttpRequest& request, httplib::Response& res);
-  // When to stop waiting for a reply to `request`: the gateway answers every request by its
-  // deadline; the margin covers the trip back.
-  std::chrono::steady_clock::time_point reply_deadline(const HttpRequest& request) const;
-  // The next reply to `id` on `socket` (partial or final); nullopt at `until`, when stopping, or
-  // when `idle` (called after each 100 ms without one) returns false.
-  std::optional<std::string> await_reply(transport::Socket& socket, const std::string& id,
-                                         std::chrono::steady_clock::time_point until,
-                                         const std::function<bool()>& idle = {});
-  std::shared_ptr<transport::Socket> checkout();
-  void give_back(std::shared_ptr<transport::Socket> socket);
-  std::string next_id();
+  struct Pending;  // an HTTP request the gateway has not finished answering
+  enum class Route { kGenerate, kInfer };
+
+  // On the loop thread, all of them.
+  void on_request(evhttp_request* req);
+  void submit(evhttp_request* req, HttpRequest request, Route route);
+  void on_gateway();  // drains the DEALER's replies
+  void on_reply(const std::string& tag, const std::string& body);
+  // By value: a timer's callback owns the tag it passes, and answering frees it.
+  void on_deadline(std::string tag);
+  void on_heartbeat(std::string tag);
+  void ask_ready(evhttp_request* req);
+  void run_posted();
+  // Runs `task` on the loop thread (from any thread).
+  void post(std::function<void()> task);
+  void probe_loop();  // the readiness thread
 
   zmq::context_t& context_;
-  std::string gateway_endpoint_;
   HttpOptions options_;
   std::function<bool()> ready_;
-  std::unique_ptr<httplib::Server> server_;
+  transport::Socket gateway_;  // the loop thread's DEALER into the gateway
+  event_base* base_ = nullptr;
+  evhttp* http_ = nullptr;
+  event* gateway_event_ = nullptr;  // the DEALER's ZMQ_FD
+  event* wake_ = nullptr;           // posted tasks are waiting
+  event* sweep_ = nullptr;          // the connection guard's round
+  std::unique_ptr<ConnectionGuard> guard_;
   int port_ = 0;
-  std::mutex mutex_;                                      // guards idle_ and next_id_
-  std::vector<std::shared_ptr<transport::Socket>> idle_;  // DEALERs between requests
   uint64_t next_id_ = 1;
-  std::atomic<bool> stopping_{false};  // replies still awaited are given up
-  std::thread thread_;
+  std::map<std::string, std::unique_ptr<Pending>> pending_;  // by tag (the internal id)
+  std::vector<evhttp_request*> ready_waiting_;               // readiness asked, not yet known
+  bool probing_ = false;
+
+  std::mutex mutex_;  // guards posted_, probe_asked_, stopping_
+  std::condition_variable probe_wake_;
+  std::vector<std::function<void()>> posted_;
+  bool probe_asked_ = false;
+  bool stopping_ = false;
+  std::thread probe_thread_;
+  std::thread loop_thread_;
 };
 
 }  // namespace seqpipe::gateway

@@ -118,6 +118,12 @@ std::variant<HttpRequest, HttpAnswer> generate_request_unguarded(std::string_vie
   const auto client_id = client_id_of(*request);
   if (!client_id)
     return error_answer(protocol::ErrorCode::kInvalidArgument, "id must be a string", "");
+  // An HTTP request's id is its own connection's: a cancel could name no other request. Closing
+  // a streamed request's connection cancels it.
+  if (request->contains("op") && (*request)["op"] != "generate")
+    return error_answer(protocol::ErrorCode::kInvalidArgument,
+                        "op must be \"generate\" over HTTP (close the connection to cancel)",
+                        *client_id);
   if (!request->contains("v")) (*request)["v"] = protocol::kVersion;
   return to_gateway(std::move(*request), internal_id, *client_id);
 }
@@ -161,16 +167,14 @@ std::variant<HttpRequest, HttpAnswer> kserve_infer_request_unguarded(
   for (const json& t : texts) {
     if (!t.is_string()) return kserve_error(400, "inputs[0].data must hold strings");
   }
+  // Only [N] or [N, 1]: no product of dimensions, so nothing to overflow.
   const json& shape = input.value("shape", json());
-  uint64_t elements = 1;
-  if (!shape.is_array() || shape.empty())
-    return kserve_error(400, "inputs[0].shape must be [N] or [N, 1]");
-  for (const json& d : shape) {
-    if (!d.is_number_unsigned()) return kserve_error(400, "inputs[0].shape must be [N] or [N, 1]");
-    elements *= d.get<uint64_t>();
-  }
-  if (elements != texts.size())
-    return kserve_error(400, "inputs[0].shape holds " + std::to_string(elements) +
+  const bool fits = shape.is_array() && (shape.size() == 1 || shape.size() == 2) &&
+                    shape[0].is_number_unsigned() &&
+                    (shape.size() == 1 || (shape[1].is_number_unsigned() && shape[1] == 1));
+  if (!fits) return kserve_error(400, "inputs[0].shape must be [N] or [N, 1]");
+  if (shape[0].get<uint64_t>() != texts.size())
+    return kserve_error(400, "inputs[0].shape holds " + std::to_string(shape[0].get<uint64_t>()) +
                                  " elements but data " + std::to_string(texts.size()));
   json request = {{"v", protocol::kVersion}, {"texts", std::move(texts)}};
   json params = infer->value("parameters", json::object());

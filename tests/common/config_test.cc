@@ -516,6 +516,16 @@ const ErrorCase kErrorCases[] = {
      "batcher:\n  encoder_endpoint: tcp://batcher:5561\n",
      {},
      "test.yaml:2: batcher.encoder_endpoint binds 'tcp://batcher:5561' beyond loopback"},
+    // ZeroMQ binds what follows "source;": 0.0.0.0 here, though the endpoint starts with 127.
+    {"PlainTextHubBehindASourceAddress",
+     "gateway:\n  client_endpoint: tcp://127.0.0.1:1;0.0.0.0:18514\n",
+     {},
+     "test.yaml:2: gateway.client_endpoint binds 'tcp://127.0.0.1:1;0.0.0.0:18514' beyond "
+     "loopback"},
+    {"PlainTextHubOnANameStartingWith127",
+     "gateway:\n  client_endpoint: tcp://127.example.com:5555\n",
+     {},
+     "test.yaml:2: gateway.client_endpoint binds 'tcp://127.example.com:5555' beyond loopback"},
     {"HttpBeyondLoopbackEvenWithKeys",
      "gateway:\n  http_endpoint: 0.0.0.0:8000\nsecurity:\n  server_key: k/hub\n  client_key: "
      "k/w\n  allowed_clients: k\n",

@@ -197,6 +197,31 @@ TEST(ProtocolPriority, IsOptionalRoundTripsAndIsCheckedAgainstTheLevels) {
               HasSubstr("[1, 1], got 2 (1 is the highest of the server's 1 priority level)"));
 }
 
+// Refused before the document is unpacked (over the size, nesting or texts limits), a request
+// still gets its id back when one can be read, so the client waiting on that id is answered.
+TEST(ProtocolRequest, RefusalsBeforeUnpackingCarryTheIdWhenReadable) {
+  std::vector<Value> many(200, str("a"));
+  Value nested = map({{"x", integer(1)}});
+  for (int i = 0; i < 11; ++i) nested = map({{"x", nested}});
+  Limits small;
+  small.max_texts = 100;
+  small.max_message_bytes = 1000;
+  for (const auto& [fields, code] : std::vector<std::pair<Fields, ErrorCode>>{
+           {{{"v", integer(1)}, {"texts", array(many)}, {"id", str("r1")}}, ErrorCode::kTooLong},
+           {{{"v", integer(1)}, {"params", nested}, {"id", str("r1")}},
+            ErrorCode::kInvalidArgument},
+           {{{"id", str("r1")}, {"v", integer(1)}, {"text", str(std::string(2000, 'x'))}},
+            ErrorCode::kTooLong}}) {
+    const RejectedRequest rejected = decode_rejected(encode(map(fields)), small);
+    EXPECT_EQ(rejected.id, "r1") << rejected.error.message;
+    EXPECT_EQ(rejected.error.code, code) << rejected.error.message;
+  }
+  // An id nested below the top level is not the request's.
+  const RejectedRequest nested_id = decode_rejected(
+      encode(map({{"params", map({{"id", str("no")}})}, {"texts", array(many)}})), small);
+  EXPECT_EQ(nested_id.id, "");
+}
+
 // --- Cancel requests -----------------------------------------------------------------------------
 
 TEST(ProtocolCancel, RoundTripsAndCarriesOnlyTheId) {

@@ -22,6 +22,7 @@
 #include "seqpipe/client.h"
 #include "seqpipe/common/cli.h"
 #include "seqpipe/common/config.h"
+#include "seqpipe/common/file_lock.h"
 #include "seqpipe/common/security.h"
 #include "seqpipe/common/service.h"
 #include "seqpipe/common/service_main.h"
@@ -126,6 +127,27 @@ pid_t spawn(const std::vector<std::string>& args) {
   return pid;
 }
 
+// The runtime dir's pipeline lock, held while `up` runs; nullopt (with the reason printed)
+// when another pipeline holds it or the dir cannot be made.
+std::optional<seqpipe::FileLock> lock_runtime_dir(const std::string& dir) {
+  std::error_code ec;
+  if (fs::create_directories(dir, ec)) fs::permissions(dir, fs::perms::owner_all, ec);
+  if (ec) {
+    std::fprintf(stderr, "seqpipe up: runtime_dir: cannot create '%s': %s\n", dir.c_str(),
+                 ec.message().c_str());
+    return std::nullopt;
+  }
+  pid_t holder = 0;
+  auto lock = seqpipe::FileLock::try_acquire(dir + "/seqpipe.lock", &holder);
+  if (!lock) {
+    std::fprintf(stderr,
+                 "seqpipe up: runtime dir %s is in use by the pipeline of pid %d (its "
+                 "seqpipe.lock); stop it first, or give this one another runtime_dir\n",
+                 dir.c_str(), static_cast<int>(holder));
+  }
+  return lock;
+}
+
 int up(int argc, char** argv) {
   const seqpipe::service::ServiceArgs args = seqpipe::service::parse_service_args(argc, argv);
   if (args.help) {
@@ -139,6 +161,11 @@ int up(int argc, char** argv) {
     for (const std::string& p : problems) std::fprintf(stderr, "seqpipe up: %s\n", p.c_str());
     return 2;
   }
+  // One pipeline per runtime dir: a second would take the first's socket files from under it.
+  const auto lock = lock_runtime_dir(c.runtime_dir);
+  if (!lock) return 2;
+  // A bad key file found now, not after every process has started and the hubs exited.
+  seqpipe::security::check_key_files(c.security);
   std::vector<std::string> common_args;
   if (!loaded.path.empty()) common_args = {"--config", loaded.path};
   for (const auto& o : args.overrides) common_args.insert(common_args.end(), {"--set", o});

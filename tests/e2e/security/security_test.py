@@ -18,7 +18,7 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, Pipeline, answers, free_port, scrape, stop  # noqa: E402
+from harness import MKMODEL, SEQPIPE, Pipeline, answers, free_port, scrape, stop  # noqa: E402
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
 
 BUILD = os.path.dirname(os.path.dirname(SEQPIPE))
@@ -185,6 +185,14 @@ class StartChecksTest(unittest.TestCase):
             self.assertEqual(proc.returncode, 2, err)
             self.assertIn(f"{key} binds 'tcp://0.0.0.0:", err)
             self.assertIn("beyond loopback in plain text", err)
+        # ZeroMQ binds what follows "source;", and a name that merely starts with 127. is no
+        # address: both judged as ZeroMQ would bind them.
+        for endpoint in [f"tcp://127.0.0.1:1;0.0.0.0:{free_port()}",
+                         f"tcp://127.example.com:{free_port()}"]:
+            proc = self.run_hub("gateway", f"gateway.client_endpoint={endpoint}")
+            _, err = proc.communicate(timeout=30)
+            self.assertEqual(proc.returncode, 2, err)
+            self.assertIn(f"gateway.client_endpoint binds '{endpoint}' beyond loopback", err)
         # Said explicitly, it starts: its /metrics answers.
         port = free_port()
         proc = self.run_hub("gateway", f"gateway.client_endpoint=tcp://0.0.0.0:{free_port()}",
@@ -224,6 +232,53 @@ class StartChecksTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "must not be readable by group or others"):
             Client("tcp://127.0.0.1:1", server_key=f"{keys}/hub", client_key=f"{keys}/worker")
 
+
+    def test_keygen_writes_0600_from_the_start_and_never_through_a_link(self):
+        keys = os.path.join(self.tmp, "keys")
+        os.mkdir(keys)
+        target = os.path.join(self.tmp, "planted")
+        os.symlink(target, f"{keys}/hub_secret")
+        proc = subprocess.run([SEQPIPE, "keygen", "--dir", keys, "hub"], capture_output=True,
+                              text=True, timeout=30)
+        self.assertNotEqual(proc.returncode, 0, proc.stdout)
+        self.assertFalse(os.path.exists(target), "keygen wrote through the planted link")
+        # With no umask to narrow it, the secret is still created 0600.
+        proc = subprocess.run([SEQPIPE, "keygen", "--dir", keys, "other"], capture_output=True,
+                              text=True, timeout=30, preexec_fn=lambda: os.umask(0))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(stat.S_IMODE(os.stat(f"{keys}/other_secret").st_mode), 0o600)
+        self.assertEqual(stat.S_IMODE(os.stat(f"{keys}/other").st_mode), 0o644)
+
+    def test_an_allow_list_or_public_key_others_may_write_is_refused(self):
+        keys = os.path.join(self.tmp, "keys")
+        allowed = make_keys(keys)
+        settings = [f"gateway.client_endpoint=tcp://0.0.0.0:{free_port()}",
+                    *security_settings(keys)]
+        for path, mode, what in [(allowed, 0o777, "allow list directory"),
+                                 (f"{allowed}/worker", 0o666, "public key file")]:
+            old = stat.S_IMODE(os.stat(path).st_mode)
+            os.chmod(path, mode)
+            proc = self.run_hub("gateway", *settings)
+            _, err = proc.communicate(timeout=30)
+            os.chmod(path, old)
+            self.assertEqual(proc.returncode, 2, err)
+            self.assertIn(f"{path}: {what} must not be writable by group or others", err)
+
+    def test_up_checks_the_key_files_before_it_starts_any_process(self):
+        keys = os.path.join(self.tmp, "keys")
+        make_keys(keys)
+        os.chmod(f"{keys}/hub_secret", 0o644)
+        model = os.path.join(self.tmp, "model")
+        subprocess.run([MKMODEL, "--preset", "tiny", "--spiece", "--out", model], check=True,
+                       capture_output=True, timeout=120)
+        settings = [f"model.dir={model}", f"runtime_dir={self.tmp}/run",
+                    f"gateway.client_endpoint=tcp://127.0.0.1:{free_port()}",
+                    "gateway.http_endpoint=", *security_settings(keys)]
+        proc = subprocess.run([SEQPIPE, "up", *[a for s in settings for a in ("--set", s)]],
+                              capture_output=True, text=True, timeout=30)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn("security.server_key", proc.stderr)
+        self.assertNotIn("processes", proc.stdout, "it started processes first")
 
 if __name__ == "__main__":
     unittest.main()

@@ -77,6 +77,10 @@ class ZapHandler {
 // (security.server_key's NAME). All empty, plain text, when security.server_key is unset.
 transport::CurveKeys client_keys(const config::SecurityConfig& security);
 
+// Every key file the config names, read and checked as the processes will read them (a
+// config::ConfigError naming the key): `seqpipe up` asks before it starts any process.
+void check_key_files(const config::SecurityConfig& security);
+
 // A hub's CurveZMQ, made before its first bind and kept while its sockets live: the server keys
 // of every socket it binds, the client keys of the sockets it connects to the other hub, and the
 // ZAP handler admitting the keys of security.allowed_clients; every refusal is counted
