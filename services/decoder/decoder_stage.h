@@ -9,9 +9,9 @@
 #include <memory>
 #include <vector>
 
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/worker.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/engine/decoding.h"
+#include "seqpipe/runtime/worker.h"
 
 namespace seqpipe::decoder {
 

@@ -4,9 +4,9 @@
 // one credit, returned with the `encoded` reply. Socket-free.
 #include <memory>
 
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/worker.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/engine/encoder.h"
+#include "seqpipe/runtime/worker.h"
 
 namespace seqpipe::encoder {
 

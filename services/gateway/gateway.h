@@ -30,14 +30,14 @@
 
 #include "gateway/batcher_failover.h"
 #include "gateway/response_cache.h"
-#include "seqpipe/common/clock.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/hub.h"
-#include "seqpipe/common/metrics.h"
-#include "seqpipe/common/outbox.h"
-#include "seqpipe/common/protocol.h"
-#include "seqpipe/common/stage_messages.h"
-#include "seqpipe/common/status.h"
+#include "seqpipe/config/config.h"
+#include "seqpipe/messages/clock.h"
+#include "seqpipe/messages/stage_messages.h"
+#include "seqpipe/observability/metrics.h"
+#include "seqpipe/observability/status.h"
+#include "seqpipe/protocol/protocol.h"
+#include "seqpipe/runtime/hub.h"
+#include "seqpipe/runtime/outbox.h"
 #include "text/text_pieces.h"
 
 namespace seqpipe::gateway {

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/transport.h"
+#include "seqpipe/config/config.h"
+#include "seqpipe/transport/transport.h"
 
 namespace seqpipe::gateway {
 

@@ -14,9 +14,9 @@
 #include "postprocessor/confusion_sets.h"
 #include "postprocessor/known_words.h"
 #include "postprocessor/spell_suggester.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/worker.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/engine/tokenizer.h"
+#include "seqpipe/runtime/worker.h"
 
 namespace seqpipe::postprocessor {
 

@@ -6,9 +6,9 @@
 #include <memory>
 #include <string>
 
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/worker.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/engine/tokenizer.h"
+#include "seqpipe/runtime/worker.h"
 
 namespace seqpipe::tokenizer {
 

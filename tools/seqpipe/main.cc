@@ -19,15 +19,15 @@
 #include <variant>
 #include <vector>
 
+#include "seqpipe/cli/cli.h"
 #include "seqpipe/client.h"
-#include "seqpipe/common/cli.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/security.h"
-#include "seqpipe/common/service.h"
-#include "seqpipe/common/service_main.h"
-#include "seqpipe/common/status.h"
-#include "seqpipe/common/transport.h"
+#include "seqpipe/config/config.h"
+#include "seqpipe/observability/status.h"
+#include "seqpipe/runtime/service.h"
+#include "seqpipe/runtime/service_main.h"
+#include "seqpipe/security/security.h"
 #include "seqpipe/supervisor.h"
+#include "seqpipe/transport/transport.h"
 
 namespace {
 
