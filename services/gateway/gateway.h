@@ -42,7 +42,6 @@
 
 namespace seqpipe::gateway {
 
-using SteadyClock = std::chrono::steady_clock;
 using Envelope = std::vector<std::string>;  // the client's routing frames, sent back with its reply
 
 // The gateway's one worker socket: Outbox::Send::link of the messages to tokenizers.
@@ -120,6 +119,10 @@ class Gateway {
   void submit_again(const BatcherFailover::Failover& failover, const Now& now, Outbox& out);
   // The tokenize message for the request's texts not answered yet, to its current batcher.
   stage::Tokenize tokenize_work(uint64_t id, const Request& r) const;
+  // A new request's items: its texts, split into pieces of at most `split_words` words (0: not).
+  static void add_texts(Request& r, std::vector<std::string>&& texts, size_t split_words);
+  // Marks done the items the response cache answers (r.params set).
+  void answer_from_cache(Request& r);
   // A cancel from the client behind `envelope` for its request(s) with id `client_id`.
   void cancel(const Envelope& envelope, const std::string& client_id, const Now& now, Outbox& out);
   // Which requests a cancel may name: the client's routing frames and its id.

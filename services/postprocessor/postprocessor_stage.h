@@ -40,7 +40,7 @@ class PostprocessorStage : public worker::WorkerStage {
   stage::MessageKind accepts() const override { return stage::MessageKind::kPostprocess; }
   int capacity() const override { return credits_; }
   // Each item costs one credit; the credits go back with the results.
-  void handle(stage::StageMessage&& message, worker::Outbox& out) override;
+  void handle(stage::StageMessage&& message, worker::WorkerOutbox& out) override;
 
  private:
   std::shared_ptr<const engine::Tokenizer> tokenizer_;

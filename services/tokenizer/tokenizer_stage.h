@@ -20,7 +20,7 @@ class TokenizerStage : public worker::WorkerStage {
   stage::MessageKind accepts() const override { return stage::MessageKind::kTokenize; }
   int capacity() const override { return credits_; }
   // A `tokenize` message costs its sender one credit; the credit goes back after it.
-  void handle(stage::StageMessage&& message, worker::Outbox& out) override;
+  void handle(stage::StageMessage&& message, worker::WorkerOutbox& out) override;
 
  private:
   // The ids the model sees. With model.lower_case_words, a text whose words are over the limit

@@ -256,7 +256,10 @@ void check_distinct_endpoints(const PipelineConfig& c, const Origins& origins) {
   });
 }
 
-void validate_with(const PipelineConfig& c, const Origins& origins) {
+namespace {
+
+// Every field on its own, by its rule.
+void check_each_field(const PipelineConfig& c, const Origins& origins) {
   // Every field on its own (already checked while parsing; again here for configs built in code).
   for_each_field(c, [&](Key key, const auto& member, const auto& rule) {
     using Member = std::decay_t<decltype(member)>;
@@ -277,10 +280,17 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
       check_int(where, key.path(), member, rule);
     }
   });
+}
 
-  // Across fields: each message names the key most likely at fault first.
+// A check across fields: fails naming `key`, the key most likely at fault, first.
+void require(const Origins& origins, bool ok, const std::string& key, const std::string& message) {
+  if (!ok) fail(origins.of(key), key + " " + message);
+}
+
+// The gateway's, the metrics' and the batcher's limits against each other.
+void check_limits(const PipelineConfig& c, const Origins& origins) {
   auto require = [&](bool ok, const std::string& key, const std::string& message) {
-    if (!ok) fail(origins.of(key), key + " " + message);
+    config::require(origins, ok, key, message);
   };
   const GatewayConfig& g = c.gateway;
   require(g.default_timeout_ms <= g.max_timeout_ms, "gateway.default_timeout_ms",
@@ -334,7 +344,15 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
           "and postprocessor.word_counts go together: set both or neither");
   require(p.word_counts.empty() || !p.aspell_dictionary.empty(), "postprocessor.word_counts",
           "needs postprocessor.aspell_dictionary: it weighs Aspell's suggestions");
+}
 
+// Several hubs share a worker replica's capacity; hub replicas bind consecutive ports.
+void check_hub_shares(const PipelineConfig& c, const Origins& origins) {
+  auto require = [&](bool ok, const std::string& key, const std::string& message) {
+    config::require(origins, ok, key, message);
+  };
+  const GatewayConfig& g = c.gateway;
+  const BatcherConfig& b = c.batcher;
   const DecoderConfig& d = c.decoder;
   require(d.max_beams <= d.num_slots, "decoder.max_beams",
           "must be <= decoder.num_slots (" + std::to_string(d.num_slots) +
@@ -381,7 +399,14 @@ void validate_with(const PipelineConfig& c, const Origins& origins) {
                   endpoint + "'");
     }
   }
+}
 
+}  // namespace
+
+void validate_with(const PipelineConfig& c, const Origins& origins) {
+  check_each_field(c, origins);
+  check_limits(c, origins);
+  check_hub_shares(c, origins);
   check_distinct_endpoints(c, origins);
   check_metrics_ports(c, origins);
   check_security(c, origins);

@@ -2,6 +2,9 @@
 
 #include <msgpack.hpp>
 #include <type_traits>
+#include <utility>
+
+#include "seqpipe/protocol/msgpack_io.h"
 
 namespace seqpipe::status {
 
@@ -16,31 +19,19 @@ std::vector<StageStatus> with_uptime(std::vector<StageStatus> stages,
 }
 
 std::string encode(const std::vector<StageStatus>& stages) {
-  msgpack::sbuffer buffer;
-  msgpack::packer<msgpack::sbuffer> p(buffer);
-  p.pack_array(static_cast<uint32_t>(stages.size()));
+  std::string bytes;
+  msgpack_io::Writer out(bytes);
+  out.array(stages.size());
   for (const auto& s : stages) {
-    p.pack_map(9);
-    p.pack("stage");
-    p.pack(s.stage);
-    p.pack("replicas");
-    p.pack(s.replicas);
-    p.pack("in_flight");
-    p.pack(s.in_flight);
-    p.pack("queued");
-    p.pack(s.queued);
-    p.pack("free_credits");
-    p.pack(s.free_credits);
-    p.pack("lost");
-    p.pack(s.lost);
-    p.pack("uptime_s");
-    p.pack(s.uptime_s);
-    p.pack("requests");
-    p.pack(s.requests);
-    p.pack("errors");
-    p.pack(s.errors);
+    const std::pair<std::string_view, int64_t> numbers[] = {
+        {"replicas", s.replicas},         {"in_flight", s.in_flight}, {"queued", s.queued},
+        {"free_credits", s.free_credits}, {"lost", s.lost},           {"uptime_s", s.uptime_s},
+        {"requests", s.requests},         {"errors", s.errors}};
+    out.map(1 + std::size(numbers));
+    out.str("stage"), out.str(s.stage);
+    for (const auto& [name, value] : numbers) out.str(name), out.i64(value);
   }
-  return {buffer.data(), buffer.size()};
+  return bytes;
 }
 
 std::optional<std::vector<StageStatus>> decode(std::string_view bytes) {

@@ -139,8 +139,8 @@ std::optional<Error> read_int(const msgpack::object& value, std::string_view pat
                  std::to_string(hi) + "], got " + describe(value));
 }
 
-std::optional<Error> read_finite_float(const msgpack::object& value, std::string_view path,
-                                       float& out) {
+std::optional<Error> read_float(const msgpack::object& value, std::string_view path,
+                                bool allow_infinite, float& out) {
   double number = std::numeric_limits<double>::quiet_NaN();
   if (value.type == msgpack::type::FLOAT32 || value.type == msgpack::type::FLOAT64) {
     number = value.via.f64;
@@ -150,8 +150,12 @@ std::optional<Error> read_finite_float(const msgpack::object& value, std::string
     number = static_cast<double>(value.via.i64);
   }
   // Checked before the cast: a double beyond float's range does not convert (undefined behaviour).
-  if (!std::isfinite(number) || std::fabs(number) > std::numeric_limits<float>::max()) {
-    return invalid(std::string(path) + " must be a finite number, got " + describe(value));
+  const bool infinite = std::isinf(number);
+  if (std::isnan(number) || (infinite && !allow_infinite) ||
+      (!infinite && std::fabs(number) > std::numeric_limits<float>::max())) {
+    return invalid(std::string(path) +
+                   (allow_infinite ? " must be a number, not NaN" : " must be a finite number") +
+                   ", got " + describe(value));
   }
   out = static_cast<float>(number);
   return std::nullopt;

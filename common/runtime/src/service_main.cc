@@ -19,7 +19,8 @@ namespace {
 }
 
 std::string usage_line(std::string_view program) {
-  return "usage: " + std::string(program) + " [--config FILE] [--set key=value ...] [--help]";
+  return "usage: " + std::string(program) +
+         " [--config FILE] [--set key=value ...] [--print-config] [--help]";
 }
 
 void print_help(const std::string& program, std::string_view summary) {
@@ -31,6 +32,7 @@ void print_help(const std::string& program, std::string_view summary) {
             << "  --set key=value   override one key after the file is read; repeatable, applied\n"
             << "                    in order, e.g. --set batcher.max_batch_size=16\n"
             << "                    --set batcher.preferred_batch_sizes=[4,8]\n"
+            << "  --print-config    print the config in force (every key) as YAML and exit\n"
             << "  --help            this text\n\n"
             << "Every key is documented in docs/CONFIG.md and " << config::kDefaultConfigPath
             << ".\n"
@@ -57,6 +59,7 @@ ServiceArgs parse_service_args(int argc, char** argv) {
   cli::set_up(app);
   cli::add_repeated(app, "--config", config_paths);
   cli::add_repeated(app, "--set", args.overrides);
+  app.add_flag("--print-config", args.print_config);
   app.add_flag("-h,--help", args.help);
   std::vector<std::string> unknown;
   try {
@@ -102,6 +105,10 @@ int run_service_main(int argc, char** argv, std::string_view service_name, std::
                 << " in the working directory and no --config: using the built-in defaults\n";
     }
     pipeline = std::move(loaded.config);
+    if (args.print_config) {
+      std::cout << config::to_yaml(pipeline) << std::flush;
+      return 0;
+    }
     make_runtime_dir(pipeline.runtime_dir);
   } catch (const config::ConfigError& e) {
     std::cerr << program << ": " << e.what() << "\n";

@@ -41,8 +41,231 @@ std::vector<std::string> hubs_or(const std::vector<std::string>& configured,
   return configured.empty() ? std::vector<std::string>{the_hub} : configured;
 }
 
+namespace {
+
+// One hub this worker serves: its connection, liveness and the answers waiting for it.
+struct Hub {
+  std::string endpoint;
+  std::string from;  // "the hub <endpoint>", for logs
+  int share = 0;     // credits announced to it (its part of the stage's capacity)
+  common::PeerLiveness liveness;
+  // A fresh DEALER for every (re)connection: the hub sees a new routing id, so nothing it
+  // believed about the old connection (credits, work in flight) carries over by mistake.
+  std::unique_ptr<transport::Socket> socket;
+  // Its connection dropped (the hub died or restarted): reconnect at once, not after the
+  // missed heartbeats, so a restarted hub has its workers back within ZeroMQ's reconnect
+  // interval. Only a connection the hub accepted: one that a hub refuses (a CurveZMQ key not
+  // allowed) drops at once, and is left to the heartbeats' doubling pauses. Destroyed before
+  // the socket.
+  std::unique_ptr<transport::ConnectionWatch> watch;
+  bool accepted = false;  // the hub accepted this connection (its handshake succeeded)
+  std::optional<SteadyClock::time_point> reconnect_at;  // set while waiting to reconnect
+  std::vector<stage::StageMessage> pending;             // answers kept for the next connection
+};
+
+// run_worker's state and the steps of its loop: poll, handle, work, flush, tend the hubs.
+class WorkerLoop {
+ public:
+  WorkerLoop(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics)
+      : stage_(stage),
+        options_(options),
+        metrics_(metrics),
+        context_(1),
+        pushers_(context_, push_options(options)) {
+    hub_options_.max_message_bytes = static_cast<int64_t>(options.limits.max_message_bytes);
+    hub_options_.curve = options.curve;
+    const size_t count = options.hub_endpoints.size();
+    hubs_.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      hubs_.push_back({options.hub_endpoints[i],
+                       "the hub " + options.hub_endpoints[i],
+                       hub_share(stage.capacity(), i, count),
+                       common::PeerLiveness(options.heartbeat_interval, options.heartbeat_liveness,
+                                            options.reconnect_max, SteadyClock::now()),
+                       nullptr,
+                       nullptr,
+                       false,
+                       std::nullopt,
+                       {}});
+    }
+  }
+
+  int run() {
+    for (size_t i = 0; i < hubs_.size(); ++i) connect(i, hubs_[i].share);
+    rebuild_poller();
+    std::vector<size_t> dropped;  // per round: the hubs whose connection dropped
+    while (!service::stop_requested()) {
+      dropped.clear();
+      if (poller_->poll(poll_wait(SteadyClock::now())) > 0) receive(dropped);
+      if (stage_.has_pending_work()) stage_.work(out_);
+      flush();
+      if (tend_hubs(SteadyClock::now(), dropped)) rebuild_poller();
+    }
+    spdlog::info("{}: stopping", options_.stage_name);
+    return 0;
+  }
+
+ private:
+  static transport::SocketOptions push_options(const WorkerOptions& options) {
+    transport::SocketOptions push;
+    push.curve = options.curve;
+    return push;
+  }
+
+  // Until the next heartbeat or reconnection is due; none while the stage has work of its own.
+  std::chrono::milliseconds poll_wait(SteadyClock::time_point now) const {
+    auto wait = stage_.has_pending_work() ? std::chrono::milliseconds(0) : options_.idle_poll;
+    for (const Hub& hub : hubs_) {
+      wait =
+          std::min(wait, hub.reconnect_at ? std::max(std::chrono::milliseconds(0),
+                                                     std::chrono::ceil<std::chrono::milliseconds>(
+                                                         *hub.reconnect_at - now))
+                                          : hub.liveness.until_heartbeat(now));
+    }
+    return wait;
+  }
+
+  // The poller watches the connected hubs' sockets and their connection watches (poller index
+  // 2k: hub polled[k]'s socket, 2k + 1: its watch); rebuilt when a socket is replaced.
+  void rebuild_poller() {
+    poller_ = std::make_unique<transport::Poller>();
+    polled_.clear();
+    for (size_t i = 0; i < hubs_.size(); ++i) {
+      if (hubs_[i].socket) {
+        poller_->add(*hubs_[i].socket);
+        poller_->add(hubs_[i].watch->events());
+        polled_.push_back(i);
+      }
+    }
+  }
+
+  static void disconnect(Hub& hub, SteadyClock::time_point reconnect_at) {
+    hub.watch.reset();
+    hub.socket.reset();
+    hub.reconnect_at = reconnect_at;
+  }
+
+  // Never blocks: a hub that refused this worker's CurveZMQ key leaves the socket without a
+  // connection (the hub is then silent and the worker reconnects, as from a dead hub).
+  static bool send_to_hub(Hub& hub, const stage::StageMessage& message) {
+    return hub.socket && hub.socket->send({std::string_view(stage::encode(message))}, true);
+  }
+
+  void connect(size_t i, int credits) {
+    Hub& hub = hubs_[i];
+    hub.socket =
+        std::make_unique<transport::Socket>(context_, zmq::socket_type::dealer, hub_options_);
+    hub.watch = std::make_unique<transport::ConnectionWatch>(context_, *hub.socket);
+    hub.accepted = false;
+    hub.socket->connect(hub.endpoint);
+    send_to_hub(hub, stage::Ready{credits});
+    hub.reconnect_at.reset();
+    spdlog::info("{}: connected to {}, {} credits", options_.stage_name, hub.endpoint, credits);
+  }
+
+  // What the poller found: messages (everything already waiting joins before the next unit of
+  // work: continuous batching) and connection events.
+  void receive(std::vector<size_t>& dropped) {
+    for (size_t k = 0; k < polled_.size(); ++k) {
+      Hub& hub = hubs_[polled_[k]];
+      if (poller_->readable(2 * k)) {
+        while (auto frames = hub.socket->try_recv()) handle(polled_[k], *frames);
+      }
+      if (poller_->readable(2 * k + 1)) {
+        while (auto event = hub.watch->next()) {
+          if (*event == transport::ConnectionWatch::Event::kConnected) hub.accepted = true;
+          if (*event == transport::ConnectionWatch::Event::kDisconnected)
+            dropped.push_back(polled_[k]);
+        }
+      }
+    }
+  }
+
+  void handle(size_t i, const transport::Frames& frames) {
+    // Anything from the hub, even malformed, shows it is alive.
+    hubs_[i].liveness.seen(SteadyClock::now());
+    auto message = decode_frames(frames, 1, hubs_[i].from, options_.limits, metrics_);
+    if (!message || std::holds_alternative<stage::Heartbeat>(*message)) return;
+    out_.hub = i;
+    if (const auto* cancel = std::get_if<stage::Cancel>(&*message)) {
+      stage_.cancel(*cancel, out_);
+      return;
+    }
+    if (stage::kind(*message) != stage_.accepts()) {
+      spdlog::warn("{}: ignored a '{}' message from {}", options_.stage_name,
+                   stage::kind_name(*message), hubs_[i].endpoint);
+      metrics_.malformed();
+      return;
+    }
+    stage_.handle(std::move(*message), out_);
+  }
+
+  void flush() {
+    for (auto& [i, peer, message] : out_.sends) {
+      Hub& hub = hubs_[i < hubs_.size() ? i : 0];
+      if (!send_to_hub(hub, message))
+        hub.pending.push_back(std::move(message));  // sent once reconnected
+    }
+    for (const auto& [endpoint, message] : out_.pushes) {
+      if (!pushers_.send(endpoint, stage::encode(message))) {
+        spdlog::warn("{}: could not send a '{}' message to '{}'; dropped", options_.stage_name,
+                     stage::kind_name(message), endpoint);
+      }
+    }
+    out_.clear();
+  }
+
+  // Drops the connections that dropped, reconnects those due, sends heartbeats, gives up on
+  // silent hubs. True when a socket changed (the poller is then rebuilt).
+  bool tend_hubs(SteadyClock::time_point after, const std::vector<size_t>& dropped) {
+    bool sockets_changed = false;
+    for (size_t i : dropped) {
+      if (!hubs_[i].socket || !hubs_[i].accepted) continue;
+      spdlog::warn("{}: the connection to {} dropped; reconnecting", options_.stage_name,
+                   hubs_[i].endpoint);
+      disconnect(hubs_[i], after);
+      sockets_changed = true;
+    }
+    for (size_t i = 0; i < hubs_.size(); ++i) {
+      Hub& hub = hubs_[i];
+      if (hub.reconnect_at) {
+        if (after < *hub.reconnect_at) continue;
+        // Its share minus what its work still holds (that returns with its results).
+        connect(i, std::max(0, hub.share - stage_.held(i)));
+        hub.liveness.reconnected(after);
+        std::erase_if(hub.pending, [&](const auto& message) { return send_to_hub(hub, message); });
+        sockets_changed = true;
+        continue;
+      }
+      if (hub.liveness.heartbeat_due(after)) send_to_hub(hub, stage::Heartbeat{});
+      if (hub.liveness.hub_dead(after)) {
+        const auto pause = hub.liveness.reconnect_pause();
+        spdlog::warn("{}: no word from {} for {} heartbeats; reconnecting in {} ms",
+                     options_.stage_name, hub.endpoint, options_.heartbeat_liveness, pause.count());
+        // Work in hand goes on meanwhile (a decoder's running sequences); its answers wait in
+        // `pending` for the new connection.
+        disconnect(hub, after + pause);
+        sockets_changed = true;
+      }
+    }
+    return sockets_changed;
+  }
+
+  WorkerStage& stage_;
+  const WorkerOptions& options_;
+  metrics::StageMetrics& metrics_;
+  zmq::context_t context_;
+  transport::SocketOptions hub_options_;
+  transport::PushSockets pushers_;
+  std::vector<Hub> hubs_;
+  std::unique_ptr<transport::Poller> poller_;
+  std::vector<size_t> polled_;
+  WorkerOutbox out_;
+};
+
+}  // namespace
+
 int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics) {
-  using Clock = std::chrono::steady_clock;
   const size_t hub_count = options.hub_endpoints.size();
   if (hub_count == 0)
     throw std::invalid_argument(options.stage_name + ": no hub endpoint to connect to");
@@ -51,186 +274,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
                                 std::to_string(stage.capacity()) + " cannot give each of " +
                                 std::to_string(hub_count) + " hubs a credit");
   }
-  zmq::context_t context(1);
-  transport::SocketOptions hub_options;
-  hub_options.max_message_bytes = static_cast<int64_t>(options.limits.max_message_bytes);
-  hub_options.curve = options.curve;
-  transport::SocketOptions push_options;
-  push_options.curve = options.curve;
-  transport::PushSockets pushers(context, push_options);
-
-  struct Hub {
-    std::string endpoint;
-    std::string from;  // "the hub <endpoint>", for logs
-    int share = 0;     // credits announced to it (its part of the stage's capacity)
-    common::PeerLiveness liveness;
-    // A fresh DEALER for every (re)connection: the hub sees a new routing id, so nothing it
-    // believed about the old connection (credits, work in flight) carries over by mistake.
-    std::unique_ptr<transport::Socket> socket;
-    // Its connection dropped (the hub died or restarted): reconnect at once, not after the
-    // missed heartbeats, so a restarted hub has its workers back within ZeroMQ's reconnect
-    // interval. Only a connection the hub accepted: one that a hub refuses (a CurveZMQ key not
-    // allowed) drops at once, and is left to the heartbeats' doubling pauses. Destroyed before
-    // the socket.
-    std::unique_ptr<transport::ConnectionWatch> watch;
-    bool accepted = false;  // the hub accepted this connection (its handshake succeeded)
-    std::optional<Clock::time_point> reconnect_at;  // set while waiting to reconnect
-    std::vector<stage::StageMessage> pending;       // answers kept for the next connection
-  };
-  std::vector<Hub> hubs;
-  hubs.reserve(hub_count);
-  for (size_t i = 0; i < hub_count; ++i) {
-    hubs.push_back({options.hub_endpoints[i],
-                    "the hub " + options.hub_endpoints[i],
-                    hub_share(stage.capacity(), i, hub_count),
-                    common::PeerLiveness(options.heartbeat_interval, options.heartbeat_liveness,
-                                         options.reconnect_max, Clock::now()),
-                    nullptr,
-                    nullptr,
-                    false,
-                    std::nullopt,
-                    {}});
-  }
-  // The poller watches the connected hubs' sockets and their connection watches (poller index
-  // 2k: hub polled[k]'s socket, 2k + 1: its watch); rebuilt when a socket is replaced.
-  std::unique_ptr<transport::Poller> poller;
-  std::vector<size_t> polled;
-  auto rebuild_poller = [&] {
-    poller = std::make_unique<transport::Poller>();
-    polled.clear();
-    for (size_t i = 0; i < hub_count; ++i) {
-      if (hubs[i].socket) {
-        poller->add(*hubs[i].socket);
-        poller->add(hubs[i].watch->events());
-        polled.push_back(i);
-      }
-    }
-  };
-  auto disconnect = [&](Hub& hub, Clock::time_point reconnect_at) {
-    hub.watch.reset();
-    hub.socket.reset();
-    hub.reconnect_at = reconnect_at;
-  };
-  // Never blocks: a hub that refused this worker's CurveZMQ key leaves the socket without a
-  // connection (the hub is then silent and the worker reconnects, as from a dead hub).
-  auto send_to_hub = [](Hub& hub, const stage::StageMessage& message) {
-    return hub.socket && hub.socket->send({std::string_view(stage::encode(message))}, true);
-  };
-  auto connect = [&](size_t i, int credits) {
-    Hub& hub = hubs[i];
-    hub.socket =
-        std::make_unique<transport::Socket>(context, zmq::socket_type::dealer, hub_options);
-    hub.watch = std::make_unique<transport::ConnectionWatch>(context, *hub.socket);
-    hub.accepted = false;
-    hub.socket->connect(hub.endpoint);
-    send_to_hub(hub, stage::Ready{credits});
-    hub.reconnect_at.reset();
-    spdlog::info("{}: connected to {}, {} credits", options.stage_name, hub.endpoint, credits);
-  };
-  for (size_t i = 0; i < hub_count; ++i) connect(i, hubs[i].share);
-  rebuild_poller();
-
-  Outbox out;
-  auto flush = [&] {
-    for (auto& [i, peer, message] : out.sends) {
-      Hub& hub = hubs[i < hub_count ? i : 0];
-      if (!send_to_hub(hub, message))
-        hub.pending.push_back(std::move(message));  // sent once reconnected
-    }
-    for (const auto& [endpoint, message] : out.pushes) {
-      if (!pushers.send(endpoint, stage::encode(message))) {
-        spdlog::warn("{}: could not send a '{}' message to '{}'; dropped", options.stage_name,
-                     stage::kind_name(message), endpoint);
-      }
-    }
-    out.clear();
-  };
-  auto handle = [&](size_t i, const transport::Frames& frames) {
-    hubs[i].liveness.seen(
-        Clock::now());  // anything from the hub, even malformed, shows it is alive
-    auto message = decode_frames(frames, 1, hubs[i].from, options.limits, metrics);
-    if (!message || std::holds_alternative<stage::Heartbeat>(*message)) return;
-    out.hub = i;
-    if (const auto* cancel = std::get_if<stage::Cancel>(&*message)) {
-      stage.cancel(*cancel, out);
-      return;
-    }
-    if (stage::kind(*message) != stage.accepts()) {
-      spdlog::warn("{}: ignored a '{}' message from {}", options.stage_name,
-                   stage::kind_name(*message), hubs[i].endpoint);
-      metrics.malformed();
-      return;
-    }
-    stage.handle(std::move(*message), out);
-  };
-
-  std::vector<size_t> dropped;  // per round: the hubs whose connection dropped
-  while (!service::stop_requested()) {
-    const auto now = Clock::now();
-    dropped.clear();
-    auto wait = stage.has_pending_work() ? std::chrono::milliseconds(0) : options.idle_poll;
-    for (const Hub& hub : hubs) {
-      wait =
-          std::min(wait, hub.reconnect_at ? std::max(std::chrono::milliseconds(0),
-                                                     std::chrono::ceil<std::chrono::milliseconds>(
-                                                         *hub.reconnect_at - now))
-                                          : hub.liveness.until_heartbeat(now));
-    }
-    if (poller->poll(wait) > 0) {
-      for (size_t k = 0; k < polled.size(); ++k) {
-        Hub& hub = hubs[polled[k]];
-        // Everything already waiting joins before the next unit of work (continuous batching).
-        if (poller->readable(2 * k)) {
-          while (auto frames = hub.socket->try_recv()) handle(polled[k], *frames);
-        }
-        if (poller->readable(2 * k + 1)) {
-          while (auto event = hub.watch->next()) {
-            if (*event == transport::ConnectionWatch::Event::kConnected) hub.accepted = true;
-            if (*event == transport::ConnectionWatch::Event::kDisconnected)
-              dropped.push_back(polled[k]);
-          }
-        }
-      }
-    }
-    if (stage.has_pending_work()) stage.work(out);
-    flush();
-    const auto after = Clock::now();
-    bool sockets_changed = false;
-    for (size_t i : dropped) {
-      if (!hubs[i].socket || !hubs[i].accepted) continue;
-      spdlog::warn("{}: the connection to {} dropped; reconnecting", options.stage_name,
-                   hubs[i].endpoint);
-      disconnect(hubs[i], after);
-      sockets_changed = true;
-    }
-    for (size_t i = 0; i < hub_count; ++i) {
-      Hub& hub = hubs[i];
-      if (hub.reconnect_at) {
-        if (after < *hub.reconnect_at) continue;
-        // Its share minus what its work still holds (that returns with its results).
-        connect(i, std::max(0, hub.share - stage.held(i)));
-        hub.liveness.reconnected(after);
-        std::erase_if(hub.pending, [&](const auto& message) { return send_to_hub(hub, message); });
-        sockets_changed = true;
-        continue;
-      }
-      if (hub.liveness.heartbeat_due(after)) {
-        send_to_hub(hub, stage::Heartbeat{});
-      }
-      if (hub.liveness.hub_dead(after)) {
-        const auto pause = hub.liveness.reconnect_pause();
-        spdlog::warn("{}: no word from {} for {} heartbeats; reconnecting in {} ms",
-                     options.stage_name, hub.endpoint, options.heartbeat_liveness, pause.count());
-        // Work in hand goes on meanwhile (a decoder's running sequences); its answers wait in
-        // `pending` for the new connection.
-        disconnect(hub, after + pause);
-        sockets_changed = true;
-      }
-    }
-    if (sockets_changed) rebuild_poller();
-  }
-  spdlog::info("{}: stopping", options.stage_name);
-  return 0;
+  return WorkerLoop(stage, options, metrics).run();
 }
 
 int serve_worker(

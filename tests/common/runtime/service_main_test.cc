@@ -122,6 +122,17 @@ TEST_F(ConfigServiceMain, GoodConfigRunsWithResolvedEndpoints) {
   EXPECT_EQ(err, "");
 }
 
+TEST_F(ConfigServiceMain, PrintConfigPrintsTheConfigInForceWithoutRunning) {
+  EXPECT_EQ(run_main(Argv{"--config", kShippedConfig, "--set", runtime_dir_set, "--set",
+                          "batcher.max_batch_size=64", "--print-config"}),
+            0);
+  EXPECT_EQ(run_calls, 0);
+  EXPECT_THAT(out, AllOf(HasSubstr("max_batch_size: 64"), HasSubstr("max_message_bytes:"),
+                         HasSubstr("max_texts:")));
+  EXPECT_EQ(config::load_config_text(out, "printed", {}).batcher.max_batch_size, 64);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/run"));  // starts nothing
+}
+
 TEST_F(ConfigServiceMain, ReturnsWhatRunReturns) {
   run_status = 7;
   EXPECT_EQ(run_main(Argv{"--config", kShippedConfig, "--set", runtime_dir_set}), 7);

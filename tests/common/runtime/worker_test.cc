@@ -40,7 +40,7 @@ class EchoStage : public WorkerStage {
  public:
   int capacity() const override { return 3; }
   stage::MessageKind accepts() const override { return stage::MessageKind::kPostprocess; }
-  void handle(stage::StageMessage&& message, Outbox& out) override {
+  void handle(stage::StageMessage&& message, WorkerOutbox& out) override {
     out.answer(
         stage::Credit{static_cast<int32_t>(std::get<stage::Postprocess>(message).items.size())});
   }

@@ -35,8 +35,10 @@ class Writer {
   void u64(uint64_t value) { packer_.pack_uint64(value); }
   void boolean(bool value) { value ? packer_.pack_true() : packer_.pack_false(); }
   void nil() { packer_.pack_nil(); }
-  // {max_new_tokens, num_beams, length_penalty, min_new_tokens, return_scores, priority?}: every
-  // field, priority only when not 0 (docs/PROTOCOL.md).
+  // The generation parameters under the client protocol's keys (docs/PROTOCOL.md): the five
+  // core ones (max_new_tokens, num_beams, length_penalty, min_new_tokens, return_scores) always,
+  // each of the others (priority, num_return_sequences, the sampling and repetition options,
+  // seed, stop) only when not its default.
   void params(const protocol::GenerateParams& params);
 
  private:
@@ -62,9 +64,16 @@ std::string describe(const msgpack::object& value);
 // Integers only: a float is refused even when whole (2.0), so peers find type bugs early.
 std::optional<Error> read_int(const msgpack::object& value, std::string_view path, int64_t lo,
                               int64_t hi, int64_t& out);
-// Finite, and within float's range (checked before the cast).
-std::optional<Error> read_finite_float(const msgpack::object& value, std::string_view path,
-                                       float& out);
+// A number (integer or float) as a float: not NaN and within float's range (checked before the
+// cast, which is undefined beyond it); an infinity only with `allow_infinite` (a score may be
+// -inf: a hypothesis of probability zero).
+std::optional<Error> read_float(const msgpack::object& value, std::string_view path,
+                                bool allow_infinite, float& out);
+// Finite, and within float's range.
+inline std::optional<Error> read_finite_float(const msgpack::object& value, std::string_view path,
+                                              float& out) {
+  return read_float(value, path, false, out);
+}
 std::optional<Error> read_bool(const msgpack::object& value, std::string_view path, bool& out);
 
 // Fields of a map, found by name: `fields` lists (name, slot) pairs. A duplicate is an error; the

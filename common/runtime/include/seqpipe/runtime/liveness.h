@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-namespace seqpipe::common {
+#include "seqpipe/messages/clock.h"
 
-using SteadyClock = std::chrono::steady_clock;
+namespace seqpipe::common {
 
 class HubLiveness {
  public:

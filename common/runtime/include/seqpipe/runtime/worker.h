@@ -27,7 +27,7 @@ namespace seqpipe::worker {
 
 // Messages a stage produced (seqpipe/runtime/outbox.h); run_worker sends them and clears the
 // outbox. `sends` go to the hubs (`link`: the hub's index in hub_endpoints), `pushes` over PUSH.
-struct Outbox : seqpipe::Outbox {
+struct WorkerOutbox : seqpipe::Outbox {
   // The hub whose message the stage is handling (set by run_worker before handle() and
   // cancel()); a stage that answers later (the decoder) keeps it with the work.
   size_t hub = 0;
@@ -57,16 +57,16 @@ class WorkerStage {
   // The kind of work message this stage takes (run_worker drops any other, logged and counted).
   virtual stage::MessageKind accepts() const = 0;
   // One message of that kind from the hub (already validated by stage::decode).
-  virtual void handle(stage::StageMessage&& message, Outbox& out) = 0;
+  virtual void handle(stage::StageMessage&& message, WorkerOutbox& out) = 0;
   // A `cancel` from the hub: stop the work of these requests and return its credits. Stages
   // that hold no work between messages have nothing to stop.
-  virtual void cancel(const stage::Cancel& /*message*/, Outbox& /*out*/) {}
+  virtual void cancel(const stage::Cancel& /*message*/, WorkerOutbox& /*out*/) {}
   // Runs before the worker announces itself (warm-up batches); true when it did something.
   virtual bool warm_up() { return false; }
   // Work the stage does between messages (the decoder's steps); the loop then polls the socket
   // without waiting.
   virtual bool has_pending_work() const { return false; }
-  virtual void work(Outbox& /*out*/) {}
+  virtual void work(WorkerOutbox& /*out*/) {}
 };
 
 struct WorkerOptions {
