@@ -196,6 +196,19 @@ TEST(StageMessages, MalformedMessagesAreErrorsNamingTheProblem) {
   EXPECT_NE(error_of(encode(Result{{nan_score}})).message.find("items[0].s"), std::string::npos);
 }
 
+TEST(StageMessages, ScoresAreCheckedBeforeTheCastToFloat) {
+  ResultItem item = full_result();
+  item.score = 0.125f;  // float32 0x3e000000
+  const std::string good = encode(Result{{item}});
+  // The same score as a float64 beyond float's range: an error, not an undefined conversion.
+  const std::string huge = patch(good, std::string("\xa1s\xca\x3e\x00\x00\x00", 7),
+                                 std::string("\xa1s\xcb\x7e\x37\xe4\x3c\x88\x00\x75\x9c", 11));
+  EXPECT_NE(error_of(huge).message.find("items[0].s must be a number"), std::string::npos);
+  // An infinite score is one (a hypothesis of probability zero) and travels.
+  item.score = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(decoded(encode(Result{{item}})), StageMessage(Result{{item}}));
+}
+
 TEST(StageMessages, EachKindTakesOnlyItsOwnFields) {
   // A message field of another kind: credits on a tokenize, items on a ready.
   const std::string tokenize = encode(Tokenize{{full_text()}});
