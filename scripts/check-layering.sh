@@ -10,7 +10,7 @@ cd "${1:-$(dirname "$0")/..}"
 declare -A allowed=(
   [cli]=""
   [protocol]=""
-  [config]=""
+  [config]="protocol"
   [transport]="config"
   [messages]="protocol"
   [observability]="protocol config transport"

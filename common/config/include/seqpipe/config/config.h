@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "seqpipe/protocol/protocol.h"
+
 namespace seqpipe::config {
 
 // A config that cannot be used. The message names the source (file[:line] or the `--set`
@@ -95,13 +97,15 @@ struct GatewayConfig {
   uint32_t default_timeout_ms = 1000;
   // Largest deadline a request may ask for, in milliseconds; a request asking for more is
   // refused with an error reply.
-  uint32_t max_timeout_ms = 60000;
+  // The client-message limits default to the protocol's own (protocol::Limits), defined there
+  // once.
+  uint32_t max_timeout_ms = protocol::Limits{}.max_timeout_ms;
   // Largest client message in bytes; a larger one is answered with an error and not parsed.
-  size_t max_message_bytes = 1 << 20;
+  size_t max_message_bytes = protocol::Limits{}.max_message_bytes;
   // Most texts in one request.
-  size_t max_texts = 64;
+  size_t max_texts = protocol::Limits{}.max_texts;
   // Longest text in bytes (UTF-8).
-  size_t max_text_bytes = 4096;
+  size_t max_text_bytes = protocol::Limits{}.max_text_bytes;
   // Prometheus /metrics HTTP port; 0 = any free port (logged).
   int metrics_port = 9100;
   // Response cache budget in bytes (LRU over successful results, keyed by model, params and

@@ -110,7 +110,9 @@ struct Request {
 };
 
 // What a request may weigh. The gateway fills these from config/pipeline.yaml (the config keys
-// are listed under "Limits" in docs/PROTOCOL.md); the defaults here serve tests and clients.
+// are listed under "Limits" in docs/PROTOCOL.md); the gateway.* keys default to these (their one
+// definition). The token cap's default here serves tests and clients; the served cap is
+// decoder.max_new_tokens.
 struct Limits {
   size_t max_message_bytes = 1 << 20;  // whole msgpack frame; larger -> too_long before unpacking
   size_t max_texts = 64;               // elements of texts[]; more -> too_long
