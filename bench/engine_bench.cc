@@ -25,7 +25,7 @@
 
 #include "allocation_counter.h"  // the decode loop makes no allocation
 #include "cpu/blas.h"            // the fp32 FMA peak, measured with the BLAS
-#include "seqpipe/common/cli.h"
+#include "seqpipe/cli/cli.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/encoder.h"
 #include "seqpipe/engine/profiler.h"

@@ -20,7 +20,7 @@
 #include "cpu/onednn.h"
 #include "cpu/packed_gemm.h"
 #include "ops.h"
-#include "seqpipe/common/cli.h"
+#include "seqpipe/cli/cli.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;

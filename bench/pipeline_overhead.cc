@@ -28,13 +28,13 @@
 #include <vector>
 
 #include "decoder/decoder_stage.h"
+#include "seqpipe/cli/cli.h"
 #include "seqpipe/client.h"
-#include "seqpipe/common/cli.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/security.h"
-#include "seqpipe/common/transport.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/tokenizer.h"
+#include "seqpipe/security/security.h"
+#include "seqpipe/transport/transport.h"
 
 namespace {
 

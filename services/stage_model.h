@@ -7,11 +7,11 @@
 #include <memory>
 #include <string>
 
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/metrics.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/engine/compute_type.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
+#include "seqpipe/observability/metrics.h"
 
 namespace seqpipe::services {
 

@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "report.h"
-#include "seqpipe/common/service.h"
+#include "seqpipe/runtime/service.h"
 
 namespace seqpipe::bench {
 

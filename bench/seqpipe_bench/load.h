@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "seqpipe/client.h"
-#include "seqpipe/common/protocol.h"
+#include "seqpipe/protocol/protocol.h"
 
 namespace seqpipe::bench {
 

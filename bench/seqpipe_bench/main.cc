@@ -11,8 +11,8 @@
 #include "options.h"
 #include "plot.h"
 #include "report.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/service.h"
+#include "seqpipe/config/config.h"
+#include "seqpipe/runtime/service.h"
 #include "sweep.h"
 
 namespace {

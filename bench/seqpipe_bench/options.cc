@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/security.h"
+#include "seqpipe/config/config.h"
+#include "seqpipe/security/security.h"
 
 namespace seqpipe::bench {
 

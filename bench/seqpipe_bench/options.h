@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "load.h"
-#include "seqpipe/common/cli.h"
+#include "seqpipe/cli/cli.h"
 
 namespace seqpipe::bench {
 

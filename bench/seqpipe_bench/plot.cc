@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "seqpipe/common/cli.h"
+#include "seqpipe/cli/cli.h"
 
 namespace seqpipe::bench {
 

@@ -17,7 +17,7 @@
 
 #include "options.h"
 #include "report.h"
-#include "seqpipe/common/service.h"
+#include "seqpipe/runtime/service.h"
 
 namespace seqpipe::bench {
 

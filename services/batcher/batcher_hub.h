@@ -32,14 +32,14 @@
 #include <vector>
 
 #include "batcher/dynamic_batcher.h"
-#include "seqpipe/common/clock.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/credit_queue.h"
-#include "seqpipe/common/hub.h"
-#include "seqpipe/common/metrics.h"
-#include "seqpipe/common/outbox.h"
-#include "seqpipe/common/stage_messages.h"
-#include "seqpipe/common/status.h"
+#include "seqpipe/config/config.h"
+#include "seqpipe/messages/clock.h"
+#include "seqpipe/messages/stage_messages.h"
+#include "seqpipe/observability/metrics.h"
+#include "seqpipe/observability/status.h"
+#include "seqpipe/runtime/credit_queue.h"
+#include "seqpipe/runtime/hub.h"
+#include "seqpipe/runtime/outbox.h"
 
 namespace seqpipe::batcher {
 

@@ -6,15 +6,15 @@
 #include <chrono>
 
 #include "batcher/batcher_hub.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/hub.h"
-#include "seqpipe/common/metrics.h"
-#include "seqpipe/common/security.h"
-#include "seqpipe/common/service.h"
-#include "seqpipe/common/service_main.h"
-#include "seqpipe/common/status.h"
-#include "seqpipe/common/transport.h"
-#include "seqpipe/common/worker.h"
+#include "seqpipe/config/config.h"
+#include "seqpipe/observability/metrics.h"
+#include "seqpipe/observability/status.h"
+#include "seqpipe/runtime/hub.h"
+#include "seqpipe/runtime/service.h"
+#include "seqpipe/runtime/service_main.h"
+#include "seqpipe/runtime/worker.h"
+#include "seqpipe/security/security.h"
+#include "seqpipe/transport/transport.h"
 
 namespace seqpipe::batcher {
 namespace {

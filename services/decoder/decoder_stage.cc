@@ -6,8 +6,6 @@
 
 namespace seqpipe::decoder {
 
-using SteadyClock = std::chrono::steady_clock;
-
 namespace {
 engine::GeneratorOptions generator_options(const config::PipelineConfig& c) {
   engine::GeneratorOptions o;
@@ -20,7 +18,7 @@ engine::GeneratorOptions generator_options(const config::PipelineConfig& c) {
 
 // The `decoded` message for `hub` among those added to out.sends since index `first` (one per
 // hub per step); a new one when there is none yet. The reference lasts until the next push.
-stage::Decoded& decoded_for(worker::Outbox& out, size_t first, size_t hub) {
+stage::Decoded& decoded_for(worker::WorkerOutbox& out, size_t first, size_t hub) {
   for (size_t i = first; i < out.sends.size(); ++i) {
     if (out.sends[i].link == hub) return std::get<stage::Decoded>(out.sends[i].message);
   }
@@ -91,7 +89,7 @@ bool DecoderStage::warm_up() {
   return true;
 }
 
-void DecoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
+void DecoderStage::handle(stage::StageMessage&& message, worker::WorkerOutbox& out) {
   auto& items = std::get<stage::Decode>(message).items;
   metrics_.request(static_cast<double>(items.size()));
   int credits = 0;  // slots of items that never started: back to the batcher at once
@@ -101,7 +99,7 @@ void DecoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
   metrics_.set_kv_slots(num_slots_ - free_slots(), free_slots());
 }
 
-void DecoderStage::cancel(const stage::Cancel& message, worker::Outbox& out) {
+void DecoderStage::cancel(const stage::Cancel& message, worker::WorkerOutbox& out) {
   int credits = 0;
   for (const auto& request : message.requests) {
     for (size_t i = 0; i < running_.size();) {
@@ -128,7 +126,7 @@ void DecoderStage::cancel(const stage::Cancel& message, worker::Outbox& out) {
   metrics_.set_kv_slots(num_slots_ - free_slots(), free_slots());
 }
 
-void DecoderStage::admit(stage::EncodedItem&& item, worker::Outbox& out, int& credits) {
+void DecoderStage::admit(stage::EncodedItem&& item, worker::WorkerOutbox& out, int& credits) {
   const int slots = engine::slot_cost(item.params.num_beams);  // what the batcher charged
   const int64_t d_model = model_->config().d_model;
   if (item.deadline.expired(time_.now())) {
@@ -166,7 +164,7 @@ void DecoderStage::admit(stage::EncodedItem&& item, worker::Outbox& out, int& cr
   }
 }
 
-void DecoderStage::work(worker::Outbox& out) {
+void DecoderStage::work(worker::WorkerOutbox& out) {
   const auto start = time_.now().steady;
   finished_.clear();
   generator_.step(finished_);

@@ -9,9 +9,9 @@
 #include <memory>
 #include <vector>
 
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/worker.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/engine/decoding.h"
+#include "seqpipe/runtime/worker.h"
 
 namespace seqpipe::decoder {
 
@@ -31,13 +31,13 @@ class DecoderStage : public worker::WorkerStage {
   int free_capacity() const override { return generator_.free_slots(); }
   // Slots held by the running sequences of hub `hub`.
   int held(size_t hub) const override;
-  void handle(stage::StageMessage&& message, worker::Outbox& out) override;
+  void handle(stage::StageMessage&& message, worker::WorkerOutbox& out) override;
   // Stops the running sequences of the cancelled requests: their slots are free for the next
   // step and go back to the batcher as credits (a `decoded` message without items).
-  void cancel(const stage::Cancel& message, worker::Outbox& out) override;
+  void cancel(const stage::Cancel& message, worker::WorkerOutbox& out) override;
   bool has_pending_work() const override { return !running_.empty(); }
   // One decoder step over every running sequence; finished and expired ones leave.
-  void work(worker::Outbox& out) override;
+  void work(worker::WorkerOutbox& out) override;
   // decoder.warmup_batch_size sequences (from zero encoder rows) decoded up to 4 steps, then
   // dropped.
   bool warm_up() override;
@@ -53,7 +53,7 @@ class DecoderStage : public worker::WorkerStage {
     std::chrono::steady_clock::time_point started;
     size_t hub = 0;  // the hub (batcher) that sent it: its result and slots go back there
   };
-  void admit(stage::EncodedItem&& item, worker::Outbox& out, int& credits);
+  void admit(stage::EncodedItem&& item, worker::WorkerOutbox& out, int& credits);
 
   std::shared_ptr<const engine::T5Model> model_;
   engine::Generator generator_;

@@ -1,7 +1,7 @@
 // seqpipe-decoder: one decoder replica. Start more copies (same command, same config) to scale.
 #include "decoder/decoder_stage.h"
-#include "seqpipe/common/service_main.h"
-#include "seqpipe/common/worker.h"
+#include "seqpipe/runtime/service_main.h"
+#include "seqpipe/runtime/worker.h"
 #include "stage_model.h"
 
 int main(int argc, char** argv) {

@@ -8,8 +8,6 @@
 
 namespace seqpipe::encoder {
 
-using SteadyClock = std::chrono::steady_clock;
-
 EncoderStage::EncoderStage(std::shared_ptr<const engine::T5Model> model,
                            const config::PipelineConfig& config, metrics::StageMetrics& metrics,
                            const TimeSource& time)
@@ -30,7 +28,7 @@ bool EncoderStage::warm_up() {
   return true;
 }
 
-void EncoderStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
+void EncoderStage::handle(stage::StageMessage&& message, worker::WorkerOutbox& out) {
   auto& items = std::get<stage::Encode>(message).items;
   metrics_.request(static_cast<double>(items.size()));
   stage::Encoded encoded{1, {}};  // the batch's credit comes back

@@ -4,9 +4,9 @@
 // one credit, returned with the `encoded` reply. Socket-free.
 #include <memory>
 
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/worker.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/engine/encoder.h"
+#include "seqpipe/runtime/worker.h"
 
 namespace seqpipe::encoder {
 
@@ -16,7 +16,7 @@ class EncoderStage : public worker::WorkerStage {
                metrics::StageMetrics& metrics, const TimeSource& time = system_time());
   stage::MessageKind accepts() const override { return stage::MessageKind::kEncode; }
   int capacity() const override { return credits_; }
-  void handle(stage::StageMessage&& message, worker::Outbox& out) override;
+  void handle(stage::StageMessage&& message, worker::WorkerOutbox& out) override;
   // encoder.warmup_batch_size sequences of model.max_input_tokens / 2 tokens.
   bool warm_up() override;
 

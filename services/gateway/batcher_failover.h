@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
-#include "seqpipe/common/clock.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/outbox.h"
+#include "seqpipe/config/config.h"
+#include "seqpipe/messages/clock.h"
+#include "seqpipe/runtime/outbox.h"
 
 namespace seqpipe::gateway {
 

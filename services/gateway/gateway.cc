@@ -76,6 +76,42 @@ stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
   return work;
 }
 
+// Items: each text, or its pieces. Kept to submit again if its batcher dies or restarts.
+void Gateway::add_texts(Request& r, std::vector<std::string>&& texts, size_t split_words) {
+  for (auto& text : texts) {
+    ClientText c{r.sources.size(), 1, {}, text::split_text(text, split_words)};
+    if (c.pieces.size() == 1) {
+      c.pieces.clear();
+      r.sources.push_back(std::move(text));
+    } else {
+      c.items = c.pieces.size();
+      for (const auto& piece : c.pieces)
+        r.sources.push_back(text.substr(piece.begin, piece.end - piece.begin));
+      c.whole = std::move(text);
+    }
+    r.client_texts.push_back(std::move(c));
+  }
+}
+
+// The items the response cache holds are done before any work is sent.
+void Gateway::answer_from_cache(Request& r) {
+  const size_t items = r.sources.size();
+  for (size_t i = 0; i < items; ++i) {
+    if (cache_.enabled() && cacheable(r.params)) {
+      std::string key = cache_key(config_.model.dir, r.params, r.sources[i]);
+      auto hit = cache_.get(key);
+      gateway_metrics_.cache_lookup(hit.has_value());
+      r.cache_keys.push_back(std::move(key));
+      if (hit) {
+        r.texts[i] = std::move(hit->text);
+        r.scores[i] = hit->score;
+        r.done[i] = true;
+        --r.remaining;
+      }
+    }
+  }
+}
+
 void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbox& out) {
   if (frames.size() < 2) return;  // no routing frame: nobody to answer
   std::string payload = std::move(frames.back());
@@ -126,20 +162,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.stream = request.stream;
   // A streamed text is not split: its partials are the prefixes of one output.
   const size_t split_words = request.stream ? 0 : static_cast<size_t>(config_.gateway.split_words);
-  // Items: each text, or its pieces. Kept to submit again if its batcher dies or restarts.
-  for (auto& text : request.texts) {
-    ClientText c{r.sources.size(), 1, {}, text::split_text(text, split_words)};
-    if (c.pieces.size() == 1) {
-      c.pieces.clear();
-      r.sources.push_back(std::move(text));
-    } else {
-      c.items = c.pieces.size();
-      for (const auto& piece : c.pieces)
-        r.sources.push_back(text.substr(piece.begin, piece.end - piece.begin));
-      c.whole = std::move(text);
-    }
-    r.client_texts.push_back(std::move(c));
-  }
+  add_texts(r, std::move(request.texts), split_words);
   const size_t items = r.sources.size();
   if (items > static_cast<size_t>(config_.batcher.max_queue_size)) {  // it could never be queued
     batchers_.forget(id);
@@ -162,20 +185,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.expires = now.steady + std::chrono::milliseconds(timeout_ms);
   r.deadline = Deadline::after(now, std::chrono::milliseconds(timeout_ms));
   r.params = request.params;
-  for (size_t i = 0; i < items; ++i) {
-    if (cache_.enabled() && cacheable(request.params)) {
-      std::string key = cache_key(config_.model.dir, request.params, r.sources[i]);
-      auto hit = cache_.get(key);
-      gateway_metrics_.cache_lookup(hit.has_value());
-      r.cache_keys.push_back(std::move(key));
-      if (hit) {
-        r.texts[i] = std::move(hit->text);
-        r.scores[i] = hit->score;
-        r.done[i] = true;
-        --r.remaining;
-      }
-    }
-  }
+  answer_from_cache(r);
   // Every item not answered from the cache.
   stage::Tokenize work = tokenize_work(id, r);
   if (request.id) {

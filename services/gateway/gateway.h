@@ -30,19 +30,18 @@
 
 #include "gateway/batcher_failover.h"
 #include "gateway/response_cache.h"
-#include "seqpipe/common/clock.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/hub.h"
-#include "seqpipe/common/metrics.h"
-#include "seqpipe/common/outbox.h"
-#include "seqpipe/common/protocol.h"
-#include "seqpipe/common/stage_messages.h"
-#include "seqpipe/common/status.h"
+#include "seqpipe/config/config.h"
+#include "seqpipe/messages/clock.h"
+#include "seqpipe/messages/stage_messages.h"
+#include "seqpipe/observability/metrics.h"
+#include "seqpipe/observability/status.h"
+#include "seqpipe/protocol/protocol.h"
+#include "seqpipe/runtime/hub.h"
+#include "seqpipe/runtime/outbox.h"
 #include "text/text_pieces.h"
 
 namespace seqpipe::gateway {
 
-using SteadyClock = std::chrono::steady_clock;
 using Envelope = std::vector<std::string>;  // the client's routing frames, sent back with its reply
 
 // The gateway's one worker socket: Outbox::Send::link of the messages to tokenizers.
@@ -120,6 +119,10 @@ class Gateway {
   void submit_again(const BatcherFailover::Failover& failover, const Now& now, Outbox& out);
   // The tokenize message for the request's texts not answered yet, to its current batcher.
   stage::Tokenize tokenize_work(uint64_t id, const Request& r) const;
+  // A new request's items: its texts, split into pieces of at most `split_words` words (0: not).
+  static void add_texts(Request& r, std::vector<std::string>&& texts, size_t split_words);
+  // Marks done the items the response cache answers (r.params set).
+  void answer_from_cache(Request& r);
   // A cancel from the client behind `envelope` for its request(s) with id `client_id`.
   void cancel(const Envelope& envelope, const std::string& client_id, const Now& now, Outbox& out);
   // Which requests a cancel may name: the client's routing frames and its id.

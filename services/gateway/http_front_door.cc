@@ -15,7 +15,8 @@
 #include <span>
 #include <string_view>
 
-#include "seqpipe/common/config.h"
+#include "seqpipe/config/config.h"
+#include "seqpipe/transport/transport.h"
 
 namespace seqpipe::gateway {
 

@@ -20,7 +20,7 @@
 #include <zmq.hpp>
 
 #include "gateway/http_json.h"
-#include "seqpipe/common/transport.h"
+#include "seqpipe/transport/transport.h"
 
 struct bufferevent;
 struct event;

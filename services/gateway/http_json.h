@@ -8,7 +8,7 @@
 #include <string_view>
 #include <variant>
 
-#include "seqpipe/common/protocol.h"
+#include "seqpipe/protocol/protocol.h"
 
 namespace seqpipe::gateway {
 

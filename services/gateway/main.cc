@@ -9,18 +9,46 @@
 
 #include "gateway/gateway.h"
 #include "gateway/http_front_door.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/hub.h"
-#include "seqpipe/common/metrics.h"
-#include "seqpipe/common/security.h"
-#include "seqpipe/common/service.h"
-#include "seqpipe/common/service_main.h"
-#include "seqpipe/common/status.h"
-#include "seqpipe/common/transport.h"
-#include "seqpipe/common/worker.h"
+#include "seqpipe/config/config.h"
+#include "seqpipe/observability/metrics.h"
+#include "seqpipe/observability/status.h"
+#include "seqpipe/runtime/hub.h"
+#include "seqpipe/runtime/service.h"
+#include "seqpipe/runtime/service_main.h"
+#include "seqpipe/runtime/worker.h"
+#include "seqpipe/security/security.h"
+#include "seqpipe/transport/transport.h"
 
 namespace seqpipe::gateway {
 namespace {
+
+// The HTTP front door's requests come in on the clients' socket, over inproc.
+constexpr const char* kHttpInproc = "inproc://seqpipe-gateway-http";
+
+// The HTTP front door on gateway.http_endpoint (none when it is off): its requests come in on
+// the clients' socket over inproc; its readiness check asks the pipeline's hubs.
+std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config::PipelineConfig& c,
+                                          const security::HubSecurity& security,
+                                          size_t max_body_bytes) {
+  const auto address = config::parse_http_address(c.gateway.http_endpoint);
+  if (!address) return nullptr;
+  HttpOptions options;
+  options.host = address->host;
+  options.port = address->port;
+  options.model_name = std::filesystem::path(c.model.dir).lexically_normal().filename();
+  if (options.model_name.empty())
+    options.model_name = std::filesystem::path(c.model.dir).parent_path().filename();
+  options.max_body_bytes = max_body_bytes;
+  options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
+  auto http =
+      std::make_unique<HttpFrontDoor>(context, kHttpInproc, options, [&context, &c, &security] {
+        return status::ask_pipeline(context, c, std::chrono::milliseconds(500), security.client())
+            .ready();
+      });
+  spdlog::info("gateway: HTTP on {}:{} (model '{}')", options.host, http->port(),
+               options.model_name);
+  return http;
+}
 
 int serve(const config::PipelineConfig& c) {
   service::init_logging("gateway");
@@ -38,8 +66,6 @@ int serve(const config::PipelineConfig& c) {
   client_options.max_message_bytes = static_cast<int64_t>(c.gateway.max_message_bytes) * 4;
   client_options.curve = security.server();
   transport::Socket clients(context, zmq::socket_type::router, client_options);
-  // The HTTP front door's requests come in on the same socket, over inproc.
-  constexpr const char* kHttpInproc = "inproc://seqpipe-gateway-http";
   clients.bind(kHttpInproc);
   transport::SocketOptions worker_options;
   worker_options.curve = security.server();
@@ -52,24 +78,8 @@ int serve(const config::PipelineConfig& c) {
       results.bind(c.gateway.results_endpoint, "gateway.results_endpoint");
   spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}",
                client_endpoint, c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
-  std::unique_ptr<HttpFrontDoor> http;
-  if (const auto address = config::parse_http_address(c.gateway.http_endpoint)) {
-    HttpOptions options;
-    options.host = address->host;
-    options.port = address->port;
-    options.model_name = std::filesystem::path(c.model.dir).lexically_normal().filename();
-    if (options.model_name.empty())
-      options.model_name = std::filesystem::path(c.model.dir).parent_path().filename();
-    options.max_body_bytes = static_cast<size_t>(client_options.max_message_bytes);
-    options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
-    http =
-        std::make_unique<HttpFrontDoor>(context, kHttpInproc, options, [&context, &c, &security] {
-          return status::ask_pipeline(context, c, std::chrono::milliseconds(500), security.client())
-              .ready();
-        });
-    spdlog::info("gateway: HTTP on {}:{} (model '{}')", options.host, http->port(),
-                 options.model_name);
-  }
+  const std::unique_ptr<HttpFrontDoor> http =
+      start_http(context, c, security, static_cast<size_t>(client_options.max_message_bytes));
 
   // Cancels (and heartbeats, with several batchers) go to the batchers' ingress (where the
   // tokenizers send sequences), over PUSH.

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "seqpipe/common/protocol.h"
+#include "seqpipe/protocol/protocol.h"
 
 namespace seqpipe::gateway {
 

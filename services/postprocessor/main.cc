@@ -1,9 +1,9 @@
 // seqpipe-postprocessor: one postprocessor replica. Start more copies (same command, same config)
 // to scale.
 #include "postprocessor/postprocessor_stage.h"
-#include "seqpipe/common/service_main.h"
-#include "seqpipe/common/worker.h"
 #include "seqpipe/engine/tokenizer.h"
+#include "seqpipe/runtime/service_main.h"
+#include "seqpipe/runtime/worker.h"
 
 int main(int argc, char** argv) {
   using namespace seqpipe;

@@ -9,8 +9,6 @@
 
 namespace seqpipe::postprocessor {
 
-using SteadyClock = std::chrono::steady_clock;
-
 std::string_view cut_before_stop(std::string_view text, const std::vector<std::string>& stop) {
   size_t end = text.size();
   for (const std::string& s : stop) end = std::min(end, text.find(s));
@@ -66,7 +64,7 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
   }
 }
 
-void PostprocessorStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
+void PostprocessorStage::handle(stage::StageMessage&& message, worker::WorkerOutbox& out) {
   auto& items = std::get<stage::Postprocess>(message).items;
   const int credits = static_cast<int>(items.size());
   metrics_.request(credits);

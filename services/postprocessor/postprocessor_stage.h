@@ -14,9 +14,9 @@
 #include "postprocessor/confusion_sets.h"
 #include "postprocessor/known_words.h"
 #include "postprocessor/spell_suggester.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/worker.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/engine/tokenizer.h"
+#include "seqpipe/runtime/worker.h"
 
 namespace seqpipe::postprocessor {
 
@@ -40,7 +40,7 @@ class PostprocessorStage : public worker::WorkerStage {
   stage::MessageKind accepts() const override { return stage::MessageKind::kPostprocess; }
   int capacity() const override { return credits_; }
   // Each item costs one credit; the credits go back with the results.
-  void handle(stage::StageMessage&& message, worker::Outbox& out) override;
+  void handle(stage::StageMessage&& message, worker::WorkerOutbox& out) override;
 
  private:
   std::shared_ptr<const engine::Tokenizer> tokenizer_;

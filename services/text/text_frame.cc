@@ -4,7 +4,7 @@
 #include <array>
 #include <optional>
 
-#include "seqpipe/common/edit_distance.h"
+#include "seqpipe/config/edit_distance.h"
 #include "text/word_alignment.h"
 
 namespace seqpipe::text {

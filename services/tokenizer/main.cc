@@ -1,7 +1,7 @@
 // seqpipe-tokenizer: one tokenizer replica. Start more copies (same command, same config) to scale.
-#include "seqpipe/common/service_main.h"
-#include "seqpipe/common/worker.h"
 #include "seqpipe/engine/tokenizer.h"
+#include "seqpipe/runtime/service_main.h"
+#include "seqpipe/runtime/worker.h"
 #include "tokenizer/tokenizer_stage.h"
 
 int main(int argc, char** argv) {

@@ -9,8 +9,6 @@
 
 namespace seqpipe::tokenizer {
 
-using SteadyClock = std::chrono::steady_clock;
-
 TokenizerStage::TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
                                const config::PipelineConfig& config, metrics::StageMetrics& metrics,
                                const TimeSource& time)
@@ -33,7 +31,7 @@ std::vector<int> TokenizerStage::encode(const std::string& text) const {
   return tokenizer_->encode(frame.model_text(seen));
 }
 
-void TokenizerStage::handle(stage::StageMessage&& message, worker::Outbox& out) {
+void TokenizerStage::handle(stage::StageMessage&& message, worker::WorkerOutbox& out) {
   auto& items = std::get<stage::Tokenize>(message).items;
   metrics_.request(static_cast<double>(items.size()));
   // (batcher ingress, sequence): to the batcher the gateway chose for each item, else the

@@ -6,9 +6,9 @@
 #include <memory>
 #include <string>
 
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/worker.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/engine/tokenizer.h"
+#include "seqpipe/runtime/worker.h"
 
 namespace seqpipe::tokenizer {
 
@@ -20,7 +20,7 @@ class TokenizerStage : public worker::WorkerStage {
   stage::MessageKind accepts() const override { return stage::MessageKind::kTokenize; }
   int capacity() const override { return credits_; }
   // A `tokenize` message costs its sender one credit; the credit goes back after it.
-  void handle(stage::StageMessage&& message, worker::Outbox& out) override;
+  void handle(stage::StageMessage&& message, worker::WorkerOutbox& out) override;
 
  private:
   // The ids the model sees. With model.lower_case_words, a text whose words are over the limit

@@ -9,7 +9,7 @@
 
 #include <filesystem>
 
-#include "seqpipe/common/transport.h"
+#include "seqpipe/transport/transport.h"
 
 namespace seqpipe::client {
 namespace {

@@ -1,8 +1,8 @@
 """deploy/grafana/seqpipe.json: a Grafana dashboard model that imports (uid, title,
 schemaVersion, panels with datasource, targets and a grid position that fits), whose PromQL
 names only metrics the project exports: every metric name in an expression must be a series of
-a family declared in common/include/seqpipe/common/metrics.h (histograms as _bucket, _sum or
-_count, as common/src/metrics.cc builds them), so renaming a metric breaks this test. With
+a family declared in common/observability/include/seqpipe/observability/metrics.h (histograms as _bucket, _sum or
+_count, as common/observability/src/metrics.cc builds them), so renaming a metric breaks this test. With
 Debian's promtool, every expression must also parse as PromQL.
 """
 import json
@@ -31,9 +31,9 @@ def read(path):
 
 def project_series():
     """Every series name the project's processes expose, from the one metric names module."""
-    header = read(os.path.join(SOURCE, "common/include/seqpipe/common/metrics.h"))
+    header = read(os.path.join(SOURCE, "common/observability/include/seqpipe/observability/metrics.h"))
     names = dict(re.findall(r'inline constexpr std::string_view (k\w+) = "(seqpipe_\w+)";', header))
-    source = read(os.path.join(SOURCE, "common/src/metrics.cc"))
+    source = read(os.path.join(SOURCE, "common/observability/src/metrics.cc"))
     kinds = {const: kind for kind, const in
              re.findall(r"Build(Counter|Gauge|Histogram)\(\)\s*\.Name\(std::string\((k\w+)\)\)", source)}
     series = {}
@@ -130,7 +130,7 @@ class DashboardTest(unittest.TestCase):
             self.assertTrue(names, expr)
             unknown |= {n for n in names if n not in series and n not in PROMETHEUS_SERIES}
             calls |= set(fns)
-        self.assertEqual(unknown, set(), "not in common/include/seqpipe/common/metrics.h")
+        self.assertEqual(unknown, set(), "not in common/observability/include/seqpipe/observability/metrics.h")
         self.assertEqual(calls - FUNCTIONS, set())
 
     def test_quantiles_for_every_histogram_and_what_operators_watch(self):

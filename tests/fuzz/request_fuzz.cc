@@ -5,7 +5,7 @@
 #include <span>
 #include <variant>
 
-#include "seqpipe/common/protocol.h"
+#include "seqpipe/protocol/protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace seqpipe::protocol;

@@ -7,8 +7,11 @@
 set -euo pipefail
 src=$1 out=$2/fuzz runs=${3:-200000}
 mkdir -p "$out"
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$src/common/include"
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
   -I"$src/engine/include" -I"$src/services")
+for library in protocol messages observability config transport; do
+  flags+=(-I"$src/common/$library/include")
+done
 build() {  # target sources...
   local target=$1
   shift
@@ -16,13 +19,14 @@ build() {  # target sources...
     clang++ "${flags[@]}" "$@" -o "$out/$target"
   fi
 }
-build request_fuzz "$src/tests/fuzz/request_fuzz.cc" "$src/common/src/protocol.cc" \
-  "$src/common/src/msgpack_io.cc"
+build request_fuzz "$src/tests/fuzz/request_fuzz.cc" "$src/common/protocol/src/protocol.cc" \
+  "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc"
 build http_json_fuzz "$src/tests/fuzz/http_json_fuzz.cc" "$src/services/gateway/http_json.cc" \
-  "$src/common/src/protocol.cc" "$src/common/src/msgpack_io.cc"
-build stage_message_fuzz "$src/tests/fuzz/stage_message_fuzz.cc" "$src/common/src/stage_messages.cc" \
-  "$src/common/src/protocol.cc" "$src/common/src/msgpack_io.cc" "$src/common/src/status.cc" \
-  "$src/common/src/clock.cc"
+  "$src/common/protocol/src/protocol.cc" "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc"
+build stage_message_fuzz "$src/tests/fuzz/stage_message_fuzz.cc" \
+  "$src/common/messages/src/stage_messages.cc" "$src/common/messages/src/stage_messages_write.cc" "$src/common/protocol/src/protocol.cc" \
+  "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc" "$src/common/observability/src/status.cc" \
+  "$src/common/messages/src/clock.cc"
 
 # Seeds: valid messages written with python3-msgpack (a fuzzer starting from nothing spends its
 # time discovering the msgpack map header).

@@ -6,8 +6,8 @@
 #include <span>
 #include <variant>
 
-#include "seqpipe/common/stage_messages.h"
-#include "seqpipe/common/status.h"
+#include "seqpipe/messages/stage_messages.h"
+#include "seqpipe/observability/status.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace seqpipe;

@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "decoder/decoder_stage.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/protocol.h"
-#include "seqpipe/common/stage_messages.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/engine/decoding.h"
+#include "seqpipe/messages/stage_messages.h"
+#include "seqpipe/protocol/protocol.h"
 
 namespace seqpipe {
 namespace {

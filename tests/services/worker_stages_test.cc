@@ -113,7 +113,7 @@ TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
   config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
   config_.model.max_input_tokens = 8;
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage::TextItem expired = item(3, "hello");
   expired.deadline = Deadline::at_unix_us(Now::read().unix_us - 1);
   stage.handle(stage::Tokenize{{item(1, "teh speling"), item(2, "a b c d e f g h i j k l m n o p"),
@@ -141,7 +141,7 @@ TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
 // output ends with those ids stops there, making fewer tokens.
 TEST_F(WorkerStages, StopStringsEndAGreedySequenceAtTheirTokens) {
   tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
-  worker::Outbox tokenized;
+  worker::WorkerOutbox tokenized;
   stage::TextItem text = item(1, "teh speling");
   text.params.stop = {"hello", "x y"};
   tokenizer.handle(stage::Tokenize{{text}}, tokenized);
@@ -158,7 +158,7 @@ TEST_F(WorkerStages, StopStringsEndAGreedySequenceAtTheirTokens) {
     stage::EncodedItem e = encoded(1, "teh speling", 1);
     e.params.max_new_tokens = e.params.min_new_tokens = 12;
     e.stop_ids = std::move(stop_ids);
-    worker::Outbox out;
+    worker::WorkerOutbox out;
     decoder.handle(stage::Decode{{e}}, out);
     for (int steps = 0; decoder.has_pending_work() && steps < 100; ++steps) decoder.work(out);
     return as<stage::Decoded>(out.sends.back().message).items.at(0).ids;
@@ -176,7 +176,7 @@ TEST_F(WorkerStages, StopStringsEndAGreedySequenceAtTheirTokens) {
 TEST_F(WorkerStages, TokenizerSendsEachSequenceToTheBatcherTheGatewayChoseAndAnswersThatGateway) {
   config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   out.hub = 1;  // the second gateway it serves
   stage::TextItem to_b1 = item(1, "teh speling"), to_b2 = item(2, "hello", 0),
                   also_b1 = item(3, "world");
@@ -192,12 +192,12 @@ TEST_F(WorkerStages, TokenizerSendsEachSequenceToTheBatcherTheGatewayChoseAndAns
                                                                 {"ipc:///tmp/b2-in.sock", {2}},
                                                                 {"ipc:///tmp/in.sock", {4}}}));
   ASSERT_EQ(out.sends.size(), 1u);
-  EXPECT_EQ(out.sends[0], (worker::Outbox::Send{1, "", stage::Credit{1}}));
+  EXPECT_EQ(out.sends[0], (worker::WorkerOutbox::Send{1, "", stage::Credit{1}}));
 }
 
 TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
   encoder::EncoderStage stage(*model_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   std::vector<stage::SequenceItem> items;
   for (const char* t : {"teh speling", "hello world again"}) items.push_back(sequence(1, t));
   stage.handle(stage::Encode{items}, out);
@@ -222,7 +222,7 @@ TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
 TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {
   decoder::DecoderStage stage(*model_, config_, metrics_);
   EXPECT_EQ(stage.capacity(), 8);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage.handle(stage::Decode{{encoded(1, "teh speling", 4)}}, out);
   EXPECT_EQ(stage.free_slots(), 4);
   stage.work(out);
@@ -245,7 +245,7 @@ TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {
 
 TEST_F(WorkerStages, DecoderStopsACancelledSequenceAndReturnsItsSlotsWhileOthersGoOn) {
   decoder::DecoderStage stage(*model_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage::EncodedItem doomed = encoded(1, "teh speling", 4);
   doomed.params.min_new_tokens = 12;  // would run every step
   stage.handle(stage::Decode{{doomed, encoded(2, "hello world")}}, out);
@@ -280,7 +280,7 @@ TEST_F(WorkerStages, DecoderStopsACancelledSequenceAndReturnsItsSlotsWhileOthers
 
 TEST_F(WorkerStages, DecoderServingTwoBatchersAnswersEachWithItsOwnResultsSlotsAndCancels) {
   decoder::DecoderStage stage(*model_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   out.hub = 0;
   stage.handle(stage::Decode{{encoded(1, "teh speling", 2)}}, out);
   out.hub = 1;  // the other batcher sends the same request id of the same gateway, and another
@@ -290,7 +290,7 @@ TEST_F(WorkerStages, DecoderServingTwoBatchersAnswersEachWithItsOwnResultsSlotsA
   // Batcher 1 cancels request 1: only its own sequence stops, the credit goes back to it.
   stage.cancel(stage::Cancel{{ref(1)}}, out);
   ASSERT_EQ(out.sends.size(), 1u);
-  EXPECT_EQ(out.sends[0], (worker::Outbox::Send{1, "", stage::Decoded{1, {}}}));
+  EXPECT_EQ(out.sends[0], (worker::WorkerOutbox::Send{1, "", stage::Decoded{1, {}}}));
   EXPECT_EQ(stage.held(0), 2);
   EXPECT_EQ(stage.held(1), 1);
   out.sends.clear();
@@ -311,7 +311,7 @@ TEST_F(WorkerStages, DecoderServingTwoBatchersAnswersEachWithItsOwnResultsSlotsA
 TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
   config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
   tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage::TextItem expired = item(1, "hello");
   expired.deadline = Deadline::at_unix_us(Now::read().unix_us - 1);
   stage.handle(stage::Tokenize{{expired}}, out);
@@ -322,7 +322,7 @@ TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
 
 TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngineThrows) {
   encoder::EncoderStage stage(*model_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage::SequenceItem good = sequence(2, "hello world");
   const auto ids = (*tokenizer_)->encode("hello world");
   stage.handle(stage::Encode{{sequence(1), good}}, out);  // item 1 has no ids
@@ -349,7 +349,7 @@ TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngine
 
 TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
   decoder::DecoderStage stage(*model_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage.handle(stage::Decode{{encoded(1, "hello world"), encoded(2, "teh speling", 4)}}, out);
   EXPECT_TRUE(out.empty());  // both admitted: no credit back yet
   EXPECT_EQ(stage.free_slots(), 3);
@@ -380,7 +380,7 @@ TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
 TEST_F(WorkerStages, DecoderCancelsAnExpiredRunningSequenceAndReturnsExactlyItsSlots) {
   ManualTime time(Now::read());  // the stage's clock moves only when the test says so
   decoder::DecoderStage stage(*model_, config_, metrics_, time);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage::EncodedItem running = encoded(1, "teh speling", 2);
   running.params.min_new_tokens = 12;  // cannot finish before its deadline
   running.deadline = Deadline::after(time.now(), std::chrono::milliseconds(300));
@@ -402,7 +402,7 @@ TEST_F(WorkerStages, DecoderCancelsAnExpiredRunningSequenceAndReturnsExactlyItsS
 
 TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCredited) {
   postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   const std::vector<std::string> texts = {"hello world", "teh speling", "the cat sat on the mat"};
   std::vector<stage::DecodedItem> items;
   for (uint64_t r = 0; r < texts.size(); ++r) {
@@ -466,7 +466,7 @@ TEST(StablePrefix, HoldsBackTheLastWordAndWhatMayBecomeAStopSequence) {
 // final one as usual; the postprocessor turns partials into stable prefixes of the final text.
 TEST_F(WorkerStages, AStreamedSequenceSendsPartialsThatArePrefixesOfItsText) {
   decoder::DecoderStage decoder(*model_, config_, metrics_);
-  worker::Outbox decoded_out;
+  worker::WorkerOutbox decoded_out;
   stage::EncodedItem item = encoded(1, "teh speling", 1);
   item.params.max_new_tokens = item.params.min_new_tokens = 12;
   item.stream = true;
@@ -496,7 +496,7 @@ TEST_F(WorkerStages, AStreamedSequenceSendsPartialsThatArePrefixesOfItsText) {
     EXPECT_TRUE(partials[k].stream);
   }
   postprocessor::PostprocessorStage post(*tokenizer_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage::Postprocess work;
   work.items = partials;
   work.items.push_back(*final_item);
@@ -524,7 +524,7 @@ TEST_F(WorkerStages, AStreamedSequenceSendsPartialsThatArePrefixesOfItsText) {
 // turns them into texts, each cut before a stop sequence.
 TEST_F(WorkerStages, NumReturnSequencesAndStopReachTheResult) {
   decoder::DecoderStage decoder(*model_, config_, metrics_);
-  worker::Outbox decoded_out;
+  worker::WorkerOutbox decoded_out;
   stage::EncodedItem item = encoded(1, "teh speling", 4);
   item.params.num_return_sequences = 3;
   decoder.handle(stage::Decode{{item}}, decoded_out);
@@ -543,7 +543,7 @@ TEST_F(WorkerStages, NumReturnSequencesAndStopReachTheResult) {
   ASSERT_GE(first_alt.size(), 2u);
   d.params.stop = {first_alt.substr(1, 1)};  // a character of the first alternative
   postprocessor::PostprocessorStage post(*tokenizer_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   post.handle(stage::Postprocess{{d}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
   const stage::ResultItem& r = as<stage::Result>(out.pushes[0].second).items.at(0);
@@ -561,7 +561,7 @@ TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
   config_.postprocessor.known_words = words;
   // The tokenizer keeps the input text for the postprocessor's guard.
   tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
-  worker::Outbox tokenized;
+  worker::WorkerOutbox tokenized;
   tokenizer.handle(stage::Tokenize{{item(1, "hello wrld")}}, tokenized);
   ASSERT_EQ(tokenized.pushes.size(), 1u);
   stage::SequenceItem s = as<stage::Sequence>(tokenized.pushes[0].second).items.at(0);
@@ -574,7 +574,7 @@ TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
   w.ids = {0};
   for (int id : (*tokenizer_)->encode("help world")) w.ids.push_back(id);
   postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage.handle(stage::Postprocess{{w}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
   EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).text, "hello world");
@@ -606,7 +606,7 @@ TEST_F(WorkerStages, TheHypothesesScoresDecideWhetherAKnownWordChanges) {
     return w;
   };
   postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage.handle(stage::Postprocess{{decoded(-0.1f, -0.5f), decoded(-0.1f, -0.2f)}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
   const auto& results = as<stage::Result>(out.pushes[0].second).items;
@@ -620,7 +620,7 @@ TEST_F(WorkerStages, TheHypothesesScoresDecideWhetherAKnownWordChanges) {
 TEST_F(WorkerStages, WithAspellAloneTheTextTravelsToThePostprocessor) {
   config_.postprocessor.aspell_dictionary = "/usr/lib/aspell/en_US.multi";
   tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
-  worker::Outbox tokenized;
+  worker::WorkerOutbox tokenized;
   tokenizer.handle(stage::Tokenize{{item(1, "helo wrld")}}, tokenized);
   ASSERT_EQ(tokenized.pushes.size(), 1u);
   EXPECT_EQ(as<stage::Sequence>(tokenized.pushes[0].second).items.at(0).text, "helo wrld");
@@ -629,7 +629,7 @@ TEST_F(WorkerStages, WithAspellAloneTheTextTravelsToThePostprocessor) {
 TEST_F(WorkerStages, WithLowerCaseWordsTheModelSeesPlainWordsAndTheTextIsPutBack) {
   config_.model.lower_case_words = 1;
   tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
-  worker::Outbox tokenized;
+  worker::WorkerOutbox tokenized;
   tokenizer.handle(stage::Tokenize{{item(1, "Helo WRLD, at 5pm 😀")}}, tokenized);
   ASSERT_EQ(tokenized.pushes.size(), 1u);
   stage::SequenceItem s = as<stage::Sequence>(tokenized.pushes[0].second).items.at(0);
@@ -643,7 +643,7 @@ TEST_F(WorkerStages, WithLowerCaseWordsTheModelSeesPlainWordsAndTheTextIsPutBack
   w.ids = {0};
   for (int id : (*tokenizer_)->encode("hello world at")) w.ids.push_back(id);
   postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage.handle(stage::Postprocess{{w}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
   EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).text, "Hello WORLD, at 5pm 😀");
@@ -654,7 +654,7 @@ TEST_F(WorkerStages, WithLowerCaseWordsALongTextGivesTheModelTheWordsThatFit) {
   tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
   std::string text = "Teh";
   for (int i = 0; i < 100; ++i) text += " speling, 42";
-  worker::Outbox tokenized;
+  worker::WorkerOutbox tokenized;
   tokenizer.handle(stage::Tokenize{{item(1, text)}}, tokenized);
   ASSERT_EQ(tokenized.pushes.size(), 1u);  // no too_long: a sequence for the batcher
   stage::SequenceItem s = as<stage::Sequence>(tokenized.pushes[0].second).items.at(0);
@@ -680,7 +680,7 @@ TEST_F(WorkerStages, WithLowerCaseWordsALongTextGivesTheModelTheWordsThatFit) {
   corrected.replace(0, 3, "the");
   for (int id : (*tokenizer_)->encode(corrected)) w.ids.push_back(id);
   postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage.handle(stage::Postprocess{{w}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
   const std::string& got = as<stage::Result>(out.pushes[0].second).items.at(0).text;
@@ -709,7 +709,7 @@ TEST_F(WorkerStages, WithKnownWordsTheFirstKnownBeamHypothesisWins) {
   known_best.ids = ids_of("help world");  // all known: it stays, whatever follows
   known_best.alternatives = {ids_of("hello world")};
   postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   stage.handle(stage::Postprocess{{w, known_best}}, out);
   std::map<uint64_t, std::string> got;
   for (const auto& [gw, m] : out.pushes) {
@@ -734,7 +734,7 @@ TEST_F(WorkerStages, WarmUpLeavesTheStagesReadyAndEmpty) {
   EXPECT_FALSE(decoder::DecoderStage(*model_, config_, metrics_).warm_up());
   EXPECT_FALSE(encoder::EncoderStage(*model_, config_, metrics_).warm_up());
   // A warmed decoder still decodes exactly as the engine does.
-  worker::Outbox out;
+  worker::WorkerOutbox out;
   config_.decoder.max_new_tokens = 12;
   config_.decoder.warmup_batch_size = 4;
   decoder::DecoderStage warmed(*model_, config_, metrics_);

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "seqpipe/common/cli.h"
+#include "seqpipe/cli/cli.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"

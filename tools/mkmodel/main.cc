@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "seqpipe/common/cli.h"
+#include "seqpipe/cli/cli.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/safetensors.h"
 #include "seqpipe/engine/t5_config.h"

@@ -19,16 +19,17 @@
 #include <variant>
 #include <vector>
 
+#include "seqpipe/child_processes.h"
+#include "seqpipe/cli/cli.h"
 #include "seqpipe/client.h"
-#include "seqpipe/common/cli.h"
-#include "seqpipe/common/config.h"
-#include "seqpipe/common/file_lock.h"
-#include "seqpipe/common/security.h"
-#include "seqpipe/common/service.h"
-#include "seqpipe/common/service_main.h"
-#include "seqpipe/common/status.h"
-#include "seqpipe/common/transport.h"
+#include "seqpipe/config/config.h"
+#include "seqpipe/observability/status.h"
+#include "seqpipe/runtime/service.h"
+#include "seqpipe/runtime/service_main.h"
+#include "seqpipe/security/security.h"
 #include "seqpipe/supervisor.h"
+#include "seqpipe/transport/file_lock.h"
+#include "seqpipe/transport/transport.h"
 
 namespace {
 
@@ -37,7 +38,8 @@ namespace config = seqpipe::config;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::string_view kUsage = R"(usage: seqpipe up   [--config FILE] [--set key=value ...]
+constexpr std::string_view kUsage =
+    R"(usage: seqpipe up   [--config FILE] [--set key=value ...] [--print-config]
        seqpipe send [--config FILE] [--set key=value ...] [--endpoint EP] [--num-beams N]
                     [--max-new-tokens N] [--min-new-tokens N] [--timeout-ms N] [--scores]
                     [--priority N] [--cancel-after-ms N] [--num-return-sequences N]
@@ -58,7 +60,9 @@ up     starts the whole pipeline on this machine as child processes: gateway.rep
        child exits with status 2 (bad usage or config, or an address in use) or exits 5 times in
        a row within 5 s of its start. Its children die with it, even when it is killed. It prints
        the config files in force: the model directory's seqpipe.yaml (the model's own settings),
-       then the config file, then --set (docs/CONFIG.md, "The model's settings").
+       then the config file, then --set (docs/CONFIG.md, "The model's settings"). With
+       --print-config it prints the config in force instead (every key, limits included, as
+       YAML) and starts nothing.
 send   sends one request to the gateway (every gateway replica's client endpoint of the config, or
        --endpoint: one or several, comma-separated; the request goes again, with its id, to the next gateway when
        one dies or does not answer within 5 s; with no reply a second past the request's
@@ -100,32 +104,7 @@ std::string service_binary(const std::string& name) {
   return "seqpipe-" + name;  // from PATH (installed)
 }
 
-struct Child {
-  std::string stage;
-  int replica = 0;
-  std::vector<std::string> argv;
-  pid_t pid = -1;
-  seqpipe::supervisor::RestartTracker restarts;
-  Clock::time_point start_after{};
-};
-
-pid_t spawn(const std::vector<std::string>& args) {
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // The child is stopped (SIGTERM: it drains) when seqpipe up dies, even by SIGKILL, so no
-    // orphan keeps the pipeline's sockets; if that happened before prctl took effect, leave now.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) std::_Exit(1);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "seqpipe up: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    std::_Exit(127);
-  }
-  return pid;
-}
+void print_metrics_ports(const config::PipelineConfig& c);
 
 // The runtime dir's pipeline lock, held while `up` runs; nullopt (with the reason printed)
 // when another pipeline holds it or the dir cannot be made.
@@ -157,6 +136,10 @@ int up(int argc, char** argv) {
   const config::LoadedConfig loaded =
       config::load_pipeline_config(args.config_path, args.overrides);
   const config::PipelineConfig& c = loaded.config;
+  if (args.print_config) {
+    std::cout << config::to_yaml(c) << std::flush;
+    return 0;
+  }
   if (const auto problems = seqpipe::supervisor::check_model_dir(c.model.dir); !problems.empty()) {
     for (const std::string& p : problems) std::fprintf(stderr, "seqpipe up: %s\n", p.c_str());
     return 2;
@@ -171,19 +154,16 @@ int up(int argc, char** argv) {
   for (const auto& o : args.overrides) common_args.insert(common_args.end(), {"--set", o});
   common_args.insert(common_args.end(), {"--set", "runtime_dir=" + c.runtime_dir});
 
-  std::vector<Child> children;
+  std::vector<seqpipe::supervisor::ChildSpec> specs;
   // Hub replica i gets its own endpoints and ports (config::*_replica_overrides).
   using Overrides = std::vector<std::string> (*)(const config::PipelineConfig&, int);
   auto add = [&](const std::string& stage, int replicas, Overrides overrides = nullptr) {
     for (int i = 0; i < replicas; ++i) {
-      Child child;
-      child.stage = stage;
-      child.replica = i;
-      child.argv = {service_binary(stage)};
+      seqpipe::supervisor::ChildSpec child{stage, i, {service_binary(stage)}};
       child.argv.insert(child.argv.end(), common_args.begin(), common_args.end());
       for (const std::string& o : overrides ? overrides(c, i) : std::vector<std::string>{})
         child.argv.insert(child.argv.end(), {"--set", o});
-      children.push_back(std::move(child));
+      specs.push_back(std::move(child));
     }
   };
   add("batcher", c.batcher.replicas, config::batcher_replica_overrides);
@@ -194,10 +174,8 @@ int up(int argc, char** argv) {
   add("postprocessor", c.postprocessor.replicas);
 
   seqpipe::service::install_stop_handlers();
-  for (Child& ch : children) {
-    ch.pid = spawn(ch.argv);
-    ch.restarts.started(Clock::now());
-  }
+  seqpipe::supervisor::ChildProcesses children(std::move(specs));
+  children.start();
   std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n",
               children.size(), config::client_endpoints(c).c_str(), c.runtime_dir.c_str());
   // Which settings are in force, lowest layer first (config::load_pipeline_config).
@@ -206,8 +184,16 @@ int up(int argc, char** argv) {
               loaded.model_path.empty() ? "(no model seqpipe.yaml)" : loaded.model_path.c_str(),
               loaded.path.empty() ? "(no config file)" : loaded.path.c_str(),
               args.overrides.size());
-  // Metrics: the configured ports (a replica takes the first free one from its stage's base;
-  // each process logs the port it got, and 0 means any free port).
+  print_metrics_ports(c);
+  const bool gave_up = children.supervise(seqpipe::service::stop_requested);
+  children.stop(std::chrono::seconds(5));  // SIGTERM, up to 5 s to drain, then SIGKILL
+  std::printf("seqpipe up: stopped\n");
+  return gave_up ? 1 : 0;
+}
+
+// Metrics: the configured ports (a replica takes the first free one from its stage's base;
+// each process logs the port it got, and 0 means any free port).
+void print_metrics_ports(const config::PipelineConfig& c) {
   auto ports = [](int base, int replicas) {
     if (base == 0) return std::string("any free port");
     return replicas == 1 ? ":" + std::to_string(base)
@@ -223,67 +209,36 @@ int up(int argc, char** argv) {
       ports(c.decoder.metrics_port, c.decoder.replicas).c_str(),
       ports(c.postprocessor.metrics_port, c.postprocessor.replicas).c_str());
   std::fflush(stdout);
+}
 
-  bool gave_up = false;
-  while (!seqpipe::service::stop_requested() && !gave_up) {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      for (Child& ch : children) {
-        if (ch.pid != pid) continue;
-        ch.pid = -1;
-        const seqpipe::supervisor::Exit exit{
-            WIFSIGNALED(status) != 0, WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)};
-        const auto now = Clock::now();
-        const auto decision = ch.restarts.exited(exit, now);
-        if (decision.give_up) {
-          std::fprintf(stderr, "seqpipe up: %s #%d %s: stopping the pipeline\n", ch.stage.c_str(),
-                       ch.replica, decision.reason.c_str());
-          gave_up = true;
-          break;
-        }
-        ch.start_after = decision.restart_at;
-        std::fprintf(stderr, "seqpipe up: %s #%d exited (%s); restarting in %lld ms\n",
-                     ch.stage.c_str(), ch.replica, exit.describe().c_str(),
-                     static_cast<long long>(
-                         std::chrono::duration_cast<std::chrono::milliseconds>(ch.start_after - now)
-                             .count()));
-      }
-      continue;
-    }
-    for (Child& ch : children) {
-      if (ch.pid < 0 && Clock::now() >= ch.start_after) {
-        ch.pid = spawn(ch.argv);
-        ch.restarts.started(Clock::now());
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+// A reply as `seqpipe send` prints it: the texts (unless they went out streamed), scores,
+// hypotheses, then the per-stage timings. 1 for an error reply.
+int print_reply(const seqpipe::protocol::Reply& reply, bool streamed) {
+  if (!reply.ok) {
+    std::fprintf(stderr, "seqpipe send: error %s: %s\n",
+                 std::string(seqpipe::protocol::wire_name(reply.error->code)).c_str(),
+                 reply.error->message.c_str());
+    return 1;
   }
-
-  // Stop: SIGTERM to all, up to 5 s for them to drain, then SIGKILL.
-  for (const Child& ch : children) {
-    if (ch.pid > 0) ::kill(ch.pid, SIGTERM);
-  }
-  const auto give_up = Clock::now() + std::chrono::seconds(5);
-  size_t alive = children.size();
-  while (alive > 0 && Clock::now() < give_up) {
-    alive = 0;
-    for (Child& ch : children) {
-      if (ch.pid > 0 && ::waitpid(ch.pid, nullptr, WNOHANG) == 0)
-        ++alive;
-      else
-        ch.pid = -1;
-    }
-    if (alive > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  for (Child& ch : children) {
-    if (ch.pid > 0) {
-      ::kill(ch.pid, SIGKILL);
-      ::waitpid(ch.pid, nullptr, 0);
+  for (size_t i = 0; i < reply.texts.size(); ++i) {
+    if (!streamed) std::printf("%s", reply.texts[i].c_str());
+    if (reply.scores && i < reply.scores->size()) std::printf("\t(score %.4f)", (*reply.scores)[i]);
+    std::printf("\n");
+    if (!reply.sequences || i >= reply.sequences->size()) continue;
+    for (size_t k = 0; k < (*reply.sequences)[i].size(); ++k) {
+      const auto& h = (*reply.sequences)[i][k];
+      std::printf("  %zu: %s\t(score %.4f)\n", k + 1, h.text.c_str(), h.score);
     }
   }
-  std::printf("seqpipe up: stopped\n");
-  return gave_up ? 1 : 0;
+  const auto& t = reply.timings;
+  std::printf(
+      "timings (us): queue %llu, tokenize %llu, batch_wait %llu, encode %llu, decode %llu, "
+      "postprocess %llu, total %llu\n",
+      (unsigned long long)t.queue_us, (unsigned long long)t.tokenize_us,
+      (unsigned long long)t.batch_wait_us, (unsigned long long)t.encode_us,
+      (unsigned long long)t.decode_us, (unsigned long long)t.postprocess_us,
+      (unsigned long long)t.total_us);
+  return 0;
 }
 
 int send(int argc, char** argv) {
@@ -373,32 +328,7 @@ int send(int argc, char** argv) {
     }
     return 1;
   }
-  const auto& reply = std::get<seqpipe::protocol::Reply>(result);
-  if (!reply.ok) {
-    std::fprintf(stderr, "seqpipe send: error %s: %s\n",
-                 std::string(seqpipe::protocol::wire_name(reply.error->code)).c_str(),
-                 reply.error->message.c_str());
-    return 1;
-  }
-  for (size_t i = 0; i < reply.texts.size(); ++i) {
-    if (!streamed) std::printf("%s", reply.texts[i].c_str());
-    if (reply.scores && i < reply.scores->size()) std::printf("\t(score %.4f)", (*reply.scores)[i]);
-    std::printf("\n");
-    if (!reply.sequences || i >= reply.sequences->size()) continue;
-    for (size_t k = 0; k < (*reply.sequences)[i].size(); ++k) {
-      const auto& h = (*reply.sequences)[i][k];
-      std::printf("  %zu: %s\t(score %.4f)\n", k + 1, h.text.c_str(), h.score);
-    }
-  }
-  const auto& t = reply.timings;
-  std::printf(
-      "timings (us): queue %llu, tokenize %llu, batch_wait %llu, encode %llu, decode %llu, "
-      "postprocess %llu, total %llu\n",
-      (unsigned long long)t.queue_us, (unsigned long long)t.tokenize_us,
-      (unsigned long long)t.batch_wait_us, (unsigned long long)t.encode_us,
-      (unsigned long long)t.decode_us, (unsigned long long)t.postprocess_us,
-      (unsigned long long)t.total_us);
-  return 0;
+  return print_reply(std::get<seqpipe::protocol::Reply>(result), streamed);
 }
 
 // What the config says about the pipeline `seqpipe status` asks: the model, its compute type and

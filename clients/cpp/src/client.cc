@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "seqpipe/common/transport.h"
+#include "seqpipe/transport/transport.h"
 
 namespace seqpipe::client {
 

@@ -19,8 +19,8 @@
 #include <variant>
 #include <vector>
 
-#include "seqpipe/common/protocol.h"
-#include "seqpipe/common/transport.h"
+#include "seqpipe/protocol/protocol.h"
+#include "seqpipe/transport/transport.h"
 
 namespace seqpipe::client {
 

@@ -1,0 +1,166 @@
+#pragma once
+// Prometheus metrics: every metric name in one place, one exporter per process serving /metrics,
+// and the families every stage exports declared in one constructor (handles resolved once, no
+// string lookups per request). Histograms, not summaries: they aggregate across replicas.
+// docs/METRICS.md lists the names.
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "seqpipe/protocol/protocol.h"
+
+namespace prometheus {
+class Exposer;
+class Registry;
+class Counter;
+class Gauge;
+class Histogram;
+}  // namespace prometheus
+
+namespace seqpipe::metrics {
+
+// Names (base units, _total for counters, seqpipe_ prefix).
+inline constexpr std::string_view kBuildInfo = "seqpipe_build_info";
+inline constexpr std::string_view kRequests = "seqpipe_stage_requests_total";
+inline constexpr std::string_view kErrors = "seqpipe_stage_errors_total";
+inline constexpr std::string_view kMalformed = "seqpipe_stage_malformed_messages_total";
+inline constexpr std::string_view kLate = "seqpipe_stage_late_items_total";
+inline constexpr std::string_view kDuplicates = "seqpipe_stage_duplicate_items_total";
+inline constexpr std::string_view kWorkersDead = "seqpipe_hub_workers_declared_dead_total";
+inline constexpr std::string_view kRedispatched = "seqpipe_hub_items_redispatched_total";
+inline constexpr std::string_view kHeartbeatsMissed = "seqpipe_hub_heartbeats_missed_total";
+inline constexpr std::string_view kCancelled = "seqpipe_stage_cancelled_items_total";
+inline constexpr std::string_view kQueueSeconds = "seqpipe_stage_queue_seconds";
+inline constexpr std::string_view kComputeSeconds = "seqpipe_stage_compute_seconds";
+inline constexpr std::string_view kBatchSize = "seqpipe_stage_batch_size";
+inline constexpr std::string_view kInFlight = "seqpipe_stage_in_flight";
+inline constexpr std::string_view kQueueDepth = "seqpipe_stage_queue_depth";
+inline constexpr std::string_view kRequestSeconds = "seqpipe_gateway_request_seconds";
+inline constexpr std::string_view kLateResults = "seqpipe_gateway_late_results_total";
+inline constexpr std::string_view kModelSeconds = "seqpipe_gateway_model_latency_seconds";
+inline constexpr std::string_view kOverheadSeconds = "seqpipe_gateway_overhead_latency_seconds";
+inline constexpr std::string_view kCacheLookups = "seqpipe_gateway_cache_lookups_total";
+inline constexpr std::string_view kKvSlots = "seqpipe_decoder_kv_slots";
+inline constexpr std::string_view kCancels = "seqpipe_gateway_cancels_total";
+inline constexpr std::string_view kEngineInfo = "seqpipe_engine_info";
+inline constexpr std::string_view kSecurityRefusals = "seqpipe_security_refusals_total";
+
+// The bucket bounds (seconds) every latency histogram of this process gets: 100 us .. 5 s until
+// set_latency_buckets() (run_service_main calls it with metrics.latency_buckets_us, before any
+// metric is built). Histograms built earlier keep their buckets.
+std::vector<double> latency_buckets();
+void set_latency_buckets(const std::vector<int>& bounds_us);
+
+// Ports a worker replica tries from its stage's metrics_port (replica i of a stage gets
+// metrics_port + i when they start in order).
+inline constexpr int kReplicaPortRange = 64;
+
+// A registry not served over HTTP (unit tests of the stages).
+std::shared_ptr<prometheus::Registry> make_registry();
+
+// Serves /metrics for this process on `address` (an IPv4 address: 127.0.0.1, 0.0.0.0). port 0: any
+// free port (see port()). Otherwise the first free port of [port, port + tries): replicas started
+// with the same config take metrics_port, metrics_port + 1, ... in start order. Throws
+// std::runtime_error when none is free.
+class Exporter {
+ public:
+  Exporter(std::string_view service, int port, int tries = 1,
+           std::string_view address = "127.0.0.1");
+  ~Exporter();
+  int port() const { return port_; }
+  prometheus::Registry& registry() { return *registry_; }
+
+ private:
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  int port_ = 0;
+};
+
+// What every stage counts, labelled stage="<name>".
+class StageMetrics {
+ public:
+  StageMetrics(prometheus::Registry& registry, std::string_view stage);
+
+  void request(double n = 1);
+  void error(protocol::ErrorCode code);  // by wire code
+  void malformed();
+  // Items that came from a worker after it was declared dead (their work went elsewhere).
+  void late(double n = 1);
+  // Items that arrived a second time (a gateway submitted them again after a restart), dropped.
+  void duplicate();
+  // Hubs: a worker missed its heartbeats (or could not be reached); items given to another replica.
+  void worker_dead();
+  void redispatched(double n = 1);
+  void heartbeats_missed(double n);
+  // Work items dropped because their request was cancelled by its client (a decoder: sequences
+  // stopped, their KV-cache slots freed).
+  void cancelled(double n = 1);
+  void queue_time(double seconds);
+  void compute_time(double seconds);
+  void batch_size(double size);
+  void set_in_flight(double n);
+  void set_queue_depth(double n);
+  // Decoders: KV-cache slots in use and free (the gauges appear on the first call).
+  void set_kv_slots(int used, int free);
+  // Encoders and decoders: 1, labelled with the engine's compute type in use (auto resolved).
+  void engine_info(std::string_view compute_type);
+
+ private:
+  prometheus::Registry& registry_;
+  std::string stage_;
+  prometheus::Gauge* kv_used_ = nullptr;
+  prometheus::Gauge* kv_free_ = nullptr;
+  prometheus::Counter* requests_;
+  std::vector<prometheus::Counter*> errors_;  // indexed by ErrorCode
+  prometheus::Counter* malformed_;
+  prometheus::Counter* late_;
+  prometheus::Counter* duplicates_;
+  prometheus::Counter* dead_;
+  prometheus::Counter* redispatched_;
+  prometheus::Counter* heartbeats_missed_;
+  prometheus::Counter* cancelled_;
+  prometheus::Histogram* queue_;
+  prometheus::Histogram* compute_;
+  prometheus::Histogram* batch_;
+  prometheus::Gauge* in_flight_;
+  prometheus::Gauge* queue_depth_;
+};
+
+// The gateway's own view: end-to-end latency by status, and its split as SageMaker reports it:
+// model latency (encode + decode compute) and overhead latency (end to end minus model).
+class GatewayMetrics {
+ public:
+  explicit GatewayMetrics(prometheus::Registry& registry);
+  void request_seconds(bool ok, double seconds);
+  void latency_split(double model_seconds, double overhead_seconds);
+  void late_result();
+  void cache_lookup(bool hit);
+  // A client's cancel: `found` when it named a request in flight (then answered `cancelled`),
+  // else the request had been answered already (or never existed) and nothing happened.
+  void cancel(bool found);
+
+ private:
+  prometheus::Histogram* ok_;
+  prometheus::Histogram* error_;
+  prometheus::Histogram* model_;
+  prometheus::Histogram* overhead_;
+  prometheus::Counter* late_;
+  prometheus::Counter* cache_hits_;
+  prometheus::Counter* cache_misses_;
+  prometheus::Counter* cancels_found_;
+  prometheus::Counter* cancels_not_found_;
+};
+
+// CurveZMQ connections a hub refused: a client key not in its allow list, or no CurveZMQ at all.
+// Labelled hub="<name>"; thread-safe (counted on the ZAP handler's thread).
+class SecurityMetrics {
+ public:
+  SecurityMetrics(prometheus::Registry& registry, std::string_view hub);
+  void refused();
+
+ private:
+  prometheus::Counter* refused_;
+};
+
+}  // namespace seqpipe::metrics

@@ -1,0 +1,32 @@
+#pragma once
+// The front of every service main(): the command line, the config, the metrics buckets, then the
+// service's own run function (docs/CONFIG.md).
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "seqpipe/config/config.h"
+
+namespace seqpipe::service {
+
+// A service's command line: [--config FILE] [--set key=value ...] [--print-config] [--help].
+struct ServiceArgs {
+  std::string config_path;  // empty: config::kDefaultConfigPath if it exists, else the defaults
+  std::vector<std::string> overrides;
+  bool print_config = false;  // print the config in force (every key, limits included) and exit
+  bool help = false;
+};
+// Throws config::ConfigError for bad usage (unknown flag, missing value, --set without '=').
+ServiceArgs parse_service_args(int argc, char** argv);
+
+// The whole front of a service main(): parses the arguments, prints --help, loads the config
+// (config::load_pipeline_config), creates the runtime directory if missing (mode 0700), sets the
+// latency histogram buckets, then returns run(config). --print-config prints the config in force
+// as YAML (config::to_yaml) instead of running. Exit codes: 0 for --help and --print-config; 2 with
+// "seqpipe-<service>: <message>" on stderr for bad usage or a bad config; 1 when run throws;
+// else what run returns.
+int run_service_main(int argc, char** argv, std::string_view service_name, std::string_view summary,
+                     const std::function<int(const config::PipelineConfig&)>& run);
+
+}  // namespace seqpipe::service

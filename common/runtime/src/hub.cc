@@ -1,0 +1,57 @@
+#include "seqpipe/runtime/hub.h"
+
+#include <random>
+
+#include "seqpipe/runtime/worker.h"
+
+namespace seqpipe::hub {
+
+std::string item_key(const stage::WorkHeader& item) {
+  return item.gateway + '\n' + std::to_string(item.request) + '\n' + std::to_string(item.index);
+}
+
+uint64_t draw_incarnation() {
+  std::random_device random;
+  const uint64_t n = (uint64_t{random()} << 32) | random();
+  return n == 0 ? 1 : n;
+}
+
+void read_workers(
+    transport::Socket& socket, std::string_view from, const stage::Limits& limits,
+    metrics::StageMetrics& metrics, const std::function<std::vector<status::StageStatus>()>& status,
+    const std::function<void(const std::string&, stage::StageMessage&&)>& on_message) {
+  while (auto frames = socket.try_recv()) {
+    if (frames->size() == 2 && (*frames)[1] == status::kProbe) {
+      socket.send({std::string_view((*frames)[0]), std::string_view(status::encode(status()))});
+    } else if (auto message = worker::decode_frames(*frames, 2, from, limits, metrics)) {
+      on_message((*frames)[0], std::move(*message));
+    }
+  }
+}
+
+void send_rounds(Outbox& out, const std::vector<transport::Socket*>& sockets,
+                 transport::PushSockets& pushes, std::string_view hub,
+                 const std::function<void(Outbox&)>& dispatch,
+                 const std::function<void(size_t, const std::string&, Outbox&)>& unreachable) {
+  for (int round = 0; round < 4; ++round) {
+    dispatch(out);
+    if (out.sends.empty() && out.pushes.empty()) break;
+    auto sends = std::move(out.sends);
+    auto pushed = std::move(out.pushes);
+    out.sends.clear();
+    out.pushes.clear();
+    for (auto& [link, peer, message] : sends) {
+      if (!sockets.at(link)->send(
+              {std::string_view(peer), std::string_view(stage::encode(message))}))
+        unreachable(link, peer, out);
+    }
+    for (const auto& [endpoint, message] : pushed) {
+      if (!pushes.send(endpoint, stage::encode(message))) {
+        spdlog::warn("{}: could not send a '{}' message to {}", hub, stage::kind_name(message),
+                     endpoint);
+      }
+    }
+  }
+}
+
+}  // namespace seqpipe::hub

@@ -1,0 +1,130 @@
+#include "seqpipe/runtime/service_main.h"
+
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "seqpipe/cli/cli.h"
+#include "seqpipe/observability/metrics.h"
+
+namespace seqpipe::service {
+namespace {
+
+// Bad usage, like a bad config, is a ConfigError: one catch, exit status 2.
+[[noreturn]] void usage_error(const std::string& message) {
+  throw config::ConfigError(message);
+}
+
+std::string usage_line(std::string_view program) {
+  return "usage: " + std::string(program) +
+         " [--config FILE] [--set key=value ...] [--print-config] [--help]";
+}
+
+void print_help(const std::string& program, std::string_view summary) {
+  std::cout << usage_line(program) << "\n\n"
+            << summary << "\n\n"
+            << "  --config FILE     the pipeline config (default: " << config::kDefaultConfigPath
+            << " in the working\n"
+            << "                    directory if it exists, else the built-in defaults)\n"
+            << "  --set key=value   override one key after the file is read; repeatable, applied\n"
+            << "                    in order, e.g. --set batcher.max_batch_size=16\n"
+            << "                    --set batcher.preferred_batch_sizes=[4,8]\n"
+            << "  --print-config    print the config in force (every key) as YAML and exit\n"
+            << "  --help            this text\n\n"
+            << "Every key is documented in docs/CONFIG.md and " << config::kDefaultConfigPath
+            << ".\n"
+            << "Exit status: 0 success, 1 failure while running, 2 bad usage or config.\n"
+            << std::flush;
+}
+
+// The directory of the ipc:// sockets, created if missing. Throws ConfigError.
+void make_runtime_dir(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::create_directories(dir, ec)) {
+    // Our sockets: other users have no business connecting to them.
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  }
+  if (ec) throw config::ConfigError("runtime_dir: cannot create '" + dir + "': " + ec.message());
+}
+
+}  // namespace
+
+ServiceArgs parse_service_args(int argc, char** argv) {
+  ServiceArgs args;
+  std::vector<std::string> config_paths;  // all of them, to refuse a second one
+  CLI::App app;
+  cli::set_up(app);
+  cli::add_repeated(app, "--config", config_paths);
+  cli::add_repeated(app, "--set", args.overrides);
+  app.add_flag("--print-config", args.print_config);
+  app.add_flag("-h,--help", args.help);
+  std::vector<std::string> unknown;
+  try {
+    unknown = cli::parse(app, argc, argv);
+  } catch (const cli::UsageError& e) {
+    usage_error(e.what());
+  }
+  if (args.help) return args;  // --help wins over anything else on the line
+  if (!unknown.empty()) usage_error("unknown argument '" + unknown.front() + "'");
+  if (config_paths.size() > 1) usage_error("--config given twice");
+  if (!config_paths.empty()) {
+    if (config_paths.front().empty()) usage_error("--config needs a file name");
+    args.config_path = config_paths.front();
+  }
+  for (const std::string& assignment : args.overrides) {
+    const size_t eq = assignment.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      usage_error("--set needs key=value, got '" + assignment + "'");
+    }
+  }
+  return args;
+}
+
+int run_service_main(int argc, char** argv, std::string_view service_name, std::string_view summary,
+                     const std::function<int(const config::PipelineConfig&)>& run) {
+  const std::string program = "seqpipe-" + std::string(service_name);
+  ServiceArgs args;
+  try {
+    args = parse_service_args(argc, argv);
+  } catch (const config::ConfigError& e) {
+    std::cerr << program << ": " << e.what() << "\n" << usage_line(program) << "\n";
+    return 2;
+  }
+  if (args.help) {
+    print_help(program, summary);
+    return 0;
+  }
+  config::PipelineConfig pipeline;
+  try {
+    config::LoadedConfig loaded = config::load_pipeline_config(args.config_path, args.overrides);
+    if (loaded.path.empty()) {
+      std::cerr << program << ": no " << config::kDefaultConfigPath
+                << " in the working directory and no --config: using the built-in defaults\n";
+    }
+    pipeline = std::move(loaded.config);
+    if (args.print_config) {
+      std::cout << config::to_yaml(pipeline) << std::flush;
+      return 0;
+    }
+    make_runtime_dir(pipeline.runtime_dir);
+  } catch (const config::ConfigError& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    metrics::set_latency_buckets(
+        pipeline.metrics.latency_buckets_us);  // before any metric is built
+    return run(pipeline);
+  } catch (const config::ConfigError& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << program << ": error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace seqpipe::service

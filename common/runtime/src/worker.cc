@@ -1,0 +1,309 @@
+#include "seqpipe/runtime/worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "seqpipe/runtime/liveness.h"
+#include "seqpipe/runtime/service.h"
+#include "seqpipe/security/security.h"
+#include "seqpipe/transport/transport.h"
+
+namespace seqpipe::worker {
+
+std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>& frames,
+                                                 size_t expected_frames, std::string_view from,
+                                                 const stage::Limits& limits,
+                                                 metrics::StageMetrics& metrics) {
+  if (frames.size() != expected_frames) {
+    spdlog::warn("dropped a message of {} frames from {} (expected {})", frames.size(), from,
+                 expected_frames);
+    metrics.malformed();
+    return std::nullopt;
+  }
+  auto decoded = stage::decode(frames.back(), limits);
+  if (auto* error = std::get_if<protocol::Error>(&decoded)) {
+    spdlog::warn("dropped a malformed message from {}: {}", from, error->message);
+    metrics.malformed();
+    return std::nullopt;
+  }
+  return std::move(std::get<stage::StageMessage>(decoded));
+}
+
+int hub_share(int capacity, size_t hub, size_t hubs) {
+  const auto n = static_cast<int>(hubs);
+  return capacity / n + (static_cast<int>(hub) < capacity % n ? 1 : 0);
+}
+
+std::vector<std::string> hubs_or(const std::vector<std::string>& configured,
+                                 const std::string& the_hub) {
+  return configured.empty() ? std::vector<std::string>{the_hub} : configured;
+}
+
+namespace {
+
+// One hub this worker serves: its connection, liveness and the answers waiting for it.
+struct Hub {
+  std::string endpoint;
+  std::string from;  // "the hub <endpoint>", for logs
+  int share = 0;     // credits announced to it (its part of the stage's capacity)
+  common::PeerLiveness liveness;
+  // A fresh DEALER for every (re)connection: the hub sees a new routing id, so nothing it
+  // believed about the old connection (credits, work in flight) carries over by mistake.
+  std::unique_ptr<transport::Socket> socket;
+  // Its connection dropped (the hub died or restarted): reconnect at once, not after the
+  // missed heartbeats, so a restarted hub has its workers back within ZeroMQ's reconnect
+  // interval. Only a connection the hub accepted: one that a hub refuses (a CurveZMQ key not
+  // allowed) drops at once, and is left to the heartbeats' doubling pauses. Destroyed before
+  // the socket.
+  std::unique_ptr<transport::ConnectionWatch> watch;
+  bool accepted = false;  // the hub accepted this connection (its handshake succeeded)
+  std::optional<SteadyClock::time_point> reconnect_at;  // set while waiting to reconnect
+  std::vector<stage::StageMessage> pending;             // answers kept for the next connection
+};
+
+// run_worker's state and the steps of its loop: poll, handle, work, flush, tend the hubs.
+class WorkerLoop {
+ public:
+  WorkerLoop(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics)
+      : stage_(stage),
+        options_(options),
+        metrics_(metrics),
+        context_(1),
+        pushers_(context_, push_options(options)) {
+    hub_options_.max_message_bytes = static_cast<int64_t>(options.limits.max_message_bytes);
+    hub_options_.curve = options.curve;
+    const size_t count = options.hub_endpoints.size();
+    hubs_.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      hubs_.push_back({options.hub_endpoints[i],
+                       "the hub " + options.hub_endpoints[i],
+                       hub_share(stage.capacity(), i, count),
+                       common::PeerLiveness(options.heartbeat_interval, options.heartbeat_liveness,
+                                            options.reconnect_max, SteadyClock::now()),
+                       nullptr,
+                       nullptr,
+                       false,
+                       std::nullopt,
+                       {}});
+    }
+  }
+
+  int run() {
+    for (size_t i = 0; i < hubs_.size(); ++i) connect(i, hubs_[i].share);
+    rebuild_poller();
+    std::vector<size_t> dropped;  // per round: the hubs whose connection dropped
+    while (!service::stop_requested()) {
+      dropped.clear();
+      if (poller_->poll(poll_wait(SteadyClock::now())) > 0) receive(dropped);
+      if (stage_.has_pending_work()) stage_.work(out_);
+      flush();
+      if (tend_hubs(SteadyClock::now(), dropped)) rebuild_poller();
+    }
+    spdlog::info("{}: stopping", options_.stage_name);
+    return 0;
+  }
+
+ private:
+  static transport::SocketOptions push_options(const WorkerOptions& options) {
+    transport::SocketOptions push;
+    push.curve = options.curve;
+    return push;
+  }
+
+  // Until the next heartbeat or reconnection is due; none while the stage has work of its own.
+  std::chrono::milliseconds poll_wait(SteadyClock::time_point now) const {
+    auto wait = stage_.has_pending_work() ? std::chrono::milliseconds(0) : options_.idle_poll;
+    for (const Hub& hub : hubs_) {
+      wait =
+          std::min(wait, hub.reconnect_at ? std::max(std::chrono::milliseconds(0),
+                                                     std::chrono::ceil<std::chrono::milliseconds>(
+                                                         *hub.reconnect_at - now))
+                                          : hub.liveness.until_heartbeat(now));
+    }
+    return wait;
+  }
+
+  // The poller watches the connected hubs' sockets and their connection watches (poller index
+  // 2k: hub polled[k]'s socket, 2k + 1: its watch); rebuilt when a socket is replaced.
+  void rebuild_poller() {
+    poller_ = std::make_unique<transport::Poller>();
+    polled_.clear();
+    for (size_t i = 0; i < hubs_.size(); ++i) {
+      if (hubs_[i].socket) {
+        poller_->add(*hubs_[i].socket);
+        poller_->add(hubs_[i].watch->events());
+        polled_.push_back(i);
+      }
+    }
+  }
+
+  static void disconnect(Hub& hub, SteadyClock::time_point reconnect_at) {
+    hub.watch.reset();
+    hub.socket.reset();
+    hub.reconnect_at = reconnect_at;
+  }
+
+  // Never blocks: a hub that refused this worker's CurveZMQ key leaves the socket without a
+  // connection (the hub is then silent and the worker reconnects, as from a dead hub).
+  static bool send_to_hub(Hub& hub, const stage::StageMessage& message) {
+    return hub.socket && hub.socket->send({std::string_view(stage::encode(message))}, true);
+  }
+
+  void connect(size_t i, int credits) {
+    Hub& hub = hubs_[i];
+    hub.socket =
+        std::make_unique<transport::Socket>(context_, zmq::socket_type::dealer, hub_options_);
+    hub.watch = std::make_unique<transport::ConnectionWatch>(context_, *hub.socket);
+    hub.accepted = false;
+    hub.socket->connect(hub.endpoint);
+    send_to_hub(hub, stage::Ready{credits});
+    hub.reconnect_at.reset();
+    spdlog::info("{}: connected to {}, {} credits", options_.stage_name, hub.endpoint, credits);
+  }
+
+  // What the poller found: messages (everything already waiting joins before the next unit of
+  // work: continuous batching) and connection events.
+  void receive(std::vector<size_t>& dropped) {
+    for (size_t k = 0; k < polled_.size(); ++k) {
+      Hub& hub = hubs_[polled_[k]];
+      if (poller_->readable(2 * k)) {
+        while (auto frames = hub.socket->try_recv()) handle(polled_[k], *frames);
+      }
+      if (poller_->readable(2 * k + 1)) {
+        while (auto event = hub.watch->next()) {
+          if (*event == transport::ConnectionWatch::Event::kConnected) hub.accepted = true;
+          if (*event == transport::ConnectionWatch::Event::kDisconnected)
+            dropped.push_back(polled_[k]);
+        }
+      }
+    }
+  }
+
+  void handle(size_t i, const transport::Frames& frames) {
+    // Anything from the hub, even malformed, shows it is alive.
+    hubs_[i].liveness.seen(SteadyClock::now());
+    auto message = decode_frames(frames, 1, hubs_[i].from, options_.limits, metrics_);
+    if (!message || std::holds_alternative<stage::Heartbeat>(*message)) return;
+    out_.hub = i;
+    if (const auto* cancel = std::get_if<stage::Cancel>(&*message)) {
+      stage_.cancel(*cancel, out_);
+      return;
+    }
+    if (stage::kind(*message) != stage_.accepts()) {
+      spdlog::warn("{}: ignored a '{}' message from {}", options_.stage_name,
+                   stage::kind_name(*message), hubs_[i].endpoint);
+      metrics_.malformed();
+      return;
+    }
+    stage_.handle(std::move(*message), out_);
+  }
+
+  void flush() {
+    for (auto& [i, peer, message] : out_.sends) {
+      Hub& hub = hubs_[i < hubs_.size() ? i : 0];
+      if (!send_to_hub(hub, message))
+        hub.pending.push_back(std::move(message));  // sent once reconnected
+    }
+    for (const auto& [endpoint, message] : out_.pushes) {
+      if (!pushers_.send(endpoint, stage::encode(message))) {
+        spdlog::warn("{}: could not send a '{}' message to '{}'; dropped", options_.stage_name,
+                     stage::kind_name(message), endpoint);
+      }
+    }
+    out_.clear();
+  }
+
+  // Drops the connections that dropped, reconnects those due, sends heartbeats, gives up on
+  // silent hubs. True when a socket changed (the poller is then rebuilt).
+  bool tend_hubs(SteadyClock::time_point after, const std::vector<size_t>& dropped) {
+    bool sockets_changed = false;
+    for (size_t i : dropped) {
+      if (!hubs_[i].socket || !hubs_[i].accepted) continue;
+      spdlog::warn("{}: the connection to {} dropped; reconnecting", options_.stage_name,
+                   hubs_[i].endpoint);
+      disconnect(hubs_[i], after);
+      sockets_changed = true;
+    }
+    for (size_t i = 0; i < hubs_.size(); ++i) {
+      Hub& hub = hubs_[i];
+      if (hub.reconnect_at) {
+        if (after < *hub.reconnect_at) continue;
+        // Its share minus what its work still holds (that returns with its results).
+        connect(i, std::max(0, hub.share - stage_.held(i)));
+        hub.liveness.reconnected(after);
+        std::erase_if(hub.pending, [&](const auto& message) { return send_to_hub(hub, message); });
+        sockets_changed = true;
+        continue;
+      }
+      if (hub.liveness.heartbeat_due(after)) send_to_hub(hub, stage::Heartbeat{});
+      if (hub.liveness.hub_dead(after)) {
+        const auto pause = hub.liveness.reconnect_pause();
+        spdlog::warn("{}: no word from {} for {} heartbeats; reconnecting in {} ms",
+                     options_.stage_name, hub.endpoint, options_.heartbeat_liveness, pause.count());
+        // Work in hand goes on meanwhile (a decoder's running sequences); its answers wait in
+        // `pending` for the new connection.
+        disconnect(hub, after + pause);
+        sockets_changed = true;
+      }
+    }
+    return sockets_changed;
+  }
+
+  WorkerStage& stage_;
+  const WorkerOptions& options_;
+  metrics::StageMetrics& metrics_;
+  zmq::context_t context_;
+  transport::SocketOptions hub_options_;
+  transport::PushSockets pushers_;
+  std::vector<Hub> hubs_;
+  std::unique_ptr<transport::Poller> poller_;
+  std::vector<size_t> polled_;
+  WorkerOutbox out_;
+};
+
+}  // namespace
+
+int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics) {
+  const size_t hub_count = options.hub_endpoints.size();
+  if (hub_count == 0)
+    throw std::invalid_argument(options.stage_name + ": no hub endpoint to connect to");
+  if (stage.capacity() < static_cast<int>(hub_count)) {
+    throw std::invalid_argument(options.stage_name + ": capacity " +
+                                std::to_string(stage.capacity()) + " cannot give each of " +
+                                std::to_string(hub_count) + " hubs a credit");
+  }
+  return WorkerLoop(stage, options, metrics).run();
+}
+
+int serve_worker(
+    std::string_view stage_name, const std::string& metrics_address, int metrics_port,
+    const std::vector<std::string>& hub_endpoints, const config::LivenessConfig& liveness,
+    const config::SecurityConfig& security,
+    const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage) {
+  service::init_logging(stage_name);
+  service::install_stop_handlers();
+  const transport::CurveKeys curve = security::client_keys(security);  // before the slow warm-up
+  metrics::Exporter exporter(stage_name, metrics_port, metrics::kReplicaPortRange, metrics_address);
+  metrics::StageMetrics stage_metrics(exporter.registry(), stage_name);
+  spdlog::info("{}: metrics on :{}", stage_name, exporter.port());
+  const std::unique_ptr<WorkerStage> stage = make_stage(stage_metrics);
+  const auto warm_start = std::chrono::steady_clock::now();
+  if (stage->warm_up()) {
+    spdlog::info(
+        "{}: warmed up in {:.1f} ms", stage_name,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start)
+            .count());
+  }
+  WorkerOptions options;
+  options.stage_name = std::string(stage_name);
+  options.hub_endpoints = hub_endpoints;
+  options.heartbeat_interval = std::chrono::milliseconds(liveness.heartbeat_interval_ms);
+  options.heartbeat_liveness = liveness.heartbeat_liveness;
+  options.reconnect_max = std::chrono::milliseconds(liveness.reconnect_max_ms);
+  options.curve = curve;
+  return run_worker(*stage, options, stage_metrics);
+}
+
+}  // namespace seqpipe::worker

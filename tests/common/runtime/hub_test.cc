@@ -1,0 +1,170 @@
+// The worker-pool mechanism both hubs share (seqpipe/runtime/hub.h), on made-up moments: credits
+// gate the work, the record of what each worker holds follows its answers (in order, or item by
+// item), heartbeats and silence, and the retry-once rule for what a dead worker held.
+#include "seqpipe/runtime/hub.h"
+
+#include <gtest/gtest.h>
+
+namespace seqpipe::hub {
+namespace {
+
+using std::chrono::milliseconds;
+
+const Now t0{SteadyClock::time_point{} + std::chrono::hours(1), 1'700'000'000'000'000};
+
+stage::SequenceItem item(uint64_t request, uint32_t index = 0) {
+  stage::SequenceItem w;
+  w.request = request;
+  w.index = index;
+  w.gateway = "ipc:///tmp/gw.sock";
+  w.deadline = Deadline::after(t0, std::chrono::seconds(60));
+  return w;
+}
+
+std::vector<uint64_t> requests(const std::vector<stage::SequenceItem>& items) {
+  std::vector<uint64_t> out;
+  for (const auto& i : items) out.push_back(i.request);
+  return out;
+}
+
+class WorkerPoolTest : public ::testing::Test {
+ protected:
+  WorkerPoolTest() : registry_(metrics::make_registry()), metrics_(*registry_, "batcher") {
+    liveness_.heartbeat_interval_ms = 100;
+    liveness_.heartbeat_liveness = 3;
+  }
+  WorkerPool<stage::Encode> pool(Answers answers) {
+    return WorkerPool<stage::Encode>({"batcher", "encoder", 2, answers}, liveness_, metrics_);
+  }
+  static bool none(const stage::WorkHeader&) { return false; }
+
+  config::LivenessConfig liveness_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  metrics::StageMetrics metrics_;
+};
+
+TEST_F(WorkerPoolTest, WorkGoesOnlyWithinTheCreditAnnounced) {
+  auto p = pool(Answers::kInOrder);
+  EXPECT_FALSE(p.take().has_value());
+  p.ready("w1", 2, t0.steady);
+  EXPECT_EQ(p.take(2), "w1");
+  EXPECT_FALSE(p.take().has_value());
+  p.release("w1", 1);
+  EXPECT_EQ(p.take(), "w1");
+  EXPECT_EQ(p.status(5), (status::StageStatus{"encoder", 1, 2, 5, 0}));
+}
+
+TEST_F(WorkerPoolTest, OnlyMembersAreHeard) {
+  auto p = pool(Answers::kInOrder);
+  EXPECT_FALSE(p.heard("stranger", t0.steady));
+  p.ready("w1", 1, t0.steady);
+  EXPECT_TRUE(p.heard("w1", t0.steady));
+  Outbox out;
+  p.remove("w1", t0, none);
+  EXPECT_FALSE(p.heard("w1", t0.steady));  // declared dead: what it says goes no further
+}
+
+TEST_F(WorkerPoolTest, ALostItemGoesOutOnceMoreThenIsUnavailable) {
+  auto p = pool(Answers::kInOrder);
+  p.ready("w1", 4, t0.steady);
+  p.ready("w2", 4, t0.steady);
+  p.ready("w3", 4, t0.steady);
+  p.sent("w1", stage::Encode{{item(1), item(2)}});
+  p.sent("w1", stage::Encode{{item(3)}});
+  p.answered("w1");  // the batch of 1 and 2 is answered: only 3 is held
+  auto lost = p.remove("w1", t0, none);
+  EXPECT_EQ(requests(lost.again), (std::vector<uint64_t>{3}));
+  EXPECT_TRUE(lost.failed.empty());
+  // Sent again with a new one, and lost again: 3 fails, 4 goes out once more.
+  p.sent("w2", stage::Encode{{lost.again[0], item(4)}});
+  lost = p.remove("w2", t0, none);
+  EXPECT_EQ(requests(lost.again), (std::vector<uint64_t>{4}));
+  ASSERT_EQ(lost.failed.size(), 1u);
+  EXPECT_EQ(lost.failed[0].first.request, 3u);
+  EXPECT_EQ(lost.failed[0].second, "two encoder replicas failed on this item");
+  // The last replica dies: nobody is left to take item 5.
+  p.sent("w3", stage::Encode{{item(5)}});
+  lost = p.remove("w3", t0, none);
+  EXPECT_TRUE(lost.again.empty());
+  ASSERT_EQ(lost.failed.size(), 1u);
+  EXPECT_EQ(lost.failed[0].second, "the encoder holding this item died and no other is live");
+  // Removing a worker twice, or one never seen, changes nothing.
+  EXPECT_TRUE(p.remove("w3", t0, none).failed.empty());
+}
+
+TEST_F(WorkerPoolTest, ItemsThatNoLongerMatterAreNotSentAgain) {
+  auto p = pool(Answers::kInOrder);
+  p.ready("w1", 4, t0.steady);
+  p.ready("w2", 4, t0.steady);
+  stage::SequenceItem expired = item(2);
+  expired.deadline = Deadline::after(t0, milliseconds(10));
+  p.sent("w1", stage::Encode{{item(1), expired, item(3)}});
+  auto lost = p.remove("w1", t0 + milliseconds(10),
+                       [](const stage::WorkHeader& i) { return i.request == 3; });  // cancelled
+  EXPECT_EQ(requests(lost.again), (std::vector<uint64_t>{1}));
+  EXPECT_TRUE(lost.failed.empty());
+}
+
+TEST_F(WorkerPoolTest, ItemByItemAnswersFindTheirItemOnce) {
+  auto p = pool(Answers::kByItem);
+  p.ready("w1", 4, t0.steady);
+  p.sent("w1", stage::Encode{{item(1, 0), item(1, 1)}});
+  EXPECT_TRUE(p.answered("w1", item(1, 1)));
+  EXPECT_FALSE(p.answered("w1", item(1, 1)));  // a duplicate
+  EXPECT_FALSE(p.answered("w2", item(1, 0)));  // not held there
+  auto lost = p.remove("w1", t0, none);        // only (1, 0) was still held
+  ASSERT_EQ(lost.failed.size(), 1u);           // and nobody is left
+  EXPECT_EQ(lost.failed[0].first.index, 0u);
+}
+
+TEST_F(WorkerPoolTest, HeldItemsCanBeDroppedWorkerByWorker) {
+  auto p = pool(Answers::kByItem);
+  p.ready("w1", 4, t0.steady);
+  p.ready("w2", 4, t0.steady);
+  p.sent("w1", stage::Encode{{item(1), item(2)}});
+  p.sent("w2", stage::Encode{{item(2, 1)}});
+  std::vector<std::pair<std::string, size_t>> dropped;
+  p.drop_held([](const stage::SequenceItem& i) { return i.request == 2; },
+              [&](const std::string& w, size_t n) { dropped.emplace_back(w, n); });
+  std::sort(dropped.begin(), dropped.end());
+  EXPECT_EQ(dropped, (std::vector<std::pair<std::string, size_t>>{{"w1", 1}, {"w2", 1}}));
+  EXPECT_FALSE(p.answered("w1", item(2)));
+  EXPECT_TRUE(p.answered("w1", item(1)));
+}
+
+TEST_F(WorkerPoolTest, HeartbeatsGoOncePerIntervalAndSilentWorkersAreDead) {
+  auto p = pool(Answers::kByItem);
+  p.ready("w1", 1, t0.steady);
+  p.ready("w2", 1, t0.steady);
+  Outbox out;
+  bool beat = false;
+  EXPECT_TRUE(p.tick(t0, out, &beat).empty());
+  EXPECT_TRUE(beat);
+  ASSERT_EQ(out.sends.size(), 2u);
+  EXPECT_EQ(out.sends[0].link, 2u);
+  EXPECT_EQ(out.sends[0].message, stage::StageMessage(stage::Heartbeat{}));
+  p.tick(t0 + milliseconds(50), out, &beat);
+  EXPECT_FALSE(beat);
+  EXPECT_EQ(out.sends.size(), 2u);
+  p.heard("w2", (t0 + milliseconds(250)).steady);
+  EXPECT_EQ(p.tick(t0 + milliseconds(301), out), std::vector<std::string>{"w1"});
+}
+
+TEST_F(WorkerPoolTest, AtEachHeartbeatExpiredItemsAndRetryMarksAreForgotten) {
+  auto p = pool(Answers::kByItem);
+  p.ready("w1", 4, t0.steady);
+  p.ready("w2", 4, t0.steady);
+  stage::SequenceItem soon = item(1);
+  soon.deadline = Deadline::after(t0, milliseconds(150));
+  p.sent("w1", stage::Encode{{soon}});
+  auto lost = p.remove("w1", t0, none);  // sent again once: marked
+  ASSERT_EQ(lost.again.size(), 1u);
+  p.sent("w2", stage::Encode{{lost.again[0]}});
+  Outbox out;
+  p.tick(t0, out);
+  p.tick(t0 + milliseconds(200), out);  // a heartbeat after its deadline: forgotten everywhere
+  EXPECT_FALSE(p.answered("w2", soon));
+}
+
+}  // namespace
+}  // namespace seqpipe::hub

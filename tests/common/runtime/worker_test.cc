@@ -1,0 +1,140 @@
+// The worker loop (seqpipe/runtime/worker.h) over real sockets: a worker serving two hubs announces
+// each its share of the capacity and answers each message on the hub that sent it. The hubs are
+// ROUTER sockets of the test on ephemeral tcp ports; no sleeps, every wait is a recv with a
+// timeout. run_worker stops through service::request_stop(), a process-wide flag that is never
+// cleared: it is the last thing a test here does (ctest runs each test in its own process).
+#include "seqpipe/runtime/worker.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "seqpipe/runtime/service.h"
+#include "seqpipe/transport/transport.h"
+
+namespace seqpipe::worker {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(WorkerHubShare, SharesAddUpToTheCapacityAndDifferByAtMostOne) {
+  EXPECT_EQ(hub_share(5, 0, 2), 3);
+  EXPECT_EQ(hub_share(5, 1, 2), 2);
+  EXPECT_EQ(hub_share(32, 0, 1), 32);
+  for (int capacity : {3, 7, 32}) {
+    for (size_t hubs : {1u, 2u, 3u}) {
+      int sum = 0;
+      for (size_t h = 0; h < hubs; ++h) sum += hub_share(capacity, h, hubs);
+      EXPECT_EQ(sum, capacity) << capacity << " over " << hubs;
+    }
+  }
+  EXPECT_EQ(hubs_or({}, "ipc:///run/b.sock"), std::vector<std::string>{"ipc:///run/b.sock"});
+  EXPECT_EQ(hubs_or({"tcp://a:1", "tcp://b:2"}, "ipc:///run/b.sock"),
+            (std::vector<std::string>{"tcp://a:1", "tcp://b:2"}));
+}
+
+// Answers every message with one credit per item, to whoever sent it.
+class EchoStage : public WorkerStage {
+ public:
+  int capacity() const override { return 3; }
+  stage::MessageKind accepts() const override { return stage::MessageKind::kPostprocess; }
+  void handle(stage::StageMessage&& message, WorkerOutbox& out) override {
+    out.answer(
+        stage::Credit{static_cast<int32_t>(std::get<stage::Postprocess>(message).items.size())});
+  }
+};
+
+stage::StageMessage next_non_heartbeat(transport::Socket& hub, std::string& worker) {
+  for (int i = 0; i < 20; ++i) {
+    auto frames = hub.recv(milliseconds(5000));
+    if (!frames) break;
+    EXPECT_EQ(frames->size(), 2u);
+    auto decoded = stage::decode(frames->back());
+    EXPECT_TRUE(std::holds_alternative<stage::StageMessage>(decoded));
+    if (!std::holds_alternative<stage::StageMessage>(decoded)) break;
+    auto message = std::get<stage::StageMessage>(decoded);
+    if (std::holds_alternative<stage::Heartbeat>(message)) continue;
+    worker = frames->front();
+    return message;
+  }
+  ADD_FAILURE() << "no message from the worker";
+  return {};
+}
+
+TEST(WorkerLoop, ServesEveryHubWithItsShareAndAnswersTheHubThatSentTheWork) {
+  zmq::context_t context(1);
+  transport::Socket hub_a(context, zmq::socket_type::router),
+      hub_b(context, zmq::socket_type::router);
+  WorkerOptions options;
+  options.stage_name = "echo";
+  options.hub_endpoints = {hub_a.bind("tcp://127.0.0.1:*"), hub_b.bind("tcp://127.0.0.1:*")};
+  // The hubs here never send heartbeats: at 2 s a slow (ASan) run saw the worker take them for
+  // dead after 6 s and reconnect, announcing itself again under a new routing id.
+  options.heartbeat_interval = milliseconds(60000);
+  auto registry = metrics::make_registry();
+  metrics::StageMetrics metrics(*registry, "echo");
+  EchoStage stage;
+  std::thread loop([&] { run_worker(stage, options, metrics); });
+
+  std::string worker_a, worker_b;
+  const stage::StageMessage ready_a = next_non_heartbeat(hub_a, worker_a);
+  const stage::StageMessage ready_b = next_non_heartbeat(hub_b, worker_b);
+  EXPECT_EQ(ready_a, stage::StageMessage(stage::Ready{2}));  // 3 credits: 2 + 1
+  EXPECT_EQ(ready_b, stage::StageMessage(stage::Ready{1}));
+
+  const stage::StageMessage work = stage::Postprocess{{stage::DecodedItem{}, stage::DecodedItem{}}};
+  hub_b.send({std::string_view(worker_b), std::string_view(stage::encode(work))});
+  EXPECT_EQ(next_non_heartbeat(hub_b, worker_b), stage::StageMessage(stage::Credit{2}));
+  hub_a.send({std::string_view(worker_a), std::string_view(stage::encode(work))});
+  EXPECT_EQ(next_non_heartbeat(hub_a, worker_a), stage::StageMessage(stage::Credit{2}));
+  // Had hub a's answer gone to hub b, it would be on b's connection before the answer to this
+  // one-item work: waiting for a silence instead took a late heartbeat for a stray answer.
+  const stage::StageMessage small_work = stage::Postprocess{{stage::DecodedItem{}}};
+  hub_b.send({std::string_view(worker_b), std::string_view(stage::encode(small_work))});
+  EXPECT_EQ(next_non_heartbeat(hub_b, worker_b), stage::StageMessage(stage::Credit{1}))
+      << "hub b got an answer to hub a's work";
+
+  service::request_stop();
+  loop.join();
+}
+
+// The hub dies and a new one binds the same endpoint: the worker sees its connection drop and
+// announces itself to the new hub at once, long before its heartbeats would have told it.
+TEST(WorkerLoop, AWorkerJoinsARestartedHubAtOnce) {
+  char dir[] = "/tmp/seqpipe-worker-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string endpoint = "ipc://" + std::string(dir) + "/hub.sock";
+  zmq::context_t context(1);
+  auto hub = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
+  hub->bind(endpoint);
+  WorkerOptions options;
+  options.stage_name = "echo";
+  options.hub_endpoints = {endpoint};
+  options.heartbeat_interval = milliseconds(20000);  // the heartbeats would notice after 60 s
+  auto registry = metrics::make_registry();
+  metrics::StageMetrics metrics(*registry, "echo");
+  EchoStage stage;
+  std::thread loop([&] { run_worker(stage, options, metrics); });
+
+  std::string worker;
+  EXPECT_EQ(next_non_heartbeat(*hub, worker), stage::StageMessage(stage::Ready{3}));
+  hub.reset();  // the hub dies
+  hub = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
+  hub->bind(endpoint);  // and a new one starts
+  std::string again;
+  EXPECT_EQ(next_non_heartbeat(*hub, again), stage::StageMessage(stage::Ready{3}));
+  EXPECT_NE(again, worker) << "a new connection, a new routing id";
+  const stage::StageMessage work = stage::Postprocess{{stage::DecodedItem{}}};
+  hub->send({std::string_view(again), std::string_view(stage::encode(work))});
+  EXPECT_EQ(next_non_heartbeat(*hub, again), stage::StageMessage(stage::Credit{1}));
+
+  service::request_stop();
+  loop.join();
+  hub.reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace seqpipe::worker

@@ -1,0 +1,125 @@
+#include "seqpipe/child_processes.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace seqpipe::supervisor {
+namespace {
+
+pid_t spawn(const std::vector<std::string>& args) {
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The child is stopped (SIGTERM: it drains) when seqpipe up dies, even by SIGKILL, so no
+    // orphan keeps the pipeline's sockets; if that happened before prctl took effect, leave now.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) std::_Exit(1);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "seqpipe up: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    std::_Exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+ChildProcesses::ChildProcesses(std::vector<ChildSpec> specs, RestartPolicy policy) {
+  children_.reserve(specs.size());
+  for (ChildSpec& spec : specs) children_.push_back({std::move(spec), -1, RestartTracker(policy)});
+}
+
+ChildProcesses::~ChildProcesses() {
+  stop();
+}
+
+void ChildProcesses::start() {
+  for (Child& child : children_) {
+    child.pid = spawn(child.spec.argv);
+    child.restarts.started(Clock::now());
+  }
+}
+
+bool ChildProcesses::exited(Child& child, int status) {
+  child.pid = -1;
+  const Exit exit{WIFSIGNALED(status) != 0,
+                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)};
+  const auto now = Clock::now();
+  const auto decision = child.restarts.exited(exit, now);
+  if (decision.give_up) {
+    std::fprintf(stderr, "seqpipe up: %s #%d %s: stopping the pipeline\n", child.spec.stage.c_str(),
+                 child.spec.replica, decision.reason.c_str());
+    return true;
+  }
+  child.start_after = decision.restart_at;
+  std::fprintf(
+      stderr, "seqpipe up: %s #%d exited (%s); restarting in %lld ms\n", child.spec.stage.c_str(),
+      child.spec.replica, exit.describe().c_str(),
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(child.start_after - now).count()));
+  return false;
+}
+
+bool ChildProcesses::supervise(const std::function<bool()>& stop_requested) {
+  while (!stop_requested()) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (Child& child : children_) {
+        if (child.pid == pid && exited(child, status)) return true;
+      }
+      continue;
+    }
+    for (Child& child : children_) {
+      if (child.pid < 0 && Clock::now() >= child.start_after) {
+        child.pid = spawn(child.spec.argv);
+        child.restarts.started(Clock::now());
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+void ChildProcesses::stop(std::chrono::milliseconds drain) {
+  for (const Child& child : children_) {
+    if (child.pid > 0) ::kill(child.pid, SIGTERM);
+  }
+  const auto give_up = Clock::now() + drain;
+  size_t alive = running();
+  while (alive > 0 && Clock::now() < give_up) {
+    alive = 0;
+    for (Child& child : children_) {
+      if (child.pid > 0 && ::waitpid(child.pid, nullptr, WNOHANG) == 0)
+        ++alive;
+      else
+        child.pid = -1;
+    }
+    if (alive > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (Child& child : children_) {
+    if (child.pid > 0) {
+      ::kill(child.pid, SIGKILL);
+      ::waitpid(child.pid, nullptr, 0);
+      child.pid = -1;
+    }
+  }
+}
+
+size_t ChildProcesses::running() const {
+  size_t n = 0;
+  for (const Child& child : children_) n += child.pid > 0 ? 1 : 0;
+  return n;
+}
+
+}  // namespace seqpipe::supervisor
