@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan + libFuzzer; the decoders are compiled
 # into each target so they are instrumented) and runs each for a bounded time from a seed corpus
-# of valid messages. Usage: run_fuzz.sh SOURCE_DIR BUILD_DIR [RUNS]
+# of valid messages. Usage: run_fuzz.sh SOURCE_DIR BUILD_DIR [RUNS [SECONDS]]
 # CI runs a fixed number of inputs from a fixed seed and a fresh corpus, so a run is
-# reproducible; for longer exploratory runs give more RUNS (or use the targets directly).
+# reproducible; for longer exploratory runs give more RUNS (or use the targets directly). Each
+# target also stops after SECONDS (default 150): on a machine busy with builds the inputs take
+# several times longer, and the test's time limit must hold all the same.
 set -euo pipefail
-src=$1 out=$2/fuzz runs=${3:-200000}
+src=$1 out=$2/fuzz runs=${3:-200000} seconds=${4:-150}
 mkdir -p "$out"
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
   -I"$src/engine/include" -I"$src/services")
@@ -78,8 +80,8 @@ for target in request_fuzz:"$corpus_req" stage_message_fuzz:"$corpus_stage" http
     "$out/$name" "$input" > "$out/$name.regression.log" 2>&1 || { tail -30 "$out/$name.regression.log"; exit 1; }
     echo "regression $(basename "$input"): ok"
   done
-  echo "== $name: $runs inputs"
-  "$out/$name" -seed=1 -runs="$runs" -max_len=4096 -rss_limit_mb=1024 -print_final_stats=1 \
+  echo "== $name: $runs inputs (at most $seconds s)"
+  "$out/$name" -seed=1 -runs="$runs" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=1024 -print_final_stats=1 \
     -artifact_prefix="$out/$name-" "$corpus" > "$out/$name.log" 2>&1 || { tail -40 "$out/$name.log"; exit 1; }
   grep -E "stat::(number_of_executed_units|new_units_added)" "$out/$name.log"
 done
