@@ -171,8 +171,9 @@ struct BatcherConfig {
   // Batch sizes sent as soon as they can be formed (ascending, each <= max_batch_size);
   // empty = only full batches or max_queue_delay_us trigger a send.
   std::vector<int> preferred_batch_sizes = {8, 16, 32};
-  // Longest the oldest queued sequence waits for company, in microseconds: more = fuller
-  // batches (throughput), less = lower latency at low load.
+  // Longest the oldest queued sequence waits for company while a batch is being encoded, in
+  // microseconds (with none being encoded, what is queued goes at once): more = fuller batches
+  // under load (throughput), less = lower latency.
   uint32_t max_queue_delay_us = 2000;
   // Most padded tokens in one batch (batch size x longest sequence).
   int max_batch_tokens = 4096;
