@@ -166,6 +166,12 @@ int up(int argc, char** argv) {
   add("decoder", c.decoder.replicas);
   add("postprocessor", c.postprocessor.replicas);
 
+  // More engine threads than cores: an OpenMP thread that spins while it waits holds a core that
+  // a hub, another stage or the very thread it waits for needs (libgomp reads this at start, so
+  // only the children's environment can carry it). A value the user set is kept.
+  const int cores = config::available_cores();
+  const bool passive = config::engine_threads_oversubscribe(c, cores);
+  if (passive) ::setenv("OMP_WAIT_POLICY", "passive", 0);
   seqpipe::service::install_stop_handlers();
   for (Child& ch : children) {
     ch.pid = spawn(ch.argv);
@@ -179,6 +185,12 @@ int up(int argc, char** argv) {
               loaded.model_path.empty() ? "(no model seqpipe.yaml)" : loaded.model_path.c_str(),
               loaded.path.empty() ? "(no config file)" : loaded.path.c_str(),
               args.overrides.size());
+  std::printf(
+      "seqpipe up: %d cores: %d tokenizer(s), %d encoder(s) x %d threads, %d decoder(s) x %d "
+      "threads, %d postprocessor(s); OMP_WAIT_POLICY=%s\n",
+      cores, c.tokenizer.replicas, c.encoder.replicas, c.encoder.threads, c.decoder.replicas,
+      c.decoder.threads, c.postprocessor.replicas,
+      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(libgomp default)");
   // Metrics: the configured ports (a replica takes the first free one from its stage's base;
   // each process logs the port it got, and 0 means any free port).
   auto ports = [](int base, int replicas) {
