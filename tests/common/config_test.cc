@@ -721,13 +721,17 @@ TEST(ConfigLoadPipeline, WithoutAPathReadsTheDefaultFileOrTheBuiltInDefaults) {
   const std::filesystem::path previous = std::filesystem::current_path();
   std::filesystem::current_path(dir.path());
   const LoadedConfig defaults = load_pipeline_config("", {"runtime_dir=/run/sp"});
+  // Sized as load_pipeline_config sized it: the default model directory, from this directory.
+  const int sized_threads =
+      size_for_cores(available_cores(), decoder_step_params(defaults.config.model.dir))
+          .decoder_threads;
   std::filesystem::create_directory(dir.path() + "/config");
   dir.write("config/pipeline.yaml", "decoder:\n  threads: 3\n");
   const LoadedConfig from_file = load_pipeline_config("", {"runtime_dir=/run/sp"});
   std::filesystem::current_path(previous);
 
   EXPECT_EQ(defaults.path, "");
-  EXPECT_EQ(defaults.config.decoder.threads, size_for_cores(available_cores()).decoder_threads);
+  EXPECT_EQ(defaults.config.decoder.threads, sized_threads);
   EXPECT_EQ(from_file.path, kDefaultConfigPath);
   EXPECT_EQ(from_file.config.decoder.threads, 3);
 }
@@ -766,6 +770,27 @@ TEST(ConfigSizing, LargerMachinesGetMoreReplicasEachWithItsShareOfTheCores) {
   EXPECT_EQ(many.encoder_replicas * many.encoder_threads, 64);
 }
 
+TEST(ConfigSizing, ASmallModelGetsASingleThreadedEncoderAndDecoderPerCore) {
+  // t5-small reads 38.5 M weights a decoder step; the bundled speller 2.1 M, too few to share.
+  EXPECT_EQ(decoder_step_params(kSourceDir + "/models/speller-t5"), 2'091'008);
+  EXPECT_EQ(decoder_step_params(kSourceDir + "/tests/data/t5-tiny-random"),
+            2 * (6 * 64 * 64 + 2 * 64 * 128) + 512 * 64);
+  EXPECT_EQ(decoder_step_params("/nonexistent"), 0) << "unknown: sized as a large model";
+  const Sizing small = size_for_cores(2, 2'091'008);
+  EXPECT_EQ(small.decoder_replicas, 2);
+  EXPECT_EQ(small.decoder_threads, 1);
+  EXPECT_EQ(small.encoder_replicas, 2);
+  EXPECT_EQ(small.encoder_threads, 1);
+  EXPECT_EQ(small.tokenizer_replicas, 1);
+  const Sizing large = size_for_cores(2, 38'469'632);
+  EXPECT_EQ(large.decoder_replicas, 1);
+  EXPECT_EQ(large.decoder_threads, 2);
+  PipelineConfig c;
+  apply_sizing(c, 2, 2'091'008);
+  EXPECT_EQ(c.decoder.replicas, 2);
+  EXPECT_EQ(c.decoder.threads, 1);
+}
+
 TEST(ConfigSizing, OnlyAutoValuesAreSizedAndTheRestIsKept) {
   PipelineConfig c;
   c.decoder.replicas = 3;
@@ -790,8 +815,9 @@ TEST(ConfigSizing, EngineThreadsOversubscribeWhenTheyOutnumberTheCores) {
 }
 
 TEST(ConfigSizing, LoadPipelineConfigSizesTheAutoValuesForThisMachine) {
-  const Sizing s = size_for_cores(available_cores());
-  const LoadedConfig loaded = load_pipeline_config(kShippedConfig, {"encoder.replicas=2"});
+  const std::string model = "model.dir=" + kSourceDir + "/models/speller-t5";
+  const Sizing s = size_for_cores(available_cores(), 2'091'008);
+  const LoadedConfig loaded = load_pipeline_config(kShippedConfig, {model, "encoder.replicas=2"});
   EXPECT_EQ(loaded.config.decoder.replicas, s.decoder_replicas);
   EXPECT_EQ(loaded.config.decoder.threads, s.decoder_threads);
   EXPECT_EQ(loaded.config.encoder.replicas, 2);

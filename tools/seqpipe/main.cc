@@ -49,8 +49,10 @@ constexpr std::string_view kUsage = R"(usage: seqpipe up   [--config FILE] [--se
 up     starts the whole pipeline on this machine as child processes: gateway.replicas gateways and
        batcher.replicas batchers (default 1 each; replica k on the endpoints and ports k after the
        configured ones), and `replicas` copies of the tokenizer, encoder, decoder and
-       postprocessor (config/pipeline.yaml, docs/CONFIG.md), every one with the same --config and
-       --set arguments. It prints the client
+       postprocessor (config/pipeline.yaml, docs/CONFIG.md; 0, the default, sizes them and the
+       encoders' and decoders' threads from the cores and the model, and OMP_WAIT_POLICY=passive
+       is set when those threads outnumber the cores: docs/CONFIG.md, "Sizing"), every one with
+       the same --config and --set arguments. It prints the sizing, the client
        endpoint and the metrics ports, restarts a child that dies (after 0.5 s, doubling while it
        keeps failing), and stops everything on Ctrl-C or SIGTERM. It checks the config and the
        model directory before starting anything, and stops with the error (exit status 1) when a

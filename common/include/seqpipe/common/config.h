@@ -351,13 +351,16 @@ std::vector<std::string> batcher_replica_overrides(const PipelineConfig& config,
 // What a client is given: every gateway replica's client endpoint, comma-separated.
 std::string client_endpoints(const PipelineConfig& config);
 
-// The processes and threads that fit a machine of `cores` cores (docs/CONFIG.md, "Sizing"). The
+// The processes and threads that fit a machine of `cores` cores and a model whose decoder step
+// reads `step_params` weights (decoder_step_params; 0 = unknown) (docs/CONFIG.md, "Sizing"). The
 // decoder does most of the work and batches every sequence in flight itself, so one decoder
 // takes the cores (a second one on two cores only competes with the first for them); one more
 // per 8 cores, each with its share. The encoder runs between decoder steps and uses the same
 // cores (its threads sleep when it has no batch); the tokenizer and the postprocessor cost a few
 // percent of a request and need a replica per 4 cores. Every process beyond these costs
-// wake-ups on cores that are all busy under load.
+// wake-ups on cores that are all busy under load. A model whose step reads fewer than
+// kThreadedStepParams weights is the exception: its step is too short for threads to pay for
+// their wake-ups, so it gets one single-threaded encoder and decoder per core.
 struct Sizing {
   int tokenizer_replicas = 1;
   int encoder_replicas = 1;
@@ -366,10 +369,17 @@ struct Sizing {
   int decoder_threads = 1;
   int postprocessor_replicas = 1;
 };
-Sizing size_for_cores(int cores);
-// Replaces every auto (kAuto) replicas of `config` by size_for_cores(cores)'s, and every auto
-// threads by the stage's share of the cores (cores / its replicas, sized or set; at least 1).
-void apply_sizing(PipelineConfig& config, int cores);
+inline constexpr int64_t kThreadedStepParams = 8'000'000;
+Sizing size_for_cores(int cores, int64_t step_params = 0);
+// The weights (parameters) one decoder step of the model in `model_dir` reads, from its
+// config.json: per decoder layer self-attention (4 d_model^2), cross-attention's query and
+// output (2 d_model^2) and the feed-forward (2 d_model d_ff), plus the lm_head (vocab d_model).
+// 0 when there is no readable config.json (sizing then assumes a large model).
+int64_t decoder_step_params(const std::string& model_dir);
+// Replaces every auto (kAuto) replicas of `config` by size_for_cores(cores, step_params)'s, and
+// every auto threads by the stage's share of the cores (cores / its replicas, sized or set; at
+// least 1).
+void apply_sizing(PipelineConfig& config, int cores, int64_t step_params = 0);
 // The cores this process may run on (its CPU affinity mask; at least 1).
 int available_cores();
 // Whether the engine stages' threads (encoders' and decoders', replicas x threads) outnumber
@@ -394,7 +404,8 @@ std::vector<std::string> model_overrides(const std::string& model_dir);
 // the overrides name) < the config file (`config_path`; empty: kDefaultConfigPath if it exists in
 // the working directory, else none) < the overrides (--set). Then validated, the runtime
 // directory chosen (choose_runtime_dir over $XDG_RUNTIME_DIR and the uid: the only place the
-// environment is read), the auto replicas and threads sized for available_cores() (apply_sizing)
+// environment is read), the auto replicas and threads sized for available_cores() and the
+// model's decoder_step_params (apply_sizing)
 // and the endpoints resolved in the runtime directory. Creates nothing. Throws ConfigError.
 struct LoadedConfig {
   PipelineConfig config;
