@@ -96,6 +96,10 @@ sweep (model_analyzer-like): for each combination of --grid, starts a private pi
                              round ran it (default 1; on a shared, noisy machine one round can
                              rank configurations by the neighbours' load)
   --seqpipe PATH             the seqpipe binary (default: the one built with this tool)
+  --write-config FILE        write the best configuration under the SLO as a config file: the
+                             --config file's keys with the --set and grid values set in it
+                             (serve it with `seqpipe up --config FILE`); nothing when no
+                             configuration met the SLO
   --json / --csv             JSON: the (median) levels of every configuration; CSV: every level of
                              every round, the grid keys and the round first
 

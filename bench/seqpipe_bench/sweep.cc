@@ -18,6 +18,7 @@
 #include "options.h"
 #include "report.h"
 #include "seqpipe/runtime/service.h"
+#include "write_config.h"
 
 namespace seqpipe::bench {
 
@@ -181,6 +182,29 @@ bool names_key(const std::vector<std::string>& overrides, const std::vector<Grid
   return std::any_of(grid.begin(), grid.end(), [&](const GridAxis& a) { return a.key == key; });
 }
 
+// --write-config: the base config file with the configuration's --set assignments (grid values
+// included) written into it, headed by what was measured.
+void write_best_config(const std::string& path, const std::string& base_config_path,
+                       const std::vector<std::string>& up_args, const std::string& measured) {
+  std::string base;
+  if (!base_config_path.empty()) {
+    std::ifstream in(base_config_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    base = text.str();
+  }
+  std::vector<std::string> assignments;
+  for (size_t i = 0; i + 1 < up_args.size(); i += 2) {
+    if (up_args[i] == "--set") assignments.push_back(up_args[i + 1]);
+  }
+  const std::vector<std::string> header{
+      "The best configuration of a seqpipe-bench sweep: " + measured + ".",
+      "Serve it with: seqpipe up --config " + path};
+  std::ofstream file(path);
+  file << config_file_text(base, assignments, header);
+  if (!file) throw std::runtime_error("cannot write '" + path + "'");
+}
+
 std::string preferred_sizes_for(const std::string& max_batch_size) {
   const int max = std::atoi(max_batch_size.c_str());
   std::string list = "[";
@@ -196,7 +220,7 @@ std::string preferred_sizes_for(const std::string& max_batch_size) {
 
 int sweep_main(int argc, char** argv, std::string_view usage) {
   LoadOptions options;
-  std::string model, grid_text = kDefaultGrid, seqpipe = default_seqpipe();
+  std::string model, grid_text = kDefaultGrid, seqpipe = default_seqpipe(), write_config;
   int rounds = 1;
   bool help = false;
   CLI::App app;
@@ -210,6 +234,7 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
     if (rounds < 1) throw UsageError("--rounds must be >= 1");
   });
   app.add_option("--seqpipe", seqpipe);
+  app.add_option("--write-config", write_config);
   const std::vector<std::string> unknown = cli::parse(app, argc, argv);
   if (help) {
     std::cout << usage;
@@ -318,8 +343,19 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
     for (size_t a = 0; a < grid.size(); ++a)
       best += " --set " + grid[a].key + "=" + results[order.front()].values[a];
     std::printf("best configuration under the SLO:%s\n", best.c_str());
+    if (!write_config.empty()) {
+      const Measured& m = results[order.front()];
+      const Summary& s = m.levels[*m.best];
+      char measured[160];
+      std::snprintf(measured, sizeof measured,
+                    "%.1f requests/s at p99 %.2f ms (%s), SLO p99 <= %g ms", s.throughput,
+                    s.latency.p99 / 1e3, s.label.c_str(), *options.slo_p99_ms);
+      write_best_config(write_config, options.config_path, m.up_args, measured);
+      std::printf("wrote the best configuration to %s\n", write_config.c_str());
+    }
   } else {
-    std::printf("no configuration met the SLO\n");
+    std::printf("no configuration met the SLO%s\n",
+                write_config.empty() ? "" : (": nothing written to " + write_config).c_str());
   }
 
   if (!options.csv_path.empty()) {

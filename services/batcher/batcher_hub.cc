@@ -315,7 +315,10 @@ void BatcherHub::dispatch_batches(const Now& now, Outbox& out) {
   // slots), so encoder time is not spent on work that would only wait.
   while (batcher_.size() > 0 && encoders_.largest_free() >= 1 &&
          decode_queue_.size() < decode_backlog_limit_) {
-    const BatchDecision& decision = batcher_.poll(now.steady, batch_, expired_);
+    const common::CreditQueue& encoders = encoders_.credits();
+    const int in_flight =
+        encoders.total_capacity() - encoders.total_free();  // an encoder's credit: a batch
+    const BatchDecision& decision = batcher_.poll(now.steady, in_flight, batch_, expired_);
     for (const auto& e : expired_) {
       batch_items_.erase(e.id);  // the gateway answers deadline_exceeded
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);

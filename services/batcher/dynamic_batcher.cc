@@ -8,7 +8,7 @@
 namespace seqpipe::batcher {
 
 void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point now,
-                  const BatchPolicy& policy, BatchDecision& d) {
+                  const BatchPolicy& policy, int batches_in_flight, BatchDecision& d) {
   d.batch.clear();
   d.expired.clear();
   d.candidates.clear();
@@ -58,7 +58,7 @@ void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point no
     if (p <= count) preferred = std::max(preferred, p);
   }
   const auto waited = now - oldest;
-  if (full) {
+  if (full || batches_in_flight == 0) {
     // send the whole formed batch
   } else if (preferred > 0) {
     d.batch.resize(static_cast<size_t>(preferred));  // the `preferred` closest in length
@@ -110,11 +110,12 @@ size_t DynamicBatcher::size(int priority) const {
                     [priority](const QueuedSequence& s) { return s.priority == priority; }));
 }
 
-const BatchDecision& DynamicBatcher::poll(Clock::time_point now, std::vector<QueuedSequence>& batch,
+const BatchDecision& DynamicBatcher::poll(Clock::time_point now, int batches_in_flight,
+                                          std::vector<QueuedSequence>& batch,
                                           std::vector<QueuedSequence>& expired) {
   batch.clear();
   expired.clear();
-  decide_batch(queue_, now, policy_, decision_);
+  decide_batch(queue_, now, policy_, batches_in_flight, decision_);
   if (decision_.expired.empty() && decision_.action != BatchDecision::Action::kSend)
     return decision_;
   taken_.assign(queue_.size(), false);

@@ -46,14 +46,18 @@ struct BatchDecision {
 //    anchor in length (less padding), while count <= max_batch_size and count x longest <=
 //    max_batch_tokens;
 //  - send now when the batch is full (max_batch_size, or a candidate does not fit the token
-//  budget),
-//    or when a preferred size can be formed (the largest one that fits), or when the oldest
-//    live sequence (of any level) has waited max_queue_delay (then whatever was formed);
+//    budget), or when a preferred size can be formed (the largest one that fits), or when no
+//    batch is being encoded (`batches_in_flight` == 0: then whatever was formed), or when the
+//    oldest live sequence (of any level) has waited max_queue_delay (then whatever was formed);
 //  - otherwise wait until the oldest sequence's delay runs out (or the earliest deadline, if
-//  sooner).
+//    sooner).
+// Waiting for company pays only while the encoders are busy: the sequences that arrive meanwhile
+// would wait for the busy encoder anyway, and they join the next batch. With idle encoders the
+// wait is pure latency (a lone request at low load paid all of max_queue_delay), so the batch goes
+// at once; under load the encoders are rarely idle and batches form as before.
 // With one level this is plain arrival order.
 void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point now,
-                  const BatchPolicy& policy, BatchDecision& decision);
+                  const BatchPolicy& policy, int batches_in_flight, BatchDecision& decision);
 
 // The queues (one per priority level) and their policy. Not thread-safe: the batcher's loop owns
 // it. The per-level queues are consecutive segments of one array, level 1 first, each in arrival
@@ -73,9 +77,11 @@ class DynamicBatcher {
   // (the batcher checks it before).
   bool enqueue(const QueuedSequence& sequence);
 
-  // Runs decide_batch; moves the batch (oldest first) into `batch` and the expired sequences
-  // into `expired`, removing both from the queue. Returns the decision (its wait for kWait).
-  const BatchDecision& poll(Clock::time_point now, std::vector<QueuedSequence>& batch,
+  // Runs decide_batch (`batches_in_flight`: batches sent to encoders and not answered yet);
+  // moves the batch (oldest first) into `batch` and the expired sequences into `expired`,
+  // removing both from the queue. Returns the decision (its wait for kWait).
+  const BatchDecision& poll(Clock::time_point now, int batches_in_flight,
+                            std::vector<QueuedSequence>& batch,
                             std::vector<QueuedSequence>& expired);
 
   // Removes a queued sequence (cancellation); false when it is not queued.

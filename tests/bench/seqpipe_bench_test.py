@@ -194,13 +194,21 @@ class SeqpipeBenchTest(unittest.TestCase):
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
 
     def test_sweep_ranks_configurations(self):
-        csv_path = os.path.join(self.out, "sweep.csv")
+        csv_path, best_path = os.path.join(self.out, "sweep.csv"), os.path.join(self.out, "best.yaml")
+        base_path = os.path.join(self.out, "base.yaml")
+        with open(base_path, "w") as f:
+            f.write("batcher:\n  max_queue_size: 512\ndecoder:\n  num_slots: 16\n")
         r = bench("sweep", "--model", self.pipeline.model, "--grid", "batcher.max_batch_size=1,4",
+                  "--config", base_path, "--set", "decoder.num_slots=24",
                   "--set", "tokenizer.replicas=1", "--set", "encoder.replicas=1", "--set", "decoder.replicas=1",
                   "--set", "postprocessor.replicas=1", "--concurrency-range", "1:2", "--requests", "30",
-                  "--max-new-tokens", "8", "--slo-p99-ms", "10000", "--rounds", "2", "--csv", csv_path, timeout=240)
+                  "--max-new-tokens", "8", "--slo-p99-ms", "10000", "--rounds", "2", "--csv", csv_path,
+                  "--write-config", best_path, timeout=240)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("best configuration under the SLO: --set batcher.max_batch_size=", r.stdout)
+        best = r.stdout.split("best configuration under the SLO: --set batcher.max_batch_size=")[1].split()[0]
+        self.assertIn("wrote the best configuration to " + best_path, r.stdout)
+        self.check_written_config(best_path, best)
         # Each configuration's table once: the pipelines' children must not replay our stdout.
         self.assertEqual(r.stdout.splitlines().count("batcher.max_batch_size=1 (round 1)"), 1, r.stdout)
         self.assertIn("medians of 2 rounds", r.stdout)
@@ -210,6 +218,38 @@ class SeqpipeBenchTest(unittest.TestCase):
         self.assertEqual(sorted({(row["batcher.max_batch_size"], row["Round"]) for row in rows}),
                          [("1", "1"), ("1", "2"), ("4", "1"), ("4", "2")])
         self.assertTrue(all(row["Errors"] == "0" for row in rows), rows)
+
+    def check_written_config(self, path, max_batch_size):
+        """The file holds the base file's keys, the --set values over them and the best grid value,
+        and `seqpipe up --config` serves it."""
+        with open(path) as f:
+            text = f.read()
+        self.assertTrue(text.startswith("# The best configuration of a seqpipe-bench sweep: "), text)
+        self.assertIn("requests/s at p99", text)
+        for line in ["max_queue_size: 512", "num_slots: 24", f"max_batch_size: {max_batch_size}",
+                     f"dir: {os.path.abspath(self.pipeline.model)}", "replicas: 1"]:
+            self.assertIn(line, text)
+        self.assertNotIn("runtime_dir", text, "the sweep's private settings stay out")
+        served = Pipeline("seqpipe-bench-best-", [
+            "gateway.metrics_port=0", "batcher.metrics_port=0", "tokenizer.metrics_port=0",
+            "encoder.metrics_port=0", "decoder.metrics_port=0", "postprocessor.metrics_port=0"],
+            model_dir=self.pipeline.model, config=path)
+        report_path = os.path.join(self.out, "served.json")
+        try:
+            deadline = time.monotonic() + 60
+            while True:  # served once every request of a run is answered ok
+                r = bench("--endpoint", served.endpoint, "--concurrency", "1", "--requests", "3",
+                          "--timeout-ms", "2000", "--json", report_path)
+                if r.returncode == 0:
+                    with open(report_path) as f:
+                        if json.load(f)["overall"]["ok"] == 3:
+                            break
+                self.assertTrue(time.monotonic() < deadline and served.alive(), r.stdout + r.stderr)
+                time.sleep(0.2)
+            with open(served.log.name) as f:
+                self.assertIn(f"< {path} <", f.read(), "seqpipe up names the file in force")
+        finally:
+            served.close()
 
 
 if __name__ == "__main__":

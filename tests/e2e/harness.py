@@ -16,6 +16,10 @@ import urllib.request
 
 SEQPIPE = os.environ["SEQPIPE_BIN"]
 MKMODEL = os.environ["SEQPIPE_MKMODEL"]
+# Two replicas of every worker stage, for the tests about replicas (the default is sized from the
+# machine's cores: one of each on a small machine).
+TWO_OF_EACH = ["tokenizer.replicas=2", "encoder.replicas=2", "decoder.replicas=2",
+               "postprocessor.replicas=2"]
 
 
 def free_port():
@@ -90,9 +94,10 @@ class Pipeline:
     """`seqpipe up` on a fresh tiny model (gated, untied, with spiece.model) in a temp dir, its
     client socket on ipc:// in the run dir. `settings` are extra --set overrides; `model_dir` serves
     that model directory instead. `checkout`: run in that source checkout as a newcomer does, its
-    config/pipeline.yaml and bundled model as they are (only the sockets and ports moved)."""
+    config/pipeline.yaml and bundled model as they are (only the sockets and ports moved).
+    `config`: a config file to start from (--config)."""
 
-    def __init__(self, prefix, settings=(), gated=True, model_dir=None, checkout=None):
+    def __init__(self, prefix, settings=(), gated=True, model_dir=None, checkout=None, config=None):
         self.tmp = tempfile.mkdtemp(prefix=prefix)
         self.model = model_dir or os.path.join(self.tmp, "model")
         if model_dir is None and checkout is None:
@@ -102,7 +107,7 @@ class Pipeline:
             subprocess.run(args, check=True, capture_output=True, timeout=120)
         self.run_dir = os.path.join(self.tmp, "run")
         self.endpoint = f"ipc://{self.run_dir}/gateway.sock"
-        up = [SEQPIPE, "up"]
+        up = [SEQPIPE, "up"] + (["--config", config] if config else [])
         model = [] if checkout else [f"model.dir={self.model}"]
         for s in [*model, f"runtime_dir={self.run_dir}",
                   "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",

@@ -207,19 +207,40 @@ TEST_F(BatcherHubTest, UnexpectedKindsFromWorkersAreIgnored) {
   EXPECT_EQ(h.queued(), 0u);
 }
 
-TEST_F(BatcherHubTest, ALoneSequenceWaitsForTheQueueDelay) {
+TEST_F(BatcherHubTest, ALoneSequenceGoesToAnIdleEncoderAtOnceAndWaitsBehindABusyOne) {
   BatcherHub& h = hub();
   Outbox out;
-  h.on_worker(Role::kEncoder, "e", stage::Ready{1}, t0);
+  h.on_worker(Role::kEncoder, "e", stage::Ready{3}, t0);
   h.on_sequences(sequences({item(1)}), t0, out);
+  h.dispatch(t0 + std::chrono::microseconds(50), out);
+  auto batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 1u) << "nothing is being encoded: waiting for company is pure delay";
+  EXPECT_EQ(as<stage::Encode>(batches[0].message).items[0].timings.batch_wait_us, 50u);
+  const stage::StageMessage batch1 = batches[0].message;
+  // While that batch is encoded, the next lone sequence waits for company up to the delay...
+  out.clear();
+  h.on_sequences(sequences({item(2)}), t0, out);
   h.dispatch(t0 + std::chrono::microseconds(200), out);
   EXPECT_TRUE(sent(out, Role::kEncoder).empty());
   EXPECT_EQ(h.next_wakeup(), std::chrono::microseconds(800));
   h.dispatch(t0 + std::chrono::microseconds(1000), out);
-  auto batches = sent(out, Role::kEncoder);
+  batches = sent(out, Role::kEncoder);
   ASSERT_EQ(batches.size(), 1u);
-  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{2}));
   EXPECT_EQ(as<stage::Encode>(batches[0].message).items[0].timings.batch_wait_us, 1000u);
+  const stage::StageMessage batch2 = batches[0].message;
+  // ...or until the encoder is free again, whichever comes first.
+  out.clear();
+  h.on_sequences(sequences({item(3)}), t0 + std::chrono::microseconds(1000), out);
+  h.dispatch(t0 + std::chrono::microseconds(1100), out);
+  EXPECT_TRUE(sent(out, Role::kEncoder).empty());
+  h.on_worker(Role::kEncoder, "e", encoded_batch(batch1, 1), t0);
+  h.on_worker(Role::kEncoder, "e", encoded_batch(batch2, 1), t0);
+  h.dispatch(t0 + std::chrono::microseconds(1300), out);
+  batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(requests(batches[0].message), (std::vector<uint64_t>{3}));
+  EXPECT_EQ(as<stage::Encode>(batches[0].message).items[0].timings.batch_wait_us, 300u);
 }
 
 TEST_F(BatcherHubTest, ADeadDecodersItemGoesToAnotherAndItsLateAnswerIsDropped) {

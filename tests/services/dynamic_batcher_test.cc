@@ -11,6 +11,9 @@ using std::chrono::milliseconds;
 using Action = BatchDecision::Action;
 
 const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
+// Batches being encoded when the decision is made: none, or one (waiting for company pays).
+constexpr int kIdle = 0;
+constexpr int kBusy = 1;
 
 QueuedSequence seq(uint64_t id, int tokens, microseconds enqueued_after = microseconds{0},
                    milliseconds deadline_after = milliseconds{1000}) {
@@ -30,26 +33,63 @@ std::vector<uint64_t> ids(const std::vector<QueuedSequence>& q, const std::vecto
 
 TEST(DynamicBatcherDecision, EmptyQueueIsIdle) {
   BatchDecision d;
-  decide_batch({}, t0, policy(), d);
+  decide_batch({}, t0, policy(), kBusy, d);
   EXPECT_EQ(d.action, Action::kIdle);
 }
 
 TEST(DynamicBatcherDecision, LoneSequenceWaitsForTheDelayThenGoesAlone) {
   std::vector<QueuedSequence> q = {seq(1, 9)};
   BatchDecision d;
-  decide_batch(q, t0 + microseconds{500}, policy(), d);
+  decide_batch(q, t0 + microseconds{500}, policy(), kBusy, d);
   EXPECT_EQ(d.action, Action::kWait);
   EXPECT_EQ(d.wait, microseconds{1500});
-  decide_batch(q, t0 + microseconds{2000}, policy(), d);
+  decide_batch(q, t0 + microseconds{2000}, policy(), kBusy, d);
   EXPECT_EQ(d.action, Action::kSend);
   EXPECT_EQ(ids(q, d.batch), std::vector<uint64_t>{1});
+}
+
+TEST(DynamicBatcherDecision, WithIdleEncodersWhatIsQueuedGoesAtOnce) {
+  // Nothing being encoded: a lone sequence does not wait for company that would only add latency.
+  std::vector<QueuedSequence> q = {seq(1, 9)};
+  BatchDecision d;
+  decide_batch(q, t0, policy(), kIdle, d);
+  ASSERT_EQ(d.action, Action::kSend);
+  EXPECT_EQ(ids(q, d.batch), std::vector<uint64_t>{1});
+  // Everything formed goes, not only a preferred size of it.
+  q.clear();
+  for (uint64_t i = 0; i < 11; ++i) q.push_back(seq(i, 9, microseconds{int(i)}));
+  decide_batch(q, t0 + microseconds{20}, policy(), kIdle, d);
+  ASSERT_EQ(d.action, Action::kSend);
+  EXPECT_EQ(d.batch.size(), 11u);
+  // The limits still hold: max_batch_size and the token budget.
+  decide_batch(q, t0 + microseconds{20}, policy(/*max=*/4, {}), kIdle, d);
+  EXPECT_EQ(d.batch.size(), 4u);
+  decide_batch(q, t0 + microseconds{20}, policy(32, {}, 2000, 27), kIdle, d);
+  EXPECT_EQ(d.batch.size(), 3u);
+  // Expired sequences are still set apart; with only those, nothing goes.
+  q = {seq(1, 9, microseconds{0}, milliseconds{1})};
+  decide_batch(q, t0 + milliseconds{2}, policy(), kIdle, d);
+  EXPECT_EQ(d.action, Action::kIdle);
+  EXPECT_EQ(ids(q, d.expired), std::vector<uint64_t>{1});
+}
+
+TEST(DynamicBatcherDecision, WhileABatchIsEncodedArrivalsWaitAndGoWhenTheEncoderIsFree) {
+  std::vector<QueuedSequence> q = {seq(1, 9), seq(2, 9, microseconds{300})};
+  BatchDecision d;
+  decide_batch(q, t0 + microseconds{400}, policy(), kBusy, d);
+  ASSERT_EQ(d.action, Action::kWait);
+  EXPECT_EQ(d.wait, microseconds{1600});
+  // The batch in flight came back before the delay ran out: both go now, together.
+  decide_batch(q, t0 + microseconds{900}, policy(), kIdle, d);
+  ASSERT_EQ(d.action, Action::kSend);
+  EXPECT_EQ(ids(q, d.batch), (std::vector<uint64_t>{1, 2}));
 }
 
 TEST(DynamicBatcherDecision, PreferredSizeGoesAtOnceWithoutWaiting) {
   std::vector<QueuedSequence> q;
   for (uint64_t i = 0; i < 9; ++i) q.push_back(seq(i, 9, microseconds{int(i)}));
   BatchDecision d;
-  decide_batch(q, t0 + microseconds{10}, policy(), d);
+  decide_batch(q, t0 + microseconds{10}, policy(), kBusy, d);
   ASSERT_EQ(d.action, Action::kSend);
   EXPECT_EQ(d.batch.size(), 8u);  // the largest preferred size that fits
   EXPECT_EQ(d.batch.front(), 0u) << "the oldest sequence is always in the batch";
@@ -59,7 +99,7 @@ TEST(DynamicBatcherDecision, MaxBatchSizeCapsTheBatch) {
   std::vector<QueuedSequence> q;
   for (uint64_t i = 0; i < 40; ++i) q.push_back(seq(i, 5));
   BatchDecision d;
-  decide_batch(q, t0, policy(/*max=*/20, /*preferred=*/{}), d);
+  decide_batch(q, t0, policy(/*max=*/20, /*preferred=*/{}), kBusy, d);
   ASSERT_EQ(d.action, Action::kSend);
   EXPECT_EQ(d.batch.size(), 20u);
 }
@@ -69,12 +109,12 @@ TEST(DynamicBatcherDecision, TokenBudgetIncludesPaddingAndSendsAtOnce) {
   std::vector<QueuedSequence> q;
   for (uint64_t i = 0; i < 6; ++i) q.push_back(seq(i, 10));
   BatchDecision d;
-  decide_batch(q, t0, policy(32, {}, 2000, 40), d);
+  decide_batch(q, t0, policy(32, {}, 2000, 40), kBusy, d);
   ASSERT_EQ(d.action, Action::kSend);
   EXPECT_EQ(d.batch.size(), 4u);
   // Padding counts: a 20-token sequence makes every row cost 20.
   q = {seq(1, 20), seq(2, 5), seq(3, 5)};
-  decide_batch(q, t0, policy(32, {}, 2000, 40), d);
+  decide_batch(q, t0, policy(32, {}, 2000, 40), kBusy, d);
   ASSERT_EQ(d.action, Action::kSend);
   EXPECT_EQ(ids(q, d.batch), (std::vector<uint64_t>{1, 2}));
 }
@@ -82,7 +122,7 @@ TEST(DynamicBatcherDecision, TokenBudgetIncludesPaddingAndSendsAtOnce) {
 TEST(DynamicBatcherDecision, OversizedSequenceStillGoesAlone) {
   std::vector<QueuedSequence> q = {seq(1, 100), seq(2, 100)};
   BatchDecision d;
-  decide_batch(q, t0, policy(32, {}, 2000, 64), d);
+  decide_batch(q, t0, policy(32, {}, 2000, 64), kBusy, d);
   ASSERT_EQ(d.action, Action::kSend);
   EXPECT_EQ(ids(q, d.batch), std::vector<uint64_t>{1});
 }
@@ -91,7 +131,7 @@ TEST(DynamicBatcherDecision, GroupsSimilarLengthsAroundTheOldest) {
   std::vector<QueuedSequence> q = {seq(1, 5), seq(2, 50), seq(3, 6), seq(4, 48),
                                    seq(5, 4), seq(6, 5),  seq(7, 51)};
   BatchDecision d;
-  decide_batch(q, t0, policy(32, {4}), d);
+  decide_batch(q, t0, policy(32, {4}), kBusy, d);
   ASSERT_EQ(d.action, Action::kSend);
   EXPECT_EQ(ids(q, d.batch), (std::vector<uint64_t>{1, 3, 5, 6}));  // arrival order, lengths 4..6
 }
@@ -100,7 +140,7 @@ TEST(DynamicBatcherDecision, ExpiredSequencesAreListedAndNotBatched) {
   std::vector<QueuedSequence> q = {seq(1, 9, microseconds{0}, milliseconds{1}), seq(2, 9),
                                    seq(3, 9)};
   BatchDecision d;
-  decide_batch(q, t0 + milliseconds{5}, policy(32, {}, 2000), d);
+  decide_batch(q, t0 + milliseconds{5}, policy(32, {}, 2000), kBusy, d);
   EXPECT_EQ(ids(q, d.expired), std::vector<uint64_t>{1});
   ASSERT_EQ(d.action, Action::kSend);  // the oldest live one (id 2) has waited 5 ms > 2 ms
   EXPECT_EQ(ids(q, d.batch), (std::vector<uint64_t>{2, 3}));
@@ -110,7 +150,7 @@ TEST(DynamicBatcherDecision, WaitEndsNoLaterThanTheEarliestDeadline) {
   std::vector<QueuedSequence> q = {seq(1, 9, microseconds{0}, milliseconds{50}),
                                    seq(2, 9, microseconds{0}, milliseconds{1})};
   BatchDecision d;
-  decide_batch(q, t0 + microseconds{200}, policy(32, {}, 10000), d);
+  decide_batch(q, t0 + microseconds{200}, policy(32, {}, 10000), kBusy, d);
   ASSERT_EQ(d.action, Action::kWait);
   EXPECT_EQ(d.wait, microseconds{800});
 }
@@ -124,7 +164,7 @@ TEST(DynamicBatcher, QueueIsBoundedAndPollRemovesWhatItReturns) {
   EXPECT_TRUE(b.enqueue(seq(3, 30)));
   EXPECT_FALSE(b.enqueue(seq(4, 9))) << "a full queue refuses: the gateway answers overloaded";
   std::vector<QueuedSequence> batch, expired;
-  const BatchDecision& d = b.poll(t0 + milliseconds{2}, batch, expired);
+  const BatchDecision& d = b.poll(t0 + milliseconds{2}, kBusy, batch, expired);
   EXPECT_EQ(d.action, Action::kSend);
   ASSERT_EQ(expired.size(), 1u);
   EXPECT_EQ(expired[0].id, 1u);
@@ -135,7 +175,7 @@ TEST(DynamicBatcher, QueueIsBoundedAndPollRemovesWhatItReturns) {
   EXPECT_TRUE(b.enqueue(seq(5, 9)));
   EXPECT_TRUE(b.remove(5));
   EXPECT_FALSE(b.remove(5));
-  EXPECT_EQ(b.poll(t0, batch, expired).action, Action::kIdle);
+  EXPECT_EQ(b.poll(t0, kBusy, batch, expired).action, Action::kIdle);
 }
 
 QueuedSequence at(int priority, uint64_t id, int tokens,
@@ -158,13 +198,13 @@ TEST(DynamicBatcher, HigherPriorityOvertakesQueuedLowerPriority) {
   EXPECT_EQ(b.size(2), 1u);
   EXPECT_EQ(b.size(3), 6u);
   std::vector<QueuedSequence> batch, expired;
-  ASSERT_EQ(b.poll(t0 + microseconds{200}, batch, expired).action, Action::kSend);
+  ASSERT_EQ(b.poll(t0 + microseconds{200}, kBusy, batch, expired).action, Action::kSend);
   std::vector<uint64_t> got;
   for (const auto& s : batch) got.push_back(s.id);
   // Level 1 first (though level 3 has a length closer to the anchor's), then level 2, then the
   // oldest of level 3 closest in length.
   EXPECT_EQ(got, (std::vector<uint64_t>{101, 102, 201, 1}));
-  ASSERT_EQ(b.poll(t0 + microseconds{200}, batch, expired).action, Action::kSend);
+  ASSERT_EQ(b.poll(t0 + microseconds{200}, kBusy, batch, expired).action, Action::kSend);
   got.clear();
   for (const auto& s : batch) got.push_back(s.id);
   EXPECT_EQ(got, (std::vector<uint64_t>{2, 3, 4, 5}));
@@ -184,10 +224,10 @@ TEST(DynamicBatcher, LevelsShareTheQueueBoundAndTheDelayCountsFromTheOldestOfAny
   EXPECT_FALSE(DynamicBatcher(p).enqueue(at(0, 5, 9))) << "no level 0";
   std::vector<QueuedSequence> batch, expired;
   // The urgent one anchors the batch, but the low ones' wait began at t0: 500 us left, not 2000.
-  const BatchDecision& d = b.poll(t0 + microseconds{1500}, batch, expired);
+  const BatchDecision& d = b.poll(t0 + microseconds{1500}, kBusy, batch, expired);
   ASSERT_EQ(d.action, Action::kWait);
   EXPECT_EQ(d.wait, microseconds{500});
-  ASSERT_EQ(b.poll(t0 + microseconds{2000}, batch, expired).action, Action::kSend);
+  ASSERT_EQ(b.poll(t0 + microseconds{2000}, kBusy, batch, expired).action, Action::kSend);
   ASSERT_EQ(batch.size(), 3u);
   EXPECT_EQ(batch[0].id, 3u);
 }

@@ -52,8 +52,10 @@ constexpr std::string_view kUsage =
 up     starts the whole pipeline on this machine as child processes: gateway.replicas gateways and
        batcher.replicas batchers (default 1 each; replica k on the endpoints and ports k after the
        configured ones), and `replicas` copies of the tokenizer, encoder, decoder and
-       postprocessor (config/pipeline.yaml, docs/CONFIG.md), every one with the same --config and
-       --set arguments. It prints the client
+       postprocessor (config/pipeline.yaml, docs/CONFIG.md; 0, the default, sizes them and the
+       encoders' and decoders' threads from the cores and the model, and OMP_WAIT_POLICY=passive
+       is set when those threads outnumber the cores: docs/CONFIG.md, "Sizing"), every one with
+       the same --config and --set arguments. It prints the sizing, the client
        endpoint and the metrics ports, restarts a child that dies (after 0.5 s, doubling while it
        keeps failing), and stops everything on Ctrl-C or SIGTERM. It checks the config and the
        model directory before starting anything, and stops with the error (exit status 1) when a
@@ -173,6 +175,12 @@ int up(int argc, char** argv) {
   add("decoder", c.decoder.replicas);
   add("postprocessor", c.postprocessor.replicas);
 
+  // More engine threads than cores: an OpenMP thread that spins while it waits holds a core that
+  // a hub, another stage or the very thread it waits for needs (libgomp reads this at start, so
+  // only the children's environment can carry it). A value the user set is kept.
+  const int cores = config::available_cores();
+  const bool passive = config::engine_threads_oversubscribe(c, cores);
+  if (passive) ::setenv("OMP_WAIT_POLICY", "passive", 0);
   seqpipe::service::install_stop_handlers();
   seqpipe::supervisor::ChildProcesses children(std::move(specs));
   children.start();
@@ -184,6 +192,12 @@ int up(int argc, char** argv) {
               loaded.model_path.empty() ? "(no model seqpipe.yaml)" : loaded.model_path.c_str(),
               loaded.path.empty() ? "(no config file)" : loaded.path.c_str(),
               args.overrides.size());
+  std::printf(
+      "seqpipe up: %d cores: %d tokenizer(s), %d encoder(s) x %d threads, %d decoder(s) x %d "
+      "threads, %d postprocessor(s); OMP_WAIT_POLICY=%s\n",
+      cores, c.tokenizer.replicas, c.encoder.replicas, c.encoder.threads, c.decoder.replicas,
+      c.decoder.threads, c.postprocessor.replicas,
+      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(libgomp default)");
   print_metrics_ports(c);
   const bool gave_up = children.supervise(seqpipe::service::stop_requested);
   children.stop(std::chrono::seconds(5));  // SIGTERM, up to 5 s to drain, then SIGKILL

@@ -1,7 +1,11 @@
 // Where a config meets the machine: the runtime directory (from the environment, read only in
-// load_pipeline_config) and the endpoints made concrete in it.
+// load_pipeline_config), the endpoints made concrete in it, and the auto replicas and threads
+// sized from the cores.
+#include <sched.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
@@ -149,6 +153,66 @@ std::string client_endpoints(const PipelineConfig& c) {
   return all;
 }
 
+Sizing size_for_cores(int cores, int64_t step_params) {
+  cores = std::max(1, cores);
+  Sizing s;
+  if (step_params > 0 && step_params < kThreadedStepParams) {
+    s.encoder_replicas = s.decoder_replicas = std::min(cores, 64);
+    s.tokenizer_replicas = s.postprocessor_replicas = 1 + (cores - 1) / 4;
+    return s;  // one thread each
+  }
+  s.decoder_replicas = 1 + (cores - 1) / 8;
+  s.decoder_threads = std::max(1, cores / s.decoder_replicas);
+  s.encoder_replicas = 1 + (cores - 1) / 16;
+  s.encoder_threads = std::max(1, cores / s.encoder_replicas);
+  s.tokenizer_replicas = 1 + (cores - 1) / 4;
+  s.postprocessor_replicas = s.tokenizer_replicas;
+  return s;
+}
+
+int64_t decoder_step_params(const std::string& model_dir) {
+  try {
+    const YAML::Node json =
+        YAML::LoadFile((std::filesystem::path(model_dir) / "config.json").string());
+    const int64_t d = json["d_model"].as<int64_t>(), f = json["d_ff"].as<int64_t>();
+    const int64_t layers = json["num_decoder_layers"] && !json["num_decoder_layers"].IsNull()
+                               ? json["num_decoder_layers"].as<int64_t>()
+                               : json["num_layers"].as<int64_t>();
+    return layers * (6 * d * d + 2 * d * f) + json["vocab_size"].as<int64_t>() * d;
+  } catch (const std::exception&) {  // missing, unreadable or not a T5 config: the engine says why
+    return 0;
+  }
+}
+
+void apply_sizing(PipelineConfig& c, int cores, int64_t step_params) {
+  const Sizing s = size_for_cores(cores, step_params);
+  auto fill = [](int& value, int sized) {
+    if (value == kAuto) value = sized;
+  };
+  fill(c.tokenizer.replicas, s.tokenizer_replicas);
+  fill(c.encoder.replicas, s.encoder_replicas);
+  fill(c.decoder.replicas, s.decoder_replicas);
+  fill(c.postprocessor.replicas, s.postprocessor_replicas);
+  // Each replica its share of the cores, for replicas sized or set.
+  fill(c.encoder.threads, std::max(1, std::max(1, cores) / c.encoder.replicas));
+  fill(c.decoder.threads, std::max(1, std::max(1, cores) / c.decoder.replicas));
+}
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+bool engine_threads_oversubscribe(const PipelineConfig& c, int cores) {
+  // threads 0 (auto) left unresolved would mean all cores each.
+  auto threads = [cores](int t) { return t == kAuto ? cores : t; };
+  return c.encoder.replicas * threads(c.encoder.threads) +
+             c.decoder.replicas * threads(c.decoder.threads) >
+         cores;
+}
+
 LoadedConfig load_pipeline_config(const std::string& config_path,
                                   const std::vector<std::string>& overrides) {
   std::string path = config_path;
@@ -160,6 +224,8 @@ LoadedConfig load_pipeline_config(const std::string& config_path,
   // The only place the environment is read: everything below gets the resolved config.
   const std::string runtime_dir =
       choose_runtime_dir(loaded.config.runtime_dir, std::getenv("XDG_RUNTIME_DIR"), ::getuid());
+  apply_sizing(loaded.config, available_cores(), decoder_step_params(loaded.config.model.dir));
+  validate(loaded.config);  // again: the sized replicas move the metrics ports' ranges
   loaded.config = resolve_endpoints(std::move(loaded.config), runtime_dir);
   return loaded;
 }

@@ -61,7 +61,7 @@ constexpr IntRule kPortRule{0, kMaxPort};
 
 template <typename Worker, typename Visit>
 void worker_fields(std::string_view section, Worker& worker, Visit& visit) {
-  visit(Key{section, "replicas"}, worker.replicas, IntRule{1, 64});
+  visit(Key{section, "replicas"}, worker.replicas, IntRule{0, 64});  // 0: auto
   visit(Key{section, "credits"}, worker.credits, IntRule{1, 1024});
   visit(Key{section, "metrics_port"}, worker.metrics_port, kPortRule);
   visit(Key{section, "hub_endpoints"}, worker.hub_endpoints, EndpointListRule{});

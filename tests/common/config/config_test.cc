@@ -146,7 +146,7 @@ TEST(ConfigOverrides, ScalarSequenceAndStringValues) {
   EXPECT_EQ(c.decoder.threads, 2);
   EXPECT_EQ(c.runtime_dir, "/run/sp");
   EXPECT_TRUE(c.security.allow_plaintext);
-  EXPECT_EQ(c.encoder.threads, 1);  // untouched
+  EXPECT_EQ(c.encoder.threads, kAuto);  // untouched (sized only by load_pipeline_config)
 }
 
 TEST(ConfigOverrides, NestedKeysOfInheritedWorkerFields) {
@@ -155,7 +155,7 @@ TEST(ConfigOverrides, NestedKeysOfInheritedWorkerFields) {
   EXPECT_EQ(c.encoder.replicas, 1);
   EXPECT_EQ(c.postprocessor.credits, 9);
   EXPECT_EQ(c.tokenizer.metrics_port, 9200);
-  EXPECT_EQ(c.decoder.replicas, 2);
+  EXPECT_EQ(c.decoder.replicas, kAuto);
 }
 
 TEST(ConfigOverrides, HubEndpointListsAreCheckedAndResolved) {
@@ -323,10 +323,10 @@ const ErrorCase kErrorCases[] = {
      "gateway:\n  metrics_port: 70000\n",
      {},
      "gateway.metrics_port must be an integer in [0, 65535], got 70000"},
-    {"ReplicasZero",
-     "encoder:\n  replicas: 0\n",
+    {"ReplicasNegative",
+     "encoder:\n  replicas: -1\n",
      {},
-     "encoder.replicas must be an integer in [1, 64], got 0"},
+     "encoder.replicas must be an integer in [0, 64], got -1"},
     {"TooManyBeams",
      "decoder:\n  max_beams: 17\n",
      {},
@@ -414,9 +414,9 @@ const ErrorCase kErrorCases[] = {
      {},
      "batcher.decoder_endpoint and gateway.results_endpoint are the same endpoint"},
     {"MetricsPortsOverlap",
-     "encoder:\n  metrics_port: 9099\n",
+     "encoder:\n  replicas: 2\n  metrics_port: 9099\n",
      {},
-     "test.yaml:2: encoder.metrics_port 9099..9100 overlaps gateway.metrics_port 9100"},
+     "test.yaml:3: encoder.metrics_port 9099..9100 overlaps gateway.metrics_port 9100"},
     {"MetricsPortPastTheLastPort",
      "decoder:\n  replicas: 4\n  metrics_port: 65534\n",
      {},
@@ -691,15 +691,108 @@ TEST(ConfigLoadPipeline, WithoutAPathReadsTheDefaultFileOrTheBuiltInDefaults) {
   const std::filesystem::path previous = std::filesystem::current_path();
   std::filesystem::current_path(dir.path());
   const LoadedConfig defaults = load_pipeline_config("", {"runtime_dir=/run/sp"});
+  // Sized as load_pipeline_config sized it: the default model directory, from this directory.
+  const int sized_threads =
+      size_for_cores(available_cores(), decoder_step_params(defaults.config.model.dir))
+          .decoder_threads;
   std::filesystem::create_directory(dir.path() + "/config");
   dir.write("config/pipeline.yaml", "decoder:\n  threads: 3\n");
   const LoadedConfig from_file = load_pipeline_config("", {"runtime_dir=/run/sp"});
   std::filesystem::current_path(previous);
 
   EXPECT_EQ(defaults.path, "");
-  EXPECT_EQ(defaults.config.decoder.threads, PipelineConfig{}.decoder.threads);
+  EXPECT_EQ(defaults.config.decoder.threads, sized_threads);
   EXPECT_EQ(from_file.path, kDefaultConfigPath);
   EXPECT_EQ(from_file.config.decoder.threads, 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sizing: auto replicas and threads from the cores
+
+TEST(ConfigSizing, OneDecoderTakesTheCoresOfASmallMachine) {
+  const Sizing two = size_for_cores(2);
+  EXPECT_EQ(two.decoder_replicas, 1) << "a second decoder on 2 cores only competes for them";
+  EXPECT_EQ(two.decoder_threads, 2);
+  EXPECT_EQ(two.encoder_replicas, 1);
+  EXPECT_EQ(two.encoder_threads, 2);
+  EXPECT_EQ(two.tokenizer_replicas, 1);
+  EXPECT_EQ(two.postprocessor_replicas, 1);
+  const Sizing one = size_for_cores(1);
+  EXPECT_EQ(one.decoder_threads, 1);
+  EXPECT_EQ(one.encoder_threads, 1);
+  EXPECT_EQ(size_for_cores(0).decoder_threads, 1) << "never less than one of each";
+}
+
+TEST(ConfigSizing, LargerMachinesGetMoreReplicasEachWithItsShareOfTheCores) {
+  const Sizing eight = size_for_cores(8);
+  EXPECT_EQ(eight.decoder_replicas, 1);
+  EXPECT_EQ(eight.decoder_threads, 8);
+  EXPECT_EQ(eight.tokenizer_replicas, 2);
+  const Sizing sixteen = size_for_cores(16);
+  EXPECT_EQ(sixteen.decoder_replicas, 2);
+  EXPECT_EQ(sixteen.decoder_threads, 8);
+  EXPECT_EQ(sixteen.encoder_replicas, 1);
+  EXPECT_EQ(sixteen.tokenizer_replicas, 4);
+  const Sizing many = size_for_cores(64);
+  EXPECT_EQ(many.decoder_replicas, 8);
+  EXPECT_EQ(many.decoder_replicas * many.decoder_threads, 64);
+  EXPECT_EQ(many.encoder_replicas, 4);
+  EXPECT_EQ(many.encoder_replicas * many.encoder_threads, 64);
+}
+
+TEST(ConfigSizing, ASmallModelGetsASingleThreadedEncoderAndDecoderPerCore) {
+  // t5-small reads 38.5 M weights a decoder step; the bundled speller 2.1 M, too few to share.
+  EXPECT_EQ(decoder_step_params(kSourceDir + "/models/speller-t5"), 2'091'008);
+  EXPECT_EQ(decoder_step_params(kSourceDir + "/tests/data/t5-tiny-random"),
+            2 * (6 * 64 * 64 + 2 * 64 * 128) + 512 * 64);
+  EXPECT_EQ(decoder_step_params("/nonexistent"), 0) << "unknown: sized as a large model";
+  const Sizing small = size_for_cores(2, 2'091'008);
+  EXPECT_EQ(small.decoder_replicas, 2);
+  EXPECT_EQ(small.decoder_threads, 1);
+  EXPECT_EQ(small.encoder_replicas, 2);
+  EXPECT_EQ(small.encoder_threads, 1);
+  EXPECT_EQ(small.tokenizer_replicas, 1);
+  const Sizing large = size_for_cores(2, 38'469'632);
+  EXPECT_EQ(large.decoder_replicas, 1);
+  EXPECT_EQ(large.decoder_threads, 2);
+  PipelineConfig c;
+  apply_sizing(c, 2, 2'091'008);
+  EXPECT_EQ(c.decoder.replicas, 2);
+  EXPECT_EQ(c.decoder.threads, 1);
+}
+
+TEST(ConfigSizing, OnlyAutoValuesAreSizedAndTheRestIsKept) {
+  PipelineConfig c;
+  c.decoder.replicas = 3;
+  c.encoder.threads = 1;
+  apply_sizing(c, 2);
+  EXPECT_EQ(c.decoder.replicas, 3);
+  EXPECT_EQ(c.decoder.threads, 1) << "three decoders on 2 cores: one thread each";
+  EXPECT_EQ(c.encoder.replicas, 1);
+  EXPECT_EQ(c.encoder.threads, 1);
+  EXPECT_EQ(c.tokenizer.replicas, 1);
+  EXPECT_EQ(c.postprocessor.replicas, 1);
+  EXPECT_EQ(c.gateway.replicas, 1) << "the hubs are not sized";
+}
+
+TEST(ConfigSizing, EngineThreadsOversubscribeWhenTheyOutnumberTheCores) {
+  PipelineConfig c;
+  apply_sizing(c, 2);  // an encoder and a decoder of 2 threads each on 2 cores
+  EXPECT_TRUE(engine_threads_oversubscribe(c, 2));
+  c.encoder.threads = c.decoder.threads = 1;
+  EXPECT_FALSE(engine_threads_oversubscribe(c, 2));
+  EXPECT_TRUE(engine_threads_oversubscribe(c, 1));
+}
+
+TEST(ConfigSizing, LoadPipelineConfigSizesTheAutoValuesForThisMachine) {
+  const std::string model = "model.dir=" + kSourceDir + "/models/speller-t5";
+  const Sizing s = size_for_cores(available_cores(), 2'091'008);
+  const LoadedConfig loaded = load_pipeline_config(kShippedConfig, {model, "encoder.replicas=2"});
+  EXPECT_EQ(loaded.config.decoder.replicas, s.decoder_replicas);
+  EXPECT_EQ(loaded.config.decoder.threads, s.decoder_threads);
+  EXPECT_EQ(loaded.config.encoder.replicas, 2);
+  EXPECT_EQ(loaded.config.encoder.threads, std::max(1, available_cores() / 2));
+  EXPECT_EQ(loaded.config.tokenizer.replicas, s.tokenizer_replicas);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import msgpack
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, Pipeline, free_port, scrape, stop  # noqa: E402
+from harness import SEQPIPE, TWO_OF_EACH, Pipeline, free_port, scrape, stop  # noqa: E402
 
 BATCHER = os.path.join(os.path.dirname(os.path.realpath(SEQPIPE)), "..", "services", "batcher", "seqpipe-batcher")
 TIMEOUT_MS = 6000
@@ -63,7 +63,7 @@ class TwoBatchersTest(unittest.TestCase):
                               f'"ipc://{{runtime_dir}}/{B2[stage]}.sock"]')
         cls.settings = ["liveness.heartbeat_interval_ms=100", "liveness.heartbeat_liveness=3",
                         "liveness.reconnect_max_ms=400", "batcher.max_queue_delay_us=1000",
-                        f"gateway.default_timeout_ms={TIMEOUT_MS}", "decoder.num_slots=16"]
+                        f"gateway.default_timeout_ms={TIMEOUT_MS}", "decoder.num_slots=16", *TWO_OF_EACH]
         cls.pipeline = Pipeline("seqpipe-batchers-", cls.settings + [
             "gateway.metrics_port=0", f"batcher.metrics_port={cls.b1_metrics}",
             'gateway.batcher_endpoints=["ipc://{runtime_dir}/batcher-in.sock", "ipc://{runtime_dir}/b2-in.sock"]',

@@ -21,7 +21,7 @@ import msgpack
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, Pipeline, free_port, scrape  # noqa: E402
+from harness import SEQPIPE, TWO_OF_EACH, Pipeline, free_port, scrape  # noqa: E402
 
 TIMEOUT_MS = 6000
 GRACE_S = 1.0
@@ -157,7 +157,7 @@ class FaultsTest(unittest.TestCase):
             "gateway.metrics_port=0", f"batcher.metrics_port={cls.batcher_metrics}",
             "decoder.metrics_port=0", "decoder.num_slots=8", *cls.LIVENESS,
             "batcher.max_queue_delay_us=1000", f"gateway.default_timeout_ms={TIMEOUT_MS}",
-            "encoder.credits=1", "batcher.max_queue_size=64"])
+            "encoder.credits=1", "batcher.max_queue_size=64", *TWO_OF_EACH])
         cls.run_dir, cls.endpoint = cls.pipeline.run_dir, cls.pipeline.endpoint
         cls.pipeline.wait_until(lambda: cls._ready(), cls.tearDownClass)
 

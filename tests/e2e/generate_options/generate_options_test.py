@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, PipelineTestCase, free_port  # noqa: E402
+from harness import SEQPIPE, TWO_OF_EACH, PipelineTestCase, free_port  # noqa: E402
 from seqpipe_client import SeqpipeError  # noqa: E402
 
 LONG = {"max_new_tokens": 12, "min_new_tokens": 12}  # every output 12 tokens long
@@ -40,7 +40,8 @@ class GenerateOptionsTest(PipelineTestCase):
     def settings(cls):
         cls.port = free_port()
         return ["gateway.metrics_port=0", "batcher.metrics_port=0",
-                f"gateway.http_endpoint=127.0.0.1:{cls.port}", "batcher.max_queue_delay_us=2000"]
+                f"gateway.http_endpoint=127.0.0.1:{cls.port}", "batcher.max_queue_delay_us=2000",
+                *TWO_OF_EACH]
 
     def sample(self, seed, text="teh speling"):
         return self.client.generate(text, seed=seed, **LONG, **SAMPLING)["text"]

@@ -18,7 +18,7 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import MKMODEL, SEQPIPE, Pipeline, answers, free_port, scrape, stop  # noqa: E402
+from harness import MKMODEL, SEQPIPE, TWO_OF_EACH, Pipeline, answers, free_port, scrape, stop  # noqa: E402
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
 
 BUILD = os.path.dirname(os.path.dirname(SEQPIPE))
@@ -55,7 +55,7 @@ class CurvePipelineTest(unittest.TestCase):
                         f"gateway.metrics_port={cls.metrics_port}", "batcher.metrics_port=0",
                         "tokenizer.metrics_port=0", "encoder.metrics_port=0",
                         "decoder.metrics_port=0", "postprocessor.metrics_port=0",
-                        *security_settings(cls.keys)]
+                        *security_settings(cls.keys), *TWO_OF_EACH]
         cls.pipeline = Pipeline("seqpipe-security-", cls.settings)
         client = cls.client("client")
         cls.pipeline.wait_until(lambda: answers(client), cls.tearDownClass)

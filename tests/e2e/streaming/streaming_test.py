@@ -21,7 +21,7 @@ import msgpack
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, PipelineTestCase, free_port, scrape  # noqa: E402
+from harness import SEQPIPE, TWO_OF_EACH, PipelineTestCase, free_port, scrape  # noqa: E402
 
 # Tokens: a sequence runs for about 0.5 s on the tiny model, 10 to 40 times longer than its first
 # partial takes to reach the client, so a cancel after the first partial finds it at the decoder.
@@ -65,7 +65,7 @@ class StreamingTest(PipelineTestCase):
         return [f"gateway.metrics_port={cls.gateway_metrics}", "batcher.metrics_port=0",
                 "decoder.metrics_port=0",
                 f"gateway.http_endpoint=127.0.0.1:{cls.port}", f"decoder.max_new_tokens={ENDLESS}",
-                "batcher.max_queue_delay_us=1000"]
+                "batcher.max_queue_delay_us=1000", *TWO_OF_EACH]
 
     def dealer(self):
         sock = zmq.Context.instance().socket(zmq.DEALER)

@@ -15,7 +15,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import MKMODEL, SEQPIPE, Pipeline, answers  # noqa: E402
+from harness import MKMODEL, SEQPIPE, TWO_OF_EACH, Pipeline, answers  # noqa: E402
 from seqpipe_client import Client  # noqa: E402
 
 
@@ -36,7 +36,7 @@ def up(args, timeout):
 class ChildrenDieWithUpTest(unittest.TestCase):
     def test_sigkill_of_up_stops_every_child(self):
         pipeline = Pipeline("seqpipe-supervision-", ["gateway.metrics_port=0",
-                                                      "batcher.metrics_port=0"])
+                                                      "batcher.metrics_port=0", *TWO_OF_EACH])
         try:
             client = Client(pipeline.endpoint)
             pipeline.wait_until(lambda: answers(client), pipeline.close)

@@ -30,6 +30,10 @@ struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The value of a worker stage's `replicas` or an engine stage's `threads` that asks for them to be
+// sized from the machine (size_for_cores).
+inline constexpr int kAuto = 0;
+
 struct ModelConfig {
   // The HuggingFace-layout model directory (config.json, model.safetensors, spiece.model),
   // relative to the service's working directory. Read by the tokenizer, encoder, decoder and
@@ -132,8 +136,9 @@ struct GatewayConfig {
 
 // What every replicated worker stage shares.
 struct WorkerConfig {
-  // Processes of this stage that `seqpipe up` starts.
-  int replicas = 2;
+  // Processes of this stage that `seqpipe up` starts; 0 = auto: sized from the machine's cores
+  // (size_for_cores), resolved by load_pipeline_config.
+  int replicas = kAuto;
   // Work items one replica may hold at once (credit-based flow control): more hides the
   // network round trip, fewer spreads work more evenly across replicas.
   int credits = 4;
@@ -175,8 +180,9 @@ struct BatcherConfig {
   // Batch sizes sent as soon as they can be formed (ascending, each <= max_batch_size);
   // empty = only full batches or max_queue_delay_us trigger a send.
   std::vector<int> preferred_batch_sizes = {8, 16, 32};
-  // Longest the oldest queued sequence waits for company, in microseconds: more = fuller
-  // batches (throughput), less = lower latency at low load.
+  // Longest the oldest queued sequence waits for company while a batch is being encoded, in
+  // microseconds (with none being encoded, what is queued goes at once): more = fuller batches
+  // under load (throughput), less = lower latency.
   uint32_t max_queue_delay_us = 2000;
   // Most padded tokens in one batch (batch size x longest sequence).
   int max_batch_tokens = 4096;
@@ -196,9 +202,9 @@ struct BatcherConfig {
 
 struct EncoderConfig : WorkerConfig {
   EncoderConfig() { metrics_port = 9120; }
-  // Threads per replica for the BLAS and the engine kernels (ModelOptions.threads);
-  // 0 = all cores. replicas x threads should not exceed the cores.
-  int threads = 1;
+  // Threads per replica for the BLAS and the engine kernels (ModelOptions.threads); 0 = auto:
+  // sized from the machine's cores (size_for_cores), resolved by load_pipeline_config.
+  int threads = kAuto;
   // Sequences in the warm-up batch run before the replica announces itself (0 = none), so the
   // first real request does not pay for cold caches and first-touch allocations.
   int warmup_batch_size = 8;
@@ -210,8 +216,8 @@ struct EncoderConfig : WorkerConfig {
 
 struct DecoderConfig : WorkerConfig {
   DecoderConfig() { metrics_port = 9130; }
-  // Threads per replica (ModelOptions.threads); 0 = all cores.
-  int threads = 1;
+  // Threads per replica (ModelOptions.threads); 0 = auto, as encoder.threads.
+  int threads = kAuto;
   // KV cache slots per replica: sequences (beams) decoded at once (KvCacheOptions.num_slots).
   int num_slots = 32;
   // Largest num_beams a request may use (KvCacheOptions.max_beams).
@@ -349,6 +355,43 @@ std::vector<std::string> batcher_replica_overrides(const PipelineConfig& config,
 // What a client is given: every gateway replica's client endpoint, comma-separated.
 std::string client_endpoints(const PipelineConfig& config);
 
+// The processes and threads that fit a machine of `cores` cores and a model whose decoder step
+// reads `step_params` weights (decoder_step_params; 0 = unknown) (docs/CONFIG.md, "Sizing"). The
+// decoder does most of the work and batches every sequence in flight itself, so one decoder
+// takes the cores (a second one on two cores only competes with the first for them); one more
+// per 8 cores, each with its share. The encoder runs between decoder steps and uses the same
+// cores (its threads sleep when it has no batch); the tokenizer and the postprocessor cost a few
+// percent of a request and need a replica per 4 cores. Every process beyond these costs
+// wake-ups on cores that are all busy under load. A model whose step reads fewer than
+// kThreadedStepParams weights is the exception: its step is too short for threads to pay for
+// their wake-ups, so it gets one single-threaded encoder and decoder per core.
+struct Sizing {
+  int tokenizer_replicas = 1;
+  int encoder_replicas = 1;
+  int encoder_threads = 1;
+  int decoder_replicas = 1;
+  int decoder_threads = 1;
+  int postprocessor_replicas = 1;
+};
+inline constexpr int64_t kThreadedStepParams = 8'000'000;
+Sizing size_for_cores(int cores, int64_t step_params = 0);
+// The weights (parameters) one decoder step of the model in `model_dir` reads, from its
+// config.json: per decoder layer self-attention (4 d_model^2), cross-attention's query and
+// output (2 d_model^2) and the feed-forward (2 d_model d_ff), plus the lm_head (vocab d_model).
+// 0 when there is no readable config.json (sizing then assumes a large model).
+int64_t decoder_step_params(const std::string& model_dir);
+// Replaces every auto (kAuto) replicas of `config` by size_for_cores(cores, step_params)'s, and
+// every auto threads by the stage's share of the cores (cores / its replicas, sized or set; at
+// least 1).
+void apply_sizing(PipelineConfig& config, int cores, int64_t step_params = 0);
+// The cores this process may run on (its CPU affinity mask; at least 1).
+int available_cores();
+// Whether the engine stages' threads (encoders' and decoders', replicas x threads) outnumber
+// `cores`: their OpenMP threads should then sleep as soon as they run out of work
+// (OMP_WAIT_POLICY=passive) instead of spinning, which takes the cores from the other stages and
+// from the threads they wait for. `seqpipe up` sets it for its children then.
+bool engine_threads_oversubscribe(const PipelineConfig& config, int cores);
+
 // The file in a model directory that holds the model's own settings (model_overrides).
 inline constexpr std::string_view kModelConfigName = "seqpipe.yaml";
 
@@ -365,7 +408,9 @@ std::vector<std::string> model_overrides(const std::string& model_dir);
 // the overrides name) < the config file (`config_path`; empty: kDefaultConfigPath if it exists in
 // the working directory, else none) < the overrides (--set). Then validated, the runtime
 // directory chosen (choose_runtime_dir over $XDG_RUNTIME_DIR and the uid: the only place the
-// environment is read) and the endpoints resolved in it. Creates nothing. Throws ConfigError.
+// environment is read), the auto replicas and threads sized for available_cores() and the
+// model's decoder_step_params (apply_sizing)
+// and the endpoints resolved in the runtime directory. Creates nothing. Throws ConfigError.
 struct LoadedConfig {
   PipelineConfig config;
   std::string path;        // the file read; empty: the built-in defaults
