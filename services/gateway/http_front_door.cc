@@ -12,9 +12,11 @@
 #include <sys/socket.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <span>
 #include <string_view>
 
+#include "gateway/http_openai.h"
 #include "seqpipe/common/config.h"
 
 namespace seqpipe::gateway {
@@ -320,6 +322,14 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
     if (path == "/v2/health/ready" || path == model + "/ready") return ask_ready(req);
     if (path == model)
       return send_answer(req, {.status = 200, .body = kserve_model_metadata(options_.model_name)});
+    if (path == "/v1/models")
+      return send_answer(req, {.status = 200, .body = openai_models(options_.model_name, 0)});
+  } else if (method == "POST" && (path == "/v1/completions" || path == "/v1/chat/completions")) {
+    const std::string id = "http-" + std::to_string(next_id_++);
+    auto request =
+        openai_request(body_of(req), id, path == "/v1/chat/completions", std::time(nullptr));
+    if (auto* a = std::get_if<HttpAnswer>(&request)) return send_answer(req, *a);
+    return submit(req, std::move(std::get<HttpRequest>(request)), Route::kOpenAi);
   } else if (method == "POST" && (path == "/v1/generate" || path == model + "/infer")) {
     const std::string id = "http-" + std::to_string(next_id_++);
     const bool generate = path == "/v1/generate";
@@ -336,10 +346,8 @@ void HttpFrontDoor::submit(evhttp_request* req, HttpRequest request, Route route
   const std::string tag = request.internal_id;
   if (!gateway_.send({std::string_view(tag), std::string_view(), std::string_view(request.msgpack)},
                      /*dontwait=*/true)) {
-    const std::string reply = no_reply(tag);
-    return send_answer(req, route == Route::kInfer
-                                ? kserve_infer_reply(reply, request.client_id, options_.model_name)
-                                : generate_reply(reply, request.client_id));
+    Pending refused{.req = req, .request = std::move(request), .route = route};
+    return send_answer(req, answer_of(refused, no_reply(tag)));
   }
   auto p = std::make_unique<Pending>();
   p->req = req;
@@ -370,15 +378,10 @@ void HttpFrontDoor::on_reply(const std::string& tag, const std::string& body) {
   auto it = pending_.find(tag);
   if (it == pending_.end()) return;  // a late reply: the request was given up or cancelled
   Pending& p = *it->second;
-  if (p.route == Route::kInfer) {
-    send_answer(p.req, kserve_infer_reply(body, p.request.client_id, options_.model_name));
-    pending_.erase(it);
-    return;
-  }
   const bool partial = is_partial(body);
   if (!p.request.stream || (!p.streaming && !partial)) {
     // Not streamed, or refused or failed before any text: a plain JSON answer.
-    const HttpAnswer a = generate_reply(body, p.request.client_id);
+    const HttpAnswer a = answer_of(p, body);
     if (!p.request.stream || a.status != 200) {
       send_answer(p.req, a);
       pending_.erase(it);
@@ -394,11 +397,28 @@ void HttpFrontDoor::on_reply(const std::string& tag, const std::string& body) {
     p.heartbeat = new_event(base_, -1, EV_PERSIST, &p.on_heartbeat);
     event_add(p.heartbeat, &kHeartbeat);
   }
-  send_chunk(p.req, sse_event(body, p.request.client_id));
+  send_chunk(p.req, events_of(p, body));
   if (!partial) {
     evhttp_send_reply_end(p.req);
     pending_.erase(it);
   }
+}
+
+HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const std::string& body) const {
+  switch (p.route) {
+    case Route::kInfer:
+      return kserve_infer_reply(body, p.request.client_id, options_.model_name);
+    case Route::kOpenAi:
+      return openai_reply(body, p.request, options_.model_name);
+    case Route::kGenerate:
+      break;
+  }
+  return generate_reply(body, p.request.client_id);
+}
+
+std::string HttpFrontDoor::events_of(const Pending& p, const std::string& body) const {
+  if (p.route == Route::kOpenAi) return openai_events(body, p.request, options_.model_name);
+  return sse_event(body, p.request.client_id);
 }
 
 void HttpFrontDoor::on_deadline(std::string tag) {
