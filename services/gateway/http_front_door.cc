@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "gateway/http_openai.h"
+#include "gateway/http_tgi.h"
 #include "seqpipe/common/config.h"
 
 namespace seqpipe::gateway {
@@ -184,6 +185,7 @@ struct HttpFrontDoor::Pending {
   HttpRequest request;
   Route route = Route::kGenerate;
   bool streaming = false;  // the event stream's head has gone out
+  uint32_t events = 0;     // events sent on the stream
   std::function<void()> on_deadline, on_heartbeat;
   event* deadline = nullptr;
   event* heartbeat = nullptr;
@@ -322,8 +324,16 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
     if (path == "/v2/health/ready" || path == model + "/ready") return ask_ready(req);
     if (path == model)
       return send_answer(req, {.status = 200, .body = kserve_model_metadata(options_.model_name)});
+    if (path == "/health") return ask_ready(req);
+    if (path == "/info")
+      return send_answer(req, {.status = 200, .body = tgi_info(options_.model_name)});
     if (path == "/v1/models")
       return send_answer(req, {.status = 200, .body = openai_models(options_.model_name, 0)});
+  } else if (method == "POST" && (path == "/generate" || path == "/generate_stream")) {
+    const std::string id = "http-" + std::to_string(next_id_++);
+    auto request = tgi_request(body_of(req), id, path == "/generate_stream");
+    if (auto* a = std::get_if<HttpAnswer>(&request)) return send_answer(req, *a);
+    return submit(req, std::move(std::get<HttpRequest>(request)), Route::kTgi);
   } else if (method == "POST" && (path == "/v1/completions" || path == "/v1/chat/completions")) {
     const std::string id = "http-" + std::to_string(next_id_++);
     auto request =
@@ -410,13 +420,16 @@ HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const std::string& body) c
       return kserve_infer_reply(body, p.request.client_id, options_.model_name);
     case Route::kOpenAi:
       return openai_reply(body, p.request, options_.model_name);
+    case Route::kTgi:
+      return tgi_reply(body);
     case Route::kGenerate:
       break;
   }
   return generate_reply(body, p.request.client_id);
 }
 
-std::string HttpFrontDoor::events_of(const Pending& p, const std::string& body) const {
+std::string HttpFrontDoor::events_of(Pending& p, const std::string& body) const {
+  if (p.route == Route::kTgi) return tgi_event(body, p.events++);
   if (p.route == Route::kOpenAi) return openai_events(body, p.request, options_.model_name);
   return sse_event(body, p.request.client_id);
 }

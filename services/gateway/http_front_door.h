@@ -94,7 +94,7 @@ class HttpFrontDoor {
 
  private:
   struct Pending;  // an HTTP request the gateway has not finished answering
-  enum class Route { kGenerate, kInfer, kOpenAi };
+  enum class Route { kGenerate, kInfer, kOpenAi, kTgi };
 
   // On the loop thread, all of them.
   void on_request(evhttp_request* req);
@@ -103,7 +103,7 @@ class HttpFrontDoor {
   void on_reply(const std::string& tag, const std::string& body);
   // A reply as its route's answer, and (streamed) as its route's events.
   HttpAnswer answer_of(const Pending& p, const std::string& body) const;
-  std::string events_of(const Pending& p, const std::string& body) const;
+  std::string events_of(Pending& p, const std::string& body) const;
   // By value: a timer's callback owns the tag it passes, and answering frees it.
   void on_deadline(std::string tag);
   void on_heartbeat(std::string tag);
