@@ -232,6 +232,28 @@ void row(const char* what, const std::vector<double>& ms) {
 
 }  // namespace
 
+// Each path's cost over the engine (against the bare relay chain's), and each HTTP API's over
+// msgpack.
+void print_overheads(const PipelineSamples& ipc, const PipelineSamples& tcp,
+                     const std::vector<double>& engine_ms, const std::vector<double>& relay_ipc,
+                     const std::vector<double>& relay_tcp) {
+  for (const auto& [name, samples, relay] : {std::tuple{"ipc://", &ipc.msgpack_ms, &relay_ipc},
+                                             std::tuple{"tcp://", &tcp.msgpack_ms, &relay_tcp}}) {
+    if (samples->empty() || relay->empty()) continue;
+    const double o50 = percentile(*samples, 0.5) - percentile(engine_ms, 0.5);
+    const double o99 = percentile(*samples, 0.99) - percentile(engine_ms, 0.99);
+    std::printf("overhead %-7s p50 %.3f ms (%.2fx the relay chain), p99 %.3f ms (%.2fx)\n", name,
+                o50, o50 / percentile(*relay, 0.5), o99, o99 / percentile(*relay, 0.99));
+  }
+  for (const auto& [name, samples] :
+       {std::pair{"HTTP/JSON", &tcp.http_ms}, std::pair{"OpenAI HTTP", &tcp.openai_ms}}) {
+    if (samples->empty() || tcp.msgpack_ms.empty()) continue;
+    std::printf("%s over msgpack on tcp://: p50 +%.3f ms, p99 +%.3f ms\n", name,
+                percentile(*samples, 0.5) - percentile(tcp.msgpack_ms, 0.5),
+                percentile(*samples, 0.99) - percentile(tcp.msgpack_ms, 0.99));
+  }
+}
+
 int main(int argc, char** argv) {
   std::string model, text = "teh speling is bad";
   int requests = 300, max_new_tokens = 12;
@@ -324,22 +346,7 @@ int main(int argc, char** argv) {
                 ipc_text.c_str(), tcp_text.c_str());
     return 1;
   }
-  for (const auto& [name, samples, relay] : {std::tuple{"ipc://", &ipc.msgpack_ms, &relay_ipc},
-                                             std::tuple{"tcp://", &tcp.msgpack_ms, &relay_tcp}}) {
-    if (samples->empty() || relay->empty()) continue;
-    const double o50 = percentile(*samples, 0.5) - percentile(engine_ms, 0.5);
-    const double o99 = percentile(*samples, 0.99) - percentile(engine_ms, 0.99);
-    std::printf("overhead %-7s p50 %.3f ms (%.2fx the relay chain), p99 %.3f ms (%.2fx)\n", name,
-                o50, o50 / percentile(*relay, 0.5), o99, o99 / percentile(*relay, 0.99));
-  }
-  if (!tcp.http_ms.empty() && !tcp.msgpack_ms.empty()) {
-    std::printf("HTTP/JSON over msgpack on tcp://: p50 +%.3f ms, p99 +%.3f ms\n",
-                percentile(tcp.http_ms, 0.5) - percentile(tcp.msgpack_ms, 0.5),
-                percentile(tcp.http_ms, 0.99) - percentile(tcp.msgpack_ms, 0.99));
-    std::printf("OpenAI HTTP over msgpack on tcp://: p50 +%.3f ms, p99 +%.3f ms\n",
-                percentile(tcp.openai_ms, 0.5) - percentile(tcp.msgpack_ms, 0.5),
-                percentile(tcp.openai_ms, 0.99) - percentile(tcp.msgpack_ms, 0.99));
-  }
+  print_overheads(ipc, tcp, engine_ms, relay_ipc, relay_tcp);
   std::filesystem::remove_all(dir);
   return 0;
 }
