@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -329,25 +330,25 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
       return send_answer(req, {.status = 200, .body = tgi_info(options_.model_name)});
     if (path == "/v1/models")
       return send_answer(req, {.status = 200, .body = openai_models(options_.model_name, 0)});
-  } else if (method == "POST" && (path == "/generate" || path == "/generate_stream")) {
-    const std::string id = "http-" + std::to_string(next_id_++);
-    auto request = tgi_request(body_of(req), id, path == "/generate_stream");
-    if (auto* a = std::get_if<HttpAnswer>(&request)) return send_answer(req, *a);
-    return submit(req, std::move(std::get<HttpRequest>(request)), Route::kTgi);
-  } else if (method == "POST" && (path == "/v1/completions" || path == "/v1/chat/completions")) {
-    const std::string id = "http-" + std::to_string(next_id_++);
-    auto request =
-        openai_request(body_of(req), id, path == "/v1/chat/completions", std::time(nullptr));
-    if (auto* a = std::get_if<HttpAnswer>(&request)) return send_answer(req, *a);
-    return submit(req, std::move(std::get<HttpRequest>(request)), Route::kOpenAi);
-  } else if (method == "POST" && (path == "/v1/generate" || path == model + "/infer")) {
-    const std::string id = "http-" + std::to_string(next_id_++);
-    const bool generate = path == "/v1/generate";
-    auto request =
-        generate ? generate_request(body_of(req), id) : kserve_infer_request(body_of(req), id);
-    if (auto* a = std::get_if<HttpAnswer>(&request)) return send_answer(req, *a);
-    return submit(req, std::move(std::get<HttpRequest>(request)),
-                  generate ? Route::kGenerate : Route::kInfer);
+  } else if (method == "POST") {
+    const std::string id = "http-" + std::to_string(next_id_), body = body_of(req);
+    std::optional<Route> route;
+    std::variant<HttpRequest, HttpAnswer> request;
+    if (path == "/v1/generate") {
+      route = Route::kGenerate, request = generate_request(body, id);
+    } else if (path == model + "/infer") {
+      route = Route::kInfer, request = kserve_infer_request(body, id);
+    } else if (path == "/v1/completions" || path == "/v1/chat/completions") {
+      const bool chat = path == "/v1/chat/completions";
+      route = Route::kOpenAi, request = openai_request(body, id, chat, std::time(nullptr));
+    } else if (path == "/generate" || path == "/generate_stream") {
+      route = Route::kTgi, request = tgi_request(body, id, path == "/generate_stream");
+    }
+    if (route) {
+      ++next_id_;
+      if (auto* a = std::get_if<HttpAnswer>(&request)) return send_answer(req, *a);
+      return submit(req, std::move(std::get<HttpRequest>(request)), *route);
+    }
   }
   send_answer(req, unrouted_request(method, path, options_.model_name));
 }
