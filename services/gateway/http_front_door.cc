@@ -330,6 +330,8 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
       return send_answer(req, {.status = 200, .body = tgi_info(options_.model_name)});
     if (path == "/v1/models")
       return send_answer(req, {.status = 200, .body = openai_models(options_.model_name, 0)});
+    if (path == "/v1/models/" + options_.model_name)
+      return send_answer(req, {.status = 200, .body = openai_model(options_.model_name, 0)});
   } else if (method == "POST") {
     const std::string id = "http-" + std::to_string(next_id_), body = body_of(req);
     std::optional<Route> route;

@@ -278,9 +278,21 @@ HttpAnswer unrouted_request(std::string_view method, std::string_view path,
   // The routes HttpFrontDoor registers, as the messages name them.
   const std::string model = std::string(kModels) + model_name;
   const std::pair<std::string_view, std::string> routes[] = {
-      {"POST", "/v1/generate"}, {"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"},
-      {"GET", "/v1/models"},    {"GET", "/v2/health/live"},  {"GET", "/v2/health/ready"},
-      {"GET", model},           {"GET", model + "/ready"},   {"POST", model + "/infer"}};
+      {"POST", "/v1/generate"},
+      {"POST", "/v1/completions"},
+      {"POST", "/v1/chat/completions"},
+      {"GET", "/v1/models"},
+      {"GET", "/v1/models/" + model_name},
+      {"POST", "/generate"},
+      {"POST", "/generate_stream"},
+      {"GET", "/info"},
+      {"GET", "/health"},
+      {"GET", "/v2/health/live"},
+      {"GET", "/v2/health/ready"},
+      {"GET", model},
+      {"GET", model + "/ready"},
+      {"POST", model + "/infer"},
+  };
   std::string allow, all;
   for (const auto& [route_method, route_path] : routes) {
     if (route_path == path) allow += (allow.empty() ? "" : ", ") + std::string(route_method);

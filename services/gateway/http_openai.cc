@@ -217,11 +217,14 @@ std::string openai_events(std::string_view msgpack_reply, const HttpRequest& req
   }
 }
 
-std::string openai_models(const std::string& model_name, int64_t created) {
+std::string openai_model(const std::string& model_name, int64_t created) {
   return json{
-      {"object", "list"},
-      {"data",
-       {{{"id", model_name}, {"object", "model"}, {"created", created}, {"owned_by", "seqpipe"}}}}}
+      {"id", model_name}, {"object", "model"}, {"created", created}, {"owned_by", "seqpipe"}}
+      .dump();
+}
+
+std::string openai_models(const std::string& model_name, int64_t created) {
+  return json{{"object", "list"}, {"data", {json::parse(openai_model(model_name, created))}}}
       .dump();
 }
 

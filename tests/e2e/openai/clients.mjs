@@ -18,6 +18,7 @@ async function failure(call) {
 }
 
 out.models = (await openai.models.list()).data.map((m) => m.id);
+out.model = (await openai.models.retrieve(out.models[0])).id;
 const completion = await openai.completions.create({ model: "t5", prompt, max_tokens: 10 });
 out.completion = completion.choices[0].text;
 out.completion_object = completion.object;

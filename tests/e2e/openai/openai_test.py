@@ -83,6 +83,7 @@ class OpenAiTest(PipelineTestCase):
 
     def test_completions_equal_the_msgpack_path(self):
         self.assertEqual(self.got["models"], ["model"])  # the model directory's name
+        self.assertEqual(self.got["model"], "model")
         self.assertEqual(self.got["completion"], self.expected)
         self.assertEqual(self.got["completion_object"], "text_completion")
         self.assertEqual(self.got["completion_finish"], "stop")

@@ -88,6 +88,10 @@ class TgiTest(PipelineTestCase):
         self.assertEqual(status, 200)
         self.assertEqual(json.loads(body)["model_id"], "model")
         self.assertEqual(curl(self.port, "/health")[0], 200)
+        # A route taken with another method says which it takes.
+        status, body = curl(self.port, "/generate")
+        self.assertEqual(status, 405, body)
+        self.assertIn("use POST", json.loads(body)["error"])
 
 
 if __name__ == "__main__":
