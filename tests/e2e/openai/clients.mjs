@@ -74,11 +74,22 @@ out.stream_error = await failure(async () => {
   const stream = await openai.completions.create({
     model: "t5",
     prompt,
-    max_tokens: 1000,
+    max_tokens: 5000,
     stream: true,
   });
   for await (const chunk of stream) void chunk;
 });
+// Leaving a stream early (the SDK aborts its request): the server cancels the generation.
+const leaving = await openai.completions.create({
+  model: "t5",
+  prompt: "leaving early",
+  max_tokens: 3000,
+  stream: true,
+});
+for await (const chunk of leaving) {
+  out.left_after = chunk.choices[0].text;
+  break;
+}
 // Hugging Face's client on an endpoint URL posts OpenAI's /v1/completions, the URL as the model.
 const hf = new InferenceClient().endpoint(base);
 out.hf = (await hf.textGeneration({ inputs: prompt, parameters: { max_new_tokens: 10 } }))

@@ -15,15 +15,18 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import unittest
 import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import PipelineTestCase, free_port  # noqa: E402
+from harness import PipelineTestCase, free_port, scrape  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROMPT = "teh speling"
+LONG = 3000  # tokens: a stream the client leaves before its end
+CANCELLED = 'seqpipe_gateway_cancels_total{outcome="cancelled"}'
 
 
 def npm_dir():
@@ -64,13 +67,18 @@ class OpenAiTest(PipelineTestCase):
     @classmethod
     def settings(cls):
         cls.port = free_port()
+        cls.metrics = free_port()
         return [f"gateway.http_endpoint=127.0.0.1:{cls.port}", "gateway.max_text_bytes=64",
-                "batcher.max_queue_delay_us=1000"]
+                "batcher.max_queue_delay_us=1000", f"gateway.metrics_port={cls.metrics}",
+                f"decoder.max_new_tokens={LONG}", "decoder.metrics_port=0",
+                # The long stream's deadline: the default (1 s) a busy machine overruns.
+                "gateway.default_timeout_ms=30000"]
 
     @classmethod
     def setUpClass(cls):
         cls.modules = npm_dir()  # before the pipeline: a skip leaves nothing running
         super().setUpClass()
+        cls.cancelled_before = scrape(cls.metrics, CANCELLED)
         script = os.path.join(cls.modules, "clients.mjs")
         shutil.copy(os.path.join(HERE, "clients.mjs"), script)  # resolves the packages there
         done = subprocess.run(["node", script, str(cls.port), PROMPT], capture_output=True,
@@ -112,6 +120,13 @@ class OpenAiTest(PipelineTestCase):
         self.assertEqual(status, 400)
         self.assertEqual(set(body["error"]), {"message", "type", "param", "code"})
         self.assertEqual(body["error"]["param"], "messages")
+
+    def test_leaving_a_stream_cancels_its_request(self):
+        self.assertTrue(self.got["left_after"])
+        deadline = time.monotonic() + 10
+        while scrape(self.metrics, CANCELLED) <= self.cancelled_before:
+            self.assertLess(time.monotonic(), deadline, "the request was not cancelled")
+            time.sleep(0.05)
 
     def test_hugging_face_client_on_the_endpoint_url(self):
         self.assertEqual(self.got["hf"], self.expected)
