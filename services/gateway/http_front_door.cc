@@ -359,7 +359,10 @@ void HttpFrontDoor::submit(evhttp_request* req, HttpRequest request, Route route
   const std::string tag = request.internal_id;
   if (!gateway_.send({std::string_view(tag), std::string_view(), std::string_view(request.msgpack)},
                      /*dontwait=*/true)) {
-    Pending refused{.req = req, .request = std::move(request), .route = route};
+    Pending refused;
+    refused.req = req;
+    refused.request = std::move(request);
+    refused.route = route;
     return send_answer(req, answer_of(refused, no_reply(tag)));
   }
   auto p = std::make_unique<Pending>();
