@@ -80,6 +80,9 @@ std::variant<json, HttpAnswer> params_of(const json& body) {
   for (const char* name : {"max_tokens", "max_completion_tokens"}) {
     if (body.contains(name) && !body[name].is_null()) params["max_new_tokens"] = body[name];
   }
+  // vLLM's extension, which OpenAI clients pass through as an extra body field.
+  if (body.contains("min_tokens") && !body["min_tokens"].is_null())
+    params["min_new_tokens"] = body["min_tokens"];
   const json& temperature = body.value("temperature", json());
   if (!temperature.is_null() && !temperature.is_number())
     return bad("temperature", "temperature must be a number");

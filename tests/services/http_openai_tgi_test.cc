@@ -43,10 +43,11 @@ std::string reply(const std::string& text, bool partial) {
 TEST(OpenAiTranslationTest, CompletionOptionsBecomeProtocolParams) {
   const auto r = decoded(openai_request(
       R"({"model": "x", "prompt": "teh", "max_tokens": 9, "temperature": 0.5, "top_p": 0.9,
-          "seed": 3, "stop": ".", "stream": true, "user": "u"})",
+          "seed": 3, "stop": ".", "stream": true, "user": "u", "min_tokens": 2})",
       "http-1", false, 0));
   EXPECT_EQ(r.texts, std::vector<std::string>{"teh"});
   EXPECT_EQ(r.params.max_new_tokens, 9);
+  EXPECT_EQ(r.params.min_new_tokens, 2);
   EXPECT_TRUE(r.params.do_sample);
   EXPECT_FLOAT_EQ(r.params.temperature, 0.5f);
   EXPECT_FLOAT_EQ(r.params.top_p, 0.9f);

@@ -25,7 +25,10 @@ from harness import PipelineTestCase, free_port, scrape  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROMPT = "teh speling"
-LONG = 3000  # tokens: a stream the client leaves before its end
+# Tokens, the most the decoder takes: a stream the client leaves before its end. The front door
+# sees a streamed request's client gone at its next 1 s check, so the stream must outlast that
+# (4096 tokens of the tiny model stream in ~1.5 s here; 3000 sometimes ended first).
+LONG = 4096
 CANCELLED = 'seqpipe_gateway_cancels_total{outcome="cancelled"}'
 
 
