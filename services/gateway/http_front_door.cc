@@ -185,8 +185,9 @@ struct HttpFrontDoor::Pending {
   evhttp_request* req = nullptr;
   HttpRequest request;
   Route route = Route::kGenerate;
-  bool streaming = false;  // the event stream's head has gone out
-  uint32_t events = 0;     // events sent on the stream
+  bool streaming = false;                   // the event stream's head has gone out
+  evhttp_connection* connection = nullptr;  // the stream's, until it closes
+  uint32_t events = 0;                      // events sent on the stream
   std::function<void()> on_deadline, on_heartbeat;
   event* deadline = nullptr;
   event* heartbeat = nullptr;
@@ -412,6 +413,16 @@ void HttpFrontDoor::on_reply(const std::string& tag, const std::string& body) {
     p.on_heartbeat = [this, tag] { on_heartbeat(tag); };
     p.heartbeat = new_event(base_, -1, EV_PERSIST, &p.on_heartbeat);
     event_add(p.heartbeat, &kHeartbeat);
+    // A client leaving mid-stream is seen when evhttp closes its connection, not only at the
+    // next heartbeat: a short stream would otherwise end before anyone noticed.
+    if ((p.connection = evhttp_request_get_connection(p.req)) != nullptr) {
+      evhttp_connection_set_closecb(
+          p.connection,
+          [](evhttp_connection* closed, void* self) {
+            static_cast<HttpFrontDoor*>(self)->on_closed(closed);
+          },
+          this);
+    }
   }
   send_chunk(p.req, events_of(p, body));
   if (!partial) {
@@ -443,6 +454,15 @@ std::string HttpFrontDoor::events_of(Pending& p, const std::string& body) const 
 void HttpFrontDoor::on_deadline(std::string tag) {
   auto it = pending_.find(tag);
   if (it != pending_.end()) on_reply(tag, no_reply(it->second->request.internal_id));
+}
+
+void HttpFrontDoor::on_closed(evhttp_connection* closed) {
+  // Inside evhttp's teardown: only the heartbeat is woken, to cancel from the loop as usual.
+  for (auto& [tag, p] : pending_) {
+    if (p->connection != closed) continue;
+    p->connection = nullptr;
+    if (p->heartbeat) event_active(p->heartbeat, EV_TIMEOUT, 0);
+  }
 }
 
 void HttpFrontDoor::on_heartbeat(std::string tag) {

@@ -26,6 +26,7 @@ struct bufferevent;
 struct event;
 struct event_base;
 struct evhttp;
+struct evhttp_connection;
 struct evhttp_request;
 
 namespace seqpipe::gateway {
@@ -107,6 +108,7 @@ class HttpFrontDoor {
   // By value: a timer's callback owns the tag it passes, and answering frees it.
   void on_deadline(std::string tag);
   void on_heartbeat(std::string tag);
+  void on_closed(evhttp_connection* closed);  // evhttp's close callback of a stream's connection
   void ask_ready(evhttp_request* req);
   void run_posted();
   // Runs `task` on the loop thread (from any thread).
