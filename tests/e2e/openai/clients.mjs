@@ -83,8 +83,8 @@ out.stream_error = await failure(async () => {
 const leaving = await openai.completions.create({
   model: "t5",
   prompt: "leaving early",
-  max_tokens: 1000,
-  min_tokens: 1000, // vLLM's extension: the stream runs its whole length unless cancelled
+  max_tokens: 4096,
+  min_tokens: 4096, // vLLM's extension: the stream runs its whole length unless cancelled
   stream: true,
 });
 for await (const chunk of leaving) {
