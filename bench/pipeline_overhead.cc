@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,8 +113,22 @@ std::vector<double> relay_chain(bool tcp, const std::string& dir, int messages) 
 
 struct PipelineSamples {
   std::vector<double> msgpack_ms;
-  std::vector<double> http_ms;  // tcp:// only
+  std::vector<double> http_ms;    // tcp:// only
+  std::vector<double> openai_ms;  // tcp:// only: POST /v1/completions
 };
+
+// One POST's time in ms, or nullopt when it failed or its text is not `text`: /v1/generate's
+// reply, or with `openai` a completion's first choice.
+std::optional<double> timed_post(httplib::Client& http, const char* path, const std::string& body,
+                                 const std::string& text, bool openai) {
+  const auto start = Clock::now();
+  const auto res = http.Post(path, body, "application/json");
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  if (!res || res->status != 200) return std::nullopt;
+  const auto reply = nlohmann::json::parse(res->body);
+  if ((openai ? reply["choices"][0]["text"] : reply["text"]) != text) return std::nullopt;
+  return ms;
+}
 
 PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std::string& model,
                                  const std::string& dir, const std::vector<std::string>& extra_sets,
@@ -172,6 +187,10 @@ PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std
         nlohmann::json{{"text", request.texts[0]},
                        {"params", {{"max_new_tokens", request.params.max_new_tokens}}}}
             .dump();
+    const std::string completion = nlohmann::json{{"model", "t5"},
+                                                  {"prompt", request.texts[0]},
+                                                  {"max_tokens", request.params.max_new_tokens}}
+                                       .dump();
     for (int i = 0; i < n + 20; ++i) {
       auto start = Clock::now();
       auto r = c.call(request, std::chrono::milliseconds(10000));
@@ -185,16 +204,17 @@ PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std
       text = reply->texts[0];
       if (i >= 20) samples.msgpack_ms.push_back(elapsed);
       if (!tcp) continue;
-      start = Clock::now();
-      const auto res = http.Post("/v1/generate", body, "application/json");
-      const double http_elapsed =
-          std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-      if (!res || res->status != 200 || nlohmann::json::parse(res->body)["text"] != text) {
+      const auto http_ms = timed_post(http, "/v1/generate", body, text, false);
+      const auto openai_ms = timed_post(http, "/v1/completions", completion, text, true);
+      if (!http_ms || !openai_ms) {
         std::fprintf(stderr, "pipeline_overhead: an HTTP request failed or differed; see %s\n",
                      log.c_str());
         break;
       }
-      if (i >= 20) samples.http_ms.push_back(http_elapsed);
+      if (i >= 20) {
+        samples.http_ms.push_back(*http_ms);
+        samples.openai_ms.push_back(*openai_ms);
+      }
     }
   }
   stop(up);
@@ -211,6 +231,28 @@ void row(const char* what, const std::vector<double>& ms) {
 }
 
 }  // namespace
+
+// Each path's cost over the engine (against the bare relay chain's), and each HTTP API's over
+// msgpack.
+void print_overheads(const PipelineSamples& ipc, const PipelineSamples& tcp,
+                     const std::vector<double>& engine_ms, const std::vector<double>& relay_ipc,
+                     const std::vector<double>& relay_tcp) {
+  for (const auto& [name, samples, relay] : {std::tuple{"ipc://", &ipc.msgpack_ms, &relay_ipc},
+                                             std::tuple{"tcp://", &tcp.msgpack_ms, &relay_tcp}}) {
+    if (samples->empty() || relay->empty()) continue;
+    const double o50 = percentile(*samples, 0.5) - percentile(engine_ms, 0.5);
+    const double o99 = percentile(*samples, 0.99) - percentile(engine_ms, 0.99);
+    std::printf("overhead %-7s p50 %.3f ms (%.2fx the relay chain), p99 %.3f ms (%.2fx)\n", name,
+                o50, o50 / percentile(*relay, 0.5), o99, o99 / percentile(*relay, 0.99));
+  }
+  for (const auto& [name, samples] :
+       {std::pair{"HTTP/JSON", &tcp.http_ms}, std::pair{"OpenAI HTTP", &tcp.openai_ms}}) {
+    if (samples->empty() || tcp.msgpack_ms.empty()) continue;
+    std::printf("%s over msgpack on tcp://: p50 +%.3f ms, p99 +%.3f ms\n", name,
+                percentile(*samples, 0.5) - percentile(tcp.msgpack_ms, 0.5),
+                percentile(*samples, 0.99) - percentile(tcp.msgpack_ms, 0.99));
+  }
+}
 
 int main(int argc, char** argv) {
   std::string model, text = "teh speling is bad";
@@ -296,6 +338,7 @@ int main(int argc, char** argv) {
   row("pipeline, ipc://", ipc.msgpack_ms);
   row("pipeline, tcp://127.0.0.1", tcp.msgpack_ms);
   row("pipeline, HTTP/JSON on 127.0.0.1", tcp.http_ms);
+  row("pipeline, OpenAI /v1/completions on 127.0.0.1", tcp.openai_ms);
   row("bare relay chain (10 hops), ipc://", relay_ipc);
   row("bare relay chain (10 hops), tcp://", relay_tcp);
   if (ipc_text != engine_text || tcp_text != engine_text) {
@@ -303,19 +346,7 @@ int main(int argc, char** argv) {
                 ipc_text.c_str(), tcp_text.c_str());
     return 1;
   }
-  for (const auto& [name, samples, relay] : {std::tuple{"ipc://", &ipc.msgpack_ms, &relay_ipc},
-                                             std::tuple{"tcp://", &tcp.msgpack_ms, &relay_tcp}}) {
-    if (samples->empty() || relay->empty()) continue;
-    const double o50 = percentile(*samples, 0.5) - percentile(engine_ms, 0.5);
-    const double o99 = percentile(*samples, 0.99) - percentile(engine_ms, 0.99);
-    std::printf("overhead %-7s p50 %.3f ms (%.2fx the relay chain), p99 %.3f ms (%.2fx)\n", name,
-                o50, o50 / percentile(*relay, 0.5), o99, o99 / percentile(*relay, 0.99));
-  }
-  if (!tcp.http_ms.empty() && !tcp.msgpack_ms.empty()) {
-    std::printf("HTTP/JSON over msgpack on tcp://: p50 +%.3f ms, p99 +%.3f ms\n",
-                percentile(tcp.http_ms, 0.5) - percentile(tcp.msgpack_ms, 0.5),
-                percentile(tcp.http_ms, 0.99) - percentile(tcp.msgpack_ms, 0.99));
-  }
+  print_overheads(ipc, tcp, engine_ms, relay_ipc, relay_tcp);
   std::filesystem::remove_all(dir);
   return 0;
 }

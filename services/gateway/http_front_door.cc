@@ -12,9 +12,13 @@
 #include <sys/socket.h>
 
 #include <cstdlib>
+#include <ctime>
+#include <optional>
 #include <span>
 #include <string_view>
 
+#include "gateway/http_openai.h"
+#include "gateway/http_tgi.h"
 #include "seqpipe/config/config.h"
 #include "seqpipe/transport/transport.h"
 
@@ -182,7 +186,9 @@ struct HttpFrontDoor::Pending {
   evhttp_request* req = nullptr;
   HttpRequest request;
   Route route = Route::kGenerate;
-  bool streaming = false;  // the event stream's head has gone out
+  bool streaming = false;                   // the event stream's head has gone out
+  evhttp_connection* connection = nullptr;  // the stream's, until it closes
+  uint32_t events = 0;                      // events sent on the stream
   std::function<void()> on_deadline, on_heartbeat;
   event* deadline = nullptr;
   event* heartbeat = nullptr;
@@ -321,14 +327,32 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
     if (path == "/v2/health/ready" || path == model + "/ready") return ask_ready(req);
     if (path == model)
       return send_answer(req, {.status = 200, .body = kserve_model_metadata(options_.model_name)});
-  } else if (method == "POST" && (path == "/v1/generate" || path == model + "/infer")) {
-    const std::string id = "http-" + std::to_string(next_id_++);
-    const bool generate = path == "/v1/generate";
-    auto request =
-        generate ? generate_request(body_of(req), id) : kserve_infer_request(body_of(req), id);
-    if (auto* a = std::get_if<HttpAnswer>(&request)) return send_answer(req, *a);
-    return submit(req, std::move(std::get<HttpRequest>(request)),
-                  generate ? Route::kGenerate : Route::kInfer);
+    if (path == "/health") return ask_ready(req);
+    if (path == "/info")
+      return send_answer(req, {.status = 200, .body = tgi_info(options_.model_name)});
+    if (path == "/v1/models")
+      return send_answer(req, {.status = 200, .body = openai_models(options_.model_name, 0)});
+    if (path == "/v1/models/" + options_.model_name)
+      return send_answer(req, {.status = 200, .body = openai_model(options_.model_name, 0)});
+  } else if (method == "POST") {
+    const std::string id = "http-" + std::to_string(next_id_), body = body_of(req);
+    std::optional<Route> route;
+    std::variant<HttpRequest, HttpAnswer> request;
+    if (path == "/v1/generate") {
+      route = Route::kGenerate, request = generate_request(body, id);
+    } else if (path == model + "/infer") {
+      route = Route::kInfer, request = kserve_infer_request(body, id);
+    } else if (path == "/v1/completions" || path == "/v1/chat/completions") {
+      const bool chat = path == "/v1/chat/completions";
+      route = Route::kOpenAi, request = openai_request(body, id, chat, std::time(nullptr));
+    } else if (path == "/generate" || path == "/generate_stream") {
+      route = Route::kTgi, request = tgi_request(body, id, path == "/generate_stream");
+    }
+    if (route) {
+      ++next_id_;
+      if (auto* a = std::get_if<HttpAnswer>(&request)) return send_answer(req, *a);
+      return submit(req, std::move(std::get<HttpRequest>(request)), *route);
+    }
   }
   send_answer(req, unrouted_request(method, path, options_.model_name));
 }
@@ -337,10 +361,11 @@ void HttpFrontDoor::submit(evhttp_request* req, HttpRequest request, Route route
   const std::string tag = request.internal_id;
   if (!gateway_.send({std::string_view(tag), std::string_view(), std::string_view(request.msgpack)},
                      /*dontwait=*/true)) {
-    const std::string reply = no_reply(tag);
-    return send_answer(req, route == Route::kInfer
-                                ? kserve_infer_reply(reply, request.client_id, options_.model_name)
-                                : generate_reply(reply, request.client_id));
+    Pending refused;
+    refused.req = req;
+    refused.request = std::move(request);
+    refused.route = route;
+    return send_answer(req, answer_of(refused, no_reply(tag)));
   }
   auto p = std::make_unique<Pending>();
   p->req = req;
@@ -371,15 +396,10 @@ void HttpFrontDoor::on_reply(const std::string& tag, const std::string& body) {
   auto it = pending_.find(tag);
   if (it == pending_.end()) return;  // a late reply: the request was given up or cancelled
   Pending& p = *it->second;
-  if (p.route == Route::kInfer) {
-    send_answer(p.req, kserve_infer_reply(body, p.request.client_id, options_.model_name));
-    pending_.erase(it);
-    return;
-  }
   const bool partial = is_partial(body);
   if (!p.request.stream || (!p.streaming && !partial)) {
     // Not streamed, or refused or failed before any text: a plain JSON answer.
-    const HttpAnswer a = generate_reply(body, p.request.client_id);
+    const HttpAnswer a = answer_of(p, body);
     if (!p.request.stream || a.status != 200) {
       send_answer(p.req, a);
       pending_.erase(it);
@@ -394,17 +414,56 @@ void HttpFrontDoor::on_reply(const std::string& tag, const std::string& body) {
     p.on_heartbeat = [this, tag] { on_heartbeat(tag); };
     p.heartbeat = new_event(base_, -1, EV_PERSIST, &p.on_heartbeat);
     event_add(p.heartbeat, &kHeartbeat);
+    // A client leaving mid-stream is seen when evhttp closes its connection, not only at the
+    // next heartbeat: a short stream would otherwise end before anyone noticed.
+    if ((p.connection = evhttp_request_get_connection(p.req)) != nullptr) {
+      evhttp_connection_set_closecb(
+          p.connection,
+          [](evhttp_connection* closed, void* self) {
+            static_cast<HttpFrontDoor*>(self)->on_closed(closed);
+          },
+          this);
+    }
   }
-  send_chunk(p.req, sse_event(body, p.request.client_id));
+  send_chunk(p.req, events_of(p, body));
   if (!partial) {
     evhttp_send_reply_end(p.req);
     pending_.erase(it);
   }
 }
 
+HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const std::string& body) const {
+  switch (p.route) {
+    case Route::kInfer:
+      return kserve_infer_reply(body, p.request.client_id, options_.model_name);
+    case Route::kOpenAi:
+      return openai_reply(body, p.request, options_.model_name);
+    case Route::kTgi:
+      return tgi_reply(body);
+    case Route::kGenerate:
+      break;
+  }
+  return generate_reply(body, p.request.client_id);
+}
+
+std::string HttpFrontDoor::events_of(Pending& p, const std::string& body) const {
+  if (p.route == Route::kTgi) return tgi_event(body, p.events++);
+  if (p.route == Route::kOpenAi) return openai_events(body, p.request, options_.model_name);
+  return sse_event(body, p.request.client_id);
+}
+
 void HttpFrontDoor::on_deadline(std::string tag) {
   auto it = pending_.find(tag);
   if (it != pending_.end()) on_reply(tag, no_reply(it->second->request.internal_id));
+}
+
+void HttpFrontDoor::on_closed(evhttp_connection* closed) {
+  // Inside evhttp's teardown: only the heartbeat is woken, to cancel from the loop as usual.
+  for (auto& [tag, p] : pending_) {
+    if (p->connection != closed) continue;
+    p->connection = nullptr;
+    if (p->heartbeat) event_active(p->heartbeat, EV_TIMEOUT, 0);
+  }
 }
 
 void HttpFrontDoor::on_heartbeat(std::string tag) {

@@ -26,6 +26,7 @@ struct bufferevent;
 struct event;
 struct event_base;
 struct evhttp;
+struct evhttp_connection;
 struct evhttp_request;
 
 namespace seqpipe::gateway {
@@ -94,16 +95,20 @@ class HttpFrontDoor {
 
  private:
   struct Pending;  // an HTTP request the gateway has not finished answering
-  enum class Route { kGenerate, kInfer };
+  enum class Route { kGenerate, kInfer, kOpenAi, kTgi };
 
   // On the loop thread, all of them.
   void on_request(evhttp_request* req);
   void submit(evhttp_request* req, HttpRequest request, Route route);
   void on_gateway();  // drains the DEALER's replies
   void on_reply(const std::string& tag, const std::string& body);
+  // A reply as its route's answer, and (streamed) as its route's events.
+  HttpAnswer answer_of(const Pending& p, const std::string& body) const;
+  std::string events_of(Pending& p, const std::string& body) const;
   // By value: a timer's callback owns the tag it passes, and answering frees it.
   void on_deadline(std::string tag);
   void on_heartbeat(std::string tag);
+  void on_closed(evhttp_connection* closed);  // evhttp's close callback of a stream's connection
   void ask_ready(evhttp_request* req);
   void run_posted();
   // Runs `task` on the loop thread (from any thread).

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/json_body.h"
+
 namespace seqpipe::gateway {
 
 using nlohmann::json;
@@ -44,22 +46,6 @@ bool shallow(std::string_view body) {
   return true;
 }
 
-// The JSON object in `body`, or nullopt (also when it is nested deeper than any request).
-std::optional<json> parse_object(std::string_view body) {
-  if (!shallow(body)) return std::nullopt;
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return std::nullopt;
-  return j;
-}
-
-// The reply's HTTP status: 200, or its error code's.
-int status_of(const json& reply) {
-  if (reply.value("status", "") != "error") return 200;
-  const json& error = reply.value("error", json::object());
-  const auto code = protocol::parse_error_code(error.value("code", "internal"));
-  return http_status(code.value_or(protocol::ErrorCode::kInternal));
-}
-
 // The id field as the client sent it, or an error when it is not a string.
 std::optional<std::string> client_id_of(const json& j) {
   if (!j.contains("id")) return std::string();
@@ -73,6 +59,22 @@ std::optional<uint32_t> timeout_of(const json& j) {
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<json> parse_object(std::string_view body) {
+  if (!shallow(body)) return std::nullopt;
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  return j;
+}
+
+int status_of(const json& reply) {
+  if (reply.value("status", "") != "error") return 200;
+  const json& error = reply.value("error", json::object());
+  const auto code = protocol::parse_error_code(error.value("code", "internal"));
+  return http_status(code.value_or(protocol::ErrorCode::kInternal));
+}
+
 HttpRequest to_gateway(json request, const std::string& internal_id, std::string client_id) {
   HttpRequest out;
   out.timeout_ms = timeout_of(request);
@@ -84,8 +86,6 @@ HttpRequest to_gateway(json request, const std::string& internal_id, std::string
   out.msgpack = std::string(as_view(json::to_msgpack(request)));
   return out;
 }
-
-}  // namespace
 
 int http_status(protocol::ErrorCode code) {
   switch (code) {
@@ -278,8 +278,21 @@ HttpAnswer unrouted_request(std::string_view method, std::string_view path,
   // The routes HttpFrontDoor registers, as the messages name them.
   const std::string model = std::string(kModels) + model_name;
   const std::pair<std::string_view, std::string> routes[] = {
-      {"POST", "/v1/generate"}, {"GET", "/v2/health/live"}, {"GET", "/v2/health/ready"},
-      {"GET", model},           {"GET", model + "/ready"},  {"POST", model + "/infer"}};
+      {"POST", "/v1/generate"},
+      {"POST", "/v1/completions"},
+      {"POST", "/v1/chat/completions"},
+      {"GET", "/v1/models"},
+      {"GET", "/v1/models/" + model_name},
+      {"POST", "/generate"},
+      {"POST", "/generate_stream"},
+      {"GET", "/info"},
+      {"GET", "/health"},
+      {"GET", "/v2/health/live"},
+      {"GET", "/v2/health/ready"},
+      {"GET", model},
+      {"GET", model + "/ready"},
+      {"POST", model + "/infer"},
+  };
   std::string allow, all;
   for (const auto& [route_method, route_path] : routes) {
     if (route_path == path) allow += (allow.empty() ? "" : ", ") + std::string(route_method);

@@ -23,6 +23,10 @@ struct HttpRequest {
   std::string client_id;               // the JSON's "id" ("" when absent), echoed in the reply
   std::optional<uint32_t> timeout_ms;  // the request's own, for how long to wait
   bool stream = false;                 // "stream": true: answered as server-sent events
+  // OpenAI requests (http_openai.h): a chat completion rather than a completion, and when the
+  // request was made (every chunk of a stream carries the same "created").
+  bool chat = false;
+  int64_t created = 0;
 };
 // An HTTP answer: status and JSON body.
 struct HttpAnswer {

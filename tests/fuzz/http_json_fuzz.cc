@@ -1,6 +1,7 @@
-// libFuzzer target: the gateway's HTTP bodies. Any bytes as a /v1/generate or KServe v2 infer
-// body must become a request the protocol decoder takes (or refuses) or an error answer, and any
-// bytes as a gateway reply must become an HTTP answer, without crashing.
+// libFuzzer target: the gateway's HTTP bodies. Any bytes as a /v1/generate, KServe v2 infer,
+// OpenAI (completion or chat) or TGI body must become a request the protocol decoder takes (or
+// refuses) or an error answer, and any bytes as a gateway reply must become an HTTP answer, without
+// crashing.
 #include <cstdint>
 #include <cstdlib>
 #include <span>
@@ -8,12 +9,17 @@
 #include <variant>
 
 #include "gateway/http_json.h"
+#include "gateway/http_openai.h"
+#include "gateway/http_tgi.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace seqpipe;
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  for (auto translated : {gateway::generate_request(bytes, "http-1"),
-                          gateway::kserve_infer_request(bytes, "http-2")}) {
+  for (auto translated :
+       {gateway::generate_request(bytes, "http-1"), gateway::kserve_infer_request(bytes, "http-2"),
+        gateway::openai_request(bytes, "http-3", false, 0),
+        gateway::openai_request(bytes, "http-4", true, 0),
+        gateway::tgi_request(bytes, "http-5", true)}) {
     if (auto* request = std::get_if<gateway::HttpRequest>(&translated)) {
       const std::string& m = request->msgpack;
       (void)protocol::decode_request(
@@ -25,5 +31,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)gateway::generate_reply(bytes, "id");
   (void)gateway::kserve_infer_reply(bytes, "id", "model");
+  gateway::HttpRequest chat;
+  chat.chat = true;
+  (void)gateway::openai_reply(bytes, chat, "model");
+  (void)gateway::openai_events(bytes, gateway::HttpRequest{}, "model");
+  (void)gateway::tgi_reply(bytes);
+  (void)gateway::tgi_event(bytes, 0);
   return 0;
 }

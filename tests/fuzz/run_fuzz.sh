@@ -24,6 +24,7 @@ build() {  # target sources...
 build request_fuzz "$src/tests/fuzz/request_fuzz.cc" "$src/common/protocol/src/protocol.cc" \
   "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc"
 build http_json_fuzz "$src/tests/fuzz/http_json_fuzz.cc" "$src/services/gateway/http_json.cc" \
+  "$src/services/gateway/http_openai.cc" "$src/services/gateway/http_tgi.cc" \
   "$src/common/protocol/src/protocol.cc" "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc"
 build stage_message_fuzz "$src/tests/fuzz/stage_message_fuzz.cc" \
   "$src/common/messages/src/stage_messages.cc" "$src/common/messages/src/stage_messages_write.cc" "$src/common/protocol/src/protocol.cc" \
@@ -40,6 +41,12 @@ printf '%s' '{"id": "a", "text": "teh speling", "params": {"max_new_tokens": 8},
 printf '%s' '{"id": "s", "text": "teh speling", "stream": true}' >"$corpus_http/seed2"
 printf '%s' '{"id": "k", "inputs": [{"name": "text", "shape": [2, 1], "datatype": "BYTES",
   "data": [["a"], ["b"]]}], "parameters": {"num_beams": 2, "timeout_ms": 100}}' >"$corpus_http/seed1"
+printf '%s' '{"model": "m", "prompt": ["a", "b"], "max_tokens": 8, "temperature": 0.7, "top_p": 0.9,
+  "seed": 1, "stop": ".", "n": 1, "stream": false}' >"$corpus_http/seed3"
+printf '%s' '{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]}],
+  "stream": true}' >"$corpus_http/seed4"
+printf '%s' '{"inputs": "teh", "parameters": {"max_new_tokens": 4, "top_k": 5, "stop": ["."],
+  "details": false}}' >"$corpus_http/seed5"
 /usr/bin/python3 - "$corpus_req" "$corpus_stage" <<'PY'
 import msgpack, sys
 req, st = sys.argv[1], sys.argv[2]

@@ -1,0 +1,243 @@
+#include "gateway/http_openai.h"
+
+#include "gateway/json_body.h"
+
+namespace seqpipe::gateway {
+
+using nlohmann::json;
+
+namespace {
+
+// OpenAI's error types: a request the client must change, or a failure on the server's side.
+std::string error_type(int status) {
+  if (status == 429) return "rate_limit_error";
+  return status < 500 ? "invalid_request_error" : "server_error";
+}
+
+HttpAnswer bad(const std::string& param, const std::string& message) {
+  return openai_error(400, message, param, "invalid_argument");
+}
+
+// The input text of a chat: the last user message's content, a string or text parts joined.
+std::variant<std::string, HttpAnswer> chat_input(const json& messages) {
+  if (!messages.is_array() || messages.empty())
+    return bad("messages", "messages must be a non-empty array");
+  for (auto it = messages.rbegin(); it != messages.rend(); ++it) {
+    if (!it->is_object() || it->value("role", "") != "user") continue;
+    const json& content = it->value("content", json());
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array()) return bad("messages", "a user message's content must be text");
+    std::string text;
+    for (const json& part : content) {
+      if (!part.is_object() || part.value("type", "") != "text")
+        return bad("messages", "only text content parts are supported");
+      text += part.value("text", "");
+    }
+    return text;
+  }
+  return bad("messages", "messages hold no user message (its content is the input)");
+}
+
+// The prompt: {"text": ...} for a string (or a list of one), {"texts": [...]} for a list.
+std::variant<json, HttpAnswer> prompt_input(const json& prompt) {
+  if (prompt.is_string()) return json{{"text", prompt}};
+  if (!prompt.is_array() || prompt.empty())
+    return bad("prompt", "prompt must be a string or a non-empty list of strings");
+  for (const json& p : prompt) {
+    if (!p.is_string())
+      return bad("prompt", "prompt must hold strings (token ids are not supported)");
+  }
+  if (prompt.size() == 1) return json{{"text", prompt[0]}};
+  return json{{"texts", prompt}};
+}
+
+// OpenAI options the engine has no counterpart for, each with the value that means "unused".
+std::optional<HttpAnswer> refuse_unsupported(const json& body) {
+  const std::pair<const char*, json> unsupported[] = {{"logprobs", nullptr},
+                                                      {"top_logprobs", nullptr},
+                                                      {"echo", false},
+                                                      {"suffix", nullptr},
+                                                      {"best_of", 1},
+                                                      {"logit_bias", nullptr},
+                                                      {"frequency_penalty", 0},
+                                                      {"presence_penalty", 0},
+                                                      {"tools", nullptr},
+                                                      {"response_format", nullptr},
+                                                      {"n", 1}};
+  for (const auto& [name, unused] : unsupported) {
+    if (!body.contains(name) || body[name].is_null() || body[name] == unused) continue;
+    if (std::string(name) == "logprobs" && body[name] == false) continue;
+    return bad(name, std::string(name) + " is not supported by this server (only " +
+                         (unused.is_null() ? std::string("null") : unused.dump()) + ")");
+  }
+  return std::nullopt;
+}
+
+// OpenAI's sampling options as params. Temperature 0, or none, is greedy search (the engine's
+// deterministic default); above 0 it samples, with top_p and seed.
+std::variant<json, HttpAnswer> params_of(const json& body) {
+  json params = json::object();
+  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
+    if (body.contains(name) && !body[name].is_null()) params["max_new_tokens"] = body[name];
+  }
+  // vLLM's extension, which OpenAI clients pass through as an extra body field.
+  if (body.contains("min_tokens") && !body["min_tokens"].is_null())
+    params["min_new_tokens"] = body["min_tokens"];
+  const json& temperature = body.value("temperature", json());
+  if (!temperature.is_null() && !temperature.is_number())
+    return bad("temperature", "temperature must be a number");
+  if (temperature.is_number() && temperature.get<double>() > 0) {
+    params["do_sample"] = true;
+    params["temperature"] = temperature;
+    for (const char* name : {"top_p", "seed"}) {
+      if (body.contains(name) && !body[name].is_null()) params[name] = body[name];
+    }
+  }
+  const json& stop = body.value("stop", json());
+  if (stop.is_string()) params["stop"] = json::array({stop});
+  if (stop.is_array() && !stop.empty()) params["stop"] = stop;
+  return params;
+}
+
+std::variant<HttpRequest, HttpAnswer> request_unguarded(std::string_view body,
+                                                        const std::string& internal_id, bool chat,
+                                                        int64_t now_s) {
+  const auto j = parse_object(body);
+  if (!j) return bad("", "the body must be a JSON object");
+  if (auto refused = refuse_unsupported(*j)) return *refused;
+  json request = {{"v", protocol::kVersion}};
+  if (chat) {
+    auto input = chat_input(j->value("messages", json()));
+    if (auto* a = std::get_if<HttpAnswer>(&input)) return *a;
+    request["text"] = std::get<std::string>(input);
+  } else {
+    auto input = prompt_input(j->value("prompt", json()));
+    if (auto* a = std::get_if<HttpAnswer>(&input)) return *a;
+    request.update(std::get<json>(input));
+  }
+  auto params = params_of(*j);
+  if (auto* a = std::get_if<HttpAnswer>(&params)) return *a;
+  if (!std::get<json>(params).empty()) request["params"] = std::get<json>(params);
+  const json& stream = j->value("stream", json());
+  if (stream.is_boolean() && stream.get<bool>()) {
+    if (request.contains("texts")) return bad("stream", "stream takes a single prompt");
+    request["stream"] = true;
+  }
+  HttpRequest out = to_gateway(std::move(request), internal_id, "");
+  out.chat = chat;
+  out.created = now_s;
+  return out;
+}
+
+json envelope(const HttpRequest& request, const std::string& model_name, bool chunk) {
+  return {{"id", (request.chat ? "chatcmpl-" : "cmpl-") + request.internal_id},
+          {"object", request.chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                  : "text_completion"},
+          {"created", request.created},
+          {"model", model_name}};
+}
+
+// One choice: the text whole (a reply) or a piece of it (a chunk); finish_reason null while
+// the stream goes on. The reply does not say whether max_tokens cut the text, so a finished
+// choice says "stop".
+json choice(const HttpRequest& request, size_t index, const std::string& text, bool chunk,
+            bool finished) {
+  json c = {{"index", index}, {"logprobs", nullptr}};
+  c["finish_reason"] = finished ? json("stop") : json(nullptr);
+  if (!request.chat) {
+    c["text"] = text;
+  } else if (chunk) {
+    c["delta"] = finished ? json::object() : json{{"role", "assistant"}, {"content", text}};
+  } else {
+    c["message"] = {{"role", "assistant"}, {"content", text}};
+  }
+  return c;
+}
+
+// The error of an error reply (nullopt for an ok one), or of a reply that cannot be read.
+std::optional<HttpAnswer> reply_error(const json& reply) {
+  if (reply.is_discarded() || !reply.is_object())
+    return openai_error(500, "undecodable reply", "", "internal");
+  if (reply.value("status", "") != "error") return std::nullopt;
+  const json& error = reply.value("error", json::object());
+  return openai_error(status_of(reply), error.value("message", ""), "",
+                      error.value("code", "internal"));
+}
+
+HttpAnswer reply_unguarded(std::string_view msgpack_reply, const HttpRequest& request,
+                           const std::string& model_name) {
+  const json reply = json::from_msgpack(msgpack_reply, true, false);
+  if (auto error = reply_error(reply)) return *error;
+  const json texts = reply.contains("texts") ? reply["texts"] : json::array({reply.at("text")});
+  json out = envelope(request, model_name, false);
+  out["choices"] = json::array();
+  for (size_t i = 0; i < texts.size(); ++i)
+    out["choices"].push_back(choice(request, i, texts[i].get<std::string>(), false, true));
+  return {.status = 200, .body = out.dump()};
+}
+
+std::string events_unguarded(std::string_view msgpack_reply, const HttpRequest& request,
+                             const std::string& model_name) {
+  const json reply = json::from_msgpack(msgpack_reply, true, false);
+  if (auto error = reply_error(reply)) return "data: " + error->body + "\n\n";
+  const bool partial = reply.value("status", "") == "partial";
+  json out = envelope(request, model_name, true);
+  // The final reply's text is the partials' already sent: its chunk only says the text ended.
+  out["choices"] = json::array(
+      {choice(request, 0, partial ? reply.at("text").get<std::string>() : "", true, !partial)});
+  std::string events = "data: " + out.dump() + "\n\n";
+  if (!partial) events += "data: [DONE]\n\n";
+  return events;
+}
+
+}  // namespace
+
+std::variant<HttpRequest, HttpAnswer> openai_request(std::string_view body,
+                                                     const std::string& internal_id, bool chat,
+                                                     int64_t now_s) {
+  try {
+    return request_unguarded(body, internal_id, chat, now_s);
+  } catch (const json::exception& e) {
+    return bad("", std::string("the body does not fit the request: ") + e.what());
+  }
+}
+
+HttpAnswer openai_reply(std::string_view msgpack_reply, const HttpRequest& request,
+                        const std::string& model_name) {
+  try {
+    return reply_unguarded(msgpack_reply, request, model_name);
+  } catch (const json::exception&) {
+    return openai_error(500, "undecodable reply", "", "internal");
+  }
+}
+
+std::string openai_events(std::string_view msgpack_reply, const HttpRequest& request,
+                          const std::string& model_name) {
+  try {
+    return events_unguarded(msgpack_reply, request, model_name);
+  } catch (const json::exception&) {
+    return "data: " + openai_error(500, "undecodable reply", "", "internal").body + "\n\n";
+  }
+}
+
+std::string openai_model(const std::string& model_name, int64_t created) {
+  return json{
+      {"id", model_name}, {"object", "model"}, {"created", created}, {"owned_by", "seqpipe"}}
+      .dump();
+}
+
+std::string openai_models(const std::string& model_name, int64_t created) {
+  return json{{"object", "list"}, {"data", {json::parse(openai_model(model_name, created))}}}
+      .dump();
+}
+
+HttpAnswer openai_error(int status, const std::string& message, const std::string& param,
+                        const std::string& code) {
+  json error = {{"message", message},
+                {"type", error_type(status)},
+                {"param", param.empty() ? json(nullptr) : json(param)},
+                {"code", code.empty() ? json(nullptr) : json(code)}};
+  return {.status = status, .body = json{{"error", std::move(error)}}.dump()};
+}
+
+}  // namespace seqpipe::gateway

@@ -1,0 +1,138 @@
+#include "gateway/http_tgi.h"
+
+#include "gateway/json_body.h"
+
+namespace seqpipe::gateway {
+
+using nlohmann::json;
+
+namespace {
+
+HttpAnswer invalid(const std::string& message) {
+  return tgi_error(422, message, "validation");
+}
+
+// TGI's parameters the engine has counterparts for, under the protocol's name where it differs.
+constexpr std::pair<const char*, const char*> kMapped[] = {
+    {"max_new_tokens", "max_new_tokens"},
+    {"do_sample", "do_sample"},
+    {"temperature", "temperature"},
+    {"top_k", "top_k"},
+    {"top_p", "top_p"},
+    {"seed", "seed"},
+    {"repetition_penalty", "repetition_penalty"},
+    {"stop", "stop"}};
+
+// TGI's parameters without a counterpart here, each with the value that means "unused".
+std::optional<HttpAnswer> refuse_unsupported(const json& parameters) {
+  const std::pair<const char*, json> unsupported[] = {
+      {"details", false},          {"decoder_input_details", false},
+      {"return_full_text", false}, {"best_of", 1},
+      {"truncate", nullptr},       {"typical_p", nullptr},
+      {"watermark", false},        {"top_n_tokens", nullptr},
+      {"grammar", nullptr},        {"frequency_penalty", nullptr},
+      {"adapter_id", nullptr}};
+  for (const auto& [name, unused] : unsupported) {
+    if (!parameters.contains(name) || parameters[name].is_null() || parameters[name] == unused)
+      continue;
+    return invalid(std::string("parameters.") + name + " is not supported by this server (only " +
+                   (unused.is_null() ? std::string("null") : unused.dump()) + ")");
+  }
+  return std::nullopt;
+}
+
+std::variant<HttpRequest, HttpAnswer> request_unguarded(std::string_view body,
+                                                        const std::string& internal_id,
+                                                        bool stream) {
+  const auto j = parse_object(body);
+  if (!j) return invalid("the body must be a JSON object with \"inputs\"");
+  const json& inputs = j->value("inputs", json());
+  if (!inputs.is_string()) return invalid("inputs must be a string");
+  const json& parameters = j->value("parameters", json::object());
+  if (!parameters.is_object()) return invalid("parameters must be an object");
+  if (auto refused = refuse_unsupported(parameters)) return *refused;
+  json params = json::object();
+  for (const auto& [tgi, ours] : kMapped) {
+    if (parameters.contains(tgi) && !parameters[tgi].is_null()) params[ours] = parameters[tgi];
+  }
+  // As in TGI, a sampling parameter turns sampling on.
+  if (!params.contains("do_sample") &&
+      (params.contains("temperature") || params.contains("top_k") || params.contains("top_p")))
+    params["do_sample"] = true;
+  json request = {{"v", protocol::kVersion}, {"text", inputs}};
+  if (!params.empty()) request["params"] = std::move(params);
+  if (stream) request["stream"] = true;
+  return to_gateway(std::move(request), internal_id, "");
+}
+
+// The error of an error reply (nullopt for an ok one), or of a reply that cannot be read. TGI
+// answers a request it refuses 422 and an overloaded server 429; other codes keep their status.
+std::optional<HttpAnswer> reply_error(const json& reply) {
+  if (reply.is_discarded() || !reply.is_object())
+    return tgi_error(500, "undecodable reply", "internal");
+  if (reply.value("status", "") != "error") return std::nullopt;
+  const json& error = reply.value("error", json::object());
+  const std::string code = error.value("code", "internal");
+  const int status = status_of(reply);
+  return tgi_error(status == 400 || status == 413 ? 422 : status, error.value("message", ""),
+                   status == 400 || status == 413 ? "validation" : code);
+}
+
+json token(const std::string& text, bool special) {
+  // The protocol streams text pieces, not tokens: the piece stands in for a token's text, and
+  // a token id or log-probability it cannot give is 0.
+  return {{"id", 0}, {"text", text}, {"logprob", 0.0}, {"special", special}};
+}
+
+}  // namespace
+
+std::variant<HttpRequest, HttpAnswer> tgi_request(std::string_view body,
+                                                  const std::string& internal_id, bool stream) {
+  try {
+    return request_unguarded(body, internal_id, stream);
+  } catch (const json::exception& e) {
+    return invalid(std::string("the body does not fit the request: ") + e.what());
+  }
+}
+
+HttpAnswer tgi_reply(std::string_view msgpack_reply) {
+  try {
+    const json reply = json::from_msgpack(msgpack_reply, true, false);
+    if (auto error = reply_error(reply)) return *error;
+    return {.status = 200, .body = json{{"generated_text", reply.at("text")}}.dump()};
+  } catch (const json::exception&) {
+    return tgi_error(500, "undecodable reply", "internal");
+  }
+}
+
+std::string tgi_event(std::string_view msgpack_reply, uint32_t index) {
+  try {
+    const json reply = json::from_msgpack(msgpack_reply, true, false);
+    if (auto error = reply_error(reply)) return "data: " + error->body + "\n\n";
+    const bool partial = reply.value("status", "") == "partial";
+    // The final reply's text is the partials' already sent: its token is empty and special, so
+    // a client joining non-special tokens gets the text once.
+    const json event = {
+        {"index", index},
+        {"token", token(partial ? reply.at("text").get<std::string>() : "", !partial)},
+        {"generated_text", partial ? json(nullptr) : reply.at("text")},
+        {"details", nullptr}};
+    return "data: " + event.dump() + "\n\n";
+  } catch (const json::exception&) {
+    return "data: " + tgi_error(500, "undecodable reply", "internal").body + "\n\n";
+  }
+}
+
+std::string tgi_info(const std::string& model_name) {
+  return json{{"model_id", model_name},
+              {"model_pipeline_tag", "text2text-generation"},
+              {"router", "seqpipe"},
+              {"version", "1"}}
+      .dump();
+}
+
+HttpAnswer tgi_error(int status, const std::string& message, const std::string& type) {
+  return {.status = status, .body = json{{"error", message}, {"error_type", type}}.dump()};
+}
+
+}  // namespace seqpipe::gateway
