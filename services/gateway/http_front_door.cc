@@ -1,10 +1,12 @@
 #include "gateway/http_front_door.h"
 
+#include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 #include <event2/thread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -127,6 +129,24 @@ event* new_event(event_base* base, evutil_socket_t fd, short what, F* self) {
       base, fd, what, [](evutil_socket_t, short, void* arg) { (*static_cast<F*>(arg))(); }, self);
 }
 
+// evhttp's own bind listens with a backlog of 128: a burst of connections past it (a load test
+// opening hundreds at once) would wait out SYN retransmits, and be accepted out of order, before
+// the connection guard counts them. The kernel's limit (net.core.somaxconn) caps SOMAXCONN.
+evhttp_bound_socket* bind_listener(evhttp* http, event_base* base, const std::string& host,
+                                   int port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) return nullptr;
+  evconnlistener* listener = evconnlistener_new_bind(
+      base, nullptr, nullptr, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE,
+      SOMAXCONN, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  if (listener == nullptr) return nullptr;
+  evhttp_bound_socket* bound = evhttp_bind_listener(http, listener);
+  if (bound == nullptr) evconnlistener_free(listener);
+  return bound;
+}
+
 }  // namespace
 
 ConnectionGuard::~ConnectionGuard() {
@@ -229,8 +249,7 @@ HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoi
       http_,
       [](evhttp_request* req, void* self) { static_cast<HttpFrontDoor*>(self)->on_request(req); },
       this);
-  evhttp_bound_socket* bound = evhttp_bind_socket_with_handle(http_, options_.host.c_str(),
-                                                              static_cast<uint16_t>(options_.port));
+  evhttp_bound_socket* bound = bind_listener(http_, base_, options_.host, options_.port);
   if (bound == nullptr) {
     const std::string problem = transport::tcp_bind_problem(options_.host, options_.port);
     evhttp_free(http_);
