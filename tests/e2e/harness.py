@@ -12,6 +12,8 @@ import subprocess
 import tempfile
 import time
 import unittest
+import json
+import urllib.error
 import urllib.request
 
 SEQPIPE = os.environ["SEQPIPE_BIN"]
@@ -27,6 +29,17 @@ def free_port():
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
+
+def post_json(port, path, body):
+    """(status, parsed JSON body) of a POST to the gateway's HTTP front door, as curl sends it."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
 
 def scrape(port, sample):
     """The value of one sample (name with its labels, as exposed) on 127.0.0.1:port/metrics."""

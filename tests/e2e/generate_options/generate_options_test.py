@@ -5,16 +5,13 @@ with their scores; stop sequences cut the text; bad values answered invalid_argu
 
 Environment: SEQPIPE_BIN, SEQPIPE_MKMODEL (tests/e2e/harness.py), PYTHONPATH with clients/python.
 """
-import json
 import os
 import subprocess
 import sys
 import unittest
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, TWO_OF_EACH, PipelineTestCase, free_port  # noqa: E402
+from harness import SEQPIPE, TWO_OF_EACH, PipelineTestCase, free_port, post_json  # noqa: E402
 from seqpipe_client import SeqpipeError  # noqa: E402
 
 LONG = {"max_new_tokens": 12, "min_new_tokens": 12}  # every output 12 tokens long
@@ -23,14 +20,7 @@ SAMPLING = {"do_sample": True, "temperature": 2.0, "top_k": 0}
 
 def post(port, body):
     """(status, JSON reply) of POST /v1/generate."""
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/generate",
-                                     data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=20) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return post_json(port, "/v1/generate", body)
 
 
 class GenerateOptionsTest(PipelineTestCase):

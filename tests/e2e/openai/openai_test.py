@@ -17,11 +17,9 @@ import subprocess
 import sys
 import time
 import unittest
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import PipelineTestCase, free_port, scrape  # noqa: E402
+from harness import PipelineTestCase, free_port, post_json, scrape  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROMPT = "teh speling"
@@ -49,18 +47,6 @@ def npm_dir():
     if done.returncode != 0:
         raise unittest.SkipTest("npm ci could not install the clients: " + done.stderr[-500:])
     return where
-
-
-def post(port, path, body):
-    """(status, parsed JSON body) of a POST, as curl would send it."""
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
-                                     data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=20) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 class OpenAiTest(PipelineTestCase):
@@ -117,8 +103,8 @@ class OpenAiTest(PipelineTestCase):
         stream = self.got["stream_error"]
         self.assertEqual((stream["status"], stream["code"]), (400, "invalid_argument"))
         self.assertIn("max_new_tokens", stream["message"])
-        status, body = post(self.port, "/v1/chat/completions",
-                            {"model": "t5", "messages": [{"role": "system", "content": "x"}]})
+        status, body = post_json(self.port, "/v1/chat/completions",
+                                 {"model": "t5", "messages": [{"role": "system", "content": "x"}]})
         self.assertEqual(status, 400)
         self.assertEqual(set(body["error"]), {"message", "type", "param", "code"})
         self.assertEqual(body["error"]["param"], "messages")
