@@ -20,7 +20,7 @@ import urllib.request
 from seqpipe_client import Client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2e"))
-from harness import Pipeline, answers, free_port, stop  # noqa: E402
+from harness import TWO_OF_EACH, Pipeline, answers, free_port, stop  # noqa: E402
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMETHEUS = shutil.which("prometheus")
@@ -29,8 +29,9 @@ PROMETHEUS = shutil.which("prometheus")
 class PrometheusTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        # The default metrics ports, which the deploy scrape config lists.
-        cls.pipeline = Pipeline("seqpipe-prom-", gated=False)
+        # The default metrics ports, which the deploy scrape config lists; two replicas each, set
+        # (the default sizes them from the cores).
+        cls.pipeline = Pipeline("seqpipe-prom-", settings=TWO_OF_EACH, gated=False)
         cls.tmp, cls.endpoint = cls.pipeline.tmp, cls.pipeline.endpoint
         with open(os.path.join(SOURCE, "deploy/prometheus/prometheus.yml")) as f:
             config = f.read().replace("scrape_interval: 5s", "scrape_interval: 1s")
