@@ -83,6 +83,7 @@ class PipelineTestCase(unittest.TestCase):
     PREFIX = "seqpipe-e2e-"
     MODEL_DIR = None
     CHECKOUT = None
+    MODEL_ARGS = ()  # extra seqpipe-mkmodel options for the tiny model it makes
     CLIENT_TIMEOUT_MS = 10000
 
     @classmethod
@@ -93,7 +94,7 @@ class PipelineTestCase(unittest.TestCase):
     def setUpClass(cls):
         from seqpipe_client import Client  # (clients/python, on the e2e tests' PYTHONPATH)
         cls.pipeline = Pipeline(cls.PREFIX, cls.settings(), model_dir=cls.MODEL_DIR,
-                                checkout=cls.CHECKOUT)
+                                checkout=cls.CHECKOUT, model_args=cls.MODEL_ARGS)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=cls.CLIENT_TIMEOUT_MS)
         cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
 
@@ -110,13 +111,15 @@ class Pipeline:
     config/pipeline.yaml and bundled model as they are (only the sockets and ports moved).
     `config`: a config file to start from (--config)."""
 
-    def __init__(self, prefix, settings=(), gated=True, model_dir=None, checkout=None, config=None):
+    def __init__(self, prefix, settings=(), gated=True, model_dir=None, checkout=None, config=None,
+                 model_args=()):
         self.tmp = tempfile.mkdtemp(prefix=prefix)
         self.model = model_dir or os.path.join(self.tmp, "model")
         if model_dir is None and checkout is None:
             args = [MKMODEL, "--preset", "tiny", "--spiece", "--seed", "3", "--out", self.model]
             if gated:
                 args += ["--gated", "--untied"]
+            args += list(model_args)
             subprocess.run(args, check=True, capture_output=True, timeout=120)
         self.run_dir = os.path.join(self.tmp, "run")
         self.endpoint = f"ipc://{self.run_dir}/gateway.sock"

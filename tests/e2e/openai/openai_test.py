@@ -23,8 +23,10 @@ from harness import PipelineTestCase, free_port, post_json, scrape  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROMPT = "teh speling"
-# The decoder's cap, and the stream the client leaves early (~1.5 s here): long enough that the
-# server is still writing when the client goes (a 0.3 s one can sit whole in the socket buffers).
+# The decoder's cap, and the stream the client leaves early: long enough that the server is still
+# generating when the client goes. Its text sits whole in the socket buffers, so it is the
+# generation's time that must outlast the client's reaction: ~1.5 s on the tiny model was lost to a
+# busy machine once; the wider, deeper decoder below (MODEL_ARGS) takes ~12 s.
 LONG = 4096
 CANCELLED = 'seqpipe_gateway_cancels_total{outcome="cancelled"}'
 
@@ -51,6 +53,7 @@ def npm_dir():
 
 class OpenAiTest(PipelineTestCase):
     PREFIX = "seqpipe-openai-"
+    MODEL_ARGS = ("--d-model", "256", "--d-ff", "1024", "--num-decoder-layers", "8")
 
     @classmethod
     def settings(cls):
