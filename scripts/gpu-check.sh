@@ -139,15 +139,33 @@ libraries() {
 }
 
 gpu_tests() {
-  # The gtest executables labelled gpu, else the engine's tests, which run on every device.
-  local tests rc=0
+  # The gtest executables labelled gpu, else the engine's tests, which run on every device. On a
+  # GPU each GPU test runs in its own process, launches synchronous, so a crash or a sticky CUDA
+  # error is charged to its own test and the others still run; the CPU's run together.
+  local tests t name rc=0 gpu_filter='*Cuda*:*Gpu*'
   tests=$(awk '$1 == "gpu_tests" {$1 = ""; print}' "$carry/MANIFEST")
   for t in $tests; do
-    echo "--- $t"
-    "$B/$t" --gtest_color=no --gtest_brief=1 || rc=1
+    echo "--- $t (CPU)"
+    "$B/$t" --gtest_color=no --gtest_brief=1 --gtest_filter="-$gpu_filter" || rc=1
   done
-  [ "$rc" = 0 ] || return 1
-  [ "$gpu" = 1 ] || skip "ok on the CPU; the GPU's instances skipped themselves (no GPU)"
+  [ "$gpu" = 1 ] || { [ "$rc" = 0 ] || return 1; skip "ok on the CPU; the GPU's instances not run (no GPU)"; }
+  local passed=0 failed=()
+  for t in $tests; do
+    echo "--- $t (GPU, one process a test)"
+    while read -r name; do
+      if CUDA_LAUNCH_BLOCKING=1 timeout 60 "$B/$t" --gtest_color=no --gtest_brief=1 \
+        --gtest_filter="$name" >"$work/one-test.out" 2>&1; then
+        passed=$((passed + 1))
+      else
+        failed+=("$t $name (exit $?)")
+        cat "$work/one-test.out"
+      fi
+    done < <("$B/$t" --gtest_list_tests --gtest_filter="$gpu_filter" |
+      awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}')
+  done
+  echo "GPU tests: $passed passed, ${#failed[@]} failed"
+  [ "${#failed[@]}" = 0 ] || printf '  FAILED %s\n' "${failed[@]}"
+  [ "$rc" = 0 ] && [ "${#failed[@]}" = 0 ]
 }
 
 numerics() {
@@ -193,7 +211,8 @@ pipeline() {
   [ "$gpu" = 1 ] && device=cuda on_gpu=(--set model.device=cuda)
   run_dir=$(mktemp -d /tmp/seqpipe-gpucheck.XXXXXX)
   settings=(--config config/pipeline.yaml --set "model.dir=$work/t5-small-sp" --set "runtime_dir=$run_dir"
-            --set "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock" "${on_gpu[@]}")
+            --set "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock" "${on_gpu[@]}"
+            --set encoder.replicas=1 --set decoder.replicas=1)  # not one a core group: one GPU
   # Metrics on free ports, as seqpipe-bench sweep starts its pipelines: another pipeline on the
   # machine may hold the default ones.
   for stage in gateway batcher tokenizer encoder decoder postprocessor; do
