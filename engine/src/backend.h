@@ -43,6 +43,16 @@ class Backend {
   // ids[r] <- the first maximum of logits row r, never token banned[r] (-1: none); banned and
   // ids are host memory of logits.dim(0) entries.
   virtual void argmax(const TensorView& logits, const int* banned, int* ids) = 0;
+
+  // One decoder step's ops, which a backend may record once and replay (CUDA's: a graph per
+  // owner and key). The same owner and key promise the same ops on the same buffers; only the
+  // attention jobs and the staged tokens, which pass through the backend, change. end_step(true)
+  // issues the step; end_step(false) drops it (an op threw). Backends that do not record, and
+  // the CPU's, issue each op as it comes.
+  virtual void begin_step(const void* /*owner*/, int64_t /*key*/) {}
+  virtual void end_step(bool /*completed*/) {}
+  // The owner's buffers are going away: what was recorded on them must not run again.
+  virtual void forget_steps(const void* /*owner*/) {}
 };
 
 namespace cpu {

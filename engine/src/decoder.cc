@@ -18,6 +18,9 @@ struct Decoder::Workspace {
   std::vector<int64_t> positions;
   std::vector<uint64_t> slot_stamp;  // per slot: the step that last used it (duplicate check)
   uint64_t step_count = 0;
+  Device device = Device::kCpu;
+  // The steps a GPU recorded on these buffers must not outlive them.
+  ~Workspace() { ops::forget_recorded_steps(device, this); }
 };
 
 Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
@@ -28,6 +31,7 @@ Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
     throw EngineError("Decoder: the KV cache is not on the model's device");
   const int64_t n = cache.num_slots();
   Workspace& ws = *ws_;
+  ws.device = dev;
   ws.hidden = Tensor::empty({n, c.d_model}, dev);
   ws.normed = Tensor::empty({n, c.d_model}, dev);
   ws.q = Tensor::empty({n, c.inner_dim()}, dev);
@@ -156,6 +160,9 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
                    q = ws.q.rows(0, n), k = ws.k.rows(0, n), v = ws.v.rows(0, n),
                    attn = ws.attn.rows(0, n), ff_a = ws.ff_a.rows(0, n), ff_b = ws.ff_b.rows(0, n),
                    logits = ws.logits.rows(0, n);
+  // Everything below is the same ops on the same buffers for the same n (the slots, positions
+  // and tokens travel in the attention jobs and the staged ids): a GPU replays it as one graph.
+  ops::RecordedStep recorded(m.device(), &ws, n);
   ops::embedding(ops::stage_ids(tokens, n, c.vocab_size, m.device(), ws.staged_tokens),
                  m.shared_embedding(), hidden);
   int64_t layer = 0;
@@ -201,6 +208,7 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
                           : 1.0f;
   ops::rms_norm(hidden, m.decoder_final_norm(), eps, scale, normed);
   ops::linear(normed, m.lm_head(), logits, 0.0f, profiler::Op::kLmHead);
+  recorded.finish();
 
   for (int i = 0; i < n; ++i) cache_.set_length(slots[i], ws.positions[static_cast<size_t>(i)] + 1);
   return logits;

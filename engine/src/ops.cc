@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "backend.h"
 #include "seqpipe/engine/error.h"
@@ -221,6 +222,11 @@ void attention(const AttentionArgs& args) {
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     const AttentionSequence& seq = args.seqs[s];
     require(seq.k.rank() == 2 && seq.k.dim(0) > 0, "attention", "a sequence has no keys");
+    // Each backend's workspace is [rows, max_keys]: more keys would run past its scores.
+    require(args.workspace.rank() == 2 && seq.k.dim(0) <= args.workspace.dim(1), "attention", [&] {
+      return std::to_string(seq.k.dim(0)) + " keys, more than the workspace's " +
+             std::to_string(args.workspace.rank() == 2 ? args.workspace.dim(1) : 0);
+    });
     require(seq.q.rank() == 2 && seq.q.dim(1) == width && seq.k.dim(1) == width &&
                 seq.v.same_shape(seq.k) && seq.out.same_shape(seq.q),
             "attention", [&] {
@@ -257,6 +263,29 @@ void argmax(const TensorView& logits, const int* banned, int* ids) {
   }
   if (logits.dim(0) == 0) return;
   dispatch("argmax", logits.device(), {{"logits", logits}}).argmax(logits, banned, ids);
+}
+
+RecordedStep::RecordedStep(Device device, const void* owner, int64_t key) {
+  if (device == Device::kCpu || profiler::enabled()) return;
+  backend_ = &backend_for(device, "step");
+  backend_->begin_step(owner, key);
+}
+
+void RecordedStep::finish() {
+  Backend* backend = std::exchange(backend_, nullptr);
+  if (backend != nullptr) backend->end_step(true);
+}
+
+RecordedStep::~RecordedStep() {
+  if (backend_ == nullptr) return;
+  try {
+    backend_->end_step(false);
+  } catch (const EngineError&) {  // unwinding an op's error already: that one is the story
+  }
+}
+
+void forget_recorded_steps(Device device, const void* owner) {
+  if (device != Device::kCpu) backend_for(device, "step").forget_steps(owner);
 }
 
 }  // namespace ops

@@ -13,6 +13,10 @@
 #include "seqpipe/engine/profiler.h"
 #include "seqpipe/engine/tensor.h"
 
+namespace seqpipe::engine {
+class Backend;
+}
+
 namespace seqpipe::engine::ops {
 
 // Threads every op on `device` may use (the CPU: the BLAS, oneDNN and the engine's kernels).
@@ -84,5 +88,21 @@ void attention(const AttentionArgs& args);
 // ids[r] <- the first maximum of logits row r (torch.argmax's tie rule), never token banned[r]
 // (-1: none; min_new_tokens bans eos). banned and ids are host memory of logits.dim(0) entries.
 void argmax(const TensorView& logits, const int* banned, int* ids);
+
+// The ops issued while one lives form one decoder step that the device may record and replay
+// (Backend::begin_step); finish() issues it. Not while the profiler times each op, which waits on
+// the device after every op.
+class RecordedStep {
+ public:
+  RecordedStep(Device device, const void* owner, int64_t key);
+  ~RecordedStep();  // unfinished (an op threw): the step is dropped
+  RecordedStep(const RecordedStep&) = delete;
+  RecordedStep& operator=(const RecordedStep&) = delete;
+  void finish();
+
+ private:
+  Backend* backend_ = nullptr;
+};
+void forget_recorded_steps(Device device, const void* owner);
 
 }  // namespace seqpipe::engine::ops

@@ -157,7 +157,8 @@ TEST_P(BatchingTest, InvalidRequestsAreErrorsNotCrashes) {
 
 TEST_P(BatchingTest, MisuseOfSlotsIsAnErrorNotCorruption) {
   KvCache cache(model_->config(),
-                {.num_slots = 3, .max_beams = 1, .max_target_len = 8, .max_source_len = 16});
+                {.num_slots = 3, .max_beams = 1, .max_target_len = 8, .max_source_len = 16},
+                model_->device());
   EXPECT_THROW(cache.release(0), EngineError) << "not held";
   const int a = *cache.acquire();
   cache.release(a);

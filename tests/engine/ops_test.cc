@@ -355,11 +355,19 @@ TEST(Ops, ArgmaxIsTheFirstMaximum) {
   }
 }
 
+// Before a model opens the GPU there is no backend for it; loading one then works only where the
+// build and the machine have a GPU, and is an error elsewhere.
 TEST(Ops, ADeviceWithoutABackendIsAnErrorNotACrash) {
   EXPECT_THROW(allocator_for(Device::kCuda), EngineError);
   EXPECT_THROW(Tensor::empty({2, 2}, Device::kCuda), EngineError);
-  EXPECT_THROW(T5Model::load(SEQPIPE_TEST_DATA_DIR "/t5-tiny-random", {.device = Device::kCuda}),
-               EngineError);
+  const auto load = [] {
+    return T5Model::load(SEQPIPE_TEST_DATA_DIR "/t5-tiny-random", {.device = Device::kCuda});
+  };
+  if (test::missing_device(Device::kCuda)) {
+    EXPECT_THROW(load(), EngineError);
+  } else {
+    EXPECT_EQ(load()->device(), Device::kCuda);
+  }
 }
 
 }  // namespace

@@ -76,7 +76,8 @@ TEST_P(ReferenceTest, TeacherForcedLogitsMatchHuggingFace) {
   for (const auto& c : ref_["cases"]) {
     EncoderOutput enc = encoder.encode({ids(c["input_ids"])});
     KvCache cache(model_->config(),
-                  {.num_slots = 1, .max_beams = 1, .max_target_len = 16, .max_source_len = 32});
+                  {.num_slots = 1, .max_beams = 1, .max_target_len = 16, .max_source_len = 32},
+                  model_->device());
     Decoder decoder(model_, cache);
     const int slot = *cache.acquire();
     decoder.start(slot, enc.sequence(0));
@@ -152,7 +153,8 @@ TEST_P(ReferenceTest, EveryBeamHypothesisScoreIsItsSequencesScore) {
     EncoderOutput enc = encoder.encode({ids(c["input_ids"])});
     for (const auto& [hyp, score] : hypotheses) {
       KvCache cache(model_->config(),
-                    {.num_slots = 1, .max_beams = 1, .max_target_len = 16, .max_source_len = 32});
+                    {.num_slots = 1, .max_beams = 1, .max_target_len = 16, .max_source_len = 32},
+                    model_->device());
       Decoder decoder(model_, cache);
       const int slot = *cache.acquire();
       decoder.start(slot, enc.sequence(0));

@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "backend.h"
 #include "cuda/kernels.h"
@@ -99,6 +102,40 @@ class UploadRing {
   int next_ = 0;
 };
 
+// What a recorded decoder step uploads (attention jobs, staged tokens): pinned host memory and
+// device memory of one fixed size, filled from the start at each step, so that the k-th upload of
+// a step always copies between the same two addresses, the ones its graph's copy node was
+// recorded with. Steps run one at a time (each waits for the last, end_step), so one arena serves.
+class StepArena {
+ public:
+  static constexpr size_t kBytes = size_t{4} << 20;
+
+  ~StepArena() {
+    cudaFreeHost(host_);
+    cudaFree(device_);
+  }
+  // Before a step (and before a recording, which may not allocate): from the start again.
+  void rewind() {
+    if (host_ == nullptr) {
+      check(cudaHostAlloc(&host_, kBytes, cudaHostAllocDefault), "cudaHostAlloc");
+      check(cudaMalloc(&device_, kBytes), "cudaMalloc");
+    }
+    used_ = 0;
+  }
+  // Room for `bytes`: where to write them on the host and where the copy puts them.
+  std::pair<void*, void*> take(size_t bytes) {
+    const size_t at = used_;
+    used_ += (bytes + 255) / 256 * 256;
+    if (used_ > kBytes) throw EngineError("a recorded decoder step uploads more than 4 MiB");
+    return {static_cast<char*>(host_) + at, static_cast<char*>(device_) + at};
+  }
+
+ private:
+  void* host_ = nullptr;
+  void* device_ = nullptr;
+  size_t used_ = 0;
+};
+
 class CudaAllocator final : public Allocator {
  public:
   void* allocate(size_t bytes) override {
@@ -135,6 +172,7 @@ class CudaBackend final : public Backend {
           "cudaDeviceGetAttribute");
     max_shared_bytes_ = static_cast<size_t>(shared);
     check(cudaHostAlloc(&host_ids_, kMaxRows * sizeof(int), cudaHostAllocDefault), "cudaHostAlloc");
+    check(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming), "event");
   }
 
   Allocator& allocator() override {
@@ -144,6 +182,18 @@ class CudaBackend final : public Backend {
 
   void copy(const TensorView& dst, const TensorView& src) override {
     bind();
+    if (mode_ != Mode::kEager) {  // a step's staged tokens: through the arena, no wait
+      if (src.device() != Device::kCpu || dst.device() != Device::kCuda)
+        throw EngineError("copy: a recorded decoder step copies only from the host to the GPU");
+      const size_t bytes = static_cast<size_t>(src.bytes());
+      void* host = arena_.take(bytes).first;
+      std::memcpy(host, src.data_as<void>(), bytes);
+      if (mode_ == Mode::kRecording) {
+        check(cudaMemcpyAsync(dst.data_as<void>(), host, bytes, cudaMemcpyHostToDevice, stream_),
+              "staging");
+      }
+      return;
+    }
     check(cudaMemcpyAsync(dst.data_as<void>(), src.data_as<void>(),
                           static_cast<size_t>(src.bytes()), cudaMemcpyDefault, stream_),
           "cudaMemcpyAsync");
@@ -167,12 +217,14 @@ class CudaBackend final : public Backend {
   void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
                 const TensorView& y) override {
     bind();
+    if (replaying()) return;
     launch_rms_norm(x.data(), x.dim(0), w.dim(0), w.data(), eps, scale, y.data(), stream_);
     check(cudaGetLastError(), "rms_norm");
   }
 
   void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) override {
     bind();
+    if (replaying()) return;
     launch_embedding(ids.data_as<int>(), ids.dim(0), table.data(), table.dim(1), out.data(),
                      stream_);
     check(cudaGetLastError(), "embedding");
@@ -180,12 +232,14 @@ class CudaBackend final : public Backend {
 
   void relu(const TensorView& x) override {
     bind();
+    if (replaying()) return;
     launch_relu(x.data(), x.numel(), stream_);
     check(cudaGetLastError(), "relu");
   }
 
   void gated_gelu(const TensorView& a, const TensorView& b) override {
     bind();
+    if (replaying()) return;
     launch_gated_gelu(a.data(), b.data(), a.numel(), stream_);
     check(cudaGetLastError(), "gated_gelu");
   }
@@ -203,6 +257,10 @@ class CudaBackend final : public Backend {
 
   void argmax(const TensorView& logits, const int* banned, int* ids) override;
 
+  void begin_step(const void* owner, int64_t key) override;
+  void end_step(bool completed) override;
+  void forget_steps(const void* owner) override;
+
  private:
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch
   static constexpr int64_t kMaxRows = 65536;                   // argmax rows per call
@@ -217,6 +275,18 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // A decoder step as a CUDA graph: recorded at the second step of its owner and batch size
+  // (the first grows the buffers the ops reserve, which a recording must not move), then
+  // replayed. Graphs read converted_input_ where it was when they were recorded: when it grows,
+  // every graph is dropped.
+  struct StepGraph {
+    cudaGraphExec_t exec = nullptr;
+    int steps = 0;
+  };
+  enum class Mode { kEager, kRecording, kReplaying };
+  bool replaying() const { return mode_ == Mode::kReplaying; }
+  void drop_graphs(const void* owner);  // null: every owner's
+
   MatmulPlan& plan(int64_t m, int64_t n, int64_t k, DataType type);
   // x in the weight's type for the GEMM: itself for fp32, else converted into scratch.
   const void* gemm_input(const TensorView& x, DataType type);
@@ -230,6 +300,15 @@ class CudaBackend final : public Backend {
   int* host_ids_ = nullptr;
   size_t max_shared_bytes_ = 0;
   std::unordered_map<uint64_t, MatmulPlan> plans_;
+  // SEQPIPE_CUDA_GRAPHS=0 issues every op of a step as it comes.
+  const bool graphs_on_ = std::getenv("SEQPIPE_CUDA_GRAPHS") == nullptr ||
+                          std::string(std::getenv("SEQPIPE_CUDA_GRAPHS")) != "0";
+  std::map<std::pair<const void*, int64_t>, StepGraph> graphs_;
+  const void* graphs_input_ = nullptr;  // converted_input_'s buffer the graphs read
+  Mode mode_ = Mode::kEager;
+  StepGraph* step_ = nullptr;
+  StepArena arena_;
+  cudaEvent_t step_done_ = nullptr;
 };
 
 LinearWeight CudaBackend::prepare_linear(const Tensor& w, const ModelOptions& options) {
@@ -332,6 +411,7 @@ const void* CudaBackend::gemm_input(const TensorView& x, DataType type) {
 void CudaBackend::linear(const TensorView& x, const LinearWeight& w, const TensorView& y,
                          float beta) {
   bind();
+  if (replaying()) return;
   if (!w.weight.defined() || w.weight.device() != Device::kCuda)
     throw EngineError("op linear: the weight was not prepared for cuda");
   const int64_t m = x.dim(0);
@@ -351,7 +431,15 @@ void CudaBackend::attention(const ops::AttentionArgs& args) {
                       std::to_string(kMaxHeadDim) + " on cuda");
   }
   const size_t bytes = static_cast<size_t>(args.num_seqs) * sizeof(AttentionJob);
-  auto* jobs = static_cast<AttentionJob*>(uploads_.next(bytes));
+  void* device_jobs = nullptr;
+  AttentionJob* jobs = nullptr;
+  if (mode_ == Mode::kEager) {
+    jobs = static_cast<AttentionJob*>(uploads_.next(bytes));
+  } else {
+    auto [host, device] = arena_.take(bytes);
+    jobs = static_cast<AttentionJob*>(host);
+    device_jobs = device;
+  }
   AttentionShape shape{args.num_seqs, args.num_heads, args.head_dim, 0, 0, nullptr, 0, args.causal};
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     const ops::AttentionSequence& seq = args.seqs[s];
@@ -361,6 +449,9 @@ void CudaBackend::attention(const ops::AttentionArgs& args) {
     shape.max_q_rows = std::max(shape.max_q_rows, seq.q.dim(0));
     shape.max_k_rows = std::max(shape.max_k_rows, seq.k.dim(0));
   }
+  if (replaying()) return;
+  // A graph replays its launch sizes: room for as many keys as the workspace allows.
+  if (mode_ == Mode::kRecording) shape.max_k_rows = args.workspace.dim(1);
   if (attention_shared_bytes(shape.max_k_rows) > max_shared_bytes_) {
     throw EngineError("op attention: " + std::to_string(shape.max_k_rows) +
                       " keys exceed the GPU's shared memory per block");
@@ -369,8 +460,12 @@ void CudaBackend::attention(const ops::AttentionArgs& args) {
     shape.bias = args.bias->table.data();
     shape.max_distance = args.bias->max_distance;
   }
-  void* device_jobs = jobs_.reserve(bytes);
-  uploads_.upload(device_jobs, bytes, stream_);
+  if (mode_ == Mode::kEager) {
+    device_jobs = jobs_.reserve(bytes);
+    uploads_.upload(device_jobs, bytes, stream_);
+  } else {
+    check(cudaMemcpyAsync(device_jobs, jobs, bytes, cudaMemcpyHostToDevice, stream_), "jobs");
+  }
   launch_attention(static_cast<const AttentionJob*>(device_jobs), shape, stream_);
   check(cudaGetLastError(), "attention");
 }
@@ -391,6 +486,71 @@ void CudaBackend::argmax(const TensorView& logits, const int* banned, int* ids) 
         "argmax ids");
   synchronize();
   std::memcpy(ids, host_ids_, bytes);
+}
+
+void CudaBackend::begin_step(const void* owner, int64_t key) {
+  bind();
+  if (!graphs_on_) return;
+  if (converted_input_.data() != graphs_input_) {  // grown since: the graphs read freed memory
+    drop_graphs(nullptr);
+    graphs_input_ = converted_input_.data();
+  }
+  StepGraph& graph = graphs_[{owner, key}];
+  if (graph.exec == nullptr && ++graph.steps < 2) return;           // the first runs op by op
+  check(cudaEventSynchronize(step_done_), "cudaEventSynchronize");  // the arena is free again
+  arena_.rewind();
+  step_ = &graph;
+  if (graph.exec != nullptr) {
+    mode_ = Mode::kReplaying;
+    return;
+  }
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+        "cudaStreamBeginCapture");
+  mode_ = Mode::kRecording;
+}
+
+void CudaBackend::end_step(bool completed) {
+  if (mode_ == Mode::kEager) return;
+  const Mode mode = std::exchange(mode_, Mode::kEager);
+  StepGraph& graph = *std::exchange(step_, nullptr);
+  if (mode == Mode::kRecording) {
+    cudaGraph_t recorded = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &recorded);
+    if (ended == cudaSuccess && completed && converted_input_.data() != graphs_input_) {
+      cudaGraphDestroy(recorded);
+      throw EngineError("a recorded decoder step grew a buffer its graph reads");
+    }
+    if (ended != cudaSuccess || !completed) {
+      if (recorded != nullptr) cudaGraphDestroy(recorded);
+      cudaGetLastError();
+      graph.steps = 0;
+      if (completed) check(ended, "cudaStreamEndCapture");
+      return;
+    }
+    const cudaError_t made = cudaGraphInstantiate(&graph.exec, recorded, 0);
+    cudaGraphDestroy(recorded);
+    check(made, "cudaGraphInstantiate");
+  }
+  if (!completed) return;  // replayed ops are issued only here: nothing ran
+  check(cudaGraphLaunch(graph.exec, stream_), "cudaGraphLaunch");
+  check(cudaEventRecord(step_done_, stream_), "cudaEventRecord");
+}
+
+void CudaBackend::forget_steps(const void* owner) {
+  bind();
+  drop_graphs(owner);
+}
+
+void CudaBackend::drop_graphs(const void* owner) {
+  check(cudaEventSynchronize(step_done_), "cudaEventSynchronize");  // none still running
+  for (auto it = graphs_.begin(); it != graphs_.end();) {
+    if (owner != nullptr && it->first.first != owner) {
+      ++it;
+      continue;
+    }
+    if (it->second.exec != nullptr) cudaGraphExecDestroy(it->second.exec);
+    it = graphs_.erase(it);
+  }
 }
 
 }  // namespace
