@@ -258,7 +258,35 @@ pipeline() {
   fi
 }
 
-export -f libraries gpu_tests numerics models engine_bench torch_bench pipeline
+profile() {
+  # Where a GPU decoder step's time goes: each kernel's total under Nsight Systems where the
+  # machine has it, else the engine's per-op profile (each op waited for: launch costs included).
+  # And which oneDNN primitives a CPU bf16 decoder step runs (the allocation test's suspect).
+  [ -f "$work/t5-small/model.safetensors" ] || skip "skipped: no model (models failed)"
+  [ "$gpu" = 1 ] || skip "$no_gpu"
+  local nsys
+  nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys \
+    /usr/local/cuda*/nsight-systems*/bin/nsys 2>/dev/null | head -1 || true)
+  for ct in float32 bfloat16; do
+    if [ -n "$nsys" ]; then
+      echo "--- $nsys: engine_bench --compute-type $ct, batch 1, 50 runs"
+      "$nsys" profile -o "$work/prof-$ct" --force-overwrite true --cuda-graph-trace node \
+        "$B/engine_bench" --model "$work/t5-small" --device cuda --compute-type "$ct" \
+        --runs 50 --quick >/dev/null
+      "$nsys" stats -q -r cuda_gpu_kern_sum -f csv "$work/prof-$ct.nsys-rep" |
+        cut -d, -f1-4,9 | head -40
+    else
+      echo "--- no nsys: engine_bench --profile --compute-type $ct"
+      "$B/engine_bench" --model "$work/t5-small" --device cuda --compute-type "$ct" --runs 50 \
+        --profile
+    fi
+  done
+  echo "--- ONEDNN_VERBOSE: one CPU bf16 decode run's primitives (engine_allocation_tests)"
+  ONEDNN_VERBOSE=1 "$B/engine_allocation_tests" --gtest_filter='*bfloat16_best*' 2>&1 |
+    awk -F, '/^onednn_verbose/ {print $2, $4, $5}' | sort | uniq -c | sort -rn | head -20
+}
+
+export -f libraries gpu_tests numerics models engine_bench torch_bench pipeline profile
 
 write_report() {
   {
@@ -297,13 +325,14 @@ write_report() {
 }
 
 say "GPU: $([ "$gpu" = 1 ] && echo yes || echo none); OUT=$OUT; budget $budget s"
-step libraries 30 libraries
-step gpu_tests 150 gpu_tests
-step numerics 180 numerics
-step models 60 models
-step engine_bench 90 engine_bench
-step torch_bench 120 torch_bench
-step pipeline 150 pipeline
+# GPU_CHECK_STEPS: the steps to run (default: all but profile), e.g. "models profile".
+steps=${GPU_CHECK_STEPS:-libraries gpu_tests numerics models engine_bench torch_bench pipeline}
+declare -A cap=([libraries]=30 [gpu_tests]=150 [numerics]=180 [models]=60 [engine_bench]=90
+  [torch_bench]=120 [pipeline]=150 [profile]=120)
+for name in $steps; do
+  [ -n "${cap[$name]:-}" ] || { say "no step $name"; continue; }
+  step "$name" "${cap[$name]}" "$name"
+done
 write_report
 say "done in $((SECONDS - t0)) s: $report"
 cat "$report"
