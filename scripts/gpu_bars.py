@@ -41,6 +41,7 @@ def engine_bench(work):
         return {}
     out = {}
     for part in text.split("--- engine_bench --device cuda --compute-type ")[1:]:
+        part = part.split("\n--- ")[0]  # up to the next run's header (the eager one, say)
         ct = part.split()[0]
         m = re.search(r"^generate\s+median\s+([\d.]+) ms", part, re.M)
         batches = {int(b): float(s) for b, s in
