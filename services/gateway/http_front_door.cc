@@ -154,6 +154,8 @@ ConnectionGuard::~ConnectionGuard() {
 }
 
 bufferevent* ConnectionGuard::open(event_base* base) {
+  // Counted against the limit: only connections still open, not one closed since the last sweep.
+  forget_freed();
   bufferevent* connection = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
   if (connection == nullptr) return nullptr;  // evhttp makes its own then, unguarded
   bufferevent_incref(connection);
@@ -173,17 +175,24 @@ void ConnectionGuard::answered(bufferevent* connection) {
   }
 }
 
-void ConnectionGuard::sweep(std::chrono::steady_clock::time_point now) {
+void ConnectionGuard::forget_freed() {
   for (auto it = connections_.begin(); it != connections_.end();) {
+    bufferevent_data_cb read = nullptr;
+    bufferevent_getcb(it->first, &read, nullptr, nullptr, nullptr);
+    if (read == nullptr) {  // evhttp freed it: ours was the last reference (this closes it)
+      bufferevent_decref(it->first);
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ConnectionGuard::sweep(std::chrono::steady_clock::time_point now) {
+  forget_freed();
+  for (auto it = connections_.begin(); it != connections_.end(); ++it) {
     bufferevent* connection = it->first;
     Connection& c = it->second;
-    bufferevent_data_cb read = nullptr;
-    bufferevent_getcb(connection, &read, nullptr, nullptr, nullptr);
-    if (read == nullptr) {  // evhttp freed it: ours was the last reference
-      bufferevent_decref(connection);
-      it = connections_.erase(it);
-      continue;
-    }
     const int fd = bufferevent_getfd(connection);
     if (fd >= 0 && !c.closing && !c.busy && (c.excess || now - c.since > request_timeout_)) {
       // No request is being answered on it, so nothing of evhttp's is in the way of a canned
@@ -198,7 +207,6 @@ void ConnectionGuard::sweep(std::chrono::steady_clock::time_point now) {
       ::shutdown(fd, SHUT_RDWR);
       c.closing = true;
     }
-    ++it;
   }
 }
 

@@ -69,6 +69,7 @@ class ConnectionGuard {
   size_t open_connections() const { return connections_.size(); }
 
  private:
+  void forget_freed();  // lets the connections evhttp freed go
   struct Connection {
     std::chrono::steady_clock::time_point since;  // opened, or its last reply
     bool busy = false;                            // a request delivered and not yet answered
