@@ -141,44 +141,42 @@ HttpAnswer generate_reply_unguarded(std::string_view msgpack_reply, const std::s
   return {.status = status_of(reply), .body = reply.dump()};
 }
 
-std::variant<HttpRequest, HttpAnswer> kserve_infer_request_unguarded(
-    std::string_view body, const std::string& internal_id) {
-  const auto infer = parse_object(body);
-  if (!infer) return kserve_error(400, "the body must be a JSON object (an inference request)");
-  const auto client_id = client_id_of(*infer);
-  if (!client_id) return kserve_error(400, "id must be a string");
-  const json& inputs = infer->value("inputs", json());
+std::variant<HttpRequest, std::string> kserve_infer_json_unguarded(const json& infer,
+                                                                   const std::string& internal_id) {
+  const auto client_id = client_id_of(infer);
+  if (!client_id) return "id must be a string";
+  const json& inputs = infer.value("inputs", json());
   if (!inputs.is_array() || inputs.size() != 1 || !inputs[0].is_object())
-    return kserve_error(400, "inputs must hold exactly one tensor: the texts, datatype BYTES");
+    return std::string("inputs must hold exactly one tensor: the texts, datatype BYTES");
   const json& input = inputs[0];
   if (input.value("datatype", "") != "BYTES")
-    return kserve_error(400, "inputs[0].datatype must be \"BYTES\" (the texts)");
+    return std::string("inputs[0].datatype must be \"BYTES\" (the texts)");
   json texts = input.value("data", json());
   if (texts.is_array() && !texts.empty() && texts[0].is_array()) {  // [[a], [b]]: shape [N, 1]
     json flat = json::array();
     for (const json& row : texts) {
-      if (!row.is_array()) return kserve_error(400, "inputs[0].data must be texts");
+      if (!row.is_array()) return std::string("inputs[0].data must be texts");
       for (const json& t : row) flat.push_back(t);
     }
     texts = std::move(flat);
   }
   if (!texts.is_array() || texts.empty())
-    return kserve_error(400, "inputs[0].data must be a non-empty array of texts");
+    return std::string("inputs[0].data must be a non-empty array of texts");
   for (const json& t : texts) {
-    if (!t.is_string()) return kserve_error(400, "inputs[0].data must hold strings");
+    if (!t.is_string()) return std::string("inputs[0].data must hold strings");
   }
   // Only [N] or [N, 1]: no product of dimensions, so nothing to overflow.
   const json& shape = input.value("shape", json());
   const bool fits = shape.is_array() && (shape.size() == 1 || shape.size() == 2) &&
                     shape[0].is_number_unsigned() &&
                     (shape.size() == 1 || (shape[1].is_number_unsigned() && shape[1] == 1));
-  if (!fits) return kserve_error(400, "inputs[0].shape must be [N] or [N, 1]");
+  if (!fits) return std::string("inputs[0].shape must be [N] or [N, 1]");
   if (shape[0].get<uint64_t>() != texts.size())
-    return kserve_error(400, "inputs[0].shape holds " + std::to_string(shape[0].get<uint64_t>()) +
-                                 " elements but data " + std::to_string(texts.size()));
+    return std::string("inputs[0].shape holds " + std::to_string(shape[0].get<uint64_t>()) +
+                       " elements but data " + std::to_string(texts.size()));
   json request = {{"v", protocol::kVersion}, {"texts", std::move(texts)}};
-  json params = infer->value("parameters", json::object());
-  if (!params.is_object()) return kserve_error(400, "parameters must be an object");
+  json params = infer.value("parameters", json::object());
+  if (!params.is_object()) return std::string("parameters must be an object");
   if (params.contains("timeout_ms")) {
     request["timeout_ms"] = params["timeout_ms"];
     params.erase("timeout_ms");
@@ -187,19 +185,21 @@ std::variant<HttpRequest, HttpAnswer> kserve_infer_request_unguarded(
   return to_gateway(std::move(request), internal_id, *client_id);
 }
 
-HttpAnswer kserve_infer_reply_unguarded(std::string_view msgpack_reply,
-                                        const std::string& client_id,
-                                        const std::string& model_name) {
+std::variant<json, protocol::Error> kserve_infer_response_unguarded(std::string_view msgpack_reply,
+                                                                    const std::string& client_id,
+                                                                    const std::string& model_name) {
+  const protocol::Error undecodable{protocol::ErrorCode::kInternal, "undecodable reply"};
   const json reply = json::from_msgpack(msgpack_reply, true, false);
-  if (reply.is_discarded() || !reply.is_object()) return kserve_error(500, "undecodable reply");
+  if (reply.is_discarded() || !reply.is_object()) return undecodable;
   if (reply.value("status", "") == "error") {
     const json& error = reply.value("error", json::object());
-    return kserve_error(status_of(reply),
-                        error.value("code", "internal") + ": " + error.value("message", ""));
+    const auto code = protocol::parse_error_code(error.value("code", "internal"));
+    return protocol::Error{code.value_or(protocol::ErrorCode::kInternal),
+                           error.value("message", "")};
   }
   if (!(reply.contains("texts") && reply["texts"].is_array()) &&
       !(reply.contains("text") && reply["text"].is_string()))
-    return kserve_error(500, "undecodable reply");
+    return undecodable;
   const json texts = reply.contains("texts") ? reply["texts"] : json::array({reply["text"]});
   json outputs = json::array(
       {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {texts.size()}}, {"data", texts}}});
@@ -212,7 +212,7 @@ HttpAnswer kserve_infer_reply_unguarded(std::string_view msgpack_reply,
   json response = {{"model_name", model_name}, {"outputs", std::move(outputs)}};
   if (!client_id.empty()) response["id"] = client_id;
   if (reply.contains("timings_us")) response["parameters"] = {{"timings_us", reply["timings_us"]}};
-  return {.status = 200, .body = response.dump()};
+  return response;
 }
 
 }  // namespace
@@ -243,21 +243,40 @@ std::string sse_event(std::string_view msgpack_reply, const std::string& client_
 
 std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body,
                                                            const std::string& internal_id) {
+  const auto infer = parse_object(body);
+  if (!infer) return kserve_error(400, "the body must be a JSON object (an inference request)");
+  auto request = kserve_infer_json(*infer, internal_id);
+  if (auto* problem = std::get_if<std::string>(&request)) return kserve_error(400, *problem);
+  return std::move(std::get<HttpRequest>(request));
+}
+
+std::variant<HttpRequest, std::string> kserve_infer_json(const json& infer,
+                                                         const std::string& internal_id) {
   try {
-    return kserve_infer_request_unguarded(body, internal_id);
+    return kserve_infer_json_unguarded(infer, internal_id);
   } catch (const json::exception& e) {
-    return kserve_error(400,
-                        std::string("the body does not fit an inference request: ") + e.what());
+    return std::string("the request does not fit an inference request: ") + e.what();
+  }
+}
+
+std::variant<json, protocol::Error> kserve_infer_response(std::string_view msgpack_reply,
+                                                          const std::string& client_id,
+                                                          const std::string& model_name) {
+  try {
+    return kserve_infer_response_unguarded(msgpack_reply, client_id, model_name);
+  } catch (const json::exception&) {
+    return protocol::Error{protocol::ErrorCode::kInternal, "undecodable reply"};
   }
 }
 
 HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string& client_id,
                               const std::string& model_name) {
-  try {
-    return kserve_infer_reply_unguarded(msgpack_reply, client_id, model_name);
-  } catch (const json::exception&) {
-    return kserve_error(500, "undecodable reply");
+  auto response = kserve_infer_response(msgpack_reply, client_id, model_name);
+  if (auto* error = std::get_if<protocol::Error>(&response)) {
+    return kserve_error(http_status(error->code),
+                        std::string(protocol::wire_name(error->code)) + ": " + error->message);
   }
+  return {.status = 200, .body = std::get<json>(response).dump()};
 }
 
 HttpAnswer kserve_error(int status, const std::string& message) {

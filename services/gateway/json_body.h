@@ -1,10 +1,11 @@
 #pragma once
-// What every JSON front end shares (http_json.cc, http_openai.cc): reading a body and handing a
-// request to the gateway as msgpack.
+// What every JSON front end shares (http_json.cc, http_openai.cc, kserve_grpc.cc): reading a
+// body and handing a request to the gateway as msgpack.
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "gateway/http_json.h"
 
@@ -20,5 +21,15 @@ HttpRequest to_gateway(nlohmann::json request, const std::string& internal_id,
 
 // The reply's HTTP status: 200, or its error code's.
 int status_of(const nlohmann::json& reply);
+
+// The KServe v2 tensor mapping, the one both KServe doors use (HTTP's JSON body, gRPC's
+// messages as that JSON). An inference request object as the gateway's request, or why it is
+// not one (an invalid_argument message).
+std::variant<HttpRequest, std::string> kserve_infer_json(const nlohmann::json& infer,
+                                                         const std::string& internal_id);
+// The gateway's reply as a KServe v2 inference response object, or the reply's error.
+std::variant<nlohmann::json, protocol::Error> kserve_infer_response(std::string_view msgpack_reply,
+                                                                    const std::string& client_id,
+                                                                    const std::string& model_name);
 
 }  // namespace seqpipe::gateway

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "gateway/gateway.h"
+#include "gateway/grpc_front_door.h"
 #include "gateway/http_front_door.h"
 #include "seqpipe/config/config.h"
 #include "seqpipe/observability/metrics.h"
@@ -22,11 +24,26 @@
 namespace seqpipe::gateway {
 namespace {
 
-// The HTTP front door's requests come in on the clients' socket, over inproc.
-constexpr const char* kHttpInproc = "inproc://seqpipe-gateway-http";
+// The front doors' (HTTP, gRPC) requests come in on the clients' socket, over inproc.
+constexpr const char* kFrontDoorInproc = "inproc://seqpipe-gateway-http";
 
-// The HTTP front door on gateway.http_endpoint (none when it is off): its requests come in on
-// the clients' socket over inproc; its readiness check asks the pipeline's hubs.
+// The model's name in KServe v2 and OpenAI: the last component of model.dir.
+std::string model_name(const config::PipelineConfig& c) {
+  std::string name = std::filesystem::path(c.model.dir).lexically_normal().filename();
+  if (name.empty()) name = std::filesystem::path(c.model.dir).parent_path().filename();
+  return name;
+}
+
+// The front doors' readiness check: asks the pipeline's hubs.
+std::function<bool()> pipeline_ready(zmq::context_t& context, const config::PipelineConfig& c,
+                                     const security::HubSecurity& security) {
+  return [&context, &c, &security] {
+    return status::ask_pipeline(context, c, std::chrono::milliseconds(500), security.client())
+        .ready();
+  };
+}
+
+// The HTTP front door on gateway.http_endpoint (none when it is off).
 std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config::PipelineConfig& c,
                                           const security::HubSecurity& security,
                                           size_t max_body_bytes) {
@@ -35,19 +52,34 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config:
   HttpOptions options;
   options.host = address->host;
   options.port = address->port;
-  options.model_name = std::filesystem::path(c.model.dir).lexically_normal().filename();
-  if (options.model_name.empty())
-    options.model_name = std::filesystem::path(c.model.dir).parent_path().filename();
+  options.model_name = model_name(c);
   options.max_body_bytes = max_body_bytes;
   options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
-  auto http =
-      std::make_unique<HttpFrontDoor>(context, kHttpInproc, options, [&context, &c, &security] {
-        return status::ask_pipeline(context, c, std::chrono::milliseconds(500), security.client())
-            .ready();
-      });
+  auto http = std::make_unique<HttpFrontDoor>(context, kFrontDoorInproc, options,
+                                              pipeline_ready(context, c, security));
   spdlog::info("gateway: HTTP on {}:{} (model '{}')", options.host, http->port(),
                options.model_name);
   return http;
+}
+
+// KServe v2 over gRPC on gateway.grpc_endpoint (none when it is off).
+std::unique_ptr<GrpcFrontDoor> start_grpc(zmq::context_t& context, const config::PipelineConfig& c,
+                                          const security::HubSecurity& security,
+                                          size_t max_message_bytes) {
+  const auto address = config::parse_http_address(c.gateway.grpc_endpoint);
+  if (!address) return nullptr;
+  GrpcOptions options;
+  options.host = address->host;
+  options.port = address->port;
+  options.model_name = model_name(c);
+  options.max_message_bytes = max_message_bytes;
+  options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
+  options.max_timeout = std::chrono::milliseconds(c.gateway.max_timeout_ms);
+  auto grpc = std::make_unique<GrpcFrontDoor>(context, kFrontDoorInproc, options,
+                                              pipeline_ready(context, c, security));
+  spdlog::info("gateway: KServe v2 gRPC on {}:{} (model '{}')", options.host, grpc->port(),
+               options.model_name);
+  return grpc;
 }
 
 int serve(const config::PipelineConfig& c) {
@@ -66,7 +98,7 @@ int serve(const config::PipelineConfig& c) {
   client_options.max_message_bytes = static_cast<int64_t>(c.gateway.max_message_bytes) * 4;
   client_options.curve = security.server();
   transport::Socket clients(context, zmq::socket_type::router, client_options);
-  clients.bind(kHttpInproc);
+  clients.bind(kFrontDoorInproc);
   transport::SocketOptions worker_options;
   worker_options.curve = security.server();
   transport::Socket tokenizers(context, zmq::socket_type::router, worker_options);
@@ -80,6 +112,8 @@ int serve(const config::PipelineConfig& c) {
                client_endpoint, c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
   const std::unique_ptr<HttpFrontDoor> http =
       start_http(context, c, security, static_cast<size_t>(client_options.max_message_bytes));
+  const std::unique_ptr<GrpcFrontDoor> grpc =
+      start_grpc(context, c, security, static_cast<size_t>(client_options.max_message_bytes));
 
   // Cancels (and heartbeats, with several batchers) go to the batchers' ingress (where the
   // tokenizers send sequences), over PUSH.

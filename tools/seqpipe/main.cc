@@ -354,9 +354,11 @@ void print_pipeline_summary(const config::LoadedConfig& loaded) {
               loaded.path.empty() ? "built-in defaults" : loaded.path.c_str(),
               loaded.model_path.empty() ? "" : " over ", loaded.model_path.c_str());
   const auto http = config::parse_http_address(c.gateway.http_endpoint);
-  std::printf("clients: %s; HTTP: %s; /metrics: %s:%d (gateway), :%d (batcher)\n",
+  const auto grpc = config::parse_http_address(c.gateway.grpc_endpoint);
+  std::printf("clients: %s; HTTP: %s; gRPC: %s; /metrics: %s:%d (gateway), :%d (batcher)\n",
               config::client_endpoints(c).c_str(), http ? c.gateway.http_endpoint.c_str() : "off",
-              c.metrics.address.c_str(), c.gateway.metrics_port, c.batcher.metrics_port);
+              grpc ? c.gateway.grpc_endpoint.c_str() : "off", c.metrics.address.c_str(),
+              c.gateway.metrics_port, c.batcher.metrics_port);
 }
 
 std::string duration_text(int64_t seconds) {

@@ -129,12 +129,17 @@ void check_security(const PipelineConfig& c, const Origins& origins) {
       }
     });
   }
-  const auto http = parse_http_address(c.gateway.http_endpoint);
-  if (http && !loopback_host(http->host)) {
-    fail(origins.of("gateway.http_endpoint"),
-         "gateway.http_endpoint '" + c.gateway.http_endpoint +
-             "' serves HTTP beyond loopback: HTTP has no keys (only the ZeroMQ sockets are "
-             "CurveZMQ); set security.allow_plaintext: true to serve it in the clear");
+  // HTTP and gRPC are served without TLS: beyond loopback only when plain text is allowed.
+  for (const auto& [key, endpoint, what] :
+       {std::tuple{"gateway.http_endpoint", &c.gateway.http_endpoint, "HTTP"},
+        std::tuple{"gateway.grpc_endpoint", &c.gateway.grpc_endpoint, "gRPC"}}) {
+    const auto address = parse_http_address(*endpoint);
+    if (address && !loopback_host(address->host)) {
+      fail(origins.of(key), std::string(key) + " '" + *endpoint + "' serves " + what +
+                                " beyond loopback: " + what +
+                                " has no keys (only the ZeroMQ sockets are CurveZMQ); set "
+                                "security.allow_plaintext: true to serve it in the clear");
+    }
   }
 }
 
@@ -238,7 +243,7 @@ void check_text(const std::string& where, const Key& key, const std::string& val
     case TextKind::kHttpAddress:  // empty (off) or IPV4:PORT
       if (!value.empty() && !parse_http_address(value)) {
         fail(where, key.path() +
-                        " must be empty (no HTTP) or IPV4:PORT such as 127.0.0.1:8000 (port 0: any "
+                        " must be empty (off) or IPV4:PORT such as 127.0.0.1:8000 (port 0: any "
                         "free port), got '" +
                         value + "'");
       }

@@ -124,12 +124,15 @@ std::vector<std::string> gateway_replica_overrides(const PipelineConfig& c, int 
       "gateway.tokenizer_endpoint=" + replica_endpoint(g.tokenizer_endpoint, k),
       "gateway.results_endpoint=" + replica_endpoint(g.results_endpoint, k),
       "gateway.metrics_port=" + moved_port(g.metrics_port, k)};
-  if (const auto http = parse_http_address(g.http_endpoint)) {
-    std::string set = "gateway.http_endpoint=";
-    set += http->host;
-    set += ':';
-    set += moved_port(http->port, k);
-    sets.push_back(std::move(set));
+  for (const auto& [key, endpoint] : {std::pair{"gateway.http_endpoint=", &g.http_endpoint},
+                                      std::pair{"gateway.grpc_endpoint=", &g.grpc_endpoint}}) {
+    if (const auto address = parse_http_address(*endpoint)) {
+      std::string set = key;
+      set += address->host;
+      set += ':';
+      set += moved_port(address->port, k);
+      sets.push_back(std::move(set));
+    }
   }
   return sets;
 }

@@ -106,6 +106,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"gateway", "split_words", kPerModel}, g.split_words, IntRule{0, 4096});
   visit(Key{"gateway", "batcher_endpoints"}, g.batcher_endpoints, EndpointListRule{});
   visit(Key{"gateway", "http_endpoint"}, g.http_endpoint, TextRule{TextKind::kHttpAddress});
+  visit(Key{"gateway", "grpc_endpoint"}, g.grpc_endpoint, TextRule{TextKind::kHttpAddress});
   visit(Key{"gateway", "replicas"}, g.replicas, IntRule{1, 16});
 
   worker_fields("tokenizer", c.tokenizer, visit);

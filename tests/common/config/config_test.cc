@@ -491,6 +491,10 @@ const ErrorCase kErrorCases[] = {
      "k/w\n  allowed_clients: k\n",
      {},
      "test.yaml:2: gateway.http_endpoint '0.0.0.0:8000' serves HTTP beyond loopback"},
+    {"GrpcBeyondLoopback",
+     "gateway:\n  grpc_endpoint: 0.0.0.0:8001\n",
+     {},
+     "test.yaml:2: gateway.grpc_endpoint '0.0.0.0:8001' serves gRPC beyond loopback"},
     {"ServerKeyWithoutClientKey",
      "security:\n  server_key: k/hub\n  allowed_clients: k\n",
      {},
@@ -634,6 +638,7 @@ TEST(ConfigHubReplicas, ReplicaEndpointsAreConsecutive) {
 TEST(ConfigHubReplicas, WorkersServeEveryReplicaAndClientsAreGivenThemAll) {
   PipelineConfig loaded = load_config_text(
       "gateway:\n  replicas: 2\n  metrics_port: 9200\n  http_endpoint: 127.0.0.1:8000\n"
+      "  grpc_endpoint: 127.0.0.1:8100\n"
       "batcher:\n  replicas: 3\n  metrics_port: 9300\n",
       "t", {});
   const PipelineConfig c = resolve_endpoints(loaded, "/run/sp");
@@ -648,12 +653,13 @@ TEST(ConfigHubReplicas, WorkersServeEveryReplicaAndClientsAreGivenThemAll) {
   EXPECT_EQ(c.postprocessor.hub_endpoints.back(), "ipc:///run/sp/postprocessor-3.sock");
   EXPECT_EQ(client_endpoints(c), "tcp://127.0.0.1:5555,tcp://127.0.0.1:5556");
   EXPECT_TRUE(gateway_replica_overrides(c, 0).empty());
-  EXPECT_EQ(gateway_replica_overrides(c, 1),
-            (std::vector<std::string>{"gateway.client_endpoint=tcp://127.0.0.1:5556",
-                                      "gateway.tokenizer_endpoint=ipc:///run/sp/tokenizer-2.sock",
-                                      "gateway.results_endpoint=ipc:///run/sp/results-2.sock",
-                                      "gateway.metrics_port=9201",
-                                      "gateway.http_endpoint=127.0.0.1:8001"}));
+  EXPECT_EQ(
+      gateway_replica_overrides(c, 1),
+      (std::vector<std::string>{"gateway.client_endpoint=tcp://127.0.0.1:5556",
+                                "gateway.tokenizer_endpoint=ipc:///run/sp/tokenizer-2.sock",
+                                "gateway.results_endpoint=ipc:///run/sp/results-2.sock",
+                                "gateway.metrics_port=9201", "gateway.http_endpoint=127.0.0.1:8001",
+                                "gateway.grpc_endpoint=127.0.0.1:8101"}));
   EXPECT_EQ(batcher_replica_overrides(c, 2).back(), "batcher.metrics_port=9302");
   EXPECT_TRUE(resolve_endpoints(c, "/run/sp") == c);  // idempotent
 }

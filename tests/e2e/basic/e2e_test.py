@@ -137,7 +137,7 @@ class PipelineTest(unittest.TestCase):
         self.assertEqual(rows["gateway"][3], "-", out.stdout)
         self.assertEqual(rows["batcher"][3], "-", out.stdout)
         self.assertRegex(out.stdout, r"(?m)^model: \S+, compute type float32 ")
-        self.assertRegex(out.stdout, r"(?m)^clients: \S+; HTTP: \S+; /metrics: ")
+        self.assertRegex(out.stdout, r"(?m)^clients: \S+; HTTP: \S+; gRPC: \S+; /metrics: ")
         self.assertRegex(out.stdout, r"(?m)^gateway: up \d+m\d\ds; \d+ requests, \d+ errors \(\d+\.\d\d%\); "
                                      r"replicas lost: tokenizer 0$")
         self.assertRegex(out.stdout, r"(?m)^batcher: up \d+m\d\ds; replicas lost: encoder 0, decoder 0, "

@@ -124,12 +124,15 @@ struct GatewayConfig {
   // a batcher that falls silent is submitted once to another (else answered `unavailable`).
   std::vector<std::string> batcher_endpoints;
   // Gateways `seqpipe up` starts (1..16). Replica k binds each of these endpoints k after the
-  // configured one (replica_endpoint), and metrics_port + k and the HTTP port + k when not 0;
-  // the tokenizers serve them all and clients are given every client endpoint.
+  // configured one (replica_endpoint), and metrics_port + k and the HTTP and gRPC ports + k
+  // when not 0; the tokenizers serve them all and clients are given every client endpoint.
   int replicas = 1;
   // HTTP/JSON and KServe v2 on this IPV4:PORT (port 0: any free port, logged); empty: no HTTP.
   // Default: loopback only. docs/PROTOCOL.md, "HTTP".
   std::string http_endpoint = "127.0.0.1:8000";
+  // KServe v2 over gRPC on this IPV4:PORT (port 0: any free port, logged); empty: no gRPC.
+  // Default: off (127.0.0.1:8001 is Triton's and the usual choice). docs/PROTOCOL.md, "gRPC".
+  std::string grpc_endpoint;
 
   bool operator==(const GatewayConfig&) const = default;
 };
@@ -337,8 +340,8 @@ std::string choose_runtime_dir(const std::string& configured, const char* xdg_ru
 // two endpoints that became equal.
 PipelineConfig resolve_endpoints(PipelineConfig config, const std::string& runtime_dir);
 
-// gateway.http_endpoint's parts: an IPv4 address and a port (0: any free port); nullopt for
-// text that is not IPV4:PORT (an empty endpoint, HTTP off, included).
+// gateway.http_endpoint's and grpc_endpoint's parts: an IPv4 address and a port (0: any free
+// port); nullopt for text that is not IPV4:PORT (an empty endpoint, off, included).
 struct HttpAddress {
   std::string host;
   int port = 0;

@@ -1,0 +1,293 @@
+#include "gateway/grpc_front_door.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "gateway/kserve_grpc.h"
+#include "grpc_predict_v2.grpc.pb.h"
+#include "seqpipe/config/config.h"
+
+namespace seqpipe::gateway {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::seconds kReplyMargin{2};   // the trip back after the gateway's deadline
+constexpr std::chrono::milliseconds kRound{100};  // the loop's longest wait
+
+// A ModelInfer's reactor: a call the client cancels (or whose deadline passes) cancels the
+// request, as a msgpack cancel does. gRPC calls OnDone once Finish is through: it is the last.
+class InferReactor : public grpc::ServerUnaryReactor {
+ public:
+  explicit InferReactor(std::function<void()> on_cancel) : on_cancel_(std::move(on_cancel)) {}
+  void OnCancel() override { on_cancel_(); }
+  void OnDone() override { delete this; }
+
+ private:
+  std::function<void()> on_cancel_;
+};
+
+// What is left of a call's deadline, in ms and at most `most`; nullopt when it has none.
+std::optional<uint32_t> deadline_ms(const grpc::CallbackServerContext& context,
+                                    std::chrono::milliseconds most) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return std::nullopt;
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::system_clock::now());
+  return static_cast<uint32_t>(std::clamp(left, std::chrono::milliseconds(1), most).count());
+}
+
+}  // namespace
+
+class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackService {
+ public:
+  explicit Service(GrpcFrontDoor& door)
+      : door_(door), metadata_(kserve_grpc_metadata(door.options_.model_name)) {}
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
+                                       const inference::ServerLiveRequest*,
+                                       inference::ServerLiveResponse* response) override {
+    response->set_live(true);
+    return finished(context, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* context,
+                                        const inference::ServerReadyRequest*,
+                                        inference::ServerReadyResponse* response) override {
+    return ready(context, response);
+  }
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context,
+                                       const inference::ModelReadyRequest* request,
+                                       inference::ModelReadyResponse* response) override {
+    const grpc::Status known = check_model(request->name(), door_.options_.model_name);
+    if (!known.ok()) return finished(context, known);
+    return ready(context, response);
+  }
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context,
+                                           const inference::ServerMetadataRequest*,
+                                           inference::ServerMetadataResponse* response) override {
+    response->set_name("seqpipe");
+    response->set_version("1");
+    return finished(context, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context,
+                                          const inference::ModelMetadataRequest* request,
+                                          inference::ModelMetadataResponse* response) override {
+    const grpc::Status known = check_model(request->name(), door_.options_.model_name);
+    if (known.ok()) *response = metadata_;
+    return finished(context, known);
+  }
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
+                                       const inference::ModelInferRequest* request,
+                                       inference::ModelInferResponse* response) override {
+    const grpc::Status known = check_model(request->model_name(), door_.options_.model_name);
+    if (!known.ok()) return finished(context, known);
+    const std::string tag = "grpc-" + std::to_string(door_.next_id_++);
+    auto translated =
+        kserve_grpc_request(*request, tag, deadline_ms(*context, door_.options_.max_timeout));
+    if (auto* status = std::get_if<grpc::Status>(&translated)) return finished(context, *status);
+    auto* reactor = new InferReactor([door = &door_, tag] { door->cancel(tag); });
+    door_.submit(std::move(std::get<HttpRequest>(translated)), reactor, response);
+    return reactor;
+  }
+
+ private:
+  static grpc::ServerUnaryReactor* finished(grpc::CallbackServerContext* context,
+                                            const grpc::Status& status) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+  template <class Response>
+  grpc::ServerUnaryReactor* ready(grpc::CallbackServerContext* context, Response* response) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    door_.ask_ready([reactor, response](bool ready) {
+      response->set_ready(ready);
+      reactor->Finish(grpc::Status::OK);
+    });
+    return reactor;
+  }
+
+  GrpcFrontDoor& door_;
+  const inference::ModelMetadataResponse metadata_;
+};
+
+GrpcFrontDoor::GrpcFrontDoor(zmq::context_t& context, std::string gateway_endpoint,
+                             GrpcOptions options, std::function<bool()> ready)
+    : options_(std::move(options)),
+      ready_(std::move(ready)),
+      gateway_(context, zmq::socket_type::dealer),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (wake_fd_ < 0) throw std::runtime_error("grpc: eventfd failed");
+  gateway_.connect(gateway_endpoint);
+  service_ = std::make_unique<Service>(*this);
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second gateway on the same port would share it silently
+  // instead of being told the port is taken.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
+  builder.AddListeningPort(options_.host + ":" + std::to_string(options_.port),
+                           grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    ::close(wake_fd_);
+    throw config::ConfigError("gateway.grpc_endpoint: " + options_.host + ":" +
+                              std::to_string(options_.port) + " " +
+                              transport::tcp_bind_problem(options_.host, options_.port));
+  }
+  probe_thread_ = std::thread([this] { probe_loop(); });
+  loop_thread_ = std::thread([this] { loop(); });
+}
+
+GrpcFrontDoor::~GrpcFrontDoor() {
+  // The calls still open are cancelled (their OnCancel posts to the loop, which finishes them),
+  // and Shutdown returns once every one is done; only then do the threads stop.
+  server_->Shutdown(std::chrono::system_clock::now());
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  probe_wake_.notify_all();
+  probe_thread_.join();
+  post([] {});  // wakes the loop to see stopping_
+  loop_thread_.join();
+  ::close(wake_fd_);
+}
+
+void GrpcFrontDoor::post(std::function<void()> task) {
+  {
+    std::lock_guard lock(mutex_);
+    posted_.push_back(std::move(task));
+  }
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
+}
+
+void GrpcFrontDoor::submit(HttpRequest request, grpc::ServerUnaryReactor* reactor,
+                           inference::ModelInferResponse* response) {
+  const auto wait = (request.timeout_ms ? std::chrono::milliseconds(*request.timeout_ms)
+                                        : options_.default_timeout) +
+                    kReplyMargin;
+  Pending p{.reactor = reactor,
+            .response = response,
+            .client_id = request.client_id,
+            .give_up = Clock::now() + wait};
+  post([this, request = std::move(request), p = std::move(p)]() mutable {
+    start(std::move(request), std::move(p));
+  });
+}
+
+void GrpcFrontDoor::cancel(std::string tag) {
+  post([this, tag = std::move(tag)] { on_cancel(tag); });
+}
+
+void GrpcFrontDoor::start(HttpRequest request, Pending pending) {
+  const std::string& tag = request.internal_id;
+  if (!gateway_.send({std::string_view(tag), std::string_view(), std::string_view(request.msgpack)},
+                     /*dontwait=*/true)) {
+    pending.reactor->Finish({grpc::StatusCode::UNAVAILABLE, "unavailable: the gateway is busy"});
+    return;
+  }
+  pending_.emplace(tag, std::move(pending));
+}
+
+void GrpcFrontDoor::loop() {
+  auto last_expiry = Clock::now();
+  for (;;) {
+    zmq::pollitem_t items[] = {{gateway_.raw().handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+    try {
+      zmq::poll(items, 2, kRound);
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t count = 0;
+      (void)!::read(wake_fd_, &count, sizeof count);
+      std::vector<std::function<void()>> tasks;
+      bool stopping = false;
+      {
+        std::lock_guard lock(mutex_);
+        tasks.swap(posted_);
+        stopping = stopping_;
+      }
+      for (auto& task : tasks) task();
+      if (stopping) return;
+    }
+    while (auto frames = gateway_.try_recv()) {
+      if (frames->size() >= 3) on_reply(frames->front(), frames->back());  // [tag, "", reply]
+    }
+    if (const auto now = Clock::now(); now - last_expiry >= kRound) {
+      expire(now);
+      last_expiry = now;
+    }
+  }
+}
+
+void GrpcFrontDoor::on_reply(const std::string& tag, const std::string& body) {
+  auto it = pending_.find(tag);
+  if (it == pending_.end()) return;  // a late reply: the call was given up or cancelled
+  Pending p = std::move(it->second);
+  pending_.erase(it);
+  auto reply = kserve_grpc_reply(body, p.client_id, options_.model_name);
+  if (auto* status = std::get_if<grpc::Status>(&reply)) return p.reactor->Finish(*status);
+  *p.response = std::move(std::get<inference::ModelInferResponse>(reply));
+  p.reactor->Finish(grpc::Status::OK);
+}
+
+void GrpcFrontDoor::on_cancel(const std::string& tag) {
+  auto it = pending_.find(tag);
+  if (it == pending_.end()) return;  // already answered: nothing to stop
+  spdlog::info("grpc: call {} was cancelled by its client or its deadline; cancelling it", tag);
+  protocol::Request cancel;
+  cancel.op = protocol::Op::kCancel;
+  cancel.id = tag;
+  const std::string bytes = protocol::encode_request(cancel);
+  (void)gateway_.send({std::string_view(tag), std::string_view(), std::string_view(bytes)},
+                      /*dontwait=*/true);
+  it->second.reactor->Finish({grpc::StatusCode::CANCELLED, "cancelled: the call was cancelled"});
+  pending_.erase(it);
+}
+
+void GrpcFrontDoor::expire(Clock::time_point now) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (now < it->second.give_up) {
+      ++it;
+      continue;
+    }
+    spdlog::warn("grpc: no reply from the gateway for {} in time", it->first);
+    it->second.reactor->Finish(
+        {grpc::StatusCode::UNAVAILABLE, "unavailable: no reply from the gateway in time"});
+    it = pending_.erase(it);
+  }
+}
+
+void GrpcFrontDoor::ask_ready(std::function<void(bool)> answer) {
+  {
+    std::lock_guard lock(mutex_);
+    ready_waiting_.push_back(std::move(answer));
+  }
+  probe_wake_.notify_one();
+}
+
+void GrpcFrontDoor::probe_loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    probe_wake_.wait(lock, [this] { return !ready_waiting_.empty() || stopping_; });
+    // Asked during a shutdown: not ready (gRPC waits for these calls to finish).
+    const bool stopping = stopping_;
+    std::vector<std::function<void(bool)>> waiting;
+    waiting.swap(ready_waiting_);
+    lock.unlock();
+    const bool ready = !stopping && ready_();  // one probe answers everyone who asked meanwhile
+    for (auto& answer : waiting) answer(ready);
+    if (stopping) return;
+    lock.lock();
+  }
+}
+
+}  // namespace seqpipe::gateway

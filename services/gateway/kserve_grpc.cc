@@ -1,0 +1,186 @@
+#include "gateway/kserve_grpc.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "gateway/json_body.h"
+
+namespace seqpipe::gateway {
+
+using nlohmann::json;
+
+namespace {
+
+grpc::Status invalid(const std::string& message) {
+  return {grpc::StatusCode::INVALID_ARGUMENT, message};
+}
+
+// A raw BYTES tensor's elements: each a 4-byte little-endian length, then that many bytes.
+std::optional<json> raw_texts(std::string_view raw) {
+  json texts = json::array();
+  while (!raw.empty()) {
+    if (raw.size() < 4) return std::nullopt;
+    const auto* b = reinterpret_cast<const unsigned char*>(raw.data());
+    const uint64_t length = b[0] | b[1] << 8 | b[2] << 16 | uint64_t{b[3]} << 24;
+    if (raw.size() - 4 < length) return std::nullopt;
+    texts.push_back(std::string(raw.substr(4, length)));
+    raw.remove_prefix(4 + length);
+  }
+  return texts;
+}
+
+std::optional<json> parameter_value(const inference::InferParameter& p) {
+  using P = inference::InferParameter;
+  switch (p.parameter_choice_case()) {
+    case P::kBoolParam:
+      return json(p.bool_param());
+    case P::kInt64Param:  // unsigned when it can be: the mapping's integer checks want that
+      return p.int64_param() >= 0 ? json(static_cast<uint64_t>(p.int64_param()))
+                                  : json(p.int64_param());
+    case P::kStringParam:
+      return json(p.string_param());
+    case P::kDoubleParam:
+      return json(p.double_param());
+    case P::kUint64Param:
+      return json(p.uint64_param());
+    case P::PARAMETER_CHOICE_NOT_SET:
+      break;
+  }
+  return std::nullopt;
+}
+
+// The request as the KServe v2 JSON request it stands for.
+std::variant<json, grpc::Status> as_json(const inference::ModelInferRequest& request) {
+  json inputs = json::array();
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const auto& input = request.inputs(i);
+    json shape = json::array();
+    for (const int64_t d : input.shape()) shape.push_back(d >= 0 ? json(uint64_t(d)) : json(d));
+    json data = json::array();
+    for (const std::string& t : input.contents().bytes_contents()) data.push_back(t);
+    if (i < request.raw_input_contents_size()) {
+      auto raw = raw_texts(request.raw_input_contents(i));
+      if (!raw)
+        return invalid("raw_input_contents[" + std::to_string(i) +
+                       "] is not BYTES elements (a 4-byte little-endian length, then the bytes)");
+      if (!data.empty()) return invalid("inputs[0] has both contents and raw_input_contents");
+      data = std::move(*raw);
+    }
+    inputs.push_back({{"name", input.name()},
+                      {"datatype", input.datatype()},
+                      {"shape", std::move(shape)},
+                      {"data", std::move(data)}});
+  }
+  json infer = {{"inputs", std::move(inputs)}};
+  if (!request.id().empty()) infer["id"] = request.id();
+  json params = json::object();
+  for (const auto& [name, value] : request.parameters()) {
+    auto v = parameter_value(value);
+    if (!v) return invalid("parameters['" + name + "'] holds no value");
+    params[name] = std::move(*v);
+  }
+  if (!params.empty()) infer["parameters"] = std::move(params);
+  return infer;
+}
+
+void add_output(inference::ModelInferResponse& response, const json& output) {
+  auto* tensor = response.add_outputs();
+  tensor->set_name(output.at("name").get<std::string>());
+  tensor->set_datatype(output.at("datatype").get<std::string>());
+  const json& data = output.at("data");
+  tensor->add_shape(static_cast<int64_t>(data.size()));
+  for (const json& element : data) {
+    if (element.is_string()) {
+      tensor->mutable_contents()->add_bytes_contents(element.get<std::string>());
+    } else {
+      tensor->mutable_contents()->add_fp32_contents(element.get<float>());
+    }
+  }
+}
+
+}  // namespace
+
+grpc::StatusCode grpc_code(protocol::ErrorCode code) {
+  switch (code) {
+    case protocol::ErrorCode::kInvalidArgument:
+    case protocol::ErrorCode::kTooLong:  // as invalid_argument: resending it unchanged never helps
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case protocol::ErrorCode::kOverloaded:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case protocol::ErrorCode::kDeadlineExceeded:
+      return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case protocol::ErrorCode::kCancelled:
+      return grpc::StatusCode::CANCELLED;
+    case protocol::ErrorCode::kUnavailable:
+      return grpc::StatusCode::UNAVAILABLE;
+    case protocol::ErrorCode::kInternal:
+      break;
+  }
+  return grpc::StatusCode::INTERNAL;
+}
+
+grpc::Status check_model(const std::string& name, const std::string& model_name) {
+  if (name == model_name) return grpc::Status::OK;
+  return {grpc::StatusCode::NOT_FOUND,
+          "unknown model '" + name + "': this gateway serves '" + model_name + "'"};
+}
+
+std::variant<HttpRequest, grpc::Status> kserve_grpc_request(
+    const inference::ModelInferRequest& request, const std::string& internal_id,
+    std::optional<uint32_t> deadline_ms) {
+  auto infer = as_json(request);
+  if (auto* status = std::get_if<grpc::Status>(&infer)) return *status;
+  json& j = std::get<json>(infer);
+  if (deadline_ms) {
+    if (!j.contains("parameters")) j["parameters"] = json::object();
+    json& params = j["parameters"];
+    const json own = params.value("timeout_ms", json());
+    // A timeout_ms of another type is left for the gateway to refuse by name.
+    if (own.is_null() || (own.is_number_unsigned() && own.get<uint64_t>() > *deadline_ms))
+      params["timeout_ms"] = *deadline_ms;
+  }
+  auto out = kserve_infer_json(j, internal_id);
+  if (auto* problem = std::get_if<std::string>(&out)) return invalid(*problem);
+  return std::move(std::get<HttpRequest>(out));
+}
+
+std::variant<inference::ModelInferResponse, grpc::Status> kserve_grpc_reply(
+    std::string_view msgpack_reply, const std::string& client_id, const std::string& model_name) {
+  auto reply = kserve_infer_response(msgpack_reply, client_id, model_name);
+  if (auto* error = std::get_if<protocol::Error>(&reply))
+    return grpc::Status(grpc_code(error->code),
+                        std::string(protocol::wire_name(error->code)) + ": " + error->message);
+  const json& j = std::get<json>(reply);
+  inference::ModelInferResponse response;
+  response.set_model_name(model_name);
+  response.set_model_version("1");
+  response.set_id(client_id);
+  try {
+    for (const json& output : j.at("outputs")) add_output(response, output);
+    const json timings = j.value("parameters", json::object()).value("timings_us", json::object());
+    for (const auto& [stage, us] : timings.items())
+      (*response.mutable_parameters())["timings_us." + stage].set_int64_param(us.get<int64_t>());
+  } catch (const json::exception&) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "internal: undecodable reply");
+  }
+  return response;
+}
+
+inference::ModelMetadataResponse kserve_grpc_metadata(const std::string& model_name) {
+  const json metadata = json::parse(kserve_model_metadata(model_name));
+  inference::ModelMetadataResponse out;
+  out.set_name(metadata.at("name").get<std::string>());
+  for (const json& v : metadata.at("versions")) out.add_versions(v.get<std::string>());
+  out.set_platform(metadata.at("platform").get<std::string>());
+  for (const char* kind : {"inputs", "outputs"}) {
+    for (const json& t : metadata.at(kind)) {
+      auto* tensor = std::string_view(kind) == "inputs" ? out.add_inputs() : out.add_outputs();
+      tensor->set_name(t.at("name").get<std::string>());
+      tensor->set_datatype(t.at("datatype").get<std::string>());
+      for (const json& d : t.at("shape")) tensor->add_shape(d.get<int64_t>());
+    }
+  }
+  return out;
+}
+
+}  // namespace seqpipe::gateway

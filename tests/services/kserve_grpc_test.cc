@@ -1,0 +1,132 @@
+// KServe v2 over gRPC's translations (pure): a ModelInferRequest becomes the same protocol
+// request HTTP's KServe body does, the call's deadline becomes timeout_ms, replies and errors
+// become the protocol's messages and gRPC statuses. grpc_test.py runs the server end to end.
+#include "gateway/kserve_grpc.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace seqpipe::gateway {
+namespace {
+
+using nlohmann::json;
+
+inference::ModelInferRequest infer(std::initializer_list<std::string> texts) {
+  inference::ModelInferRequest r;
+  r.set_model_name("m");
+  r.set_id("mine");
+  auto* input = r.add_inputs();
+  input->set_name("text");
+  input->set_datatype("BYTES");
+  input->add_shape(static_cast<int64_t>(texts.size()));
+  for (const auto& t : texts) input->mutable_contents()->add_bytes_contents(t);
+  return r;
+}
+
+json gateway_json(const std::variant<HttpRequest, grpc::Status>& out) {
+  EXPECT_TRUE(std::holds_alternative<HttpRequest>(out))
+      << std::get<grpc::Status>(out).error_message();
+  return json::from_msgpack(std::get<HttpRequest>(out).msgpack);
+}
+
+TEST(KserveGrpcTest, InferBecomesTheSameRequestAsHttpKserve) {
+  auto r = infer({"teh speling", "hello"});
+  (*r.mutable_parameters())["max_new_tokens"].set_int64_param(8);
+  (*r.mutable_parameters())["length_penalty"].set_double_param(0.5);
+  (*r.mutable_parameters())["return_scores"].set_bool_param(true);
+  const auto out = kserve_grpc_request(r, "grpc-3", std::nullopt);
+  const json j = gateway_json(out);
+  EXPECT_EQ(j["id"], "grpc-3");
+  EXPECT_EQ(j["texts"], json({"teh speling", "hello"}));
+  EXPECT_EQ(j["params"]["max_new_tokens"], 8);
+  EXPECT_EQ(j["params"]["length_penalty"], 0.5);
+  EXPECT_EQ(j["params"]["return_scores"], true);
+  EXPECT_FALSE(j.contains("timeout_ms"));
+  EXPECT_EQ(std::get<HttpRequest>(out).client_id, "mine");
+
+  const auto http = kserve_infer_request(
+      R"({"id": "mine", "inputs": [{"name": "text", "datatype": "BYTES", "shape": [2],
+          "data": ["teh speling", "hello"]}], "parameters": {"max_new_tokens": 8,
+          "length_penalty": 0.5, "return_scores": true}})",
+      "grpc-3");
+  EXPECT_EQ(json::from_msgpack(std::get<HttpRequest>(http).msgpack), j);
+}
+
+TEST(KserveGrpcTest, RawInputContentsAreLengthPrefixedElements) {
+  auto r = infer({});
+  r.mutable_inputs(0)->set_shape(0, 2);
+  r.add_raw_input_contents(std::string("\x02\0\0\0hi\x03\0\0\0you", 13));
+  EXPECT_EQ(gateway_json(kserve_grpc_request(r, "g", std::nullopt))["texts"], json({"hi", "you"}));
+  r.set_raw_input_contents(0, std::string("\x09\0\0\0hi", 6));  // claims more than is there
+  const auto bad = kserve_grpc_request(r, "g", std::nullopt);
+  ASSERT_TRUE(std::holds_alternative<grpc::Status>(bad));
+  EXPECT_EQ(std::get<grpc::Status>(bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST(KserveGrpcTest, TheDeadlineBecomesTimeoutMsUnlessTheRequestAsksLess) {
+  auto r = infer({"hello"});
+  EXPECT_EQ(gateway_json(kserve_grpc_request(r, "g", 250u))["timeout_ms"], 250);
+  (*r.mutable_parameters())["timeout_ms"].set_int64_param(100);
+  EXPECT_EQ(gateway_json(kserve_grpc_request(r, "g", 250u))["timeout_ms"], 100);
+  (*r.mutable_parameters())["timeout_ms"].set_int64_param(900);
+  EXPECT_EQ(gateway_json(kserve_grpc_request(r, "g", 250u))["timeout_ms"], 250);
+}
+
+TEST(KserveGrpcTest, BadTensorsAreInvalidArgumentWithTheMappingsMessage) {
+  auto r = infer({"hello"});
+  r.mutable_inputs(0)->set_datatype("FP32");
+  const auto out = kserve_grpc_request(r, "g", std::nullopt);
+  ASSERT_TRUE(std::holds_alternative<grpc::Status>(out));
+  EXPECT_EQ(std::get<grpc::Status>(out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(std::get<grpc::Status>(out).error_message(),
+            "inputs[0].datatype must be \"BYTES\" (the texts)");
+  r = infer({"hello"});
+  (*r.mutable_parameters())["max_new_tokens"];  // no value chosen
+  EXPECT_EQ(std::get<grpc::Status>(kserve_grpc_request(r, "g", std::nullopt)).error_message(),
+            "parameters['max_new_tokens'] holds no value");
+  EXPECT_EQ(check_model("x", "m").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(check_model("m", "m").ok());
+}
+
+TEST(KserveGrpcTest, RepliesBecomeTensorsAndErrorsStatuses) {
+  protocol::Reply ok;
+  ok.id = "grpc-3";
+  ok.batch_form = true;
+  ok.texts = {"the spelling", "hello"};
+  ok.scores = {-0.5f, -0.25f};
+  auto out = kserve_grpc_reply(protocol::encode_reply(ok), "mine", "m");
+  ASSERT_TRUE(std::holds_alternative<inference::ModelInferResponse>(out));
+  const auto& response = std::get<inference::ModelInferResponse>(out);
+  EXPECT_EQ(response.id(), "mine");
+  EXPECT_EQ(response.model_name(), "m");
+  ASSERT_EQ(response.outputs_size(), 2);
+  EXPECT_EQ(response.outputs(0).contents().bytes_contents(1), "hello");
+  EXPECT_EQ(response.outputs(0).shape(0), 2);
+  EXPECT_EQ(response.outputs(1).datatype(), "FP32");
+  EXPECT_EQ(response.outputs(1).contents().fp32_contents(0), -0.5f);
+  EXPECT_TRUE(response.parameters().contains("timings_us.total"));
+
+  const auto error =
+      kserve_grpc_reply(protocol::encode_reply(protocol::error_reply(
+                            "grpc-3", {protocol::ErrorCode::kTooLong, "texts[0] too long"})),
+                        "mine", "m");
+  ASSERT_TRUE(std::holds_alternative<grpc::Status>(error));
+  EXPECT_EQ(std::get<grpc::Status>(error).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(std::get<grpc::Status>(error).error_message(), "too_long: texts[0] too long");
+  EXPECT_EQ(grpc_code(protocol::ErrorCode::kDeadlineExceeded), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(grpc_code(protocol::ErrorCode::kCancelled), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(grpc_code(protocol::ErrorCode::kOverloaded), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST(KserveGrpcTest, MetadataIsHttpKservesMetadata) {
+  const auto m = kserve_grpc_metadata("m");
+  EXPECT_EQ(m.name(), "m");
+  ASSERT_EQ(m.inputs_size(), 1);
+  EXPECT_EQ(m.inputs(0).datatype(), "BYTES");
+  EXPECT_EQ(m.inputs(0).shape(0), -1);
+  EXPECT_EQ(m.outputs_size(), 2);
+}
+
+}  // namespace
+}  // namespace seqpipe::gateway
