@@ -4,7 +4,8 @@
 // scale, a bare ZeroMQ relay chain with the same number of hops as a request's path (10) is
 // measured in the same run, and the overhead is reported as a ratio to it. On tcp:// the same
 // requests also go as HTTP/JSON (POST /v1/generate on a kept-alive connection), alternating with
-// the msgpack ones, and the HTTP cost is the difference of the two.
+// the msgpack ones, and the HTTP cost is the difference of the two; so do KServe v2 gRPC
+// ModelInfer calls (one channel kept open, from a client process of its own: kserve_grpc_timer).
 //
 //   pipeline_overhead [--model DIR] [--requests N] [--max-new-tokens N] [--text T] [--set key=value
 //   ...]
@@ -115,6 +116,7 @@ struct PipelineSamples {
   std::vector<double> msgpack_ms;
   std::vector<double> http_ms;    // tcp:// only
   std::vector<double> openai_ms;  // tcp:// only: POST /v1/completions
+  std::vector<double> grpc_ms;    // tcp:// only: KServe v2 gRPC ModelInfer
 };
 
 // One POST's time in ms, or nullopt when it failed or its text is not `text`: /v1/generate's
@@ -130,12 +132,79 @@ std::optional<double> timed_post(httplib::Client& http, const char* path, const 
   return ms;
 }
 
+// The KServe v2 gRPC client (kserve_grpc_timer) as a process of its own: each time() makes one
+// ModelInfer call there and reads back its time.
+class GrpcTimer {
+ public:
+  GrpcTimer(int port, const std::string& model, const seqpipe::protocol::Request& request) {
+    int in[2], out[2];
+    if (::pipe(in) != 0 || ::pipe(out) != 0) return;
+    const std::string name = std::filesystem::path(model).lexically_normal().filename();
+    const std::string port_text = std::to_string(port);
+    const std::string tokens = std::to_string(request.params.max_new_tokens);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      for (const int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);  // stdin ends with ours
+      ::execl(KSERVE_GRPC_TIMER, KSERVE_GRPC_TIMER, port_text.c_str(), name.c_str(),
+              request.texts[0].c_str(), tokens.c_str(), static_cast<char*>(nullptr));
+      std::_Exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = ::fdopen(in[1], "w");
+    from_ = ::fdopen(out[0], "r");
+  }
+  ~GrpcTimer() {
+    if (to_) std::fclose(to_);  // the client's stdin ends: it exits
+    if (from_) std::fclose(from_);
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  }
+  GrpcTimer(const GrpcTimer&) = delete;
+  GrpcTimer& operator=(const GrpcTimer&) = delete;
+
+  // One call's time in ms, or nullopt when it failed or its text is not `text`.
+  std::optional<double> time(const std::string& text) {
+    if (!to_ || !from_ || std::fputs("\n", to_) < 0 || std::fflush(to_) != 0) return std::nullopt;
+    char line[4096];
+    if (!std::fgets(line, sizeof line, from_)) return std::nullopt;
+    std::string answer(line);
+    if (!answer.empty() && answer.back() == '\n') answer.pop_back();
+    const size_t tab = answer.find('\t');
+    if (tab == std::string::npos || answer.substr(0, tab) == "error" ||
+        answer.substr(tab + 1) != text)
+      return std::nullopt;
+    return std::stod(answer.substr(0, tab));
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+};
+
+// Runs `args` (`seqpipe up ...`) with its output in `log`.
+pid_t start(const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::freopen(log.c_str(), "w", stdout);
+    std::freopen(log.c_str(), "a", stderr);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    std::_Exit(127);
+  }
+  return pid;
+}
+
 PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std::string& model,
                                  const std::string& dir, const std::vector<std::string>& extra_sets,
                                  const seqpipe::protocol::Request& request, int n,
                                  std::string& text) {
   const std::string client = endpoint(tcp, dir, "gateway");
-  const int http_port = free_port();
+  const int http_port = free_port(), grpc_port = free_port();
   std::vector<std::string> args{seqpipe, "up"};
   std::vector<std::string> sets{"model.dir=" + model,
                                 "runtime_dir=" + dir,
@@ -143,6 +212,7 @@ PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std
                                 "gateway.metrics_port=0",
                                 "batcher.metrics_port=0",
                                 "gateway.http_endpoint=127.0.0.1:" + std::to_string(http_port),
+                                "gateway.grpc_endpoint=127.0.0.1:" + std::to_string(grpc_port),
                                 "tokenizer.replicas=1",
                                 "encoder.replicas=1",
                                 "decoder.replicas=1",
@@ -158,16 +228,7 @@ PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
   for (const auto& s : sets) args.insert(args.end(), {"--set", s});
   const std::string log = dir + (tcp ? "/up-tcp.log" : "/up-ipc.log");
-  const pid_t up = ::fork();
-  if (up == 0) {
-    std::freopen(log.c_str(), "w", stdout);
-    std::freopen(log.c_str(), "a", stderr);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    std::_Exit(127);
-  }
+  const pid_t up = start(args, log);
   PipelineSamples samples;
   {
     // The config's client keys, as `seqpipe send`: with --set security.* the run measures
@@ -191,6 +252,7 @@ PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std
                                                   {"prompt", request.texts[0]},
                                                   {"max_tokens", request.params.max_new_tokens}}
                                        .dump();
+    GrpcTimer grpc(grpc_port, model, request);
     for (int i = 0; i < n + 20; ++i) {
       auto start = Clock::now();
       auto r = c.call(request, std::chrono::milliseconds(10000));
@@ -206,14 +268,17 @@ PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std
       if (!tcp) continue;
       const auto http_ms = timed_post(http, "/v1/generate", body, text, false);
       const auto openai_ms = timed_post(http, "/v1/completions", completion, text, true);
-      if (!http_ms || !openai_ms) {
-        std::fprintf(stderr, "pipeline_overhead: an HTTP request failed or differed; see %s\n",
+      const auto grpc_ms = grpc.time(text);
+      if (!http_ms || !openai_ms || !grpc_ms) {
+        std::fprintf(stderr,
+                     "pipeline_overhead: an HTTP or gRPC request failed or differed; see %s\n",
                      log.c_str());
         break;
       }
       if (i >= 20) {
         samples.http_ms.push_back(*http_ms);
         samples.openai_ms.push_back(*openai_ms);
+        samples.grpc_ms.push_back(*grpc_ms);
       }
     }
   }
@@ -232,8 +297,8 @@ void row(const char* what, const std::vector<double>& ms) {
 
 }  // namespace
 
-// Each path's cost over the engine (against the bare relay chain's), and each HTTP API's over
-// msgpack.
+// Each path's cost over the engine (against the bare relay chain's), and each HTTP and gRPC
+// API's over msgpack.
 void print_overheads(const PipelineSamples& ipc, const PipelineSamples& tcp,
                      const std::vector<double>& engine_ms, const std::vector<double>& relay_ipc,
                      const std::vector<double>& relay_tcp) {
@@ -246,7 +311,8 @@ void print_overheads(const PipelineSamples& ipc, const PipelineSamples& tcp,
                 o50, o50 / percentile(*relay, 0.5), o99, o99 / percentile(*relay, 0.99));
   }
   for (const auto& [name, samples] :
-       {std::pair{"HTTP/JSON", &tcp.http_ms}, std::pair{"OpenAI HTTP", &tcp.openai_ms}}) {
+       {std::pair{"HTTP/JSON", &tcp.http_ms}, std::pair{"OpenAI HTTP", &tcp.openai_ms},
+        std::pair{"KServe v2 gRPC", &tcp.grpc_ms}}) {
     if (samples->empty() || tcp.msgpack_ms.empty()) continue;
     std::printf("%s over msgpack on tcp://: p50 +%.3f ms, p99 +%.3f ms\n", name,
                 percentile(*samples, 0.5) - percentile(tcp.msgpack_ms, 0.5),
@@ -339,6 +405,7 @@ int main(int argc, char** argv) {
   row("pipeline, tcp://127.0.0.1", tcp.msgpack_ms);
   row("pipeline, HTTP/JSON on 127.0.0.1", tcp.http_ms);
   row("pipeline, OpenAI /v1/completions on 127.0.0.1", tcp.openai_ms);
+  row("pipeline, KServe v2 gRPC on 127.0.0.1", tcp.grpc_ms);
   row("bare relay chain (10 hops), ipc://", relay_ipc);
   row("bare relay chain (10 hops), tcp://", relay_tcp);
   if (ipc_text != engine_text || tcp_text != engine_text) {
