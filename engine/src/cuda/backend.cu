@@ -201,6 +201,21 @@ class CudaBackend final : public Backend {
     if (dst.device() == Device::kCpu || src.device() == Device::kCpu) synchronize();
   }
 
+  void copy_all(std::span<const TensorCopy> pairs) override {
+    bind();
+    if (mode_ != Mode::kEager) throw EngineError("copy_all: not inside a recorded decoder step");
+    const size_t bytes = pairs.size() * sizeof(CopyJob);
+    auto* jobs = static_cast<CopyJob*>(uploads_.next(bytes));
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      jobs[i] = {pairs[i].dst.data_as<void>(), pairs[i].src.data_as<void>(), pairs[i].src.bytes()};
+    }
+    void* device_jobs = copy_jobs_.reserve(bytes);
+    uploads_.upload(device_jobs, bytes, stream_);
+    launch_copy_all(static_cast<const CopyJob*>(device_jobs), static_cast<int64_t>(pairs.size()),
+                    stream_);
+    check(cudaGetLastError(), "copy_all");
+  }
+
   void synchronize() override {
     bind();
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
@@ -295,7 +310,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   CudaAllocator allocator_;
-  DeviceBuffer workspace_, converted_input_, jobs_, banned_, ids_;
+  DeviceBuffer workspace_, converted_input_, jobs_, copy_jobs_, banned_, ids_;
   UploadRing uploads_;
   int* host_ids_ = nullptr;
   size_t max_shared_bytes_ = 0;
@@ -448,6 +463,7 @@ void CudaBackend::attention(const ops::AttentionArgs& args) {
                seq.k.dim(0),     seq.q.row_size(), seq.k.row_size(), seq.out.row_size()};
     shape.max_q_rows = std::max(shape.max_q_rows, seq.q.dim(0));
     shape.max_k_rows = std::max(shape.max_k_rows, seq.k.dim(0));
+    shape.append = shape.append || seq.new_k.defined();
   }
   if (replaying()) return;
   // A graph replays its launch sizes: room for as many keys as the workspace allows.
