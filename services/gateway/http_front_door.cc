@@ -349,7 +349,8 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
   }
   const std::string method = method_of(req), path = path_of(req);
   const std::string model = "/v2/models/" + options_.model_name;
-  if (method == "GET") {
+  // HEAD is GET without the body, which evhttp leaves out of a HEAD's reply itself.
+  if (method == "GET" || method == "HEAD") {
     if (path == "/v2/health/live") return send_answer(req, {.status = 200, .body = "{}"});
     if (path == "/v2/health/ready" || path == model + "/ready") return ask_ready(req);
     if (path == model)
