@@ -184,6 +184,7 @@ void DecoderStage::work(worker::WorkerOutbox& out) {
     stage::DecodedItem& item = it->item;
     item.ids.assign(f.result.ids.begin(), f.result.ids.end());
     item.score = f.result.score;
+    item.finish_reason = f.result.finish_reason;
     item.alternatives.clear();
     for (const auto& alt : f.result.alternatives)
       item.alternatives.emplace_back(alt.begin(), alt.end());

@@ -467,7 +467,7 @@ HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const std::string& body) c
     case Route::kOpenAi:
       return openai_reply(body, p.request, options_.model_name);
     case Route::kTgi:
-      return tgi_reply(body);
+      return tgi_reply(body, p.request);
     case Route::kGenerate:
       break;
   }
@@ -475,7 +475,7 @@ HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const std::string& body) c
 }
 
 std::string HttpFrontDoor::events_of(Pending& p, const std::string& body) const {
-  if (p.route == Route::kTgi) return tgi_event(body, p.events++);
+  if (p.route == Route::kTgi) return tgi_event(body, p.events++, p.request);
   if (p.route == Route::kOpenAi) return openai_events(body, p.request, options_.model_name);
   return sse_event(body, p.request.client_id);
 }
