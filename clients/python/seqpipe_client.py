@@ -6,6 +6,7 @@ Uses Debian's python3-zmq and python3-msgpack:
     with Client("tcp://127.0.0.1:5555") as c:
         reply = c.generate("teh speling", max_new_tokens=16)
         print(reply["text"], reply["timings_us"]["total"])
+        print(reply["usage"][0])  # {"prompt_tokens", "completion_tokens", "finish_reason"}
         reply = c.generate("hello", do_sample=True, top_p=0.9, seed=7, stop=["."])  # HF's options
         reply = c.generate("hello", num_beams=4, num_return_sequences=2)   # reply["sequences"]
 

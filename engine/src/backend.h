@@ -21,6 +21,8 @@ class Backend {
   // dst <- src, same dtype and element count; one of the two is on this backend's device, the
   // other on it or on the CPU. Returns when host memory on either side may be used.
   virtual void copy(const TensorView& dst, const TensorView& src) = 0;
+  // Every pair's dst <- src, each within this device (ops::copy_all checked them).
+  virtual void copy_all(std::span<const TensorCopy> pairs) = 0;
   // Returns when every op issued so far has finished (the CPU's ops finish before they return).
   virtual void synchronize() = 0;
   // Threads an op may use (0 < threads).

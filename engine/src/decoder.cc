@@ -12,8 +12,9 @@ namespace seqpipe::engine {
 // Every buffer a step needs, sized once for the cache's slot count, on the model's device.
 struct Decoder::Workspace {
   Tensor hidden, normed, q, k, v, attn, ff_a, ff_b, logits, attention;
-  Tensor cross_k, cross_v;  // staging for start(EncoderOutput): grows to the largest batch
-  Tensor staged_tokens;     // the step's tokens on the model's device (off the CPU)
+  Tensor cross_k, cross_v;         // staging for start(EncoderOutput): grows to the largest batch
+  Tensor staged_tokens;            // the step's tokens on the model's device (off the CPU)
+  std::vector<TensorCopy> copies;  // start's cross K/V into the slots, one layer's
   std::vector<ops::AttentionSequence> seqs;
   std::vector<int64_t> positions;
   std::vector<uint64_t> slot_stamp;  // per slot: the step that last used it (duplicate check)
@@ -44,6 +45,7 @@ Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
   if (dev != Device::kCpu) ws.staged_tokens = Tensor::empty({n}, dev, DataType::kI32);
   ws.attention = ops::attention_workspace(
       dev, std::max(cache.options().max_target_len, cache.options().max_source_len));
+  ws.copies.reserve(static_cast<size_t>(2 * n));
   ws.seqs.resize(static_cast<size_t>(n));
   ws.positions.resize(static_cast<size_t>(n));
   ws.slot_stamp.assign(static_cast<size_t>(n), 0);
@@ -83,11 +85,13 @@ void Decoder::start(const EncoderOutput& encoded, const int* slots) {
     ops::linear(encoder_rows, blk.cross_attention.k, cross_k);
     ops::linear(encoder_rows, blk.cross_attention.v, cross_v);
     profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
+    ws.copies.clear();
     for (size_t i = 0; i < encoded.size(); ++i) {
       const int64_t first = encoded.offsets[i], len = encoded.length(i);
-      ops::copy_to(cache_.cross_k(slots[i], layer).rows(0, len), cross_k.rows(first, len));
-      ops::copy_to(cache_.cross_v(slots[i], layer).rows(0, len), cross_v.rows(first, len));
+      ws.copies.push_back({cache_.cross_k(slots[i], layer).rows(0, len), cross_k.rows(first, len)});
+      ws.copies.push_back({cache_.cross_v(slots[i], layer).rows(0, len), cross_v.rows(first, len)});
     }
+    ops::copy_all(ws.copies);
     ++layer;
   }
   for (size_t i = 0; i < encoded.size(); ++i) {

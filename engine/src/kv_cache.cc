@@ -28,6 +28,7 @@ KvCache::KvCache(const T5Config& config, const KvCacheOptions& options, Device d
   scratch_k_ = Tensor::empty({staged * layers_ * options.max_target_len, inner_}, device);
   scratch_v_ = Tensor::empty({staged * layers_ * options.max_target_len, inner_}, device);
   scratch_length_.assign(static_cast<size_t>(staged), 0);
+  copies_.reserve(static_cast<size_t>(std::max<int64_t>(staged, 1) * layers_ * 2));
   length_.assign(static_cast<size_t>(slots), 0);
   source_length_.assign(static_cast<size_t>(slots), 0);
   free_.reserve(static_cast<size_t>(slots));
@@ -91,34 +92,40 @@ void KvCache::reorder(const int* dst, const int* src, int n) {
     throw EngineError("KvCache::reorder: more pairs than max_beams");
   const int64_t block = options_.max_target_len;  // rows of one layer of one slot
   // Stage every source that moves, then write: a slot may be both a source and a destination.
+  copies_.clear();
   for (int i = 0; i < n; ++i) {
     if (dst[i] == src[i]) continue;
     const int64_t len = length(src[i]);
     scratch_length_[static_cast<size_t>(i)] = len;
     for (int64_t l = 0; l < layers_; ++l) {
       const int64_t staged = (i * layers_ + l) * block;
-      ops::copy_to(scratch_k_.rows(staged, len), self_k(src[i], l).rows(0, len));
-      ops::copy_to(scratch_v_.rows(staged, len), self_v(src[i], l).rows(0, len));
+      copies_.push_back({scratch_k_.rows(staged, len), self_k(src[i], l).rows(0, len)});
+      copies_.push_back({scratch_v_.rows(staged, len), self_v(src[i], l).rows(0, len)});
     }
   }
+  ops::copy_all(copies_);
+  copies_.clear();
   for (int i = 0; i < n; ++i) {
     if (dst[i] == src[i]) continue;
     const int64_t len = scratch_length_[static_cast<size_t>(i)];
     for (int64_t l = 0; l < layers_; ++l) {
       const int64_t staged = (i * layers_ + l) * block;
-      ops::copy_to(self_k(dst[i], l).rows(0, len), scratch_k_.rows(staged, len));
-      ops::copy_to(self_v(dst[i], l).rows(0, len), scratch_v_.rows(staged, len));
+      copies_.push_back({self_k(dst[i], l).rows(0, len), scratch_k_.rows(staged, len)});
+      copies_.push_back({self_v(dst[i], l).rows(0, len), scratch_v_.rows(staged, len)});
     }
     set_length(dst[i], len);
   }
+  ops::copy_all(copies_);
 }
 
 void KvCache::copy_cross(int dst, int src) {
   const int64_t len = source_length(src);
+  copies_.clear();
   for (int64_t l = 0; l < layers_; ++l) {
-    ops::copy_to(cross_k(dst, l).rows(0, len), cross_k(src, l).rows(0, len));
-    ops::copy_to(cross_v(dst, l).rows(0, len), cross_v(src, l).rows(0, len));
+    copies_.push_back({cross_k(dst, l).rows(0, len), cross_k(src, l).rows(0, len)});
+    copies_.push_back({cross_v(dst, l).rows(0, len), cross_v(src, l).rows(0, len)});
   }
+  ops::copy_all(copies_);
   set_source_length(dst, len);
 }
 

@@ -121,6 +121,23 @@ void copy_to(const TensorView& dst, const TensorView& src) {
   backend_for(device, "copy_to").copy(dst, src);
 }
 
+void copy_all(std::span<const TensorCopy> pairs) {
+  if (pairs.empty()) return;
+  const Device device = pairs.front().dst.device();
+  for (const TensorCopy& p : pairs) {
+    require(p.dst.defined() && p.src.defined() && p.dst.dtype() == p.src.dtype() &&
+                p.dst.numel() == p.src.numel() && p.dst.device() == device &&
+                p.src.device() == device,
+            "copy_all", [&] {
+              return "dst " + shape_string(p.dst.shape()) + " on " +
+                     std::string(device_name(p.dst.device())) + " != src " +
+                     shape_string(p.src.shape()) + " on " +
+                     std::string(device_name(p.src.device())) + " (or another type)";
+            });
+  }
+  backend_for(device, "copy_all").copy_all(pairs);
+}
+
 void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta,
             profiler::Op tag) {
   OpTimer timer(tag, w.device);

@@ -7,6 +7,7 @@
 // Activations are fp32 [rows, width] views; layers pass slices of their workspaces (rows())
 // without copies.
 #include <cstdint>
+#include <span>
 
 #include "seqpipe/engine/device.h"
 #include "seqpipe/engine/model.h"
@@ -24,6 +25,11 @@ void set_num_threads(Device device, int threads);
 
 // dst <- src: same dtype and element count, host <-> device or within one device.
 void copy_to(const TensorView& dst, const TensorView& src);
+
+// Every pair's copy, all on one device and within it. On a GPU one launch for them all, where a
+// copy_to each would cost a launch each (a batch's cross-attention K/V into its slots, 2 x
+// sequences x layers; a beam step's reordered caches).
+void copy_all(std::span<const TensorCopy> pairs);
 
 // y[m, n] = x[m, k] * W[n, k]^T + beta * y, n = w.out, k = w.in, on the weight's device.
 // beta = 1 fuses a residual add. The weight's type and layout pick the kernel.

@@ -97,6 +97,11 @@ class GreedySearch final : public SearchStrategy {
     GenerationResult r;
     r.ids = ids_;
     r.token_logprobs = logprobs_;
+    // accept()'s order: eos first, then a stop sequence, else the length ran out.
+    const bool eos = ids_.size() > 1 && ids_.back() == eos_;
+    r.finish_reason = eos                ? FinishReason::kEos
+                      : ends_with_stop() ? FinishReason::kStop
+                                         : FinishReason::kLength;
     if (options_.return_scores) {
       // The beam formula: sum of log-probs / length^length_penalty, the length without a final eos.
       double sum = 0.0;
@@ -262,6 +267,8 @@ class BeamSearch final : public SearchStrategy {
     if (best < 0) return r;
     const Hypothesis& h = hyps_[static_cast<size_t>(best)];
     r.ids = ids_of(h);
+    // A hypothesis shorter than the limit ended with eos (ids_of appends it).
+    r.finish_reason = h.length < max_len_ ? FinishReason::kEos : FinishReason::kLength;
     if (options_.num_return_sequences > 1) {
       // The others by score, best first; among equals the latest added first, as for `best`.
       std::vector<int> rest;

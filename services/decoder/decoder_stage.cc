@@ -129,7 +129,10 @@ void DecoderStage::cancel(const stage::Cancel& message, worker::WorkerOutbox& ou
 void DecoderStage::admit(stage::EncodedItem&& item, worker::WorkerOutbox& out, int& credits) {
   const int slots = engine::slot_cost(item.params.num_beams);  // what the batcher charged
   const int64_t d_model = model_->config().d_model;
-  if (item.deadline.expired(time_.now())) {
+  // `decode` starts here: the copy of the encoder rows and the cross-attention keys and values
+  // (Generator::add) are the decoder's work too, as they are part of the engine's generate.
+  const Now now = time_.now();
+  if (item.deadline.expired(now)) {
     metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
     credits += slots;
     return;
@@ -156,7 +159,7 @@ void DecoderStage::admit(stage::EncodedItem&& item, worker::WorkerOutbox& out, i
     std::string text = std::move(item.text);
     auto decoded = stage::next_hop<stage::DecodedItem>(std::move(item));
     decoded.text = std::move(text);
-    running_.push_back({handle, slots, std::move(decoded), time_.now().steady, out.hub});
+    running_.push_back({handle, slots, std::move(decoded), now.steady, out.hub});
   } catch (const std::exception& e) {  // options the engine refuses, or no free slots (a hub bug)
     credits += slots;
     out.fail(item, {protocol::ErrorCode::kInternal, std::string("decoder: ") + e.what()}, "decoder",
@@ -181,6 +184,7 @@ void DecoderStage::work(worker::WorkerOutbox& out) {
     stage::DecodedItem& item = it->item;
     item.ids.assign(f.result.ids.begin(), f.result.ids.end());
     item.score = f.result.score;
+    item.finish_reason = f.result.finish_reason;
     item.alternatives.clear();
     for (const auto& alt : f.result.alternatives)
       item.alternatives.emplace_back(alt.begin(), alt.end());

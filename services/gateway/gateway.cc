@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <span>
 
 namespace seqpipe::gateway {
 
@@ -19,6 +20,22 @@ void keep_max(stage::StageTimings& into, const stage::StageTimings& t) {
   into.encode_us = std::max(into.encode_us, t.encode_us);
   into.decode_us = std::max(into.decode_us, t.decode_us);
   into.postprocess_us = std::max(into.postprocess_us, t.postprocess_us);
+}
+
+// A text split into pieces: their tokens summed; it ended by length when any piece did (the
+// text is cut short there), else by a stop sequence when any did, else by eos.
+protocol::Usage joined_usage(std::span<const protocol::Usage> pieces) {
+  using protocol::FinishReason;
+  auto rank = [](FinishReason f) {
+    return f == FinishReason::kLength ? 2 : f == FinishReason::kStop ? 1 : 0;
+  };
+  protocol::Usage joined;
+  for (const protocol::Usage& u : pieces) {
+    joined.prompt_tokens += u.prompt_tokens;
+    joined.completion_tokens += u.completion_tokens;
+    if (rank(u.finish_reason) > rank(joined.finish_reason)) joined.finish_reason = u.finish_reason;
+  }
+  return joined;
 }
 
 // The config keys whose postprocessing rewrites words anywhere in the text after decoding.
@@ -105,6 +122,7 @@ void Gateway::answer_from_cache(Request& r) {
       if (hit) {
         r.texts[i] = std::move(hit->text);
         r.scores[i] = hit->score;
+        r.usage[i] = hit->usage;
         r.done[i] = true;
         --r.remaining;
       }
@@ -179,6 +197,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   if (request.params.num_return_sequences > 1) r.sequences.emplace(items);
   r.texts.resize(items);
   r.scores.resize(items);
+  r.usage.resize(items);
   r.done.resize(items);
   r.remaining = items;
   r.received = now.steady;
@@ -249,7 +268,8 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
             out);
       continue;
     }
-    if (!r.cache_keys.empty()) cache_.put(r.cache_keys[item.index], {item.text, item.score});
+    const protocol::Usage usage{item.prompt_tokens, item.completion_tokens, item.finish_reason};
+    if (!r.cache_keys.empty()) cache_.put(r.cache_keys[item.index], {item.text, item.score, usage});
     if (r.sequences) {
       auto& hypotheses = (*r.sequences)[item.index];
       hypotheses.push_back({item.text, item.score});
@@ -258,6 +278,7 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
     }
     r.texts[item.index] = std::move(item.text);
     r.scores[item.index] = item.score;
+    r.usage[item.index] = usage;
     r.done[item.index] = true;
     keep_max(r.timings, item.timings);
     if (--r.remaining == 0) reply(item.request, ok_reply(r), now.steady, out);
@@ -276,8 +297,10 @@ protocol::Reply Gateway::ok_reply(Request& r) {
       ok.texts.push_back(std::move(r.texts[first]));
       if (r.return_scores) ok.scores->push_back(r.scores[first]);
       if (r.sequences) ok.sequences->push_back(std::move((*r.sequences)[first]));
+      ok.usage.push_back(r.usage[first]);
       continue;
     }
+    ok.usage.push_back(joined_usage(std::span(r.usage).subspan(first, c.items)));
     // Joined: the pieces' outputs in the text; the score, their mean; hypothesis k, each piece's
     // k-th (or its last when it has fewer).
     const auto begin = r.texts.begin() + static_cast<std::ptrdiff_t>(first);

@@ -88,8 +88,8 @@ class Gateway {
     std::string whole;                // when split: the text, whose bytes between pieces stay
     std::vector<text::Piece> pieces;  // empty: not split
   };
-  // Items are the client's texts, or their pieces: texts, scores, sequences, done, cache_keys and
-  // sources are per item, and the reply joins a text's pieces back (ok_reply).
+  // Items are the client's texts, or their pieces: texts, scores, usage, sequences, done,
+  // cache_keys and sources are per item, and the reply joins a text's pieces back (ok_reply).
   struct Request {
     Envelope envelope;
     std::string client_id;
@@ -98,6 +98,7 @@ class Gateway {
     std::vector<ClientText> client_texts;
     std::vector<std::string> texts;
     std::vector<float> scores;
+    std::vector<protocol::Usage> usage;
     // params.num_return_sequences > 1: each text's beam hypotheses, as they come back.
     std::optional<std::vector<std::vector<protocol::Sequence>>> sequences;
     std::vector<bool> done;

@@ -349,7 +349,8 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
   }
   const std::string method = method_of(req), path = path_of(req);
   const std::string model = "/v2/models/" + options_.model_name;
-  if (method == "GET") {
+  // HEAD is GET without the body, which evhttp leaves out of a HEAD's reply itself.
+  if (method == "GET" || method == "HEAD") {
     if (path == "/v2/health/live") return send_answer(req, {.status = 200, .body = "{}"});
     if (path == "/v2/health/ready" || path == model + "/ready") return ask_ready(req);
     if (path == model)
@@ -466,7 +467,7 @@ HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const std::string& body) c
     case Route::kOpenAi:
       return openai_reply(body, p.request, options_.model_name);
     case Route::kTgi:
-      return tgi_reply(body);
+      return tgi_reply(body, p.request);
     case Route::kGenerate:
       break;
   }
@@ -474,7 +475,7 @@ HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const std::string& body) c
 }
 
 std::string HttpFrontDoor::events_of(Pending& p, const std::string& body) const {
-  if (p.route == Route::kTgi) return tgi_event(body, p.events++);
+  if (p.route == Route::kTgi) return tgi_event(body, p.events++, p.request);
   if (p.route == Route::kOpenAi) return openai_events(body, p.request, options_.model_name);
   return sse_event(body, p.request.client_id);
 }

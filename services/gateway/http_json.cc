@@ -75,6 +75,23 @@ int status_of(const json& reply) {
   return http_status(code.value_or(protocol::ErrorCode::kInternal));
 }
 
+std::vector<protocol::Usage> usage_of(const json& reply) {
+  // The gateway's own reply, but read without trusting it: a count that is not a uint32 reads 0.
+  auto count = [](const json& u, const char* key) {
+    const json& n = u.value(key, json());
+    return n.is_number_unsigned() && n.get<uint64_t>() <= UINT32_MAX ? n.get<uint32_t>() : 0u;
+  };
+  std::vector<protocol::Usage> usage;
+  const json& all = reply.value("usage", json::array());
+  if (!all.is_array()) return usage;
+  for (const json& u : all) {
+    const auto reason = protocol::parse_finish_reason(u.value("finish_reason", ""));
+    usage.push_back({count(u, "prompt_tokens"), count(u, "completion_tokens"),
+                     reason.value_or(protocol::FinishReason::kStop)});
+  }
+  return usage;
+}
+
 HttpRequest to_gateway(json request, const std::string& internal_id, std::string client_id) {
   HttpRequest out;
   out.timeout_ms = timeout_of(request);

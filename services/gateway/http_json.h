@@ -27,6 +27,10 @@ struct HttpRequest {
   // request was made (every chunk of a stream carries the same "created").
   bool chat = false;
   int64_t created = 0;
+  // A streamed OpenAI request's stream_options.include_usage: a usage chunk before [DONE].
+  bool include_usage = false;
+  // A TGI request's parameters.details: the reply (a stream's last event) carries details.
+  bool details = false;
 };
 // An HTTP answer: status and JSON body.
 struct HttpAnswer {

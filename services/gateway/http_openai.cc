@@ -119,13 +119,17 @@ std::variant<HttpRequest, HttpAnswer> request_unguarded(std::string_view body,
   if (auto* a = std::get_if<HttpAnswer>(&params)) return *a;
   if (!std::get<json>(params).empty()) request["params"] = std::get<json>(params);
   const json& stream = j->value("stream", json());
-  if (stream.is_boolean() && stream.get<bool>()) {
+  const bool streamed = stream.is_boolean() && stream.get<bool>();
+  if (streamed) {
     if (request.contains("texts")) return bad("stream", "stream takes a single prompt");
     request["stream"] = true;
   }
+  const json& options = j->value("stream_options", json());
   HttpRequest out = to_gateway(std::move(request), internal_id, "");
   out.chat = chat;
   out.created = now_s;
+  out.include_usage =
+      streamed && options.is_object() && options.value("include_usage", json()) == true;
   return out;
 }
 
@@ -137,13 +141,34 @@ json envelope(const HttpRequest& request, const std::string& model_name, bool ch
           {"model", model_name}};
 }
 
+// OpenAI's finish_reason: "stop" for the model's end token or a stop sequence, "length" when
+// max_tokens ran out.
+std::string_view openai_finish_reason(protocol::FinishReason reason) {
+  return reason == protocol::FinishReason::kLength ? "length" : "stop";
+}
+
+// A text's finish_reason: the reply's, or "stop" from a gateway whose replies carry no usage.
+json finish_of(const std::vector<protocol::Usage>& usage, size_t index) {
+  return index < usage.size() ? json(openai_finish_reason(usage[index].finish_reason))
+                              : json("stop");
+}
+
+// OpenAI's usage: the request's tokens, its texts' summed.
+json usage_object(const std::vector<protocol::Usage>& usage) {
+  uint64_t prompt = 0, completion = 0;
+  for (const protocol::Usage& u : usage)
+    prompt += u.prompt_tokens, completion += u.completion_tokens;
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
 // One choice: the text whole (a reply) or a piece of it (a chunk); finish_reason null while
-// the stream goes on. The reply does not say whether max_tokens cut the text, so a finished
-// choice says "stop".
+// the stream goes on.
 json choice(const HttpRequest& request, size_t index, const std::string& text, bool chunk,
-            bool finished) {
-  json c = {{"index", index}, {"logprobs", nullptr}};
-  c["finish_reason"] = finished ? json("stop") : json(nullptr);
+            json finish_reason) {
+  const bool finished = !finish_reason.is_null();
+  json c = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", std::move(finish_reason)}};
   if (!request.chat) {
     c["text"] = text;
   } else if (chunk) {
@@ -169,10 +194,14 @@ HttpAnswer reply_unguarded(std::string_view msgpack_reply, const HttpRequest& re
   const json reply = json::from_msgpack(msgpack_reply, true, false);
   if (auto error = reply_error(reply)) return *error;
   const json texts = reply.contains("texts") ? reply["texts"] : json::array({reply.at("text")});
+  const std::vector<protocol::Usage> usage = usage_of(reply);
   json out = envelope(request, model_name, false);
   out["choices"] = json::array();
-  for (size_t i = 0; i < texts.size(); ++i)
-    out["choices"].push_back(choice(request, i, texts[i].get<std::string>(), false, true));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    out["choices"].push_back(
+        choice(request, i, texts[i].get<std::string>(), false, finish_of(usage, i)));
+  }
+  if (!usage.empty()) out["usage"] = usage_object(usage);
   return {.status = 200, .body = out.dump()};
 }
 
@@ -181,13 +210,23 @@ std::string events_unguarded(std::string_view msgpack_reply, const HttpRequest& 
   const json reply = json::from_msgpack(msgpack_reply, true, false);
   if (auto error = reply_error(reply)) return "data: " + error->body + "\n\n";
   const bool partial = reply.value("status", "") == "partial";
+  const std::vector<protocol::Usage> usage = usage_of(reply);
   json out = envelope(request, model_name, true);
   // The final reply's text is the partials' already sent: its chunk only says the text ended.
-  out["choices"] = json::array(
-      {choice(request, 0, partial ? reply.at("text").get<std::string>() : "", true, !partial)});
+  out["choices"] =
+      json::array({partial ? choice(request, 0, reply.at("text").get<std::string>(), true, nullptr)
+                           : choice(request, 0, "", true, finish_of(usage, 0))});
+  // With include_usage every chunk has "usage": null, and one more, with no choices, the usage.
+  if (request.include_usage) out["usage"] = nullptr;
   std::string events = "data: " + out.dump() + "\n\n";
-  if (!partial) events += "data: [DONE]\n\n";
-  return events;
+  if (partial) return events;
+  if (request.include_usage) {
+    json last = envelope(request, model_name, true);
+    last["choices"] = json::array();
+    last["usage"] = usage_object(usage);
+    events += "data: " + last.dump() + "\n\n";
+  }
+  return events + "data: [DONE]\n\n";
 }
 
 }  // namespace

@@ -25,13 +25,16 @@ constexpr std::pair<const char*, const char*> kMapped[] = {
 
 // TGI's parameters without a counterpart here, each with the value that means "unused".
 std::optional<HttpAnswer> refuse_unsupported(const json& parameters) {
-  const std::pair<const char*, json> unsupported[] = {
-      {"details", false},          {"decoder_input_details", false},
-      {"return_full_text", false}, {"best_of", 1},
-      {"truncate", nullptr},       {"typical_p", nullptr},
-      {"watermark", false},        {"top_n_tokens", nullptr},
-      {"grammar", nullptr},        {"frequency_penalty", nullptr},
-      {"adapter_id", nullptr}};
+  const std::pair<const char*, json> unsupported[] = {{"decoder_input_details", false},
+                                                      {"return_full_text", false},
+                                                      {"best_of", 1},
+                                                      {"truncate", nullptr},
+                                                      {"typical_p", nullptr},
+                                                      {"watermark", false},
+                                                      {"top_n_tokens", nullptr},
+                                                      {"grammar", nullptr},
+                                                      {"frequency_penalty", nullptr},
+                                                      {"adapter_id", nullptr}};
   for (const auto& [name, unused] : unsupported) {
     if (!parameters.contains(name) || parameters[name].is_null() || parameters[name] == unused)
       continue;
@@ -62,7 +65,9 @@ std::variant<HttpRequest, HttpAnswer> request_unguarded(std::string_view body,
   json request = {{"v", protocol::kVersion}, {"text", inputs}};
   if (!params.empty()) request["params"] = std::move(params);
   if (stream) request["stream"] = true;
-  return to_gateway(std::move(request), internal_id, "");
+  HttpRequest out = to_gateway(std::move(request), internal_id, "");
+  out.details = parameters.value("details", json()) == true;
+  return out;
 }
 
 // The error of an error reply (nullopt for an ok one), or of a reply that cannot be read. TGI
@@ -76,6 +81,37 @@ std::optional<HttpAnswer> reply_error(const json& reply) {
   const int status = status_of(reply);
   return tgi_error(status == 400 || status == 413 ? 422 : status, error.value("message", ""),
                    status == 400 || status == 413 ? "validation" : code);
+}
+
+// TGI's names for why a text ended.
+std::string_view tgi_finish_reason(protocol::FinishReason reason) {
+  switch (reason) {
+    case protocol::FinishReason::kEos:
+      return "eos_token";
+    case protocol::FinishReason::kLength:
+      return "length";
+    case protocol::FinishReason::kStop:
+      return "stop_sequence";
+  }
+  return "stop_sequence";
+}
+
+// The details of an ok reply's text, as TGI gives them: /generate's (with its token lists,
+// empty: the protocol gives counts, not tokens) or a stream's last event's (with input_length).
+// The seed is null: the reply does not say which seed a sampled text drew from.
+json details(const json& reply, bool stream) {
+  const std::vector<protocol::Usage> usage = usage_of(reply);
+  const protocol::Usage u = usage.empty() ? protocol::Usage{} : usage[0];
+  json d = {{"finish_reason", tgi_finish_reason(u.finish_reason)},
+            {"generated_tokens", u.completion_tokens},
+            {"seed", nullptr}};
+  if (stream) {
+    d["input_length"] = u.prompt_tokens;
+  } else {
+    d["prefill"] = json::array();
+    d["tokens"] = json::array();
+  }
+  return d;
 }
 
 json token(const std::string& text, bool special) {
@@ -95,17 +131,19 @@ std::variant<HttpRequest, HttpAnswer> tgi_request(std::string_view body,
   }
 }
 
-HttpAnswer tgi_reply(std::string_view msgpack_reply) {
+HttpAnswer tgi_reply(std::string_view msgpack_reply, const HttpRequest& request) {
   try {
     const json reply = json::from_msgpack(msgpack_reply, true, false);
     if (auto error = reply_error(reply)) return *error;
-    return {.status = 200, .body = json{{"generated_text", reply.at("text")}}.dump()};
+    json out = {{"generated_text", reply.at("text")}};
+    if (request.details) out["details"] = details(reply, false);
+    return {.status = 200, .body = out.dump()};
   } catch (const json::exception&) {
     return tgi_error(500, "undecodable reply", "internal");
   }
 }
 
-std::string tgi_event(std::string_view msgpack_reply, uint32_t index) {
+std::string tgi_event(std::string_view msgpack_reply, uint32_t index, const HttpRequest& request) {
   try {
     const json reply = json::from_msgpack(msgpack_reply, true, false);
     if (auto error = reply_error(reply)) return "data: " + error->body + "\n\n";
@@ -116,7 +154,7 @@ std::string tgi_event(std::string_view msgpack_reply, uint32_t index) {
         {"index", index},
         {"token", token(partial ? reply.at("text").get<std::string>() : "", !partial)},
         {"generated_text", partial ? json(nullptr) : reply.at("text")},
-        {"details", nullptr}};
+        {"details", !partial && request.details ? details(reply, true) : json(nullptr)}};
     return "data: " + event.dump() + "\n\n";
   } catch (const json::exception&) {
     return "data: " + tgi_error(500, "undecodable reply", "internal").body + "\n\n";

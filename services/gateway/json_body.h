@@ -1,11 +1,12 @@
 #pragma once
-// What every JSON front end shares (http_json.cc, http_openai.cc, kserve_grpc.cc): reading a
-// body and handing a request to the gateway as msgpack.
+// What every JSON front end shares (http_json.cc, http_openai.cc, http_tgi.cc, kserve_grpc.cc):
+// reading a body and handing a request to the gateway as msgpack.
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "gateway/http_json.h"
 
@@ -21,6 +22,10 @@ HttpRequest to_gateway(nlohmann::json request, const std::string& internal_id,
 
 // The reply's HTTP status: 200, or its error code's.
 int status_of(const nlohmann::json& reply);
+
+// An ok reply's usage, one per text (none when it carries none); a finish reason this gateway
+// does not know reads as kStop, as protocol::decode_reply reads it.
+std::vector<protocol::Usage> usage_of(const nlohmann::json& reply);
 
 // The KServe v2 tensor mapping, the one both KServe doors use (HTTP's JSON body, gRPC's
 // messages as that JSON). An inference request object as the gateway's request, or why it is

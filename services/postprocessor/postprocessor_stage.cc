@@ -129,7 +129,12 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::WorkerOut
     // After the choices above: the context decides between real words they all know.
     if (confusion_sets_) output = confusion_sets_->correct(output, confusion_margin_);
     if (frame) output = frame->restore(output, seen);
-    if (!item.params.stop.empty()) output = std::string(cut_before_stop(output, item.params.stop));
+    // A stop sequence the model spelled with other tokens still ends the text here.
+    if (!item.params.stop.empty()) {
+      const size_t whole = output.size();
+      output = std::string(cut_before_stop(output, item.params.stop));
+      if (output.size() < whole) item.finish_reason = protocol::FinishReason::kStop;
+    }
     const auto elapsed = time_.now().steady - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
     stage::ResultItem result;
@@ -140,6 +145,10 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::WorkerOut
     result.timings = item.timings;
     result.alternatives = std::move(alternatives);
     result.alternative_scores = std::move(alternative_scores);
+    result.prompt_tokens = item.prompt_tokens;
+    // The ids begin with the decoder start token, which nobody generated.
+    result.completion_tokens = item.ids.empty() ? 0 : static_cast<uint32_t>(item.ids.size() - 1);
+    result.finish_reason = item.finish_reason;
     result.timings.postprocess_us += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
     out.result(item.gateway, std::move(result));

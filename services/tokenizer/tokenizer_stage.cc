@@ -60,6 +60,7 @@ void TokenizerStage::handle(stage::StageMessage&& message, worker::WorkerOutbox&
     std::string text = keep_text_ ? std::move(item.text) : std::string();
     auto sequence = stage::next_hop<stage::SequenceItem>(std::move(item));
     sequence.ids.assign(ids.begin(), ids.end());
+    sequence.prompt_tokens = static_cast<uint32_t>(ids.size());
     sequence.text = std::move(text);
     // Each stop string's own tokens, for the decoder to end there. In context the text may be
     // tokenized otherwise: then decoding runs on and the postprocessor's cut alone applies.

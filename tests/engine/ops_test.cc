@@ -87,6 +87,37 @@ TEST_P(OpsTest, CopyToRoundTripsAndCopiesRowViews) {
   EXPECT_THROW(d.rows(5, 2), EngineError) << "rows past the end";
 }
 
+// Rows of 3 floats (12 bytes: copied bytewise on a GPU) and of 4 (16: a vector at a time), many
+// pairs in one call; a pair across devices or of two sizes is refused before anything is copied.
+TEST_P(OpsTest, CopyAllCopiesEveryPairAndRefusesMismatches) {
+  const Device dev = GetParam();
+  SEQPIPE_SKIP_WITHOUT(dev);
+  for (const int64_t width : {int64_t{3}, int64_t{4}}) {
+    const std::vector<float> values = random_values(size_t(8 * width), 2);
+    const Tensor src = to_device(host({8, width}, values), dev);
+    Tensor dst = to_device(host({8, width}, std::vector<float>(size_t(8 * width), 0.0f)), dev);
+    // Row r of src into row 7 - r of dst, for rows 0..5, each its own pair; rows 6, 7 of src stay.
+    std::vector<TensorCopy> pairs;
+    for (int64_t r = 0; r < 6; ++r) pairs.push_back({dst.rows(7 - r, 1), src.rows(r, 1)});
+    ops::copy_all(pairs);
+    const std::vector<float> got = to_host(dst);
+    for (int64_t r = 0; r < 8; ++r) {
+      for (int64_t c = 0; c < width; ++c) {
+        const float want = r >= 2 ? values[size_t((7 - r) * width + c)] : 0.0f;
+        EXPECT_EQ(got[size_t(r * width + c)], want) << "width " << width << " row " << r;
+      }
+    }
+    const std::vector<TensorCopy> sizes = {{dst.rows(0, 1), src.rows(0, 2)}};
+    EXPECT_THROW(ops::copy_all(sizes), EngineError);
+  }
+  if (dev != Device::kCpu) {
+    const Tensor on_host = host({2, 4}, random_values(8, 3));
+    const Tensor on_device = to_device(on_host, dev);
+    const std::vector<TensorCopy> across = {{on_device.rows(0, 1), on_host.rows(1, 1)}};
+    EXPECT_THROW(ops::copy_all(across), EngineError);
+  }
+}
+
 TEST_P(OpsTest, RmsNormMatchesFormula) {
   const Device dev = GetParam();
   SEQPIPE_SKIP_WITHOUT(dev);

@@ -35,7 +35,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   chat.chat = true;
   (void)gateway::openai_reply(bytes, chat, "model");
   (void)gateway::openai_events(bytes, gateway::HttpRequest{}, "model");
-  (void)gateway::tgi_reply(bytes);
-  (void)gateway::tgi_event(bytes, 0);
+  // With usage asked for: the usage chunk and TGI's details read the reply's usage.
+  gateway::HttpRequest counted;
+  counted.include_usage = true;
+  counted.details = true;
+  (void)gateway::openai_events(bytes, counted, "model");
+  (void)gateway::tgi_reply(bytes, counted);
+  (void)gateway::tgi_event(bytes, 0, counted);
   return 0;
 }

@@ -47,6 +47,9 @@ class GatewayTest : public ::testing::Test {
   static const stage::Tokenize& work_of(const stage::StageMessage& m) {
     return std::get<stage::Tokenize>(m);
   }
+  // The finish reason result_for gives item i: kReasons[i % 3].
+  static constexpr protocol::FinishReason kReasons[] = {
+      protocol::FinishReason::kEos, protocol::FinishReason::kLength, protocol::FinishReason::kStop};
   static stage::Result result_for(const stage::StageMessage& work,
                                   const std::vector<std::string>& texts) {
     stage::Result result;
@@ -58,6 +61,9 @@ class GatewayTest : public ::testing::Test {
       r.text = texts[i];
       r.score = -0.5f * static_cast<float>(i + 1);
       r.timings = item.timings;
+      r.prompt_tokens = static_cast<uint32_t>(i + 2);
+      r.completion_tokens = static_cast<uint32_t>(10 * (i + 1));
+      r.finish_reason = kReasons[i % 3];
       result.items.push_back(std::move(r));
       result.items[i].timings.encode_us = 100;
     }
@@ -194,6 +200,10 @@ TEST_F(GatewayTest, AllResultsMakeOneOkReplyInIndexOrder) {
   EXPECT_EQ(r.texts, (std::vector<std::string>{"A", "B", "C"}));
   ASSERT_TRUE(r.scores.has_value());
   EXPECT_FLOAT_EQ((*r.scores)[2], -1.5f);
+  // Each text's usage, as its result said (the swap above undone by index).
+  EXPECT_EQ(r.usage, (std::vector<protocol::Usage>{{2, 10, protocol::FinishReason::kEos},
+                                                   {3, 20, protocol::FinishReason::kLength},
+                                                   {4, 30, protocol::FinishReason::kStop}}));
   EXPECT_EQ(r.timings.total_us, 7000u);
   EXPECT_EQ(r.timings.encode_us, 100u);
   EXPECT_EQ(g.in_flight(), 0u);
@@ -585,11 +595,15 @@ TEST_F(GatewaySplitTest, ALongTextGoesInPiecesAndComesBackJoinedAsOneText) {
   ASSERT_TRUE(r.scores.has_value());
   ASSERT_EQ(r.scores->size(), 2u);
   EXPECT_FLOAT_EQ((*r.scores)[1], (-1.0f - 1.5f - 2.0f) / 3);  // the pieces' mean
-  // The same text again: every piece from the cache.
+  // The pieces' tokens summed; cut by the length, as one piece was (eos and stop the others).
+  const protocol::Usage joined{3 + 4 + 5, 20 + 30 + 40, protocol::FinishReason::kLength};
+  EXPECT_EQ(r.usage, (std::vector<protocol::Usage>{{2, 10, protocol::FinishReason::kEos}, joined}));
+  // The same text again: every piece from the cache, with its usage.
   out.clear();
   g.on_client(request("A", texts({long_text}, true)), t0, out);
   ASSERT_EQ(out.replies.size(), 1u);
   EXPECT_EQ(reply_of(out).texts.at(0), "The cat sat.\n\nIt was  happy and glad. ");
+  EXPECT_EQ(reply_of(out).usage, std::vector<protocol::Usage>{joined});
   EXPECT_EQ(g.in_flight(), 0u);
 }
 

@@ -32,12 +32,35 @@ json answer_json(const std::variant<HttpRequest, HttpAnswer>& out, int status) {
   return json::parse(std::get<HttpAnswer>(out).body);
 }
 
-std::string reply(const std::string& text, bool partial) {
+std::string reply(const std::string& text, bool partial, std::vector<protocol::Usage> usage = {}) {
   protocol::Reply r;
   r.id = "http-1";
   r.partial = partial;
   r.texts = {text};
+  r.usage = std::move(usage);
   return protocol::encode_reply(r);
+}
+
+// A `texts` reply, one usage per text.
+std::string batch_reply(std::vector<std::string> texts, std::vector<protocol::Usage> usage) {
+  protocol::Reply r;
+  r.id = "http-1";
+  r.batch_form = true;
+  r.texts = std::move(texts);
+  r.usage = std::move(usage);
+  return protocol::encode_reply(r);
+}
+
+// The JSON of each "data:" event, [DONE] left out.
+std::vector<json> events_of(const std::string& events) {
+  std::vector<json> out;
+  for (size_t at = 0; (at = events.find("data: ", at)) != std::string::npos;) {
+    const size_t end = events.find('\n', at);
+    const std::string data = events.substr(at + 6, end - at - 6);
+    if (data != "[DONE]") out.push_back(json::parse(data));
+    at = end;
+  }
+  return out;
 }
 
 TEST(OpenAiTranslationTest, CompletionOptionsBecomeProtocolParams) {
@@ -117,6 +140,61 @@ TEST(OpenAiTranslationTest, RepliesAndChunksTakeOpenAisShape) {
   EXPECT_EQ(json::parse(refused.body)["error"]["code"], "overloaded");
 }
 
+TEST(OpenAiTranslationTest, ChoicesSayWhyTheyEndedAndTheReplyHowManyTokens) {
+  HttpRequest completion;
+  completion.internal_id = "http-1";
+  const json whole = json::parse(
+      openai_reply(batch_reply({"a", "b", "c"}, {{5, 3, protocol::FinishReason::kLength},
+                                                 {7, 2, protocol::FinishReason::kEos},
+                                                 {4, 1, protocol::FinishReason::kStop}}),
+                   completion, "m")
+          .body);
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(whole["choices"][1]["finish_reason"], "stop");
+  EXPECT_EQ(whole["choices"][2]["finish_reason"], "stop");
+  EXPECT_EQ(whole["usage"],
+            (json{{"prompt_tokens", 16}, {"completion_tokens", 6}, {"total_tokens", 22}}));
+  // A reply without usage (a gateway that does not count) still says "stop", without usage.
+  const json bare = json::parse(openai_reply(reply("a", false), completion, "m").body);
+  EXPECT_EQ(bare["choices"][0]["finish_reason"], "stop");
+  EXPECT_FALSE(bare.contains("usage"));
+}
+
+TEST(OpenAiTranslationTest, IncludeUsageAddsAUsageChunkBeforeDone) {
+  const auto asked = openai_request(
+      R"({"prompt": "a", "stream": true, "stream_options": {"include_usage": true}})", "h", false,
+      0);
+  ASSERT_TRUE(std::holds_alternative<HttpRequest>(asked));
+  const HttpRequest& request = std::get<HttpRequest>(asked);
+  EXPECT_TRUE(request.include_usage);
+  const auto piece = events_of(openai_events(reply("the ", true), request, "m"));
+  ASSERT_EQ(piece.size(), 1u);
+  EXPECT_TRUE(piece[0].contains("usage") && piece[0]["usage"].is_null());
+  const std::string last_events = openai_events(
+      reply("the end", false, {{6, 3, protocol::FinishReason::kLength}}), request, "m");
+  EXPECT_TRUE(last_events.ends_with("data: [DONE]\n\n"));
+  const auto last = events_of(last_events);
+  ASSERT_EQ(last.size(), 2u);
+  EXPECT_EQ(last[0]["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(last[0]["usage"].is_null());
+  EXPECT_EQ(last[1]["choices"], json::array());
+  EXPECT_EQ(last[1]["usage"],
+            (json{{"prompt_tokens", 6}, {"completion_tokens", 3}, {"total_tokens", 9}}));
+  EXPECT_EQ(last[1]["id"], last[0]["id"]);
+  // Not asked (or not streamed): no usage key in chunks, no usage chunk.
+  for (const char* body : {R"({"prompt": "a", "stream": true})",
+                           R"({"prompt": "a", "stream_options": {"include_usage": true}})"}) {
+    const auto plain = openai_request(body, "h", false, 0);
+    ASSERT_TRUE(std::holds_alternative<HttpRequest>(plain));
+    EXPECT_FALSE(std::get<HttpRequest>(plain).include_usage) << body;
+  }
+  HttpRequest plain;
+  const auto events = events_of(
+      openai_events(reply("x", false, {{1, 1, protocol::FinishReason::kEos}}), plain, "m"));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_FALSE(events[0].contains("usage"));
+}
+
 TEST(TgiTranslationTest, ParametersBecomeProtocolParams) {
   const auto r = decoded(tgi_request(
       R"({"inputs": "teh", "parameters": {"max_new_tokens": 7, "top_k": 5, "seed": 2,
@@ -128,21 +206,59 @@ TEST(TgiTranslationTest, ParametersBecomeProtocolParams) {
   EXPECT_FLOAT_EQ(r.params.repetition_penalty, 1.2f);
   EXPECT_TRUE(r.stream);
   const json e = answer_json(
-      tgi_request(R"({"inputs": "a", "parameters": {"details": true}})", "h", false), 422);
+      tgi_request(R"({"inputs": "a", "parameters": {"decoder_input_details": true}})", "h", false),
+      422);
   EXPECT_EQ(e["error_type"], "validation");
-  EXPECT_NE(e["error"].get<std::string>().find("parameters.details"), std::string::npos);
+  EXPECT_NE(e["error"].get<std::string>().find("parameters.decoder_input_details"),
+            std::string::npos);
+}
+
+TEST(TgiTranslationTest, DetailsSayWhyTheTextEndedAndHowManyTokens) {
+  const auto asked = tgi_request(R"({"inputs": "a", "parameters": {"details": true}})", "h", false);
+  ASSERT_TRUE(std::holds_alternative<HttpRequest>(asked));
+  const HttpRequest& request = std::get<HttpRequest>(asked);
+  EXPECT_TRUE(request.details);
+  const std::pair<protocol::FinishReason, const char*> names[] = {
+      {protocol::FinishReason::kEos, "eos_token"},
+      {protocol::FinishReason::kLength, "length"},
+      {protocol::FinishReason::kStop, "stop_sequence"}};
+  for (const auto& [reason, name] : names) {
+    const json whole =
+        json::parse(tgi_reply(reply("the end", false, {{6, 3, reason}}), request).body);
+    EXPECT_EQ(whole["generated_text"], "the end");
+    EXPECT_EQ(whole["details"]["finish_reason"], name);
+    EXPECT_EQ(whole["details"]["generated_tokens"], 3);
+    EXPECT_EQ(whole["details"]["tokens"], json::array());
+  }
+  const json last = json::parse(
+      tgi_event(reply("the end", false, {{6, 3, protocol::FinishReason::kLength}}), 2, request)
+          .substr(6));
+  EXPECT_EQ(last["details"], (json{{"finish_reason", "length"},
+                                   {"generated_tokens", 3},
+                                   {"input_length", 6},
+                                   {"seed", nullptr}}));
+  EXPECT_TRUE(
+      json::parse(tgi_event(reply("the ", true), 1, request).substr(6))["details"].is_null());
+  // Not asked: no details.
+  HttpRequest plain;
+  EXPECT_FALSE(
+      json::parse(tgi_reply(reply("x", false, {{1, 1, protocol::FinishReason::kEos}}), plain).body)
+          .contains("details"));
 }
 
 TEST(TgiTranslationTest, EventsCarryTextPiecesThenTheWholeText) {
-  const json piece = json::parse(tgi_event(reply("the ", true), 0).substr(6));
+  const HttpRequest plain;
+  const json piece = json::parse(tgi_event(reply("the ", true), 0, plain).substr(6));
   EXPECT_EQ(piece["token"]["text"], "the ");
   EXPECT_FALSE(piece["token"]["special"]);
   EXPECT_TRUE(piece["generated_text"].is_null());
-  const json last = json::parse(tgi_event(reply("the end", false), 3).substr(6));
+  const json last = json::parse(tgi_event(reply("the end", false), 3, plain).substr(6));
   EXPECT_EQ(last["index"], 3);
   EXPECT_TRUE(last["token"]["special"]);
   EXPECT_EQ(last["generated_text"], "the end");
-  EXPECT_EQ(json::parse(tgi_reply(reply("the end", false)).body)["generated_text"], "the end");
+  EXPECT_TRUE(last["details"].is_null());
+  EXPECT_EQ(json::parse(tgi_reply(reply("the end", false), plain).body)["generated_text"],
+            "the end");
 }
 
 }  // namespace

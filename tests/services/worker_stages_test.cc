@@ -131,6 +131,7 @@ TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
   ASSERT_EQ(as<stage::Sequence>(seq).items.size(), 1u);
   const auto want = (*tokenizer_)->encode("teh speling");
   EXPECT_EQ(as<stage::Sequence>(seq).items[0].ids, std::vector<int32_t>(want.begin(), want.end()));
+  EXPECT_EQ(as<stage::Sequence>(seq).items[0].prompt_tokens, want.size());  // the reply's usage
   EXPECT_TRUE(as<stage::Sequence>(seq).items[0].text.empty());
   ASSERT_EQ(out.sends.size(), 1u);
   EXPECT_EQ(stage::kind(out.sends[0].message), stage::MessageKind::kCredit);
@@ -427,6 +428,34 @@ TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCre
   EXPECT_NE(got[1], got[2]);
   ASSERT_EQ(out.sends.size(), 1u);
   EXPECT_EQ(out.sends[0].message, stage::StageMessage(stage::Credit{3}));  // every item's credit
+}
+
+TEST_F(WorkerStages, PostprocessorResultsCarryTheUsageAndACutTextEndsByStop) {
+  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  worker::WorkerOutbox out;
+  std::vector<stage::DecodedItem> items;
+  for (uint64_t r = 1; r <= 2; ++r) {
+    stage::DecodedItem w = decoded(r);
+    w.ids = {0};
+    for (int id : (*tokenizer_)->encode("hello world")) w.ids.push_back(id);
+    w.prompt_tokens = 7;
+    w.finish_reason = protocol::FinishReason::kEos;
+    items.push_back(w);
+  }
+  items[1].params.stop = {"world"};  // the model spelled it within the text: cut, so stop
+  const uint32_t generated = static_cast<uint32_t>(items[0].ids.size() - 1);
+  stage.handle(stage::Postprocess{items}, out);
+  std::map<uint64_t, stage::ResultItem> got;
+  for (const auto& [gw, m] : out.pushes) {
+    for (const auto& i : as<stage::Result>(m).items) got[i.request] = i;
+  }
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].prompt_tokens, 7u);
+  EXPECT_EQ(got[1].completion_tokens, generated);  // the start token is not generated
+  EXPECT_EQ(got[1].finish_reason, protocol::FinishReason::kEos);
+  EXPECT_EQ(got[2].text, "hello ");
+  EXPECT_EQ(got[2].completion_tokens, generated);
+  EXPECT_EQ(got[2].finish_reason, protocol::FinishReason::kStop);
 }
 
 TEST(CutBeforeStop, CutsBeforeTheEarliestStopSequence) {

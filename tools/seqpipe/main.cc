@@ -69,7 +69,8 @@ send   sends one request to the gateway (every gateway replica's client endpoint
        --endpoint: one or several, comma-separated; the request goes again, with its id, to the next gateway when
        one dies or does not answer within 5 s; with no reply a second past the request's
        deadline, --timeout-ms or gateway.default_timeout_ms, it says to start `seqpipe up`) and
-       prints the text(s), the score(s) with --scores, and the per-stage timings. --priority N:
+       prints the text(s), the score(s) with --scores, the per-stage timings, and each text's
+       tokens and why it ended (`tokens: prompt 5, completion 3 (length)`). --priority N:
        1 (highest) .. batcher.priority_levels (default: batcher.default_priority_level). With
        --cancel-after-ms N it cancels the request if no reply came within N ms, and prints the
        reply that follows: `error cancelled`, or the result when it finished first. The
@@ -226,7 +227,7 @@ void print_metrics_ports(const config::PipelineConfig& c) {
 }
 
 // A reply as `seqpipe send` prints it: the texts (unless they went out streamed), scores,
-// hypotheses, then the per-stage timings. 1 for an error reply.
+// hypotheses, then the per-stage timings and each text's usage. 1 for an error reply.
 int print_reply(const seqpipe::protocol::Reply& reply, bool streamed) {
   if (!reply.ok) {
     std::fprintf(stderr, "seqpipe send: error %s: %s\n",
@@ -252,6 +253,10 @@ int print_reply(const seqpipe::protocol::Reply& reply, bool streamed) {
       (unsigned long long)t.batch_wait_us, (unsigned long long)t.encode_us,
       (unsigned long long)t.decode_us, (unsigned long long)t.postprocess_us,
       (unsigned long long)t.total_us);
+  for (const auto& u : reply.usage) {
+    std::printf("tokens: prompt %u, completion %u (%s)\n", u.prompt_tokens, u.completion_tokens,
+                std::string(seqpipe::protocol::wire_name(u.finish_reason)).c_str());
+  }
   return 0;
 }
 

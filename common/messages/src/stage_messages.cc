@@ -244,6 +244,22 @@ class Reader {
     out = v.via.boolean;
     return std::nullopt;
   }
+  static std::optional<Error> count(const msgpack::object& v, const std::string& field,
+                                    uint32_t& out) {
+    uint64_t n = 0;
+    if (!unsigned_integer(v, n) || n > std::numeric_limits<uint32_t>::max())
+      return bad(field + " must be a uint32");
+    out = static_cast<uint32_t>(n);
+    return std::nullopt;
+  }
+  static std::optional<Error> finish_reason(const msgpack::object& v, const std::string& field,
+                                            protocol::FinishReason& out) {
+    std::string_view name;
+    const auto reason = str(v, name) ? protocol::parse_finish_reason(name) : std::nullopt;
+    if (!reason) return bad(field + " must be \"eos\", \"length\" or \"stop\"");
+    out = *reason;
+    return std::nullopt;
+  }
   static std::optional<Error> deadline(const msgpack::object& v, const std::string& field,
                                        Deadline& out) {
     int64_t unix_us = 0;
@@ -263,6 +279,7 @@ class Reader {
     if (key == "tm") return timings(v, f, w.timings);
     if (key == "st") return flag(v, f, w.stream);
     if (key == "sid") return id_arrays(v, f, engine::kMaxStopSequences, w.stop_ids);
+    if (key == "pn") return count(v, f, w.prompt_tokens);
     if (key == "p") {
       if (auto e = msgpack_io::read_params(v, kParamBounds, w.params)) {
         return bad(f + ": " + e->message);
@@ -315,6 +332,7 @@ class Reader {
     if (key == "alt") return id_arrays(v, f, kMaxAlternatives, w.alternatives);
     if (key == "alt_s") return scores(v, f, w.alternative_scores);
     if (key == "pt") return flag(v, f, w.partial);
+    if (key == "fr") return finish_reason(v, f, w.finish_reason);
     return field(key, v, f, static_cast<WorkHeader&>(w), known);
   }
   static std::optional<Error> scores(const msgpack::object& v, const std::string& f,
@@ -338,6 +356,9 @@ class Reader {
     if (key == "s") return score(v, f, w.score);
     if (key == "tm") return timings(v, f, w.timings);
     if (key == "pt") return flag(v, f, w.partial);
+    if (key == "pn") return count(v, f, w.prompt_tokens);
+    if (key == "cn") return count(v, f, w.completion_tokens);
+    if (key == "fr") return finish_reason(v, f, w.finish_reason);
     if (key == "alt_s") return scores(v, f, w.alternative_scores);
     if (key == "alt") {
       if (v.type != msgpack::type::ARRAY || v.via.array.size > kMaxAlternatives) {

@@ -24,7 +24,8 @@ void write_timings(Writer& out, const StageTimings& t) {
 
 // The header's 6 fields; `extra` more follow.
 void write_header(Writer& out, const WorkHeader& h, size_t extra) {
-  out.map(6 + (h.stream ? 1 : 0) + (h.stop_ids.empty() ? 0 : 1) + extra);
+  out.map(6 + (h.stream ? 1 : 0) + (h.stop_ids.empty() ? 0 : 1) + (h.prompt_tokens ? 1 : 0) +
+          extra);
   out.str("r"), out.u64(h.request);
   out.str("i"), out.u64(h.index);
   out.str("g"), out.str(h.gateway);
@@ -36,6 +37,7 @@ void write_header(Writer& out, const WorkHeader& h, size_t extra) {
     out.str("sid"), out.array(h.stop_ids.size());
     for (const auto& ids : h.stop_ids) write_ids(out, ids);
   }
+  if (h.prompt_tokens) out.str("pn"), out.u64(h.prompt_tokens);
 }
 
 void write_item(Writer& out, const TextItem& w) {
@@ -59,10 +61,11 @@ void write_item(Writer& out, const EncodedItem& w) {
 
 void write_item(Writer& out, const DecodedItem& w) {
   write_header(out, w,
-               2 + (w.alternatives.empty() ? 0 : 1) + (w.alternative_scores.empty() ? 0 : 1) +
+               3 + (w.alternatives.empty() ? 0 : 1) + (w.alternative_scores.empty() ? 0 : 1) +
                    (w.text.empty() ? 0 : 1) + (w.partial ? 1 : 0));
   out.str("ids"), write_ids(out, w.ids);
   out.str("s"), out.f32(w.score);
+  out.str("fr"), out.str(protocol::wire_name(w.finish_reason));
   if (!w.alternatives.empty()) {
     out.str("alt"), out.array(w.alternatives.size());
     for (const auto& alt : w.alternatives) write_ids(out, alt);
@@ -76,11 +79,14 @@ void write_item(Writer& out, const DecodedItem& w) {
 }
 
 void write_item(Writer& out, const ResultItem& w) {
-  out.map(5 + (w.error ? 1 : 0) + (w.alternatives.empty() ? 0 : 2) + (w.partial ? 1 : 0));
+  out.map(8 + (w.error ? 1 : 0) + (w.alternatives.empty() ? 0 : 2) + (w.partial ? 1 : 0));
   out.str("r"), out.u64(w.request);
   out.str("i"), out.u64(w.index);
   out.str("t"), out.str(w.text);
   out.str("s"), out.f32(w.score);
+  out.str("pn"), out.u64(w.prompt_tokens);
+  out.str("cn"), out.u64(w.completion_tokens);
+  out.str("fr"), out.str(protocol::wire_name(w.finish_reason));
   out.str("tm"), write_timings(out, w.timings);
   if (w.error) {
     out.str("e"), out.map(2);

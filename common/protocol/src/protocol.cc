@@ -346,6 +346,25 @@ std::optional<ErrorCode> parse_error_code(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view wire_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return "stop";
+  }
+  return "stop";
+}
+
+std::optional<FinishReason> parse_finish_reason(std::string_view name) {
+  for (FinishReason reason : {FinishReason::kEos, FinishReason::kLength, FinishReason::kStop}) {
+    if (wire_name(reason) == name) return reason;
+  }
+  return std::nullopt;
+}
+
 std::optional<size_t> find_invalid_utf8(std::string_view text) {
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
   const size_t size = text.size();

@@ -1,5 +1,6 @@
 // The replies: written by the gateway, read by the clients (tolerant of additions, strict
 // about what they need).
+#include <limits>
 #include <msgpack.hpp>
 
 #include "codec.h"
@@ -122,6 +123,32 @@ std::optional<Error> read_reply_sequences(const msgpack::object& value, Reply& r
   return std::nullopt;
 }
 
+// Tolerant as decode_reply is: a reason this client does not know reads as kStop (the text
+// ended for a reason other than eos or the length).
+std::optional<Error> read_reply_usage(const msgpack::object& value, Reply& reply) {
+  const Error bad = invalid(
+      "reply field 'usage' must be an array, one per text, of {prompt_tokens, completion_tokens, "
+      "finish_reason}");
+  if (value.type != msgpack::type::ARRAY || value.via.array.size != reply.texts.size()) return bad;
+  for (uint32_t i = 0; i < value.via.array.size; ++i) {
+    const msgpack::object& u = value.via.array.ptr[i];
+    if (u.type != msgpack::type::MAP) return bad;
+    const msgpack::object* prompt = find_field(u.via.map, "prompt_tokens");
+    const msgpack::object* completion = find_field(u.via.map, "completion_tokens");
+    const msgpack::object* reason = find_field(u.via.map, "finish_reason");
+    for (const msgpack::object* count : {prompt, completion}) {
+      if (!count || count->type != msgpack::type::POSITIVE_INTEGER ||
+          count->via.u64 > std::numeric_limits<uint32_t>::max())
+        return bad;
+    }
+    if (!reason || reason->type != msgpack::type::STR) return bad;
+    reply.usage.push_back(
+        {static_cast<uint32_t>(prompt->via.u64), static_cast<uint32_t>(completion->via.u64),
+         parse_finish_reason(as_string_view(*reason)).value_or(FinishReason::kStop)});
+  }
+  return std::nullopt;
+}
+
 std::optional<Error> read_reply_error(const msgpack::object* value, Reply& reply) {
   if (!value || value->type != msgpack::type::MAP) {
     return invalid("an error reply must carry an 'error' map");
@@ -188,6 +215,9 @@ std::variant<Reply, Error> decode_reply_or_throw(std::span<const uint8_t> bytes)
     if (const msgpack::object* sequences = find_field(map, "sequences")) {
       if (auto error = read_reply_sequences(*sequences, reply)) return std::move(*error);
     }
+    if (const msgpack::object* usage = find_field(map, "usage")) {
+      if (auto error = read_reply_usage(*usage, reply)) return std::move(*error);
+    }
   } else if (status == "partial") {
     reply.partial = true;
     const msgpack::object* text = find_field(map, "text");
@@ -229,7 +259,8 @@ std::string encode_reply(const Reply& reply) {
   }
   const bool with_scores = reply.ok && reply.scores.has_value();
   const bool with_sequences = reply.ok && reply.sequences.has_value();
-  out.map(5 + (with_scores ? 1 : 0) + (with_sequences ? 1 : 0));
+  const bool with_usage = reply.ok && !reply.usage.empty();
+  out.map(5 + (with_scores ? 1 : 0) + (with_sequences ? 1 : 0) + (with_usage ? 1 : 0));
   out.str("v"), out.i64(kVersion);
   out.str("id"), out.str(reply.id);
   out.str("status"), out.str(reply.ok ? "ok" : "error");
@@ -252,6 +283,15 @@ std::string encode_reply(const Reply& reply) {
           out.str("text"), out.str(h.text);
           out.str("score"), out.f32(h.score);
         }
+      }
+    }
+    if (with_usage) {
+      out.str("usage"), out.array(reply.usage.size());
+      for (const Usage& u : reply.usage) {
+        out.map(3);
+        out.str("prompt_tokens"), out.u64(u.prompt_tokens);
+        out.str("completion_tokens"), out.u64(u.completion_tokens);
+        out.str("finish_reason"), out.str(wire_name(u.finish_reason));
       }
     }
   } else {

@@ -200,17 +200,21 @@ class WorkerLoop {
     stage_.handle(std::move(*message), out_);
   }
 
+  // Pushes first: they carry the work on (a tokenizer's sequences, a postprocessor's results),
+  // while a tokenizer's or postprocessor's answer to its hub is only a credit. Each send wakes a
+  // ZeroMQ I/O thread, which on a busy machine can take the core from this one: the credit sent
+  // first made every request wait for it (0.05-0.13 ms a stage on the 2-core VM).
   void flush() {
-    for (auto& [i, peer, message] : out_.sends) {
-      Hub& hub = hubs_[i < hubs_.size() ? i : 0];
-      if (!send_to_hub(hub, message))
-        hub.pending.push_back(std::move(message));  // sent once reconnected
-    }
     for (const auto& [endpoint, message] : out_.pushes) {
       if (!pushers_.send(endpoint, stage::encode(message))) {
         spdlog::warn("{}: could not send a '{}' message to '{}'; dropped", options_.stage_name,
                      stage::kind_name(message), endpoint);
       }
+    }
+    for (auto& [i, peer, message] : out_.sends) {
+      Hub& hub = hubs_[i < hubs_.size() ? i : 0];
+      if (!send_to_hub(hub, message))
+        hub.pending.push_back(std::move(message));  // sent once reconnected
     }
     out_.clear();
   }

@@ -40,6 +40,10 @@ class CpuBackend final : public Backend {
     std::memmove(dst.data_as<void>(), src.data_as<void>(), static_cast<size_t>(src.bytes()));
   }
 
+  void copy_all(std::span<const TensorCopy> pairs) override {
+    for (const TensorCopy& p : pairs) copy(p.dst, p.src);
+  }
+
   void synchronize() override {}
 
   void set_num_threads(int threads) override {

@@ -2,6 +2,9 @@
 // arithmetic (src/cuda/reference.cc is the host twin of each).
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "cuda/kernels.h"
 #include "cuda/math.h"
 
@@ -146,6 +149,24 @@ __global__ void attention_kernel(const AttentionJob* jobs, AttentionShape shape)
 
 // Block per row: each thread's first maximum over its stride, then the block's, pairs compared
 // by math::argmax_prefers so that the lowest index wins among equals.
+// A block per job (looping when there are more jobs than blocks); 16 bytes a thread at a time
+// where both ends allow it.
+__global__ void copy_all_kernel(const CopyJob* jobs, int64_t count) {
+  for (int64_t j = blockIdx.x; j < count; j += gridDim.x) {
+    const CopyJob job = jobs[j];
+    const auto dst = reinterpret_cast<uintptr_t>(job.dst),
+               src = reinterpret_cast<uintptr_t>(job.src);
+    if ((dst | src | static_cast<uintptr_t>(job.bytes)) % sizeof(int4) == 0) {
+      const int64_t n = job.bytes / static_cast<int64_t>(sizeof(int4));
+      for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        static_cast<int4*>(job.dst)[i] = static_cast<const int4*>(job.src)[i];
+    } else {
+      for (int64_t i = threadIdx.x; i < job.bytes; i += blockDim.x)
+        static_cast<char*>(job.dst)[i] = static_cast<const char*>(job.src)[i];
+    }
+  }
+}
+
 __global__ void argmax_kernel(const float* logits, int64_t vocab, const int* banned, int* ids) {
   __shared__ float values[kThreads];
   __shared__ int64_t indices[kThreads];
@@ -211,7 +232,9 @@ size_t attention_shared_bytes(int64_t max_k_rows) {
 void launch_attention(const AttentionJob* jobs, const AttentionShape& shape, cudaStream_t stream) {
   const dim3 append_grid(static_cast<unsigned>(shape.max_q_rows),
                          static_cast<unsigned>(shape.num_seqs));
-  append_kv_kernel<<<append_grid, kThreads, 0, stream>>>(jobs, shape.num_heads * shape.head_dim);
+  if (shape.append) {
+    append_kv_kernel<<<append_grid, kThreads, 0, stream>>>(jobs, shape.num_heads * shape.head_dim);
+  }
   const size_t shared = static_cast<size_t>(shape.max_k_rows) * sizeof(float);  // the scores
   if (attention_shared_bytes(shape.max_k_rows) > 48 * 1024) {  // past the default: opt in
     cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -220,6 +243,11 @@ void launch_attention(const AttentionJob* jobs, const AttentionShape& shape, cud
   const dim3 grid(static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(shape.max_q_rows),
                   static_cast<unsigned>(shape.num_seqs));
   attention_kernel<<<grid, kThreads, shared, stream>>>(jobs, shape);
+}
+
+void launch_copy_all(const CopyJob* jobs, int64_t count, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(count, 65535));
+  copy_all_kernel<<<blocks, kThreads, 0, stream>>>(jobs, count);
 }
 
 void launch_argmax(const float* logits, int64_t rows, int64_t vocab, const int* banned, int* ids,

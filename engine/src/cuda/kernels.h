@@ -37,6 +37,7 @@ struct AttentionShape {
   const float* bias;               // [num_heads, 2 * max_distance + 1], or null
   int64_t max_distance;
   bool causal;
+  bool append = false;  // a job has new K/V rows to append first (else no append launch)
 };
 
 // The largest head_dim the kernel takes (its query row lives in shared memory).
@@ -45,6 +46,14 @@ constexpr int64_t kMaxHeadDim = 256;
 // query row and reduction scratch (static).
 size_t attention_shared_bytes(int64_t max_k_rows);
 void launch_attention(const AttentionJob* jobs, const AttentionShape& shape, cudaStream_t stream);
+
+// One copy of launch_copy_all: `bytes` from src to dst.
+struct CopyJob {
+  void* dst;
+  const void* src;
+  int64_t bytes;
+};
+void launch_copy_all(const CopyJob* jobs, int64_t count, cudaStream_t stream);
 
 void launch_argmax(const float* logits, int64_t rows, int64_t vocab, const int* banned, int* ids,
                    cudaStream_t stream);

@@ -29,6 +29,7 @@ WorkHeader full_header() {
               .return_scores = true,
               .priority = 3};
   h.timings = {1, 2, 3, 4, 5, 6};
+  h.prompt_tokens = 17;
   return h;
 }
 
@@ -57,11 +58,16 @@ DecodedItem full_decoded() {
   w.ids = {0, 12, 1};
   w.score = -0.357759f;
   w.text = "teh speling";
+  w.finish_reason = protocol::FinishReason::kEos;
   return w;
 }
 
 ResultItem full_result() {
-  return {(uint64_t{1} << 40) + 7, 3, "the spelling", -0.357759f, {1, 2, 3, 4, 5, 6}, {}};
+  ResultItem w{(uint64_t{1} << 40) + 7, 3, "the spelling", -0.357759f, {1, 2, 3, 4, 5, 6}, {}};
+  w.prompt_tokens = 17;
+  w.completion_tokens = (uint32_t{1} << 31) + 3;
+  w.finish_reason = protocol::FinishReason::kStop;
+  return w;
 }
 
 template <class Item>
@@ -239,6 +245,9 @@ TEST(StageMessages, EachKindTakesOnlyItsOwnFields) {
   EXPECT_NE(error_of(decode_as_sequence).message.find("unknown field 'items[0].rows'"),
             std::string::npos);
   EXPECT_TRUE(std::holds_alternative<StageMessage>(decode(tokenize)));
+  // A finish reason is one of the protocol's names.
+  const std::string odd_reason = patch(encode(Result{{full_result()}}), "\xa4stop", "\xa4halt");
+  EXPECT_NE(error_of(odd_reason).message.find("fr must be"), std::string::npos);
 }
 
 TEST(StageMessages, ParamsTravelUnderTheClientProtocolKeysAndLimits) {

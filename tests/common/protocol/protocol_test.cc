@@ -888,6 +888,48 @@ TEST(ProtocolReply, SequencesRoundTripOnePerTextWithTheirScores) {
             (std::vector<std::string>{"v", "id", "status", "texts", "sequences", "timings_us"}));
 }
 
+TEST(ProtocolReply, UsageRoundTripsOnePerTextWithTheReasonByName) {
+  Reply reply;
+  reply.id = "u";
+  reply.batch_form = true;
+  reply.texts = {"a", "b", "c"};
+  reply.usage = {
+      {5, 3, FinishReason::kLength}, {9, 4, FinishReason::kEos}, {2, 1, FinishReason::kStop}};
+  const std::string bytes = encode_reply(reply);
+  EXPECT_EQ(decode_reply_ok(bytes), reply);
+  EXPECT_EQ(keys_of(bytes),
+            (std::vector<std::string>{"v", "id", "status", "texts", "usage", "timings_us"}));
+  msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
+  const auto& first = handle.get().via.map.ptr[4].val.via.array.ptr[0].via.map;
+  ASSERT_EQ(first.size, 3u);
+  EXPECT_EQ(first.ptr[0].key.as<std::string>(), "prompt_tokens");
+  EXPECT_EQ(first.ptr[0].val.as<int>(), 5);
+  EXPECT_EQ(first.ptr[1].key.as<std::string>(), "completion_tokens");
+  EXPECT_EQ(first.ptr[1].val.as<int>(), 3);
+  EXPECT_EQ(first.ptr[2].key.as<std::string>(), "finish_reason");
+  EXPECT_EQ(first.ptr[2].val.as<std::string>(), "length");
+}
+
+TEST(ProtocolReply, FinishReasonsHaveOneWireNameEach) {
+  for (FinishReason reason : {FinishReason::kEos, FinishReason::kLength, FinishReason::kStop})
+    EXPECT_EQ(parse_finish_reason(wire_name(reason)), reason);
+  EXPECT_EQ(wire_name(FinishReason::kEos), "eos");
+  EXPECT_EQ(parse_finish_reason("eos_token"), std::nullopt);
+}
+
+TEST(ProtocolReply, PartialAndErrorRepliesCarryNoUsage) {
+  Reply partial;
+  partial.partial = true;
+  partial.texts = {"I "};
+  partial.usage = {{1, 1, FinishReason::kEos}};
+  EXPECT_EQ(keys_of(encode_reply(partial)),
+            (std::vector<std::string>{"v", "id", "status", "text"}));
+  Reply error = error_reply("e", {ErrorCode::kInternal, "x"});
+  error.usage = {{1, 1, FinishReason::kEos}};
+  EXPECT_EQ(keys_of(encode_reply(error)),
+            (std::vector<std::string>{"v", "id", "status", "error", "timings_us"}));
+}
+
 TEST(ProtocolReply, SingleTextWithScoreCarriesAnArrayOfOne) {
   Reply reply;
   reply.texts = {"x"};
@@ -931,6 +973,7 @@ TEST(ProtocolReply, ClientsIgnoreUnknownFieldsAndUnknownCodes) {
                   {"timings_us", map({{"total", integer(9)}, {"gpu", integer(3)}})}}));
   const Reply ok = decode_reply_ok(future_ok);
   EXPECT_EQ(ok.texts, std::vector<std::string>{"fine"});
+  EXPECT_TRUE(ok.usage.empty());  // a server older than usage
   EXPECT_EQ(ok.timings.total_us, 9u);
   EXPECT_EQ(ok.timings.queue_us, 0u);
 
@@ -944,6 +987,20 @@ TEST(ProtocolReply, ClientsIgnoreUnknownFieldsAndUnknownCodes) {
   ASSERT_TRUE(error.error);
   EXPECT_EQ(error.error->code, ErrorCode::kInternal);
   EXPECT_EQ(error.error->message, "by client");
+
+  // A finish reason added later reads as stop; other keys of a usage map are ignored.
+  const std::string future_usage =
+      encode(map({{"v", integer(1)},
+                  {"id", str("r")},
+                  {"status", str("ok")},
+                  {"text", str("fine")},
+                  {"usage", array({map({{"prompt_tokens", integer(4)},
+                                        {"completion_tokens", integer(2)},
+                                        {"finish_reason", str("content_filter")},
+                                        {"cached_tokens", integer(1)}})})}}));
+  const Reply later = decode_reply_ok(future_usage);
+  ASSERT_EQ(later.usage.size(), 1u);
+  EXPECT_EQ(later.usage[0], (Usage{4, 2, FinishReason::kStop}));
 }
 
 TEST(ProtocolReply, MalformedRepliesAreErrors) {
@@ -961,6 +1018,14 @@ TEST(ProtocolReply, MalformedRepliesAreErrors) {
       encode(map(without(ok, "text"))),
       encode(map(with(ok, "texts", array({str("t")})))),
       encode(map(with(ok, "scores", array({real(1.0), real(2.0)})))),
+      encode(map(with(ok, "usage", array({})))),
+      encode(
+          map(with(ok, "usage",
+                   array({map({{"prompt_tokens", integer(1)}, {"finish_reason", str("eos")}})})))),
+      encode(map(with(ok, "usage",
+                      array({map({{"prompt_tokens", integer(-1)},
+                                  {"completion_tokens", integer(1)},
+                                  {"finish_reason", str("eos")}})})))),
       encode(map(with(ok, "timings_us", map({{"total", integer(-1)}})))),
       encode(map(with(ok, "status", str("error")))),
       nested_arrays(100),

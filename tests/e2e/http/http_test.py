@@ -5,6 +5,7 @@ reply equals the msgpack path's; bad bodies answered and the gateway kept servin
 Environment: SEQPIPE_BIN, SEQPIPE_MKMODEL (tests/e2e/harness.py), PYTHONPATH with clients/python.
 """
 import json
+from http.client import HTTPConnection
 import os
 import select
 import socket
@@ -140,6 +141,23 @@ class HttpTest(PipelineTestCase):
         self.assertEqual(curl_status(self.port, "/v1/generate", b"x" * (5 << 20)), 413)
         status, reply = http(self.port, "POST", "/v1/generate", {"text": "still serving"})
         self.assertEqual(status, 200, reply)
+
+    def test_head_is_get_without_the_body(self):
+        for path in ("/v2/health/live", "/v1/models"):
+            connection = HTTPConnection("127.0.0.1", self.port, timeout=10)
+            connection.request("GET", path)
+            got = connection.getresponse()
+            body = got.read()
+            connection.request("HEAD", path)
+            head = connection.getresponse()
+            # The same status and type as GET, no body (evhttp also leaves out Content-Length,
+            # which RFC 9110 allows a HEAD reply to).
+            self.assertEqual((got.status, len(body) > 0), (200, True), path)
+            self.assertEqual((head.status, head.read()), (200, b""), path)
+            self.assertEqual(head.getheader("Content-Type"), got.getheader("Content-Type"), path)
+            connection.close()
+        status, reply = http(self.port, "HEAD", "/v1/generate")
+        self.assertEqual(status, 405)
 
     def test_kserve_v2(self):
         self.assertEqual(http(self.port, "GET", "/v2/health/live")[0], 200)

@@ -23,6 +23,11 @@ const completion = await openai.completions.create({ model: "t5", prompt, max_to
 out.completion = completion.choices[0].text;
 out.completion_object = completion.object;
 out.completion_finish = completion.choices[0].finish_reason;
+out.completion_usage = completion.usage;
+// min_tokens up to max_tokens: the model cannot end the text itself, so max_tokens does.
+const cut = await openai.completions.create({ model: "t5", prompt, max_tokens: 3, min_tokens: 3 });
+out.cut_finish = cut.choices[0].finish_reason;
+out.cut_usage = cut.usage;
 out.listed = (
   await openai.completions.create({ model: "t5", prompt: [prompt, "hello"], max_tokens: 10 })
 ).choices.map((c) => c.text);
@@ -36,6 +41,24 @@ for await (const chunk of await openai.completions.create({
 })) {
   out.streamed += chunk.choices[0].text;
   out.chunks += 1;
+  out.stream_finish = chunk.choices[0].finish_reason;
+  out.stream_usage_key = "usage" in chunk;
+}
+// stream_options.include_usage: every chunk's usage is null but the last's, which has no choices.
+out.usage_chunks = [];
+for await (const chunk of await openai.chat.completions.create({
+  model: "t5",
+  messages: [{ role: "user", content: prompt }],
+  max_tokens: 3,
+  min_tokens: 3,
+  stream: true,
+  stream_options: { include_usage: true },
+})) {
+  out.usage_chunks.push({
+    choices: chunk.choices.length,
+    finish: chunk.choices[0]?.finish_reason ?? null,
+    usage: chunk.usage,
+  });
 }
 const messages = [
   { role: "system", content: "You correct spelling." },
@@ -43,6 +66,8 @@ const messages = [
 ];
 const chat = await openai.chat.completions.create({ model: "t5", messages, max_tokens: 10 });
 out.chat = chat.choices[0].message.content;
+out.chat_usage = chat.usage;
+out.chat_finish = chat.choices[0].finish_reason;
 out.chat_streamed = "";
 for await (const chunk of await openai.chat.completions.create({
   model: "t5",

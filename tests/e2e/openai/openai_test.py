@@ -28,6 +28,8 @@ PROMPT = "teh speling"
 # generation's time that must outlast the client's reaction: ~1.5 s on the tiny model was lost to a
 # busy machine once; the wider, deeper decoder below (MODEL_ARGS) takes ~12 s.
 LONG = 4096
+GENERATE = os.environ.get("SEQPIPE_GENERATE") or os.path.join(
+    os.path.dirname(os.environ["SEQPIPE_BIN"]), "seqpipe-generate")
 CANCELLED = 'seqpipe_gateway_cancels_total{outcome="cancelled"}'
 
 
@@ -78,21 +80,51 @@ class OpenAiTest(PipelineTestCase):
             cls.tearDownClass()
             raise RuntimeError("the clients failed:\n" + done.stderr)
         cls.got = json.loads(done.stdout)
-        cls.expected = cls.client.generate(PROMPT, max_new_tokens=10)["text"]
+        cls.reply = cls.client.generate(PROMPT, max_new_tokens=10)
+        cls.expected = cls.reply["text"]
 
     def test_completions_equal_the_msgpack_path(self):
         self.assertEqual(self.got["models"], ["model"])  # the model directory's name
         self.assertEqual(self.got["model"], "model")
         self.assertEqual(self.got["completion"], self.expected)
         self.assertEqual(self.got["completion_object"], "text_completion")
-        self.assertEqual(self.got["completion_finish"], "stop")
+        # The msgpack reply says why the text ended and what it took; OpenAI's names it its way.
+        [usage] = self.reply["usage"]
+        self.assertEqual(self.got["completion_finish"],
+                         "length" if usage["finish_reason"] == "length" else "stop")
+        self.assertEqual(self.got["completion_usage"], {
+            "prompt_tokens": usage["prompt_tokens"],
+            "completion_tokens": usage["completion_tokens"],
+            "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]})
+        self.assertEqual(self.got["chat_usage"], self.got["completion_usage"])
+        self.assertEqual(self.got["chat_finish"], self.got["completion_finish"])
         hello = self.client.generate("hello", max_new_tokens=10)["text"]
         self.assertEqual(self.got["listed"], [self.expected, hello])
         self.assertEqual(self.got["chat"], self.expected)
 
+    def test_usage_counts_the_tokenizers_tokens_and_the_generated_ones(self):
+        # The prompt's tokens as the tokenizer makes them (eos included): seqpipe-generate's.
+        out = subprocess.run([GENERATE, "--model", self.pipeline.model, "--text", PROMPT,
+                              "--max-new-tokens", "3", "--threads", "1", "--json"],
+                             check=True, capture_output=True, text=True, timeout=60)
+        prompt_tokens = len(json.loads(out.stdout)["input_ids"])
+        self.assertEqual(self.got["completion_usage"]["prompt_tokens"], prompt_tokens)
+        # max_tokens 3 with min_tokens 3: cut by the length, 3 tokens generated.
+        self.assertEqual(self.got["cut_finish"], "length")
+        self.assertEqual(self.got["cut_usage"], {"prompt_tokens": prompt_tokens,
+                                                 "completion_tokens": 3,
+                                                 "total_tokens": prompt_tokens + 3})
+        chunks = self.got["usage_chunks"]
+        self.assertTrue(all(c["usage"] is None for c in chunks[:-1]), chunks)
+        self.assertEqual(chunks[-2]["finish"], "length")
+        self.assertEqual(chunks[-1]["choices"], 0)
+        self.assertEqual(chunks[-1]["usage"], self.got["cut_usage"])
+
     def test_streamed_text_equals_the_whole(self):
         self.assertEqual(self.got["streamed"], self.got["completion"])
         self.assertGreaterEqual(self.got["chunks"], 2)  # the text's pieces, then the ending
+        self.assertEqual(self.got["stream_finish"], self.got["completion_finish"])
+        self.assertFalse(self.got["stream_usage_key"])  # usage only when asked
         self.assertEqual(self.got["chat_streamed"], self.got["chat"])
 
     def test_seeded_sampling_repeats(self):

@@ -62,6 +62,45 @@ class TgiTest(PipelineTestCase):
         self.assertEqual(got[-1]["generated_text"], joined)
         self.assertTrue(all(e["generated_text"] is None for e in got[:-1]))
 
+    def test_details_say_why_the_text_ended(self):
+        # The model's own end, or the length, as the msgpack reply says.
+        [usage] = self.client.generate(PROMPT, max_new_tokens=10)["usage"]
+        status, body = curl(self.port, "/generate", {
+            "inputs": PROMPT, "parameters": {"max_new_tokens": 10, "details": True}})
+        self.assertEqual(status, 200, body)
+        details = json.loads(body)["details"]
+        self.assertEqual(details["finish_reason"],
+                         {"eos": "eos_token", "length": "length"}[usage["finish_reason"]])
+        self.assertEqual(details["generated_tokens"], usage["completion_tokens"])
+        # TGI has no min_new_tokens: a stop sequence of the text's first word ends it there.
+        first = json.loads(curl(self.port, "/generate", {
+            "inputs": PROMPT, "parameters": {"max_new_tokens": 10}})[1])["generated_text"]
+        if first.strip():
+            stop = first.split()[0]
+            _, body = curl(self.port, "/generate", {
+                "inputs": PROMPT,
+                "parameters": {"max_new_tokens": 10, "details": True, "stop": [stop]}})
+            self.assertEqual(json.loads(body)["details"]["finish_reason"], "stop_sequence", body)
+        # max_new_tokens 1: one token, eos or not.
+        _, body = curl(self.port, "/generate", {
+            "inputs": PROMPT, "parameters": {"max_new_tokens": 1, "details": True}})
+        self.assertEqual(json.loads(body)["details"]["generated_tokens"], 1)
+
+    def test_the_streams_last_event_carries_details(self):
+        [usage] = self.client.generate(PROMPT, max_new_tokens=2)["usage"]
+        if usage["finish_reason"] == "length":
+            self.assertEqual(usage["completion_tokens"], 2)
+        _, body = curl(self.port, "/generate_stream", {
+            "inputs": PROMPT, "parameters": {"max_new_tokens": 2, "details": True}})
+        got = events(body)
+        self.assertTrue(all(e["details"] is None for e in got[:-1]), body)
+        self.assertEqual(got[-1]["details"], {
+            "finish_reason": {"eos": "eos_token", "length": "length"}[usage["finish_reason"]],
+            "generated_tokens": usage["completion_tokens"],
+            "input_length": usage["prompt_tokens"], "seed": None})
+        _, body = curl(self.port, "/generate_stream", {"inputs": PROMPT})
+        self.assertIsNone(events(body)[-1]["details"])  # not asked
+
     def test_seeded_sampling_repeats(self):
         request = {"inputs": PROMPT,
                    "parameters": {"max_new_tokens": 10, "temperature": 0.8, "seed": 11}}
@@ -80,8 +119,8 @@ class TgiTest(PipelineTestCase):
             got, body = curl(self.port, "/generate_stream", request)
             self.assertEqual(got, status, (request, body))
         status, body = curl(self.port, "/generate",
-                            {"inputs": PROMPT, "parameters": {"details": True}})
-        self.assertIn("parameters.details", json.loads(body)["error"])
+                            {"inputs": PROMPT, "parameters": {"decoder_input_details": True}})
+        self.assertIn("parameters.decoder_input_details", json.loads(body)["error"])
 
     def test_info_and_health(self):
         status, body = curl(self.port, "/info")

@@ -9,6 +9,7 @@
 
 #include "seqpipe/engine/decoder.h"
 #include "seqpipe/engine/encoder.h"
+#include "seqpipe/engine/finish_reason.h"
 #include "seqpipe/engine/limits.h"
 
 namespace seqpipe::engine {
@@ -56,6 +57,8 @@ struct GenerationResult {
   // first, and each one's sequences_score (as `score`).
   std::vector<std::vector<int>> alternatives;
   std::vector<float> alternative_scores;
+  // Why `ids` ended: eos, max_new_tokens, or (greedy search and sampling) a stop sequence's ids.
+  FinishReason finish_reason = FinishReason::kLength;
 };
 
 // One sequence's search: greedy or beam, chosen by make_search() from the options.

@@ -64,6 +64,7 @@ class KvCache {
   Tensor self_k_, self_v_, cross_k_, cross_v_;  // [slots * layers * len, inner]
   Tensor scratch_k_, scratch_v_;  // reorder staging, [max_beams * layers * len, inner]
   std::vector<int64_t> scratch_length_;
+  std::vector<TensorCopy> copies_;  // one batch of reorder's or copy_cross's copies
   std::vector<int64_t> length_, source_length_;
   std::vector<int> free_;
   std::vector<uint8_t> held_;

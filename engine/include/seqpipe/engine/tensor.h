@@ -73,6 +73,11 @@ class TensorView {
   Device device_ = Device::kCpu;
 };
 
+// One copy of a batch (ops::copy_all): dst <- src, the same dtype and element count.
+struct TensorCopy {
+  TensorView dst, src;
+};
+
 class Tensor {
  public:
   static constexpr int kMaxRank = kMaxTensorRank;

@@ -47,6 +47,9 @@ struct WorkHeader {
   // params.stop as the tokenizer encodes each alone (no eos): a greedy search whose output ends
   // with one of them stops there (the postprocessor still cuts the text exactly).
   std::vector<std::vector<int32_t>> stop_ids;
+  // The input's tokens as the tokenizer made them (eos included): the reply's prompt_tokens.
+  // 0 until the tokenizer sets it.
+  uint32_t prompt_tokens = 0;
 
   bool operator==(const WorkHeader&) const = default;
 };
@@ -101,6 +104,8 @@ struct DecodedItem : WorkHeader {
   // A streamed sequence's ids so far, sent after a decoder step: no credits, never re-sent,
   // and not the item's answer (the final item, partial false, is).
   bool partial = false;
+  // Why `ids` ended (the engine's GenerationResult::finish_reason).
+  protocol::FinishReason finish_reason = protocol::FinishReason::kLength;
 
   bool operator==(const DecodedItem&) const = default;
 };
@@ -119,6 +124,11 @@ struct ResultItem {
   std::vector<float> alternative_scores;
   // A streamed text's stable prefix so far (a prefix of the final text); not an answer.
   bool partial = false;
+  // An answer's usage (protocol::Usage): the input's and the generated tokens, and why the text
+  // ended (kStop also when the postprocessor cut it before a stop sequence).
+  uint32_t prompt_tokens = 0;
+  uint32_t completion_tokens = 0;
+  protocol::FinishReason finish_reason = protocol::FinishReason::kLength;
 
   bool operator==(const ResultItem&) const = default;
 };

@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "seqpipe/engine/finish_reason.h"
 #include "seqpipe/engine/limits.h"
 
 namespace seqpipe::protocol {
@@ -156,6 +157,24 @@ struct Timings {
   bool operator==(const Timings&) const = default;
 };
 
+// Why a text ended, as the engine says (engine/finish_reason.h). wire_name() and
+// parse_finish_reason() are the one place it meets the client protocol's strings ("eos",
+// "length", "stop"); the OpenAI and TGI front doors map it to their names in theirs.
+using engine::FinishReason;
+std::string_view wire_name(FinishReason reason);
+// nullopt for a string that is not a v1 reason (clients read such reasons as kStop).
+std::optional<FinishReason> parse_finish_reason(std::string_view name);
+
+// What one text of a reply took and why it ended (the model's best hypothesis, before the
+// postprocessor's word choices; kStop also when the text was cut before a stop sequence).
+struct Usage {
+  uint32_t prompt_tokens = 0;      // the input's tokens as the tokenizer made them, eos included
+  uint32_t completion_tokens = 0;  // tokens generated, eos included (the start token is not)
+  FinishReason finish_reason = FinishReason::kEos;
+
+  bool operator==(const Usage&) const = default;
+};
+
 // One beam hypothesis of a text: its output and its score (sum of token log-probs /
 // length^length_penalty, HF's sequences_scores).
 struct Sequence {
@@ -178,6 +197,10 @@ struct Reply {
   // Ok replies that asked num_return_sequences > 1: per text, that many beam hypotheses (best
   // first, the first being the text) with their scores.
   std::optional<std::vector<std::vector<Sequence>>> sequences;
+  // Ok replies: one per text (empty from a server older than this field). A text split into
+  // pieces (gateway.split_words) sums its pieces' tokens and ends as its most telling piece:
+  // length, else stop, else eos.
+  std::vector<Usage> usage;
   std::optional<Error> error;  // error replies only
   Timings timings;
 
@@ -191,7 +214,7 @@ inline Reply error_reply(RejectedRequest rejected) {
   return error_reply(std::move(rejected.id), std::move(rejected.error));
 }
 
-// Ok replies: {v, id, status: "ok", text | texts, scores?, sequences?, timings_us}.
+// Ok replies: {v, id, status: "ok", text | texts, scores?, sequences?, usage?, timings_us}.
 // Partial replies: {v, id, status: "partial", text}.
 // Error replies: {v, id, status: "error", error: {code, message}, timings_us}.
 std::string encode_reply(const Reply& reply);
