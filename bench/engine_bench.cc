@@ -257,12 +257,14 @@ void usage(std::FILE* to) {
       to,
       "usage: engine_bench --model DIR [--threads N] [--runs N] [--profile] [--profile-batch N]\n"
       "                    [--text TEXT] [--compute-type T] [--portable-kernels] [--quick]\n"
-      "                    [--device D]\n"
+      "                    [--device D] [--no-cuda-graphs]\n"
       "  the seed workload: 9 input tokens, exactly 11 new tokens, greedy\n"
       "  --compute-type: float32 (default), bfloat16, int8, int8_bfloat16 or auto\n"
       "    (on a GPU: float32, bfloat16, float16; auto: bfloat16)\n"
       "  --device: cpu (default), cuda or cuda:N; on a GPU batch 64 is measured too, and the\n"
       "    CPU's limits are not\n"
+      "  --no-cuda-graphs: on a GPU, every op of a decoder step issued as it comes, not replayed\n"
+      "    as a recorded CUDA graph (ModelOptions::cuda_graphs)\n"
       "  --portable-kernels: the engine's own bf16 / int8 kernels, not oneDNN's\n"
       "  --quick: skip measuring the machine's limits (and --profile)\n"
       "  --text: that text instead (DIR/spiece.model), greedy until eos, batch 1\n");
@@ -278,7 +280,8 @@ int main(int argc, char** argv) {
   bool profile = false, help = false, portable = false;
   int profile_batch = 1;
   std::string text, compute_type = "float32", device = "cpu";
-  bool quick = false;  // skip the machine's limits (bandwidth, FMA peak): for side-by-side runs
+  bool quick = false,
+       no_graphs = false;  // skip the machine's limits (bandwidth, FMA peak): for side-by-side runs
   ModelOptions options{.threads = 2};
   try {
     CLI::App app;
@@ -294,6 +297,7 @@ int main(int argc, char** argv) {
     app.add_option("--compute-type", compute_type);
     app.add_flag("--portable-kernels", portable);
     app.add_option("--device", device);
+    app.add_flag("--no-cuda-graphs", no_graphs);
     const std::vector<std::string> unknown = seqpipe::cli::parse(app, argc, argv);
     if (help) return usage(stdout), 0;
     if (!unknown.empty())
@@ -308,6 +312,7 @@ int main(int argc, char** argv) {
     const DeviceSpec spec = parse_device(device);
     options.device = spec.device;
     options.device_index = spec.index;
+    options.cuda_graphs = !no_graphs;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine_bench: %s\n", e.what());
     usage(stderr);

@@ -29,6 +29,7 @@ inline std::shared_ptr<const engine::T5Model> load_stage_model(
   engine::ModelOptions options;
   options.threads = threads;
   options.compute_type = type;
+  options.cuda_graphs = c.model.cuda_graphs == 1;
   try {
     const engine::DeviceSpec device = engine::parse_device(c.model.device);
     options.device = device.device;

@@ -166,7 +166,7 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
                    logits = ws.logits.rows(0, n);
   // Everything below is the same ops on the same buffers for the same n (the slots, positions
   // and tokens travel in the attention jobs and the staged ids): a GPU replays it as one graph.
-  ops::RecordedStep recorded(m.device(), &ws, n);
+  ops::RecordedStep recorded(m.device(), m.options().cuda_graphs, &ws, n);
   ops::embedding(ops::stage_ids(tokens, n, c.vocab_size, m.device(), ws.staged_tokens),
                  m.shared_embedding(), hidden);
   int64_t layer = 0;

@@ -282,8 +282,8 @@ void argmax(const TensorView& logits, const int* banned, int* ids) {
   dispatch("argmax", logits.device(), {{"logits", logits}}).argmax(logits, banned, ids);
 }
 
-RecordedStep::RecordedStep(Device device, const void* owner, int64_t key) {
-  if (device == Device::kCpu || profiler::enabled()) return;
+RecordedStep::RecordedStep(Device device, bool record, const void* owner, int64_t key) {
+  if (!record || device == Device::kCpu || profiler::enabled()) return;
   backend_ = &backend_for(device, "step");
   backend_->begin_step(owner, key);
 }

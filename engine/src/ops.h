@@ -96,11 +96,11 @@ void attention(const AttentionArgs& args);
 void argmax(const TensorView& logits, const int* banned, int* ids);
 
 // The ops issued while one lives form one decoder step that the device may record and replay
-// (Backend::begin_step); finish() issues it. Not while the profiler times each op, which waits on
-// the device after every op.
+// (Backend::begin_step); finish() issues it. Not with record false (ModelOptions::cuda_graphs),
+// nor while the profiler times each op, which waits on the device after every op.
 class RecordedStep {
  public:
-  RecordedStep(Device device, const void* owner, int64_t key);
+  RecordedStep(Device device, bool record, const void* owner, int64_t key);
   ~RecordedStep();  // unfinished (an op threw): the step is dropped
   RecordedStep(const RecordedStep&) = delete;
   RecordedStep& operator=(const RecordedStep&) = delete;

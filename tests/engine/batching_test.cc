@@ -18,12 +18,14 @@ const std::vector<std::vector<int>> kInputs = {
     {12, 99, 250, 7, 1},
 };
 
-class BatchingTest : public ::testing::TestWithParam<Device> {
+class BatchingTest : public ::testing::TestWithParam<test::DeviceCase> {
  protected:
   void SetUp() override {
-    SEQPIPE_SKIP_WITHOUT(GetParam());
-    model_ = T5Model::load(test::data_dir() + "/t5v11-tiny-random",
-                           {.threads = 1, .device = GetParam()});
+    const test::DeviceCase& device = GetParam();
+    SEQPIPE_SKIP_WITHOUT(device.device);
+    model_ =
+        T5Model::load(test::data_dir() + "/t5v11-tiny-random",
+                      {.threads = 1, .device = device.device, .cuda_graphs = device.cuda_graphs});
   }
   std::shared_ptr<const T5Model> model_;
 };
@@ -206,10 +208,8 @@ TEST_P(BatchingTest, MalformedEncoderOutputIsRefusedWithoutHoldingSlots) {
   EXPECT_EQ(gen.active(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, BatchingTest, ::testing::Values(Device::kCpu, Device::kCuda),
-                         [](const auto& info) {
-                           return std::string(info.param == Device::kCpu ? "Cpu" : "Cuda");
-                         });
+INSTANTIATE_TEST_SUITE_P(Devices, BatchingTest, ::testing::ValuesIn(test::kDeviceCases),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 TEST(DecodingOptionsTest, ValidateNamesTheField) {
   auto message = [](const DecodingOptions& o) {

@@ -17,13 +17,14 @@ namespace {
 
 using test::close;
 
-class ReferenceTest : public ::testing::TestWithParam<std::tuple<std::string, Device>> {
+class ReferenceTest : public ::testing::TestWithParam<std::tuple<std::string, test::DeviceCase>> {
  protected:
   void SetUp() override {
     const auto& [fixture, device] = GetParam();
-    SEQPIPE_SKIP_WITHOUT(device);
+    SEQPIPE_SKIP_WITHOUT(device.device);
     dir_ = test::data_dir() + "/" + fixture;
-    model_ = T5Model::load(dir_, {.threads = 1, .device = device});
+    model_ = T5Model::load(
+        dir_, {.threads = 1, .device = device.device, .cuda_graphs = device.cuda_graphs});
     ref_ = test::load_json(dir_ + "/reference.json");
   }
   std::vector<int> ids(const nlohmann::json& j) { return j.get<std::vector<int>>(); }
@@ -197,15 +198,15 @@ TEST_P(ReferenceTest, PaddedBatchMatchesHuggingFaceBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceTest,
-                         ::testing::Combine(::testing::Values("t5-tiny-random",
-                                                              "t5v11-tiny-random"),
-                                            ::testing::Values(Device::kCpu, Device::kCuda)),
-                         [](const auto& info) {
-                           const bool tied = std::get<0>(info.param) == "t5-tiny-random";
-                           return std::string(tied ? "T5v10Tied" : "T5v11Gated") +
-                                  (std::get<1>(info.param) == Device::kCpu ? "" : "Cuda");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, ReferenceTest,
+    ::testing::Combine(::testing::Values("t5-tiny-random", "t5v11-tiny-random"),
+                       ::testing::ValuesIn(test::kDeviceCases)),
+    [](const auto& info) {
+      const bool tied = std::get<0>(info.param) == "t5-tiny-random";
+      return std::string(tied ? "T5v10Tied" : "T5v11Gated") +
+             (std::get<1>(info.param).device == Device::kCpu ? "" : std::get<1>(info.param).name);
+    });
 
 }  // namespace
 }  // namespace seqpipe::engine

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -45,6 +46,20 @@ inline std::optional<std::string> missing_device(Device device) {
   } catch (const EngineError& e) {
     return std::string(e.what());
   }
+}
+
+// A device the model tests run on: the CPU; a GPU replaying each decoder step as a recorded CUDA
+// graph (the default); a GPU issuing every op as it comes (ModelOptions::cuda_graphs false).
+struct DeviceCase {
+  Device device;
+  bool cuda_graphs;
+  const char* name;  // the test name's suffix
+};
+inline constexpr DeviceCase kDeviceCases[] = {{Device::kCpu, true, "Cpu"},
+                                              {Device::kCuda, true, "Cuda"},
+                                              {Device::kCuda, false, "CudaEager"}};
+inline void PrintTo(const DeviceCase& device, std::ostream* os) {
+  *os << device.name;
 }
 
 }  // namespace seqpipe::engine::test

@@ -77,6 +77,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"model", "max_input_tokens", kPerModel}, c.model.max_input_tokens, IntRule{1, 8192});
   visit(Key{"model", "compute_type"}, c.model.compute_type, TextRule{TextKind::kName});
   visit(Key{"model", "device"}, c.model.device, TextRule{TextKind::kDevice});
+  visit(Key{"model", "cuda_graphs"}, c.model.cuda_graphs, IntRule{0, 1});
   visit(Key{"model", "lower_case_words", kPerModel}, c.model.lower_case_words, IntRule{0, 1});
 
   visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms,

@@ -189,9 +189,6 @@ class CudaBackend final : public Backend {
   int* host_ids_ = nullptr;
   size_t max_shared_bytes_ = 0;
   std::unordered_map<uint64_t, MatmulPlan> plans_;
-  // SEQPIPE_CUDA_GRAPHS=0 issues every op of a step as it comes.
-  const bool graphs_on_ = std::getenv("SEQPIPE_CUDA_GRAPHS") == nullptr ||
-                          std::string(std::getenv("SEQPIPE_CUDA_GRAPHS")) != "0";
   std::map<std::pair<const void*, int64_t>, StepGraph> graphs_;
   const void* graphs_input_ = nullptr;  // converted_input_'s buffer the graphs read
   Mode mode_ = Mode::kEager;
@@ -380,7 +377,6 @@ void CudaBackend::argmax(const TensorView& logits, const int* banned, int* ids) 
 
 void CudaBackend::begin_step(const void* owner, int64_t key) {
   bind();
-  if (!graphs_on_) return;
   if (converted_input_.data() != graphs_input_) {  // grown since: the graphs read freed memory
     drop_graphs(nullptr);
     graphs_input_ = converted_input_.data();

@@ -33,6 +33,10 @@ struct ModelOptions {
   // (docs/PERFORMANCE.md).
   ComputeType compute_type = ComputeType::kFloat32;
   CpuKernels cpu_kernels = CpuKernels::kBest;
+  // On a GPU: record each decoder step's ops once per batch size as a CUDA graph and replay it
+  // (a step is ~100 small kernels, whose launches a graph saves); false issues every op as it
+  // comes. No effect on the CPU.
+  bool cuda_graphs = true;
 
   // The device as a DeviceSpec (device, device_index).
   DeviceSpec device_spec() const { return {device, device_index}; }

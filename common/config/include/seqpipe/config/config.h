@@ -49,6 +49,9 @@ struct ModelConfig {
   // Where the encoders and decoders run the model: cpu, cuda (the first GPU) or cuda:N. Several
   // replicas may share a GPU. A GPU this build or machine lacks stops the stage at start.
   std::string device = "cpu";
+  // On a GPU, 1: each decoder step's ops are recorded once per batch size as a CUDA graph and
+  // replayed; 0: every op is issued as it comes (slower; for comparison and diagnosis).
+  int cuda_graphs = 1;
   // 1: the model knows lower-case words only (models/speller-t5): the tokenizer gives it the
   // text's plain words lower-cased and the postprocessor puts its correction back into the text,
   // case, digits, punctuation and whitespace kept (services/text/text_frame.h). 0: the text as
