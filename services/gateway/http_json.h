@@ -36,7 +36,7 @@ struct HttpRequest {
 struct HttpAnswer {
   int status = 200;
   std::string body;
-  std::string allow;  // a 405's Allow header: the methods the path takes
+  std::string allow = {};  // a 405's Allow header: the methods the path takes
 };
 
 // /v1/generate: a JSON object with the msgpack request's fields ("v" may be left out); a body
