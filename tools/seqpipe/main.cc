@@ -21,6 +21,7 @@
 
 #include "seqpipe/child_processes.h"
 #include "seqpipe/cli/cli.h"
+#include "seqpipe/cli/generate_flags.h"
 #include "seqpipe/client.h"
 #include "seqpipe/config/config.h"
 #include "seqpipe/observability/status.h"
@@ -40,12 +41,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::string_view kUsage =
     R"(usage: seqpipe up   [--config FILE] [--set key=value ...] [--print-config]
-       seqpipe send [--config FILE] [--set key=value ...] [--endpoint EP] [--num-beams N]
-                    [--max-new-tokens N] [--min-new-tokens N] [--timeout-ms N] [--scores]
-                    [--priority N] [--cancel-after-ms N] [--num-return-sequences N]
-                    [--do-sample] [--temperature X] [--top-k N] [--top-p X] [--seed N]
-                    [--repetition-penalty X] [--no-repeat-ngram-size N] [--stop TEXT ...]
-                    [--stream] TEXT [TEXT ...]
+       seqpipe send [--config FILE] [--set key=value ...] [--endpoint EP] [--timeout-ms N]
+                    [--cancel-after-ms N] [--stream] [generation options] TEXT [TEXT ...]
        seqpipe status [--config FILE] [--set key=value ...]
        seqpipe keygen [--dir DIR] NAME [NAME ...]
 
@@ -74,12 +71,10 @@ send   sends one request to the gateway (every gateway replica's client endpoint
        1 (highest) .. batcher.priority_levels (default: batcher.default_priority_level). With
        --cancel-after-ms N it cancels the request if no reply came within N ms, and prints the
        reply that follows: `error cancelled`, or the result when it finished first. The
-       generation options are HF generate()'s (docs/PROTOCOL.md): --do-sample draws each token
-       (--temperature, --top-k, --top-p; --seed N gives the same text every time),
-       --repetition-penalty and --no-repeat-ngram-size steer any search, --stop TEXT (repeatable)
-       cuts the text before it, --num-return-sequences N (<= --num-beams) prints N hypotheses
-       per text, best first, each with its score. --stream (one TEXT, greedy search) prints
-       the text as it is decoded, word by word (docs/PROTOCOL.md, "Streaming").
+       generation options (below) are HF generate()'s, the request's params (docs/PROTOCOL.md,
+       "Generation options"); with --num-return-sequences N it prints N hypotheses per text, best
+       first, each with its score. --stream (one TEXT, greedy search) prints the text as it is
+       decoded, word by word (docs/PROTOCOL.md, "Streaming").
        With security.server_key in the config, send and status are CurveZMQ clients with
        security.client_key's key pair (docs/DEPLOY.md, "Keys").
 status prints the model, its compute type and the endpoints the config names, then asks the two
@@ -96,6 +91,12 @@ keygen writes a CurveZMQ key pair per NAME into DIR (default .; made if missing)
 
 exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or bad config
 )";
+
+// The usage text: kUsage, then send's generation options from the option table.
+std::string usage() {
+  return std::string(kUsage) + "\ngeneration options of send (the server checks the ranges):\n" +
+         cli::generate_options_usage();
+}
 
 // Where the service executables are: next to this binary, or in the build tree's services/.
 std::string service_binary(const std::string& name) {
@@ -133,7 +134,7 @@ std::optional<seqpipe::FileLock> lock_runtime_dir(const std::string& dir) {
 int up(int argc, char** argv) {
   const seqpipe::service::ServiceArgs args = seqpipe::service::parse_service_args(argc, argv);
   if (args.help) {
-    std::cout << kUsage;
+    std::cout << usage();
     return 0;
   }
   const config::LoadedConfig loaded =
@@ -272,27 +273,14 @@ int send(int argc, char** argv) {
   app.add_option("--config", config_path);
   cli::add_repeated(app, "--set", overrides);
   app.add_option("--endpoint", endpoint);
-  cli::add_number(app, "--num-beams", request.params.num_beams);
-  cli::add_number(app, "--max-new-tokens", request.params.max_new_tokens);
-  cli::add_number(app, "--min-new-tokens", request.params.min_new_tokens);
   cli::add_number(app, "--timeout-ms", request.timeout_ms);
-  app.add_flag("--scores", request.params.return_scores);
-  cli::add_number(app, "--priority", request.params.priority);
   cli::add_number(app, "--cancel-after-ms", cancel_after_ms);
-  cli::add_number(app, "--num-return-sequences", request.params.num_return_sequences);
-  app.add_flag("--do-sample", request.params.do_sample);
-  cli::add_number(app, "--temperature", request.params.temperature);
-  cli::add_number(app, "--top-k", request.params.top_k);
-  cli::add_number(app, "--top-p", request.params.top_p);
-  cli::add_number(app, "--seed", request.params.seed);
-  cli::add_number(app, "--repetition-penalty", request.params.repetition_penalty);
-  cli::add_number(app, "--no-repeat-ngram-size", request.params.no_repeat_ngram_size);
-  cli::add_repeated(app, "--stop", request.params.stop);
+  cli::add_generate_options(app, request.params);
   app.add_flag("--stream", request.stream);
   app.add_option("TEXT", request.texts);
   const std::vector<std::string> unknown = cli::parse(app, argc, argv);
   if (help) {
-    std::cout << kUsage;
+    std::cout << usage();
     return 0;
   }
   if (!unknown.empty()) throw cli::UsageError("unknown option '" + unknown.front() + "'");
@@ -404,7 +392,7 @@ void print_hub_lines(const seqpipe::status::PipelineStatus& status) {
 int status_command(int argc, char** argv) {
   const seqpipe::service::ServiceArgs args = seqpipe::service::parse_service_args(argc, argv);
   if (args.help) {
-    std::cout << kUsage;
+    std::cout << usage();
     return 0;
   }
   const config::LoadedConfig loaded =
@@ -449,7 +437,7 @@ int keygen(int argc, char** argv) {
   app.add_option("NAME", names);
   const std::vector<std::string> unknown = cli::parse(app, argc, argv);
   if (help) {
-    std::cout << kUsage;
+    std::cout << usage();
     return 0;
   }
   if (!unknown.empty()) throw cli::UsageError("unknown option '" + unknown.front() + "'");
@@ -470,7 +458,7 @@ int keygen(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-      std::cout << kUsage;
+      std::cout << usage();
       return argc < 2 ? 2 : 0;
     }
     const std::string command = argv[1];
