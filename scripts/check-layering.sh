@@ -8,7 +8,7 @@ cd "${1:-$(dirname "$0")/..}"
 
 # library: the libraries it may include (besides itself and the engine's public headers).
 declare -A allowed=(
-  [cli]=""
+  [cli]="protocol"
   [protocol]=""
   [config]="protocol"
   [transport]="config"

@@ -33,20 +33,8 @@ uint64_t micros_between(SteadyClock::time_point start, SteadyClock::time_point e
 }  // namespace
 
 engine::DecodingOptions decoding_options(const protocol::GenerateParams& p, bool all_hypotheses) {
-  engine::DecodingOptions o;
-  o.max_new_tokens = p.max_new_tokens;
-  o.min_new_tokens = p.min_new_tokens;
-  o.num_beams = p.num_beams;
-  o.length_penalty = p.length_penalty;
-  o.return_scores = p.return_scores;
-  o.num_return_sequences = all_hypotheses ? p.num_beams : p.num_return_sequences;
-  o.repetition_penalty = p.repetition_penalty;
-  o.no_repeat_ngram_size = p.no_repeat_ngram_size;
-  o.do_sample = p.do_sample;
-  o.temperature = p.temperature;
-  o.top_k = p.top_k;
-  o.top_p = p.top_p;
-  o.seed = p.seed;
+  engine::DecodingOptions o = protocol::decoding_options(p);
+  if (all_hypotheses) o.num_return_sequences = p.num_beams;
   return o;
 }
 

@@ -11,14 +11,15 @@
 
 #include "seqpipe/config/config.h"
 #include "seqpipe/engine/decoding.h"
+#include "seqpipe/protocol/generate_options.h"
 #include "seqpipe/runtime/worker.h"
 
 namespace seqpipe::decoder {
 
-// The one mapping of a request's generation parameters to the engine's decoding options.
-// all_hypotheses: beam search returns every finished hypothesis (postprocessor.known_words: the
-// postprocessor's pick chooses among them); else params.num_return_sequences of them. The
-// engine validates the result.
+// A request's generation parameters as the engine's decoding options (the option table's engine
+// column, protocol::decoding_options), with the decoder's own rule: all_hypotheses: beam search
+// returns every finished hypothesis (postprocessor.known_words: the postprocessor's pick chooses
+// among them); else params.num_return_sequences of them. The engine validates the result.
 engine::DecodingOptions decoding_options(const protocol::GenerateParams& params,
                                          bool all_hypotheses);
 

@@ -68,6 +68,21 @@ std::optional<json> parse_object(std::string_view body) {
   return j;
 }
 
+json params_by_front_name(const json& body, protocol::FrontName protocol::GenerateOption::*column) {
+  json params = json::object();
+  for (const protocol::GenerateOption& option : protocol::generate_options()) {
+    const protocol::FrontName& front = option.*column;
+    for (const std::string_view name : {front.name, front.alias}) {
+      if (name.empty()) continue;
+      const auto it = body.find(name);
+      if (it == body.end() || it->is_null()) continue;
+      params[std::string(option.name)] =
+          protocol::takes_list(option) && it->is_string() ? json::array({*it}) : *it;
+    }
+  }
+  return params;
+}
+
 int status_of(const json& reply) {
   if (reply.value("status", "") != "error") return 200;
   const json& error = reply.value("error", json::object());

@@ -73,29 +73,19 @@ std::optional<HttpAnswer> refuse_unsupported(const json& body) {
   return std::nullopt;
 }
 
-// OpenAI's sampling options as params. Temperature 0, or none, is greedy search (the engine's
-// deterministic default); above 0 it samples, with top_p and seed.
+// OpenAI's options as params, by the option table's OpenAI names. Temperature 0, or none, is
+// greedy search (the engine's deterministic default) and the sampling options are then dropped,
+// as OpenAI ignores them; above 0 it samples.
 std::variant<json, HttpAnswer> params_of(const json& body) {
-  json params = json::object();
-  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
-    if (body.contains(name) && !body[name].is_null()) params["max_new_tokens"] = body[name];
-  }
-  // vLLM's extension, which OpenAI clients pass through as an extra body field.
-  if (body.contains("min_tokens") && !body["min_tokens"].is_null())
-    params["min_new_tokens"] = body["min_tokens"];
+  json params = params_by_front_name(body, &protocol::GenerateOption::openai);
   const json& temperature = body.value("temperature", json());
   if (!temperature.is_null() && !temperature.is_number())
     return bad("temperature", "temperature must be a number");
   if (temperature.is_number() && temperature.get<double>() > 0) {
     params["do_sample"] = true;
-    params["temperature"] = temperature;
-    for (const char* name : {"top_p", "seed"}) {
-      if (body.contains(name) && !body[name].is_null()) params[name] = body[name];
-    }
+  } else {
+    for (const char* name : {"temperature", "top_p", "seed"}) params.erase(name);
   }
-  const json& stop = body.value("stop", json());
-  if (stop.is_string()) params["stop"] = json::array({stop});
-  if (stop.is_array() && !stop.empty()) params["stop"] = stop;
   return params;
 }
 

@@ -12,17 +12,6 @@ HttpAnswer invalid(const std::string& message) {
   return tgi_error(422, message, "validation");
 }
 
-// TGI's parameters the engine has counterparts for, under the protocol's name where it differs.
-constexpr std::pair<const char*, const char*> kMapped[] = {
-    {"max_new_tokens", "max_new_tokens"},
-    {"do_sample", "do_sample"},
-    {"temperature", "temperature"},
-    {"top_k", "top_k"},
-    {"top_p", "top_p"},
-    {"seed", "seed"},
-    {"repetition_penalty", "repetition_penalty"},
-    {"stop", "stop"}};
-
 // TGI's parameters without a counterpart here, each with the value that means "unused".
 std::optional<HttpAnswer> refuse_unsupported(const json& parameters) {
   const std::pair<const char*, json> unsupported[] = {{"decoder_input_details", false},
@@ -54,10 +43,7 @@ std::variant<HttpRequest, HttpAnswer> request_unguarded(std::string_view body,
   const json& parameters = j->value("parameters", json::object());
   if (!parameters.is_object()) return invalid("parameters must be an object");
   if (auto refused = refuse_unsupported(parameters)) return *refused;
-  json params = json::object();
-  for (const auto& [tgi, ours] : kMapped) {
-    if (parameters.contains(tgi) && !parameters[tgi].is_null()) params[ours] = parameters[tgi];
-  }
+  json params = params_by_front_name(parameters, &protocol::GenerateOption::tgi);
   // As in TGI, a sampling parameter turns sampling on.
   if (!params.contains("do_sample") &&
       (params.contains("temperature") || params.contains("top_k") || params.contains("top_p")))

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gateway/http_json.h"
+#include "seqpipe/protocol/generate_options.h"
 
 namespace seqpipe::gateway {
 
@@ -19,6 +20,12 @@ std::optional<nlohmann::json> parse_object(std::string_view body);
 // replaced by `internal_id`.
 HttpRequest to_gateway(nlohmann::json request, const std::string& internal_id,
                        std::string client_id);
+
+// The generation options a front door names in `body`, found by the option table's `column` (its
+// names for them), as `params` under the protocol's names; null values are left out and a string
+// given for a list option is a list of one. The codec checks the values.
+nlohmann::json params_by_front_name(const nlohmann::json& body,
+                                    protocol::FrontName protocol::GenerateOption::*column);
 
 // The reply's HTTP status: 200, or its error code's.
 int status_of(const nlohmann::json& reply);

@@ -77,7 +77,11 @@ std::variant<json, grpc::Status> as_json(const inference::ModelInferRequest& req
   for (const auto& [name, value] : request.parameters()) {
     auto v = parameter_value(value);
     if (!v) return invalid("parameters['" + name + "'] holds no value");
-    params[name] = std::move(*v);
+    // InferParameter holds no list: a list option (stop) takes one string_param as its one value.
+    const protocol::GenerateOption* option = protocol::find_generate_option(name);
+    params[name] = option && protocol::takes_list(*option) && v->is_string()
+                       ? json::array({std::move(*v)})
+                       : std::move(*v);
   }
   if (!params.empty()) infer["parameters"] = std::move(params);
   return infer;

@@ -1,24 +1,21 @@
 #include "gateway/response_cache.h"
 
-#include <cstdio>
+#include "seqpipe/protocol/generate_options.h"
 
 namespace seqpipe::gateway {
 
 std::string cache_key(std::string_view model_id, const protocol::GenerateParams& p,
                       std::string_view text) {
-  char params[256];
-  std::snprintf(
-      params, sizeof params, "%d|%d|%d|%.9g|%d|%d|%.9g|%d|%d|%.9g|%d|%.9g|%llu", p.max_new_tokens,
-      p.num_beams, p.min_new_tokens, static_cast<double>(p.length_penalty), p.return_scores ? 1 : 0,
-      p.num_return_sequences, static_cast<double>(p.repetition_penalty), p.no_repeat_ngram_size,
-      p.do_sample ? 1 : 0, static_cast<double>(p.temperature), p.top_k,
-      static_cast<double>(p.top_p), static_cast<unsigned long long>(p.seed.value_or(0)));
   std::string key(model_id);
   key += '\0';
-  key += params;
-  for (const std::string& s : p.stop) {  // each with its length: no two lists join the same
-    key += '|' + std::to_string(s.size()) + ':';
-    key += s;
+  // Every option that changes the output, by name: no two params read alike (a string option
+  // carries each string's length).
+  for (const protocol::GenerateOption& option : protocol::generate_options()) {
+    if (!option.changes_output) continue;
+    key += option.name;
+    key += '=';
+    key += protocol::value_text(option, p);
+    key += '|';
   }
   key += '\0';
   key += text;

@@ -22,13 +22,13 @@ build() {  # target sources...
   fi
 }
 build request_fuzz "$src/tests/fuzz/request_fuzz.cc" "$src/common/protocol/src/protocol.cc" \
-  "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc"
+  "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/generate_options.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc"
 build http_json_fuzz "$src/tests/fuzz/http_json_fuzz.cc" "$src/services/gateway/http_json.cc" \
   "$src/services/gateway/http_openai.cc" "$src/services/gateway/http_tgi.cc" \
-  "$src/common/protocol/src/protocol.cc" "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc"
+  "$src/common/protocol/src/protocol.cc" "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/generate_options.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc"
 build stage_message_fuzz "$src/tests/fuzz/stage_message_fuzz.cc" \
   "$src/common/messages/src/stage_messages.cc" "$src/common/messages/src/stage_messages_write.cc" "$src/common/protocol/src/protocol.cc" \
-  "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc" "$src/common/observability/src/status.cc" \
+  "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/generate_options.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc" "$src/common/observability/src/status.cc" \
   "$src/common/messages/src/clock.cc"
 
 # Seeds: valid messages written with python3-msgpack (a fuzzer starting from nothing spends its

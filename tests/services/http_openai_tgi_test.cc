@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/protocol/option_samples.h"
+#include "gateway/http_json.h"
 #include "gateway/http_openai.h"
 #include "gateway/http_tgi.h"
 
@@ -259,6 +261,56 @@ TEST(TgiTranslationTest, EventsCarryTextPiecesThenTheWholeText) {
   EXPECT_TRUE(last["details"].is_null());
   EXPECT_EQ(json::parse(tgi_reply(reply("the end", false), plain).body)["generated_text"],
             "the end");
+}
+
+// The request `front` makes of `body` must carry `option`'s sample (and the test fails when a
+// front door drops an option its column names).
+void expect_sample(const std::variant<HttpRequest, HttpAnswer>& front,
+                   const protocol::GenerateOption& option, const std::string& door) {
+  SCOPED_TRACE(door + ": " + std::string(option.name));
+  const protocol::Request r = decoded(front);
+  const protocol::GenerateParams want = testing::with_sample(r.params, option);
+  EXPECT_EQ(protocol::value_text(option, r.params), protocol::value_text(option, want));
+  EXPECT_FALSE(protocol::is_default(option, r.params));
+}
+
+// Every row of the option table, under each front door's name for it: each door declares a name
+// or "not supported" for every row (FrontName has no default), and each named one arrives.
+TEST(FrontDoorOptionsTest, EveryOptionReachesEveryFrontDoorThatNamesIt) {
+  for (const protocol::GenerateOption& option : protocol::generate_options()) {
+    const json sample = testing::option_sample(option);
+    json params = testing::option_companions(option);
+    params[std::string(option.name)] = sample;
+    // /v1/generate and KServe v2: the protocol's own names.
+    expect_sample(generate_request(json{{"text", "a"}, {"params", params}}.dump(), "h"), option,
+                  "/v1/generate");
+    expect_sample(
+        kserve_infer_request(
+            json{{"inputs",
+                  {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {1}}, {"data", {"a"}}}}},
+                 {"parameters", params}}
+                .dump(),
+            "h"),
+        option, "KServe v2");
+    for (const auto& [door, name] :
+         {std::pair{"OpenAI", option.openai}, std::pair{"TGI", option.tgi}}) {
+      if (!name.supported()) continue;
+      for (const std::string_view alias : {name.name, name.alias}) {
+        if (alias.empty()) continue;
+        const bool openai = std::string(door) == "OpenAI";
+        // OpenAI samples only with a temperature above 0.
+        json body = openai && option.name != "temperature" ? json{{"temperature", 0.7}} : json{};
+        body[std::string(alias)] = sample;
+        if (openai) {
+          body["prompt"] = "a";
+          expect_sample(openai_request(body.dump(), "h", false, 0), option, door);
+        } else {
+          expect_sample(tgi_request(json{{"inputs", "a"}, {"parameters", body}}.dump(), "h", false),
+                        option, door);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

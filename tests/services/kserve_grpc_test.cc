@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/protocol/option_samples.h"
+
 namespace seqpipe::gateway {
 namespace {
 
@@ -126,6 +128,38 @@ TEST(KserveGrpcTest, MetadataIsHttpKservesMetadata) {
   EXPECT_EQ(m.inputs(0).datatype(), "BYTES");
   EXPECT_EQ(m.inputs(0).shape(0), -1);
   EXPECT_EQ(m.outputs_size(), 2);
+}
+
+// Every row of the option table as an InferParameter of its type (a list option as one
+// string_param) reaches the protocol request.
+TEST(KserveGrpcTest, EveryGenerationOptionIsAParameter) {
+  for (const protocol::GenerateOption& option : protocol::generate_options()) {
+    SCOPED_TRACE(option.name);
+    auto r = infer({"a"});
+    auto& parameters = *r.mutable_parameters();
+    const json sample = testing::option_sample(option);
+    if (option.name == "num_return_sequences") parameters["num_beams"].set_int64_param(2);
+    auto& p = parameters[std::string(option.name)];
+    if (sample.is_boolean()) {
+      p.set_bool_param(sample.get<bool>());
+    } else if (sample.is_array()) {
+      p.set_string_param(sample[0].get<std::string>());
+    } else if (sample.is_number_float()) {
+      p.set_double_param(sample.get<double>());
+    } else {
+      p.set_int64_param(sample.get<int64_t>());
+    }
+    const std::string bytes =
+        std::get<HttpRequest>(kserve_grpc_request(r, "g", std::nullopt)).msgpack;
+    const auto decoded = protocol::decode_request(
+        std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+        protocol::Limits{});
+    ASSERT_TRUE(std::holds_alternative<protocol::Request>(decoded))
+        << std::get<protocol::RejectedRequest>(decoded).error.message;
+    const auto& params = std::get<protocol::Request>(decoded).params;
+    EXPECT_EQ(protocol::value_text(option, params),
+              protocol::value_text(option, testing::with_sample({}, option)));
+  }
 }
 
 }  // namespace

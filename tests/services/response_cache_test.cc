@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/protocol/option_samples.h"
 #include "gateway/gateway.h"
 
 namespace seqpipe::gateway {
@@ -16,23 +17,14 @@ TEST(ResponseCache, KeysHoldTheExactTextTheModelAndEveryParam) {
   EXPECT_NE(cache_key("m", p, "teh\tspeling"), cache_key("m", p, "teh speling"));
   EXPECT_NE(cache_key("m", p, "teh speling"), cache_key("m", p, "Teh speling"));
   EXPECT_NE(cache_key("m", p, "x"), cache_key("other-model", p, "x"));
-  for (int field = 0; field < 14; ++field) {
-    protocol::GenerateParams q = p;
-    if (field == 0) q.max_new_tokens += 1;
-    if (field == 1) q.num_beams = 4;
-    if (field == 2) q.min_new_tokens = 2;
-    if (field == 3) q.length_penalty = 0.5f;
-    if (field == 4) q.return_scores = true;
-    if (field == 5) q.num_return_sequences = 2;
-    if (field == 6) q.repetition_penalty = 1.2f;
-    if (field == 7) q.no_repeat_ngram_size = 3;
-    if (field == 8) q.do_sample = true;
-    if (field == 9) q.temperature = 0.5f;
-    if (field == 10) q.top_k = 5;
-    if (field == 11) q.top_p = 0.5f;
-    if (field == 12) q.seed = 1;
-    if (field == 13) q.stop = {"."};
-    EXPECT_NE(cache_key("m", p, "x"), cache_key("m", q, "x")) << "param " << field;
+  // Every option that changes the output is in the key (the option table says which).
+  for (const protocol::GenerateOption& option : protocol::generate_options()) {
+    const protocol::GenerateParams q = testing::with_sample(p, option);
+    if (option.changes_output) {
+      EXPECT_NE(cache_key("m", p, "x"), cache_key("m", q, "x")) << option.name;
+    } else {
+      EXPECT_EQ(cache_key("m", p, "x"), cache_key("m", q, "x")) << option.name;
+    }
   }
   protocol::GenerateParams urgent = p;
   urgent.priority = 1;  // scheduling only: the same output

@@ -12,9 +12,11 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "seqpipe/cli/cli.h"
+#include "seqpipe/cli/generate_flags.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
@@ -40,17 +42,7 @@ input (exactly one):
 
 options:
   --model DIR             the model directory (required)
-  --num-beams N           1: greedy search; > 1: beam search (default: 1)
-  --max-new-tokens N      tokens generated after the start token, eos included (default: 32)
-  --min-new-tokens N      eos is suppressed until N tokens were generated (default: 0)
-  --length-penalty F      beam score = sum of log-probs / length^F (default: 1.0)
   --early-stopping        beam search stops once num_beams hypotheses finished
-  --repetition-penalty F  a seen token's logit / F (x F when negative), HF's (default: 1)
-  --no-repeat-ngram-size N  no n-gram of N tokens twice (default: 0, none)
-  --do-sample             draw each token (greedy search only) from the softmax of the
-                          logits / --temperature F (default: 1), kept to the --top-k N
-                          (default: 50; 0: all) most likely and the smallest set reaching
-                          --top-p F (default: 1); --seed N: the same tokens every time
   --threads N             threads for the BLAS and the kernels; 0: all cores (default: 0)
   --compute-type T        the linear layers' number type: float32, bfloat16, int8,
                           int8_bfloat16 or auto (the best this CPU runs) (default: float32);
@@ -68,6 +60,19 @@ formula over the greedy tokens. Timings: load = model (+ tokenizer) load; genera
 pass + decoding, wall clock.
 exit status: 0 done, 1 the model or the run failed, 2 bad usage
 )";
+
+// The generation options the engine takes alone, as the server's (docs/PROTOCOL.md): not
+// return_scores (--scores prints what it collects, always on) nor num_return_sequences (one
+// output is printed).
+bool engine_option(const seqpipe::protocol::GenerateOption& option) {
+  return !std::holds_alternative<std::monostate>(option.engine) && option.name != "return_scores" &&
+         option.name != "num_return_sequences";
+}
+
+std::string usage() {
+  return std::string(kUsage) + "\ngeneration options (the server's, checked by the engine):\n" +
+         cli::generate_options_usage(engine_option);
+}
 
 using cli::UsageError;
 
@@ -113,18 +118,10 @@ Options parse_args(int argc, char** argv) {
   app.add_option_function<std::string>("--text", [&](const std::string& v) { o.text = v; });
   app.add_option_function<std::string>("--ids",
                                        [&](const std::string& v) { o.ids = parse_ids(v); });
-  cli::add_number(app, "--num-beams", o.decoding.num_beams);
-  cli::add_number(app, "--max-new-tokens", o.decoding.max_new_tokens);
-  cli::add_number(app, "--min-new-tokens", o.decoding.min_new_tokens);
-  cli::add_number(app, "--length-penalty", o.decoding.length_penalty);
-  app.add_flag("--early-stopping", o.decoding.early_stopping);
-  cli::add_number(app, "--repetition-penalty", o.decoding.repetition_penalty);
-  cli::add_number(app, "--no-repeat-ngram-size", o.decoding.no_repeat_ngram_size);
-  app.add_flag("--do-sample", o.decoding.do_sample);
-  cli::add_number(app, "--temperature", o.decoding.temperature);
-  cli::add_number(app, "--top-k", o.decoding.top_k);
-  cli::add_number(app, "--top-p", o.decoding.top_p);
-  cli::add_number(app, "--seed", o.decoding.seed);
+  seqpipe::protocol::GenerateParams params;
+  cli::add_generate_options(app, params, engine_option);
+  bool early_stopping = false;
+  app.add_flag("--early-stopping", early_stopping);
   cli::add_number(app, "--threads", o.threads);
   app.add_option_function<std::string>("--compute-type", [&](const std::string& v) {
     try {
@@ -144,6 +141,8 @@ Options parse_args(int argc, char** argv) {
   app.add_flag("--json", o.json);
   const std::vector<std::string> unknown = cli::parse(app, argc, argv);
   if (o.help) return o;
+  o.decoding = seqpipe::protocol::decoding_options(params);
+  o.decoding.early_stopping = early_stopping;
   if (!unknown.empty()) throw UsageError("unknown argument '" + unknown.front() + "'");
   if (o.threads < 0) throw UsageError("--threads must be >= 0");
   if (o.model_dir.empty()) throw UsageError("--model DIR is required");
@@ -248,7 +247,7 @@ int main(int argc, char** argv) {
   try {
     const Options options = parse_args(argc, argv);
     if (options.help) {
-      std::cout << kUsage;
+      std::cout << usage();
       return 0;
     }
     const Generation g = generate(options);

@@ -1,7 +1,6 @@
-// seqpipe: run the pipeline on this machine and talk to it.
-//   seqpipe up   [--config FILE] [--set key=value ...]   start every stage as child processes
-//   seqpipe send [options] TEXT [TEXT ...]               one request to the gateway, print the
-//   answer
+// seqpipe: run the pipeline on this machine and talk to it. One CLI11 subcommand per command
+// (up, send, status, keygen); `seqpipe [COMMAND] --help` is CLI11's help from the flags
+// registered here, send's generation options from the option table.
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -21,6 +20,7 @@
 
 #include "seqpipe/child_processes.h"
 #include "seqpipe/cli/cli.h"
+#include "seqpipe/cli/generate_flags.h"
 #include "seqpipe/client.h"
 #include "seqpipe/config/config.h"
 #include "seqpipe/observability/status.h"
@@ -38,64 +38,52 @@ namespace config = seqpipe::config;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::string_view kUsage =
-    R"(usage: seqpipe up   [--config FILE] [--set key=value ...] [--print-config]
-       seqpipe send [--config FILE] [--set key=value ...] [--endpoint EP] [--num-beams N]
-                    [--max-new-tokens N] [--min-new-tokens N] [--timeout-ms N] [--scores]
-                    [--priority N] [--cancel-after-ms N] [--num-return-sequences N]
-                    [--do-sample] [--temperature X] [--top-k N] [--top-p X] [--seed N]
-                    [--repetition-penalty X] [--no-repeat-ngram-size N] [--stop TEXT ...]
-                    [--stream] TEXT [TEXT ...]
-       seqpipe status [--config FILE] [--set key=value ...]
-       seqpipe keygen [--dir DIR] NAME [NAME ...]
+// What each command does, beyond its flags (CLI11 lists those, with their help): the footers of
+// `seqpipe COMMAND --help`.
+constexpr const char* kUpFooter =
+    R"(Starts the whole pipeline on this machine as child processes: gateway.replicas gateways and
+batcher.replicas batchers (default 1 each; replica k on the endpoints and ports k after the
+configured ones), and `replicas` copies of the tokenizer, encoder, decoder and postprocessor
+(config/pipeline.yaml, docs/CONFIG.md; 0, the default, sizes them and the encoders' and decoders'
+threads from the cores and the model, and OMP_WAIT_POLICY=passive is set when those threads
+outnumber the cores: docs/CONFIG.md, "Sizing"), every one with the same --config and --set
+arguments. It prints the sizing, the client endpoint and the metrics ports, restarts a child that
+dies (after 0.5 s, doubling while it keeps failing), and stops everything on Ctrl-C or SIGTERM.
+It checks the config and the model directory before starting anything, and stops with the error
+(exit status 1) when a child exits with status 2 (bad usage or config, or an address in use) or
+exits 5 times in a row within 5 s of its start. Its children die with it, even when it is
+killed. It prints the config files in force: the model directory's seqpipe.yaml (the model's own
+settings), then the config file, then --set (docs/CONFIG.md, "The model's settings").
+Exit status: 0 stopped, 1 a child kept failing, 2 bad usage, config or model directory.)";
 
-up     starts the whole pipeline on this machine as child processes: gateway.replicas gateways and
-       batcher.replicas batchers (default 1 each; replica k on the endpoints and ports k after the
-       configured ones), and `replicas` copies of the tokenizer, encoder, decoder and
-       postprocessor (config/pipeline.yaml, docs/CONFIG.md; 0, the default, sizes them and the
-       encoders' and decoders' threads from the cores and the model, and OMP_WAIT_POLICY=passive
-       is set when those threads outnumber the cores: docs/CONFIG.md, "Sizing"), every one with
-       the same --config and --set arguments. It prints the sizing, the client
-       endpoint and the metrics ports, restarts a child that dies (after 0.5 s, doubling while it
-       keeps failing), and stops everything on Ctrl-C or SIGTERM. It checks the config and the
-       model directory before starting anything, and stops with the error (exit status 1) when a
-       child exits with status 2 (bad usage or config, or an address in use) or exits 5 times in
-       a row within 5 s of its start. Its children die with it, even when it is killed. It prints
-       the config files in force: the model directory's seqpipe.yaml (the model's own settings),
-       then the config file, then --set (docs/CONFIG.md, "The model's settings"). With
-       --print-config it prints the config in force instead (every key, limits included, as
-       YAML) and starts nothing.
-send   sends one request to the gateway (every gateway replica's client endpoint of the config, or
-       --endpoint: one or several, comma-separated; the request goes again, with its id, to the next gateway when
-       one dies or does not answer within 5 s; with no reply a second past the request's
-       deadline, --timeout-ms or gateway.default_timeout_ms, it says to start `seqpipe up`) and
-       prints the text(s), the score(s) with --scores, the per-stage timings, and each text's
-       tokens and why it ended (`tokens: prompt 5, completion 3 (length)`). --priority N:
-       1 (highest) .. batcher.priority_levels (default: batcher.default_priority_level). With
-       --cancel-after-ms N it cancels the request if no reply came within N ms, and prints the
-       reply that follows: `error cancelled`, or the result when it finished first. The
-       generation options are HF generate()'s (docs/PROTOCOL.md): --do-sample draws each token
-       (--temperature, --top-k, --top-p; --seed N gives the same text every time),
-       --repetition-penalty and --no-repeat-ngram-size steer any search, --stop TEXT (repeatable)
-       cuts the text before it, --num-return-sequences N (<= --num-beams) prints N hypotheses
-       per text, best first, each with its score. --stream (one TEXT, greedy search) prints
-       the text as it is decoded, word by word (docs/PROTOCOL.md, "Streaming").
-       With security.server_key in the config, send and status are CurveZMQ clients with
-       security.client_key's key pair (docs/DEPLOY.md, "Keys").
-status prints the model, its compute type and the endpoints the config names, then asks the two
-       hubs (gateway, batcher) what they see: for each stage its live replicas (announced, so
-       warmed up), the work its replicas hold (in flight), the work waiting in the hub (queued)
-       and the free credits ("-" for the hubs, which grant credits and hold none); then each
-       hub's uptime, the gateway's requests and error rate, the replicas each stage lost (a
-       restart is one), and "ready: yes" when every stage has a live replica.
-       Exit status 1 when not ready or a hub does not answer within 1 s (reported as down).
-keygen writes a CurveZMQ key pair per NAME into DIR (default .; made if missing): DIR/NAME, the
-       public key (give it to the hubs' allow lists, or to the clients of a hub), and
-       DIR/NAME_secret, both keys, mode 0600 (czmq's certificate format; docs/DEPLOY.md). It
-       never overwrites a file.
+constexpr const char* kSendFooter =
+    R"(Sends one request to the gateway (every gateway replica's client endpoint of the config, or
+--endpoint: one or several, comma-separated; the request goes again, with its id, to the next
+gateway when one dies or does not answer within 5 s; with no reply a second past the request's
+deadline, --timeout-ms or gateway.default_timeout_ms, it says to start `seqpipe up`) and prints
+the text(s), the score(s) with --scores, the per-stage timings, and each text's tokens and why
+it ended (`tokens: prompt 5, completion 3 (length)`). The generation options are HF generate()'s,
+the request's params (docs/PROTOCOL.md, "Generation options"; the server checks their ranges);
+with --num-return-sequences N it prints N hypotheses per text, best first, each with its score.
+With security.server_key in the config, it is a CurveZMQ client with security.client_key's key
+pair (docs/DEPLOY.md, "Keys").
+Exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or config.)";
 
-exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or bad config
-)";
+constexpr const char* kStatusFooter =
+    R"(Prints the model, its compute type and the endpoints the config names, then asks the two hubs
+(gateway, batcher) what they see: for each stage its live replicas (announced, so warmed up), the
+work its replicas hold (in flight), the work waiting in the hub (queued) and the free credits
+("-" for the hubs, which grant credits and hold none); then each hub's uptime, the gateway's
+requests and error rate, the replicas each stage lost (a restart is one), and "ready: yes" when
+every stage has a live replica. With security.server_key in the config, it is a CurveZMQ client.
+Exit status: 0 ready, 1 not ready or a hub did not answer within 1 s (reported as down), 2 bad
+usage or config.)";
+
+constexpr const char* kKeygenFooter =
+    R"(Writes a CurveZMQ key pair per NAME into DIR: DIR/NAME, the public key (give it to the hubs'
+allow lists, or to the clients of a hub), and DIR/NAME_secret, both keys, mode 0600 (czmq's
+certificate format; docs/DEPLOY.md). It never overwrites a file.
+Exit status: 0 written, 1 a file could not be written, 2 bad usage.)";
 
 // Where the service executables are: next to this binary, or in the build tree's services/.
 std::string service_binary(const std::string& name) {
@@ -130,12 +118,7 @@ std::optional<seqpipe::FileLock> lock_runtime_dir(const std::string& dir) {
   return lock;
 }
 
-int up(int argc, char** argv) {
-  const seqpipe::service::ServiceArgs args = seqpipe::service::parse_service_args(argc, argv);
-  if (args.help) {
-    std::cout << kUsage;
-    return 0;
-  }
+int up(const seqpipe::service::ServiceArgs& args) {
   const config::LoadedConfig loaded =
       config::load_pipeline_config(args.config_path, args.overrides);
   const config::PipelineConfig& c = loaded.config;
@@ -260,47 +243,46 @@ int print_reply(const seqpipe::protocol::Reply& reply, bool streamed) {
   return 0;
 }
 
-int send(int argc, char** argv) {
-  std::string config_path, endpoint;
-  std::vector<std::string> overrides;
+// `seqpipe send`'s command line.
+struct SendArgs {
+  seqpipe::service::ServiceFlags flags;
+  std::string endpoint;
   seqpipe::protocol::Request request;
   std::optional<uint32_t> cancel_after_ms;
-  bool help = false;
-  CLI::App app;
-  cli::set_up(app);
-  app.add_flag("-h,--help", help);
-  app.add_option("--config", config_path);
-  cli::add_repeated(app, "--set", overrides);
-  app.add_option("--endpoint", endpoint);
-  cli::add_number(app, "--num-beams", request.params.num_beams);
-  cli::add_number(app, "--max-new-tokens", request.params.max_new_tokens);
-  cli::add_number(app, "--min-new-tokens", request.params.min_new_tokens);
-  cli::add_number(app, "--timeout-ms", request.timeout_ms);
-  app.add_flag("--scores", request.params.return_scores);
-  cli::add_number(app, "--priority", request.params.priority);
-  cli::add_number(app, "--cancel-after-ms", cancel_after_ms);
-  cli::add_number(app, "--num-return-sequences", request.params.num_return_sequences);
-  app.add_flag("--do-sample", request.params.do_sample);
-  cli::add_number(app, "--temperature", request.params.temperature);
-  cli::add_number(app, "--top-k", request.params.top_k);
-  cli::add_number(app, "--top-p", request.params.top_p);
-  cli::add_number(app, "--seed", request.params.seed);
-  cli::add_number(app, "--repetition-penalty", request.params.repetition_penalty);
-  cli::add_number(app, "--no-repeat-ngram-size", request.params.no_repeat_ngram_size);
-  cli::add_repeated(app, "--stop", request.params.stop);
-  app.add_flag("--stream", request.stream);
-  app.add_option("TEXT", request.texts);
-  const std::vector<std::string> unknown = cli::parse(app, argc, argv);
-  if (help) {
-    std::cout << kUsage;
-    return 0;
-  }
-  if (!unknown.empty()) throw cli::UsageError("unknown option '" + unknown.front() + "'");
+};
+
+CLI::App* add_send(CLI::App& app, SendArgs& a) {
+  CLI::App* send = app.add_subcommand("send", "send one request to the gateway, print the reply");
+  seqpipe::service::add_service_flags(*send, a.flags, false);
+  send->add_option("--endpoint", a.endpoint,
+                   "the gateway's client endpoint(s), comma-separated (default: the config's)")
+      ->type_name("EP");
+  cli::add_number(*send, "--timeout-ms", a.request.timeout_ms)
+      ->description("the request's deadline (default: gateway.default_timeout_ms)");
+  cli::add_number(*send, "--cancel-after-ms", a.cancel_after_ms)
+      ->description(
+          "cancel the request if no reply came within N ms, and print the reply that follows: "
+          "`error cancelled`, or the result when it finished first");
+  send->add_flag("--stream", a.request.stream,
+                 "print the text as it is decoded, word by word (one TEXT, greedy search; "
+                 "docs/PROTOCOL.md, \"Streaming\")");
+  cli::add_generate_options(*send, a.request.params);
+  send->add_option("TEXT", a.request.texts, "the text(s) to send; several make a texts[] request");
+  send->footer(kSendFooter);
+  return send;
+}
+
+int send(SendArgs a) {
+  seqpipe::protocol::Request& request = a.request;
+  std::string& endpoint = a.endpoint;
+  const std::optional<uint32_t> cancel_after_ms = a.cancel_after_ms;
+  const seqpipe::service::ServiceArgs args = seqpipe::service::checked_service_args(a.flags);
   if (request.texts.empty()) throw cli::UsageError("give the text to send");
   if (request.stream && cancel_after_ms)
     throw cli::UsageError("--stream and --cancel-after-ms do not go together");
   request.batch_form = request.texts.size() > 1;
-  const config::PipelineConfig c = config::load_pipeline_config(config_path, overrides).config;
+  const config::PipelineConfig c =
+      config::load_pipeline_config(args.config_path, args.overrides).config;
   if (endpoint.empty()) endpoint = config::client_endpoints(c);
 
   seqpipe::client::Client client(endpoint, {.curve = seqpipe::security::client_keys(c.security)});
@@ -401,12 +383,7 @@ void print_hub_lines(const seqpipe::status::PipelineStatus& status) {
   }
 }
 
-int status_command(int argc, char** argv) {
-  const seqpipe::service::ServiceArgs args = seqpipe::service::parse_service_args(argc, argv);
-  if (args.help) {
-    std::cout << kUsage;
-    return 0;
-  }
+int status_command(const seqpipe::service::ServiceArgs& args) {
   const config::LoadedConfig loaded =
       config::load_pipeline_config(args.config_path, args.overrides);
   const config::PipelineConfig& c = loaded.config;
@@ -438,21 +415,7 @@ int status_command(int argc, char** argv) {
 
 }  // namespace
 
-int keygen(int argc, char** argv) {
-  std::string dir = ".";
-  std::vector<std::string> names;
-  bool help = false;
-  CLI::App app;
-  cli::set_up(app);
-  app.add_flag("-h,--help", help);
-  app.add_option("--dir", dir);
-  app.add_option("NAME", names);
-  const std::vector<std::string> unknown = cli::parse(app, argc, argv);
-  if (help) {
-    std::cout << kUsage;
-    return 0;
-  }
-  if (!unknown.empty()) throw cli::UsageError("unknown option '" + unknown.front() + "'");
+int keygen(const std::string& dir, const std::vector<std::string>& names) {
   if (names.empty()) throw cli::UsageError("give the name of each key pair to write");
   std::error_code ec;
   fs::create_directories(dir, ec);  // "cannot write DIR/NAME_secret" would not say why
@@ -467,18 +430,67 @@ int keygen(int argc, char** argv) {
   return 0;
 }
 
+// Every command's arguments, filled by parse.
+struct Commands {
+  seqpipe::service::ServiceFlags up, status;
+  SendArgs send;
+  std::string keygen_dir = ".";
+  std::vector<std::string> keygen_names;
+};
+
+// The command line: one CLI11 subcommand per command, each with its flags' help and a footer.
+void add_commands(CLI::App& app, Commands& c) {
+  cli::set_up(app);  // seqpipe's wording and TakeLast, which the subcommands inherit
+  app.set_help_flag("-h,--help", "print this help and exit");
+  app.require_subcommand(0, 1);
+  CLI::App* up = app.add_subcommand("up", "start every stage as child processes");
+  seqpipe::service::add_service_flags(*up, c.up, true);
+  up->footer(kUpFooter);
+  add_send(app, c.send);
+  CLI::App* status = app.add_subcommand("status", "ask the hubs how the pipeline is doing");
+  seqpipe::service::add_service_flags(*status, c.status, false);
+  status->footer(kStatusFooter);
+  CLI::App* keygen = app.add_subcommand("keygen", "write CurveZMQ key pairs");
+  keygen->add_option("--dir", c.keygen_dir, "where to write them (made if missing)")
+      ->type_name("DIR")
+      ->capture_default_str();
+  keygen->add_option("NAME", c.keygen_names, "the name of each key pair");
+  keygen->footer(kKeygenFooter);
+  app.footer(
+      "seqpipe COMMAND --help says more. Exit status: 0 ok, 1 the command failed, 2 bad usage or "
+      "config.");
+}
+
+// The chosen command, run; 2 (with the help on stderr) when none was named.
+int run(CLI::App& app, Commands& c, const std::vector<std::string>& rest) {
+  const auto chosen = app.get_subcommands();
+  if (chosen.empty()) {
+    if (!rest.empty()) throw cli::UsageError("unknown command '" + rest.front() + "'");
+    std::cerr << app.help();
+    return 2;
+  }
+  if (!rest.empty()) throw cli::UsageError("unknown argument '" + rest.front() + "'");
+  const std::string name = chosen.front()->get_name();
+  if (name == "up") return up(seqpipe::service::checked_service_args(std::move(c.up)));
+  if (name == "send") return send(std::move(c.send));
+  if (name == "status")
+    return status_command(seqpipe::service::checked_service_args(std::move(c.status)));
+  return keygen(c.keygen_dir, c.keygen_names);
+}
+
 int main(int argc, char** argv) {
+  CLI::App app("seqpipe: run the pipeline on this machine and talk to it", "seqpipe");
+  Commands commands;
+  add_commands(app, commands);
   try {
-    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-      std::cout << kUsage;
-      return argc < 2 ? 2 : 0;
+    std::vector<std::string> rest;
+    try {
+      rest = cli::parse(app, argc, argv);
+    } catch (const CLI::CallForHelp&) {
+      std::cout << app.help();  // the chosen command's, when one was named
+      return 0;
     }
-    const std::string command = argv[1];
-    if (command == "up") return up(argc - 1, argv + 1);
-    if (command == "send") return send(argc - 1, argv + 1);
-    if (command == "status") return status_command(argc - 1, argv + 1);
-    if (command == "keygen") return keygen(argc - 1, argv + 1);
-    throw cli::UsageError("unknown command '" + command + "'");
+    return run(app, commands, rest);
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "seqpipe: %s (see seqpipe --help)\n", e.what());
     return 2;

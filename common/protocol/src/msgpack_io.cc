@@ -1,10 +1,15 @@
 #include "seqpipe/protocol/msgpack_io.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <type_traits>
+#include <variant>
+
+#include "seqpipe/protocol/generate_options.h"
 
 namespace seqpipe::msgpack_io {
 
@@ -44,37 +49,35 @@ void Writer::f32(float value) {
 }
 
 void Writer::params(const protocol::GenerateParams& p) {
-  // The generation options only when not their defaults: a server that predates them reads a
-  // request that does not use them.
-  const protocol::GenerateParams d;
-  const bool options[] = {p.priority != 0,
-                          p.num_return_sequences != d.num_return_sequences,
-                          p.repetition_penalty != d.repetition_penalty,
-                          p.no_repeat_ngram_size != d.no_repeat_ngram_size,
-                          p.do_sample != d.do_sample,
-                          p.temperature != d.temperature,
-                          p.top_k != d.top_k,
-                          p.top_p != d.top_p,
-                          p.seed.has_value(),
-                          !p.stop.empty()};
-  map(5 + static_cast<size_t>(std::count(std::begin(options), std::end(options), true)));
-  str("max_new_tokens"), i64(p.max_new_tokens);
-  str("num_beams"), i64(p.num_beams);
-  str("length_penalty"), f32(p.length_penalty);
-  str("min_new_tokens"), i64(p.min_new_tokens);
-  str("return_scores"), boolean(p.return_scores);
-  if (options[0]) str("priority"), i64(p.priority);
-  if (options[1]) str("num_return_sequences"), i64(p.num_return_sequences);
-  if (options[2]) str("repetition_penalty"), f32(p.repetition_penalty);
-  if (options[3]) str("no_repeat_ngram_size"), i64(p.no_repeat_ngram_size);
-  if (options[4]) str("do_sample"), boolean(p.do_sample);
-  if (options[5]) str("temperature"), f32(p.temperature);
-  if (options[6]) str("top_k"), i64(p.top_k);
-  if (options[7]) str("top_p"), f32(p.top_p);
-  if (options[8]) str("seed"), u64(*p.seed);
-  if (options[9]) {
-    str("stop"), array(p.stop.size());
-    for (const std::string& s : p.stop) str(s);
+  // An option that not every server knows only when set: a server that predates it reads a
+  // request that does not use it.
+  auto written = [&](const protocol::GenerateOption& option) {
+    return option.always_written || !protocol::is_default(option, p);
+  };
+  size_t entries = 0;
+  for (const auto& option : protocol::generate_options()) entries += written(option) ? 1 : 0;
+  map(entries);
+  for (const auto& option : protocol::generate_options()) {
+    if (!written(option)) continue;
+    str(option.name);
+    std::visit(
+        [&](auto member) {
+          const auto& value = p.*member;
+          using T = std::decay_t<decltype(value)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            boolean(value);
+          } else if constexpr (std::is_same_v<T, int>) {
+            i64(value);
+          } else if constexpr (std::is_same_v<T, float>) {
+            f32(value);
+          } else if constexpr (std::is_same_v<T, std::optional<uint64_t>>) {
+            u64(*value);
+          } else {
+            array(value.size());
+            for (const std::string& s : value) str(s);
+          }
+        },
+        option.member);
   }
 }
 
@@ -195,19 +198,6 @@ std::optional<Error> collect_fields(const msgpack::object_map& map, std::string_
 
 namespace {
 
-struct GenerationOptionFields {
-  const msgpack::object *num_return_sequences, *repetition_penalty, *no_repeat_ngram_size,
-      *do_sample, *temperature, *top_k, *top_p, *seed, *stop;
-};
-
-std::optional<Error> read_positive_float(const msgpack::object* value, std::string_view path,
-                                         float& out) {
-  if (!value) return std::nullopt;
-  if (auto error = read_finite_float(*value, path, out)) return error;
-  if (!(out > 0.0f)) return invalid(std::string(path) + " must be > 0, got " + describe(*value));
-  return std::nullopt;
-}
-
 std::optional<Error> read_stop(const msgpack::object& value, std::vector<std::string>& out) {
   if (value.type != msgpack::type::ARRAY || value.via.array.size > engine::kMaxStopSequences) {
     return invalid("params.stop must be an array of at most " +
@@ -232,54 +222,73 @@ std::optional<Error> read_stop(const msgpack::object& value, std::vector<std::st
   return std::nullopt;
 }
 
-// The generation options, checked against each other once all are read.
-std::optional<Error> read_generation_options(const GenerationOptionFields& f,
-                                             protocol::GenerateParams& params) {
-  int64_t number = 0;
-  if (f.num_return_sequences) {
-    if (auto error = read_int(*f.num_return_sequences, "params.num_return_sequences", 1,
-                              engine::kMaxBeams, number)) {
-      return error;
-    }
-    params.num_return_sequences = static_cast<int>(number);
+int64_t upper_bound(const protocol::OptionRange& range, const ParamBounds& bounds) {
+  switch (range.upper) {
+    case protocol::UpperBound::kMaxNewTokens:
+      return bounds.max_new_tokens;
+    case protocol::UpperBound::kMaxBeams:
+      return bounds.max_beams;
+    case protocol::UpperBound::kPriorityLevels:
+      return bounds.priority_levels;
+    case protocol::UpperBound::kInt64Max:
+      return std::numeric_limits<int64_t>::max();
+    case protocol::UpperBound::kNone:
+      break;
   }
-  if (auto error = read_positive_float(f.repetition_penalty, "params.repetition_penalty",
-                                       params.repetition_penalty)) {
-    return error;
+  return static_cast<int64_t>(range.hi);
+}
+
+std::optional<Error> read_float_option(const msgpack::object& value, const std::string& path,
+                                       const protocol::GenerateOption& option, float& out) {
+  float number = 0.0f;
+  if (auto error = read_finite_float(value, path, number)) return error;
+  const protocol::OptionRange& r = option.range;
+  const double x = number;
+  if (x < r.lo || (r.lo_open && x == r.lo) || x > r.hi) {
+    return invalid(path + " must be " + (std::isinf(r.hi) ? "" : "in ") +
+                   protocol::range_text(option) + ", got " + describe(value));
   }
-  if (f.no_repeat_ngram_size) {
-    if (auto error = read_int(*f.no_repeat_ngram_size, "params.no_repeat_ngram_size", 0,
-                              engine::kMaxNoRepeatNgramSize, number)) {
-      return error;
-    }
-    params.no_repeat_ngram_size = static_cast<int>(number);
-  }
-  if (f.do_sample) {
-    if (auto error = read_bool(*f.do_sample, "params.do_sample", params.do_sample)) return error;
-  }
-  if (auto error = read_positive_float(f.temperature, "params.temperature", params.temperature))
-    return error;
-  if (f.top_k) {
-    if (auto error =
-            read_int(*f.top_k, "params.top_k", 0, std::numeric_limits<int32_t>::max(), number)) {
-      return error;
-    }
-    params.top_k = static_cast<int>(number);
-  }
-  if (auto error = read_positive_float(f.top_p, "params.top_p", params.top_p)) return error;
-  if (params.top_p > 1.0f) {
-    return invalid("params.top_p must be in (0, 1], got " +
-                   std::to_string(static_cast<double>(params.top_p)));
-  }
-  if (f.seed) {
-    if (auto error =
-            read_int(*f.seed, "params.seed", 0, std::numeric_limits<int64_t>::max(), number)) {
-      return error;
-    }
-    params.seed = static_cast<uint64_t>(number);
-  }
-  if (f.stop) {
-    if (auto error = read_stop(*f.stop, params.stop)) return error;
+  out = number;
+  return std::nullopt;
+}
+
+// One option's value, under the table's range (integers with `bounds` for the configured ones).
+std::optional<Error> read_option(const msgpack::object& value,
+                                 const protocol::GenerateOption& option, const ParamBounds& bounds,
+                                 protocol::GenerateParams& params) {
+  const std::string path = "params." + std::string(option.name);
+  return std::visit(
+      [&](auto member) -> std::optional<Error> {
+        auto& out = params.*member;
+        using T = std::decay_t<decltype(out)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          return read_bool(value, path, out);
+        } else if constexpr (std::is_same_v<T, float>) {
+          return read_float_option(value, path, option, out);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          return read_stop(value, out);
+        } else {
+          int64_t number = 0;
+          auto error = read_int(value, path, static_cast<int64_t>(option.range.lo),
+                                upper_bound(option.range, bounds), number);
+          if (error) return error;
+          if constexpr (std::is_same_v<T, int>) {
+            out = static_cast<int>(number);
+          } else {
+            out = static_cast<uint64_t>(number);
+          }
+          return std::nullopt;
+        }
+      },
+      option.member);
+}
+
+// The rules between options, checked once all are read.
+std::optional<Error> check_together(const protocol::GenerateParams& params) {
+  if (params.min_new_tokens > params.max_new_tokens) {
+    return invalid("params.min_new_tokens (" + std::to_string(params.min_new_tokens) +
+                   ") must not exceed params.max_new_tokens (" +
+                   std::to_string(params.max_new_tokens) + ")");
   }
   if (params.num_return_sequences > params.num_beams) {
     return invalid("params.num_return_sequences (" + std::to_string(params.num_return_sequences) +
@@ -298,89 +307,25 @@ std::optional<Error> read_params(const msgpack::object& value, const ParamBounds
   if (value.type != msgpack::type::MAP) {
     return invalid("params must be a map, got " + describe(value));
   }
-  const msgpack::object* max_new_tokens = nullptr;
-  const msgpack::object* num_beams = nullptr;
-  const msgpack::object* length_penalty = nullptr;
-  const msgpack::object* min_new_tokens = nullptr;
-  const msgpack::object* return_scores = nullptr;
-  const msgpack::object* priority = nullptr;
-  const msgpack::object* num_return_sequences = nullptr;
-  const msgpack::object* repetition_penalty = nullptr;
-  const msgpack::object* no_repeat_ngram_size = nullptr;
-  const msgpack::object* do_sample = nullptr;
-  const msgpack::object* temperature = nullptr;
-  const msgpack::object* top_k = nullptr;
-  const msgpack::object* top_p = nullptr;
-  const msgpack::object* seed = nullptr;
-  const msgpack::object* stop = nullptr;
-  const NamedSlot fields[] = {{"max_new_tokens", &max_new_tokens},
-                              {"num_beams", &num_beams},
-                              {"length_penalty", &length_penalty},
-                              {"min_new_tokens", &min_new_tokens},
-                              {"return_scores", &return_scores},
-                              {"priority", &priority},
-                              {"num_return_sequences", &num_return_sequences},
-                              {"repetition_penalty", &repetition_penalty},
-                              {"no_repeat_ngram_size", &no_repeat_ngram_size},
-                              {"do_sample", &do_sample},
-                              {"temperature", &temperature},
-                              {"top_k", &top_k},
-                              {"top_p", &top_p},
-                              {"seed", &seed},
-                              {"stop", &stop}};
+  const auto options = protocol::generate_options();
+  std::array<const msgpack::object*, protocol::kGenerateOptionCount> found{};
+  std::array<NamedSlot, protocol::kGenerateOptionCount> fields;
+  for (size_t i = 0; i < options.size(); ++i) fields[i] = {options[i].name, &found[i]};
   std::optional<std::string> unknown;
   if (auto error = collect_fields(value.via.map, "params.", fields, unknown)) return error;
   if (unknown) return invalid("unknown field " + *unknown);
-
-  int64_t number = 0;
-  if (max_new_tokens) {
-    if (auto error =
-            read_int(*max_new_tokens, "params.max_new_tokens", 1, bounds.max_new_tokens, number)) {
-      return error;
-    }
-    params.max_new_tokens = static_cast<int>(number);
-  }
-  if (num_beams) {
-    if (auto error = read_int(*num_beams, "params.num_beams", 1, bounds.max_beams, number)) {
-      return error;
-    }
-    params.num_beams = static_cast<int>(number);
-  }
-  if (length_penalty) {
-    if (auto error =
-            read_finite_float(*length_penalty, "params.length_penalty", params.length_penalty)) {
+  for (size_t i = 0; i < options.size(); ++i) {
+    if (!found[i]) continue;
+    if (auto error = read_option(*found[i], options[i], bounds, params)) {
+      if (options[i].range.upper == protocol::UpperBound::kPriorityLevels) {
+        error->message += " (1 is the highest of the server's " +
+                          std::to_string(bounds.priority_levels) + " priority level" +
+                          (bounds.priority_levels == 1 ? ")" : "s)");
+      }
       return error;
     }
   }
-  if (min_new_tokens) {
-    if (auto error =
-            read_int(*min_new_tokens, "params.min_new_tokens", 0, bounds.max_new_tokens, number)) {
-      return error;
-    }
-    params.min_new_tokens = static_cast<int>(number);
-  }
-  if (params.min_new_tokens > params.max_new_tokens) {
-    return invalid("params.min_new_tokens (" + std::to_string(params.min_new_tokens) +
-                   ") must not exceed params.max_new_tokens (" +
-                   std::to_string(params.max_new_tokens) + ")");
-  }
-  if (return_scores) {
-    if (auto error = read_bool(*return_scores, "params.return_scores", params.return_scores)) {
-      return error;
-    }
-  }
-  if (priority) {
-    if (auto error = read_int(*priority, "params.priority", 1, bounds.priority_levels, number)) {
-      error->message += " (1 is the highest of the server's " +
-                        std::to_string(bounds.priority_levels) + " priority level" +
-                        (bounds.priority_levels == 1 ? ")" : "s)");
-      return error;
-    }
-    params.priority = static_cast<int>(number);
-  }
-  return read_generation_options({num_return_sequences, repetition_penalty, no_repeat_ngram_size,
-                                  do_sample, temperature, top_k, top_p, seed, stop},
-                                 params);
+  return check_together(params);
 }
 
 }  // namespace seqpipe::msgpack_io

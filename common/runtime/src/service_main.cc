@@ -52,35 +52,51 @@ void make_runtime_dir(const std::string& dir) {
 
 }  // namespace
 
+void add_service_flags(CLI::App& app, ServiceFlags& flags, bool print_config) {
+  cli::add_repeated(app, "--config", flags.config_paths)
+      ->type_name("FILE")
+      ->description("the pipeline config (default: " + std::string(config::kDefaultConfigPath) +
+                    " in the working directory if it exists, else the built-in defaults)");
+  cli::add_repeated(app, "--set", flags.args.overrides)
+      ->type_name("KEY=VALUE")
+      ->description(
+          "override one key after the file is read (key=value); repeatable, applied in order");
+  if (print_config) {
+    app.add_flag("--print-config", flags.args.print_config)
+        ->description("print the config in force (every key, limits included) as YAML and exit");
+  }
+}
+
+ServiceArgs checked_service_args(ServiceFlags flags) {
+  if (flags.config_paths.size() > 1) usage_error("--config given twice");
+  if (!flags.config_paths.empty()) {
+    if (flags.config_paths.front().empty()) usage_error("--config needs a file name");
+    flags.args.config_path = flags.config_paths.front();
+  }
+  for (const std::string& assignment : flags.args.overrides) {
+    const size_t eq = assignment.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      usage_error("--set needs key=value, got '" + assignment + "'");
+    }
+  }
+  return std::move(flags.args);
+}
+
 ServiceArgs parse_service_args(int argc, char** argv) {
-  ServiceArgs args;
-  std::vector<std::string> config_paths;  // all of them, to refuse a second one
+  ServiceFlags flags;
   CLI::App app;
   cli::set_up(app);
-  cli::add_repeated(app, "--config", config_paths);
-  cli::add_repeated(app, "--set", args.overrides);
-  app.add_flag("--print-config", args.print_config);
-  app.add_flag("-h,--help", args.help);
+  add_service_flags(app, flags, true);
+  app.add_flag("-h,--help", flags.args.help);
   std::vector<std::string> unknown;
   try {
     unknown = cli::parse(app, argc, argv);
   } catch (const cli::UsageError& e) {
     usage_error(e.what());
   }
-  if (args.help) return args;  // --help wins over anything else on the line
+  if (flags.args.help) return flags.args;  // --help wins over anything else on the line
   if (!unknown.empty()) usage_error("unknown argument '" + unknown.front() + "'");
-  if (config_paths.size() > 1) usage_error("--config given twice");
-  if (!config_paths.empty()) {
-    if (config_paths.front().empty()) usage_error("--config needs a file name");
-    args.config_path = config_paths.front();
-  }
-  for (const std::string& assignment : args.overrides) {
-    const size_t eq = assignment.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      usage_error("--set needs key=value, got '" + assignment + "'");
-    }
-  }
-  return args;
+  return checked_service_args(std::move(flags));
 }
 
 int run_service_main(int argc, char** argv, std::string_view service_name, std::string_view summary,

@@ -91,5 +91,32 @@ TEST(Cli, ParseNumber) {
   EXPECT_THROW(parse_number<double>("--x", "1.5s"), UsageError);
 }
 
+// Subcommands as `seqpipe` uses them: their options and leftovers, their missing values named
+// (found from the arguments, not from CLI11's message), and --help let through for CLI11's help.
+TEST(Cli, SubcommandsKeepTheWordingAndLetHelpThrough) {
+  CLI::App app;
+  set_up(app);
+  app.set_help_flag("-h,--help");
+  int count = 0;
+  CLI::App* sub = app.add_subcommand("run");
+  add_number(*sub, "--count", count);
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "program");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return parse(app, static_cast<int>(argv.size()), argv.data());
+  };
+  EXPECT_THAT(run({"run", "--count", "-3", "--odd", "x"}), ElementsAre("--odd", "x"));
+  EXPECT_EQ(count, -3);
+  EXPECT_EQ(app.get_subcommands().front()->get_name(), "run");
+  try {
+    run({"run", "--count"});
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--count needs a value");
+  }
+  EXPECT_THROW(run({"run", "--help"}), CLI::CallForHelp);
+}
+
 }  // namespace
 }  // namespace seqpipe::cli

@@ -512,9 +512,9 @@ std::vector<BadRequest> bad_requests() {
        "unknown field 'params.temprature'"},
       // Generation options.
       {"TopPZero", encode(map(with_params({{"top_p", real(0.0)}}))), kInvalid,
-       "params.top_p must be > 0, got float 0"},
+       "params.top_p must be in (0, 1], got float 0"},
       {"TopPAboveOne", encode(map(with_params({{"top_p", real(1.5)}}))), kInvalid,
-       "params.top_p must be in (0, 1], got 1.5"},
+       "params.top_p must be in (0, 1], got float 1.5"},
       {"TemperatureNegative", encode(map(with_params({{"temperature", real(-1.0)}}))), kInvalid,
        "params.temperature must be > 0, got float -1"},
       {"TopKNegative", encode(map(with_params({{"top_k", integer(-1)}}))), kInvalid,

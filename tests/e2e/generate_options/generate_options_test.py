@@ -111,7 +111,7 @@ class GenerateOptionsTest(PipelineTestCase):
                          full)
 
     def test_bad_values_are_invalid_argument_and_the_gateway_keeps_serving(self):
-        bad = [({"top_p": 0}, "params.top_p must be > 0"),
+        bad = [({"top_p": 0}, "params.top_p must be in (0, 1]"),
                ({"top_p": 1.5}, "params.top_p must be in (0, 1]"),
                ({"temperature": 0}, "params.temperature must be > 0"),
                ({"num_beams": 2, "num_return_sequences": 3},

@@ -1,9 +1,9 @@
 #pragma once
 // What every seqpipe command line shares. CLI11 (Debian libcli11-dev) walks the arguments; these
 // helpers keep one wording across the programs ("--x needs an integer, got 'y'", "--x needs a
-// value") and report every usage problem as a UsageError (exit status 2). Each program prints
-// its own usage text for --help, written as prose with defaults and examples, so CLI11's
-// generated help is off.
+// value") and report every usage problem as a UsageError (exit status 2). set_up turns CLI11's
+// help flag off: a program either prints its own usage text for a -h/--help flag of its own, or
+// sets CLI11's help flag again and prints app.help() when parse() lets CLI::CallForHelp through.
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <optional>
@@ -41,24 +41,30 @@ void set_up(CLI::App& app);
 
 // An option whose value is converted by parse_number: one wording for a bad number in every
 // program, and only plain decimal numbers (CLI11 would also take 0x10 for an integer).
+// Its value is called N (an integer) or X (a number) in generated help.
 template <typename T>
 CLI::Option* add_number(CLI::App& app, const std::string& flag, T& target) {
-  return app.add_option_function<std::string>(
-      flag, [flag, &target](const std::string& text) { target = parse_number<T>(flag, text); });
+  return app
+      .add_option_function<std::string>(
+          flag, [flag, &target](const std::string& text) { target = parse_number<T>(flag, text); })
+      ->type_name(std::is_floating_point_v<T> ? "X" : "N");
 }
 template <typename T>
 CLI::Option* add_number(CLI::App& app, const std::string& flag, std::optional<T>& target) {
-  return app.add_option_function<std::string>(
-      flag, [flag, &target](const std::string& text) { target = parse_number<T>(flag, text); });
+  return app
+      .add_option_function<std::string>(
+          flag, [flag, &target](const std::string& text) { target = parse_number<T>(flag, text); })
+      ->type_name(std::is_floating_point_v<T> ? "X" : "N");
 }
 
 // A repeatable option taking one value each time: every value, in order (`--set a=1 --set b=2`).
 CLI::Option* add_repeated(CLI::App& app, const std::string& flag, std::vector<std::string>& values);
 
-// Parses argv[1..argc). Returns the arguments no option took, in order: positionals, and unknown
-// flags for the program to refuse in its own words ("--" is dropped). Throws UsageError: "--x
-// needs a value" for an option given without one, else CLI11's own message. `--x=` gives --x
-// the empty value (CLI11 alone would read the next argument as its value).
+// Parses argv[1..argc). Returns the arguments no option took, in order, the selected
+// subcommands' included: positionals, and unknown flags for the program to refuse in its own
+// words ("--" is dropped). Throws UsageError: "--x needs a value" for an option given without
+// one, else CLI11's own message; CLI::Success (--help) passes through. `--x=` gives --x the empty
+// value (CLI11 alone would read the next argument as its value).
 std::vector<std::string> parse(CLI::App& app, int argc, char** argv);
 
 }  // namespace seqpipe::cli

@@ -35,10 +35,9 @@ class Writer {
   void u64(uint64_t value) { packer_.pack_uint64(value); }
   void boolean(bool value) { value ? packer_.pack_true() : packer_.pack_false(); }
   void nil() { packer_.pack_nil(); }
-  // The generation parameters under the client protocol's keys (docs/PROTOCOL.md): the five
-  // core ones (max_new_tokens, num_beams, length_penalty, min_new_tokens, return_scores) always,
-  // each of the others (priority, num_return_sequences, the sampling and repetition options,
-  // seed, stop) only when not its default.
+  // The generation parameters under the client protocol's keys, row by row of the option table
+  // (protocol::generate_options()): the rows marked always_written always, each other one only
+  // when not its default.
   void params(const protocol::GenerateParams& params);
 
  private:
@@ -94,8 +93,9 @@ struct ParamBounds {
   int max_beams = 1;        // params.num_beams in [1, max_beams]
   int priority_levels = 1;  // params.priority in [1, priority_levels]; absent: 0
 };
-// The `params` map written by Writer::params, into `params` (absent fields keep their values).
-// Errors name "params.<field>"; unknown fields are refused.
+// The `params` map written by Writer::params, into `params` (absent fields keep their values),
+// each option checked against the option table's range. Errors name "params.<field>" and the
+// range; unknown fields are refused.
 std::optional<Error> read_params(const msgpack::object& value, const ParamBounds& bounds,
                                  protocol::GenerateParams& params);
 

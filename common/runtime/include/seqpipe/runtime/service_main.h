@@ -8,6 +8,10 @@
 
 #include "seqpipe/config/config.h"
 
+namespace CLI {
+class App;
+}
+
 namespace seqpipe::service {
 
 // A service's command line: [--config FILE] [--set key=value ...] [--print-config] [--help].
@@ -19,6 +23,16 @@ struct ServiceArgs {
 };
 // Throws config::ConfigError for bad usage (unknown flag, missing value, --set without '=').
 ServiceArgs parse_service_args(int argc, char** argv);
+
+// The same flags on a program's own command line (`seqpipe up`, `seqpipe status`): --config,
+// --set and, with `print_config`, --print-config, collected into `flags`; checked_service_args
+// then applies parse_service_args' rules (one --config, --set key=value; ConfigError).
+struct ServiceFlags {
+  std::vector<std::string> config_paths;  // every --config given, to refuse a second one
+  ServiceArgs args;
+};
+void add_service_flags(CLI::App& app, ServiceFlags& flags, bool print_config);
+ServiceArgs checked_service_args(ServiceFlags flags);
 
 // The whole front of a service main(): parses the arguments, prints --help, loads the config
 // (config::load_pipeline_config), creates the runtime directory if missing (mode 0700), sets the

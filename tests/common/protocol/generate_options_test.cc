@@ -1,0 +1,164 @@
+// The option table: every row reaches GenerateParams through the msgpack codec under its wire
+// name (which never changes), the engine's options through its engine column, and
+// docs/PROTOCOL.md's option table is the table's.
+#include "seqpipe/protocol/generate_options.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "option_samples.h"
+#include "seqpipe/engine/decoding.h"
+
+namespace seqpipe::protocol {
+namespace {
+
+using nlohmann::json;
+
+std::variant<Request, RejectedRequest> decode_json(const json& request) {
+  const std::vector<uint8_t> bytes = json::to_msgpack(request);
+  return decode_request(bytes, Limits{});
+}
+
+TEST(GenerateOptionsTest, TheWireNamesAreProtocolV1s) {
+  // Renaming one breaks every client that sends it: this list only grows.
+  const std::vector<std::string_view> v1 = {"max_new_tokens",
+                                            "num_beams",
+                                            "length_penalty",
+                                            "min_new_tokens",
+                                            "return_scores",
+                                            "priority",
+                                            "num_return_sequences",
+                                            "repetition_penalty",
+                                            "no_repeat_ngram_size",
+                                            "do_sample",
+                                            "temperature",
+                                            "top_k",
+                                            "top_p",
+                                            "seed",
+                                            "stop"};
+  std::vector<std::string_view> names;
+  for (const GenerateOption& option : generate_options()) names.push_back(option.name);
+  EXPECT_EQ(names, v1);
+}
+
+TEST(GenerateOptionsTest, EveryRowIsComplete) {
+  std::set<std::string_view> flags;
+  for (const GenerateOption& option : generate_options()) {
+    SCOPED_TRACE(option.name);
+    EXPECT_EQ(find_generate_option(option.name), &option);
+    EXPECT_TRUE(option.flag.starts_with("--"));
+    EXPECT_TRUE(flags.insert(option.flag).second) << "flag used twice";
+    EXPECT_FALSE(option.help.empty());
+    EXPECT_FALSE(default_text(option).empty());
+  }
+  EXPECT_EQ(find_generate_option("num_beam"), nullptr);
+}
+
+TEST(GenerateOptionsTest, EveryRowTravelsUnderItsNameAndRoundTrips) {
+  for (const GenerateOption& option : generate_options()) {
+    SCOPED_TRACE(option.name);
+    json params = testing::option_companions(option);
+    params[std::string(option.name)] = testing::option_sample(option);
+    const auto decoded = decode_json({{"v", 1}, {"text", "a"}, {"params", params}});
+    ASSERT_TRUE(std::holds_alternative<Request>(decoded))
+        << std::get<RejectedRequest>(decoded).error.message;
+    const Request& request = std::get<Request>(decoded);
+    const GenerateParams expected = testing::with_sample(GenerateParams{}, option);
+    EXPECT_EQ(value_text(option, request.params), value_text(option, expected));
+    EXPECT_FALSE(is_default(option, request.params));
+    // And back: the encoder writes it (it is not its default) and the decoder reads it again.
+    const std::string bytes = encode_request(request);
+    const auto again = decode_request(
+        std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), Limits{});
+    ASSERT_TRUE(std::holds_alternative<Request>(again));
+    EXPECT_EQ(std::get<Request>(again), request);
+  }
+}
+
+TEST(GenerateOptionsTest, ARangeErrorNamesTheOptionAndItsRange) {
+  const auto rejected = [](const json& params) {
+    const auto decoded = decode_json({{"v", 1}, {"text", "a"}, {"params", params}});
+    EXPECT_TRUE(std::holds_alternative<RejectedRequest>(decoded));
+    return std::get<RejectedRequest>(decoded).error.message;
+  };
+  EXPECT_EQ(rejected({{"top_p", 1.5}}), "params.top_p must be in (0, 1], got float 1.5");
+  EXPECT_EQ(rejected({{"temperature", 0}}), "params.temperature must be > 0, got 0");
+  EXPECT_EQ(rejected({{"num_beams", 9}}), "params.num_beams must be an integer in [1, 8], got 9");
+  EXPECT_EQ(range_text(*find_generate_option("num_beams")), "[1, max_beams]");
+  Limits limits;
+  limits.max_beams = 4;
+  EXPECT_EQ(range_text(*find_generate_option("num_beams"), &limits), "[1, 4]");
+}
+
+TEST(GenerateOptionsTest, TheEngineColumnCarriesEveryEngineOption) {
+  for (const GenerateOption& option : generate_options()) {
+    if (std::holds_alternative<std::monostate>(option.engine)) continue;
+    SCOPED_TRACE(option.name);
+    const GenerateParams params = testing::with_sample(GenerateParams{}, option);
+    const engine::DecodingOptions by_table = decoding_options(params);
+    const engine::DecodingOptions defaults = decoding_options(GenerateParams{});
+    // The sample changed exactly the engine field the row names.
+    std::visit(
+        [&](auto to) {
+          if constexpr (!std::is_same_v<decltype(to), std::monostate>) {
+            EXPECT_NE(by_table.*to, defaults.*to);
+          }
+        },
+        option.engine);
+  }
+  // The engine's defaults are GenerateParams': a request that sets nothing decodes as the engine
+  // would by default.
+  const engine::DecodingOptions defaults = decoding_options(GenerateParams{});
+  const engine::DecodingOptions engine_defaults;
+  EXPECT_EQ(defaults.max_new_tokens, engine_defaults.max_new_tokens);
+  EXPECT_EQ(defaults.top_k, engine_defaults.top_k);
+  EXPECT_EQ(defaults.temperature, engine_defaults.temperature);
+}
+
+// docs/PROTOCOL.md holds the table between two markers; SEQPIPE_UPDATE_DOCS=1 rewrites it.
+TEST(GenerateOptionsTest, TheProtocolDocsTableIsTheTables) {
+  const std::string path = std::string(SEQPIPE_SOURCE_DIR) + "/docs/PROTOCOL.md";
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  std::string doc = text.str();
+  const std::string begin = "<!-- options table: begin -->\n", end = "<!-- options table: end -->";
+  const size_t from = doc.find(begin), to = doc.find(end);
+  ASSERT_NE(from, std::string::npos) << path << " has no " << begin;
+  ASSERT_NE(to, std::string::npos) << path << " has no " << end;
+  const std::string section = doc.substr(from + begin.size(), to - from - begin.size());
+  if (std::getenv("SEQPIPE_UPDATE_DOCS") != nullptr && section != options_markdown()) {
+    doc.replace(from + begin.size(), to - from - begin.size(), options_markdown());
+    std::ofstream(path) << doc;
+    return;
+  }
+  EXPECT_EQ(section, options_markdown())
+      << "docs/PROTOCOL.md's option table differs from the option table "
+         "(common/protocol/src/generate_options.cc); run this test with SEQPIPE_UPDATE_DOCS=1";
+}
+
+// The Python client names each option: as a keyword of submit() or in GENERATION_OPTIONS (the
+// ones it passes through by name).
+TEST(GenerateOptionsTest, ThePythonClientNamesEveryRow) {
+  std::stringstream text;
+  text << std::ifstream(std::string(SEQPIPE_SOURCE_DIR) + "/clients/python/seqpipe_client.py")
+              .rdbuf();
+  const std::string client = text.str();
+  const size_t tuple = client.find("GENERATION_OPTIONS = (");
+  const size_t submit = client.find("def submit(");
+  ASSERT_NE(tuple, std::string::npos);
+  ASSERT_NE(submit, std::string::npos);
+  const std::string options = client.substr(tuple, client.find(')', tuple) - tuple);
+  const std::string keywords = client.substr(submit, client.find("):", submit) - submit);
+  for (const GenerateOption& option : generate_options()) {
+    const std::string name(option.name);
+    EXPECT_TRUE(options.find('"' + name + '"') != std::string::npos ||
+                keywords.find(name + "=") != std::string::npos)
+        << name << " is not in clients/python/seqpipe_client.py";
+  }
+}
+
+}  // namespace
+}  // namespace seqpipe::protocol
