@@ -321,9 +321,6 @@ std::string text_of(const seqpipe::engine::Tokenizer& tokenizer, size_t tokens, 
 int batch_throughput(const std::string& seqpipe, const std::string& model, const std::string& dir,
                      const std::vector<std::string>& extra_sets, int batch, int input_tokens,
                      int max_new_tokens, int rounds, int threads) {
-  // Before OpenMP starts: spinning threads on a shared machine make the engine alone several
-  // times slower than the pipeline's processes, which `seqpipe up` starts with passive waits.
-  ::setenv("OMP_WAIT_POLICY", "passive", 0);
   auto loaded = seqpipe::engine::T5Model::load(
       model, {.threads = threads, .device = seqpipe::engine::Device::kCpu});
   seqpipe::engine::Tokenizer tokenizer(model + "/spiece.model");
@@ -483,6 +480,13 @@ int main(int argc, char** argv) {
   } catch (const seqpipe::cli::UsageError& e) {
     std::fprintf(stderr, "pipeline_overhead: %s (see --help)\n", e.what());
     return 2;
+  }
+  if (batch > 1 && !std::getenv("OMP_WAIT_POLICY")) {
+    // OpenMP reads it as it loads, so this process starts again with it: spinning threads on a
+    // shared machine make the engine alone several times slower than the pipeline's processes,
+    // which `seqpipe up` starts with passive waits there.
+    ::setenv("OMP_WAIT_POLICY", "passive", 1);
+    ::execv("/proc/self/exe", argv);
   }
   char dir_template[] = "/tmp/seqpipe-overhead.XXXXXX";
   const std::string dir = ::mkdtemp(dir_template);
