@@ -68,8 +68,8 @@ bool send_message(transport::Socket& socket, std::string_view peer,
   std::vector<transport::SharedFrame> tail;
   tail.reserve(tensors.size());
   for (const auto& t : tensors) tail.push_back({t.bytes(), t.owner()});
-  return peer.empty() ? socket.send({std::string_view(header)}, tail, dontwait)
-                      : socket.send({peer, std::string_view(header)}, tail, dontwait);
+  return peer.empty() ? socket.send_shared({std::string_view(header)}, tail, dontwait)
+                      : socket.send_shared({peer, std::string_view(header)}, tail, dontwait);
 }
 
 int hub_share(int capacity, size_t hub, size_t hubs) {

@@ -155,8 +155,8 @@ void release_shared(void* /*data*/, void* hint) {
 }
 }  // namespace
 
-bool Socket::send(std::initializer_list<std::string_view> head, std::span<const SharedFrame> tail,
-                  bool dontwait) {
+bool Socket::send_shared(std::initializer_list<std::string_view> head,
+                         std::span<const SharedFrame> tail, bool dontwait) {
   if (tail.empty()) return send(head, dontwait);
   if (!send_frames(socket_, head, head.size() + 1, dontwait)) return false;
   // The rest of a multipart message whose first frame was queued is queued too (ZeroMQ sends

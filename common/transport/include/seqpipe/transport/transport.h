@@ -70,9 +70,10 @@ class Socket {
   // destination (the first frame) is not connected; nothing is sent then.
   bool send(const Frames& frames, bool dontwait = false);
   bool send(std::initializer_list<std::string_view> frames, bool dontwait = false);
-  // The same with `head` copied, then `tail` sent in place (large tensors).
-  bool send(std::initializer_list<std::string_view> head, std::span<const SharedFrame> tail,
-            bool dontwait = false);
+  // The same with `head` copied, then `tail` sent in place (large tensors). A name of its own:
+  // an array passed as `tail` to an overload of send() would convert to `dontwait`.
+  bool send_shared(std::initializer_list<std::string_view> head, std::span<const SharedFrame> tail,
+                   bool dontwait = false);
   // One multipart message if one is waiting, else nullopt. Never blocks.
   [[nodiscard]] std::optional<Frames> try_recv();
   // The same, the frames as ZeroMQ holds them (a large frame is not copied again).
