@@ -11,6 +11,11 @@
 //   ...]
 // Without --model, a tiny random checkpoint is written with seqpipe-mkmodel. --set passes config
 // overrides to the pipeline (e.g. batcher.max_queue_delay_us=0: no wait for batch company).
+//
+//   pipeline_overhead --batch N [--input-tokens T] [--rounds R] [--threads N] [--model DIR] ...
+// Throughput instead: the engine in-process generates a batch of N texts of about T tokens
+// (engine_bench's generate) and the pipeline answers one request of the same N texts, alternating
+// round by round in one run; sequences/s of each and the pipeline's share of the engine's.
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -199,13 +204,11 @@ pid_t start(const std::vector<std::string>& args, const std::string& log) {
   return pid;
 }
 
-PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std::string& model,
-                                 const std::string& dir, const std::vector<std::string>& extra_sets,
-                                 const seqpipe::protocol::Request& request, int n,
-                                 std::string& text) {
-  const std::string client = endpoint(tcp, dir, "gateway");
-  const int http_port = free_port(), grpc_port = free_port();
-  std::vector<std::string> args{seqpipe, "up"};
+// `seqpipe up`'s --set list: one replica a stage, the gateway's client endpoint `client`, and
+// on tcp:// every internal endpoint on 127.0.0.1; then `extra_sets`.
+std::vector<std::string> pipeline_sets(bool tcp, const std::string& model, const std::string& dir,
+                                       const std::string& client, int http_port, int grpc_port,
+                                       const std::vector<std::string>& extra_sets) {
   std::vector<std::string> sets{"model.dir=" + model,
                                 "runtime_dir=" + dir,
                                 "gateway.client_endpoint=" + client,
@@ -226,6 +229,17 @@ PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std
     }
   }
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
+  return sets;
+}
+
+PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std::string& model,
+                                 const std::string& dir, const std::vector<std::string>& extra_sets,
+                                 const seqpipe::protocol::Request& request, int n,
+                                 std::string& text) {
+  const std::string client = endpoint(tcp, dir, "gateway");
+  const int http_port = free_port(), grpc_port = free_port();
+  const auto sets = pipeline_sets(tcp, model, dir, client, http_port, grpc_port, extra_sets);
+  std::vector<std::string> args{seqpipe, "up"};
   for (const auto& s : sets) args.insert(args.end(), {"--set", s});
   const std::string log = dir + (tcp ? "/up-tcp.log" : "/up-ipc.log");
   const pid_t up = start(args, log);
@@ -286,6 +300,102 @@ PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std
   return samples;
 }
 
+// A text of at most `tokens` tokens (eos included) and as close to it as whole words get,
+// starting at word `k` of a fixed list: each text of a batch is a different one.
+std::string text_of(const seqpipe::engine::Tokenizer& tokenizer, size_t tokens, size_t k) {
+  static constexpr const char* kWords[] = {"the",  "quick", "brown",   "fox", "jumps",
+                                           "over", "lazy",  "dog",     "teh", "speling",
+                                           "is",   "bad",   "weather", "and", "more"};
+  std::string text;
+  for (size_t w = k;; ++w) {
+    std::string next = (text.empty() ? "" : text + " ") + kWords[w % std::size(kWords)];
+    if (tokenizer.encode(next).size() > tokens) return text;
+    text = std::move(next);
+  }
+}
+
+// Throughput at batch `batch`: the engine in-process generates the batch (as engine_bench does,
+// `threads` threads) and the pipeline on ipc:// answers one request of the same `batch` texts,
+// round after round, alternating, so both see the same machine. Every sequence runs exactly
+// max_new_tokens steps (min = max), so both do the same work.
+int batch_throughput(const std::string& seqpipe, const std::string& model, const std::string& dir,
+                     const std::vector<std::string>& extra_sets, int batch, int input_tokens,
+                     int max_new_tokens, int rounds, int threads) {
+  auto loaded = seqpipe::engine::T5Model::load(
+      model, {.threads = threads, .device = seqpipe::engine::Device::kCpu});
+  seqpipe::engine::Tokenizer tokenizer(model + "/spiece.model");
+  seqpipe::protocol::Request request;
+  std::vector<std::vector<int>> ids;
+  for (int k = 0; k < batch; ++k) {
+    request.texts.push_back(text_of(tokenizer, static_cast<size_t>(input_tokens), k));
+    ids.push_back(tokenizer.encode(request.texts.back()));
+  }
+  request.batch_form = true;
+  request.params.max_new_tokens = request.params.min_new_tokens = max_new_tokens;
+  const auto options = seqpipe::decoder::decoding_options(request.params, false);
+
+  const std::string client = endpoint(false, dir, "gateway");
+  std::vector<std::string> args{seqpipe, "up"};
+  for (const auto& s :
+       pipeline_sets(false, model, dir, client, free_port(), free_port(), extra_sets))
+    args.insert(args.end(), {"--set", s});
+  const std::string log = dir + "/up-batch.log";
+  const pid_t up = start(args, log);
+  std::vector<double> engine_ms, pipeline_ms;
+  size_t differ = 0;
+  {
+    seqpipe::client::Client c(client, {});
+    for (int tries = 0; tries < 100; ++tries) {  // until a request goes all the way through
+      auto r = c.call(request, std::chrono::milliseconds(5000));
+      if (auto* reply = std::get_if<seqpipe::protocol::Reply>(&r); reply && reply->ok) break;
+    }
+    for (int i = 0; i < rounds + 1; ++i) {  // the first round of each warms up
+      auto start = Clock::now();
+      const auto results = seqpipe::engine::generate(loaded, ids, options);
+      const double engine = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      start = Clock::now();
+      auto r = c.call(request, std::chrono::milliseconds(60000));
+      const double pipeline =
+          std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      auto* reply = std::get_if<seqpipe::protocol::Reply>(&r);
+      if (!reply || !reply->ok || reply->texts.size() != results.size()) {
+        std::fprintf(stderr, "pipeline_overhead: a batch request failed (%s); see %s\n",
+                     reply && reply->error ? reply->error->message.c_str()
+                     : reply               ? "wrong number of texts"
+                                           : std::get<seqpipe::protocol::Error>(r).message.c_str(),
+                     log.c_str());
+        stop(up);
+        return 1;
+      }
+      for (size_t k = 0; k < results.size(); ++k)
+        differ += tokenizer.decode(results[k].ids) != reply->texts[k] ? 1 : 0;
+      if (i == 0) continue;
+      engine_ms.push_back(engine);
+      pipeline_ms.push_back(pipeline);
+    }
+  }
+  stop(up);
+  size_t shortest = ids[0].size(), longest = 0;
+  for (const auto& v : ids)
+    shortest = std::min(shortest, v.size()), longest = std::max(longest, v.size());
+  std::printf(
+      "pipeline_overhead --batch %d: model %s, %zu-%zu input tokens, exactly %d new tokens, %d "
+      "rounds, engine threads %d (OMP_WAIT_POLICY=%s), %u cores\n",
+      batch, model.c_str(), shortest, longest, max_new_tokens, rounds, threads,
+      std::getenv("OMP_WAIT_POLICY"), std::thread::hardware_concurrency());
+  for (const auto& s : extra_sets) std::printf("  pipeline --set %s\n", s.c_str());
+  const double engine_rate = batch * 1000.0 / percentile(engine_ms, 0.5);
+  const double pipeline_rate = batch * 1000.0 / percentile(pipeline_ms, 0.5);
+  std::printf("engine in-process, batch %d          %8.1f sequences/s (median round %.1f ms)\n",
+              batch, engine_rate, percentile(engine_ms, 0.5));
+  std::printf("pipeline, ipc://, a request of %d texts %8.1f sequences/s (median round %.1f ms)\n",
+              batch, pipeline_rate, percentile(pipeline_ms, 0.5));
+  std::printf("pipeline / engine: %.1f%%; texts that differ from the engine's: %zu of %zu\n",
+              100.0 * pipeline_rate / engine_rate, differ,
+              static_cast<size_t>(batch) * static_cast<size_t>(rounds + 1));
+  return 0;
+}
+
 void row(const char* what, const std::vector<double>& ms) {
   if (ms.empty()) {
     std::printf("%-34s  no samples\n", what);
@@ -321,8 +431,8 @@ void print_overheads(const PipelineSamples& ipc, const PipelineSamples& tcp,
 }
 
 int main(int argc, char** argv) {
-  std::string model, text = "teh speling is bad";
-  int requests = 300, max_new_tokens = 12;
+  std::string model, text = "teh speling is bad", seqpipe = SEQPIPE_BIN;
+  int requests = 300, max_new_tokens = 12, batch = 1, input_tokens = 64, rounds = 10, threads = 2;
   std::vector<std::string> sets;
   bool help = false;
   CLI::App app;
@@ -331,16 +441,29 @@ int main(int argc, char** argv) {
   app.add_option("--model", model);
   seqpipe::cli::add_number(app, "--requests", requests);
   seqpipe::cli::add_number(app, "--max-new-tokens", max_new_tokens);
+  seqpipe::cli::add_number(app, "--batch", batch);
+  seqpipe::cli::add_number(app, "--input-tokens", input_tokens);
+  seqpipe::cli::add_number(app, "--rounds", rounds);
+  seqpipe::cli::add_number(app, "--threads", threads);
   app.add_option("--text", text);
+  app.add_option("--seqpipe", seqpipe);
   seqpipe::cli::add_repeated(app, "--set", sets);
   constexpr const char* kUsage =
-      "usage: pipeline_overhead [--model DIR] [--requests N] [--max-new-tokens N] [--text T] "
-      "[--set k=v ...]\n\n"
-      "The same batch-1 requests answered by the engine in-process and by the pipeline (`seqpipe "
-      "up`)\non ipc:// and tcp://127.0.0.1, next to a bare ZeroMQ relay chain: p50, p99 and the "
-      "overhead.\nDefaults: --requests 300, --max-new-tokens 12, --text \"teh speling is bad\"; "
-      "without --model\na tiny random checkpoint is written with seqpipe-mkmodel. --set passes "
-      "config overrides\nto the pipeline (repeatable).\n";
+      "usage: pipeline_overhead [--model DIR] [--requests N] [--max-new-tokens N] [--text T]\n"
+      "                         [--seqpipe PATH] [--set k=v ...]\n"
+      "       pipeline_overhead --batch N [--input-tokens T] [--rounds R] [--threads N]\n"
+      "                         [--model DIR] [--max-new-tokens N] [--seqpipe PATH] [--set k=v "
+      "...]\n\n"
+      "The same batch-1 requests answered by the engine in-process and by the pipeline (`seqpipe\n"
+      "up`) on ipc:// and tcp://127.0.0.1, next to a bare ZeroMQ relay chain: p50, p99 and the\n"
+      "overhead. Defaults: --requests 300, --max-new-tokens 12, --text \"teh speling is bad\";\n"
+      "without --model a tiny random checkpoint is written with seqpipe-mkmodel. --set passes\n"
+      "config overrides to the pipeline (repeatable); --seqpipe runs another build's `seqpipe`.\n\n"
+      "With --batch N (> 1): throughput instead. The engine in-process generates N texts of\n"
+      "about T tokens (default 64) with --threads threads (default 2) and passive OpenMP waits\n"
+      "(as `seqpipe up` sets them on a busy machine), and the pipeline (ipc://) answers one\n"
+      "request of the same N texts, alternating for R rounds (default 10); every sequence runs\n"
+      "exactly --max-new-tokens steps. Prints sequences/s of each and their ratio.\n";
   try {
     const std::vector<std::string> unknown = seqpipe::cli::parse(app, argc, argv);
     if (help) {
@@ -351,9 +474,19 @@ int main(int argc, char** argv) {
       throw seqpipe::cli::UsageError("unknown argument '" + unknown.front() + "'");
     }
     if (requests < 1) throw seqpipe::cli::UsageError("--requests must be >= 1");
+    if (batch < 1 || input_tokens < 2 || rounds < 1 || threads < 1)
+      throw seqpipe::cli::UsageError(
+          "--batch, --rounds and --threads must be >= 1, --input-tokens >= 2");
   } catch (const seqpipe::cli::UsageError& e) {
     std::fprintf(stderr, "pipeline_overhead: %s (see --help)\n", e.what());
     return 2;
+  }
+  if (batch > 1 && !std::getenv("OMP_WAIT_POLICY")) {
+    // OpenMP reads it as it loads, so this process starts again with it: spinning threads on a
+    // shared machine make the engine alone several times slower than the pipeline's processes,
+    // which `seqpipe up` starts with passive waits there.
+    ::setenv("OMP_WAIT_POLICY", "passive", 1);
+    ::execv("/proc/self/exe", argv);
   }
   char dir_template[] = "/tmp/seqpipe-overhead.XXXXXX";
   const std::string dir = ::mkdtemp(dir_template);
@@ -363,6 +496,12 @@ int main(int argc, char** argv) {
                             " --preset tiny --gated --untied --spiece --seed 3 --out " + model +
                             " > /dev/null";
     if (std::system(cmd.c_str()) != 0) return 1;
+  }
+  if (batch > 1) {
+    const int status = batch_throughput(seqpipe, model, dir, sets, batch, input_tokens,
+                                        max_new_tokens, rounds, threads);
+    if (status == 0) std::filesystem::remove_all(dir);
+    return status;
   }
   // Relays first: they fork without exec, before this process has threads of its own.
   const auto relay_ipc = relay_chain(false, dir, requests * 3);
@@ -391,9 +530,9 @@ int main(int argc, char** argv) {
 
   std::string ipc_text, tcp_text;
   const auto ipc =
-      through_pipeline(false, SEQPIPE_BIN, model, dir + "/ipc", sets, request, requests, ipc_text);
+      through_pipeline(false, seqpipe, model, dir + "/ipc", sets, request, requests, ipc_text);
   const auto tcp =
-      through_pipeline(true, SEQPIPE_BIN, model, dir + "/tcp", sets, request, requests, tcp_text);
+      through_pipeline(true, seqpipe, model, dir + "/tcp", sets, request, requests, tcp_text);
 
   std::printf(
       "pipeline_overhead: model %s, text \"%s\", max_new_tokens %d, %d requests one at a time, %u "

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace seqpipe::decoder {
 
@@ -125,19 +126,26 @@ void DecoderStage::admit(stage::EncodedItem&& item, worker::WorkerOutbox& out, i
     credits += slots;
     return;
   }
+  // The frame must hold exactly the header's rows of this model's d_model floats: a wrong size
+  // (another model's encoder, a damaged frame) answers this item and nothing else.
   const stage::EncoderRows& rows = item.hidden;
+  const std::span<const uint8_t> bytes = rows.values.bytes();
   if (rows.rows < 1 || rows.rows > max_source_len_ ||
-      rows.values.size() != static_cast<size_t>(rows.rows * d_model)) {
+      bytes.size() != static_cast<size_t>(rows.rows * d_model) * sizeof(float)) {
     credits += slots;
     out.fail(item,
              {protocol::ErrorCode::kInternal,
-              "decoder received encoder rows that do not match the model"},
+              "decoder received encoder rows that do not match the model: a frame of " +
+                  std::to_string(bytes.size()) + " bytes for " + std::to_string(rows.rows) +
+                  " rows of d_model " + std::to_string(d_model) + " float32 values (rows 1.." +
+                  std::to_string(max_source_len_) + ")"},
              "decoder", metrics_);
     return;
   }
   engine::EncoderOutput encoded;
   encoded.hidden = engine::Tensor::empty({rows.rows, d_model});
-  std::copy(rows.values.begin(), rows.values.end(), encoded.hidden.data());
+  // The one copy on this side: from the frame as it arrived into the engine's tensor.
+  std::memcpy(encoded.hidden.data(), bytes.data(), bytes.size());
   encoded.offsets = {0, rows.rows};
   try {
     engine::DecodingOptions options = decoding_options(item.params, all_hypotheses_);

@@ -65,8 +65,11 @@ void EncoderStage::handle(stage::StageMessage&& message, worker::WorkerOutbox& o
         std::string text = std::move(batched[i]->text);
         auto item = stage::next_hop<stage::EncodedItem>(std::move(*batched[i]));
         item.hidden.rows = output->length(i);
-        item.hidden.values.resize(static_cast<size_t>(item.hidden.rows * d_model));
-        output->copy_sequence(i, item.hidden.values.data());  // from the model's device
+        // The one copy of the rows on this side: from the model's batch (on its device) into
+        // the frame that ZeroMQ sends in place.
+        item.hidden.values =
+            stage::TensorFrame::floats(static_cast<size_t>(item.hidden.rows * d_model),
+                                       [&](float* rows) { output->copy_sequence(i, rows); });
         item.text = std::move(text);
         encoded.items.push_back(std::move(item));
       }

@@ -66,7 +66,8 @@ stage_seeds = [
     {"kind": "ready", "credits": 1},
     {"kind": "tokenize", "items": [dict(head, t="hi", b="ipc:///b")]},
     {"kind": "sequence", "items": [dict(head, ids=[5, 1])]},
-    {"kind": "encoded", "credits": 1, "items": [dict(head, rows=1, h=bytes(8))]},
+    {"kind": "encoded", "credits": 1, "items": [dict(head, rows=1)]},
+    {"kind": "decode", "items": [dict(head, rows=2), dict(head, r=8, rows=1, t="hi")]},
     {"kind": "decoded", "credits": 1, "items": [dict(head, ids=[0, 5, 1], s=-0.5, alt=[[0, 1]])]},
     {"kind": "decoded", "credits": 0, "items": [dict(head, ids=[0, 5], s=0.0, st=True, pt=True)]},
     {"kind": "result", "items": [{"r": 7, "i": 0, "t": "the ", "s": 0.0, "tm": [0, 0, 0, 0, 0, 0],
@@ -77,7 +78,7 @@ stage_seeds = [
     {"kind": "heartbeat", "from": "ipc:///x"},
 ]
 for i, seed in enumerate(stage_seeds):
-    open(f"{st}/seed{i}", "wb").write(msgpack.packb(dict(seed, v=2), use_single_float=True))
+    open(f"{st}/seed{i}", "wb").write(msgpack.packb(dict(seed, v=3), use_single_float=True))
 PY
 for target in request_fuzz:"$corpus_req" stage_message_fuzz:"$corpus_stage" http_json_fuzz:"$corpus_http"; do
   name=${target%%:*} corpus=${target#*:}

@@ -83,8 +83,8 @@ class WorkerStages : public ::testing::Test {
     engine::Encoder encoder(*model_);
     const auto out = encoder.encode({ids});
     w.hidden.rows = out.length(0);
-    w.hidden.values.resize(static_cast<size_t>(out.hidden.numel()));
-    out.copy_sequence(0, w.hidden.values.data());
+    w.hidden.values = stage::TensorFrame::floats(static_cast<size_t>(out.hidden.numel()),
+                                                 [&](float* rows) { out.copy_sequence(0, rows); });
     return w;
   }
   template <class M>
@@ -213,11 +213,38 @@ TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
   for (size_t i = 0; i < 2; ++i) {
     const stage::EncoderRows& rows = encoded.items[i].hidden;
     EXPECT_EQ(rows.rows, want.length(i));
-    ASSERT_EQ(rows.values.size(), static_cast<size_t>(want.length(i) * want.hidden.dim(1)));
-    EXPECT_EQ(std::memcmp(rows.values.data(), want.sequence(i).data(),
-                          rows.values.size() * sizeof(float)),
-              0);
+    const auto bytes = rows.values.bytes();
+    ASSERT_EQ(bytes.size(), static_cast<size_t>(want.length(i) * want.hidden.dim(1)) * 4);
+    EXPECT_EQ(std::memcmp(bytes.data(), want.sequence(i).data(), bytes.size()), 0);
   }
+}
+
+TEST_F(WorkerStages, DecoderAnswersAFrameOfTheWrongSizeAndKeepsServing) {
+  decoder::DecoderStage stage(*model_, config_, metrics_);
+  stage::EncodedItem good = encoded(2, "teh speling");
+  stage::EncodedItem short_frame = encoded(1, "teh speling");
+  // The frame lost its last float: it no longer holds the header's rows of d_model floats.
+  const auto bytes = short_frame.hidden.values.bytes();
+  short_frame.hidden.values = {short_frame.hidden.values.owner(), bytes.first(bytes.size() - 4)};
+  stage::EncodedItem extra_row = encoded(3, "teh speling");
+  extra_row.hidden.rows += 1;  // the header claims a row the frame does not hold
+  worker::WorkerOutbox out;
+  stage.handle(stage::Decode{{short_frame, good, extra_row}}, out);
+  ASSERT_EQ(out.pushes.size(), 2u);  // one failed result each, to its gateway
+  for (const auto& [gateway, m] : out.pushes) {
+    const auto& result = as<stage::Result>(m).items.at(0);
+    EXPECT_EQ(result.error->code, protocol::ErrorCode::kInternal);
+    EXPECT_NE(result.error->message.find("do not match the model"), std::string::npos);
+  }
+  EXPECT_NE(as<stage::Result>(out.pushes[0].second).items[0].error->message.find("a frame of"),
+            std::string::npos);
+  // Their slots go back at once; the good item runs to its end as the engine decodes it.
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(as<stage::Decoded>(out.sends[0].message).credits, 2);
+  EXPECT_EQ(stage.running(), 1);
+  for (int steps = 0; stage.has_pending_work() && steps < 100; ++steps) stage.work(out);
+  EXPECT_EQ(as<stage::Decoded>(out.sends.back().message).items.at(0).ids,
+            reference("teh speling", 1));
 }
 
 TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {

@@ -11,7 +11,7 @@
 
 namespace seqpipe::stage {
 
-// Encoder rows travel as their float32 bytes, as this host holds them.
+// Encoder rows travel as their float32 bytes, as this host holds them (in tensor frames).
 static_assert(std::endian::native == std::endian::little,
               "stage messages carry little-endian floats");
 
@@ -49,7 +49,15 @@ constexpr bool kHasItems =
 // Reads one decoded msgpack object tree into a StageMessage, checking every field.
 class Reader {
  public:
-  explicit Reader(const Limits& limits) : limits_(limits) {}
+  Reader(const Limits& limits, std::span<const TensorFrame> frames)
+      : limits_(limits), frames_(frames) {}
+
+  // Every tensor frame was taken by an item.
+  std::optional<Error> all_frames_read() const {
+    if (next_frame_ == frames_.size()) return std::nullopt;
+    return bad(std::to_string(frames_.size()) + " tensor frames for " +
+               std::to_string(next_frame_) + " encoded items");
+  }
 
   std::optional<Error> message(const msgpack::object& o, StageMessage& out) {
     if (o.type != msgpack::type::MAP) return bad("message is not a map");
@@ -311,15 +319,6 @@ class Reader {
         return bad(f + " must be a non-negative integer");
       return std::nullopt;
     }
-    if (key == "h") {
-      if (v.type != msgpack::type::BIN || v.via.bin.size > limits_.max_hidden_bytes ||
-          v.via.bin.size % sizeof(float) != 0) {
-        return bad(f + " must be float32 bytes within the size limit");
-      }
-      w.hidden.values.resize(v.via.bin.size / sizeof(float));
-      if (v.via.bin.size > 0) std::memcpy(w.hidden.values.data(), v.via.bin.ptr, v.via.bin.size);
-      return std::nullopt;
-    }
     if (key == "t") return text(v, f, w.text);
     return field(key, v, f, static_cast<WorkHeader&>(w), known);
   }
@@ -418,16 +417,18 @@ class Reader {
       return bad(at + ".alt_s must hold one score per alternative in .alt");
     return std::nullopt;
   }
-  static std::optional<Error> whole(const std::string& at, const EncodedItem& w) {
-    const auto& h = w.hidden;
-    if (h.rows == 0 ? !h.values.empty()
-                    : h.values.empty() || h.values.size() % static_cast<size_t>(h.rows) != 0)
-      return bad(at + ".h must hold `rows` whole rows of float32 values");
+  // An encoded item's hidden rows are the next tensor frame; only its size is looked at here.
+  std::optional<Error> whole(const std::string& at, EncodedItem& w) {
+    if (next_frame_ == frames_.size())
+      return bad(at + " has no tensor frame (" + std::to_string(frames_.size()) + " sent)");
+    w.hidden.values = frames_[next_frame_++];
+    if (w.hidden.values.bytes().size() > limits_.max_hidden_bytes)
+      return bad(at + ": its tensor frame is over the size limit");
     return std::nullopt;
   }
 
   template <class Item>
-  std::optional<Error> read_items(const msgpack::object& v, std::vector<Item>& out) const {
+  std::optional<Error> read_items(const msgpack::object& v, std::vector<Item>& out) {
     if (v.type != msgpack::type::ARRAY) return bad("items must be an array");
     if (v.via.array.size > limits_.max_items)
       return bad("more than " + std::to_string(limits_.max_items) + " items");
@@ -454,14 +455,15 @@ class Reader {
   }
 
   const Limits& limits_;
+  std::span<const TensorFrame> frames_;
+  size_t next_frame_ = 0;
 };
 
 }  // namespace
 
-bool EncoderRows::operator==(const EncoderRows& other) const {
-  return rows == other.rows && values.size() == other.values.size() &&
-         (values.empty() ||
-          std::memcmp(values.data(), other.values.data(), values.size() * sizeof(float)) == 0);
+bool TensorFrame::operator==(const TensorFrame& other) const {
+  return bytes_.size() == other.bytes_.size() &&
+         (bytes_.empty() || std::memcmp(bytes_.data(), other.bytes_.data(), bytes_.size()) == 0);
 }
 
 std::string_view kind_name(MessageKind kind) {
@@ -477,7 +479,9 @@ ResultItem failed(const WorkHeader& item, protocol::Error error) {
   return result;
 }
 
-std::variant<StageMessage, Error> decode(std::span<const uint8_t> bytes, const Limits& limits) {
+std::variant<StageMessage, Error> decode(std::span<const uint8_t> bytes,
+                                         std::span<const TensorFrame> frames,
+                                         const Limits& limits) {
   if (bytes.size() > limits.max_message_bytes) {
     return Error{ErrorCode::kTooLong, "stage message: " + std::to_string(bytes.size()) +
                                           " bytes, limit " +
@@ -487,7 +491,7 @@ std::variant<StageMessage, Error> decode(std::span<const uint8_t> bytes, const L
   const msgpack::unpack_limit unpack_limits(
       /*array=*/std::max(limits.max_items, limits.max_ids), /*map=*/32,
       /*str=*/limits.max_text_bytes,
-      /*bin=*/limits.max_hidden_bytes, /*ext=*/0, /*depth=*/6);
+      /*bin=*/0, /*ext=*/0, /*depth=*/6);
   msgpack::object_handle handle;
   try {
     size_t offset = 0;
@@ -500,8 +504,9 @@ std::variant<StageMessage, Error> decode(std::span<const uint8_t> bytes, const L
                  std::string("stage message: not valid msgpack within limits (") + e.what() + ")"};
   }
   StageMessage out;
-  Reader reader(limits);
+  Reader reader(limits, frames);
   if (auto error = reader.message(handle.get(), out)) return *error;
+  if (auto error = reader.all_frames_read()) return *error;
   return out;
 }
 

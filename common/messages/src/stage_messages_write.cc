@@ -52,10 +52,10 @@ void write_item(Writer& out, const SequenceItem& w) {
   if (!w.text.empty()) out.str("t"), out.str(w.text);
 }
 
+// The hidden rows' bytes go in a tensor frame of their own (append_frames), never through here.
 void write_item(Writer& out, const EncodedItem& w) {
-  write_header(out, w, 2 + (w.text.empty() ? 0 : 1));
+  write_header(out, w, 1 + (w.text.empty() ? 0 : 1));
   out.str("rows"), out.i64(w.hidden.rows);
-  out.str("h"), out.bin(w.hidden.values.data(), w.hidden.values.size() * sizeof(float));
   if (!w.text.empty()) out.str("t"), out.str(w.text);
 }
 
@@ -176,6 +176,14 @@ std::string encode(const StageMessage& message) {
       },
       message);
   return bytes;
+}
+
+void append_frames(const StageMessage& message, std::vector<TensorFrame>& frames) {
+  auto append = [&](const std::vector<EncodedItem>& items) {
+    for (const EncodedItem& item : items) frames.push_back(item.hidden.values);
+  };
+  if (const auto* encoded = std::get_if<Encoded>(&message)) append(encoded->items);
+  if (const auto* decode = std::get_if<Decode>(&message)) append(decode->items);
 }
 
 }  // namespace seqpipe::stage

@@ -35,12 +35,6 @@ void Writer::str(std::string_view value) {
   packer_.pack_str_body(value.data(), static_cast<uint32_t>(value.size()));
 }
 
-void Writer::bin(const void* data, size_t bytes) {
-  packer_.pack_bin(static_cast<uint32_t>(bytes));
-  if (bytes > 0)
-    packer_.pack_bin_body(static_cast<const char*>(data), static_cast<uint32_t>(bytes));
-}
-
 void Writer::f32(float value) {
   const auto bits = std::bit_cast<uint32_t>(value);
   const char bytes[5] = {'\xca', static_cast<char>(bits >> 24), static_cast<char>(bits >> 16),

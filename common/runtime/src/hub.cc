@@ -20,11 +20,12 @@ void read_workers(
     transport::Socket& socket, std::string_view from, const stage::Limits& limits,
     metrics::StageMetrics& metrics, const std::function<std::vector<status::StageStatus>()>& status,
     const std::function<void(const std::string&, stage::StageMessage&&)>& on_message) {
-  while (auto frames = socket.try_recv()) {
-    if (frames->size() == 2 && (*frames)[1] == status::kProbe) {
-      socket.send({std::string_view((*frames)[0]), std::string_view(status::encode(status()))});
-    } else if (auto message = worker::decode_frames(*frames, 2, from, limits, metrics)) {
-      on_message((*frames)[0], std::move(*message));
+  while (auto parts = socket.try_recv_parts()) {
+    const std::string worker = parts->empty() ? std::string() : (*parts)[0].to_string();
+    if (parts->size() == 2 && (*parts)[1].to_string_view() == status::kProbe) {
+      socket.send({std::string_view(worker), std::string_view(status::encode(status()))});
+    } else if (auto message = worker::decode_parts(std::move(*parts), 1, from, limits, metrics)) {
+      on_message(worker, std::move(*message));
     }
   }
 }
@@ -41,9 +42,7 @@ void send_rounds(Outbox& out, const std::vector<transport::Socket*>& sockets,
     out.sends.clear();
     out.pushes.clear();
     for (auto& [link, peer, message] : sends) {
-      if (!sockets.at(link)->send(
-              {std::string_view(peer), std::string_view(stage::encode(message))}))
-        unreachable(link, peer, out);
+      if (!worker::send_message(*sockets.at(link), peer, message)) unreachable(link, peer, out);
     }
     for (const auto& [endpoint, message] : pushed) {
       if (!pushes.send(endpoint, stage::encode(message))) {

@@ -31,6 +31,47 @@ std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>&
   return std::move(std::get<stage::StageMessage>(decoded));
 }
 
+std::optional<stage::StageMessage> decode_parts(transport::Parts&& parts, size_t routing_frames,
+                                                std::string_view from, const stage::Limits& limits,
+                                                metrics::StageMetrics& metrics) {
+  if (parts.size() <= routing_frames) {
+    spdlog::warn("dropped a message of {} frames from {} (expected at least {})", parts.size(),
+                 from, routing_frames + 1);
+    metrics.malformed();
+    return std::nullopt;
+  }
+  std::vector<stage::TensorFrame> tensors;
+  tensors.reserve(parts.size() - routing_frames - 1);
+  for (size_t k = routing_frames + 1; k < parts.size(); ++k) {
+    auto held = std::make_shared<zmq::message_t>(std::move(parts[k]));
+    const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(held->data()), held->size());
+    tensors.emplace_back(std::shared_ptr<const void>(held, held->data()), bytes);
+  }
+  auto decoded = stage::decode(parts[routing_frames].to_string_view(), tensors, limits);
+  if (auto* error = std::get_if<protocol::Error>(&decoded)) {
+    spdlog::warn("dropped a malformed message from {}: {}", from, error->message);
+    metrics.malformed();
+    return std::nullopt;
+  }
+  return std::move(std::get<stage::StageMessage>(decoded));
+}
+
+bool send_message(transport::Socket& socket, std::string_view peer,
+                  const stage::StageMessage& message, bool dontwait) {
+  const std::string header = stage::encode(message);
+  std::vector<stage::TensorFrame> tensors;
+  stage::append_frames(message, tensors);
+  if (tensors.empty()) {
+    return peer.empty() ? socket.send({std::string_view(header)}, dontwait)
+                        : socket.send({peer, std::string_view(header)}, dontwait);
+  }
+  std::vector<transport::SharedFrame> tail;
+  tail.reserve(tensors.size());
+  for (const auto& t : tensors) tail.push_back({t.bytes(), t.owner()});
+  return peer.empty() ? socket.send_shared({std::string_view(header)}, tail, dontwait)
+                      : socket.send_shared({peer, std::string_view(header)}, tail, dontwait);
+}
+
 int hub_share(int capacity, size_t hub, size_t hubs) {
   const auto n = static_cast<int>(hubs);
   return capacity / n + (static_cast<int>(hub) < capacity % n ? 1 : 0);
@@ -148,7 +189,7 @@ class WorkerLoop {
   // Never blocks: a hub that refused this worker's CurveZMQ key leaves the socket without a
   // connection (the hub is then silent and the worker reconnects, as from a dead hub).
   static bool send_to_hub(Hub& hub, const stage::StageMessage& message) {
-    return hub.socket && hub.socket->send({std::string_view(stage::encode(message))}, true);
+    return hub.socket && send_message(*hub.socket, {}, message, true);
   }
 
   void connect(size_t i, int credits) {
@@ -169,7 +210,7 @@ class WorkerLoop {
     for (size_t k = 0; k < polled_.size(); ++k) {
       Hub& hub = hubs_[polled_[k]];
       if (poller_->readable(2 * k)) {
-        while (auto frames = hub.socket->try_recv()) handle(polled_[k], *frames);
+        while (auto parts = hub.socket->try_recv_parts()) handle(polled_[k], std::move(*parts));
       }
       if (poller_->readable(2 * k + 1)) {
         while (auto event = hub.watch->next()) {
@@ -181,10 +222,10 @@ class WorkerLoop {
     }
   }
 
-  void handle(size_t i, const transport::Frames& frames) {
+  void handle(size_t i, transport::Parts&& parts) {
     // Anything from the hub, even malformed, shows it is alive.
     hubs_[i].liveness.seen(SteadyClock::now());
-    auto message = decode_frames(frames, 1, hubs_[i].from, options_.limits, metrics_);
+    auto message = decode_parts(std::move(parts), 0, hubs_[i].from, options_.limits, metrics_);
     if (!message || std::holds_alternative<stage::Heartbeat>(*message)) return;
     out_.hub = i;
     if (const auto* cancel = std::get_if<stage::Cancel>(&*message)) {

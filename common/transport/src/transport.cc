@@ -149,6 +149,31 @@ bool send_frames(zmq::socket_t& socket, const Range& frames, size_t count, bool 
 }
 }  // namespace
 
+namespace {
+void release_shared(void* /*data*/, void* hint) {
+  delete static_cast<std::shared_ptr<const void>*>(hint);
+}
+}  // namespace
+
+bool Socket::send_shared(std::initializer_list<std::string_view> head,
+                         std::span<const SharedFrame> tail, bool dontwait) {
+  if (tail.empty()) return send(head, dontwait);
+  if (!send_frames(socket_, head, head.size() + 1, dontwait)) return false;
+  // The rest of a multipart message whose first frame was queued is queued too (ZeroMQ sends
+  // a message whole or not at all).
+  size_t i = 0;
+  for (const SharedFrame& f : tail) {
+    const auto flags = ++i < tail.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+    zmq::message_t message;
+    if (!f.bytes.empty()) {  // ZeroMQ drops its copy of the owner once the bytes are written
+      message = zmq::message_t(const_cast<uint8_t*>(f.bytes.data()), f.bytes.size(), release_shared,
+                               new std::shared_ptr<const void>(f.owner));
+    }
+    if (!socket_.send(message, flags)) return false;
+  }
+  return true;
+}
+
 bool Socket::send(const Frames& frames, bool dontwait) {
   return send_frames(socket_, frames, frames.size(), dontwait);
 }
@@ -157,13 +182,19 @@ bool Socket::send(std::initializer_list<std::string_view> frames, bool dontwait)
   return send_frames(socket_, frames, frames.size(), dontwait);
 }
 
-std::optional<Frames> Socket::try_recv() {
-  std::vector<zmq::message_t> parts;
+std::optional<Parts> Socket::try_recv_parts() {
+  Parts parts;
   const auto n = zmq::recv_multipart(socket_, std::back_inserter(parts), zmq::recv_flags::dontwait);
   if (!n) return std::nullopt;
+  return parts;
+}
+
+std::optional<Frames> Socket::try_recv() {
+  auto parts = try_recv_parts();
+  if (!parts) return std::nullopt;
   Frames frames;
-  frames.reserve(parts.size());
-  for (auto& p : parts) frames.emplace_back(static_cast<const char*>(p.data()), p.size());
+  frames.reserve(parts->size());
+  for (auto& p : *parts) frames.emplace_back(static_cast<const char*>(p.data()), p.size());
   return frames;
 }
 

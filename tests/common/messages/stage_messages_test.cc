@@ -47,9 +47,14 @@ SequenceItem full_sequence() {
   return w;
 }
 
+TensorFrame floats(const std::vector<float>& values) {
+  return TensorFrame::floats(values.size(),
+                             [&](float* out) { std::copy(values.begin(), values.end(), out); });
+}
+
 EncodedItem full_encoded() {
   auto w = next_hop<EncodedItem>(full_header());
-  w.hidden = {2, {1.5f, -0.0f, 3e-38f, 1e30f}};
+  w.hidden = {2, floats({1.5f, -0.0f, 3e-38f, 1e30f})};
   return w;
 }
 
@@ -83,8 +88,18 @@ StageMessage decoded(const std::string& bytes) {
   return std::holds_alternative<StageMessage>(r) ? std::get<StageMessage>(r) : StageMessage{};
 }
 
-protocol::Error error_of(const std::string& bytes, const Limits& limits = {}) {
-  auto r = decode(bytes, limits);
+// `message` as it travels: its header, then its tensor frames.
+StageMessage round_trip(const StageMessage& message) {
+  std::vector<TensorFrame> frames;
+  append_frames(message, frames);
+  auto r = decode(encode(message), frames);
+  if (auto* e = std::get_if<protocol::Error>(&r)) ADD_FAILURE() << e->message;
+  return std::holds_alternative<StageMessage>(r) ? std::get<StageMessage>(r) : StageMessage{};
+}
+
+protocol::Error error_of(const std::string& bytes, const Limits& limits = {},
+                         std::span<const TensorFrame> frames = {}) {
+  auto r = decode(bytes, frames, limits);
   if (!std::holds_alternative<protocol::Error>(r)) {
     ADD_FAILURE() << "decoded a malformed message";
     return {};
@@ -114,7 +129,7 @@ TEST(StageMessages, EveryKindRoundTrips) {
   ASSERT_EQ(messages.size(), std::variant_size_v<StageMessage>);
   for (size_t k = 0; k < messages.size(); ++k) {
     EXPECT_EQ(static_cast<size_t>(kind(messages[k])), k);
-    EXPECT_EQ(decoded(encode(messages[k])), messages[k]) << kind_name(messages[k]);
+    EXPECT_EQ(round_trip(messages[k]), messages[k]) << kind_name(messages[k]);
   }
   ResultItem failed_item = full_result();
   failed_item.error = protocol::Error{ErrorCode::kTooLong, "texts[0] is 300 tokens, at most 128"};
@@ -183,16 +198,26 @@ TEST(StageMessages, MalformedMessagesAreErrorsNamingTheProblem) {
   EXPECT_NE(error_of(patch(good, "\xa4kind\xa8sequence", "\xa4kind\xa8sequencx"))
                 .message.find("unknown kind"),
             std::string::npos);
-  EXPECT_NE(error_of(patch(good, "\xa1v\x02", "\xa1v\x01")).message.find("v must be"),
+  EXPECT_NE(error_of(patch(good, "\xa1v\x03", "\xa1v\x02")).message.find("v must be"),
             std::string::npos);
   EXPECT_NE(
       error_of(patch(good, "\xa1t\xab", "\xa1y\xab")).message.find("unknown field 'items[0].y'"),
       std::string::npos);
-  EncodedItem bad_rows = full_encoded();
-  bad_rows.hidden.rows = 3;  // 4 values are not 3 whole rows
-  EXPECT_NE(error_of(encode(Encoded{0, {bad_rows}})).message.find("items[0].h"), std::string::npos);
-  bad_rows.hidden.values.clear();  // rows without values
-  EXPECT_NE(error_of(encode(Encoded{0, {bad_rows}})).message.find("items[0].h"), std::string::npos);
+  // Tensor frames: one per encoded item, each within the limit (the decoder checks its size
+  // against the rows: a wrong one answers that item alone).
+  const std::string encoded = encode(Encoded{0, {full_encoded()}});
+  EXPECT_NE(error_of(encoded).message.find("items[0] has no tensor frame"), std::string::npos);
+  const TensorFrame frame = floats({1.0f, 2.0f, 3.0f, 4.0f});
+  const TensorFrame two[] = {frame, frame};
+  EXPECT_NE(error_of(encoded, {}, two).message.find("2 tensor frames for 1 encoded items"),
+            std::string::npos);
+  EXPECT_NE(error_of(good, {}, std::span(two, 1)).message.find("1 tensor frames for 0"),
+            std::string::npos);
+  EXPECT_NE(error_of(encoded, Limits{.max_hidden_bytes = 15}, std::span(two, 1))
+                .message.find("items[0]: its tensor frame is over the size limit"),
+            std::string::npos);
+  EXPECT_NE(error_of(patch(encoded, "\xa4rows\x02", "\xa4rows\xff")).message.find("rows must be"),
+            std::string::npos);
   EXPECT_NE(error_of(encode(Sequence{{full_sequence(), full_sequence()}}), Limits{.max_items = 1})
                 .message.find("items"),
             std::string::npos);
@@ -280,12 +305,31 @@ TEST(StageMessages, EachHopStartsFromTheHeaderOfTheLast) {
 
 TEST(StageMessages, EncoderRowsCompareBitForBit) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_EQ((EncoderRows{1, {nan, 1.0f}}), (EncoderRows{1, {nan, 1.0f}}));
-  EXPECT_NE((EncoderRows{1, {0.0f, 1.0f}}), (EncoderRows{1, {-0.0f, 1.0f}}));
-  EXPECT_NE((EncoderRows{1, {1.0f}}), (EncoderRows{2, {1.0f}}));
+  EXPECT_EQ((EncoderRows{1, floats({nan, 1.0f})}), (EncoderRows{1, floats({nan, 1.0f})}));
+  EXPECT_NE((EncoderRows{1, floats({0.0f, 1.0f})}), (EncoderRows{1, floats({-0.0f, 1.0f})}));
+  EXPECT_NE((EncoderRows{1, floats({1.0f})}), (EncoderRows{2, floats({1.0f})}));
   StageMessage with_nan = Decode{{next_hop<EncodedItem>(full_header())}};
-  std::get<Decode>(with_nan).items[0].hidden = {1, {nan, -nan, 0.0f}};
-  EXPECT_EQ(decoded(encode(with_nan)), with_nan);  // a row of NaNs survives the wire
+  std::get<Decode>(with_nan).items[0].hidden = {1, floats({nan, -nan, 0.0f})};
+  EXPECT_EQ(round_trip(with_nan), with_nan);  // a row of NaNs survives the wire
+}
+
+TEST(StageMessages, TensorFramesTravelBesideTheHeaderAndAreShared) {
+  const StageMessage message = Decode{{full_encoded(), minimal<EncodedItem>()}};
+  const std::string header = encode(message);
+  // The floats are not in the header (1e30f's bytes would be), only the rows.
+  EXPECT_EQ(header.find(std::string("\xca\xf2\x49\x71", 4)), std::string::npos);
+  EXPECT_NE(header.find("\xa4rows\x02"), std::string::npos);
+  std::vector<TensorFrame> frames;
+  append_frames(message, frames);
+  ASSERT_EQ(frames.size(), 2u);  // one per item, the empty one too
+  EXPECT_EQ(frames[0].bytes().size(), 4 * sizeof(float));
+  EXPECT_TRUE(frames[1].bytes().empty());
+  // Decoding takes the frames as they are: the item holds the same bytes, not a copy.
+  auto r = decode(header, frames);
+  ASSERT_TRUE(std::holds_alternative<StageMessage>(r));
+  const auto& item = std::get<Decode>(std::get<StageMessage>(r)).items[0];
+  EXPECT_EQ(item.hidden.values.bytes().data(), frames[0].bytes().data());
+  EXPECT_EQ(item.hidden.values.owner(), frames[0].owner());
 }
 
 TEST(StageMessages, HostileHeadersAreRefusedWithoutAllocating) {
@@ -310,6 +354,8 @@ TEST(StageMessages, RandomMutationsNeverCrash) {
         StageMessage(Decoded{3, {full_decoded(), full_decoded()}}),
         StageMessage(Tokenize{{full_text()}}), StageMessage(Result{{full_result()}})}) {
     const std::string good = encode(message);
+    std::vector<TensorFrame> frames;
+    append_frames(message, frames);
     for (int n = 0; n < 5000; ++n) {
       std::string m = good;
       const int edits = 1 + static_cast<int>(rng() % 4);
@@ -328,10 +374,10 @@ TEST(StageMessages, RandomMutationsNeverCrash) {
         }
         if (m.empty()) m = "\x00";
       }
-      auto r = decode(m);
+      auto r = decode(m, frames);
       if (auto* s = std::get_if<StageMessage>(&r)) {
         ++accepted;
-        EXPECT_EQ(decoded(encode(*s)), *s) << "an accepted message survives its own round trip";
+        EXPECT_EQ(round_trip(*s), *s) << "an accepted message survives its own round trip";
       } else {
         EXPECT_FALSE(std::get<protocol::Error>(r).message.empty());
       }

@@ -35,6 +35,63 @@ TEST(WorkerHubShare, SharesAddUpToTheCapacityAndDifferByAtMostOne) {
             (std::vector<std::string>{"tcp://a:1", "tcp://b:2"}));
 }
 
+// The next message on `socket` as ZeroMQ holds it, waiting up to 5 s.
+std::optional<transport::Parts> parts_within(transport::Socket& socket) {
+  transport::Poller poller;
+  poller.add(socket);
+  if (poller.poll(milliseconds(5000)) <= 0) return std::nullopt;
+  return socket.try_recv_parts();
+}
+
+TEST(WorkerFrames, TensorFramesCrossRealSocketsBesideTheHeaderBothWays) {
+  zmq::context_t context(1);
+  transport::Socket hub(context, zmq::socket_type::router),
+      worker(context, zmq::socket_type::dealer);
+  worker.connect(hub.bind("tcp://127.0.0.1:*"));
+  auto registry = metrics::make_registry();
+  metrics::StageMetrics metrics(*registry, "frames");
+  std::vector<float> values(64 * 512);  // a 64-token input's rows at t5-small's d_model: 128 KiB
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  stage::EncodedItem item, empty;
+  item.request = 1, empty.request = 2;
+  item.hidden = {64, stage::TensorFrame::floats(values.size(), [&](float* out) {
+                   std::copy(values.begin(), values.end(), out);
+                 })};
+  const stage::StageMessage encoded = stage::Encoded{1, {item, empty}};
+  ASSERT_TRUE(send_message(worker, {}, encoded));
+
+  auto parts = parts_within(hub);
+  ASSERT_TRUE(parts);
+  ASSERT_EQ(parts->size(), 4u);  // routing id, header, one frame per item
+  EXPECT_EQ((*parts)[2].size(), values.size() * sizeof(float));
+  EXPECT_EQ((*parts)[3].size(), 0u);
+  const std::string peer = (*parts)[0].to_string();
+  auto at_hub = decode_parts(std::move(*parts), 1, "the worker", {}, metrics);
+  ASSERT_TRUE(at_hub);
+  EXPECT_EQ(*at_hub, encoded);
+  // The hub passes the item on holding the frame it received, and sends it back in place.
+  stage::Decode decode{std::move(std::get<stage::Encoded>(*at_hub).items)};
+  const uint8_t* received = decode.items[0].hidden.values.bytes().data();
+  ASSERT_TRUE(send_message(hub, peer, decode));
+  EXPECT_EQ(decode.items[0].hidden.values.bytes().data(), received);
+  auto back = parts_within(worker);
+  ASSERT_TRUE(back);
+  auto at_worker = decode_parts(std::move(*back), 0, "the hub", {}, metrics);
+  ASSERT_TRUE(at_worker);
+  EXPECT_EQ(*at_worker, stage::StageMessage(decode));
+
+  // A frame too many, or a header missing, is a malformed message: dropped and counted.
+  const std::string header = stage::encode(stage::Credit{1});
+  const auto& frame = std::get<stage::Encoded>(encoded).items[0].hidden.values;
+  const transport::SharedFrame extra[] = {{frame.bytes(), frame.owner()}};
+  ASSERT_TRUE(worker.send_shared({std::string_view(header)}, extra));
+  auto odd = parts_within(hub);
+  ASSERT_TRUE(odd);
+  EXPECT_FALSE(decode_parts(std::move(*odd), 1, "the worker", {}, metrics));
+  transport::Parts routing_only(1);
+  EXPECT_FALSE(decode_parts(std::move(routing_only), 1, "the worker", {}, metrics));
+}
+
 // Answers every message with one credit per item, to whoever sent it.
 class EchoStage : public WorkerStage {
  public:

@@ -1,5 +1,5 @@
 #pragma once
-// Messages between the pipeline's stages (internal protocol, version 2). Each message kind has
+// Messages between the pipeline's stages (internal protocol, version 3). Each message kind has
 // its own type, and each hop its own item type, holding what that hop needs and nothing more:
 //
 //   gateway --tokenize{TextItem}--> tokenizer --sequence{SequenceItem}--> batcher
@@ -14,6 +14,7 @@
 // limits, every field type-checked and only the fields of the message's kind accepted; a
 // malformed message is an Error value (logged, counted and dropped by the stage), never a crash.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,7 +27,7 @@
 
 namespace seqpipe::stage {
 
-constexpr int kVersion = 2;
+constexpr int kVersion = 3;
 
 // Microseconds each stage spent on an item, added up along the way (the reply's timings_us).
 struct StageTimings {
@@ -74,13 +75,42 @@ struct SequenceItem : WorkHeader {
   bool operator==(const SequenceItem&) const = default;
 };
 
-// The encoder's output for one sequence: `rows` rows of d_model float32 values, row after row.
+// Bytes that travel as a frame of their own after a message's msgpack header (an item's hidden
+// states), never parsed by the codec: shared and read-only, so passing an item on, or keeping it
+// to send again, copies none of them. `owner` keeps them alive (the buffer the encoder wrote, or
+// the ZeroMQ frame they arrived in) until the last holder, ZeroMQ's send included, lets go.
+class TensorFrame {
+ public:
+  TensorFrame() = default;
+  TensorFrame(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes)
+      : owner_(std::move(owner)), bytes_(bytes) {}
+  // A frame of `count` float32 values for `fill` to write (once, before the frame is shared).
+  template <class Fill>
+  static TensorFrame floats(size_t count, Fill fill) {
+    std::shared_ptr<float[]> values = std::make_shared_for_overwrite<float[]>(count);
+    fill(values.get());
+    const auto* bytes = reinterpret_cast<const uint8_t*>(values.get());
+    return {std::move(values), {bytes, count * sizeof(float)}};
+  }
+
+  std::span<const uint8_t> bytes() const { return bytes_; }
+  const std::shared_ptr<const void>& owner() const { return owner_; }
+  // Bit for bit (a NaN equals itself): what a trip through the wire must preserve.
+  bool operator==(const TensorFrame& other) const;
+
+ private:
+  std::shared_ptr<const void> owner_;
+  std::span<const uint8_t> bytes_;
+};
+
+// The encoder's output for one sequence: `rows` rows of d_model float32 values, row after row,
+// little-endian, in a frame of their own. The codec checks the frame's size against the limits
+// only: the decoder, which knows d_model, checks it holds exactly `rows` rows.
 struct EncoderRows {
   int64_t rows = 0;
-  std::vector<float> values;  // rows x d_model
+  TensorFrame values;  // rows x d_model float32
 
-  // Bit for bit (a NaN equals itself): what a round trip through the wire must preserve.
-  bool operator==(const EncoderRows& other) const;
+  bool operator==(const EncoderRows&) const = default;
 };
 
 // encoder -> batcher -> decoder.
@@ -246,14 +276,30 @@ struct Limits {
   size_t max_hidden_bytes = 32 << 20;  // per item
 };
 
+// A message travels as one multipart message: its msgpack header (encode), then its tensor
+// frames (append_frames): one per EncodedItem, its hidden rows, in item order; the other kinds
+// have none. decode() takes the header and the frames that followed it; a message whose frames do
+// not number its EncodedItems, or one over limits.max_hidden_bytes, is an Error.
 std::string encode(const StageMessage& message);
-std::variant<StageMessage, protocol::Error> decode(std::span<const uint8_t> bytes,
+void append_frames(const StageMessage& message, std::vector<TensorFrame>& frames);
+std::variant<StageMessage, protocol::Error> decode(std::span<const uint8_t> header,
+                                                   std::span<const TensorFrame> frames,
                                                    const Limits& limits = {});
-inline std::variant<StageMessage, protocol::Error> decode(std::string_view bytes,
+inline std::variant<StageMessage, protocol::Error> decode(std::string_view header,
+                                                          std::span<const TensorFrame> frames,
                                                           const Limits& limits = {}) {
   return decode(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
-      limits);
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(header.data()), header.size()),
+      frames, limits);
+}
+// A message without tensor frames (every kind but encoded and decode, or those without items).
+inline std::variant<StageMessage, protocol::Error> decode(std::string_view header,
+                                                          const Limits& limits = {}) {
+  return decode(header, {}, limits);
+}
+inline std::variant<StageMessage, protocol::Error> decode(std::span<const uint8_t> header,
+                                                          const Limits& limits = {}) {
+  return decode(header, {}, limits);
 }
 
 }  // namespace seqpipe::stage

@@ -27,7 +27,6 @@ class Writer {
   void map(size_t entries) { packer_.pack_map(static_cast<uint32_t>(entries)); }
   void array(size_t elements) { packer_.pack_array(static_cast<uint32_t>(elements)); }
   void str(std::string_view value);
-  void bin(const void* data, size_t bytes);
   // Always a msgpack float32. msgpack-c's pack_float writes whole values (1.0f) as integers; a
   // reader decoding into a typed float field (Go, Rust) should not have to accept both.
   void f32(float value);

@@ -43,6 +43,18 @@ std::optional<stage::StageMessage> decode_frames(const std::vector<std::string>&
                                                  const stage::Limits& limits,
                                                  metrics::StageMetrics& metrics);
 
+// The same for a message received as ZeroMQ holds it: `routing_frames` (0 from a DEALER, 1 on a
+// ROUTER), the header, then the tensor frames, which become the items' TensorFrames without a
+// copy. Hubs and workers read their links' messages through it.
+std::optional<stage::StageMessage> decode_parts(transport::Parts&& parts, size_t routing_frames,
+                                                std::string_view from, const stage::Limits& limits,
+                                                metrics::StageMetrics& metrics);
+
+// Sends `message` on `socket` after `peer` (a ROUTER's routing id; empty on a DEALER): its
+// header, then its tensor frames in place (stage::append_frames). False as Socket::send.
+bool send_message(transport::Socket& socket, std::string_view peer,
+                  const stage::StageMessage& message, bool dontwait = false);
+
 class WorkerStage {
  public:
   virtual ~WorkerStage() = default;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -16,6 +17,14 @@
 namespace seqpipe::transport {
 
 using Frames = std::vector<std::string>;
+// A multipart message as ZeroMQ received it: no frame copied out.
+using Parts = std::vector<zmq::message_t>;
+
+// A frame sent in place, without a copy: ZeroMQ holds `owner` until it has written the bytes out.
+struct SharedFrame {
+  std::span<const uint8_t> bytes;
+  std::shared_ptr<const void> owner;
+};
 
 // CurveZMQ (ZeroMQ RFC 26; keys in Z85 text, made by seqpipe/security/security.h), set before
 // bind/connect: a server socket (it binds) gives its secret key and authenticates clients through
@@ -61,8 +70,14 @@ class Socket {
   // destination (the first frame) is not connected; nothing is sent then.
   bool send(const Frames& frames, bool dontwait = false);
   bool send(std::initializer_list<std::string_view> frames, bool dontwait = false);
+  // The same with `head` copied, then `tail` sent in place (large tensors). A name of its own:
+  // an array passed as `tail` to an overload of send() would convert to `dontwait`.
+  bool send_shared(std::initializer_list<std::string_view> head, std::span<const SharedFrame> tail,
+                   bool dontwait = false);
   // One multipart message if one is waiting, else nullopt. Never blocks.
   [[nodiscard]] std::optional<Frames> try_recv();
+  // The same, the frames as ZeroMQ holds them (a large frame is not copied again).
+  [[nodiscard]] std::optional<Parts> try_recv_parts();
   // Waits up to `timeout` for one message.
   [[nodiscard]] std::optional<Frames> recv(std::chrono::milliseconds timeout);
 
