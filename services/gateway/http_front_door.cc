@@ -368,11 +368,13 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
     std::variant<HttpRequest, HttpAnswer> request;
     if (path == "/v1/generate") {
       route = Route::kGenerate, request = generate_request(body, id);
-    } else if (path == model + "/infer") {
-      route = Route::kInfer, request = kserve_infer_request(body, id);
+    } else if (auto infer = kserve_infer_path(path);
+               infer && (options_.repository || infer->name == options_.model_name)) {
+      route = Route::kInfer, request = kserve_infer_request(body, id, infer->name, infer->version);
     } else if (path == "/v1/completions" || path == "/v1/chat/completions") {
       const bool chat = path == "/v1/chat/completions";
-      route = Route::kOpenAi, request = openai_request(body, id, chat, std::time(nullptr));
+      route = Route::kOpenAi,
+      request = openai_request(body, id, chat, std::time(nullptr), options_.repository);
     } else if (path == "/generate" || path == "/generate_stream") {
       route = Route::kTgi, request = tgi_request(body, id, path == "/generate_stream");
     }
@@ -463,7 +465,8 @@ void HttpFrontDoor::on_reply(const std::string& tag, const std::string& body) {
 HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const std::string& body) const {
   switch (p.route) {
     case Route::kInfer:
-      return kserve_infer_reply(body, p.request.client_id, options_.model_name);
+      return kserve_infer_reply(body, p.request.client_id,
+                                p.request.model.empty() ? options_.model_name : p.request.model);
     case Route::kOpenAi:
       return openai_reply(body, p.request, options_.model_name);
     case Route::kTgi:

@@ -33,8 +33,10 @@ namespace seqpipe::gateway {
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0: any free port (port() tells)
-  std::string model_name;
+  int port = 8000;         // 0: any free port (port() tells)
+  std::string model_name;  // the default model's
+  // A model repository is served: a request's model routes it (KServe's path, OpenAI's `model`).
+  bool repository = false;
   // A larger body is refused with 413 at once: by its Content-Length before it is read, a
   // chunked one as soon as its chunks add up to more (nothing past the limit is buffered).
   size_t max_body_bytes = 1 << 20;

@@ -39,7 +39,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::string_view kUsage =
-    R"(usage: seqpipe up   [--config FILE] [--set key=value ...] [--print-config]
+    R"(usage: seqpipe up   [--config FILE] [--set key=value ...] [--repository DIR] [--print-config]
        seqpipe send [--config FILE] [--set key=value ...] [--endpoint EP] [--num-beams N]
                     [--max-new-tokens N] [--min-new-tokens N] [--timeout-ms N] [--scores]
                     [--priority N] [--cancel-after-ms N] [--num-return-sequences N]
@@ -64,7 +64,10 @@ up     starts the whole pipeline on this machine as child processes: gateway.rep
        the config files in force: the model directory's seqpipe.yaml (the model's own settings),
        then the config file, then --set (docs/CONFIG.md, "The model's settings"). With
        --print-config it prints the config in force instead (every key, limits included, as
-       YAML) and starts nothing.
+       YAML) and starts nothing. --repository DIR (model.repository) serves a model repository:
+       DIR/<name>/<version>/ (a model directory directly in DIR is version 1); the worker stages'
+       replicas are started for every model version in it, and a request names its model
+       (`model`, `version`); entries that cannot be served are printed and left out.
 send   sends one request to the gateway (every gateway replica's client endpoint of the config, or
        --endpoint: one or several, comma-separated; the request goes again, with its id, to the next gateway when
        one dies or does not answer within 5 s; with no reply a second past the request's
@@ -130,7 +133,28 @@ std::optional<seqpipe::FileLock> lock_runtime_dir(const std::string& dir) {
   return lock;
 }
 
-int up(int argc, char** argv) {
+// `up`'s arguments with `--repository DIR` (or --repository=DIR) as `--set model.repository=DIR`.
+std::vector<std::string> repository_as_set(int argc, char** argv) {
+  std::vector<std::string> words;
+  for (int i = 0; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--repository" && i + 1 < argc) {
+      words.insert(words.end(), {"--set", std::string("model.repository=") + argv[++i]});
+    } else if (word.starts_with("--repository=")) {
+      words.insert(words.end(), {"--set", "model.repository=" + word.substr(13)});
+    } else {
+      words.push_back(word);
+    }
+  }
+  return words;
+}
+
+int up(int argc_in, char** argv_in) {
+  std::vector<std::string> words = repository_as_set(argc_in, argv_in);
+  std::vector<char*> pointers;
+  for (std::string& w : words) pointers.push_back(w.data());
+  const int argc = static_cast<int>(pointers.size());
+  char** argv = pointers.data();
   const seqpipe::service::ServiceArgs args = seqpipe::service::parse_service_args(argc, argv);
   if (args.help) {
     std::cout << kUsage;
@@ -143,9 +167,25 @@ int up(int argc, char** argv) {
     std::cout << config::to_yaml(c) << std::flush;
     return 0;
   }
-  if (const auto problems = seqpipe::supervisor::check_model_dir(c.model.dir); !problems.empty()) {
-    for (const std::string& p : problems) std::fprintf(stderr, "seqpipe up: %s\n", p.c_str());
-    return 2;
+  const config::ModelRepository repo = c.model.repository.empty()
+                                           ? config::ModelRepository{}
+                                           : config::scan_repository(c.model.repository);
+  if (c.model.repository.empty()) {
+    if (const auto problems = seqpipe::supervisor::check_model_dir(c.model.dir);
+        !problems.empty()) {
+      for (const std::string& p : problems) std::fprintf(stderr, "seqpipe up: %s\n", p.c_str());
+      return 2;
+    }
+  } else {
+    // A bad entry is left out (the others are served); a repository with nothing to serve stops.
+    for (const auto& bad : repo.bad)
+      std::fprintf(stderr, "seqpipe up: model repository: %s: %s (not served)\n", bad.path.c_str(),
+                   bad.reason.c_str());
+    if (repo.models.empty()) {
+      std::fprintf(stderr, "seqpipe up: model.repository '%s' holds no model to serve\n",
+                   c.model.repository.c_str());
+      return 2;
+    }
   }
   // One pipeline per runtime dir: a second would take the first's socket files from under it.
   const auto lock = lock_runtime_dir(c.runtime_dir);
@@ -171,10 +211,12 @@ int up(int argc, char** argv) {
   };
   add("batcher", c.batcher.replicas, config::batcher_replica_overrides);
   add("gateway", c.gateway.replicas, config::gateway_replica_overrides);
-  add("tokenizer", c.tokenizer.replicas);
-  add("encoder", c.encoder.replicas);
-  add("decoder", c.decoder.replicas);
-  add("postprocessor", c.postprocessor.replicas);
+  for (const auto& w : seqpipe::supervisor::worker_specs(c, repo.models)) {
+    seqpipe::supervisor::ChildSpec child{w.stage, w.replica, {service_binary(w.stage)}};
+    child.argv.insert(child.argv.end(), common_args.begin(), common_args.end());
+    for (const std::string& o : w.sets) child.argv.insert(child.argv.end(), {"--set", o});
+    specs.push_back(std::move(child));
+  }
 
   // More engine threads than cores: an OpenMP thread that spins while it waits holds a core that
   // a hub, another stage or the very thread it waits for needs (libgomp reads this at start, so

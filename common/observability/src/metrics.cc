@@ -19,7 +19,7 @@ constexpr protocol::ErrorCode kCodes[] = {
     protocol::ErrorCode::kInvalidArgument,  protocol::ErrorCode::kTooLong,
     protocol::ErrorCode::kDeadlineExceeded, protocol::ErrorCode::kOverloaded,
     protocol::ErrorCode::kInternal,         protocol::ErrorCode::kUnavailable,
-    protocol::ErrorCode::kCancelled};
+    protocol::ErrorCode::kCancelled,        protocol::ErrorCode::kNotFound};
 }  // namespace
 
 namespace {

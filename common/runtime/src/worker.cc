@@ -158,7 +158,7 @@ class WorkerLoop {
     hub.watch = std::make_unique<transport::ConnectionWatch>(context_, *hub.socket);
     hub.accepted = false;
     hub.socket->connect(hub.endpoint);
-    send_to_hub(hub, stage::Ready{credits});
+    send_to_hub(hub, stage::Ready{credits, options_.model});
     hub.reconnect_at.reset();
     spdlog::info("{}: connected to {}, {} credits", options_.stage_name, hub.endpoint, credits);
   }
@@ -284,7 +284,7 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
 int serve_worker(
     std::string_view stage_name, const std::string& metrics_address, int metrics_port,
     const std::vector<std::string>& hub_endpoints, const config::LivenessConfig& liveness,
-    const config::SecurityConfig& security,
+    const config::SecurityConfig& security, const std::string& model,
     const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage) {
   service::init_logging(stage_name);
   service::install_stop_handlers();
@@ -307,6 +307,8 @@ int serve_worker(
   options.heartbeat_liveness = liveness.heartbeat_liveness;
   options.reconnect_max = std::chrono::milliseconds(liveness.reconnect_max_ms);
   options.curve = curve;
+  options.model = model;
+  spdlog::info("{}: serving model {}", stage_name, model);
   return run_worker(*stage, options, stage_metrics);
 }
 
