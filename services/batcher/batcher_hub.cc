@@ -435,7 +435,7 @@ std::vector<status::StageStatus> BatcherHub::status() const {
                                              .free_credits = status::kNoCredits}};
   const std::string none;
   auto add = [&](status::StageStatus line, const std::string& model) {
-    if (lanes_.size() > 1) line.stage += " " + model;  // which version's workers
+    if (!model.empty()) line.stage += " " + model;  // which version's workers
     lines.push_back(std::move(line));
   };
   for (const auto& [model, l] : lanes_) {

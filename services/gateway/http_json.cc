@@ -308,11 +308,11 @@ HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string&
   return {.status = 200, .body = std::get<json>(response).dump()};
 }
 
-std::optional<KserveModelPath> kserve_infer_path(std::string_view path) {
-  constexpr std::string_view kModels = "/v2/models/", kInfer = "/infer", kVersions = "/versions/";
-  if (!path.starts_with(kModels) || !path.ends_with(kInfer)) return std::nullopt;
+std::optional<KserveModelPath> kserve_model_path(std::string_view path, std::string_view suffix) {
+  constexpr std::string_view kModels = "/v2/models/", kVersions = "/versions/";
+  if (!path.starts_with(kModels) || !path.ends_with(suffix)) return std::nullopt;
   std::string_view rest = path.substr(kModels.size());
-  rest.remove_suffix(kInfer.size());
+  rest.remove_suffix(suffix.size());
   KserveModelPath out;
   const size_t slash = rest.find('/');
   out.name = std::string(rest.substr(0, slash));

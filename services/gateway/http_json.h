@@ -58,13 +58,14 @@ std::variant<HttpRequest, HttpAnswer> kserve_infer_request(
     std::string_view body, const std::string& internal_id,
     const std::optional<std::string>& model = std::nullopt,
     std::optional<uint32_t> version = std::nullopt);
-// The model and version a KServe infer path names: /v2/models/<name>[/versions/<v>]/infer;
-// nullopt for another path (or a version that is not a positive number).
+// The model and version a KServe model path names: /v2/models/<name>[/versions/<v>]<suffix>
+// (suffix "/infer", "/ready" or ""); nullopt for another path (or a version that is not a
+// positive number).
 struct KserveModelPath {
   std::string name;
   std::optional<uint32_t> version;
 };
-std::optional<KserveModelPath> kserve_infer_path(std::string_view path);
+std::optional<KserveModelPath> kserve_model_path(std::string_view path, std::string_view suffix);
 // The reply as a KServe v2 infer response (a BYTES "text" output, FP32 "scores" when asked), or
 // {"error": "..."} with the code's HTTP status.
 HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string& client_id,

@@ -42,6 +42,17 @@ std::function<bool()> pipeline_ready(zmq::context_t& context, const config::Pipe
   };
 }
 
+// The HTTP front door's: the whole pipeline (""), or one model version's replicas.
+std::function<bool(const std::string&)> model_ready(zmq::context_t& context,
+                                                    const config::PipelineConfig& c,
+                                                    const security::HubSecurity& security) {
+  return [&context, &c, &security](const std::string& model) {
+    const auto st =
+        status::ask_pipeline(context, c, std::chrono::milliseconds(500), security.client());
+    return model.empty() ? st.ready() : st.ready_for(model);
+  };
+}
+
 // The HTTP front door on gateway.http_endpoint (none when it is off).
 std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config::PipelineConfig& c,
                                           const security::HubSecurity& security,
@@ -53,10 +64,17 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config:
   options.port = address->port;
   options.model_name = model_name(c);
   options.repository = !c.model.repository.empty();
+  options.resolve = [models = config::ModelCatalog::of(c)](
+                        const std::string& name,
+                        std::optional<uint32_t> version) -> std::optional<std::string> {
+    auto key = models.resolve(name, version);
+    if (auto* found = std::get_if<std::string>(&key)) return *found;
+    return std::nullopt;
+  };
   options.max_body_bytes = max_body_bytes;
   options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
   auto http = std::make_unique<HttpFrontDoor>(context, kFrontDoorInproc, options,
-                                              pipeline_ready(context, c, security));
+                                              model_ready(context, c, security));
   spdlog::info("gateway: HTTP on {}:{} (model '{}')", options.host, http->port(),
                options.model_name);
   return http;

@@ -3,16 +3,20 @@ models (seqpipe-mkmodel, different seeds; one in <name>/1/, one in today's flat 
 exactly as a pipeline serving that model alone does, under mixed traffic on one connection; a
 request naming an unknown model or version is answered not_found at once while the others keep
 serving; a broken entry is left out with its path and reason; HTTP routes by model too
-(/v1/generate `model`, KServe /v2/models/<name>[/versions/<v>]/infer).
+(/v1/generate `model`, KServe /v2/models/<name>[/versions/<v>]/infer), each model has its
+readiness (/v2/models/<name>/ready) and `seqpipe status` shows each version's replicas.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 """
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from harness import MKMODEL, SEQPIPE, Pipeline, answers, free_port, post_json  # noqa: E402
@@ -122,6 +126,29 @@ class RepositoryTest(unittest.TestCase):
         status, body = post_json(self.port, "/v2/models/gamma/infer", infer)
         self.assertEqual(status, 404, body)
         self.assertIn("not_found", body["error"])
+
+    def test_readiness_and_metadata_per_model(self):
+        def get(path):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}",
+                                            timeout=10) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+        for path in ("/v2/health/ready", "/v2/models/alpha/ready", "/v2/models/beta/ready",
+                     "/v2/models/beta/versions/1/ready"):
+            self.assertEqual(get(path)[0], 200, path)
+        self.assertEqual(get("/v2/models/gamma/ready")[0], 404)
+        self.assertEqual(get("/v2/models/beta/versions/2/ready")[0], 404)
+        self.assertEqual(get("/v2/models/beta")[1]["name"], "beta")
+
+    def test_status_shows_each_versions_replicas(self):
+        out = subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={self.pipeline.run_dir}"],
+                             capture_output=True, text=True, timeout=30).stdout
+        rows = {" ".join(line.split()[:2]): line.split() for line in out.splitlines()}
+        for stage in ("tokenizer", "encoder", "decoder", "postprocessor"):
+            for model in ("alpha/1", "beta/1"):
+                self.assertEqual(rows[f"{stage} {model}"][2], "1", out)  # one live replica
 
     def test_repository_option_sets_the_key(self):
         out = subprocess.run([SEQPIPE, "up", "--repository", self.repo, "--print-config"],

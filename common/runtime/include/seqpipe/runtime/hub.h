@@ -288,14 +288,14 @@ class ModelPools {
     for (const auto& [model, p] : pools_) n += p.size();
     return n;
   }
-  // This stage's lines in `seqpipe status`: one per version (named "<stage> <model>" when there
-  // are several), `queued(model)` the work waiting for it; one empty line without any.
+  // This stage's lines in `seqpipe status`: one per version (named "<stage> <model>" for a
+  // repository's versions), `queued(model)` the work waiting for it; one empty line without any.
   template <class Queued>
   std::vector<status::StageStatus> status(Queued queued) const {
     std::vector<status::StageStatus> lines;
     for (const auto& [model, p] : pools_) {
       lines.push_back(p.status(queued(model)));
-      if (pools_.size() > 1) lines.back().stage += " " + model;
+      if (!model.empty()) lines.back().stage += " " + model;
     }
     if (lines.empty()) lines.push_back(WorkerPool<Work>(info_, liveness_, metrics_).status(0));
     return lines;
