@@ -290,7 +290,8 @@ int serve_worker(
   service::install_stop_handlers();
   const transport::CurveKeys curve = security::client_keys(security);  // before the slow warm-up
   metrics::Exporter exporter(stage_name, metrics_port, metrics::kReplicaPortRange, metrics_address);
-  metrics::StageMetrics stage_metrics(exporter.registry(), stage_name);
+  metrics::StageMetrics stage_metrics(exporter.registry(), stage_name,
+                                      metrics::model_labels(model));
   spdlog::info("{}: metrics on :{}", stage_name, exporter.port());
   const std::unique_ptr<WorkerStage> stage = make_stage(stage_metrics);
   const auto warm_start = std::chrono::steady_clock::now();

@@ -150,6 +150,13 @@ class RepositoryTest(unittest.TestCase):
             for model in ("alpha/1", "beta/1"):
                 self.assertEqual(rows[f"{stage} {model}"][2], "1", out)  # one live replica
 
+    def test_each_replicas_metrics_name_its_model_version(self):
+        bodies = [urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+                  .decode() for port in self.pipeline.metrics_ports("encoder", 2)]
+        labels = sorted('model="alpha"' in b and 'version="1"' in b for b in bodies)
+        self.assertEqual(labels, [False, True])
+        self.assertEqual(sorted('model="beta"' in b for b in bodies), [False, True])
+
     def test_repository_option_sets_the_key(self):
         out = subprocess.run([SEQPIPE, "up", "--repository", self.repo, "--print-config"],
                              capture_output=True, text=True, timeout=30, check=True).stdout
