@@ -138,7 +138,7 @@ class Client:
         priority: 1 (highest) .. the server's batcher.priority_levels; None = the server's default.
         options: HF generate()'s options by their protocol names (GENERATION_OPTIONS), e.g.
         do_sample=True, top_p=0.9, seed=7, stop=["."], num_return_sequences=2 (the reply's
-        "sequences"); the server checks their values."""
+        "sequences"); the server checks their values. model, version: as submit()."""
         request_id = self.submit(text_or_texts, max_new_tokens, num_beams, length_penalty, min_new_tokens,
                                  return_scores, timeout_ms, priority, **options)
         reply = self.result(request_id, (timeout_ms or self._timeout_ms) + 1000)
@@ -164,9 +164,11 @@ class Client:
 
     def submit(self, text_or_texts, max_new_tokens=None, num_beams=1, length_penalty=1.0,
                min_new_tokens=0, return_scores=False, timeout_ms=None, priority=None, stream=False,
-               **options):
+               model=None, version=None, **options):
         """Sends one request without waiting; returns its id (for result() and cancel()).
-        stream: partial replies come first; result() returns them one by one, then the final."""
+        stream: partial replies come first; result() returns them one by one, then the final.
+        model, version: which of the server's models runs it (None: its default model, and the
+        model's highest version); one it does not serve is answered not_found."""
         unknown = sorted(set(options) - set(GENERATION_OPTIONS))
         if unknown:
             raise TypeError(f"unknown generation option(s): {', '.join(unknown)}")
@@ -192,6 +194,10 @@ class Client:
             request["timeout_ms"] = int(timeout_ms)
         if stream:
             request["stream"] = True
+        if model is not None:
+            request["model"] = str(model)
+        if version is not None:
+            request["version"] = int(version)
         payload = msgpack.packb(request, use_single_float=True)
         self._send(self._current, payload)
         now = time.monotonic()

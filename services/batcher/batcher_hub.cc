@@ -40,16 +40,19 @@ BatchPolicy batch_policy(const config::BatcherConfig& c) {
   return p;
 }
 
-BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics)
-    : metrics_(metrics),
-      batcher_(batch_policy(config.batcher)),
-      encoders_({"batcher", "encoder", link(Role::kEncoder), hub::Answers::kInOrder},
-                config.liveness, metrics),
-      decoders_({"batcher", "decoder", link(Role::kDecoder), hub::Answers::kByItem},
-                config.liveness, metrics),
-      postprocessors_(
+BatcherHub::Lane::Lane(const config::PipelineConfig& config, metrics::StageMetrics& metrics)
+    : batcher(batch_policy(config.batcher)),
+      encoders({"batcher", "encoder", link(Role::kEncoder), hub::Answers::kInOrder},
+               config.liveness, metrics),
+      decoders({"batcher", "decoder", link(Role::kDecoder), hub::Answers::kByItem}, config.liveness,
+               metrics),
+      postprocessors(
           {"batcher", "postprocessor", link(Role::kPostprocessor), hub::Answers::kInOrder},
-          config.liveness, metrics),
+          config.liveness, metrics) {}
+
+BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics)
+    : config_(config),
+      metrics_(metrics),
       max_queue_size_(static_cast<size_t>(config.batcher.max_queue_size)),
       default_priority_(config.batcher.default_priority_level),
       ingress_endpoint_(config.batcher.ingress_endpoint),
@@ -59,16 +62,41 @@ BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetri
   batch_.reserve(static_cast<size_t>(config.batcher.max_batch_size));
 }
 
-const common::CreditQueue& BatcherHub::credits(Role role) const {
+BatcherHub::Lane& BatcherHub::lane(const std::string& model) {
+  auto it = lanes_.find(model);
+  if (it == lanes_.end()) {
+    it = lanes_.try_emplace(model, config_, metrics_).first;
+    if (!model.empty()) spdlog::info("batcher: serving model {}", model);
+  }
+  return it->second;
+}
+
+BatcherHub::Lane* BatcherHub::lane_of(Role role, const std::string& worker) {
+  auto& models = lane_of_[link(role)];
+  auto it = models.find(worker);
+  return it == models.end() ? nullptr : &lane(it->second);
+}
+
+const common::CreditQueue& BatcherHub::credits(Role role, const std::string& model) const {
+  static const common::CreditQueue kNone;
+  auto it = lanes_.find(model);
+  if (it == lanes_.end()) return kNone;
   switch (role) {
     case Role::kEncoder:
-      return encoders_.credits();
+      return it->second.encoders.credits();
     case Role::kDecoder:
-      return decoders_.credits();
+      return it->second.decoders.credits();
     case Role::kPostprocessor:
       break;
   }
-  return postprocessors_.credits();
+  return it->second.postprocessors.credits();
+}
+
+size_t BatcherHub::queued() const {
+  size_t n = 0;
+  for (const auto& [model, l] : lanes_)
+    n += l.batcher.size() + l.decode_queue.size() + l.postprocess_queue.size();
+  return n;
 }
 
 void BatcherHub::on_sequences(stage::StageMessage&& message, const Now& now, Outbox& out) {
@@ -128,7 +156,7 @@ void BatcherHub::cancel(const stage::Cancel& message, Outbox& out) {
     // Waiting for a batch.
     for (auto it = batch_items_.begin(); it != batch_items_.end();) {
       if (same_request(it->second.item, request)) {
-        batcher_.remove(it->first);
+        lane(it->second.item.model).batcher.remove(it->first);
         it = batch_items_.erase(it);
         ++dropped;
       } else {
@@ -137,15 +165,19 @@ void BatcherHub::cancel(const stage::Cancel& message, Outbox& out) {
     }
     // Waiting for a decoder or a postprocessor.
     auto waiting = [&](const auto& w) { return same_request(w.item, request); };
-    dropped += std::erase_if(decode_queue_, waiting) + std::erase_if(postprocess_queue_, waiting);
-    // Running on a decoder: it stops them and returns their slots as credits. They leave the
-    // decoder's record now, so a late answer is dropped and a dead decoder's work is not re-sent.
-    decoders_.drop_held(
-        [&](const stage::EncodedItem& item) { return same_request(item, request); },
-        [&](const std::string& worker, size_t n) {
-          dropped += n;
-          out.sends.push_back({link(Role::kDecoder), worker, stage::Cancel{{request}}});
-        });
+    for (auto& [model, l] : lanes_) {
+      dropped +=
+          std::erase_if(l.decode_queue, waiting) + std::erase_if(l.postprocess_queue, waiting);
+      // Running on a decoder: it stops them and returns their slots as credits. They leave the
+      // decoder's record now, so a late answer is dropped and a dead decoder's work is not
+      // re-sent.
+      l.decoders.drop_held(
+          [&](const stage::EncodedItem& item) { return same_request(item, request); },
+          [&](const std::string& worker, size_t n) {
+            dropped += n;
+            out.sends.push_back({link(Role::kDecoder), worker, stage::Cancel{{request}}});
+          });
+    }
     if (dropped > 0) metrics_.cancelled(static_cast<double>(dropped));
     spdlog::info(
         "batcher: request {} of {} cancelled; {} item(s) dropped here or stopped on a decoder",
@@ -162,14 +194,15 @@ void BatcherHub::enqueue(stage::SequenceItem&& item, const Now& now, Outbox& out
     fail(item, {protocol::ErrorCode::kInternal, "batcher received a sequence without ids"}, out);
     return;
   }
+  Lane& l = lane(item.model);
   const int priority = level(item);
   if (priority >
-      batcher_.policy().priority_levels) {  // the gateway checks it; its config may differ
+      l.batcher.policy().priority_levels) {  // the gateway checks it; its config may differ
     fail(item,
          {protocol::ErrorCode::kInvalidArgument,
           "params.priority " + std::to_string(priority) +
               " is not a priority level of the batcher (1.." +
-              std::to_string(batcher_.policy().priority_levels) + ")"},
+              std::to_string(l.batcher.policy().priority_levels) + ")"},
          out);
     return;
   }
@@ -178,7 +211,7 @@ void BatcherHub::enqueue(stage::SequenceItem&& item, const Now& now, Outbox& out
                               item.deadline.on_steady_clock(now), priority};
   // max_queue_size bounds everything waiting here, encoded sequences waiting for decoder slots
   // included: under overload the excess is refused at once instead of expiring in a queue.
-  if (batcher_.size() + decode_queue_.size() >= max_queue_size_ || !batcher_.enqueue(queued)) {
+  if (l.batcher.size() + l.decode_queue.size() >= max_queue_size_ || !l.batcher.enqueue(queued)) {
     fail(item, {protocol::ErrorCode::kOverloaded, "the batcher's queue is full; retry later"}, out);
     return;
   }
@@ -198,6 +231,9 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
     metrics_.malformed();
     return;
   }
+  if (ready) lane_of_[link(role)][worker] = ready->model;  // the version it serves
+  Lane* l = lane_of(role, worker);
+  if (!l) return;  // never announced itself: it will when it reconnects
   // What every pool does with ready / credit / heartbeat; true for a member's message, which
   // goes further.
   auto control = [&](auto& pool) {
@@ -219,55 +255,62 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
   };
   switch (role) {
     case Role::kEncoder:
-      if (!control(encoders_) || !encoded) return;
-      encoders_.release(worker, encoded->credits);
-      encoders_.answered(worker);      // one encoded message answers the oldest batch sent
-      drop_cancelled(encoded->items);  // cancelled while an encoder had them
-      // Encoded sequences wait for decoder slots by priority level too: each goes behind the
-      // last of its level or a higher one (arrival order within a level, so a waiting beam
-      // search is not overtaken by its own level).
-      for (auto& item : encoded->items) {
-        const int priority = level(item);
-        auto at = std::find_if(decode_queue_.rbegin(), decode_queue_.rend(),
-                               [&](const auto& w) { return level(w.item) <= priority; });
-        decode_queue_.insert(at.base(), {now.steady, std::move(item)});
-      }
+      if (control(l->encoders) && encoded) on_encoder(*l, worker, *encoded, now);
       return;
-    case Role::kDecoder: {
-      if (!control(decoders_) || !decoded) return;
-      decoders_.release(worker, decoded->credits);
-      // Each finished item leaves the decoder's record; one not in it is a duplicate (its first
-      // decoder was declared dead and it went to another) and goes no further. A partial
-      // (streaming) answers nothing and is not re-sent if lost: it goes on as it is.
-      const size_t before = decoded->items.size();
-      std::erase_if(decoded->items, [&](const stage::DecodedItem& item) {
-        return !item.partial && !decoders_.answered(worker, item);
-      });
-      if (decoded->items.size() != before)
-        metrics_.late(static_cast<double>(before - decoded->items.size()));
-      drop_cancelled(decoded->items);  // cancelled while a decoder had them
-      for (auto& item : decoded->items) {
-        // Only a streamed sequence's newest ids matter: they replace its partial still waiting
-        // here, so a decoder faster than the postprocessors does not pile partials up.
-        if (item.partial) {
-          auto waiting = std::find_if(
-              postprocess_queue_.begin(), postprocess_queue_.end(), [&](const auto& w) {
-                return w.item.partial && w.item.request == item.request &&
-                       w.item.index == item.index && w.item.gateway == item.gateway;
-              });
-          if (waiting != postprocess_queue_.end()) {
-            waiting->item = std::move(item);
-            continue;
-          }
-        }
-        postprocess_queue_.push_back({now.steady, std::move(item)});
-      }
+    case Role::kDecoder:
+      if (control(l->decoders) && decoded) on_decoder(*l, worker, *decoded, now);
       return;
-    }
     case Role::kPostprocessor:
       // A postprocessor's credit message answers the oldest message sent to it.
-      if (control(postprocessors_) && credit) postprocessors_.answered(worker);
+      if (control(l->postprocessors) && credit) l->postprocessors.answered(worker);
       return;
+  }
+}
+
+void BatcherHub::on_encoder(Lane& l, const std::string& worker, stage::Encoded& encoded,
+                            const Now& now) {
+  l.encoders.release(worker, encoded.credits);
+  l.encoders.answered(worker);    // one encoded message answers the oldest batch sent
+  drop_cancelled(encoded.items);  // cancelled while an encoder had them
+  // Encoded sequences wait for decoder slots by priority level too: each goes behind the
+  // last of its level or a higher one (arrival order within a level, so a waiting beam
+  // search is not overtaken by its own level).
+  for (auto& item : encoded.items) {
+    const int priority = level(item);
+    auto at = std::find_if(l.decode_queue.rbegin(), l.decode_queue.rend(),
+                           [&](const auto& w) { return level(w.item) <= priority; });
+    l.decode_queue.insert(at.base(), {now.steady, std::move(item)});
+  }
+}
+
+void BatcherHub::on_decoder(Lane& l, const std::string& worker, stage::Decoded& decoded,
+                            const Now& now) {
+  l.decoders.release(worker, decoded.credits);
+  // Each finished item leaves the decoder's record; one not in it is a duplicate (its first
+  // decoder was declared dead and it went to another) and goes no further. A partial
+  // (streaming) answers nothing and is not re-sent if lost: it goes on as it is.
+  const size_t before = decoded.items.size();
+  std::erase_if(decoded.items, [&](const stage::DecodedItem& item) {
+    return !item.partial && !l.decoders.answered(worker, item);
+  });
+  if (decoded.items.size() != before)
+    metrics_.late(static_cast<double>(before - decoded.items.size()));
+  drop_cancelled(decoded.items);  // cancelled while a decoder had them
+  for (auto& item : decoded.items) {
+    // Only a streamed sequence's newest ids matter: they replace its partial still waiting
+    // here, so a decoder faster than the postprocessors does not pile partials up.
+    if (item.partial) {
+      auto waiting =
+          std::find_if(l.postprocess_queue.begin(), l.postprocess_queue.end(), [&](const auto& w) {
+            return w.item.partial && w.item.request == item.request && w.item.index == item.index &&
+                   w.item.gateway == item.gateway;
+          });
+      if (waiting != l.postprocess_queue.end()) {
+        waiting->item = std::move(item);
+        continue;
+      }
+    }
+    l.postprocess_queue.push_back({now.steady, std::move(item)});
   }
 }
 
@@ -284,13 +327,19 @@ void BatcherHub::tick(const Now& now, Outbox& out) {
     for (const auto& [gateway, seen] : gateways_)
       out.pushes.emplace_back(gateway, stage::Heartbeat{ingress_endpoint_, incarnation_});
   }
-  for (const auto& worker : encoders_.tick(now, out)) worker_dead(Role::kEncoder, worker, now, out);
+  // The workers each lane's pools find dead: collected first, as worker_dead changes the lanes.
+  std::vector<std::pair<Role, std::string>> dead;
   bool beat = false;
-  for (const auto& worker : decoders_.tick(now, out, &beat))
-    worker_dead(Role::kDecoder, worker, now, out);
-  for (const auto& worker : postprocessors_.tick(now, out))
-    worker_dead(Role::kPostprocessor, worker, now, out);
-  if (beat) {
+  for (auto& [model, l] : lanes_) {
+    bool b = false;
+    for (auto& worker : l.encoders.tick(now, out)) dead.emplace_back(Role::kEncoder, worker);
+    for (auto& worker : l.decoders.tick(now, out, &b)) dead.emplace_back(Role::kDecoder, worker);
+    for (auto& worker : l.postprocessors.tick(now, out))
+      dead.emplace_back(Role::kPostprocessor, worker);
+    beat = beat || b;
+  }
+  for (const auto& [role, worker] : dead) worker_dead(role, worker, now, out);
+  if (beat || lanes_.empty()) {
     // Once per interval: forget cancels that can no longer matter (a cancel without a deadline
     // is forgotten at once).
     std::erase_if(cancelled_,
@@ -301,24 +350,26 @@ void BatcherHub::tick(const Now& now, Outbox& out) {
 
 void BatcherHub::dispatch(const Now& now, Outbox& out) {
   wakeup_ = kIdleWakeup;
-  // Downstream first: sequences taken by decoders make room for new batches (backpressure).
-  dispatch_queue(decoders_, decode_queue_, now, out);
-  dispatch_queue(postprocessors_, postprocess_queue_, now, out);
-  dispatch_batches(now, out);
+  for (auto& [model, l] : lanes_) {
+    // Downstream first: sequences taken by decoders make room for new batches (backpressure).
+    dispatch_queue(l.decoders, l.decode_queue, now, out);
+    dispatch_queue(l.postprocessors, l.postprocess_queue, now, out);
+    dispatch_batches(l, now, out);
+  }
   metrics_.set_queue_depth(static_cast<double>(queued()));
 }
 
-void BatcherHub::dispatch_batches(const Now& now, Outbox& out) {
+void BatcherHub::dispatch_batches(Lane& l, const Now& now, Outbox& out) {
   // Deciding takes sequences out of the queue, so decide only when an encoder can take a batch;
   // until then the queue keeps growing toward a fuller batch.
   // Backpressure: no new batches while the decoders are behind (encoded sequences waiting for
   // slots), so encoder time is not spent on work that would only wait.
-  while (batcher_.size() > 0 && encoders_.largest_free() >= 1 &&
-         decode_queue_.size() < decode_backlog_limit_) {
-    const common::CreditQueue& encoders = encoders_.credits();
+  while (l.batcher.size() > 0 && l.encoders.largest_free() >= 1 &&
+         l.decode_queue.size() < decode_backlog_limit_) {
+    const common::CreditQueue& encoders = l.encoders.credits();
     const int in_flight =
         encoders.total_capacity() - encoders.total_free();  // an encoder's credit: a batch
-    const BatchDecision& decision = batcher_.poll(now.steady, in_flight, batch_, expired_);
+    const BatchDecision& decision = l.batcher.poll(now.steady, in_flight, batch_, expired_);
     for (const auto& e : expired_) {
       batch_items_.erase(e.id);  // the gateway answers deadline_exceeded
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
@@ -340,8 +391,8 @@ void BatcherHub::dispatch_batches(const Now& now, Outbox& out) {
       batch_items_.erase(it);
     }
     metrics_.batch_size(static_cast<double>(encode.items.size()));
-    std::string worker = *encoders_.take(1);
-    encoders_.sent(worker, encode);
+    std::string worker = *l.encoders.take(1);
+    l.encoders.sent(worker, encode);
     out.sends.push_back({link(Role::kEncoder), std::move(worker), std::move(encode)});
   }
 }
@@ -375,37 +426,56 @@ void BatcherHub::dispatch_queue(hub::WorkerPool<Work>& pool, std::deque<Waiting<
 }
 
 std::vector<status::StageStatus> BatcherHub::status() const {
-  return {{.stage = "batcher",
-           .replicas = 1,
-           .in_flight = 0,
-           .queued = static_cast<int>(batcher_.size()),
-           .free_credits = status::kNoCredits},
-          encoders_.status(0),
-          decoders_.status(static_cast<int>(decode_queue_.size())),
-          postprocessors_.status(static_cast<int>(postprocess_queue_.size()))};
+  size_t waiting = 0;
+  for (const auto& [model, l] : lanes_) waiting += l.batcher.size();
+  std::vector<status::StageStatus> lines = {{.stage = "batcher",
+                                             .replicas = 1,
+                                             .in_flight = 0,
+                                             .queued = static_cast<int>(waiting),
+                                             .free_credits = status::kNoCredits}};
+  const std::string none;
+  auto add = [&](status::StageStatus line, const std::string& model) {
+    if (!model.empty()) line.stage += " " + model;  // which version's workers
+    lines.push_back(std::move(line));
+  };
+  for (const auto& [model, l] : lanes_) {
+    add(l.encoders.status(0), model);
+    add(l.decoders.status(static_cast<int>(l.decode_queue.size())), model);
+    add(l.postprocessors.status(static_cast<int>(l.postprocess_queue.size())), model);
+  }
+  if (lanes_.empty()) {  // no worker yet: each stage's line, empty
+    const Lane empty(config_, metrics_);
+    add(empty.encoders.status(0), none);
+    add(empty.decoders.status(0), none);
+    add(empty.postprocessors.status(0), none);
+  }
+  return lines;
 }
 
 void BatcherHub::worker_dead(Role role, const std::string& worker, const Now& now, Outbox& out) {
+  Lane* l = lane_of(role, worker);
+  if (!l) return;
+  lane_of_[link(role)].erase(worker);
   auto cancelled = [&](const stage::WorkHeader& item) { return is_cancelled(item); };
   switch (role) {
     case Role::kEncoder: {
-      auto lost = encoders_.remove(worker, now, cancelled);
+      auto lost = l->encoders.remove(worker, now, cancelled);
       fail_lost(lost.failed, out);
       for (auto& item : lost.again) enqueue(std::move(item), now, out);  // batched anew
       break;
     }
     case Role::kDecoder: {
-      auto lost = decoders_.remove(worker, now, cancelled);
+      auto lost = l->decoders.remove(worker, now, cancelled);
       fail_lost(lost.failed, out);
       for (auto it = lost.again.rbegin(); it != lost.again.rend(); ++it)
-        decode_queue_.push_front({now.steady, std::move(*it)});  // first in line
+        l->decode_queue.push_front({now.steady, std::move(*it)});  // first in line
       break;
     }
     case Role::kPostprocessor: {
-      auto lost = postprocessors_.remove(worker, now, cancelled);
+      auto lost = l->postprocessors.remove(worker, now, cancelled);
       fail_lost(lost.failed, out);
       for (auto it = lost.again.rbegin(); it != lost.again.rend(); ++it)
-        postprocess_queue_.push_front({now.steady, std::move(*it)});
+        l->postprocess_queue.push_front({now.steady, std::move(*it)});
       break;
     }
   }

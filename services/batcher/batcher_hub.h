@@ -1,17 +1,22 @@
 #pragma once
 // The batcher's logic, socket-free and clock-free (time is passed in with every call): the hub
-// between the tokenizers and the engine stages. What it owns: the DynamicBatcher (sequences
-// waiting for an encoder batch), the queues of encoded sequences waiting for decoder slots and of
-// decoded ones waiting for a postprocessor, the cancelled requests, and one hub::WorkerPool per
-// worker stage (credits, liveness, what each worker holds, retry-once). docs/ARCHITECTURE.md
-// tells how a sequence goes through it.
+// between the tokenizers and the engine stages. What it owns: per model version (a Lane: each
+// worker serves one version, named in its `ready`; each item names its version in its header),
+// the DynamicBatcher (sequences waiting for an encoder batch), the queues of encoded sequences
+// waiting for decoder slots and of decoded ones waiting for a postprocessor, and one
+// hub::WorkerPool per worker stage (credits, liveness, what each worker holds, retry-once); and
+// the cancelled requests. docs/ARCHITECTURE.md tells how a sequence goes through it.
 //
 // Contracts and invariants:
 //  - Work goes to a worker only within its credit: a batch costs an encoder 1, a sequence costs
 //    a decoder slot_cost(num_beams) (its KV-cache slots), a sequence costs a postprocessor 1.
-//  - Everything waiting here (sequences waiting for a batch plus encoded ones waiting for decoder
-//    slots) is at most batcher.max_queue_size: beyond it a sequence is answered `overloaded`.
-//    No new batch is formed while 2 x max_batch_size encoded sequences wait for slots.
+//  - A batch holds sequences of one model version, and goes to an encoder serving it; so does
+//    every item to a decoder or postprocessor. Work for a version no replica serves waits (and
+//    expires) without holding up the other versions.
+//  - Everything waiting here for one model version (sequences waiting for a batch plus encoded
+//    ones waiting for decoder slots) is at most batcher.max_queue_size: beyond it a sequence is
+//    answered `overloaded`. No new batch of a version is formed while 2 x max_batch_size of its
+//    encoded sequences wait for slots.
 //  - Both queues serve priority level 1 first, in arrival order within a level; a sequence
 //    waiting for slots is never overtaken by its own level.
 //  - An item past its deadline is dropped, never sent (its gateway has answered it).
@@ -26,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -59,7 +65,8 @@ class BatcherHub {
   // `cancel` messages from the gateways, and gateways' heartbeats (`from`: where to answer;
   // tick() heartbeats back).
   void on_sequences(stage::StageMessage&& message, const Now& now, Outbox& out);
-  // Messages from engine workers: ready, credit, heartbeat, encoded, decoded.
+  // Messages from engine workers: ready (which names the model version the worker serves),
+  // credit, heartbeat, encoded, decoded.
   void on_worker(Role role, const std::string& worker, stage::StageMessage&& message,
                  const Now& now);
   // Heartbeats to every worker (and the gateways that heartbeat) when due; workers silent too
@@ -74,12 +81,11 @@ class BatcherHub {
 
   // How long the loop may sleep before dispatch() could do something new without input.
   std::chrono::microseconds next_wakeup() const { return wakeup_; }
-  size_t queued() const {
-    return batcher_.size() + decode_queue_.size() + postprocess_queue_.size();
-  }
-  // The batcher and its workers, for `seqpipe status`.
+  size_t queued() const;
+  // The batcher and its workers, for `seqpipe status`: the workers per model version.
   std::vector<status::StageStatus> status() const;
-  const common::CreditQueue& credits(Role role) const;
+  // The credits of a stage's workers serving `model` (no such version: none).
+  const common::CreditQueue& credits(Role role, const std::string& model = "") const;
 
  private:
   template <class Item>
@@ -87,6 +93,23 @@ class BatcherHub {
     Clock::time_point since;
     Item item;
   };
+  // What the batcher keeps for one model version.
+  struct Lane {
+    Lane(const config::PipelineConfig& config, metrics::StageMetrics& metrics);
+    DynamicBatcher batcher;
+    hub::WorkerPool<stage::Encode> encoders;
+    hub::WorkerPool<stage::Decode> decoders;
+    hub::WorkerPool<stage::Postprocess> postprocessors;
+    std::deque<Waiting<stage::EncodedItem>> decode_queue;
+    std::deque<Waiting<stage::DecodedItem>> postprocess_queue;
+  };
+  // The lane of `model`, made on first use.
+  Lane& lane(const std::string& model);
+  // The lane of a worker that announced itself in `role`; null for one that did not.
+  Lane* lane_of(Role role, const std::string& worker);
+  // What a worker in `role` does with ready / credit / heartbeat, and the rest of its message.
+  void on_encoder(Lane& lane, const std::string& worker, stage::Encoded& encoded, const Now& now);
+  void on_decoder(Lane& lane, const std::string& worker, stage::Decoded& decoded, const Now& now);
 
   void enqueue(stage::SequenceItem&& item, const Now& now, Outbox& out);
   void cancel(const stage::Cancel& message, Outbox& out);
@@ -100,18 +123,18 @@ class BatcherHub {
   // Answers `unavailable` the items a dead worker held that cannot go out again.
   template <class Item>
   void fail_lost(const std::vector<std::pair<Item, std::string>>& failed, Outbox& out);
-  void dispatch_batches(const Now& now, Outbox& out);
-  // Encoded (decode_queue_) or decoded (postprocess_queue_) sequences to workers with credit,
+  void dispatch_batches(Lane& lane, const Now& now, Outbox& out);
+  // Encoded (decode_queue) or decoded (postprocess_queue) sequences to workers with credit,
   // in order; one message per worker.
   template <class Work, class Item>
   void dispatch_queue(hub::WorkerPool<Work>& pool, std::deque<Waiting<Item>>& queue, const Now& now,
                       Outbox& out);
 
+  const config::PipelineConfig config_;  // what a new lane is made of
   metrics::StageMetrics& metrics_;
-  DynamicBatcher batcher_;
-  hub::WorkerPool<stage::Encode> encoders_;
-  hub::WorkerPool<stage::Decode> decoders_;
-  hub::WorkerPool<stage::Postprocess> postprocessors_;
+  std::map<std::string, Lane> lanes_;  // by model version
+  // Per role, the model version each worker announced.
+  std::unordered_map<std::string, std::string> lane_of_[3];
   // Requests cancelled by their gateway (key: gateway, request), until their deadline.
   std::unordered_map<std::string, Deadline> cancelled_;
   // Gateways that sent heartbeats (several batchers per gateway), by results endpoint: when last
@@ -121,8 +144,6 @@ class BatcherHub {
   std::unordered_map<uint64_t, Waiting<stage::SequenceItem>>
       batch_items_;  // by DynamicBatcher sequence id
   uint64_t next_sequence_ = 1;
-  std::deque<Waiting<stage::EncodedItem>> decode_queue_;
-  std::deque<Waiting<stage::DecodedItem>> postprocess_queue_;
   std::vector<QueuedSequence> batch_, expired_;  // scratch for DynamicBatcher::poll
   std::chrono::microseconds wakeup_{100000};
   size_t max_queue_size_;

@@ -1,5 +1,6 @@
 // seqpipe-decoder: one decoder replica. Start more copies (same command, same config) to scale.
 #include "decoder/decoder_stage.h"
+#include "seqpipe/config/model_repository.h"
 #include "seqpipe/runtime/service_main.h"
 #include "seqpipe/runtime/worker.h"
 #include "stage_model.h"
@@ -13,7 +14,7 @@ int main(int argc, char** argv) {
         return worker::serve_worker(
             "decoder", c.metrics.address, c.decoder.metrics_port,
             worker::hubs_or(c.decoder.hub_endpoints, c.batcher.decoder_endpoint), c.liveness,
-            c.security, [&](metrics::StageMetrics& m) {
+            c.security, config::served_model_key(c.model), [&](metrics::StageMetrics& m) {
               return std::make_unique<decoder::DecoderStage>(
                   services::load_stage_model(c, "decoder", c.decoder.compute_type,
                                              c.decoder.threads, m),

@@ -1,5 +1,6 @@
 // seqpipe-encoder: one encoder replica. Start more copies (same command, same config) to scale.
 #include "encoder/encoder_stage.h"
+#include "seqpipe/config/model_repository.h"
 #include "seqpipe/runtime/service_main.h"
 #include "seqpipe/runtime/worker.h"
 #include "stage_model.h"
@@ -12,7 +13,7 @@ int main(int argc, char** argv) {
         return worker::serve_worker(
             "encoder", c.metrics.address, c.encoder.metrics_port,
             worker::hubs_or(c.encoder.hub_endpoints, c.batcher.encoder_endpoint), c.liveness,
-            c.security, [&](metrics::StageMetrics& m) {
+            c.security, config::served_model_key(c.model), [&](metrics::StageMetrics& m) {
               return std::make_unique<encoder::EncoderStage>(
                   services::load_stage_model(c, "encoder", c.encoder.compute_type,
                                              c.encoder.threads, m),

@@ -69,6 +69,7 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
       results_endpoint_(std::move(results_endpoint)),
       metrics_(stage_metrics),
       gateway_metrics_(gateway_metrics),
+      models_(config::ModelCatalog::of(config)),
       tokenizers_({"gateway", "tokenizer", kTokenizerLink, hub::Answers::kInOrder}, config.liveness,
                   stage_metrics),
       batchers_(config, results_endpoint_),
@@ -87,6 +88,7 @@ stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
     item.deadline = r.deadline;
     item.params = r.params;
     item.stream = r.stream;
+    item.model = r.model;
     item.text = r.sources[i];
     work.items.push_back(std::move(item));
   }
@@ -115,7 +117,7 @@ void Gateway::answer_from_cache(Request& r) {
   const size_t items = r.sources.size();
   for (size_t i = 0; i < items; ++i) {
     if (cache_.enabled() && cacheable(r.params)) {
-      std::string key = cache_key(config_.model.dir, r.params, r.sources[i]);
+      std::string key = cache_key(r.model, r.params, r.sources[i]);
       auto hit = cache_.get(key);
       gateway_metrics_.cache_lookup(hit.has_value());
       r.cache_keys.push_back(std::move(key));
@@ -157,7 +159,13 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
                 now.steady, now.steady, out);
     return;
   }
-  if (waiting_.size() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
+  auto model = models_.resolve(request.model, request.version);
+  if (auto* unknown = std::get_if<protocol::Error>(&model)) {
+    reply_error(std::move(frames), request.id.value_or(""), std::move(*unknown), now.steady,
+                now.steady, out);
+    return;
+  }
+  if (waiting() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
     reply_error(std::move(frames), request.id.value_or(""),
                 {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"},
                 now.steady, now.steady, out);
@@ -204,6 +212,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.expires = now.steady + std::chrono::milliseconds(timeout_ms);
   r.deadline = Deadline::after(now, std::chrono::milliseconds(timeout_ms));
   r.params = request.params;
+  r.model = std::move(std::get<std::string>(model));
   answer_from_cache(r);
   // Every item not answered from the cache.
   stage::Tokenize work = tokenize_work(id, r);
@@ -217,20 +226,29 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
     reply(id, ok_reply(stored), now.steady, out);
     return;
   }
-  waiting_.push_back(std::move(work));
+  waiting_[stored.model].push_back(std::move(work));
   metrics_.set_in_flight(static_cast<double>(requests_.size()));
 }
 
 void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage& message,
                            const Now& now) {
   if (const auto* ready = std::get_if<stage::Ready>(&message)) {
-    tokenizers_.ready(worker, ready->credits, now.steady);
-  } else if (const auto* credit = std::get_if<stage::Credit>(&message)) {
-    if (!tokenizers_.heard(worker, now.steady)) return;  // declared dead: its work went elsewhere
-    tokenizers_.release(worker, credit->credits);
-    for (int i = 0; i < credit->credits; ++i) tokenizers_.answered(worker);  // one per message
+    // A tokenizer that names no model serves the default one (an older worker, or tests).
+    const std::string& model = ready->model.empty() ? models_.default_key() : ready->model;
+    if (!tokenizers_.find(model) && !models_.serves(model))
+      spdlog::warn("gateway: a tokenizer serves model {}, which this gateway does not route to",
+                   model);
+    tokenizers_.ready(worker, model, ready->credits, now.steady);
+    return;
+  }
+  hub::WorkerPool<stage::Tokenize>* pool = tokenizers_.of(worker);
+  if (!pool) return;  // never announced itself: it will when it reconnects
+  if (const auto* credit = std::get_if<stage::Credit>(&message)) {
+    if (!pool->heard(worker, now.steady)) return;  // declared dead: its work went elsewhere
+    pool->release(worker, credit->credits);
+    for (int i = 0; i < credit->credits; ++i) pool->answered(worker);  // one per message
   } else if (std::holds_alternative<stage::Heartbeat>(message)) {
-    tokenizers_.heard(worker, now.steady);
+    pool->heard(worker, now.steady);
   } else {
     spdlog::warn("gateway: ignored a '{}' message from a tokenizer", stage::kind_name(message));
     metrics_.malformed();
@@ -451,24 +469,33 @@ void Gateway::expire(const Now& now, Outbox& out) {
 }
 
 void Gateway::dispatch(const Now& now, Outbox& out) {
-  while (!waiting_.empty()) {
-    stage::Tokenize& work = waiting_.front();
-    const uint64_t id = work.items.front().request;
-    auto it = requests_.find(id);
-    const std::string& to = work.items.front().batcher;
-    if (it == requests_.end() || (!to.empty() && to != batchers_.target(id))) {
-      waiting_.pop_front();  // answered while it waited (deadline), or re-submitted elsewhere
-      continue;
+  for (auto& [model, waiting] : waiting_) {
+    hub::WorkerPool<stage::Tokenize>* pool = tokenizers_.find(model);
+    while (!waiting.empty()) {
+      stage::Tokenize& work = waiting.front();
+      const uint64_t id = work.items.front().request;
+      auto it = requests_.find(id);
+      const std::string& to = work.items.front().batcher;
+      if (it == requests_.end() || (!to.empty() && to != batchers_.target(id))) {
+        waiting.pop_front();  // answered while it waited (deadline), or re-submitted elsewhere
+        continue;
+      }
+      auto worker = pool ? pool->take(1) : std::nullopt;
+      if (!worker) break;  // this version's tokenizers are busy (or none yet): the others go on
+      const uint64_t queued = micros(now.steady - it->second.received);
+      for (auto& item : work.items) item.timings.queue_us = queued;
+      pool->sent(*worker, work);
+      out.sends.push_back({kTokenizerLink, std::move(*worker), std::move(work)});
+      waiting.pop_front();
     }
-    auto worker = tokenizers_.take(1);
-    if (!worker) break;
-    const uint64_t queued = micros(now.steady - it->second.received);
-    for (auto& item : work.items) item.timings.queue_us = queued;
-    tokenizers_.sent(*worker, work);
-    out.sends.push_back({kTokenizerLink, std::move(*worker), std::move(work)});
-    waiting_.pop_front();
   }
-  metrics_.set_queue_depth(static_cast<double>(waiting_.size()));
+  metrics_.set_queue_depth(static_cast<double>(waiting()));
+}
+
+size_t Gateway::waiting() const {
+  size_t n = 0;
+  for (const auto& [model, waiting] : waiting_) n += waiting.size();
+  return n;
 }
 
 void Gateway::tick(const Now& now, Outbox& out) {
@@ -485,14 +512,17 @@ void Gateway::submit_again(const BatcherFailover::Failover& failover, const Now&
     if (it == requests_.end()) continue;
     stage::Tokenize work = tokenize_work(*id, it->second);
     metrics_.redispatched(static_cast<double>(work.items.size()));
-    waiting_.push_front(std::move(work));
+    waiting_[it->second.model].push_front(std::move(work));
   }
 }
 
 void Gateway::tokenizer_dead(const std::string& worker, const Now& now, Outbox& out) {
-  auto lost = tokenizers_.remove(worker, now, [&](const stage::TextItem& item) {
+  hub::WorkerPool<stage::Tokenize>* pool = tokenizers_.of(worker);
+  if (!pool) return;
+  auto lost = pool->remove(worker, now, [&](const stage::TextItem& item) {
     return requests_.count(item.request) == 0;  // answered already
   });
+  tokenizers_.forget(worker);
   for (const auto& [item, why] : lost.failed) unavailable(item.request, why, now.steady, out);
   // The rest waits again, first in line, in the order first sent: one message per request.
   std::vector<stage::Tokenize> again;
@@ -501,18 +531,23 @@ void Gateway::tokenizer_dead(const std::string& worker, const Now& now, Outbox& 
     if (again.empty() || again.back().items.front().request != item.request) again.emplace_back();
     again.back().items.push_back(std::move(item));
   }
-  for (auto it = again.rbegin(); it != again.rend(); ++it) waiting_.push_front(std::move(*it));
+  for (auto it = again.rbegin(); it != again.rend(); ++it) {
+    const std::string model = it->items.front().model;
+    waiting_[model].push_front(std::move(*it));
+  }
 }
 
 std::vector<status::StageStatus> Gateway::status() const {
-  return {{.stage = "gateway",
-           .replicas = 1,
-           .in_flight = static_cast<int>(requests_.size()),
-           .queued = static_cast<int>(waiting_.size()),
-           .free_credits = status::kNoCredits,
-           .requests = requests_received_,
-           .errors = errors_answered_},
-          tokenizers_.status(0)};
+  std::vector<status::StageStatus> lines = {{.stage = "gateway",
+                                             .replicas = 1,
+                                             .in_flight = static_cast<int>(requests_.size()),
+                                             .queued = static_cast<int>(waiting()),
+                                             .free_credits = status::kNoCredits,
+                                             .requests = requests_received_,
+                                             .errors = errors_answered_}};
+  for (auto& line : tokenizers_.status([](const std::string&) { return 0; }))
+    lines.push_back(std::move(line));
+  return lines;
 }
 
 std::optional<SteadyClock::time_point> Gateway::next_deadline() const {

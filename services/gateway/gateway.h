@@ -1,7 +1,8 @@
 #pragma once
 // The gateway's logic, socket-free and clock-free (time is passed in with every call). What it
 // owns: every client request from decoding to its one reply (docs/ARCHITECTURE.md tells the whole
-// story), the response cache, the cancel index, and the tokenizers' hub (a hub::WorkerPool).
+// story), the response cache, the cancel index, the model catalog (a request's model resolves to
+// a model version, or `not_found`) and the tokenizers' hub (a hub::WorkerPool per model version).
 // Failover between several batchers is BatcherFailover's.
 //
 // Contracts and invariants:
@@ -22,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -31,6 +33,7 @@
 #include "gateway/batcher_failover.h"
 #include "gateway/response_cache.h"
 #include "seqpipe/config/config.h"
+#include "seqpipe/config/model_repository.h"
 #include "seqpipe/messages/clock.h"
 #include "seqpipe/messages/stage_messages.h"
 #include "seqpipe/observability/metrics.h"
@@ -79,7 +82,8 @@ class Gateway {
   size_t live_batchers() const { return batchers_.live(); }
   // The gateway and its tokenizers, for `seqpipe status`.
   std::vector<status::StageStatus> status() const;
-  size_t waiting() const { return waiting_.size(); }
+  size_t waiting() const;
+  const config::ModelCatalog& models() const { return models_; }
 
  private:
   // A client text: the items it goes out as, one or its pieces (gateway.split_words).
@@ -112,6 +116,7 @@ class Gateway {
     // What a re-submission needs (its batcher died or restarted): the texts and parameters.
     std::vector<std::string> sources;
     protocol::GenerateParams params;
+    std::string model;  // the model version that runs it (config::model_key)
     bool stream = false;
     std::string streamed;  // a streamed request's text sent so far in partial replies
   };
@@ -146,7 +151,8 @@ class Gateway {
   std::string results_endpoint_;
   metrics::StageMetrics& metrics_;
   metrics::GatewayMetrics& gateway_metrics_;
-  hub::WorkerPool<stage::Tokenize> tokenizers_;
+  config::ModelCatalog models_;                  // what a request's model and version resolve to
+  hub::ModelPools<stage::Tokenize> tokenizers_;  // per model version
   BatcherFailover batchers_;
   ResponseCache cache_;
   // Request ids start at a random point: batchers remember the ids they took until their
@@ -154,7 +160,8 @@ class Gateway {
   uint64_t next_id_;
   std::unordered_map<uint64_t, Request> requests_;
   std::set<std::pair<SteadyClock::time_point, uint64_t>> deadlines_;
-  std::deque<stage::Tokenize> waiting_;
+  // Tokenize messages waiting for a tokenizer credit of their model version.
+  std::map<std::string, std::deque<stage::Tokenize>> waiting_;
   int64_t requests_received_ = 0;  // for the status: requests and those answered with an error
   int64_t errors_answered_ = 0;    // tokenize messages without a tokenizer credit yet
   // Requests in flight by client_key, for cancels (a client may reuse an id: a cancel names all).

@@ -227,7 +227,7 @@ struct HttpFrontDoor::Pending {
 };
 
 HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoint,
-                             HttpOptions options, std::function<bool()> ready)
+                             HttpOptions options, std::function<bool(const std::string&)> ready)
     : context_(context),
       options_(std::move(options)),
       ready_(std::move(ready)),
@@ -348,14 +348,15 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
         guard_.get());
   }
   const std::string method = method_of(req), path = path_of(req);
-  const std::string model = "/v2/models/" + options_.model_name;
   // HEAD is GET without the body, which evhttp leaves out of a HEAD's reply itself.
   if (method == "GET" || method == "HEAD") {
     if (path == "/v2/health/live") return send_answer(req, {.status = 200, .body = "{}"});
-    if (path == "/v2/health/ready" || path == model + "/ready") return ask_ready(req);
-    if (path == model)
-      return send_answer(req, {.status = 200, .body = kserve_model_metadata(options_.model_name)});
-    if (path == "/health") return ask_ready(req);
+    if (path == "/v2/health/ready") return ask_ready(req, "");
+    if (auto key = model_key(path, "/ready")) return ask_ready(req, *key);
+    if (model_key(path, ""))
+      return send_answer(
+          req, {.status = 200, .body = kserve_model_metadata(kserve_model_path(path, "")->name)});
+    if (path == "/health") return ask_ready(req, "");
     if (path == "/info")
       return send_answer(req, {.status = 200, .body = tgi_info(options_.model_name)});
     if (path == "/v1/models")
@@ -368,11 +369,13 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
     std::variant<HttpRequest, HttpAnswer> request;
     if (path == "/v1/generate") {
       route = Route::kGenerate, request = generate_request(body, id);
-    } else if (path == model + "/infer") {
-      route = Route::kInfer, request = kserve_infer_request(body, id);
+    } else if (auto infer = kserve_model_path(path, "/infer");
+               infer && (options_.repository || infer->name == options_.model_name)) {
+      route = Route::kInfer, request = kserve_infer_request(body, id, infer->name, infer->version);
     } else if (path == "/v1/completions" || path == "/v1/chat/completions") {
       const bool chat = path == "/v1/chat/completions";
-      route = Route::kOpenAi, request = openai_request(body, id, chat, std::time(nullptr));
+      route = Route::kOpenAi,
+      request = openai_request(body, id, chat, std::time(nullptr), options_.repository);
     } else if (path == "/generate" || path == "/generate_stream") {
       route = Route::kTgi, request = tgi_request(body, id, path == "/generate_stream");
     }
@@ -463,7 +466,8 @@ void HttpFrontDoor::on_reply(const std::string& tag, const std::string& body) {
 HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const std::string& body) const {
   switch (p.route) {
     case Route::kInfer:
-      return kserve_infer_reply(body, p.request.client_id, options_.model_name);
+      return kserve_infer_reply(body, p.request.client_id,
+                                p.request.model.empty() ? options_.model_name : p.request.model);
     case Route::kOpenAi:
       return openai_reply(body, p.request, options_.model_name);
     case Route::kTgi:
@@ -516,12 +520,27 @@ void HttpFrontDoor::on_heartbeat(std::string tag) {
   event_active(gateway_event_, EV_READ, 0);
 }
 
-void HttpFrontDoor::ask_ready(evhttp_request* req) {
-  ready_waiting_.push_back(req);
-  if (probing_) return;  // the probe under way answers this one too
+std::optional<std::string> HttpFrontDoor::model_key(std::string_view path,
+                                                    std::string_view suffix) const {
+  const auto named = kserve_model_path(path, suffix);
+  if (!named) return std::nullopt;
+  if (options_.resolve) return options_.resolve(named->name, named->version);
+  if (named->name != options_.model_name || named->version.value_or(1) != 1) return std::nullopt;
+  return std::string();  // the one model's key
+}
+
+void HttpFrontDoor::ask_ready(evhttp_request* req, std::string model) {
+  ready_waiting_.emplace_back(req, std::move(model));
+  if (probing_) return;  // the probe under way answers this one too (or starts the next)
+  start_probe();
+}
+
+void HttpFrontDoor::start_probe() {
   probing_ = true;
   {
     std::lock_guard lock(mutex_);
+    probe_models_.clear();
+    for (const auto& [req, model] : ready_waiting_) probe_models_.insert(model);
     probe_asked_ = true;
   }
   probe_wake_.notify_one();
@@ -533,13 +552,25 @@ void HttpFrontDoor::probe_loop() {
     probe_wake_.wait(lock, [this] { return probe_asked_ || stopping_; });
     if (stopping_) return;
     probe_asked_ = false;
+    const std::set<std::string> models = std::move(probe_models_);
+    probe_models_.clear();
     lock.unlock();
-    const bool ready = ready_();
-    post([this, ready] {
-      for (evhttp_request* req : ready_waiting_)
-        send_answer(req, {.status = ready ? 200 : 503, .body = "{}"});
-      ready_waiting_.clear();
+    std::map<std::string, bool> ready;
+    for (const std::string& model : models) ready[model] = ready_(model);
+    post([this, ready = std::move(ready)] {
+      // Answered: those asking about a model probed; the others (asked meanwhile) go next.
+      std::vector<std::pair<evhttp_request*, std::string>> later;
+      for (auto& [req, model] : ready_waiting_) {
+        auto it = ready.find(model);
+        if (it == ready.end()) {
+          later.emplace_back(req, std::move(model));
+          continue;
+        }
+        send_answer(req, {.status = it->second ? 200 : 503, .body = "{}"});
+      }
+      ready_waiting_ = std::move(later);
       probing_ = false;
+      if (!ready_waiting_.empty()) start_probe();
     });
     lock.lock();
   }

@@ -14,6 +14,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,8 +35,13 @@ namespace seqpipe::gateway {
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0: any free port (port() tells)
-  std::string model_name;
+  int port = 8000;         // 0: any free port (port() tells)
+  std::string model_name;  // the default model's
+  // A model repository is served: a request's model routes it (KServe's path, OpenAI's `model`).
+  bool repository = false;
+  // The key of the model version a KServe path names (config::ModelCatalog::resolve), nullopt
+  // for one not served; unset: only model_name is served, under the key "".
+  std::function<std::optional<std::string>(const std::string&, std::optional<uint32_t>)> resolve;
   // A larger body is refused with 413 at once: by its Content-Length before it is read, a
   // chunked one as soon as its chunks add up to more (nothing past the limit is buffered).
   size_t max_body_bytes = 1 << 20;
@@ -86,8 +93,10 @@ class HttpFrontDoor {
   // Serves on its own thread until destroyed. `gateway_endpoint`: an inproc endpoint the
   // gateway's client ROUTER binds in `context`. `ready`: whether every stage has a live replica
   // (GET /v2/health/ready); it may block, so it runs on a thread of its own.
+  // `ready(model)`: whether the pipeline serves that model version's key now ("": the whole
+  // pipeline); asked on a thread of its own, as it may block.
   HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoint, HttpOptions options,
-                std::function<bool()> ready);
+                std::function<bool(const std::string&)> ready);
   ~HttpFrontDoor();
   HttpFrontDoor(const HttpFrontDoor&) = delete;
   HttpFrontDoor& operator=(const HttpFrontDoor&) = delete;
@@ -110,7 +119,11 @@ class HttpFrontDoor {
   void on_deadline(std::string tag);
   void on_heartbeat(std::string tag);
   void on_closed(evhttp_connection* closed);  // evhttp's close callback of a stream's connection
-  void ask_ready(evhttp_request* req);
+  void ask_ready(evhttp_request* req, std::string model);
+  void start_probe();  // asks the readiness thread about every model waiting
+  // The key of the model version `path` names with `suffix`, or nullopt (not a model path, or a
+  // model not served).
+  std::optional<std::string> model_key(std::string_view path, std::string_view suffix) const;
   void run_posted();
   // Runs `task` on the loop thread (from any thread).
   void post(std::function<void()> task);
@@ -118,7 +131,7 @@ class HttpFrontDoor {
 
   zmq::context_t& context_;
   HttpOptions options_;
-  std::function<bool()> ready_;
+  std::function<bool(const std::string&)> ready_;
   transport::Socket gateway_;  // the loop thread's DEALER into the gateway
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
@@ -129,13 +142,15 @@ class HttpFrontDoor {
   int port_ = 0;
   uint64_t next_id_ = 1;
   std::map<std::string, std::unique_ptr<Pending>> pending_;  // by tag (the internal id)
-  std::vector<evhttp_request*> ready_waiting_;               // readiness asked, not yet known
+  // Readiness asked, not yet known: the request and the model key it asks about.
+  std::vector<std::pair<evhttp_request*, std::string>> ready_waiting_;
   bool probing_ = false;
 
   std::mutex mutex_;  // guards posted_, probe_asked_, stopping_
   std::condition_variable probe_wake_;
   std::vector<std::function<void()>> posted_;
   bool probe_asked_ = false;
+  std::set<std::string> probe_models_;  // what the readiness thread is to ask about
   bool stopping_ = false;
   std::thread probe_thread_;
   std::thread loop_thread_;

@@ -1,5 +1,6 @@
 #include "gateway/http_json.h"
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "gateway/json_body.h"
@@ -125,6 +126,8 @@ int http_status(protocol::ErrorCode code) {
       return 400;
     case protocol::ErrorCode::kTooLong:
       return 413;
+    case protocol::ErrorCode::kNotFound:
+      return 404;
     case protocol::ErrorCode::kOverloaded:
       return 429;
     case protocol::ErrorCode::kCancelled:
@@ -209,9 +212,11 @@ std::variant<HttpRequest, std::string> kserve_infer_json_unguarded(const json& i
   json request = {{"v", protocol::kVersion}, {"texts", std::move(texts)}};
   json params = infer.value("parameters", json::object());
   if (!params.is_object()) return std::string("parameters must be an object");
-  if (params.contains("timeout_ms")) {
-    request["timeout_ms"] = params["timeout_ms"];
-    params.erase("timeout_ms");
+  for (const char* field : {"timeout_ms", "model", "version"}) {  // request fields, not params
+    if (params.contains(field)) {
+      request[field] = params[field];
+      params.erase(field);
+    }
   }
   if (!params.empty()) request["params"] = std::move(params);
   return to_gateway(std::move(request), internal_id, *client_id);
@@ -274,11 +279,18 @@ std::string sse_event(std::string_view msgpack_reply, const std::string& client_
 }
 
 std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body,
-                                                           const std::string& internal_id) {
-  const auto infer = parse_object(body);
+                                                           const std::string& internal_id,
+                                                           const std::optional<std::string>& model,
+                                                           std::optional<uint32_t> version) {
+  auto infer = parse_object(body);
   if (!infer) return kserve_error(400, "the body must be a JSON object (an inference request)");
+  if (model) {  // the path's, into the protocol request's fields (kserve_infer_json_unguarded)
+    (*infer)["parameters"]["model"] = *model;
+    if (version) (*infer)["parameters"]["version"] = *version;
+  }
   auto request = kserve_infer_json(*infer, internal_id);
   if (auto* problem = std::get_if<std::string>(&request)) return kserve_error(400, *problem);
+  if (model) std::get<HttpRequest>(request).model = *model;
   return std::move(std::get<HttpRequest>(request));
 }
 
@@ -309,6 +321,26 @@ HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string&
                         std::string(protocol::wire_name(error->code)) + ": " + error->message);
   }
   return {.status = 200, .body = std::get<json>(response).dump()};
+}
+
+std::optional<KserveModelPath> kserve_model_path(std::string_view path, std::string_view suffix) {
+  constexpr std::string_view kModels = "/v2/models/", kVersions = "/versions/";
+  if (!path.starts_with(kModels) || !path.ends_with(suffix)) return std::nullopt;
+  std::string_view rest = path.substr(kModels.size());
+  rest.remove_suffix(suffix.size());
+  KserveModelPath out;
+  const size_t slash = rest.find('/');
+  out.name = std::string(rest.substr(0, slash));
+  if (out.name.empty()) return std::nullopt;
+  if (slash == std::string_view::npos) return out;
+  const std::string_view tail = rest.substr(slash);
+  if (!tail.starts_with(kVersions)) return std::nullopt;
+  const std::string_view number = tail.substr(kVersions.size());
+  uint32_t v = 0;
+  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+  if (ec != std::errc() || end != number.data() + number.size() || v == 0) return std::nullopt;
+  out.version = v;
+  return out;
 }
 
 HttpAnswer kserve_error(int status, const std::string& message) {

@@ -31,6 +31,8 @@ struct HttpRequest {
   bool include_usage = false;
   // A TGI request's parameters.details: the reply (a stream's last event) carries details.
   bool details = false;
+  // The model the request named (KServe's path), for its reply; empty: the default model.
+  std::string model;
 };
 // An HTTP answer: status and JSON body.
 struct HttpAnswer {
@@ -51,8 +53,19 @@ std::string sse_event(std::string_view msgpack_reply, const std::string& client_
 
 // KServe v2 infer: one BYTES input tensor of texts (shape [N] or [N, 1]); "parameters" carries
 // the generation params by their protocol names, and timeout_ms.
-std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body,
-                                                           const std::string& internal_id);
+// With `model`: the request runs that model (and `version`, when given).
+std::variant<HttpRequest, HttpAnswer> kserve_infer_request(
+    std::string_view body, const std::string& internal_id,
+    const std::optional<std::string>& model = std::nullopt,
+    std::optional<uint32_t> version = std::nullopt);
+// The model and version a KServe model path names: /v2/models/<name>[/versions/<v>]<suffix>
+// (suffix "/infer", "/ready" or ""); nullopt for another path (or a version that is not a
+// positive number).
+struct KserveModelPath {
+  std::string name;
+  std::optional<uint32_t> version;
+};
+std::optional<KserveModelPath> kserve_model_path(std::string_view path, std::string_view suffix);
 // The reply as a KServe v2 infer response (a BYTES "text" output, FP32 "scores" when asked), or
 // {"error": "..."} with the code's HTTP status.
 HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string& client_id,

@@ -91,7 +91,7 @@ std::variant<json, HttpAnswer> params_of(const json& body) {
 
 std::variant<HttpRequest, HttpAnswer> request_unguarded(std::string_view body,
                                                         const std::string& internal_id, bool chat,
-                                                        int64_t now_s) {
+                                                        int64_t now_s, bool route_model) {
   const auto j = parse_object(body);
   if (!j) return bad("", "the body must be a JSON object");
   if (auto refused = refuse_unsupported(*j)) return *refused;
@@ -114,6 +114,7 @@ std::variant<HttpRequest, HttpAnswer> request_unguarded(std::string_view body,
     if (request.contains("texts")) return bad("stream", "stream takes a single prompt");
     request["stream"] = true;
   }
+  if (route_model && j->contains("model")) request["model"] = (*j)["model"];  // checked there
   const json& options = j->value("stream_options", json());
   HttpRequest out = to_gateway(std::move(request), internal_id, "");
   out.chat = chat;
@@ -223,9 +224,9 @@ std::string events_unguarded(std::string_view msgpack_reply, const HttpRequest& 
 
 std::variant<HttpRequest, HttpAnswer> openai_request(std::string_view body,
                                                      const std::string& internal_id, bool chat,
-                                                     int64_t now_s) {
+                                                     int64_t now_s, bool route_model) {
   try {
-    return request_unguarded(body, internal_id, chat, now_s);
+    return request_unguarded(body, internal_id, chat, now_s, route_model);
   } catch (const json::exception& e) {
     return bad("", std::string("the body does not fit the request: ") + e.what());
   }

@@ -14,11 +14,12 @@ namespace seqpipe::gateway {
 // A completion ({"prompt": string or list of strings, ...}) or, with `chat`, a chat completion
 // ({"messages": [...]}: the last user message is the input). OpenAI's options map onto the
 // protocol's params (docs/PROTOCOL.md); an option the engine has no counterpart for is refused
-// in OpenAI's error shape, naming it. `model` is not checked: any name gets the served model
-// (a client may well send its endpoint's URL there).
+// in OpenAI's error shape, naming it. `model` is the request's model with `route_model` (a gateway
+// serving a model repository); else it is not checked: any name gets the served model (a client
+// may well send its endpoint's URL there).
 std::variant<HttpRequest, HttpAnswer> openai_request(std::string_view body,
                                                      const std::string& internal_id, bool chat,
-                                                     int64_t now_s);
+                                                     int64_t now_s, bool route_model = false);
 // The gateway's (final) reply as a completion or chat completion, with each choice's
 // finish_reason and the request's usage, or an OpenAI error.
 HttpAnswer openai_reply(std::string_view msgpack_reply, const HttpRequest& request,

@@ -115,6 +115,8 @@ grpc::StatusCode grpc_code(protocol::ErrorCode code) {
       return grpc::StatusCode::DEADLINE_EXCEEDED;
     case protocol::ErrorCode::kCancelled:
       return grpc::StatusCode::CANCELLED;
+    case protocol::ErrorCode::kNotFound:
+      return grpc::StatusCode::NOT_FOUND;
     case protocol::ErrorCode::kUnavailable:
       return grpc::StatusCode::UNAVAILABLE;
     case protocol::ErrorCode::kInternal:

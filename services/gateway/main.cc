@@ -27,11 +27,10 @@ namespace {
 // The front doors' (HTTP, gRPC) requests come in on the clients' socket, over inproc.
 constexpr const char* kFrontDoorInproc = "inproc://seqpipe-gateway-http";
 
-// The model's name in KServe v2 and OpenAI: the last component of model.dir.
+// The model's name in KServe v2 and OpenAI: model.name or the last component of model.dir; with a
+// repository, its default model's.
 std::string model_name(const config::PipelineConfig& c) {
-  std::string name = std::filesystem::path(c.model.dir).lexically_normal().filename();
-  if (name.empty()) name = std::filesystem::path(c.model.dir).parent_path().filename();
-  return name;
+  return config::ModelCatalog::of(c).default_name();
 }
 
 // The front doors' readiness check: asks the pipeline's hubs.
@@ -40,6 +39,17 @@ std::function<bool()> pipeline_ready(zmq::context_t& context, const config::Pipe
   return [&context, &c, &security] {
     return status::ask_pipeline(context, c, std::chrono::milliseconds(500), security.client())
         .ready();
+  };
+}
+
+// The HTTP front door's: the whole pipeline (""), or one model version's replicas.
+std::function<bool(const std::string&)> model_ready(zmq::context_t& context,
+                                                    const config::PipelineConfig& c,
+                                                    const security::HubSecurity& security) {
+  return [&context, &c, &security](const std::string& model) {
+    const auto st =
+        status::ask_pipeline(context, c, std::chrono::milliseconds(500), security.client());
+    return model.empty() ? st.ready() : st.ready_for(model);
   };
 }
 
@@ -53,10 +63,18 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config:
   options.host = address->host;
   options.port = address->port;
   options.model_name = model_name(c);
+  options.repository = !c.model.repository.empty();
+  options.resolve = [models = config::ModelCatalog::of(c)](
+                        const std::string& name,
+                        std::optional<uint32_t> version) -> std::optional<std::string> {
+    auto key = models.resolve(name, version);
+    if (auto* found = std::get_if<std::string>(&key)) return *found;
+    return std::nullopt;
+  };
   options.max_body_bytes = max_body_bytes;
   options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
   auto http = std::make_unique<HttpFrontDoor>(context, kFrontDoorInproc, options,
-                                              pipeline_ready(context, c, security));
+                                              model_ready(context, c, security));
   spdlog::info("gateway: HTTP on {}:{} (model '{}')", options.host, http->port(),
                options.model_name);
   return http;
@@ -89,6 +107,14 @@ int serve(const config::PipelineConfig& c) {
   metrics::Exporter exporter("gateway", c.gateway.metrics_port, 1, c.metrics.address);
   metrics::StageMetrics stage_metrics(exporter.registry(), "gateway");
   metrics::GatewayMetrics gateway_metrics(exporter.registry());
+  if (!c.model.repository.empty()) {
+    const config::ModelRepository repo = config::scan_repository(c.model.repository);
+    for (const auto& m : repo.models)
+      spdlog::info("gateway: serving model {} from {}", config::model_key(m.name, m.version),
+                   m.dir);
+    for (const auto& bad : repo.bad)
+      spdlog::warn("gateway: model repository entry {} is not served: {}", bad.path, bad.reason);
+  }
 
   zmq::context_t context(1);
   const security::HubSecurity security(context, c.security, "gateway", exporter.registry());

@@ -1,6 +1,7 @@
 // seqpipe-postprocessor: one postprocessor replica. Start more copies (same command, same config)
 // to scale.
 #include "postprocessor/postprocessor_stage.h"
+#include "seqpipe/config/model_repository.h"
 #include "seqpipe/engine/tokenizer.h"
 #include "seqpipe/runtime/service_main.h"
 #include "seqpipe/runtime/worker.h"
@@ -14,7 +15,8 @@ int main(int argc, char** argv) {
         return worker::serve_worker(
             "postprocessor", c.metrics.address, c.postprocessor.metrics_port,
             worker::hubs_or(c.postprocessor.hub_endpoints, c.batcher.postprocessor_endpoint),
-            c.liveness, c.security, [&](metrics::StageMetrics& m) {
+            c.liveness, c.security, config::served_model_key(c.model),
+            [&](metrics::StageMetrics& m) {
               return std::make_unique<postprocessor::PostprocessorStage>(
                   std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model"), c, m);
             });

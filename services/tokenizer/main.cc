@@ -1,4 +1,5 @@
 // seqpipe-tokenizer: one tokenizer replica. Start more copies (same command, same config) to scale.
+#include "seqpipe/config/model_repository.h"
 #include "seqpipe/engine/tokenizer.h"
 #include "seqpipe/runtime/service_main.h"
 #include "seqpipe/runtime/worker.h"
@@ -12,7 +13,7 @@ int main(int argc, char** argv) {
         return worker::serve_worker(
             "tokenizer", c.metrics.address, c.tokenizer.metrics_port,
             worker::hubs_or(c.tokenizer.hub_endpoints, c.gateway.tokenizer_endpoint), c.liveness,
-            c.security, [&](metrics::StageMetrics& m) {
+            c.security, config::served_model_key(c.model), [&](metrics::StageMetrics& m) {
               return std::make_unique<tokenizer::TokenizerStage>(
                   std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model"), c, m);
             });

@@ -195,7 +195,7 @@ class HttpFrontDoorTest : public ::testing::Test {
                                  .max_body_bytes = 4096,
                                  .default_timeout = std::chrono::milliseconds(2000),
                                  .read_timeout = std::chrono::milliseconds(1000)},
-                     [this] { return ready.load(); }};
+                     [this](const std::string&) { return ready.load(); }};
   httplib::Client http{"127.0.0.1", door.port()};
 };
 

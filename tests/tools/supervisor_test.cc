@@ -92,5 +92,32 @@ TEST(CheckModelDirTest, NamesTheMissingDirectoryOrFiles) {
   fs::remove_all(dir);
 }
 
+// With a repository every worker stage gets its replicas per model version, each told which
+// version it serves; without one, its replicas for model.dir and nothing more.
+TEST(WorkerSpecs, ReplicasPerModelVersionOfTheRepository) {
+  config::PipelineConfig c;
+  c.tokenizer.replicas = 1;
+  c.encoder.replicas = 2;
+  c.decoder.replicas = 1;
+  c.postprocessor.replicas = 1;
+  const std::vector<config::ModelVersion> models = {{"a", 1, "/r/a/1"}, {"b", 3, "/r/b/3"}};
+  EXPECT_EQ(worker_specs(c, models).size(), 5u);  // no repository: model.dir's replicas
+  EXPECT_TRUE(worker_specs(c, models)[0].sets.empty());
+  c.model.repository = "/r";
+  const auto specs = worker_specs(c, models);
+  ASSERT_EQ(specs.size(), 10u);
+  std::vector<std::string> encoders;
+  for (const auto& s : specs) {
+    if (s.stage != "encoder") continue;
+    encoders.push_back(std::to_string(s.replica) + " " + s.sets.at(0) + " " + s.sets.at(1) + " " +
+                       s.sets.at(2));
+  }
+  EXPECT_EQ(encoders,
+            (std::vector<std::string>{"0 model.dir=/r/a/1 model.name=a model.version=1",
+                                      "1 model.dir=/r/a/1 model.name=a model.version=1",
+                                      "2 model.dir=/r/b/3 model.name=b model.version=3",
+                                      "3 model.dir=/r/b/3 model.name=b model.version=3"}));
+}
+
 }  // namespace
 }  // namespace seqpipe::supervisor

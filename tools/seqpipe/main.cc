@@ -54,6 +54,10 @@ It checks the config and the model directory before starting anything, and stops
 exits 5 times in a row within 5 s of its start. Its children die with it, even when it is
 killed. It prints the config files in force: the model directory's seqpipe.yaml (the model's own
 settings), then the config file, then --set (docs/CONFIG.md, "The model's settings").
+--repository DIR (model.repository) serves a model repository: DIR/<name>/<version>/ (a model
+directory directly in DIR is version 1); the worker stages' replicas are started for every model
+version in it, and a request names its model (`model`, `version`); entries that cannot be served
+are printed and left out.
 Exit status: 0 stopped, 1 a child kept failing, 2 bad usage, config or model directory.)";
 
 constexpr const char* kSendFooter =
@@ -126,9 +130,25 @@ int up(const seqpipe::service::ServiceArgs& args) {
     std::cout << config::to_yaml(c) << std::flush;
     return 0;
   }
-  if (const auto problems = seqpipe::supervisor::check_model_dir(c.model.dir); !problems.empty()) {
-    for (const std::string& p : problems) std::fprintf(stderr, "seqpipe up: %s\n", p.c_str());
-    return 2;
+  const config::ModelRepository repo = c.model.repository.empty()
+                                           ? config::ModelRepository{}
+                                           : config::scan_repository(c.model.repository);
+  if (c.model.repository.empty()) {
+    if (const auto problems = seqpipe::supervisor::check_model_dir(c.model.dir);
+        !problems.empty()) {
+      for (const std::string& p : problems) std::fprintf(stderr, "seqpipe up: %s\n", p.c_str());
+      return 2;
+    }
+  } else {
+    // A bad entry is left out (the others are served); a repository with nothing to serve stops.
+    for (const auto& bad : repo.bad)
+      std::fprintf(stderr, "seqpipe up: model repository: %s: %s (not served)\n", bad.path.c_str(),
+                   bad.reason.c_str());
+    if (repo.models.empty()) {
+      std::fprintf(stderr, "seqpipe up: model.repository '%s' holds no model to serve\n",
+                   c.model.repository.c_str());
+      return 2;
+    }
   }
   // One pipeline per runtime dir: a second would take the first's socket files from under it.
   const auto lock = lock_runtime_dir(c.runtime_dir);
@@ -154,10 +174,12 @@ int up(const seqpipe::service::ServiceArgs& args) {
   };
   add("batcher", c.batcher.replicas, config::batcher_replica_overrides);
   add("gateway", c.gateway.replicas, config::gateway_replica_overrides);
-  add("tokenizer", c.tokenizer.replicas);
-  add("encoder", c.encoder.replicas);
-  add("decoder", c.decoder.replicas);
-  add("postprocessor", c.postprocessor.replicas);
+  for (const auto& w : seqpipe::supervisor::worker_specs(c, repo.models)) {
+    seqpipe::supervisor::ChildSpec child{w.stage, w.replica, {service_binary(w.stage)}};
+    child.argv.insert(child.argv.end(), common_args.begin(), common_args.end());
+    for (const std::string& o : w.sets) child.argv.insert(child.argv.end(), {"--set", o});
+    specs.push_back(std::move(child));
+  }
 
   // More engine threads than cores: an OpenMP thread that spins while it waits holds a core that
   // a hub, another stage or the very thread it waits for needs (libgomp reads this at start, so
@@ -433,6 +455,7 @@ int keygen(const std::string& dir, const std::vector<std::string>& names) {
 // Every command's arguments, filled by parse.
 struct Commands {
   seqpipe::service::ServiceFlags up, status;
+  std::string up_repository;  // --repository DIR: --set model.repository=DIR
   SendArgs send;
   std::string keygen_dir = ".";
   std::vector<std::string> keygen_names;
@@ -445,6 +468,9 @@ void add_commands(CLI::App& app, Commands& c) {
   app.require_subcommand(0, 1);
   CLI::App* up = app.add_subcommand("up", "start every stage as child processes");
   seqpipe::service::add_service_flags(*up, c.up, true);
+  up->add_option("--repository", c.up_repository,
+                 "serve the model repository DIR/<name>/<version>/ (model.repository)")
+      ->type_name("DIR");
   up->footer(kUpFooter);
   add_send(app, c.send);
   CLI::App* status = app.add_subcommand("status", "ask the hubs how the pipeline is doing");
@@ -471,7 +497,11 @@ int run(CLI::App& app, Commands& c, const std::vector<std::string>& rest) {
   }
   if (!rest.empty()) throw cli::UsageError("unknown argument '" + rest.front() + "'");
   const std::string name = chosen.front()->get_name();
-  if (name == "up") return up(seqpipe::service::checked_service_args(std::move(c.up)));
+  if (name == "up") {
+    seqpipe::service::ServiceArgs args = seqpipe::service::checked_service_args(std::move(c.up));
+    if (!c.up_repository.empty()) args.overrides.push_back("model.repository=" + c.up_repository);
+    return up(args);
+  }
   if (name == "send") return send(std::move(c.send));
   if (name == "status")
     return status_command(seqpipe::service::checked_service_args(std::move(c.status)));

@@ -40,4 +40,29 @@ std::vector<std::string> check_model_dir(const std::string& dir) {
   return problems;
 }
 
+std::vector<WorkerSpec> worker_specs(const config::PipelineConfig& c,
+                                     const std::vector<config::ModelVersion>& models) {
+  const std::pair<const char*, int> stages[] = {{"tokenizer", c.tokenizer.replicas},
+                                                {"encoder", c.encoder.replicas},
+                                                {"decoder", c.decoder.replicas},
+                                                {"postprocessor", c.postprocessor.replicas}};
+  std::vector<WorkerSpec> specs;
+  for (const auto& [stage, replicas] : stages) {
+    int replica = 0;
+    if (c.model.repository.empty()) {
+      for (int i = 0; i < replicas; ++i) specs.push_back({stage, replica++, {}});
+      continue;
+    }
+    for (const config::ModelVersion& m : models) {
+      for (int i = 0; i < replicas; ++i) {
+        specs.push_back({stage,
+                         replica++,
+                         {"model.dir=" + m.dir, "model.name=" + m.name,
+                          "model.version=" + std::to_string(m.version)}});
+      }
+    }
+  }
+  return specs;
+}
+
 }  // namespace seqpipe::supervisor

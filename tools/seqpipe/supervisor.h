@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "seqpipe/config/config.h"
+#include "seqpipe/config/model_repository.h"
+
 namespace seqpipe::supervisor {
 
 using Clock = std::chrono::steady_clock;
@@ -61,5 +64,18 @@ class RestartTracker {
 // What `seqpipe up` checks before it starts anything: the model directory holds the files the
 // stages load. Returns one message per problem (empty: fine).
 std::vector<std::string> check_model_dir(const std::string& dir);
+
+// One worker process `seqpipe up` starts: its stage and the --set assignments that tell it which
+// model version it serves.
+struct WorkerSpec {
+  std::string stage;  // "tokenizer", "encoder", "decoder", "postprocessor"
+  int replica = 0;    // of this stage, counted over every model version
+  std::vector<std::string> sets;
+};
+// Without model.repository: each worker stage's `replicas` for model.dir. With it: that many of
+// each stage for every version in `models` (a repository's scan), each told model.dir,
+// model.name and model.version (so it loads that version's seqpipe.yaml and announces it).
+std::vector<WorkerSpec> worker_specs(const config::PipelineConfig& c,
+                                     const std::vector<config::ModelVersion>& models);
 
 }  // namespace seqpipe::supervisor

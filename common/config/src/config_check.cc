@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "seqpipe/config/edit_distance.h"
+#include "seqpipe/config/model_repository.h"
 
 namespace seqpipe::config {
 
@@ -234,6 +235,12 @@ void check_text(const std::string& where, const Key& key, const std::string& val
         fail(where, key.path() +
                         " must be a name such as int8 (lower-case letters, digits, _), got '" +
                         value + "'");
+      break;
+    case TextKind::kModelName:
+      if (!value.empty() && !valid_model_name(value))
+        fail(where, key.path() + " must be a model name (1 to " +
+                        std::to_string(protocol::kMaxModelNameBytes) +
+                        " of A-Z a-z 0-9 _ . -, not starting with '.'), got '" + value + "'");
       break;
     case TextKind::kDevice:
       if (value.empty() ||

@@ -40,7 +40,8 @@ enum class TextKind {
   kIpv4,
   kHttpAddress,
   kName,
-  kDevice  // cpu, cuda or cuda:N: the characters here, the form where the engine loads
+  kDevice,    // cpu, cuda or cuda:N: the characters here, the form where the engine loads
+  kModelName  // empty, or a model name (config::valid_model_name)
 };
 struct TextRule {
   TextKind kind;
@@ -67,18 +68,26 @@ void worker_fields(std::string_view section, Worker& worker, Visit& visit) {
   visit(Key{section, "hub_endpoints"}, worker.hub_endpoints, EndpointListRule{});
 }
 
+template <typename Model, typename Visit>
+void model_fields(Model& m, Visit& visit) {
+  visit(Key{"model", "dir"}, m.dir, TextRule{TextKind::kPath});
+  visit(Key{"model", "max_input_tokens", kPerModel}, m.max_input_tokens, IntRule{1, 8192});
+  visit(Key{"model", "compute_type"}, m.compute_type, TextRule{TextKind::kName});
+  visit(Key{"model", "device"}, m.device, TextRule{TextKind::kDevice});
+  visit(Key{"model", "cuda_graphs"}, m.cuda_graphs, IntRule{0, 1});
+  visit(Key{"model", "lower_case_words", kPerModel}, m.lower_case_words, IntRule{0, 1});
+  visit(Key{"model", "name"}, m.name, TextRule{TextKind::kModelName});
+  visit(Key{"model", "version"}, m.version, IntRule{1, protocol::kMaxModelVersion});
+  visit(Key{"model", "repository"}, m.repository, TextRule{TextKind::kOptionalPath});
+}
+
 // Calls visit(Key, member, rule) for every field, in file order. `Config` is PipelineConfig or
 // const PipelineConfig.
 template <typename Config, typename Visit>
 void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"", "runtime_dir"}, c.runtime_dir, TextRule{TextKind::kRuntimeDir});
 
-  visit(Key{"model", "dir"}, c.model.dir, TextRule{TextKind::kPath});
-  visit(Key{"model", "max_input_tokens", kPerModel}, c.model.max_input_tokens, IntRule{1, 8192});
-  visit(Key{"model", "compute_type"}, c.model.compute_type, TextRule{TextKind::kName});
-  visit(Key{"model", "device"}, c.model.device, TextRule{TextKind::kDevice});
-  visit(Key{"model", "cuda_graphs"}, c.model.cuda_graphs, IntRule{0, 1});
-  visit(Key{"model", "lower_case_words", kPerModel}, c.model.lower_case_words, IntRule{0, 1});
+  model_fields(c.model, visit);
 
   visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms,
         IntRule{10, 60'000});

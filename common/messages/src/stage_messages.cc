@@ -62,10 +62,11 @@ class Reader {
   std::optional<Error> message(const msgpack::object& o, StageMessage& out) {
     if (o.type != msgpack::type::MAP) return bad("message is not a map");
     const msgpack::object *v = nullptr, *kind = nullptr, *credits = nullptr, *items = nullptr,
-                          *from = nullptr, *incarnation = nullptr;
+                          *from = nullptr, *incarnation = nullptr, *model = nullptr;
     const msgpack_io::NamedSlot fields[] = {
         {"v", &v},         {"kind", &kind}, {"credits", &credits},
-        {"items", &items}, {"from", &from}, {"incarnation", &incarnation}};
+        {"items", &items}, {"from", &from}, {"incarnation", &incarnation},
+        {"model", &model}};
     std::optional<std::string> unknown;
     if (auto e = msgpack_io::collect_fields(o.via.map, "", fields, unknown)) return prefixed(*e);
     if (unknown) return bad("unknown field " + *unknown);
@@ -80,6 +81,11 @@ class Reader {
     while (n < std::size(kKindNames) && kKindNames[n] != name) ++n;
     if (n == std::size(kKindNames)) return bad("unknown kind '" + std::string(name) + "'");
     out = make(n);
+    if (model) {
+      auto* ready = std::get_if<Ready>(&out);
+      if (!ready) return bad("a '" + std::string(name) + "' message has no field 'model'");
+      if (auto e = model_name(*model, "model", ready->model)) return e;
+    }
     return std::visit([&](auto& m) { return body(m, name, credits, items, from, incarnation); },
                       out);
   }
@@ -268,6 +274,15 @@ class Reader {
     out = *reason;
     return std::nullopt;
   }
+  // A model version's key: "name/version" (config::model_key), bounded like an endpoint.
+  static std::optional<Error> model_name(const msgpack::object& v, const std::string& field,
+                                         std::string& out) {
+    std::string_view s;
+    if (!str(v, s) || s.empty() || s.size() > kMaxEndpointBytes)
+      return bad(field + " must be a string of 1 to 256 bytes");
+    out = s;
+    return std::nullopt;
+  }
   static std::optional<Error> deadline(const msgpack::object& v, const std::string& field,
                                        Deadline& out) {
     int64_t unix_us = 0;
@@ -288,6 +303,7 @@ class Reader {
     if (key == "st") return flag(v, f, w.stream);
     if (key == "sid") return id_arrays(v, f, engine::kMaxStopSequences, w.stop_ids);
     if (key == "pn") return count(v, f, w.prompt_tokens);
+    if (key == "m") return model_name(v, f, w.model);
     if (key == "p") {
       if (auto e = msgpack_io::read_params(v, kParamBounds, w.params)) {
         return bad(f + ": " + e->message);

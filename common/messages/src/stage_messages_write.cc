@@ -25,7 +25,7 @@ void write_timings(Writer& out, const StageTimings& t) {
 // The header's 6 fields; `extra` more follow.
 void write_header(Writer& out, const WorkHeader& h, size_t extra) {
   out.map(6 + (h.stream ? 1 : 0) + (h.stop_ids.empty() ? 0 : 1) + (h.prompt_tokens ? 1 : 0) +
-          extra);
+          (h.model.empty() ? 0 : 1) + extra);
   out.str("r"), out.u64(h.request);
   out.str("i"), out.u64(h.index);
   out.str("g"), out.str(h.gateway);
@@ -38,6 +38,7 @@ void write_header(Writer& out, const WorkHeader& h, size_t extra) {
     for (const auto& ids : h.stop_ids) write_ids(out, ids);
   }
   if (h.prompt_tokens) out.str("pn"), out.u64(h.prompt_tokens);
+  if (!h.model.empty()) out.str("m"), out.str(h.model);
 }
 
 void write_item(Writer& out, const TextItem& w) {
@@ -116,8 +117,8 @@ void write_items(Writer& out, const std::vector<Item>& items) {
 }
 
 // The fields after v and kind, per message type.
-size_t body_fields(const Ready&) {
-  return 1;
+size_t body_fields(const Ready& m) {
+  return m.model.empty() ? 1 : 2;
 }
 size_t body_fields(const Credit&) {
   return 1;
@@ -138,6 +139,7 @@ size_t body_fields(const M&) {
 
 void write_body(Writer& out, const Ready& m) {
   out.str("credits"), out.i64(m.credits);
+  if (!m.model.empty()) out.str("model"), out.str(m.model);
 }
 void write_body(Writer& out, const Credit& m) {
   out.str("credits"), out.i64(m.credits);

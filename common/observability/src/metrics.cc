@@ -19,7 +19,7 @@ constexpr protocol::ErrorCode kCodes[] = {
     protocol::ErrorCode::kInvalidArgument,  protocol::ErrorCode::kTooLong,
     protocol::ErrorCode::kDeadlineExceeded, protocol::ErrorCode::kOverloaded,
     protocol::ErrorCode::kInternal,         protocol::ErrorCode::kUnavailable,
-    protocol::ErrorCode::kCancelled};
+    protocol::ErrorCode::kCancelled,        protocol::ErrorCode::kNotFound};
 }  // namespace
 
 namespace {
@@ -73,9 +73,17 @@ Exporter::Exporter(std::string_view service, int port, int tries, std::string_vi
 
 Exporter::~Exporter() = default;
 
-StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name)
-    : registry_(r), stage_(stage_name) {
-  const prometheus::Labels stage{{"stage", std::string(stage_name)}};
+prometheus::Labels model_labels(const std::string& model_key) {
+  const size_t slash = model_key.rfind('/');
+  if (model_key.empty() || slash == std::string::npos) return {};
+  return {{"model", model_key.substr(0, slash)}, {"version", model_key.substr(slash + 1)}};
+}
+
+StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name,
+                           const prometheus::Labels& model)
+    : registry_(r), labels_(model) {
+  labels_["stage"] = std::string(stage_name);
+  const prometheus::Labels& stage = labels_;
   requests_ = &prometheus::BuildCounter()
                    .Name(std::string(kRequests))
                    .Help("Work items received")
@@ -202,8 +210,11 @@ void StageMetrics::set_kv_slots(int used, int free) {
                       .Name(std::string(kKvSlots))
                       .Help("Decoder KV-cache slots (one per sequence or beam), by state")
                       .Register(registry_);
-    kv_used_ = &slots.Add({{"stage", stage_}, {"state", "used"}});
-    kv_free_ = &slots.Add({{"stage", stage_}, {"state", "free"}});
+    prometheus::Labels in_use = labels_, unused = labels_;
+    in_use["state"] = "used";
+    unused["state"] = "free";
+    kv_used_ = &slots.Add(in_use);
+    kv_free_ = &slots.Add(unused);
   }
   kv_used_->Set(used);
   kv_free_->Set(free);
@@ -214,7 +225,11 @@ void StageMetrics::engine_info(std::string_view compute_type) {
       .Name(std::string(kEngineInfo))
       .Help("1, labelled with the engine's compute type in use")
       .Register(registry_)
-      .Add({{"stage", stage_}, {"compute_type", std::string(compute_type)}})
+      .Add([&] {
+        prometheus::Labels labels = labels_;
+        labels["compute_type"] = std::string(compute_type);
+        return labels;
+      }())
       .Set(1);
 }
 

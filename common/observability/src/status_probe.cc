@@ -4,6 +4,19 @@
 
 namespace seqpipe::status {
 
+bool PipelineStatus::ready_for(const std::string& key) const {
+  for (const char* stage : {"tokenizer", "encoder", "decoder", "postprocessor"}) {
+    bool live = false;
+    for (const HubAnswer& hub : hubs) {
+      if (!hub.stages) return false;  // a hub is down
+      for (const StageStatus& s : *hub.stages)
+        live = live || (s.stage == std::string(stage) + " " + key && s.replicas > 0);
+    }
+    if (!live) return false;
+  }
+  return true;
+}
+
 PipelineStatus ask_pipeline(zmq::context_t& context, const config::PipelineConfig& config,
                             std::chrono::milliseconds wait, const transport::CurveKeys& curve) {
   PipelineStatus status;

@@ -139,6 +139,8 @@ struct RequestFields {
   const msgpack::object* timeout_ms = nullptr;
   const msgpack::object* op = nullptr;
   const msgpack::object* stream = nullptr;
+  const msgpack::object* model = nullptr;
+  const msgpack::object* version = nullptr;
 };
 
 // `op` and, for a cancel, that it names the request to cancel by its id and carries nothing else.
@@ -157,14 +159,33 @@ std::optional<Error> read_op(const RequestFields& f, Request& request) {
   if (!request.id) return invalid("a cancel request needs the id of the request to cancel");
   for (const auto& [name, field] :
        {std::pair{"text", f.text}, std::pair{"texts", f.texts}, std::pair{"params", f.params},
-        std::pair{"timeout_ms", f.timeout_ms}, std::pair{"stream", f.stream}}) {
+        std::pair{"timeout_ms", f.timeout_ms}, std::pair{"stream", f.stream},
+        std::pair{"model", f.model}, std::pair{"version", f.version}}) {
     if (field)
       return invalid(std::string("a cancel request carries only v, op and id, not '") + name + "'");
   }
   return std::nullopt;
 }
 
-// A generate request's text or texts, params, timeout_ms and stream.
+// `model` and `version`: which model runs the request (the gateway resolves the name).
+std::optional<Error> read_model(const RequestFields& f, Request& request) {
+  if (f.model) {
+    if (f.model->type != msgpack::type::STR)
+      return invalid("model must be a string, got " + describe(*f.model));
+    const std::string_view name = as_string_view(*f.model);
+    if (name.empty() || name.size() > kMaxModelNameBytes)
+      return invalid("model must be 1 to " + std::to_string(kMaxModelNameBytes) + " bytes");
+    request.model = std::string(name);
+  }
+  if (f.version) {
+    int64_t value = 0;
+    if (auto error = read_int(*f.version, "version", 1, kMaxModelVersion, value)) return error;
+    request.version = static_cast<uint32_t>(value);
+  }
+  return std::nullopt;
+}
+
+// A generate request's text or texts, params, timeout_ms, stream, model and version.
 std::optional<Error> read_generate(const RequestFields& f, const Limits& limits, Request& request) {
   if (f.text && f.texts) return invalid("request has both 'text' and 'texts' (send exactly one)");
   if (!f.text && !f.texts) return invalid("missing field 'text' (or 'texts')");
@@ -184,6 +205,7 @@ std::optional<Error> read_generate(const RequestFields& f, const Limits& limits,
                                          limits.priority_levels};
     if (auto error = msgpack_io::read_params(*f.params, bounds, request.params)) return error;
   }
+  if (auto error = read_model(f, request)) return error;
   if (f.timeout_ms) {
     int64_t value = 0;
     if (auto error = read_int(*f.timeout_ms, "timeout_ms", 1, limits.max_timeout_ms, value))
@@ -280,8 +302,9 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
 
   RequestFields f;
   const NamedSlot fields[] = {
-      {"v", &f.v},         {"stream", &f.stream}, {"id", &f.id}, {"text", &f.text},
-      {"texts", &f.texts}, {"params", &f.params}, {"op", &f.op}, {"timeout_ms", &f.timeout_ms}};
+      {"v", &f.v},         {"stream", &f.stream},  {"id", &f.id}, {"text", &f.text},
+      {"texts", &f.texts}, {"params", &f.params},  {"op", &f.op}, {"timeout_ms", &f.timeout_ms},
+      {"model", &f.model}, {"version", &f.version}};
   std::optional<std::string> unknown;
   if (auto error = msgpack_io::collect_fields(root.via.map, "", fields, unknown)) {
     return reject(std::move(*error));
@@ -333,6 +356,8 @@ std::string_view wire_name(ErrorCode code) {
       return "unavailable";
     case ErrorCode::kCancelled:
       return "cancelled";
+    case ErrorCode::kNotFound:
+      return "not_found";
   }
   return "internal";
 }
@@ -340,7 +365,7 @@ std::string_view wire_name(ErrorCode code) {
 std::optional<ErrorCode> parse_error_code(std::string_view name) {
   for (ErrorCode code : {ErrorCode::kInvalidArgument, ErrorCode::kTooLong,
                          ErrorCode::kDeadlineExceeded, ErrorCode::kOverloaded, ErrorCode::kInternal,
-                         ErrorCode::kUnavailable, ErrorCode::kCancelled}) {
+                         ErrorCode::kUnavailable, ErrorCode::kCancelled, ErrorCode::kNotFound}) {
     if (wire_name(code) == name) return code;
   }
   return std::nullopt;
@@ -429,7 +454,8 @@ std::string encode_request(const Request& request) {
     if (request.id) out.str("id"), out.str(*request.id);
     return bytes;
   }
-  out.map(3 + (request.id ? 1 : 0) + (request.timeout_ms ? 1 : 0) + (request.stream ? 1 : 0));
+  out.map(3 + (request.id ? 1 : 0) + (request.timeout_ms ? 1 : 0) + (request.stream ? 1 : 0) +
+          (request.model ? 1 : 0) + (request.version ? 1 : 0));
   out.str("v"), out.i64(kVersion);
   if (request.id) out.str("id"), out.str(*request.id);
   if (request.batch_form) {
@@ -440,6 +466,8 @@ std::string encode_request(const Request& request) {
   out.str("params"), out.params(request.params);
   if (request.timeout_ms) out.str("timeout_ms"), out.u64(*request.timeout_ms);
   if (request.stream) out.str("stream"), out.boolean(true);
+  if (request.model) out.str("model"), out.str(*request.model);
+  if (request.version) out.str("version"), out.u64(*request.version);
   return bytes;
 }
 

@@ -199,7 +199,7 @@ class WorkerLoop {
     hub.watch = std::make_unique<transport::ConnectionWatch>(context_, *hub.socket);
     hub.accepted = false;
     hub.socket->connect(hub.endpoint);
-    send_to_hub(hub, stage::Ready{credits});
+    send_to_hub(hub, stage::Ready{credits, options_.model});
     hub.reconnect_at.reset();
     spdlog::info("{}: connected to {}, {} credits", options_.stage_name, hub.endpoint, credits);
   }
@@ -325,13 +325,14 @@ int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageM
 int serve_worker(
     std::string_view stage_name, const std::string& metrics_address, int metrics_port,
     const std::vector<std::string>& hub_endpoints, const config::LivenessConfig& liveness,
-    const config::SecurityConfig& security,
+    const config::SecurityConfig& security, const std::string& model,
     const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage) {
   service::init_logging(stage_name);
   service::install_stop_handlers();
   const transport::CurveKeys curve = security::client_keys(security);  // before the slow warm-up
   metrics::Exporter exporter(stage_name, metrics_port, metrics::kReplicaPortRange, metrics_address);
-  metrics::StageMetrics stage_metrics(exporter.registry(), stage_name);
+  metrics::StageMetrics stage_metrics(exporter.registry(), stage_name,
+                                      metrics::model_labels(model));
   spdlog::info("{}: metrics on :{}", stage_name, exporter.port());
   const std::unique_ptr<WorkerStage> stage = make_stage(stage_metrics);
   const auto warm_start = std::chrono::steady_clock::now();
@@ -348,6 +349,8 @@ int serve_worker(
   options.heartbeat_liveness = liveness.heartbeat_liveness;
   options.reconnect_max = std::chrono::milliseconds(liveness.reconnect_max_ms);
   options.curve = curve;
+  options.model = model;
+  spdlog::info("{}: serving model {}", stage_name, model);
   return run_worker(*stage, options, stage_metrics);
 }
 

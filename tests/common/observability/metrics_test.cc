@@ -47,6 +47,24 @@ TEST(Metrics, KvSlotGaugesAppearOnFirstUse) {
             std::string::npos);
 }
 
+// A replica of a repository's model version labels everything it counts with the version.
+TEST(Metrics, AModelVersionsReplicaLabelsItsMetrics) {
+  Exporter exporter("decoder", 0);
+  StageMetrics stage(exporter.registry(), "decoder", model_labels("speller/2"));
+  stage.request(3);
+  stage.set_kv_slots(1, 7);
+  stage.engine_info("int8");
+  const std::string body = http_get(exporter.port(), "/metrics");
+  for (const char* sample :
+       {"seqpipe_stage_requests_total{model=\"speller\",stage=\"decoder\",version=\"2\"} 3",
+        "seqpipe_decoder_kv_slots{model=\"speller\",stage=\"decoder\",state=\"free\","
+        "version=\"2\"} 7",
+        "seqpipe_engine_info{compute_type=\"int8\",model=\"speller\",stage=\"decoder\","
+        "version=\"2\"} 1"})
+    EXPECT_NE(body.find(sample), std::string::npos) << sample << "\n" << body;
+  EXPECT_TRUE(model_labels("").empty());  // a pipeline's one model: no labels, as before
+}
+
 TEST(Metrics, LatencyBucketsAreConfigurable) {
   const std::vector<double> defaults = latency_buckets();
   ASSERT_EQ(defaults.front(), 0.0001);

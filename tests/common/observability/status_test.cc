@@ -69,5 +69,26 @@ TEST(Status, RefusesWhatIsNotAStatusReply) {
   EXPECT_FALSE(decode(truncated).has_value());
 }
 
+// A model version is ready when every worker stage has a live replica of it; a hub that did not
+// answer makes none ready.
+TEST(Status, AModelVersionIsReadyWhenEachStageHasALiveReplicaOfIt) {
+  auto line = [](std::string stage, int replicas) {
+    return StageStatus{.stage = std::move(stage), .replicas = replicas};
+  };
+  PipelineStatus st;
+  st.hubs.push_back({"gateway", "ipc://g",
+                     std::vector<StageStatus>{line("tokenizer a/1", 1), line("tokenizer b/1", 1)}});
+  st.hubs.push_back(
+      {"batcher", "ipc://b",
+       std::vector<StageStatus>{line("encoder a/1", 1), line("decoder a/1", 2),
+                                line("postprocessor a/1", 1), line("encoder b/1", 1),
+                                line("decoder b/1", 0), line("postprocessor b/1", 1)}});
+  EXPECT_TRUE(st.ready_for("a/1"));
+  EXPECT_FALSE(st.ready_for("b/1"));  // its decoder is gone
+  EXPECT_FALSE(st.ready_for("c/1"));  // not served at all
+  st.hubs[1].stages.reset();          // the batcher is down
+  EXPECT_FALSE(st.ready_for("a/1"));
+}
+
 }  // namespace
 }  // namespace seqpipe::status

@@ -314,6 +314,18 @@ TEST(ProtocolRequest, RoundTripsSingleText) {
   EXPECT_EQ(decode_ok(encode_request(request)), request);
 }
 
+TEST(ProtocolRequest, RoundTripsTheModelAndItsVersion) {
+  Request request;
+  request.texts = {"teh"};
+  request.model = "speller-t5";
+  EXPECT_EQ(decode_ok(encode_request(request)), request);
+  request.version = 2;
+  EXPECT_EQ(decode_ok(encode_request(request)), request);
+  Request unnamed;
+  unnamed.texts = {"teh"};
+  EXPECT_FALSE(decode_ok(encode_request(unnamed)).model.has_value());  // the default model
+}
+
 TEST(ProtocolRequest, RoundTripsBatchWithEveryField) {
   Request request;
   request.id = "client-7/42";
@@ -602,6 +614,17 @@ std::vector<BadRequest> bad_requests() {
        "timeout_ms must be an integer in [1, 60000], got float 100.5"},
       {"TimeoutString", encode(map(with(base(), "timeout_ms", str("100")))), kInvalid,
        "timeout_ms must be an integer in [1, 60000], got a string"},
+      // model, version.
+      {"ModelInteger", encode(map(with(base(), "model", integer(3)))), kInvalid,
+       "model must be a string, got 3"},
+      {"ModelEmpty", encode(map(with(base(), "model", str("")))), kInvalid,
+       "model must be 1 to 128 bytes"},
+      {"ModelTooLong", encode(map(with(base(), "model", str(std::string(129, 'm'))))), kInvalid,
+       "model must be 1 to 128 bytes"},
+      {"VersionZero", encode(map(with(base(), "version", integer(0)))), kInvalid,
+       "version must be an integer in [1, 1000000], got 0"},
+      {"VersionString", encode(map(with(base(), "version", str("2")))), kInvalid,
+       "version must be an integer in [1, 1000000], got a string"},
       // id.
       {"IdInteger", encode(map(with(base(), "id", integer(42)))), kInvalid,
        "id must be a string, got 42"},

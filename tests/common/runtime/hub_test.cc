@@ -166,5 +166,32 @@ TEST_F(WorkerPoolTest, AtEachHeartbeatExpiredItemsAndRetryMarksAreForgotten) {
   EXPECT_FALSE(p.answered("w2", soon));
 }
 
+// Workers of several model versions on one socket: each joins its version's pool, work taken
+// from a version's pool goes to its workers only, and a dead worker leaves its own pool.
+TEST_F(WorkerPoolTest, ModelPoolsKeepEachVersionsWorkersApart) {
+  ModelPools<stage::Encode> pools({"batcher", "encoder", 2, Answers::kInOrder}, liveness_,
+                                  metrics_);
+  pools.ready("wa", "a/1", 2, t0.steady);
+  pools.ready("wb", "b/1", 1, t0.steady);
+  EXPECT_EQ(pools.model_of("wa"), "a/1");
+  EXPECT_EQ(pools.of("wb"), pools.find("b/1"));
+  EXPECT_EQ(pools.of("nobody"), nullptr);
+  EXPECT_EQ(pools.find("a/1")->take(2), "wa");
+  EXPECT_FALSE(pools.find("a/1")->take(1).has_value());  // b/1's credit is not a/1's
+  EXPECT_EQ(pools.find("b/1")->take(1), "wb");
+  EXPECT_EQ(pools.size(), 2u);
+  EXPECT_EQ(pools.status([](const std::string&) { return 0; }).size(), 2u);
+  // wb falls silent: the tick names it, and it leaves b/1's pool only.
+  Outbox out;
+  pools.tick(t0, out);
+  pools.find("a/1")->heard("wa", t0.steady + milliseconds(350));
+  const auto dead = pools.tick(t0 + milliseconds(400), out);
+  ASSERT_EQ(dead, (std::vector<std::string>{"wb"}));
+  pools.of("wb")->remove("wb", t0 + milliseconds(400), none);
+  pools.forget("wb");
+  EXPECT_EQ(pools.size(), 1u);
+  EXPECT_EQ(pools.of("wb"), nullptr);
+}
+
 }  // namespace
 }  // namespace seqpipe::hub

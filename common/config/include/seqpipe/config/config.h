@@ -57,6 +57,14 @@ struct ModelConfig {
   // case, digits, punctuation and whitespace kept (services/text/text_frame.h). 0: the text as
   // it is.
   int lower_case_words = 0;
+  // The name and version the model is served as: a request naming another is `not_found`, and a
+  // replica announces "name/version" to its hub. Empty name: model.dir's last component.
+  std::string name;
+  int version = 1;
+  // A model repository (<repository>/<name>/<version>/, seqpipe/config/model_repository.h):
+  // `seqpipe up` starts replicas for every model version in it (each with model.dir, model.name
+  // and model.version set) and the gateway serves every name in it. Empty: model.dir alone.
+  std::string repository;
 
   bool operator==(const ModelConfig&) const = default;
 };

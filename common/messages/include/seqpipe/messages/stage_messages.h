@@ -51,6 +51,9 @@ struct WorkHeader {
   // The input's tokens as the tokenizer made them (eos included): the reply's prompt_tokens.
   // 0 until the tokenizer sets it.
   uint32_t prompt_tokens = 0;
+  // The model version that runs the item ("name/version", config::model_key), which the gateway
+  // resolved from the request: the hubs give it only to replicas serving that version.
+  std::string model;
 
   bool operator==(const WorkHeader&) const = default;
 };
@@ -175,6 +178,7 @@ struct RequestRef {
 // The messages, one type per kind. Credits: what a worker announces (ready) or gives back.
 struct Ready {  // worker -> hub, on connect and reconnect: my capacity is `credits`
   int32_t credits = 0;
+  std::string model;  // the model version this replica serves ("name/version")
   bool operator==(const Ready&) const = default;
 };
 struct Credit {  // worker -> hub: `credits` more are free

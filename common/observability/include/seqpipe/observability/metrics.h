@@ -3,6 +3,8 @@
 // and the families every stage exports declared in one constructor (handles resolved once, no
 // string lookups per request). Histograms, not summaries: they aggregate across replicas.
 // docs/METRICS.md lists the names.
+#include <prometheus/labels.h>
+
 #include <memory>
 #include <string>
 #include <string_view>
@@ -77,10 +79,16 @@ class Exporter {
   int port_ = 0;
 };
 
-// What every stage counts, labelled stage="<name>".
+// The labels of a replica serving model version `model_key` ("name/version"): model and
+// version; none for "" (a pipeline's one model).
+prometheus::Labels model_labels(const std::string& model_key);
+
+// What every stage counts, labelled stage="<name>" and, for a replica serving a repository's
+// model version, model="<name>" and version="<v>" (model_labels).
 class StageMetrics {
  public:
-  StageMetrics(prometheus::Registry& registry, std::string_view stage);
+  StageMetrics(prometheus::Registry& registry, std::string_view stage,
+               const prometheus::Labels& model = {});
 
   void request(double n = 1);
   void error(protocol::ErrorCode code);  // by wire code
@@ -108,7 +116,7 @@ class StageMetrics {
 
  private:
   prometheus::Registry& registry_;
-  std::string stage_;
+  prometheus::Labels labels_;  // stage, and model and version when set
   prometheus::Gauge* kv_used_ = nullptr;
   prometheus::Gauge* kv_free_ = nullptr;
   prometheus::Counter* requests_;

@@ -23,6 +23,11 @@ namespace seqpipe::protocol {
 // incompatible change (see "Versioning" in docs/PROTOCOL.md).
 constexpr int kVersion = 1;
 
+// Bounds of a request's `model` (bytes of its name) and `version`; a model repository's names and
+// version directories keep within them.
+inline constexpr size_t kMaxModelNameBytes = 128;
+inline constexpr int64_t kMaxModelVersion = 1'000'000;
+
 // Stable wire error codes. wire_name() and parse_error_code() are the one place they meet their
 // strings; other modules map their own statuses to these codes, never to strings.
 enum class ErrorCode {
@@ -33,6 +38,7 @@ enum class ErrorCode {
   kInternal,          // a bug or an engine failure on the server
   kUnavailable,       // a pipeline stage is down or restarting; retry later
   kCancelled,         // the client cancelled the request (op "cancel"); the work was dropped
+  kNotFound,          // the request names a model (or a version of it) the server does not serve
 };
 
 std::string_view wire_name(ErrorCode code);
@@ -106,6 +112,10 @@ struct Request {
   // Partial replies as tokens are decoded, then the final one (docs/PROTOCOL.md, "Streaming").
   // Only with `text`, num_beams 1 and num_return_sequences 1.
   bool stream = false;
+  // The model (a name of the server's model repository) and its version to run; absent: the
+  // server's default model, and a named model's highest version. Unknown: `not_found`.
+  std::optional<std::string> model;
+  std::optional<uint32_t> version;
 
   bool operator==(const Request&) const = default;
 };

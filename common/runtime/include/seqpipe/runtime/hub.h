@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -223,6 +224,90 @@ class WorkerPool {
   metrics::StageMetrics& metrics_;
   std::unordered_map<std::string, std::deque<Work>> held_;  // by worker
   std::unordered_map<std::string, Deadline> retried_;       // by item_key: sent again once
+};
+
+// One WorkerPool per model version for the workers of one stage on one socket: each worker serves
+// one version ("name/version", the key its `ready` carries) and joins that version's pool, so
+// work for a version goes only to its replicas. A hub dispatches each version's work from that
+// version's pool; the pools' liveness, credits and retry-once are each pool's own.
+template <class Work>
+class ModelPools {
+ public:
+  ModelPools(PoolInfo info, const config::LivenessConfig& liveness, metrics::StageMetrics& metrics)
+      : info_(std::move(info)), liveness_(liveness), metrics_(metrics) {}
+
+  // The pool of `model`, made empty on first use.
+  WorkerPool<Work>& pool(const std::string& model) {
+    return pools_.try_emplace(model, info_, liveness_, metrics_).first->second;
+  }
+  // `worker` announced `credits` serving `model`: it is a member of that pool (only).
+  WorkerPool<Work>& ready(const std::string& worker, const std::string& model, int credits,
+                          SteadyClock::time_point now) {
+    auto [it, added] = model_of_.try_emplace(worker, model);
+    if (!added && it->second != model) {  // not expected: a routing id is one replica's
+      pools_.at(it->second).remove(worker, Now{}, [](const Item&) { return true; });
+      it->second = model;
+    }
+    WorkerPool<Work>& p = pool(model);
+    p.ready(worker, credits, now);
+    return p;
+  }
+  // The pool of a worker that announced itself; null for one that did not (or left).
+  WorkerPool<Work>* of(const std::string& worker) {
+    auto it = model_of_.find(worker);
+    return it == model_of_.end() ? nullptr : &pools_.at(it->second);
+  }
+  // The model a worker serves; empty for one that did not announce itself.
+  std::string model_of(const std::string& worker) const {
+    auto it = model_of_.find(worker);
+    return it == model_of_.end() ? std::string() : it->second;
+  }
+  WorkerPool<Work>* find(const std::string& model) {
+    auto it = pools_.find(model);
+    return it == pools_.end() ? nullptr : &it->second;
+  }
+  // A worker left (its pool's remove() done): it is forgotten.
+  void forget(const std::string& worker) { model_of_.erase(worker); }
+  // Every pool's tick; the dead workers of all of them.
+  std::vector<std::string> tick(const Now& now, Outbox& out, bool* beat = nullptr) {
+    std::vector<std::string> dead;
+    bool any = false;
+    for (auto& [model, p] : pools_) {
+      bool b = false;
+      for (auto& worker : p.tick(now, out, &b)) dead.push_back(std::move(worker));
+      any = any || b;
+    }
+    if (beat) *beat = any;
+    return dead;
+  }
+  std::map<std::string, WorkerPool<Work>>& pools() { return pools_; }
+  const std::map<std::string, WorkerPool<Work>>& pools() const { return pools_; }
+  // Replicas of every version.
+  size_t size() const {
+    size_t n = 0;
+    for (const auto& [model, p] : pools_) n += p.size();
+    return n;
+  }
+  // This stage's lines in `seqpipe status`: one per version (named "<stage> <model>" for a
+  // repository's versions), `queued(model)` the work waiting for it; one empty line without any.
+  template <class Queued>
+  std::vector<status::StageStatus> status(Queued queued) const {
+    std::vector<status::StageStatus> lines;
+    for (const auto& [model, p] : pools_) {
+      lines.push_back(p.status(queued(model)));
+      if (!model.empty()) lines.back().stage += " " + model;
+    }
+    if (lines.empty()) lines.push_back(WorkerPool<Work>(info_, liveness_, metrics_).status(0));
+    return lines;
+  }
+
+ private:
+  using Item = typename WorkerPool<Work>::Item;
+  PoolInfo info_;
+  config::LivenessConfig liveness_;
+  metrics::StageMetrics& metrics_;
+  std::map<std::string, WorkerPool<Work>> pools_;          // by model version
+  std::unordered_map<std::string, std::string> model_of_;  // worker -> model version
 };
 
 // --- The socket side both hub mains share ---

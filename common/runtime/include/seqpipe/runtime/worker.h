@@ -97,6 +97,9 @@ struct WorkerOptions {
   // CurveZMQ client keys of every socket to a hub and of the PUSH sockets to the gateways
   // (security::client_keys); empty: plain text.
   transport::CurveKeys curve;
+  // The model version this replica serves ("name/version"), announced in its `ready`: the hub
+  // gives it that version's work only.
+  std::string model;
 };
 
 // The share of `capacity` that hub `hub` of `hubs` gets: capacity / hubs, and one more for the
@@ -114,11 +117,11 @@ std::vector<std::string> hubs_or(const std::vector<std::string>& configured,
 
 // A worker's whole main after the config is loaded: logging and stop handlers, the /metrics
 // exporter (on `metrics_address`, first free port from `metrics_port`), the stage from `make_stage`
-// (which loads the model: start-up errors throw), then run_worker.
+// (which loads the model: start-up errors throw), then run_worker announcing `model`.
 int serve_worker(
     std::string_view stage_name, const std::string& metrics_address, int metrics_port,
     const std::vector<std::string>& hub_endpoints, const config::LivenessConfig& liveness,
-    const config::SecurityConfig& security,
+    const config::SecurityConfig& security, const std::string& model,
     const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage);
 
 }  // namespace seqpipe::worker

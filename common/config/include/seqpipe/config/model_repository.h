@@ -1,0 +1,87 @@
+#pragma once
+// A model repository on disk, as Triton's: `<repository>/<name>/<version>/`, each version an
+// HF T5 directory (config.json, model.safetensors, spiece.model) with its optional seqpipe.yaml
+// (model_overrides). A model directory directly under the repository (today's flat layout,
+// config.json in it) is that model's version 1. Scanning is pure bookkeeping over the directory
+// tree: it loads nothing; an entry that cannot be served is listed with its path and why, and the
+// others stay usable.
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "seqpipe/config/config.h"
+#include "seqpipe/protocol/protocol.h"
+
+namespace seqpipe::config {
+
+struct ModelVersion {
+  std::string name;
+  int version = 1;
+  std::string dir;  // the HF model directory of this version
+  bool operator==(const ModelVersion&) const = default;
+};
+
+struct BadEntry {
+  std::string path;
+  std::string reason;
+  bool operator==(const BadEntry&) const = default;
+};
+
+struct ModelRepository {
+  std::vector<ModelVersion> models;  // by name, then version
+  std::vector<BadEntry> bad;         // by path
+};
+
+// The files a model version's directory must hold.
+inline constexpr const char* kModelFiles[] = {"config.json", "model.safetensors", "spiece.model"};
+
+// Scans `dir`. A missing or unreadable `dir` is one bad entry.
+ModelRepository scan_repository(const std::string& dir);
+
+// Whether `name` may name a model: 1..protocol::kMaxModelNameBytes of [A-Za-z0-9_.-], not starting
+// with '.'.
+bool valid_model_name(const std::string& name);
+
+// How a model version is named inside the pipeline (replicas' announcements, items): "name/v".
+// A pipeline without a repository serves one model under its name (model.name, or model.dir's
+// last component).
+std::string model_key(const std::string& name, int version);
+
+// The name a pipeline without a repository serves its model as: model.name, else model.dir's
+// last component.
+std::string served_model_name(const ModelConfig& model);
+// What a replica announces and what its items carry: model_key(served_model_name, version) with
+// a repository; "" without one (the pipeline's one model: every replica serves it, whatever its
+// directory is called on its machine).
+std::string served_model_key(const ModelConfig& model);
+
+// The model versions a gateway serves and how a request's `model` / `version` resolve to one.
+class ModelCatalog {
+ public:
+  // From a repository's scan (its good entries). The default model: `preferred` when it is one of
+  // them, else the first name. `single`: the one model of a pipeline without a repository, whose
+  // key is "" (served_model_key).
+  ModelCatalog(const std::vector<ModelVersion>& models, const std::string& preferred,
+               bool single = false);
+  static ModelCatalog of(const PipelineConfig& config);
+
+  // The key ("name/version") of the version that runs a request naming `name` (absent: the
+  // default model) and `version` (absent: that name's highest); `not_found` for one not served.
+  std::variant<std::string, protocol::Error> resolve(const std::optional<std::string>& name,
+                                                     const std::optional<uint32_t>& version) const;
+  const std::vector<ModelVersion>& models() const { return models_; }
+  const std::string& default_name() const { return default_name_; }
+  // The default model's highest version: what an unnamed request runs.
+  const std::string& default_key() const { return default_key_; }
+  std::vector<std::string> names() const;
+  // Whether `key` ("name/version") is one of the versions served.
+  bool serves(const std::string& key) const;
+
+ private:
+  std::vector<ModelVersion> models_;  // by name, then version
+  std::string default_name_, default_key_;
+  bool single_ = false;
+};
+
+}  // namespace seqpipe::config

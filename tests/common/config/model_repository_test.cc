@@ -1,0 +1,147 @@
+// Scanning a model repository: versions found, the flat layout as version 1, every bad entry
+// reported with its path and reason while the good ones stay listed.
+#include "seqpipe/config/model_repository.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace seqpipe::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelRepositoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("seqpipe-repo-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  // A complete model version directory (the files' contents do not matter to the scan).
+  fs::path model(const fs::path& dir, bool complete = true) {
+    fs::create_directories(dir);
+    for (const char* file : kModelFiles) {
+      if (!complete && std::string(file) == "model.safetensors") continue;
+      std::ofstream(dir / file) << "x";
+    }
+    return dir;
+  }
+  fs::path root_;
+};
+
+TEST_F(ModelRepositoryTest, ListsModelsAndVersionsInOrder) {
+  model(root_ / "speller" / "2");
+  model(root_ / "speller" / "1");
+  model(root_ / "speller" / "10");
+  model(root_ / "rewriter" / "3");
+  const ModelRepository repo = scan_repository(root_.string());
+  ASSERT_EQ(repo.models.size(), 4u);
+  EXPECT_TRUE(repo.bad.empty());
+  EXPECT_EQ(repo.models[0], (ModelVersion{"rewriter", 3, (root_ / "rewriter" / "3").string()}));
+  EXPECT_EQ(repo.models[1].version, 1);
+  EXPECT_EQ(repo.models[2].version, 2);
+  EXPECT_EQ(repo.models[3].version, 10);  // numerically, not as text
+  EXPECT_EQ(repo.models[3].name, "speller");
+}
+
+TEST_F(ModelRepositoryTest, FlatModelDirectoryIsVersionOne) {
+  model(root_ / "speller-t5");
+  const ModelRepository repo = scan_repository(root_.string());
+  ASSERT_EQ(repo.models.size(), 1u);
+  EXPECT_EQ(repo.models[0], (ModelVersion{"speller-t5", 1, (root_ / "speller-t5").string()}));
+}
+
+TEST_F(ModelRepositoryTest, BadEntriesNameTheirPathAndReasonAndSpareTheOthers) {
+  model(root_ / "good" / "1");
+  model(root_ / "broken" / "1", /*complete=*/false);
+  model(root_ / "broken" / "2");
+  model(root_ / "odd" / "latest");
+  model(root_ / "odd" / "01");
+  fs::create_directories(root_ / "empty");
+  std::ofstream(root_ / "README.md") << "not a model";  // files beside the models are left alone
+  const ModelRepository repo = scan_repository(root_.string());
+  ASSERT_EQ(repo.models.size(), 2u);
+  EXPECT_EQ(repo.models[0].name, "broken");
+  EXPECT_EQ(repo.models[0].version, 2);
+  EXPECT_EQ(repo.models[1].name, "good");
+  // A model whose every version is bad has nothing to serve: it is listed too.
+  ASSERT_EQ(repo.bad.size(), 5u);
+  EXPECT_EQ(repo.bad[0],
+            (BadEntry{(root_ / "broken" / "1").string(), "missing model.safetensors"}));
+  EXPECT_EQ(repo.bad[1].path, (root_ / "empty").string());
+  EXPECT_NE(repo.bad[1].reason.find("no version directory"), std::string::npos);
+  EXPECT_EQ(repo.bad[2].path, (root_ / "odd").string());
+  EXPECT_EQ(repo.bad[3].path, (root_ / "odd" / "01").string());
+  EXPECT_EQ(repo.bad[4].path, (root_ / "odd" / "latest").string());
+  EXPECT_NE(repo.bad[4].reason.find("not a version number"), std::string::npos);
+}
+
+TEST_F(ModelRepositoryTest, MissingRepositoryIsOneBadEntry) {
+  const ModelRepository repo = scan_repository((root_ / "nowhere").string());
+  EXPECT_TRUE(repo.models.empty());
+  ASSERT_EQ(repo.bad.size(), 1u);
+  EXPECT_EQ(repo.bad[0].reason, "not a directory");
+}
+
+TEST_F(ModelRepositoryTest, ModelNames) {
+  EXPECT_TRUE(valid_model_name("speller-t5"));
+  EXPECT_TRUE(valid_model_name("v1.2_x"));
+  EXPECT_FALSE(valid_model_name(""));
+  EXPECT_FALSE(valid_model_name(".hidden"));
+  EXPECT_FALSE(valid_model_name("a/b"));
+  EXPECT_FALSE(valid_model_name(std::string(129, 'a')));
+  EXPECT_EQ(model_key("speller", 2), "speller/2");
+}
+
+TEST(ModelCatalogTest, ResolvesNamesAndVersions) {
+  const ModelCatalog catalog(
+      {{"speller", 1, "r/speller/1"}, {"speller", 2, "r/speller/2"}, {"rewriter", 5, "r/rw/5"}},
+      "speller");
+  EXPECT_EQ(catalog.default_name(), "speller");
+  EXPECT_EQ(catalog.default_key(), "speller/2");  // the highest version
+  EXPECT_EQ(std::get<std::string>(catalog.resolve(std::nullopt, std::nullopt)), "speller/2");
+  EXPECT_EQ(std::get<std::string>(catalog.resolve("speller", 1u)), "speller/1");
+  EXPECT_EQ(std::get<std::string>(catalog.resolve("rewriter", std::nullopt)), "rewriter/5");
+  EXPECT_EQ(catalog.names(), (std::vector<std::string>{"rewriter", "speller"}));
+  const auto unknown = catalog.resolve("nope", std::nullopt);
+  ASSERT_TRUE(std::holds_alternative<protocol::Error>(unknown));
+  EXPECT_EQ(std::get<protocol::Error>(unknown).code, protocol::ErrorCode::kNotFound);
+  EXPECT_NE(std::get<protocol::Error>(unknown).message.find("'nope'"), std::string::npos);
+  EXPECT_NE(std::get<protocol::Error>(unknown).message.find("speller/2"), std::string::npos);
+  const auto no_version = catalog.resolve("speller", 3u);
+  ASSERT_TRUE(std::holds_alternative<protocol::Error>(no_version));
+  EXPECT_NE(std::get<protocol::Error>(no_version).message.find("version 3"), std::string::npos);
+}
+
+TEST(ModelCatalogTest, DefaultIsTheFirstNameWhenThePreferredIsNotServed) {
+  const ModelCatalog catalog({{"b", 1, "b"}, {"a", 1, "a"}}, "");
+  EXPECT_EQ(catalog.default_key(), "a/1");
+}
+
+TEST(ModelCatalogTest, PipelineWithoutRepositoryServesItsModelDirUnderItsName) {
+  PipelineConfig config;
+  config.model.dir = "models/speller-t5/";
+  const ModelCatalog catalog = ModelCatalog::of(config);
+  // Its one model's key is "" on both sides, whatever the directory is called on each machine.
+  EXPECT_EQ(catalog.default_key(), "");
+  EXPECT_EQ(served_model_key(config.model), "");
+  EXPECT_EQ(catalog.default_name(), "speller-t5");
+  EXPECT_EQ(std::get<std::string>(catalog.resolve("speller-t5", 1u)), "");
+  EXPECT_TRUE(std::holds_alternative<protocol::Error>(catalog.resolve("other", std::nullopt)));
+  config.model.name = "speller";
+  config.model.version = 3;
+  EXPECT_EQ(ModelCatalog::of(config).default_name(), "speller");
+  EXPECT_TRUE(
+      std::holds_alternative<protocol::Error>(ModelCatalog::of(config).resolve("speller", 1u)));
+  config.model.repository = "/nowhere";  // a replica started from a repository names its version
+  EXPECT_EQ(served_model_key(config.model), "speller/3");
+}
+
+}  // namespace
+}  // namespace seqpipe::config

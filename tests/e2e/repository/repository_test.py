@@ -1,0 +1,173 @@
+"""A model repository served by one pipeline (`seqpipe up --repository DIR`): two different tiny
+models (seqpipe-mkmodel, different seeds; one in <name>/1/, one in today's flat layout) each answer
+exactly as a pipeline serving that model alone does, under mixed traffic on one connection; a
+request naming an unknown model or version is answered not_found at once while the others keep
+serving; a broken entry is left out with its path and reason; HTTP routes by model too
+(/v1/generate `model`, KServe /v2/models/<name>[/versions/<v>]/infer), each model has its
+readiness (/v2/models/<name>/ready) and `seqpipe status` shows each version's replicas.
+
+Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from harness import MKMODEL, SEQPIPE, Pipeline, answers, free_port, post_json  # noqa: E402
+from seqpipe_client import Client, SeqpipeError  # noqa: E402
+
+TEXTS = [f"the {w} is here {i}" for i, w in enumerate(
+    ["cat", "dog", "house", "speling", "tree", "car", "river", "stone", "word", "light", "sun",
+     "moon"])]
+SETTINGS = ["gateway.metrics_port=0", "batcher.metrics_port=0", "tokenizer.replicas=1",
+            "encoder.replicas=1", "decoder.replicas=1", "postprocessor.replicas=1",
+            "gateway.default_timeout_ms=20000"]
+
+
+def make_model(out, seed):
+    subprocess.run([MKMODEL, "--preset", "tiny", "--spiece", "--gated", "--untied", "--seed",
+                    str(seed), "--out", out], check=True, capture_output=True, timeout=120)
+
+
+def outputs_alone(model_dir):
+    """Each text's greedy output from a pipeline serving `model_dir` alone."""
+    pipeline = Pipeline("seqpipe-repo-alone-", SETTINGS, model_dir=model_dir)
+    client = Client(pipeline.endpoint, timeout_ms=20000)
+    try:
+        pipeline.wait_until(lambda: answers(client), pipeline.close)
+        return [client.generate(t, max_new_tokens=8)["text"] for t in TEXTS]
+    finally:
+        client.close()
+        pipeline.close()
+
+
+class RepositoryTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="seqpipe-repo-")
+        cls.repo = os.path.join(cls.tmp, "models")
+        cls.alpha = os.path.join(cls.repo, "alpha", "1")
+        cls.beta = os.path.join(cls.repo, "beta")  # the flat layout: version 1
+        make_model(cls.alpha, 3)
+        make_model(cls.beta, 11)
+        os.makedirs(os.path.join(cls.repo, "broken", "1"))  # no files: left out, not fatal
+        cls.alone = {"alpha": outputs_alone(cls.alpha), "beta": outputs_alone(cls.beta)}
+        cls.port = free_port()
+        cls.pipeline = Pipeline("seqpipe-repo-both-", [
+            *SETTINGS, f"gateway.http_endpoint=127.0.0.1:{cls.port}", "model.name=alpha",
+            f"model.repository={cls.repo}"], model_dir=cls.alpha)
+        cls.client = Client(cls.pipeline.endpoint, timeout_ms=20000)
+
+        def both_answer():
+            for name in ("alpha", "beta"):
+                cls.client.generate("warm up", max_new_tokens=2, model=name)
+            return True
+        cls.pipeline.wait_until(both_answer, cls.tearDownClass, timeout=90)
+
+    @classmethod
+    def tearDownClass(cls):
+        if getattr(cls, "client", None):
+            cls.client.close()
+        if getattr(cls, "pipeline", None):
+            cls.pipeline.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_the_two_models_differ(self):
+        # Otherwise answering "as alone" would not tell the models apart.
+        self.assertNotEqual(self.alone["alpha"], self.alone["beta"])
+
+    def test_each_model_answers_as_alone_under_mixed_traffic(self):
+        for _ in range(3):
+            pending = []
+            for i, text in enumerate(TEXTS):  # interleaved on one connection, all in flight
+                for name in ("alpha", "beta"):
+                    pending.append((name, i, self.client.submit(text, max_new_tokens=8,
+                                                                model=name)))
+                pending.append(("alpha", i, self.client.submit(text, max_new_tokens=8)))  # default
+            for name, i, request_id in pending:
+                reply = self.client.result(request_id, 30000)
+                self.assertEqual(reply.get("status"), "ok", reply)
+                self.assertEqual(reply["text"], self.alone[name][i], f"{name}: {TEXTS[i]!r}")
+
+    def test_a_named_version_runs_it(self):
+        reply = self.client.generate(TEXTS[0], max_new_tokens=8, model="beta", version=1)
+        self.assertEqual(reply["text"], self.alone["beta"][0])
+
+    def test_unknown_model_or_version_is_not_found_and_the_others_keep_serving(self):
+        for kwargs in ({"model": "gamma"}, {"model": "alpha", "version": 2}, {"model": "broken"}):
+            with self.assertRaises(SeqpipeError) as caught:
+                self.client.generate(TEXTS[1], max_new_tokens=8, **kwargs)
+            self.assertEqual(caught.exception.code, "not_found", kwargs)
+            self.assertIn("alpha/1", str(caught.exception))  # names what is served
+        self.assertEqual(self.client.generate(TEXTS[1], max_new_tokens=8, model="beta")["text"],
+                         self.alone["beta"][1])
+        self.assertEqual(self.client.generate(TEXTS[1], max_new_tokens=8)["text"],
+                         self.alone["alpha"][1])
+
+    def test_http_routes_by_model(self):
+        params = {"max_new_tokens": 8}
+        status, body = post_json(self.port, "/v1/generate",
+                                 {"text": TEXTS[2], "model": "beta", "params": params})
+        self.assertEqual((status, body["text"]), (200, self.alone["beta"][2]))
+        infer = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1],
+                             "data": [TEXTS[3]]}], "parameters": params}
+        status, body = post_json(self.port, "/v2/models/beta/versions/1/infer", infer)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["model_name"], "beta")
+        self.assertEqual(body["outputs"][0]["data"], [self.alone["beta"][3]])
+        status, body = post_json(self.port, "/v2/models/alpha/infer", infer)
+        self.assertEqual(body["outputs"][0]["data"], [self.alone["alpha"][3]])
+        status, body = post_json(self.port, "/v2/models/gamma/infer", infer)
+        self.assertEqual(status, 404, body)
+        self.assertIn("not_found", body["error"])
+
+    def test_readiness_and_metadata_per_model(self):
+        def get(path):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}",
+                                            timeout=10) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+        for path in ("/v2/health/ready", "/v2/models/alpha/ready", "/v2/models/beta/ready",
+                     "/v2/models/beta/versions/1/ready"):
+            self.assertEqual(get(path)[0], 200, path)
+        self.assertEqual(get("/v2/models/gamma/ready")[0], 404)
+        self.assertEqual(get("/v2/models/beta/versions/2/ready")[0], 404)
+        self.assertEqual(get("/v2/models/beta")[1]["name"], "beta")
+
+    def test_status_shows_each_versions_replicas(self):
+        out = subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={self.pipeline.run_dir}"],
+                             capture_output=True, text=True, timeout=30).stdout
+        rows = {" ".join(line.split()[:2]): line.split() for line in out.splitlines()}
+        for stage in ("tokenizer", "encoder", "decoder", "postprocessor"):
+            for model in ("alpha/1", "beta/1"):
+                self.assertEqual(rows[f"{stage} {model}"][2], "1", out)  # one live replica
+
+    def test_each_replicas_metrics_name_its_model_version(self):
+        bodies = [urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+                  .decode() for port in self.pipeline.metrics_ports("encoder", 2)]
+        labels = sorted('model="alpha"' in b and 'version="1"' in b for b in bodies)
+        self.assertEqual(labels, [False, True])
+        self.assertEqual(sorted('model="beta"' in b for b in bodies), [False, True])
+
+    def test_repository_option_sets_the_key(self):
+        out = subprocess.run([SEQPIPE, "up", "--repository", self.repo, "--print-config"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+        self.assertIn(f'repository: "{self.repo}"', out)
+
+    def test_the_broken_entry_is_reported_with_its_path_and_reason(self):
+        with open(self.pipeline.log.name) as log:
+            text = log.read()
+        self.assertIn(os.path.join(self.repo, "broken", "1"), text)
+        self.assertIn("missing config.json", text)
+
+
+if __name__ == "__main__":
+    unittest.main()

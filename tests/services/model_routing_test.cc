@@ -1,0 +1,205 @@
+// Several model versions in one pipeline, on an injected clock, no sockets: the gateway resolves a
+// request's model (or answers not_found at once) and gives its work only to tokenizers of that
+// version; the batcher batches only items of one version together and sends each version's work
+// only to the encoders, decoders and postprocessors that serve it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "batcher/batcher_hub.h"
+#include "gateway/gateway.h"
+
+namespace seqpipe {
+namespace {
+
+using batcher::Role;
+const Now t0{SteadyClock::time_point{} + std::chrono::hours(1), 1'700'000'000'000'000};
+
+stage::SequenceItem item(uint64_t request, const std::string& model) {
+  stage::SequenceItem w;
+  w.request = request;
+  w.gateway = "ipc:///tmp/gw.sock";
+  w.deadline = Deadline::after(t0, std::chrono::seconds(60));
+  w.ids.assign(5, 7);
+  w.model = model;
+  return w;
+}
+
+// The requests and the models of the items of one work message.
+template <class Work>
+std::vector<std::pair<uint64_t, std::string>> items_of(const stage::StageMessage& m) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  for (const auto& i : std::get<Work>(m).items) out.emplace_back(i.request, i.model);
+  return out;
+}
+
+class BatcherModelsTest : public ::testing::Test {
+ protected:
+  BatcherModelsTest() : registry_(metrics::make_registry()), metrics_(*registry_, "batcher") {
+    config_.batcher.max_batch_size = 4;
+    config_.batcher.preferred_batch_sizes = {4};
+    config_.batcher.max_queue_delay_us = 1000;
+  }
+  static std::vector<Outbox::Send> sent(const Outbox& out, Role role) {
+    std::vector<Outbox::Send> v;
+    for (const auto& m : out.sends)
+      if (m.link == batcher::link(role) && !std::holds_alternative<stage::Heartbeat>(m.message))
+        v.push_back(m);
+    return v;
+  }
+  config::PipelineConfig config_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  metrics::StageMetrics metrics_;
+};
+
+TEST_F(BatcherModelsTest, BatchesHoldOneModelVersionAndGoToItsEncoders) {
+  batcher::BatcherHub h(config_, metrics_);
+  Outbox out;
+  h.on_worker(Role::kEncoder, "ea", stage::Ready{2, "a/1"}, t0);
+  h.on_worker(Role::kEncoder, "eb", stage::Ready{2, "b/1"}, t0);
+  h.on_sequences(stage::Sequence{{item(1, "a/1"), item(2, "b/1"), item(3, "a/1"), item(4, "b/1"),
+                                  item(5, "a/1"), item(6, "b/1")}},
+                 t0, out);
+  h.dispatch(t0 + std::chrono::milliseconds(5), out);  // past max_queue_delay: partial batches go
+  auto batches = sent(out, Role::kEncoder);
+  ASSERT_EQ(batches.size(), 2u);
+  for (const auto& b : batches) {
+    const std::string model = b.peer == "ea" ? "a/1" : "b/1";
+    const auto items = items_of<stage::Encode>(b.message);
+    ASSERT_EQ(items.size(), 3u) << b.peer;
+    for (const auto& [request, m] : items) EXPECT_EQ(m, model) << "request " << request;
+  }
+}
+
+TEST_F(BatcherModelsTest, EachVersionsWorkGoesToItsDecodersAndPostprocessorsOnly) {
+  batcher::BatcherHub h(config_, metrics_);
+  Outbox out;
+  h.on_worker(Role::kEncoder, "ea", stage::Ready{1, "a/1"}, t0);
+  h.on_worker(Role::kEncoder, "eb", stage::Ready{1, "b/2"}, t0);
+  h.on_worker(Role::kDecoder, "da", stage::Ready{8, "a/1"}, t0);
+  h.on_worker(Role::kDecoder, "db", stage::Ready{8, "b/2"}, t0);
+  h.on_worker(Role::kPostprocessor, "pb", stage::Ready{8, "b/2"}, t0);
+  auto encoded = [](uint64_t request, const std::string& model) {
+    return stage::next_hop<stage::EncodedItem>(item(request, model));
+  };
+  h.on_worker(Role::kEncoder, "ea", stage::Encoded{0, {encoded(1, "a/1")}}, t0);
+  h.on_worker(Role::kEncoder, "eb", stage::Encoded{0, {encoded(2, "b/2"), encoded(3, "b/2")}}, t0);
+  h.dispatch(t0, out);
+  auto decodes = sent(out, Role::kDecoder);
+  ASSERT_EQ(decodes.size(), 2u);
+  for (const auto& d : decodes) {
+    if (d.peer == "da") {
+      EXPECT_EQ(items_of<stage::Decode>(d.message),
+                (std::vector<std::pair<uint64_t, std::string>>{{1, "a/1"}}));
+    } else {
+      EXPECT_EQ(items_of<stage::Decode>(d.message),
+                (std::vector<std::pair<uint64_t, std::string>>{{2, "b/2"}, {3, "b/2"}}));
+    }
+  }
+  EXPECT_EQ(h.credits(Role::kDecoder, "a/1").free_credits("da"), 7);
+  EXPECT_EQ(h.credits(Role::kDecoder, "b/2").free_credits("db"), 6);
+  // Decoded items of a/1 wait for a postprocessor of a/1: b/2's does not take them, and b/2's
+  // are not held up behind them.
+  out.clear();
+  auto decoded = [](const stage::StageMessage& decode) {
+    stage::Decoded d{0, {}};
+    for (auto i : std::get<stage::Decode>(decode).items)
+      d.items.push_back(stage::next_hop<stage::DecodedItem>(std::move(i)));
+    d.credits = static_cast<int32_t>(d.items.size());
+    return d;
+  };
+  for (const auto& d : decodes) h.on_worker(Role::kDecoder, d.peer, decoded(d.message), t0);
+  h.dispatch(t0, out);
+  auto posts = sent(out, Role::kPostprocessor);
+  ASSERT_EQ(posts.size(), 1u);
+  EXPECT_EQ(posts[0].peer, "pb");
+  EXPECT_EQ(items_of<stage::Postprocess>(posts[0].message),
+            (std::vector<std::pair<uint64_t, std::string>>{{2, "b/2"}, {3, "b/2"}}));
+  EXPECT_EQ(h.queued(), 1u);  // a/1's decoded item, waiting for a postprocessor of a/1
+  out.clear();
+  h.on_worker(Role::kPostprocessor, "pa", stage::Ready{1, "a/1"}, t0);
+  h.dispatch(t0, out);
+  ASSERT_EQ(sent(out, Role::kPostprocessor).size(), 1u);
+  EXPECT_EQ(sent(out, Role::kPostprocessor)[0].peer, "pa");
+}
+
+class GatewayModelsTest : public ::testing::Test {
+ protected:
+  GatewayModelsTest()
+      : registry_(metrics::make_registry()), stage_(*registry_, "gateway"), gw_(*registry_) {
+    root_ =
+        std::filesystem::temp_directory_path() / ("seqpipe-gw-repo-" + std::to_string(::getpid()));
+    for (const char* version : {"speller/1", "speller/2", "rewriter/1"}) {
+      std::filesystem::create_directories(root_ / version);
+      for (const char* file : config::kModelFiles) std::ofstream(root_ / version / file) << "x";
+    }
+    config_.model.repository = root_.string();
+    config_.model.name = "speller";
+  }
+  ~GatewayModelsTest() override { std::filesystem::remove_all(root_); }
+  static std::vector<std::string> request(const std::string& id, std::optional<std::string> model,
+                                          std::optional<uint32_t> version = std::nullopt) {
+    protocol::Request r;
+    r.id = id;
+    r.texts = {"teh"};
+    r.model = std::move(model);
+    r.version = version;
+    return {"client", "", protocol::encode_request(r)};
+  }
+  static protocol::Reply reply_of(const Outbox& out, size_t i) {
+    const std::string& bytes = out.replies.at(i).second;
+    return std::get<protocol::Reply>(protocol::decode_reply(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
+  }
+  std::filesystem::path root_;
+  config::PipelineConfig config_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  metrics::StageMetrics stage_;
+  metrics::GatewayMetrics gw_;
+};
+
+TEST_F(GatewayModelsTest, UnknownModelOrVersionIsNotFoundAtOnce) {
+  gateway::Gateway g(config_, "ipc:///tmp/results.sock", stage_, gw_);
+  Outbox out;
+  g.on_client(request("x", "nope"), t0, out);
+  g.on_client(request("y", "speller", 3), t0, out);
+  ASSERT_EQ(out.replies.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const protocol::Reply reply = reply_of(out, i);
+    ASSERT_TRUE(reply.error);
+    EXPECT_EQ(reply.error->code, protocol::ErrorCode::kNotFound);
+  }
+  EXPECT_NE(reply_of(out, 0).error->message.find("'nope'"), std::string::npos);
+  EXPECT_EQ(g.waiting(), 0u);
+}
+
+TEST_F(GatewayModelsTest, WorkGoesToTokenizersOfItsModelVersion) {
+  gateway::Gateway g(config_, "ipc:///tmp/results.sock", stage_, gw_);
+  Outbox out;
+  g.on_tokenizer("t-rw", stage::Ready{4, "rewriter/1"}, t0);
+  g.on_tokenizer("t-sp1", stage::Ready{4, "speller/1"}, t0);
+  g.on_client(request("a", std::nullopt), t0, out);  // the default: speller, its highest version
+  g.on_client(request("b", "rewriter"), t0, out);
+  g.on_client(request("c", "speller", 1), t0, out);
+  g.dispatch(t0, out);
+  EXPECT_TRUE(out.replies.empty());
+  std::map<std::string, std::vector<std::string>> models_by_tokenizer;
+  for (const auto& s : out.sends) {
+    for (const auto& i : std::get<stage::Tokenize>(s.message).items)
+      models_by_tokenizer[s.peer].push_back(i.model);
+  }
+  EXPECT_EQ(models_by_tokenizer["t-rw"], (std::vector<std::string>{"rewriter/1"}));
+  EXPECT_EQ(models_by_tokenizer["t-sp1"], (std::vector<std::string>{"speller/1"}));
+  EXPECT_EQ(g.waiting(), 1u);  // speller/2 has no tokenizer yet: its request waits, alone
+  out.clear();
+  g.on_tokenizer("t-sp2", stage::Ready{1, "speller/2"}, t0);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].peer, "t-sp2");
+  EXPECT_EQ(std::get<stage::Tokenize>(out.sends[0].message).items.at(0).model, "speller/2");
+}
+
+}  // namespace
+}  // namespace seqpipe
