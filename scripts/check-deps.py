@@ -35,8 +35,15 @@ def run(args, **kwargs):
 
 
 def read_list(path):
+    """The listed lines, each as its alternatives ("a | b": a, or b where it is installed)."""
     with open(path) as f:
-        return [line.strip() for line in f if line.strip() and not line.strip().startswith("#")]
+        lines = [line.strip() for line in f if line.strip() and not line.strip().startswith("#")]
+    return [[p.strip() for p in line.split("|")] for line in lines]
+
+
+def chosen(listed, packages):
+    """Each line's first installed alternative, or None for a line with none installed."""
+    return [next((p for p in line if p in packages), None) for line in listed]
 
 
 def headers(build):
@@ -244,13 +251,14 @@ def check(build, package_list, verbose, out=sys.stdout):
 
     listed = read_list(package_list)
     packages, essential, providers = installed_packages()
-    absent = [p for p in listed if p not in packages]
+    roots = chosen(listed, packages)
+    absent = [" | ".join(line) for line, p in zip(listed, roots) if p is None]
     if absent:
         print(f"check-deps: not installed here: {' '.join(absent)} (scripts/install-deps.sh)",
               file=out)
         return None
     # Essential packages are on every Debian system and no package declares a dependency on them.
-    allowed = closure(listed + essential, packages, providers)
+    allowed = closure(roots + essential, packages, providers)
 
     outside, unowned = {}, []
     for f in sorted(used):
