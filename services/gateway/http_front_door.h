@@ -41,7 +41,7 @@ struct HttpOptions {
   bool repository = false;
   // The key of the model version a KServe path names (config::ModelCatalog::resolve), nullopt
   // for one not served; unset: only model_name is served, under the key "".
-  std::function<std::optional<std::string>(const std::string&, std::optional<uint32_t>)> resolve;
+  std::function<std::optional<std::string>(const std::string&, std::optional<uint32_t>)> resolve{};
   // A larger body is refused with 413 at once: by its Content-Length before it is read, a
   // chunked one as soon as its chunks add up to more (nothing past the limit is buffered).
   size_t max_body_bytes = 1 << 20;

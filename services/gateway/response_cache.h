@@ -17,7 +17,7 @@ namespace seqpipe::gateway {
 struct CachedResult {
   std::string text;
   float score = 0.0f;
-  protocol::Usage usage;  // the same request computed again would take the same tokens
+  protocol::Usage usage{};  // the same request computed again would take the same tokens
 };
 
 // Whether a reply to these params may be cached: it is the same every time (no unseeded

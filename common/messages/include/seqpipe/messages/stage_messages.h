@@ -129,10 +129,10 @@ struct DecodedItem : WorkHeader {
   std::vector<int32_t> ids;
   // Beam search with postprocessor.known_words: the next best hypotheses' ids, best first (at
   // most the engine's max beams - 1), for the postprocessor to choose among.
-  std::vector<std::vector<int32_t>> alternatives;
+  std::vector<std::vector<int32_t>> alternatives{};
   float score = 0.0f;  // the HF sequences_score of `ids`
   // One per alternative: its sequences_score (sum of log-probs / length^length_penalty).
-  std::vector<float> alternative_scores;
+  std::vector<float> alternative_scores{};
   std::string text;  // as SequenceItem::text
   // A streamed sequence's ids so far, sent after a decoder step: no credits, never re-sent,
   // and not the item's answer (the final item, partial false, is).
@@ -153,8 +153,8 @@ struct ResultItem {
   std::optional<protocol::Error> error;
   // params.num_return_sequences > 1: the next best beam hypotheses' texts, best first, and
   // their scores.
-  std::vector<std::string> alternatives;
-  std::vector<float> alternative_scores;
+  std::vector<std::string> alternatives{};
+  std::vector<float> alternative_scores{};
   // A streamed text's stable prefix so far (a prefix of the final text); not an answer.
   bool partial = false;
   // An answer's usage (protocol::Usage): the input's and the generated tokens, and why the text
@@ -178,7 +178,7 @@ struct RequestRef {
 // The messages, one type per kind. Credits: what a worker announces (ready) or gives back.
 struct Ready {  // worker -> hub, on connect and reconnect: my capacity is `credits`
   int32_t credits = 0;
-  std::string model;  // the model version this replica serves ("name/version")
+  std::string model{};  // the model version this replica serves ("name/version")
   bool operator==(const Ready&) const = default;
 };
 struct Credit {  // worker -> hub: `credits` more are free

@@ -79,10 +79,10 @@ struct GenerateParams {
   int top_k = engine::kDefaultTopK;
   float top_p = 1.0f;
   // Sampling's seed: the same seed, the same text. Not given: a random one.
-  std::optional<uint64_t> seed;
+  std::optional<uint64_t> seed{};
   // Each text is cut before the first of these (non-empty, at most engine::kMaxStopSequences of
   // at most engine::kMaxStopBytes UTF-8 bytes).
-  std::vector<std::string> stop;
+  std::vector<std::string> stop{};
 
   bool operator==(const GenerateParams&) const = default;
 };
