@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "seqpipe/runtime/hub.h"
 #include "seqpipe/runtime/service.h"
 #include "seqpipe/transport/transport.h"
 
@@ -155,6 +156,73 @@ TEST(WorkerLoop, ServesEveryHubWithItsShareAndAnswersTheHubThatSentTheWork) {
 
   service::request_stop();
   loop.join();
+}
+
+// A stage whose every message takes `compute` (the engine on one long batch).
+class SlowStage : public EchoStage {
+ public:
+  explicit SlowStage(milliseconds compute) : compute_(compute) {}
+  void handle(stage::StageMessage&& message, WorkerOutbox& out) override {
+    std::this_thread::sleep_for(compute_);
+    EchoStage::handle(std::move(message), out);
+  }
+
+ private:
+  milliseconds compute_;
+};
+
+// The engine computes one message for 10 heartbeat intervals, over three times what a hub waits
+// before it declares a silent worker dead: the worker's loop goes on sending heartbeats meanwhile,
+// and the hub (a real WorkerPool on a ROUTER) keeps it and gets the answer. Computed on the
+// loop's own thread, the batch silenced the worker and the hub answered its work `unavailable`.
+TEST(WorkerLoop, AWorkerStaysAliveWhileItsStageComputesLongerThanTheHubWaits) {
+  const config::LivenessConfig liveness{.heartbeat_interval_ms = 50, .heartbeat_liveness = 3};
+  zmq::context_t context(1);
+  transport::Socket hub(context, zmq::socket_type::router);
+  WorkerOptions options;
+  options.stage_name = "slow";
+  options.hub_endpoints = {hub.bind("tcp://127.0.0.1:*")};
+  options.heartbeat_interval = milliseconds(liveness.heartbeat_interval_ms);
+  options.heartbeat_liveness = liveness.heartbeat_liveness;
+  auto registry = metrics::make_registry();
+  metrics::StageMetrics metrics(*registry, "slow");
+  SlowStage stage(milliseconds(10 * liveness.heartbeat_interval_ms));
+  std::thread loop([&] { run_worker(stage, options, metrics); });
+
+  hub::WorkerPool<stage::Postprocess> pool({"hub", "slow", 0}, liveness, metrics);
+  const stage::Postprocess work{{stage::DecodedItem{}}};
+  std::optional<stage::Credit> answer;
+  std::vector<std::string> dead;
+  const auto give_up = SteadyClock::now() + std::chrono::seconds(10);
+  // The hub's loop; a failed assertion leaves it, and the worker is stopped either way.
+  [&] {
+    while (!answer && dead.empty() && SteadyClock::now() < give_up) {
+      Outbox out;
+      if (auto frames = hub.recv(milliseconds(10))) {
+        ASSERT_EQ(frames->size(), 2u);
+        auto decoded = stage::decode(frames->back());
+        ASSERT_TRUE(std::holds_alternative<stage::StageMessage>(decoded));
+        const auto& message = std::get<stage::StageMessage>(decoded);
+        const std::string& worker = frames->front();
+        if (const auto* ready = std::get_if<stage::Ready>(&message)) {
+          pool.ready(worker, ready->credits, SteadyClock::now());
+          ASSERT_EQ(pool.take(), worker);
+          pool.sent(worker, work);
+          out.sends.push_back({0, worker, work});
+        } else if (pool.heard(worker, SteadyClock::now())) {
+          if (const auto* credit = std::get_if<stage::Credit>(&message)) answer = *credit;
+        }
+      }
+      dead = pool.tick(Now::read(), out);
+      for (const auto& send : out.sends)
+        ASSERT_TRUE(send_message(hub, send.peer, send.message, true));
+    }
+  }();
+  service::request_stop();
+  loop.join();
+  EXPECT_EQ(dead, std::vector<std::string>{}) << "the hub declared the computing worker dead";
+  ASSERT_TRUE(answer) << "no answer from the worker";
+  EXPECT_EQ(answer->credits, 1);
 }
 
 // The hub dies and a new one binds the same endpoint: the worker sees its connection drop and
