@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include "seqpipe/runtime/hub.h"
@@ -163,12 +164,16 @@ class SlowStage : public EchoStage {
  public:
   explicit SlowStage(milliseconds compute) : compute_(compute) {}
   void handle(stage::StageMessage&& message, WorkerOutbox& out) override {
+    if (!started_) started.set_value(), started_ = true;
     std::this_thread::sleep_for(compute_);
     EchoStage::handle(std::move(message), out);
   }
 
+  std::promise<void> started;  // set when the first message's compute starts
+
  private:
   milliseconds compute_;
+  bool started_ = false;
 };
 
 // The engine computes one message for 10 heartbeat intervals, over three times what a hub waits
@@ -254,6 +259,45 @@ TEST(WorkerLoop, AWorkerJoinsARestartedHubAtOnce) {
   const stage::StageMessage work = stage::Postprocess{{stage::DecodedItem{}}};
   hub->send({std::string_view(again), std::string_view(stage::encode(work))});
   EXPECT_EQ(next_non_heartbeat(*hub, again), stage::StageMessage(stage::Credit{1}));
+
+  service::request_stop();
+  loop.join();
+  hub.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// The hub restarts while the stage computes its work: the worker joins the new hub at once, but
+// its ready (whose credits depend on the work in hand) comes after the work, and the work's
+// answer, kept for the new connection, after the ready.
+TEST(WorkerLoop, AWorkerRejoiningWhileItComputesAnnouncesItselfBeforeItsAnswer) {
+  char dir[] = "/tmp/seqpipe-worker-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string endpoint = "ipc://" + std::string(dir) + "/hub.sock";
+  zmq::context_t context(1);
+  auto hub = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
+  hub->bind(endpoint);
+  WorkerOptions options;
+  options.stage_name = "slow";
+  options.hub_endpoints = {endpoint};
+  options.heartbeat_interval = milliseconds(20000);
+  auto registry = metrics::make_registry();
+  metrics::StageMetrics metrics(*registry, "slow");
+  SlowStage stage(milliseconds(500));
+  std::thread loop([&] { run_worker(stage, options, metrics); });
+
+  std::string worker;
+  EXPECT_EQ(next_non_heartbeat(*hub, worker), stage::StageMessage(stage::Ready{3}));
+  const stage::StageMessage work = stage::Postprocess{{stage::DecodedItem{}}};
+  hub->send({std::string_view(worker), std::string_view(stage::encode(work))});
+  ASSERT_EQ(stage.started.get_future().wait_for(std::chrono::seconds(5)),
+            std::future_status::ready);
+  hub.reset();  // the hub dies with the work in hand
+  hub = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
+  hub->bind(endpoint);
+  std::string again, answering;
+  EXPECT_EQ(next_non_heartbeat(*hub, again), stage::StageMessage(stage::Ready{3}));
+  EXPECT_EQ(next_non_heartbeat(*hub, answering), stage::StageMessage(stage::Credit{1}));
+  EXPECT_EQ(answering, again);
 
   service::request_stop();
   loop.join();
