@@ -1,6 +1,9 @@
 #include "seqpipe/observability/status.h"
 
+#include <cstdint>
+#include <limits>
 #include <msgpack.hpp>
+#include <span>
 #include <type_traits>
 #include <utility>
 
@@ -34,39 +37,61 @@ std::string encode(const std::vector<StageStatus>& stages) {
   return bytes;
 }
 
+namespace {
+
+// One stage's row, each number range-checked as an int32 or a non-negative int64; the fields
+// after free_credits are absent from a hub of an older build (0), and fields of a newer one
+// are ignored.
+bool read_row(const msgpack::object& row, StageStatus& s) {
+  if (row.type != msgpack::type::MAP) return false;
+  const msgpack::object *stage = nullptr, *replicas = nullptr, *in_flight = nullptr,
+                        *queued = nullptr, *free_credits = nullptr, *lost = nullptr,
+                        *uptime_s = nullptr, *requests = nullptr, *errors = nullptr;
+  const msgpack_io::NamedSlot fields[] = {
+      {"stage", &stage},       {"replicas", &replicas},         {"in_flight", &in_flight},
+      {"queued", &queued},     {"free_credits", &free_credits}, {"lost", &lost},
+      {"uptime_s", &uptime_s}, {"requests", &requests},         {"errors", &errors}};
+  std::optional<std::string> newer_field;
+  if (msgpack_io::collect_fields(row.via.map, "", fields, newer_field)) return false;
+  std::string_view name;
+  if (!stage || msgpack_io::read_str(*stage, "status.stage", name)) return false;
+  s.stage = std::string(name);
+  constexpr int64_t kMin32 = std::numeric_limits<int32_t>::min();
+  constexpr int64_t kMax32 = std::numeric_limits<int32_t>::max();
+  constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
+  auto number = [](const msgpack::object* value, int64_t lo, int64_t hi, auto& field) {
+    if (!value) return true;  // absent: the default
+    int64_t n = 0;
+    if (msgpack_io::read_int(*value, "status", lo, hi, n)) return false;
+    field = static_cast<std::remove_reference_t<decltype(field)>>(n);
+    return true;
+  };
+  return replicas && in_flight && queued && free_credits &&
+         number(replicas, kMin32, kMax32, s.replicas) &&
+         number(in_flight, kMin32, kMax32, s.in_flight) &&
+         number(queued, kMin32, kMax32, s.queued) &&
+         number(free_credits, kMin32, kMax32, s.free_credits) &&
+         number(lost, kMin32, kMax32, s.lost) && number(uptime_s, 0, kMax64, s.uptime_s) &&
+         number(requests, 0, kMax64, s.requests) && number(errors, 0, kMax64, s.errors);
+}
+
+}  // namespace
+
 std::optional<std::vector<StageStatus>> decode(std::string_view bytes) {
-  // Limits before parsing: a few bytes claiming a huge array must not make msgpack allocate
-  // for it (found by tests/fuzz). A hub reports a handful of stages of five fields each.
+  // A hub reports a handful of stages of nine fields each.
   if (bytes.size() > 64 * 1024) return std::nullopt;
   const msgpack::unpack_limit limits(/*array=*/64, /*map=*/16, /*str=*/256, /*bin=*/0, /*ext=*/0,
                                      /*depth=*/3);
-  try {
-    const msgpack::object_handle handle =
-        msgpack::unpack(bytes.data(), bytes.size(), nullptr, nullptr, limits);
-    std::vector<StageStatus> stages;
-    for (const auto& entry :
-         handle.get().as<std::vector<std::map<std::string, msgpack::object>>>()) {
-      StageStatus s;
-      s.stage = entry.at("stage").as<std::string>();
-      s.replicas = entry.at("replicas").as<int>();
-      s.in_flight = entry.at("in_flight").as<int>();
-      s.queued = entry.at("queued").as<int>();
-      s.free_credits = entry.at("free_credits").as<int>();
-      // Absent from a hub of an older build: 0.
-      auto optional = [&](const char* key, auto& field) {
-        if (const auto it = entry.find(key); it != entry.end())
-          field = it->second.as<std::remove_reference_t<decltype(field)>>();
-      };
-      optional("lost", s.lost);
-      optional("uptime_s", s.uptime_s);
-      optional("requests", s.requests);
-      optional("errors", s.errors);
-      stages.push_back(std::move(s));
-    }
-    return stages;
-  } catch (const std::exception&) {
-    return std::nullopt;
+  msgpack::object_handle handle;
+  const std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (msgpack_io::unpack_one(data, limits, handle)) return std::nullopt;
+  const msgpack::object& root = handle.get();
+  if (root.type != msgpack::type::ARRAY) return std::nullopt;
+  std::vector<StageStatus> stages(root.via.array.size);
+  for (uint32_t i = 0; i < root.via.array.size; ++i) {
+    if (!read_row(root.via.array.ptr[i], stages[i])) return std::nullopt;
   }
+  return stages;
 }
 
 }  // namespace seqpipe::status

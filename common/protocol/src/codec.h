@@ -20,10 +20,7 @@ inline constexpr size_t kMaxNesting = 8;
 Error invalid(std::string message);
 Error too_long(std::string message);
 
-// Unpacks exactly one msgpack object filling all of `bytes`, its strings pointing into `bytes`.
-// Never throws msgpack's exceptions.
-std::optional<Error> unpack_one(std::span<const uint8_t> bytes, const msgpack::unpack_limit& limit,
-                                msgpack::object_handle& out);
+using msgpack_io::unpack_one;
 
 void write_texts(msgpack_io::Writer& out, const std::vector<std::string>& texts);
 

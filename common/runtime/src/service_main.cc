@@ -18,28 +18,6 @@ namespace {
   throw config::ConfigError(message);
 }
 
-std::string usage_line(std::string_view program) {
-  return "usage: " + std::string(program) +
-         " [--config FILE] [--set key=value ...] [--print-config] [--help]";
-}
-
-void print_help(const std::string& program, std::string_view summary) {
-  std::cout << usage_line(program) << "\n\n"
-            << summary << "\n\n"
-            << "  --config FILE     the pipeline config (default: " << config::kDefaultConfigPath
-            << " in the working\n"
-            << "                    directory if it exists, else the built-in defaults)\n"
-            << "  --set key=value   override one key after the file is read; repeatable, applied\n"
-            << "                    in order, e.g. --set batcher.max_batch_size=16\n"
-            << "                    --set batcher.preferred_batch_sizes=[4,8]\n"
-            << "  --print-config    print the config in force (every key) as YAML and exit\n"
-            << "  --help            this text\n\n"
-            << "Every key is documented in docs/CONFIG.md and " << config::kDefaultConfigPath
-            << ".\n"
-            << "Exit status: 0 success, 1 failure while running, 2 bad usage or config.\n"
-            << std::flush;
-}
-
 // The directory of the ipc:// sockets, created if missing. Throws ConfigError.
 void make_runtime_dir(const std::string& dir) {
   std::error_code ec;
@@ -53,14 +31,19 @@ void make_runtime_dir(const std::string& dir) {
 }  // namespace
 
 void add_service_flags(CLI::App& app, ServiceFlags& flags, bool print_config) {
+  // option_text: CLI11 would show "FILE ..." for the vector that catches a second --config.
   cli::add_repeated(app, "--config", flags.config_paths)
       ->type_name("FILE")
+      ->option_text("FILE")
       ->description("the pipeline config (default: " + std::string(config::kDefaultConfigPath) +
                     " in the working directory if it exists, else the built-in defaults)");
   cli::add_repeated(app, "--set", flags.args.overrides)
       ->type_name("KEY=VALUE")
+      ->option_text("KEY=VALUE")
       ->description(
-          "override one key after the file is read (key=value); repeatable, applied in order");
+          "override one config key after the file is read, e.g. --set "
+          "batcher.max_batch_size=16 or --set batcher.preferred_batch_sizes=[4,8]; repeatable, "
+          "applied in order");
   if (print_config) {
     app.add_flag("--print-config", flags.args.print_config)
         ->description("print the config in force (every key, limits included) as YAML and exit");
@@ -82,19 +65,25 @@ ServiceArgs checked_service_args(ServiceFlags flags) {
   return std::move(flags.args);
 }
 
-ServiceArgs parse_service_args(int argc, char** argv) {
+ServiceArgs parse_service_args(int argc, char** argv, std::string_view program,
+                               std::string_view summary) {
   ServiceFlags flags;
-  CLI::App app;
+  CLI::App app{std::string(summary), std::string(program)};
   cli::set_up(app);
+  app.set_help_flag("-h,--help", "print this help and exit");
   add_service_flags(app, flags, true);
-  app.add_flag("-h,--help", flags.args.help);
+  app.footer("Every config key is documented in docs/CONFIG.md and " +
+             std::string(config::kDefaultConfigPath) +
+             ".\nExit status: 0 success, 1 failure while running, 2 bad usage or config.");
   std::vector<std::string> unknown;
   try {
     unknown = cli::parse(app, argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    flags.args.help = app.help();  // wins over anything else on the line
+    return std::move(flags.args);
   } catch (const cli::UsageError& e) {
     usage_error(e.what());
   }
-  if (flags.args.help) return flags.args;  // --help wins over anything else on the line
   if (!unknown.empty()) usage_error("unknown argument '" + unknown.front() + "'");
   return checked_service_args(std::move(flags));
 }
@@ -104,13 +93,13 @@ int run_service_main(int argc, char** argv, std::string_view service_name, std::
   const std::string program = "seqpipe-" + std::string(service_name);
   ServiceArgs args;
   try {
-    args = parse_service_args(argc, argv);
+    args = parse_service_args(argc, argv, program, summary);
   } catch (const config::ConfigError& e) {
-    std::cerr << program << ": " << e.what() << "\n" << usage_line(program) << "\n";
+    std::cerr << program << ": " << e.what() << " (see " << program << " --help)\n";
     return 2;
   }
-  if (args.help) {
-    print_help(program, summary);
+  if (!args.help.empty()) {
+    std::cout << args.help << std::flush;
     return 0;
   }
   config::PipelineConfig pipeline;

@@ -9,6 +9,7 @@
 #include "seqpipe/runtime/service.h"
 #include "seqpipe/security/security.h"
 #include "seqpipe/transport/transport.h"
+#include "stage_runner.h"
 
 namespace seqpipe::worker {
 
@@ -100,19 +101,27 @@ struct Hub {
   // the socket.
   std::unique_ptr<transport::ConnectionWatch> watch;
   bool accepted = false;  // the hub accepted this connection (its handshake succeeded)
+  // This connection's Ready went out. A reconnection's Ready comes from the stage's thread
+  // after the work in hand (its credits depend on that work); until then the hub knows nothing
+  // of the connection: no heartbeats either way, and answers wait in `pending`.
+  bool announced = false;
+  int readies_asked = 0;  // Readies asked of the stage's thread and not back yet
   std::optional<SteadyClock::time_point> reconnect_at;  // set while waiting to reconnect
   std::vector<stage::StageMessage> pending;             // answers kept for the next connection
 };
 
-// run_worker's state and the steps of its loop: poll, handle, work, flush, tend the hubs.
+// run_worker's state and the steps of its loop: poll, pass messages to the stage's thread,
+// collect and send what it produced, tend the hubs. The loop never waits for the stage: its
+// heartbeats and the hubs' messages go on while the engine computes a batch.
 class WorkerLoop {
  public:
   WorkerLoop(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics)
-      : stage_(stage),
+      : accepts_(stage.accepts()),
         options_(options),
         metrics_(metrics),
         context_(1),
-        pushers_(context_, push_options(options)) {
+        pushers_(context_, push_options(options)),
+        runner_(stage, context_, options.model) {
     hub_options_.max_message_bytes = static_cast<int64_t>(options.limits.max_message_bytes);
     hub_options_.curve = options.curve;
     const size_t count = options.hub_endpoints.size();
@@ -126,19 +135,30 @@ class WorkerLoop {
                        nullptr,
                        nullptr,
                        false,
+                       false,
+                       0,
                        std::nullopt,
                        {}});
     }
   }
 
   int run() {
-    for (size_t i = 0; i < hubs_.size(); ++i) connect(i, hubs_[i].share);
+    const auto warm_start = SteadyClock::now();
+    if (runner_.warmed_up()) {
+      spdlog::info(
+          "{}: warmed up in {:.1f} ms", options_.stage_name,
+          std::chrono::duration<double, std::milli>(SteadyClock::now() - warm_start).count());
+    }
+    for (size_t i = 0; i < hubs_.size(); ++i) {
+      connect(i);
+      announce(hubs_[i], stage::Ready{hubs_[i].share, options_.model}, SteadyClock::now());
+    }
     rebuild_poller();
     std::vector<size_t> dropped;  // per round: the hubs whose connection dropped
     while (!service::stop_requested()) {
       dropped.clear();
       if (poller_->poll(poll_wait(SteadyClock::now())) > 0) receive(dropped);
-      if (stage_.has_pending_work()) stage_.work(out_);
+      if (poller_->readable(0)) runner_.collect(out_);
       flush();
       if (tend_hubs(SteadyClock::now(), dropped)) rebuild_poller();
     }
@@ -153,23 +173,27 @@ class WorkerLoop {
     return push;
   }
 
-  // Until the next heartbeat or reconnection is due; none while the stage has work of its own.
+  // Until the next heartbeat or reconnection is due.
   std::chrono::milliseconds poll_wait(SteadyClock::time_point now) const {
-    auto wait = stage_.has_pending_work() ? std::chrono::milliseconds(0) : options_.idle_poll;
+    auto wait = options_.idle_poll;
     for (const Hub& hub : hubs_) {
-      wait =
-          std::min(wait, hub.reconnect_at ? std::max(std::chrono::milliseconds(0),
-                                                     std::chrono::ceil<std::chrono::milliseconds>(
-                                                         *hub.reconnect_at - now))
-                                          : hub.liveness.until_heartbeat(now));
+      if (hub.reconnect_at) {
+        wait = std::min(
+            wait, std::max(std::chrono::milliseconds(0),
+                           std::chrono::ceil<std::chrono::milliseconds>(*hub.reconnect_at - now)));
+      } else if (hub.announced) {
+        wait = std::min(wait, hub.liveness.until_heartbeat(now));
+      }
     }
     return wait;
   }
 
-  // The poller watches the connected hubs' sockets and their connection watches (poller index
-  // 2k: hub polled[k]'s socket, 2k + 1: its watch); rebuilt when a socket is replaced.
+  // The poller watches the stage thread's signal (poller index 0), the connected hubs' sockets
+  // and their connection watches (1 + 2k: hub polled[k]'s socket, 2 + 2k: its watch); rebuilt
+  // when a socket is replaced.
   void rebuild_poller() {
     poller_ = std::make_unique<transport::Poller>();
+    poller_->add(runner_.signal());
     polled_.clear();
     for (size_t i = 0; i < hubs_.size(); ++i) {
       if (hubs_[i].socket) {
@@ -192,16 +216,33 @@ class WorkerLoop {
     return hub.socket && send_message(*hub.socket, {}, message, true);
   }
 
-  void connect(size_t i, int credits) {
+  void connect(size_t i) {
     Hub& hub = hubs_[i];
     hub.socket =
         std::make_unique<transport::Socket>(context_, zmq::socket_type::dealer, hub_options_);
     hub.watch = std::make_unique<transport::ConnectionWatch>(context_, *hub.socket);
     hub.accepted = false;
+    hub.announced = false;
     hub.socket->connect(hub.endpoint);
-    send_to_hub(hub, stage::Ready{credits, options_.model});
     hub.reconnect_at.reset();
-    spdlog::info("{}: connected to {}, {} credits", options_.stage_name, hub.endpoint, credits);
+  }
+
+  // Sends the connection's Ready, then the answers kept for it; the hub's silence counts from
+  // now.
+  void announce(Hub& hub, const stage::StageMessage& ready, SteadyClock::time_point now) {
+    send_to_hub(hub, ready);
+    hub.announced = true;
+    hub.liveness.reconnected(now);
+    std::erase_if(hub.pending, [&](const auto& message) { return send_to_hub(hub, message); });
+    spdlog::info("{}: connected to {}, {} credits", options_.stage_name, hub.endpoint,
+                 std::get<stage::Ready>(ready).credits);
+  }
+
+  // A Ready from the stage's thread: sent when it answers the latest ask and the connection it
+  // was asked for is still there (else a newer one is coming, or the next connection asks).
+  void ready_from_stage(Hub& hub, const stage::StageMessage& ready) {
+    if (--hub.readies_asked > 0 || !hub.socket || hub.announced) return;
+    announce(hub, ready, SteadyClock::now());
   }
 
   // What the poller found: messages (everything already waiting joins before the next unit of
@@ -209,10 +250,10 @@ class WorkerLoop {
   void receive(std::vector<size_t>& dropped) {
     for (size_t k = 0; k < polled_.size(); ++k) {
       Hub& hub = hubs_[polled_[k]];
-      if (poller_->readable(2 * k)) {
+      if (poller_->readable(1 + 2 * k)) {
         while (auto parts = hub.socket->try_recv_parts()) handle(polled_[k], std::move(*parts));
       }
-      if (poller_->readable(2 * k + 1)) {
+      if (poller_->readable(2 + 2 * k)) {
         while (auto event = hub.watch->next()) {
           if (*event == transport::ConnectionWatch::Event::kConnected) hub.accepted = true;
           if (*event == transport::ConnectionWatch::Event::kDisconnected)
@@ -227,18 +268,13 @@ class WorkerLoop {
     hubs_[i].liveness.seen(SteadyClock::now());
     auto message = decode_parts(std::move(parts), 0, hubs_[i].from, options_.limits, metrics_);
     if (!message || std::holds_alternative<stage::Heartbeat>(*message)) return;
-    out_.hub = i;
-    if (const auto* cancel = std::get_if<stage::Cancel>(&*message)) {
-      stage_.cancel(*cancel, out_);
-      return;
-    }
-    if (stage::kind(*message) != stage_.accepts()) {
+    if (!std::holds_alternative<stage::Cancel>(*message) && stage::kind(*message) != accepts_) {
       spdlog::warn("{}: ignored a '{}' message from {}", options_.stage_name,
                    stage::kind_name(*message), hubs_[i].endpoint);
       metrics_.malformed();
       return;
     }
-    stage_.handle(std::move(*message), out_);
+    runner_.post(i, std::move(*message));
   }
 
   // Pushes first: they carry the work on (a tokenizer's sequences, a postprocessor's results),
@@ -254,8 +290,11 @@ class WorkerLoop {
     }
     for (auto& [i, peer, message] : out_.sends) {
       Hub& hub = hubs_[i < hubs_.size() ? i : 0];
-      if (!send_to_hub(hub, message))
+      if (std::holds_alternative<stage::Ready>(message)) {
+        ready_from_stage(hub, message);
+      } else if (!hub.announced || !send_to_hub(hub, message)) {
         hub.pending.push_back(std::move(message));  // sent once reconnected
+      }
     }
     out_.clear();
   }
@@ -276,12 +315,13 @@ class WorkerLoop {
       if (hub.reconnect_at) {
         if (after < *hub.reconnect_at) continue;
         // Its share minus what its work still holds (that returns with its results).
-        connect(i, std::max(0, hub.share - stage_.held(i)));
-        hub.liveness.reconnected(after);
-        std::erase_if(hub.pending, [&](const auto& message) { return send_to_hub(hub, message); });
+        connect(i);
+        ++hub.readies_asked;
+        runner_.ask_ready(i, hub.share);
         sockets_changed = true;
         continue;
       }
+      if (!hub.socket || !hub.announced) continue;
       if (hub.liveness.heartbeat_due(after)) send_to_hub(hub, stage::Heartbeat{});
       if (hub.liveness.hub_dead(after)) {
         const auto pause = hub.liveness.reconnect_pause();
@@ -296,7 +336,7 @@ class WorkerLoop {
     return sockets_changed;
   }
 
-  WorkerStage& stage_;
+  const stage::MessageKind accepts_;
   const WorkerOptions& options_;
   metrics::StageMetrics& metrics_;
   zmq::context_t context_;
@@ -306,6 +346,7 @@ class WorkerLoop {
   std::unique_ptr<transport::Poller> poller_;
   std::vector<size_t> polled_;
   WorkerOutbox out_;
+  StageRunner runner_;  // last: its thread stops first
 };
 
 }  // namespace
@@ -335,13 +376,6 @@ int serve_worker(
                                       metrics::model_labels(model));
   spdlog::info("{}: metrics on :{}", stage_name, exporter.port());
   const std::unique_ptr<WorkerStage> stage = make_stage(stage_metrics);
-  const auto warm_start = std::chrono::steady_clock::now();
-  if (stage->warm_up()) {
-    spdlog::info(
-        "{}: warmed up in {:.1f} ms", stage_name,
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start)
-            .count());
-  }
   WorkerOptions options;
   options.stage_name = std::string(stage_name);
   options.hub_endpoints = hub_endpoints;

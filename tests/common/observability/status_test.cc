@@ -64,6 +64,27 @@ TEST(Status, RefusesWhatIsNotAStatusReply) {
       decode("\x91\x81\xa5stage\x01").has_value());  // [{"stage": 1}]: wrong type, fields missing
   // A few bytes claiming a 3.7-billion-element array (found by the fuzzer): refused, not allocated.
   EXPECT_FALSE(decode(std::string("\xdd\xdd\xdd\xdd\xdd", 5)).has_value());
+  // Numbers go through the protocol's checked readers: out of range, or not integers, refused.
+  auto row_with = [](const char* key, auto value) {
+    msgpack::sbuffer bytes;
+    msgpack::packer<msgpack::sbuffer> p(bytes);
+    p.pack_array(1);
+    p.pack_map(5);
+    p.pack("stage"), p.pack("encoder");
+    for (const char* other : {"replicas", "in_flight", "queued", "free_credits"}) {
+      p.pack(other);
+      if (std::string_view(other) == key) {
+        p.pack(value);
+      } else {
+        p.pack(1);
+      }
+    }
+    return std::string(bytes.data(), bytes.size());
+  };
+  EXPECT_TRUE(decode(row_with("queued", 5)).has_value());
+  EXPECT_FALSE(decode(row_with("queued", int64_t{1} << 40)).has_value());
+  EXPECT_FALSE(decode(row_with("replicas", 2.5)).has_value());
+  EXPECT_FALSE(decode(row_with("in_flight", "3")).has_value());
   std::string truncated = encode({{"encoder", 2, 1, 0, 7}});
   truncated.pop_back();
   EXPECT_FALSE(decode(truncated).has_value());

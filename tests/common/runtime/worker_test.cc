@@ -9,8 +9,10 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <future>
 #include <thread>
 
+#include "seqpipe/runtime/hub.h"
 #include "seqpipe/runtime/service.h"
 #include "seqpipe/transport/transport.h"
 
@@ -157,6 +159,77 @@ TEST(WorkerLoop, ServesEveryHubWithItsShareAndAnswersTheHubThatSentTheWork) {
   loop.join();
 }
 
+// A stage whose every message takes `compute` (the engine on one long batch).
+class SlowStage : public EchoStage {
+ public:
+  explicit SlowStage(milliseconds compute) : compute_(compute) {}
+  void handle(stage::StageMessage&& message, WorkerOutbox& out) override {
+    if (!started_) started.set_value(), started_ = true;
+    std::this_thread::sleep_for(compute_);
+    EchoStage::handle(std::move(message), out);
+  }
+
+  std::promise<void> started;  // set when the first message's compute starts
+
+ private:
+  milliseconds compute_;
+  bool started_ = false;
+};
+
+// The engine computes one message for 10 heartbeat intervals, over three times what a hub waits
+// before it declares a silent worker dead: the worker's loop goes on sending heartbeats meanwhile,
+// and the hub (a real WorkerPool on a ROUTER) keeps it and gets the answer. Computed on the
+// loop's own thread, the batch silenced the worker and the hub answered its work `unavailable`.
+TEST(WorkerLoop, AWorkerStaysAliveWhileItsStageComputesLongerThanTheHubWaits) {
+  const config::LivenessConfig liveness{.heartbeat_interval_ms = 50, .heartbeat_liveness = 3};
+  zmq::context_t context(1);
+  transport::Socket hub(context, zmq::socket_type::router);
+  WorkerOptions options;
+  options.stage_name = "slow";
+  options.hub_endpoints = {hub.bind("tcp://127.0.0.1:*")};
+  options.heartbeat_interval = milliseconds(liveness.heartbeat_interval_ms);
+  options.heartbeat_liveness = liveness.heartbeat_liveness;
+  auto registry = metrics::make_registry();
+  metrics::StageMetrics metrics(*registry, "slow");
+  SlowStage stage(milliseconds(10 * liveness.heartbeat_interval_ms));
+  std::thread loop([&] { run_worker(stage, options, metrics); });
+
+  hub::WorkerPool<stage::Postprocess> pool({"hub", "slow", 0}, liveness, metrics);
+  const stage::Postprocess work{{stage::DecodedItem{}}};
+  std::optional<stage::Credit> answer;
+  std::vector<std::string> dead;
+  const auto give_up = SteadyClock::now() + std::chrono::seconds(10);
+  // The hub's loop; a failed assertion leaves it, and the worker is stopped either way.
+  [&] {
+    while (!answer && dead.empty() && SteadyClock::now() < give_up) {
+      Outbox out;
+      if (auto frames = hub.recv(milliseconds(10))) {
+        ASSERT_EQ(frames->size(), 2u);
+        auto decoded = stage::decode(frames->back());
+        ASSERT_TRUE(std::holds_alternative<stage::StageMessage>(decoded));
+        const auto& message = std::get<stage::StageMessage>(decoded);
+        const std::string& worker = frames->front();
+        if (const auto* ready = std::get_if<stage::Ready>(&message)) {
+          pool.ready(worker, ready->credits, SteadyClock::now());
+          ASSERT_EQ(pool.take(), worker);
+          pool.sent(worker, work);
+          out.sends.push_back({0, worker, work});
+        } else if (pool.heard(worker, SteadyClock::now())) {
+          if (const auto* credit = std::get_if<stage::Credit>(&message)) answer = *credit;
+        }
+      }
+      dead = pool.tick(Now::read(), out);
+      for (const auto& send : out.sends)
+        ASSERT_TRUE(send_message(hub, send.peer, send.message, true));
+    }
+  }();
+  service::request_stop();
+  loop.join();
+  EXPECT_EQ(dead, std::vector<std::string>{}) << "the hub declared the computing worker dead";
+  ASSERT_TRUE(answer) << "no answer from the worker";
+  EXPECT_EQ(answer->credits, 1);
+}
+
 // The hub dies and a new one binds the same endpoint: the worker sees its connection drop and
 // announces itself to the new hub at once, long before its heartbeats would have told it.
 TEST(WorkerLoop, AWorkerJoinsARestartedHubAtOnce) {
@@ -186,6 +259,45 @@ TEST(WorkerLoop, AWorkerJoinsARestartedHubAtOnce) {
   const stage::StageMessage work = stage::Postprocess{{stage::DecodedItem{}}};
   hub->send({std::string_view(again), std::string_view(stage::encode(work))});
   EXPECT_EQ(next_non_heartbeat(*hub, again), stage::StageMessage(stage::Credit{1}));
+
+  service::request_stop();
+  loop.join();
+  hub.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// The hub restarts while the stage computes its work: the worker joins the new hub at once, but
+// its ready (whose credits depend on the work in hand) comes after the work, and the work's
+// answer, kept for the new connection, after the ready.
+TEST(WorkerLoop, AWorkerRejoiningWhileItComputesAnnouncesItselfBeforeItsAnswer) {
+  char dir[] = "/tmp/seqpipe-worker-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string endpoint = "ipc://" + std::string(dir) + "/hub.sock";
+  zmq::context_t context(1);
+  auto hub = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
+  hub->bind(endpoint);
+  WorkerOptions options;
+  options.stage_name = "slow";
+  options.hub_endpoints = {endpoint};
+  options.heartbeat_interval = milliseconds(20000);
+  auto registry = metrics::make_registry();
+  metrics::StageMetrics metrics(*registry, "slow");
+  SlowStage stage(milliseconds(500));
+  std::thread loop([&] { run_worker(stage, options, metrics); });
+
+  std::string worker;
+  EXPECT_EQ(next_non_heartbeat(*hub, worker), stage::StageMessage(stage::Ready{3}));
+  const stage::StageMessage work = stage::Postprocess{{stage::DecodedItem{}}};
+  hub->send({std::string_view(worker), std::string_view(stage::encode(work))});
+  ASSERT_EQ(stage.started.get_future().wait_for(std::chrono::seconds(5)),
+            std::future_status::ready);
+  hub.reset();  // the hub dies with the work in hand
+  hub = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
+  hub->bind(endpoint);
+  std::string again, answering;
+  EXPECT_EQ(next_non_heartbeat(*hub, again), stage::StageMessage(stage::Ready{3}));
+  EXPECT_EQ(next_non_heartbeat(*hub, answering), stage::StageMessage(stage::Credit{1}));
+  EXPECT_EQ(answering, again);
 
   service::request_stop();
   loop.join();

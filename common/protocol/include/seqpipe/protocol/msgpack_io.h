@@ -58,7 +58,17 @@ std::string quote_name(std::string_view name);
 // What a value is, for "must be X, got Y" messages: numbers by value, everything else by kind.
 std::string describe(const msgpack::object& value);
 
+// Unpacks exactly one msgpack object filling all of `bytes` under `limit` (which keeps a few bytes
+// claiming a huge array from making msgpack allocate for it), its strings pointing into `bytes`.
+// Never throws msgpack's exceptions: an invalid_argument Error, or too_long for an array over
+// the limit.
+std::optional<Error> unpack_one(std::span<const uint8_t> bytes, const msgpack::unpack_limit& limit,
+                                msgpack::object_handle& out);
+
 // Each reader returns an invalid_argument Error naming `path`, or fills `out`.
+// A string, viewed where it lies (in the unpacked bytes).
+std::optional<Error> read_str(const msgpack::object& value, std::string_view path,
+                              std::string_view& out);
 // Integers only: a float is refused even when whole (2.0), so peers find type bugs early.
 std::optional<Error> read_int(const msgpack::object& value, std::string_view path, int64_t lo,
                               int64_t hi, int64_t& out);

@@ -19,10 +19,13 @@ struct ServiceArgs {
   std::string config_path;  // empty: config::kDefaultConfigPath if it exists, else the defaults
   std::vector<std::string> overrides;
   bool print_config = false;  // print the config in force (every key, limits included) and exit
-  bool help = false;
+  // With -h/--help (which wins over anything else on the line): CLI11's help, generated from
+  // the flags' descriptions, under `program` and `summary`. Empty otherwise.
+  std::string help;
 };
 // Throws config::ConfigError for bad usage (unknown flag, missing value, --set without '=').
-ServiceArgs parse_service_args(int argc, char** argv);
+ServiceArgs parse_service_args(int argc, char** argv, std::string_view program = "seqpipe-service",
+                               std::string_view summary = {});
 
 // The same flags on a program's own command line (`seqpipe up`, `seqpipe status`): --config,
 // --set and, with `print_config`, --print-config, collected into `flags`; checked_service_args
@@ -38,8 +41,8 @@ ServiceArgs checked_service_args(ServiceFlags flags);
 // (config::load_pipeline_config), creates the runtime directory if missing (mode 0700), sets the
 // latency histogram buckets, then returns run(config). --print-config prints the config in force
 // as YAML (config::to_yaml) instead of running. Exit codes: 0 for --help and --print-config; 2 with
-// "seqpipe-<service>: <message>" on stderr for bad usage or a bad config; 1 when run throws;
-// else what run returns.
+// "seqpipe-<service>: <message>" on stderr for bad usage (and a pointer to --help) or a bad
+// config; 1 when run throws; else what run returns.
 int run_service_main(int argc, char** argv, std::string_view service_name, std::string_view summary,
                      const std::function<int(const config::PipelineConfig&)>& run);
 

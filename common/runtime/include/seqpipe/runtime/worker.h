@@ -73,7 +73,8 @@ class WorkerStage {
   // A `cancel` from the hub: stop the work of these requests and return its credits. Stages
   // that hold no work between messages have nothing to stop.
   virtual void cancel(const stage::Cancel& /*message*/, WorkerOutbox& /*out*/) {}
-  // Runs before the worker announces itself (warm-up batches); true when it did something.
+  // Runs before the worker announces itself (warm-up batches), on the thread that will run the
+  // stage's other calls; true when it did something.
   virtual bool warm_up() { return false; }
   // Work the stage does between messages (the decoder's steps); the loop then polls the socket
   // without waiting.
@@ -106,8 +107,10 @@ struct WorkerOptions {
 // first capacity % hubs hubs (so the shares add up to the capacity).
 int hub_share(int capacity, size_t hub, size_t hubs);
 
-// Connects to every hub, announces each its share of the capacity, serves until
-// service::stop_requested(). Malformed messages are logged, counted and dropped. Throws
+// Warms the stage up, connects to every hub, announces each its share of the capacity, serves
+// until service::stop_requested(). Every call to the stage but capacity() and accepts() is made
+// on a thread of its own, so the socket loop (heartbeats, the hubs' messages) goes on while the
+// stage computes. Malformed messages are logged, counted and dropped. Throws
 // std::invalid_argument when the capacity cannot give every hub a credit. Returns the exit code.
 int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics);
 
