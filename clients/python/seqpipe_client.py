@@ -23,10 +23,16 @@ import zmq
 import zmq.auth
 from zmq.utils.monitor import recv_monitor_message
 
+from seqpipe_options import OPTIONS
+
 PROTOCOL_VERSION = 1
-# The params a request may carry beyond the ones generate() names (docs/PROTOCOL.md).
-GENERATION_OPTIONS = ("num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "seed",
-                      "repetition_penalty", "no_repeat_ngram_size", "stop")
+# The generation params submit() names as keywords of its own; it takes every other row of the
+# protocol's option table (seqpipe_options.py, written from it) by name: GENERATION_OPTIONS.
+_KEYWORD_PARAMS = ("max_new_tokens", "num_beams", "length_penalty", "min_new_tokens",
+                   "return_scores", "priority")
+GENERATION_OPTIONS = tuple(o.name for o in OPTIONS if o.name not in _KEYWORD_PARAMS)
+# Options whose value is a list (stop): any iterable of strings goes as a list.
+_LIST_OPTIONS = frozenset(o.name for o in OPTIONS if o.type == "array of strings")
 
 
 class SeqpipeError(Exception):
@@ -188,8 +194,8 @@ class Client:
             request["params"]["max_new_tokens"] = int(max_new_tokens)
         if priority is not None:
             request["params"]["priority"] = int(priority)
-        for name, value in options.items():
-            request["params"][name] = list(value) if name == "stop" else value
+        for name, value in options.items():  # as given: the server checks the values
+            request["params"][name] = list(value) if name in _LIST_OPTIONS else value
         if timeout_ms is not None:
             request["timeout_ms"] = int(timeout_ms)
         if stream:

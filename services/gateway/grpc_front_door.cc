@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
+#include <set>
 
 #include "gateway/kserve_grpc.h"
 #include "grpc_predict_v2.grpc.pb.h"
@@ -42,6 +44,121 @@ std::optional<uint32_t> deadline_ms(const grpc::CallbackServerContext& context,
 }
 
 }  // namespace
+
+// A ModelStreamInfer call: requests read one after another, each submitted as ModelInfer's are,
+// each answered by its responses (partials, then a final one) in the order the gateway sends
+// them. gRPC allows one write at a time, so responses queue here. The call ends (OK) once the
+// client has closed its side and every request has had its final response; a cancelled call
+// cancels its requests in the pipeline. Its methods run on gRPC's threads and on the loop thread
+// (deliver, drop): the mutex guards the state. OnDone is the last thing gRPC calls.
+class GrpcFrontDoor::Stream : public grpc::ServerBidiReactor<inference::ModelInferRequest,
+                                                             inference::ModelStreamInferResponse> {
+ public:
+  Stream(GrpcFrontDoor& door, grpc::CallbackServerContext* context)
+      : door_(door), context_(context) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client closed its side, or the call is over
+      std::unique_lock lock(mutex_);
+      reads_done_ = true;
+      return finish_if_done(lock);
+    }
+    submit(request_);
+    StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock lock(mutex_);
+    writes_.pop_front();
+    if (!ok) writes_.clear();  // the client is gone: OnCancel follows
+    writing_ = !writes_.empty();
+    if (writing_) StartWrite(&writes_.front());
+    finish_if_done(lock);
+  }
+
+  void OnCancel() override {
+    std::vector<std::string> tags;
+    {
+      std::lock_guard lock(mutex_);
+      cancelled_ = true;
+      tags.assign(in_flight_.begin(), in_flight_.end());
+    }
+    for (auto& tag : tags) door_.cancel(std::move(tag));
+  }
+
+  void OnDone() override { delete this; }
+
+  // On the loop thread: a response to request `tag`; `final`: its last.
+  void deliver(inference::ModelStreamInferResponse response, const std::string& tag, bool final) {
+    std::unique_lock lock(mutex_);
+    if (final) in_flight_.erase(tag);
+    if (!cancelled_) write(std::move(response));
+    finish_if_done(lock);
+  }
+  // On the loop thread: request `tag` was cancelled with the call; no response follows.
+  void drop(const std::string& tag) {
+    std::unique_lock lock(mutex_);
+    in_flight_.erase(tag);
+    finish_if_done(lock);
+  }
+
+ private:
+  void submit(const inference::ModelInferRequest& request) {
+    const std::string& model = door_.options_.model_name;
+    const grpc::Status known = check_model(request.model_name(), model);
+    const std::string tag = "grpc-" + std::to_string(door_.next_id_++);
+    auto translated =
+        known.ok()
+            ? kserve_grpc_request(request, tag, deadline_ms(*context_, door_.options_.max_timeout),
+                                  /*stream=*/true)
+            : std::variant<HttpRequest, grpc::Status>(known);
+    std::unique_lock lock(mutex_);
+    if (auto* status = std::get_if<grpc::Status>(&translated)) {
+      if (!cancelled_) write(kserve_grpc_stream_error(*status, request.id(), model));
+      return;
+    }
+    auto& http = std::get<HttpRequest>(translated);
+    in_flight_.insert(tag);
+    lock.unlock();
+    Pending pending;
+    pending.stream = this;
+    pending.streamed = http.stream;
+    door_.submit(std::move(http), std::move(pending));
+  }
+
+  void write(inference::ModelStreamInferResponse response) {  // with the mutex held
+    writes_.push_back(std::move(response));
+    if (writing_) return;
+    writing_ = true;
+    StartWrite(&writes_.front());
+  }
+
+  // Finish once nothing is left to read, answer or write. Finish is the last touch of `this`
+  // (OnDone may delete it at once), so it is called after the mutex is let go.
+  void finish_if_done(std::unique_lock<std::mutex>& lock) {
+    if (finishing_ || !reads_done_ || !in_flight_.empty() || writing_) return;
+    finishing_ = true;
+    const bool cancelled = cancelled_;
+    lock.unlock();
+    Finish(cancelled
+               ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled: the call was cancelled")
+               : grpc::Status::OK);
+  }
+
+  GrpcFrontDoor& door_;
+  grpc::CallbackServerContext* context_;
+  inference::ModelInferRequest request_;  // the read in progress; gRPC's threads only
+
+  std::mutex mutex_;                                        // guards everything below
+  std::deque<inference::ModelStreamInferResponse> writes_;  // the front one is being written
+  std::set<std::string> in_flight_;  // requests submitted without their final response yet
+  bool writing_ = false;
+  bool reads_done_ = false;
+  bool cancelled_ = false;
+  bool finishing_ = false;
+};
 
 class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackService {
  public:
@@ -90,8 +207,15 @@ class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackS
         kserve_grpc_request(*request, tag, deadline_ms(*context, door_.options_.max_timeout));
     if (auto* status = std::get_if<grpc::Status>(&translated)) return finished(context, *status);
     auto* reactor = new InferReactor([door = &door_, tag] { door->cancel(tag); });
-    door_.submit(std::move(std::get<HttpRequest>(translated)), reactor, response);
+    Pending pending;
+    pending.reactor = reactor;
+    pending.response = response;
+    door_.submit(std::move(std::get<HttpRequest>(translated)), std::move(pending));
     return reactor;
+  }
+  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+  ModelStreamInfer(grpc::CallbackServerContext* context) override {
+    return new Stream(door_, context);
   }
 
  private:
@@ -167,15 +291,12 @@ void GrpcFrontDoor::post(std::function<void()> task) {
   (void)!::write(wake_fd_, &one, sizeof one);
 }
 
-void GrpcFrontDoor::submit(HttpRequest request, grpc::ServerUnaryReactor* reactor,
-                           inference::ModelInferResponse* response) {
+void GrpcFrontDoor::submit(HttpRequest request, Pending p) {
   const auto wait = (request.timeout_ms ? std::chrono::milliseconds(*request.timeout_ms)
                                         : options_.default_timeout) +
                     kReplyMargin;
-  Pending p{.reactor = reactor,
-            .response = response,
-            .client_id = request.client_id,
-            .give_up = Clock::now() + wait};
+  p.client_id = request.client_id;
+  p.give_up = Clock::now() + wait;
   post([this, request = std::move(request), p = std::move(p)]() mutable {
     start(std::move(request), std::move(p));
   });
@@ -189,8 +310,7 @@ void GrpcFrontDoor::start(HttpRequest request, Pending pending) {
   const std::string& tag = request.internal_id;
   if (!gateway_.send({std::string_view(tag), std::string_view(), std::string_view(request.msgpack)},
                      /*dontwait=*/true)) {
-    pending.reactor->Finish({grpc::StatusCode::UNAVAILABLE, "unavailable: the gateway is busy"});
-    return;
+    return fail(tag, pending, {grpc::StatusCode::UNAVAILABLE, "unavailable: the gateway is busy"});
   }
   pending_.emplace(tag, std::move(pending));
 }
@@ -231,6 +351,13 @@ void GrpcFrontDoor::loop() {
 void GrpcFrontDoor::on_reply(const std::string& tag, const std::string& body) {
   auto it = pending_.find(tag);
   if (it == pending_.end()) return;  // a late reply: the call was given up or cancelled
+  if (it->second.stream != nullptr) {
+    auto out = kserve_grpc_stream_reply(body, it->second.client_id, options_.model_name,
+                                        it->second.streamed);
+    it->second.stream->deliver(std::move(out.response), tag, out.final);
+    if (out.final) pending_.erase(it);
+    return;
+  }
   Pending p = std::move(it->second);
   pending_.erase(it);
   auto reply = kserve_grpc_reply(body, p.client_id, options_.model_name);
@@ -249,8 +376,22 @@ void GrpcFrontDoor::on_cancel(const std::string& tag) {
   const std::string bytes = protocol::encode_request(cancel);
   (void)gateway_.send({std::string_view(tag), std::string_view(), std::string_view(bytes)},
                       /*dontwait=*/true);
-  it->second.reactor->Finish({grpc::StatusCode::CANCELLED, "cancelled: the call was cancelled"});
+  if (it->second.stream != nullptr) {
+    it->second.stream->drop(tag);
+  } else {
+    it->second.reactor->Finish({grpc::StatusCode::CANCELLED, "cancelled: the call was cancelled"});
+  }
   pending_.erase(it);
+}
+
+void GrpcFrontDoor::fail(const std::string& tag, const Pending& pending,
+                         const grpc::Status& status) {
+  if (pending.stream != nullptr) {
+    pending.stream->deliver(
+        kserve_grpc_stream_error(status, pending.client_id, options_.model_name), tag, true);
+  } else {
+    pending.reactor->Finish(status);
+  }
 }
 
 void GrpcFrontDoor::expire(Clock::time_point now) {
@@ -260,8 +401,8 @@ void GrpcFrontDoor::expire(Clock::time_point now) {
       continue;
     }
     spdlog::warn("grpc: no reply from the gateway for {} in time", it->first);
-    it->second.reactor->Finish(
-        {grpc::StatusCode::UNAVAILABLE, "unavailable: no reply from the gateway in time"});
+    fail(it->first, it->second,
+         {grpc::StatusCode::UNAVAILABLE, "unavailable: no reply from the gateway in time"});
     it = pending_.erase(it);
   }
 }

@@ -1,7 +1,8 @@
 #pragma once
 // KServe v2 over gRPC on the gateway (the Open Inference Protocol's GRPCInferenceService:
-// ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelInfer), on gRPC's
-// callback API. As the HTTP front door, each ModelInfer enters the gateway as a protocol request
+// ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelInfer, and Triton's
+// ModelStreamInfer), on gRPC's callback API. As the HTTP front door, each ModelInfer (and each
+// request of a ModelStreamInfer) enters the gateway as a protocol request
 // over an inproc DEALER into the gateway's own client ROUTER: admission, limits, deadlines, the
 // response cache, cancellation and metrics are the msgpack path's exactly. gRPC's threads only
 // translate and hand over; one thread of ours owns the DEALER (ZeroMQ sockets stay on one
@@ -25,6 +26,7 @@
 namespace grpc {
 class Server;
 class ServerUnaryReactor;
+class Status;
 }  // namespace grpc
 namespace inference {
 class ModelInferResponse;
@@ -59,17 +61,20 @@ class GrpcFrontDoor {
 
  private:
   class Service;  // the generated service's handlers
-  // A ModelInfer the gateway has not answered yet.
+  class Stream;   // a ModelStreamInfer call
+  // A request the gateway has not answered (finally) yet: a ModelInfer, or one request of a
+  // ModelStreamInfer.
   struct Pending {
-    grpc::ServerUnaryReactor* reactor = nullptr;
-    inference::ModelInferResponse* response = nullptr;  // gRPC's, until Finish
+    grpc::ServerUnaryReactor* reactor = nullptr;        // a ModelInfer's,
+    inference::ModelInferResponse* response = nullptr;  // with gRPC's response, until Finish;
+    Stream* stream = nullptr;                           // or the ModelStreamInfer it came on
+    bool streamed = false;  // sent as a streamed request: partial replies come first
     std::string client_id;
     std::chrono::steady_clock::time_point give_up;  // the gateway's deadline and a margin
   };
 
-  // From gRPC's threads: hand a call over to the loop thread, or ask for readiness.
-  void submit(HttpRequest request, grpc::ServerUnaryReactor* reactor,
-              inference::ModelInferResponse* response);
+  // From gRPC's threads: hand a request over to the loop thread, or ask for readiness.
+  void submit(HttpRequest request, Pending pending);
   void cancel(std::string tag);
   void ask_ready(std::function<void(bool)> answer);
   void post(std::function<void()> task);
@@ -79,6 +84,7 @@ class GrpcFrontDoor {
   void start(HttpRequest request, Pending pending);
   void on_reply(const std::string& tag, const std::string& body);
   void on_cancel(const std::string& tag);
+  void fail(const std::string& tag, const Pending& pending, const grpc::Status& status);
   void expire(std::chrono::steady_clock::time_point now);
 
   void probe_loop();  // the readiness thread

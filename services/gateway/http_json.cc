@@ -177,7 +177,8 @@ HttpAnswer generate_reply_unguarded(std::string_view msgpack_reply, const std::s
 }
 
 std::variant<HttpRequest, std::string> kserve_infer_json_unguarded(const json& infer,
-                                                                   const std::string& internal_id) {
+                                                                   const std::string& internal_id,
+                                                                   bool stream) {
   const auto client_id = client_id_of(infer);
   if (!client_id) return "id must be a string";
   const json& inputs = infer.value("inputs", json());
@@ -209,7 +210,13 @@ std::variant<HttpRequest, std::string> kserve_infer_json_unguarded(const json& i
   if (shape[0].get<uint64_t>() != texts.size())
     return std::string("inputs[0].shape holds " + std::to_string(shape[0].get<uint64_t>()) +
                        " elements but data " + std::to_string(texts.size()));
-  json request = {{"v", protocol::kVersion}, {"texts", std::move(texts)}};
+  json request = {{"v", protocol::kVersion}};
+  if (stream && texts.size() == 1) {
+    request["text"] = std::move(texts[0]);
+    request["stream"] = true;
+  } else {
+    request["texts"] = std::move(texts);
+  }
   json params = infer.value("parameters", json::object());
   if (!params.is_object()) return std::string("parameters must be an object");
   for (const char* field : {"timeout_ms", "model", "version"}) {  // request fields, not params
@@ -295,9 +302,10 @@ std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body
 }
 
 std::variant<HttpRequest, std::string> kserve_infer_json(const json& infer,
-                                                         const std::string& internal_id) {
+                                                         const std::string& internal_id,
+                                                         bool stream) {
   try {
-    return kserve_infer_json_unguarded(infer, internal_id);
+    return kserve_infer_json_unguarded(infer, internal_id, stream);
   } catch (const json::exception& e) {
     return std::string("the request does not fit an inference request: ") + e.what();
   }

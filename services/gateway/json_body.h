@@ -36,9 +36,12 @@ std::vector<protocol::Usage> usage_of(const nlohmann::json& reply);
 
 // The KServe v2 tensor mapping, the one both KServe doors use (HTTP's JSON body, gRPC's
 // messages as that JSON). An inference request object as the gateway's request, or why it is
-// not one (an invalid_argument message).
+// not one (an invalid_argument message). `stream` (gRPC's ModelStreamInfer): a request of one
+// text is sent as a streamed one (`text`, `stream`: partial replies, then the final one); one of
+// several texts is not (one final reply).
 std::variant<HttpRequest, std::string> kserve_infer_json(const nlohmann::json& infer,
-                                                         const std::string& internal_id);
+                                                         const std::string& internal_id,
+                                                         bool stream = false);
 // The gateway's reply as a KServe v2 inference response object, or the reply's error.
 std::variant<nlohmann::json, protocol::Error> kserve_infer_response(std::string_view msgpack_reply,
                                                                     const std::string& client_id,

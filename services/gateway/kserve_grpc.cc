@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <span>
 
 #include "gateway/json_body.h"
 
@@ -133,7 +134,7 @@ grpc::Status check_model(const std::string& name, const std::string& model_name)
 
 std::variant<HttpRequest, grpc::Status> kserve_grpc_request(
     const inference::ModelInferRequest& request, const std::string& internal_id,
-    std::optional<uint32_t> deadline_ms) {
+    std::optional<uint32_t> deadline_ms, bool stream) {
   auto infer = as_json(request);
   if (auto* status = std::get_if<grpc::Status>(&infer)) return *status;
   json& j = std::get<json>(infer);
@@ -145,7 +146,7 @@ std::variant<HttpRequest, grpc::Status> kserve_grpc_request(
     if (own.is_null() || (own.is_number_unsigned() && own.get<uint64_t>() > *deadline_ms))
       params["timeout_ms"] = *deadline_ms;
   }
-  auto out = kserve_infer_json(j, internal_id);
+  auto out = kserve_infer_json(j, internal_id, stream);
   if (auto* problem = std::get_if<std::string>(&out)) return invalid(*problem);
   return std::move(std::get<HttpRequest>(out));
 }
@@ -170,6 +171,52 @@ std::variant<inference::ModelInferResponse, grpc::Status> kserve_grpc_reply(
     return grpc::Status(grpc::StatusCode::INTERNAL, "internal: undecodable reply");
   }
   return response;
+}
+
+KserveStreamReply kserve_grpc_stream_reply(std::string_view msgpack_reply,
+                                           const std::string& client_id,
+                                           const std::string& model_name, bool streamed) {
+  KserveStreamReply out;
+  if (streamed) {
+    const auto decoded = protocol::decode_reply(std::span<const uint8_t>(
+        reinterpret_cast<const uint8_t*>(msgpack_reply.data()), msgpack_reply.size()));
+    const auto* partial = std::get_if<protocol::Reply>(&decoded);
+    if (partial && partial->partial && partial->texts.size() == 1) {
+      out.final = false;
+      auto& response = *out.response.mutable_infer_response();
+      response.set_model_name(model_name);
+      response.set_model_version("1");
+      response.set_id(client_id);
+      add_output(response, {{"name", "text"}, {"datatype", "BYTES"}, {"data", partial->texts}});
+      (*response.mutable_parameters())[kFinalResponse].set_bool_param(false);
+      return out;
+    }
+  }
+  auto reply = kserve_grpc_reply(msgpack_reply, client_id, model_name);
+  if (auto* status = std::get_if<grpc::Status>(&reply)) {
+    out.response = kserve_grpc_stream_error(*status, client_id, model_name);
+    return out;
+  }
+  auto& response = *out.response.mutable_infer_response();
+  response = std::move(std::get<inference::ModelInferResponse>(reply));
+  if (streamed && response.outputs_size() > 0 &&
+      response.outputs(0).contents().bytes_contents_size() == 1)
+    response.mutable_outputs(0)->mutable_contents()->set_bytes_contents(0, "");
+  (*response.mutable_parameters())[kFinalResponse].set_bool_param(true);
+  return out;
+}
+
+inference::ModelStreamInferResponse kserve_grpc_stream_error(const grpc::Status& status,
+                                                             const std::string& client_id,
+                                                             const std::string& model_name) {
+  inference::ModelStreamInferResponse out;
+  out.set_error_message(status.error_message());
+  auto& response = *out.mutable_infer_response();
+  response.set_model_name(model_name);
+  response.set_model_version("1");
+  response.set_id(client_id);
+  (*response.mutable_parameters())[kFinalResponse].set_bool_param(true);
+  return out;
 }
 
 inference::ModelMetadataResponse kserve_grpc_metadata(const std::string& model_name) {

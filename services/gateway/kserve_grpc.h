@@ -30,14 +30,36 @@ grpc::Status check_model(const std::string& name, const std::string& model_name)
 // a 4-byte little-endian length and its bytes); `parameters` are the generation params and
 // timeout_ms, as over HTTP. `deadline_ms`: what is left of the call's gRPC deadline, when it has
 // one: it becomes the request's timeout_ms (the smaller, when the parameters name one too).
+// `stream` (ModelStreamInfer): a request of one text goes as a streamed one (kserve_infer_json).
 std::variant<HttpRequest, grpc::Status> kserve_grpc_request(
     const inference::ModelInferRequest& request, const std::string& internal_id,
-    std::optional<uint32_t> deadline_ms);
+    std::optional<uint32_t> deadline_ms, bool stream = false);
 
 // The gateway's reply as a ModelInferResponse (a BYTES "text" output, FP32 "scores" when asked,
 // each timing as an int64 parameter "timings_us.<stage>"), or its error as a gRPC status.
 std::variant<inference::ModelInferResponse, grpc::Status> kserve_grpc_reply(
     std::string_view msgpack_reply, const std::string& client_id, const std::string& model_name);
+
+// The parameter every ModelStreamInfer response carries, as Triton's decoupled models do: true
+// on a request's last response.
+inline constexpr const char* kFinalResponse = "triton_final_response";
+
+// One reply to a ModelStreamInfer request as its response. A partial reply: a response whose
+// BYTES "text" holds what the text gained. The final reply: kserve_grpc_reply's response, its
+// "text" emptied when the request was `streamed` (the partials carried all of it), so the texts
+// of a request's responses concatenate to the text ModelInfer answers. An error: error_message.
+struct KserveStreamReply {
+  inference::ModelStreamInferResponse response;
+  bool final = true;  // no more responses to this request follow
+};
+KserveStreamReply kserve_grpc_stream_reply(std::string_view msgpack_reply,
+                                           const std::string& client_id,
+                                           const std::string& model_name, bool streamed);
+// A ModelStreamInfer request's error as its (final) response: error_message, and the request's
+// id and model in infer_response, so a client with several requests on the stream knows which.
+inference::ModelStreamInferResponse kserve_grpc_stream_error(const grpc::Status& status,
+                                                             const std::string& client_id,
+                                                             const std::string& model_name);
 
 // GET /v2/models/<name>'s metadata, as the gRPC message.
 inference::ModelMetadataResponse kserve_grpc_metadata(const std::string& model_name);

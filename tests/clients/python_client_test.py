@@ -1,5 +1,6 @@
 """The Python client's gateway failover over real sockets: test gateways are ROUTER sockets that
-answer (or die, or stay silent) as the test says.
+answer (or die, or stay silent) as the test says. And its generation options: every row of the
+protocol's option table (seqpipe_options.py, written from it) goes on the wire by its name.
 
 Environment: PYTHONPATH with clients/python.
 """
@@ -9,7 +10,11 @@ import unittest
 import msgpack
 import zmq
 
-from seqpipe_client import Client
+from seqpipe_client import GENERATION_OPTIONS, Client
+from seqpipe_options import OPTIONS
+
+# A value of each option type that is not the option's default.
+SAMPLES = {"integer": 2, "float or integer": 0.5, "boolean": True, "array of strings": ["a", "b"]}
 
 
 class TestGateway:
@@ -109,6 +114,29 @@ class PythonClientFailoverTest(unittest.TestCase):
             self.assertEqual([r["status"] for r in got], ["partial", "partial", "ok"])
             self.assertEqual("".join(r["text"] for r in got[:2]), got[2]["text"])
             self.assertEqual(client.duplicates_dropped, 0)
+
+
+class PythonClientOptionsTest(unittest.TestCase):
+    def test_every_row_of_the_option_table_reaches_the_wire(self):
+        context = zmq.Context()
+        gateway = TestGateway(context)
+        try:
+            with Client(gateway.endpoint) as client:
+                for option in OPTIONS:
+                    sample = SAMPLES[option.type]
+                    # A list option also takes any iterable of strings.
+                    given = tuple(sample) if isinstance(sample, list) else sample
+                    client.submit("x", **{option.name: given})
+                    self.assertTrue(gateway.sock.poll(5000), option.name)
+                    request = msgpack.unpackb(gateway.sock.recv_multipart()[-1], raw=False)
+                    self.assertEqual(request["params"][option.name], sample, option.name)
+                with self.assertRaises(TypeError):
+                    client.submit("x", temprature=0.5)
+            self.assertIn("stop", GENERATION_OPTIONS)
+            self.assertNotIn("num_beams", GENERATION_OPTIONS)  # a keyword of submit() itself
+        finally:
+            gateway.sock.close()
+            context.term()
 
 
 if __name__ == "__main__":

@@ -121,6 +121,51 @@ TEST(KserveGrpcTest, RepliesBecomeTensorsAndErrorsStatuses) {
   EXPECT_EQ(grpc_code(protocol::ErrorCode::kOverloaded), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
+// ModelStreamInfer: one text goes as a streamed request, several as one; each partial reply is a
+// response of its piece, the final one's text is what the partials left (nothing) and it alone
+// says triton_final_response; an error is error_message with the request's id.
+TEST(KserveGrpcTest, StreamRequestsAndTheirResponses) {
+  const json one = gateway_json(kserve_grpc_request(infer({"hello"}), "g", std::nullopt, true));
+  EXPECT_EQ(one["text"], "hello");
+  EXPECT_EQ(one["stream"], true);
+  EXPECT_FALSE(one.contains("texts"));
+  const json two =
+      gateway_json(kserve_grpc_request(infer({"a", "b"}), "g", std::nullopt, /*stream=*/true));
+  EXPECT_EQ(two["texts"], json({"a", "b"}));
+  EXPECT_FALSE(two.contains("stream"));
+
+  protocol::Reply partial;
+  partial.id = "g";
+  partial.partial = true;
+  partial.texts = {"the "};
+  const auto piece = kserve_grpc_stream_reply(protocol::encode_reply(partial), "mine", "m", true);
+  EXPECT_FALSE(piece.final);
+  EXPECT_EQ(piece.response.error_message(), "");
+  EXPECT_EQ(piece.response.infer_response().id(), "mine");
+  EXPECT_EQ(piece.response.infer_response().outputs(0).contents().bytes_contents(0), "the ");
+  EXPECT_FALSE(piece.response.infer_response().parameters().at(kFinalResponse).bool_param());
+
+  protocol::Reply ok;
+  ok.id = "g";
+  ok.texts = {"the spelling"};
+  const auto last = kserve_grpc_stream_reply(protocol::encode_reply(ok), "mine", "m", true);
+  EXPECT_TRUE(last.final);
+  EXPECT_EQ(last.response.infer_response().outputs(0).contents().bytes_contents(0), "");
+  EXPECT_TRUE(last.response.infer_response().parameters().at(kFinalResponse).bool_param());
+  EXPECT_TRUE(last.response.infer_response().parameters().contains("timings_us.total"));
+  const auto whole = kserve_grpc_stream_reply(protocol::encode_reply(ok), "mine", "m", false);
+  EXPECT_EQ(whole.response.infer_response().outputs(0).contents().bytes_contents(0),
+            "the spelling");
+
+  const auto error = kserve_grpc_stream_reply(
+      protocol::encode_reply(protocol::error_reply(
+          "g", {protocol::ErrorCode::kInvalidArgument, "params.num_beams must be 1"})),
+      "mine", "m", true);
+  EXPECT_TRUE(error.final);
+  EXPECT_EQ(error.response.error_message(), "invalid_argument: params.num_beams must be 1");
+  EXPECT_EQ(error.response.infer_response().id(), "mine");
+}
+
 TEST(KserveGrpcTest, MetadataIsHttpKservesMetadata) {
   const auto m = kserve_grpc_metadata("m");
   EXPECT_EQ(m.name(), "m");

@@ -322,4 +322,30 @@ std::string options_markdown() {
   return out;
 }
 
+std::string options_python() {
+  auto quoted = [](std::string_view text) {
+    std::string out = "\"";
+    for (const char c : text) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out + "\"";
+  };
+  std::string out =
+      "\"\"\"The protocol's generation options (docs/PROTOCOL.md, the params table), one row "
+      "each:\n"
+      "written from the option table (common/protocol/src/generate_options.cc) by the test\n"
+      "GenerateOptionsTest.ThePythonClientsTableIsTheTables, which SEQPIPE_UPDATE_DOCS=1 makes\n"
+      "rewrite it. Not edited by hand: seqpipe_client.py takes its options from here.\"\"\"\n"
+      "from collections import namedtuple\n\n"
+      "Option = namedtuple(\"Option\", \"name type default range help\")\n\n"
+      "OPTIONS = (\n";
+  for (const GenerateOption& o : kOptions) {
+    out += join({"    Option(", quoted(o.name), ", ", quoted(type_name(o.member)), ",\n           ",
+                 quoted(default_text(o)), ", ", quoted(range_text(o)), ",\n           ",
+                 quoted(o.help), "),\n"});
+  }
+  return out + ")\n";
+}
+
 }  // namespace seqpipe::protocol

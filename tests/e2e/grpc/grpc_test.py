@@ -2,6 +2,9 @@
 grpcio's client and stubs generated at test time from services/gateway/proto/grpc_predict_v2.proto
 (python3-grpcio, python3-grpc-tools): health and metadata, ModelInfer equals the msgpack path,
 bad requests get gRPC error statuses, a call's deadline and its cancellation reach the pipeline.
+ModelStreamInfer (Triton's streaming RPC): a request's streamed pieces concatenate to ModelInfer's
+text, several requests share one stream, errors come as error_message while the stream goes on,
+and a cancelled or expired stream cancels its requests in the pipeline.
 
 Environment: SEQPIPE_BIN, SEQPIPE_MKMODEL (tests/e2e/harness.py), PYTHONPATH with clients/python.
 """
@@ -186,6 +189,75 @@ class GrpcTest(PipelineTestCase):
         got, details = self.status_of(self.long_request(50), timeout=20)
         self.assertEqual(got, grpc.StatusCode.DEADLINE_EXCEEDED, details)
         self.assertIn("deadline_exceeded: ", details)
+
+    def stream_texts(self, requests, timeout=60):
+        """Each request id's responses on one ModelStreamInfer call (the client closes its side
+        after the last request): {id: [(error_message, text, final), ...]}."""
+        got = {}
+        for response in self.stub.ModelStreamInfer(iter(requests), timeout=timeout):
+            r = response.infer_response
+            texts = [t.decode() for o in r.outputs if o.name == "text"
+                     for t in o.contents.bytes_contents]
+            got.setdefault(r.id, []).append((response.error_message, texts,
+                                             r.parameters["triton_final_response"].bool_param))
+        return got
+
+    def test_stream_pieces_concatenate_to_model_infer_text(self):
+        long = dict(max_new_tokens=ENDLESS, min_new_tokens=ENDLESS, timeout_ms=30000)
+        one = self.infer_request(["teh speling is bad"], **long)
+        one.id = "one"
+        expected = self.stub.ModelInfer(one, timeout=60).outputs[0].contents.bytes_contents[0]
+        two = self.infer_request(["teh speling", "hello"], max_new_tokens=10)
+        two.id = "two"
+        expected_two = [t.decode() for t in
+                        self.stub.ModelInfer(two, timeout=20).outputs[0].contents.bytes_contents]
+        got = self.stream_texts([one, two])
+        pieces = got["one"]
+        self.assertGreater(len(pieces), 2)  # pieces while it was decoded, then the final one
+        self.assertTrue(all(error == "" and len(t) == 1 for error, t, _ in pieces))
+        self.assertEqual([final for _, _, final in pieces], [False] * (len(pieces) - 1) + [True])
+        self.assertEqual("".join(t[0] for _, t, _ in pieces), expected.decode())
+        # Several texts are not streamed: one response holds them all.
+        self.assertEqual(got["two"], [("", expected_two, True)])
+
+    def test_stream_errors_are_messages_and_the_stream_goes_on(self):
+        beams = self.infer_request(["hello"], num_beams=2)
+        beams.id = "beams"
+        unknown = self.infer_request(["hello"])
+        unknown.id, unknown.model_name = "unknown", "nope"
+        good = self.infer_request(["hello"], max_new_tokens=5)
+        good.id = "good"
+        got = self.stream_texts([beams, unknown, good])
+        self.assertEqual(len(got["beams"]), 1)
+        self.assertTrue(got["beams"][0][0].startswith("invalid_argument: "), got["beams"])
+        self.assertIn("stream", got["beams"][0][0])
+        self.assertEqual(len(got["unknown"]), 1)
+        self.assertIn("unknown model 'nope'", got["unknown"][0][0])
+        expected = self.stub.ModelInfer(good, timeout=20).outputs[0].contents.bytes_contents[0]
+        self.assertEqual("".join(t[0] for _, t, _ in got["good"]), expected.decode())
+        self.assertEqual(got["good"][-1][0], "")
+
+    def test_cancelled_stream_cancels_its_request(self):
+        cancelled = lambda: scrape(self.metrics, CANCELLED)  # noqa: E731
+        before = cancelled()
+        call = self.stub.ModelStreamInfer(iter([self.long_request(30000)]), timeout=30)
+        first = next(call)  # the request is being decoded
+        self.assertEqual(first.error_message, "")
+        call.cancel()
+        self.assertEqual(call.code(), grpc.StatusCode.CANCELLED)
+        self.assertGreater(self.wait_for_more(cancelled, before), before)
+        self.assertEqual(len(self.stub.ModelInfer(self.infer_request(["hello"]), timeout=20)
+                             .outputs[0].contents.bytes_contents), 1)  # still serving
+
+    def test_stream_deadline_ends_its_request(self):
+        before = self.ended()
+        started = time.monotonic()
+        with self.assertRaises(grpc.RpcError) as caught:
+            for _ in self.stub.ModelStreamInfer(iter([self.long_request(30000)]), timeout=0.3):
+                pass
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertLess(time.monotonic() - started, 5)
+        self.assertGreater(self.wait_for_more(self.ended, before), before)
 
 
 if __name__ == "__main__":

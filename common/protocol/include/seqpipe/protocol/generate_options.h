@@ -105,5 +105,8 @@ engine::DecodingOptions decoding_options(const GenerateParams& params);
 
 // docs/PROTOCOL.md's option table, as markdown.
 std::string options_markdown();
+// clients/python/seqpipe_options.py: the table as the Python client reads it (each row's name,
+// type, default, range and help).
+std::string options_python();
 
 }  // namespace seqpipe::protocol

@@ -1,0 +1,55 @@
+"""The protocol's generation options (docs/PROTOCOL.md, the params table), one row each:
+written from the option table (common/protocol/src/generate_options.cc) by the test
+GenerateOptionsTest.ThePythonClientsTableIsTheTables, which SEQPIPE_UPDATE_DOCS=1 makes
+rewrite it. Not edited by hand: seqpipe_client.py takes its options from here."""
+from collections import namedtuple
+
+Option = namedtuple("Option", "name type default range help")
+
+OPTIONS = (
+    Option("max_new_tokens", "integer",
+           "32 (or the cap, if lower)", "[1, max_new_tokens cap]",
+           "tokens generated, eos included"),
+    Option("num_beams", "integer",
+           "1", "[1, max_beams]",
+           "1 is greedy search, more is beam search with that many beams"),
+    Option("length_penalty", "float or integer",
+           "1", "finite",
+           "beam score = sum of log-probs / length^length_penalty"),
+    Option("min_new_tokens", "integer",
+           "0", "[0, max_new_tokens cap]",
+           "eos is suppressed until this many tokens (at most max_new_tokens)"),
+    Option("return_scores", "boolean",
+           "false", "",
+           "the reply carries one score per text (and --scores prints it)"),
+    Option("priority", "integer",
+           "batcher.default_priority_level", "[1, priority_levels]",
+           "1 the highest: batched before queued lower-priority requests; never changes the output"),
+    Option("num_return_sequences", "integer",
+           "1", "[1, 16]",
+           "beam hypotheses per text in the reply's sequences, best first (at most num_beams)"),
+    Option("repetition_penalty", "float or integer",
+           "1", "> 0",
+           "a seen token's logit is divided by it, multiplied when negative (1: none)"),
+    Option("no_repeat_ngram_size", "integer",
+           "0", "[0, 4096]",
+           "no n-gram of this many tokens occurs twice (0: none)"),
+    Option("do_sample", "boolean",
+           "false", "",
+           "draw each token from the softmax instead of taking the most likely (num_beams 1)"),
+    Option("temperature", "float or integer",
+           "1", "> 0",
+           "sampling: the logits are divided by it"),
+    Option("top_k", "integer",
+           "50", "[0, 2147483647]",
+           "sampling: only the k most likely tokens (0: all)"),
+    Option("top_p", "float or integer",
+           "1", "(0, 1]",
+           "sampling: only the smallest set of most likely tokens reaching this probability"),
+    Option("seed", "integer",
+           "a random one", "[0, 2^63-1]",
+           "sampling: the same seed gives the same text"),
+    Option("stop", "array of strings",
+           "none", "at most 8 strings of 1..128 bytes of UTF-8",
+           "each text is cut before the first of these strings (repeatable)"),
+)
