@@ -9,11 +9,13 @@ then, so a stall is not hidden by the client waiting) and, after --before-second
 version 2 (`seqpipe models load`) and back to 1, each swap followed by --settle-seconds. It prints
 p50/p99 of the requests scheduled before the first swap and of those scheduled while a swap ran,
 their ratio, the errors and the requests never answered, and the pids of the unloaded versions
-still alive (none expected). Exit status 1 when a request failed or went unanswered, or an
+still alive (none expected); with --cycles N, N more reloads (to 2 and back) with no traffic and
+the gateway's and batcher's RSS before and after them. Exit status 1 when a request failed or went unanswered, or an
 unloaded version's process was left.
 
   PYTHONPATH=clients/python bench/reload_bench.py                 # tiny random models
   PYTHONPATH=clients/python bench/reload_bench.py --load-fraction 0.5 --before-seconds 20
+  PYTHONPATH=clients/python bench/reload_bench.py --cycles 20       # and the hubs' RSS
 
 The binaries come from --build (default build/release). Python: Debian's python3 only.
 """
@@ -31,6 +33,28 @@ sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
 
 TEXTS = [f"the {w} is here" for w in ("cat", "dog", "house", "tree", "river", "stone")]
+
+
+def hub_rss(run_dir):
+    """{program: RSS bytes} of the gateway and batcher whose command line names `run_dir`."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            program = os.path.basename(argv[0].decode())
+            if program not in ("seqpipe-gateway", "seqpipe-batcher") or \
+                    run_dir.encode() not in b" ".join(argv):
+                continue
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        out[program] = int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return out
 
 
 def percentile(values, q):
@@ -107,6 +131,8 @@ def main():
     p.add_argument("--capacity-seconds", type=float, default=8)
     p.add_argument("--before-seconds", type=float, default=15)
     p.add_argument("--settle-seconds", type=float, default=5)
+    p.add_argument("--cycles", type=int, default=0,
+                   help="then N more reloads (2, then 1), idle, with the hubs' RSS before and after")
     p.add_argument("--set", action="append", default=[], help="more --set for seqpipe up")
     a = p.parse_args()
     seqpipe = os.path.join(a.build, "tools", "seqpipe")
@@ -178,6 +204,16 @@ def main():
         for e in errors[:5]:
             print(f"  error: {e}")
         failed = failed or bool(errors) or lost > 0
+        if a.cycles:
+            before_rss = hub_rss(run_dir)
+            for _ in range(a.cycles):
+                for version in ("2", "1"):
+                    models(seqpipe, run_dir, "load", a.model, "--version", version)
+            after_rss = hub_rss(run_dir)
+            for program in sorted(before_rss):
+                b, e = before_rss[program], after_rss.get(program, 0)
+                print(f"{program} RSS over {a.cycles} reload cycles: {b / 2**20:.1f} -> "
+                      f"{e / 2**20:.1f} MiB ({(e - b) / 2**20:+.1f})")
     finally:
         proc.terminate()
         try:

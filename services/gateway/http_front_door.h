@@ -60,7 +60,7 @@ struct HttpOptions {
   size_t max_connections = 512;
   // The supervisor's control socket, for the repository extension (http_repository.h); empty:
   // its calls are answered 503.
-  std::string control_endpoint;
+  std::string control_endpoint = {};
 };
 
 // What libevent 2.1's evhttp does not bound itself (2.2 adds evhttp_set_max_connections; no
