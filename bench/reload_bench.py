@@ -20,6 +20,7 @@ unloaded version's process was left.
 The binaries come from --build (default build/release). Python: Debian's python3 only.
 """
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -133,6 +134,7 @@ def main():
     p.add_argument("--settle-seconds", type=float, default=5)
     p.add_argument("--cycles", type=int, default=0,
                    help="then N more reloads (2, then 1), idle, with the hubs' RSS before and after")
+    p.add_argument("--json", help="write every request (scheduled, finished, error) and the swaps")
     p.add_argument("--set", action="append", default=[], help="more --set for seqpipe up")
     a = p.parse_args()
     seqpipe = os.path.join(a.build, "tools", "seqpipe")
@@ -201,6 +203,9 @@ def main():
               f"p99 {p99_during * 1e3:.1f} ms")
         print(f"p99 during / before: {p99_during / p99_before:.2f}x; requests {len(records)}, "
               f"errors {len(errors)}, unanswered {lost}")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"swaps": swaps, "records": records, "started": load.started}, f)
         for e in errors[:5]:
             print(f"  error: {e}")
         failed = failed or bool(errors) or lost > 0
