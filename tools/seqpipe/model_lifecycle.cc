@@ -17,6 +17,8 @@ using model_control::State;
 // to the gateways again (for a gateway that restarted with its config's catalog).
 constexpr std::chrono::milliseconds kAnswerWait{300};
 constexpr std::chrono::seconds kCatalogRefresh{1};
+// How often a load or unload asks the hubs whether its replicas came or left.
+constexpr std::chrono::milliseconds kHubCheck{250};
 // An unloaded version's replicas have this long to finish and exit before SIGKILL (they hold no
 // request by then).
 constexpr std::chrono::seconds kStopDrain{5};
@@ -156,7 +158,8 @@ void ModelLifecycle::check_loads(Clock::time_point now) {
       loading.push_back(key);
     }
   }
-  if (loading.empty()) return;
+  if (loading.empty() || now - last_load_check_ < kHubCheck) return;
+  last_load_check_ = now;
   const auto status =
       status::ask_pipeline(context_, config_, kAnswerWait, security::client_keys(config_.security));
   for (const std::string& key : loading) {
@@ -202,7 +205,8 @@ void ModelLifecycle::check_unloads(Clock::time_point now) {
   std::vector<std::string> stopped;
   for (const auto& [key, v] : versions_)
     if (v.state == State::kUnloading && v.stopped) stopped.push_back(key);
-  if (stopped.empty()) return;
+  if (stopped.empty() || now - last_unload_check_ < kHubCheck) return;
+  last_unload_check_ = now;
   const auto status =
       status::ask_pipeline(context_, config_, kAnswerWait, security::client_keys(config_.security));
   const bool answered = std::all_of(status.hubs.begin(), status.hubs.end(),

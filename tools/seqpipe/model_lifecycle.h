@@ -75,7 +75,7 @@ class ModelLifecycle {
   std::map<std::string, Version> versions_;  // by model key
   std::vector<Pending> pending_;
   std::vector<std::pair<std::string, model_control::ControlReply>> replies_;
-  Clock::time_point last_push_{};
+  Clock::time_point last_push_{}, last_load_check_{}, last_unload_check_{};
   bool changed_ = false;  // the catalog changed since it was last sent to every gateway
 };
 
