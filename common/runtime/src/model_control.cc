@@ -1,5 +1,6 @@
 #include "seqpipe/runtime/model_control.h"
 
+#include <filesystem>
 #include <msgpack.hpp>
 #include <tuple>
 
@@ -176,6 +177,13 @@ ControlReply ask_supervisor(zmq::context_t& context, const std::string& endpoint
                         "no answer from the supervisor (seqpipe up) on " + endpoint + ": " + why},
         {}};
   };
+  // An ipc socket file that is not there: no `seqpipe up --repository` on this runtime dir. Said
+  // at once, rather than after the wait (a load's is minutes).
+  if (std::error_code ec;
+      endpoint.starts_with("ipc://") && !std::filesystem::exists(endpoint.substr(6), ec)) {
+    return unavailable(
+        "no such socket (is `seqpipe up --repository` running on this runtime dir?)");
+  }
   transport::Socket socket(context, zmq::socket_type::dealer, {});
   socket.connect(endpoint);
   const std::string bytes = encode(request);

@@ -91,6 +91,18 @@ TEST(ModelControl, NoSupervisorIsAnUnavailableReplyNamingTheEndpoint) {
   ASSERT_TRUE(reply.error.has_value());
   EXPECT_EQ(reply.error->code, protocol::ErrorCode::kUnavailable);
   EXPECT_NE(reply.error->message.find("seqpipe-no-such-supervisor.sock"), std::string::npos);
+  EXPECT_NE(reply.error->message.find("no such socket"), std::string::npos);  // said at once
+}
+
+TEST(ModelControl, ASupervisorThatDoesNotAnswerIsUnavailableAfterTheWait) {
+  zmq::context_t context(1);
+  transport::Socket silent(context, zmq::socket_type::router);
+  const std::string endpoint = silent.bind("tcp://127.0.0.1:*");
+  const auto reply =
+      ask_supervisor(context, endpoint, {Op::kIndex, "", std::nullopt}, milliseconds(200));
+  ASSERT_TRUE(reply.error.has_value());
+  EXPECT_EQ(reply.error->code, protocol::ErrorCode::kUnavailable);
+  EXPECT_NE(reply.error->message.find("none within the wait"), std::string::npos);
 }
 
 }  // namespace
