@@ -4,7 +4,8 @@ version, route to it once warm, then unload the old one): no request fails or go
 each answer is one of the two versions' own, and after each swap no process of the old version is
 left. The KServe repository extension on HTTP lists, unloads and loads; a broken entry (files
 missing) and a corrupt one (a config.json that does not parse, so its replicas cannot start) are
-reported with their path and reason while alpha keeps serving.
+reported with their path and reason while alpha keeps serving. With two gateways, each routes
+to the new version once a load returns.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 """
@@ -218,6 +219,50 @@ class LifecycleTest(unittest.TestCase):
         self.assertTrue(self.pipeline.alive())
         reply = self.client.generate(TEXTS[1], max_new_tokens=8, model="alpha", version=1)
         self.assertEqual(reply["text"], self.answers[1][1])
+
+
+class TwoGatewaysTest(unittest.TestCase):
+    """With gateway.replicas=2 every gateway learns each swap: the second one routes to the new
+    version as soon as the load returns."""
+
+    def test_each_gateway_routes_to_the_loaded_version(self):
+        tmp = tempfile.mkdtemp(prefix="seqpipe-life2-")
+        repo = os.path.join(tmp, "models")
+        make_model(os.path.join(repo, "alpha", "1"), 3)
+        make_model(os.path.join(repo, "alpha", "2"), 11)
+        pipeline = Pipeline("seqpipe-life2-up-", [*SETTINGS, "gateway.replicas=2",
+                                                  "model.name=alpha",
+                                                  f"model.repository={repo}"], model_dir=repo)
+        clients = [Client(pipeline.endpoint, timeout_ms=30000),
+                   Client(pipeline.endpoint.replace("gateway.sock", "gateway-2.sock"),
+                          timeout_ms=30000)]
+        try:
+            def both_answer():
+                for c in clients:
+                    for v in (1, 2):
+                        c.generate("warm up", max_new_tokens=2, model="alpha", version=v)
+                return True
+            pipeline.wait_until(both_answer, lambda: None, timeout=120)
+            answers = {v: clients[0].generate(TEXTS[0], max_new_tokens=8, model="alpha",
+                                              version=v)["text"] for v in (1, 2)}
+            self.assertNotEqual(answers[1], answers[2])
+            for version in (1, 2, 1):
+                out = subprocess.run([SEQPIPE, "models", "load", "alpha", "--version",
+                                      str(version), "--set", f"runtime_dir={pipeline.run_dir}"],
+                                     capture_output=True, text=True, timeout=240)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                for k, c in enumerate(clients):
+                    reply = c.generate(TEXTS[0], max_new_tokens=8, model="alpha")
+                    self.assertEqual(reply["text"], answers[version], f"gateway {k + 1}")
+                    with self.assertRaises(SeqpipeError) as caught:
+                        c.generate(TEXTS[0], max_new_tokens=8, model="alpha",
+                                   version=3 - version)
+                    self.assertEqual(caught.exception.code, "not_found")
+        finally:
+            for c in clients:
+                c.close()
+            pipeline.close()
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
