@@ -76,6 +76,13 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
       cache_(config.gateway.cache_bytes),
       next_id_((hub::draw_incarnation() >> 8) + 1) {}
 
+model_control::InFlight Gateway::set_models(const std::vector<config::ModelVersion>& models) {
+  if (!config_.model.repository.empty()) models_ = config::ModelCatalog(models, config_.model.name);
+  model_control::InFlight in_flight;
+  for (const auto& [id, r] : requests_) ++in_flight[r.model];
+  return in_flight;
+}
+
 stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
   stage::Tokenize work;
   for (size_t i = 0; i < r.sources.size(); ++i) {
@@ -236,8 +243,9 @@ void Gateway::on_tokenizer(const std::string& worker, const stage::StageMessage&
     // A tokenizer that names no model serves the default one (an older worker, or tests).
     const std::string& model = ready->model.empty() ? models_.default_key() : ready->model;
     if (!tokenizers_.find(model) && !models_.serves(model))
-      spdlog::warn("gateway: a tokenizer serves model {}, which this gateway does not route to",
-                   model);
+      spdlog::info(
+          "gateway: a tokenizer serves model {}, which this gateway does not route to (yet)",
+          model);
     tokenizers_.ready(worker, model, ready->credits, now.steady);
     return;
   }

@@ -40,6 +40,7 @@
 #include "seqpipe/observability/status.h"
 #include "seqpipe/protocol/protocol.h"
 #include "seqpipe/runtime/hub.h"
+#include "seqpipe/runtime/model_control.h"
 #include "seqpipe/runtime/outbox.h"
 #include "text/text_pieces.h"
 
@@ -84,6 +85,9 @@ class Gateway {
   std::vector<status::StageStatus> status() const;
   size_t waiting() const;
   const config::ModelCatalog& models() const { return models_; }
+  // With a repository: the model versions to route to from now on (the supervisor's catalog; a
+  // request in flight keeps its version). Answers the requests in flight per model version.
+  model_control::InFlight set_models(const std::vector<config::ModelVersion>& models);
 
  private:
   // A client text: the items it goes out as, one or its pieces (gateway.split_words).

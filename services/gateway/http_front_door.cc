@@ -289,11 +289,17 @@ HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoi
       guard_.get());
   constexpr timeval kSweep{0, 200 * 1000};
   event_add(sweep_, &kSweep);
+  if (!options_.control_endpoint.empty()) {
+    repository_ = std::make_unique<RepositoryClient>(
+        context_, options_.control_endpoint,
+        std::chrono::duration_cast<std::chrono::milliseconds>(model_control::kAnswerWait));
+  }
   probe_thread_ = std::thread([this] { probe_loop(); });
   loop_thread_ = std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
 }
 
 HttpFrontDoor::~HttpFrontDoor() {
+  repository_.reset();  // its last answer is posted while the loop still runs
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -365,6 +371,7 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
       return send_answer(req, {.status = 200, .body = openai_model(options_.model_name, 0)});
   } else if (method == "POST") {
     const std::string id = "http-" + std::to_string(next_id_), body = body_of(req);
+    if (is_repository_path(path)) return ask_repository(req, path, body);
     std::optional<Route> route;
     std::variant<HttpRequest, HttpAnswer> request;
     if (path == "/v1/generate") {
@@ -533,6 +540,18 @@ void HttpFrontDoor::ask_ready(evhttp_request* req, std::string model) {
   ready_waiting_.emplace_back(req, std::move(model));
   if (probing_) return;  // the probe under way answers this one too (or starts the next)
   start_probe();
+}
+
+void HttpFrontDoor::ask_repository(evhttp_request* req, std::string_view path,
+                                   std::string_view body) {
+  auto request = repository_request(path, body);
+  if (auto* answer = std::get_if<HttpAnswer>(&request)) return send_answer(req, *answer);
+  if (!repository_)
+    return send_answer(req, {.status = 503, .body = R"({"error":"no model control here"})"});
+  const auto& asked = std::get<model_control::ControlRequest>(request);
+  repository_->ask(asked, [this, req, asked](model_control::ControlReply reply) {
+    post([this, req, answer = repository_answer(asked, reply)] { send_answer(req, answer); });
+  });
 }
 
 void HttpFrontDoor::start_probe() {

@@ -22,6 +22,7 @@
 #include <zmq.hpp>
 
 #include "gateway/http_json.h"
+#include "gateway/http_repository.h"
 #include "seqpipe/transport/transport.h"
 
 struct bufferevent;
@@ -57,6 +58,9 @@ struct HttpOptions {
   std::chrono::milliseconds request_timeout{10000};
   // Connections open at once; one more is answered 503 and closed.
   size_t max_connections = 512;
+  // The supervisor's control socket, for the repository extension (http_repository.h); empty:
+  // its calls are answered 503.
+  std::string control_endpoint = {};
 };
 
 // What libevent 2.1's evhttp does not bound itself (2.2 adds evhttp_set_max_connections; no
@@ -120,6 +124,7 @@ class HttpFrontDoor {
   void on_heartbeat(std::string tag);
   void on_closed(evhttp_connection* closed);  // evhttp's close callback of a stream's connection
   void ask_ready(evhttp_request* req, std::string model);
+  void ask_repository(evhttp_request* req, std::string_view path, std::string_view body);
   void start_probe();  // asks the readiness thread about every model waiting
   // The key of the model version `path` names with `suffix`, or nullopt (not a model path, or a
   // model not served).
@@ -154,6 +159,7 @@ class HttpFrontDoor {
   bool stopping_ = false;
   std::thread probe_thread_;
   std::thread loop_thread_;
+  std::unique_ptr<RepositoryClient> repository_;  // with options_.control_endpoint
 };
 
 }  // namespace seqpipe::gateway

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include "gateway/gateway.h"
 #include "gateway/grpc_front_door.h"
@@ -33,6 +34,27 @@ std::string model_name(const config::PipelineConfig& c) {
   return config::ModelCatalog::of(c).default_name();
 }
 
+// The catalog the HTTP front door's thread resolves KServe paths with: the gateway's loop
+// replaces it when the supervisor sends a new one.
+class SharedCatalog {
+ public:
+  explicit SharedCatalog(config::ModelCatalog catalog) : catalog_(std::move(catalog)) {}
+  void set(config::ModelCatalog catalog) {
+    std::lock_guard lock(mutex_);
+    catalog_ = std::move(catalog);
+  }
+  std::optional<std::string> resolve(const std::string& name, std::optional<uint32_t> version) {
+    std::lock_guard lock(mutex_);
+    auto key = catalog_.resolve(name, version);
+    if (auto* found = std::get_if<std::string>(&key)) return *found;
+    return std::nullopt;
+  }
+
+ private:
+  std::mutex mutex_;
+  config::ModelCatalog catalog_;
+};
+
 // The front doors' readiness check: asks the pipeline's hubs.
 std::function<bool()> pipeline_ready(zmq::context_t& context, const config::PipelineConfig& c,
                                      const security::HubSecurity& security) {
@@ -56,7 +78,7 @@ std::function<bool(const std::string&)> model_ready(zmq::context_t& context,
 // The HTTP front door on gateway.http_endpoint (none when it is off).
 std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config::PipelineConfig& c,
                                           const security::HubSecurity& security,
-                                          size_t max_body_bytes) {
+                                          size_t max_body_bytes, SharedCatalog& catalog) {
   const auto address = config::parse_http_address(c.gateway.http_endpoint);
   if (!address) return nullptr;
   HttpOptions options;
@@ -64,13 +86,11 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config:
   options.port = address->port;
   options.model_name = model_name(c);
   options.repository = !c.model.repository.empty();
-  options.resolve = [models = config::ModelCatalog::of(c)](
-                        const std::string& name,
-                        std::optional<uint32_t> version) -> std::optional<std::string> {
-    auto key = models.resolve(name, version);
-    if (auto* found = std::get_if<std::string>(&key)) return *found;
-    return std::nullopt;
+  options.resolve = [&catalog](const std::string& name, std::optional<uint32_t> version) {
+    return catalog.resolve(name, version);
   };
+  // Only `seqpipe up` with a repository answers on the control socket.
+  if (!c.model.repository.empty()) options.control_endpoint = config::control_endpoint(c);
   options.max_body_bytes = max_body_bytes;
   options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
   auto http = std::make_unique<HttpFrontDoor>(context, kFrontDoorInproc, options,
@@ -98,6 +118,19 @@ std::unique_ptr<GrpcFrontDoor> start_grpc(zmq::context_t& context, const config:
   spdlog::info("gateway: KServe v2 gRPC on {}:{} (model '{}')", options.host, grpc->port(),
                options.model_name);
   return grpc;
+}
+
+// The supervisor's catalog message: the versions to route to from now on, answered with the
+// requests in flight per version (a message that is not one changes nothing: an empty answer).
+std::string apply_catalog(std::string_view bytes, Gateway& gateway, SharedCatalog& shared) {
+  const auto models = model_control::decode_catalog(bytes);
+  if (!models) {
+    spdlog::warn("gateway: a model catalog message that does not decode; ignored");
+    return model_control::encode_in_flight({});
+  }
+  const auto in_flight = gateway.set_models(*models);
+  shared.set(gateway.models());
+  return model_control::encode_in_flight(in_flight);
 }
 
 int serve(const config::PipelineConfig& c) {
@@ -136,8 +169,9 @@ int serve(const config::PipelineConfig& c) {
       results.bind(c.gateway.results_endpoint, "gateway.results_endpoint");
   spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}",
                client_endpoint, c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
-  const std::unique_ptr<HttpFrontDoor> http =
-      start_http(context, c, security, static_cast<size_t>(client_options.max_message_bytes));
+  SharedCatalog catalog(config::ModelCatalog::of(c));
+  const std::unique_ptr<HttpFrontDoor> http = start_http(
+      context, c, security, static_cast<size_t>(client_options.max_message_bytes), catalog);
   const std::unique_ptr<GrpcFrontDoor> grpc =
       start_grpc(context, c, security, static_cast<size_t>(client_options.max_message_bytes));
 
@@ -171,7 +205,8 @@ int serve(const config::PipelineConfig& c) {
           [&] { return status::with_uptime(gateway.status(), started); },
           [&](const std::string& worker, stage::StageMessage&& m) {
             gateway.on_tokenizer(worker, m, now);
-          });
+          },
+          [&](std::string_view bytes) { return apply_catalog(bytes, gateway, catalog); });
     }
     if (poller.readable(kResults)) {
       while (auto frames = results.try_recv()) {

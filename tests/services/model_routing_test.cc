@@ -7,9 +7,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "batcher/batcher_hub.h"
 #include "gateway/gateway.h"
+#include "gateway/http_repository.h"
 
 namespace seqpipe {
 namespace {
@@ -199,6 +201,64 @@ TEST_F(GatewayModelsTest, WorkGoesToTokenizersOfItsModelVersion) {
   ASSERT_EQ(out.sends.size(), 1u);
   EXPECT_EQ(out.sends[0].peer, "t-sp2");
   EXPECT_EQ(std::get<stage::Tokenize>(out.sends[0].message).items.at(0).model, "speller/2");
+}
+
+TEST_F(GatewayModelsTest, ANewCatalogReroutesNewRequestsAndCountsThoseInFlight) {
+  gateway::Gateway g(config_, "ipc:///tmp/results.sock", stage_, gw_);
+  Outbox out;
+  g.on_client(request("a", "speller"), t0, out);  // speller/2, the highest: in flight
+  const std::string dir = (root_ / "speller" / "1").string();
+  // speller/2 unloading: only speller/1 is routed; the request already in flight keeps its version.
+  const auto in_flight = g.set_models({{"speller", 1, dir}});
+  EXPECT_EQ(in_flight, (model_control::InFlight{{"speller/2", 1}}));
+  g.on_client(request("b", "speller"), t0, out);     // now speller/1
+  g.on_client(request("c", "speller", 2), t0, out);  // not served any more
+  g.on_client(request("d", "rewriter"), t0, out);    // not in the catalog either
+  ASSERT_EQ(out.replies.size(), 2u);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_EQ(reply_of(out, i).error->code, protocol::ErrorCode::kNotFound);
+  EXPECT_EQ(g.set_models({{"speller", 1, dir}}),
+            (model_control::InFlight{{"speller/1", 1}, {"speller/2", 1}}));
+  EXPECT_EQ(g.models().default_key(), "speller/1");
+}
+
+TEST(HttpRepository, CallsParseAndAnswerAsKServesExtension) {
+  using model_control::Op;
+  auto request = [](std::string_view path, std::string_view body) {
+    return gateway::repository_request(path, body);
+  };
+  EXPECT_EQ(std::get<model_control::ControlRequest>(request("/v2/repository/index", "")).op,
+            Op::kIndex);
+  const auto load = std::get<model_control::ControlRequest>(
+      request("/v2/repository/models/alpha/load", R"({"parameters": {"version": "2"}})"));
+  EXPECT_EQ(load, (model_control::ControlRequest{Op::kLoad, "alpha", 2}));
+  EXPECT_EQ(std::get<model_control::ControlRequest>(
+                request("/v2/repository/models/alpha/unload", R"({"parameters": {}})")),
+            (model_control::ControlRequest{Op::kUnload, "alpha", std::nullopt}));
+  EXPECT_EQ(std::get<gateway::HttpAnswer>(request("/v2/repository/models/alpha/drop", "")).status,
+            404);
+  EXPECT_EQ(std::get<gateway::HttpAnswer>(request("/v2/repository/models/alpha/load", "[")).status,
+            400);
+  const auto bad_version = std::get<gateway::HttpAnswer>(
+      request("/v2/repository/models/alpha/load", R"({"parameters": {"version": -1}})"));
+  EXPECT_EQ(bad_version.status, 400);
+  EXPECT_NE(bad_version.body.find("parameters.version"), std::string::npos);
+
+  const model_control::ControlReply index{
+      std::nullopt,
+      {{"alpha", 1, model_control::State::kReady, ""},
+       {"bad", 0, model_control::State::kUnavailable, "/r/bad/1: no config.json"}}};
+  const auto listed = gateway::repository_answer({Op::kIndex, "", std::nullopt}, index);
+  EXPECT_EQ(listed.status, 200);
+  EXPECT_EQ(nlohmann::json::parse(listed.body),
+            nlohmann::json::parse(R"([{"name":"alpha","version":"1","state":"READY","reason":""},
+              {"name":"bad","version":"","state":"UNAVAILABLE","reason":"/r/bad/1: no config.json"}])"));
+  const model_control::ControlReply refused{
+      protocol::Error{protocol::ErrorCode::kNotFound, "model 'x' is not in the repository"}, {}};
+  const auto answer = gateway::repository_answer(load, refused);
+  EXPECT_EQ(answer.status, 404);
+  EXPECT_EQ(nlohmann::json::parse(answer.body)["error"], "model 'x' is not in the repository");
+  EXPECT_EQ(gateway::repository_answer(load, index).body, "{}");
 }
 
 }  // namespace

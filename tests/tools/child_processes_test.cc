@@ -2,12 +2,15 @@
 #include "seqpipe/child_processes.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace seqpipe::supervisor {
 namespace {
@@ -62,6 +65,40 @@ TEST(ChildProcessesTest, StopEndsChildrenThatIgnoreSigtermWithSigkill) {
   children.stop(milliseconds(300));
   EXPECT_EQ(children.running(), 0u);
   EXPECT_LT(Clock::now() - started, std::chrono::seconds(5));
+}
+
+TEST(ChildProcessesTest, AGroupIsAddedAndStoppedWithoutTheOthers) {
+  ChildProcesses children({shell("sleep 30")}, fast());
+  children.start();
+  ChildSpec a = shell("sleep 30"), b = shell("sleep 30");
+  a.group = b.group = "alpha/2";
+  children.add({a, b});
+  const auto pids = children.pids("alpha/2");
+  ASSERT_EQ(pids.size(), 2u);
+  EXPECT_EQ(children.running(), 3u);
+  children.stop_group("alpha/2", milliseconds(2000));
+  EXPECT_TRUE(children.pids("alpha/2").empty());
+  EXPECT_EQ(children.running(), 1u);
+  for (const pid_t pid : pids) EXPECT_NE(::kill(pid, 0), 0) << pid << " still exists";
+  children.stop(milliseconds(2000));
+}
+
+TEST(ChildProcessesTest, AGroupsChildGivenUpIsReportedWithItsGroupAndStaysStopped) {
+  ChildSpec bad = shell("exit 2");
+  bad.group = "corrupt/1";
+  ChildProcesses children({shell("sleep 30"), bad}, fast());
+  children.start();
+  std::vector<GivenUp> given_up;
+  for (int round = 0; round < 100 && given_up.empty(); ++round) {
+    given_up = children.step();
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_EQ(given_up.size(), 1u);
+  EXPECT_EQ(given_up[0].group, "corrupt/1");
+  EXPECT_EQ(given_up[0].reason, "test #0 exited with status 2 (bad usage or config)");
+  for (int round = 0; round < 5; ++round) EXPECT_TRUE(children.step().empty());
+  EXPECT_EQ(children.running(), 1u);  // not started again
+  children.stop(milliseconds(2000));
 }
 
 }  // namespace

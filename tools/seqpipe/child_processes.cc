@@ -34,7 +34,8 @@ pid_t spawn(const std::vector<std::string>& args) {
 
 }  // namespace
 
-ChildProcesses::ChildProcesses(std::vector<ChildSpec> specs, RestartPolicy policy) {
+ChildProcesses::ChildProcesses(std::vector<ChildSpec> specs, RestartPolicy policy)
+    : policy_(policy) {
   children_.reserve(specs.size());
   for (ChildSpec& spec : specs) children_.push_back({std::move(spec), -1, RestartTracker(policy)});
 }
@@ -50,57 +51,95 @@ void ChildProcesses::start() {
   }
 }
 
-bool ChildProcesses::exited(Child& child, int status) {
+std::optional<GivenUp> ChildProcesses::exited(Child& child, int status) {
   child.pid = -1;
   const Exit exit{WIFSIGNALED(status) != 0,
                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)};
   const auto now = Clock::now();
   const auto decision = child.restarts.exited(exit, now);
+  const std::string who = child.spec.stage + " #" + std::to_string(child.spec.replica);
   if (decision.give_up) {
-    std::fprintf(stderr, "seqpipe up: %s #%d %s: stopping the pipeline\n", child.spec.stage.c_str(),
-                 child.spec.replica, decision.reason.c_str());
-    return true;
+    child.given_up = true;
+    std::fprintf(stderr, "seqpipe up: %s %s: %s\n", who.c_str(), decision.reason.c_str(),
+                 child.spec.group.empty()
+                     ? "stopping the pipeline"
+                     : ("model " + child.spec.group + " is not served").c_str());
+    return GivenUp{child.spec.group, who + " " + decision.reason};
   }
   child.start_after = decision.restart_at;
   std::fprintf(
-      stderr, "seqpipe up: %s #%d exited (%s); restarting in %lld ms\n", child.spec.stage.c_str(),
-      child.spec.replica, exit.describe().c_str(),
+      stderr, "seqpipe up: %s exited (%s); restarting in %lld ms\n", who.c_str(),
+      exit.describe().c_str(),
       static_cast<long long>(
           std::chrono::duration_cast<std::chrono::milliseconds>(child.start_after - now).count()));
-  return false;
+  return std::nullopt;
+}
+
+std::vector<GivenUp> ChildProcesses::step() {
+  std::vector<GivenUp> given_up;
+  int status = 0;
+  pid_t pid = 0;
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    for (Child& child : children_) {
+      if (child.pid != pid) continue;
+      if (auto g = exited(child, status)) given_up.push_back(std::move(*g));
+    }
+  }
+  for (Child& child : children_) {
+    if (child.pid < 0 && !child.given_up && Clock::now() >= child.start_after) {
+      child.pid = spawn(child.spec.argv);
+      child.restarts.started(Clock::now());
+    }
+  }
+  return given_up;
 }
 
 bool ChildProcesses::supervise(const std::function<bool()>& stop_requested) {
   while (!stop_requested()) {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      for (Child& child : children_) {
-        if (child.pid == pid && exited(child, status)) return true;
-      }
-      continue;
-    }
-    for (Child& child : children_) {
-      if (child.pid < 0 && Clock::now() >= child.start_after) {
-        child.pid = spawn(child.spec.argv);
-        child.restarts.started(Clock::now());
-      }
-    }
+    if (!step().empty()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
 }
 
+void ChildProcesses::add(std::vector<ChildSpec> specs) {
+  for (ChildSpec& spec : specs) {
+    Child child{std::move(spec), -1, RestartTracker(policy_)};
+    child.pid = spawn(child.spec.argv);
+    child.restarts.started(Clock::now());
+    children_.push_back(std::move(child));
+  }
+}
+
+void ChildProcesses::stop_group(const std::string& group, std::chrono::milliseconds drain) {
+  const auto in_group = [&](const Child& child) { return child.spec.group == group; };
+  stop_if(in_group, drain);
+  std::erase_if(children_, in_group);
+}
+
+std::vector<pid_t> ChildProcesses::pids(const std::string& group) const {
+  std::vector<pid_t> pids;
+  for (const Child& child : children_)
+    if (child.spec.group == group && child.pid > 0) pids.push_back(child.pid);
+  return pids;
+}
+
 void ChildProcesses::stop(std::chrono::milliseconds drain) {
+  stop_if([](const Child&) { return true; }, drain);
+}
+
+void ChildProcesses::stop_if(const std::function<bool(const Child&)>& which,
+                             std::chrono::milliseconds drain) {
   for (const Child& child : children_) {
-    if (child.pid > 0) ::kill(child.pid, SIGTERM);
+    if (child.pid > 0 && which(child)) ::kill(child.pid, SIGTERM);
   }
   const auto give_up = Clock::now() + drain;
-  size_t alive = running();
+  size_t alive = 1;
   while (alive > 0 && Clock::now() < give_up) {
     alive = 0;
     for (Child& child : children_) {
-      if (child.pid > 0 && ::waitpid(child.pid, nullptr, WNOHANG) == 0)
+      if (child.pid <= 0 || !which(child)) continue;
+      if (::waitpid(child.pid, nullptr, WNOHANG) == 0)
         ++alive;
       else
         child.pid = -1;
@@ -108,7 +147,7 @@ void ChildProcesses::stop(std::chrono::milliseconds drain) {
     if (alive > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   for (Child& child : children_) {
-    if (child.pid > 0) {
+    if (child.pid > 0 && which(child)) {
       ::kill(child.pid, SIGKILL);
       ::waitpid(child.pid, nullptr, 0);
       child.pid = -1;

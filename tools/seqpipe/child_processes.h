@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,15 @@ struct ChildSpec {
   std::string stage;  // "decoder", for messages
   int replica = 0;
   std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
+  // The model version ("name/version") whose replica this is, started and stopped together with
+  // the others of its group; "" for the hubs and a pipeline without a repository.
+  std::string group = {};
+};
+
+// A child given up (see RestartTracker): left stopped.
+struct GivenUp {
+  std::string group;
+  std::string reason;  // "decoder #0 exited with status 2 (bad usage or config)"
 };
 
 class ChildProcesses {
@@ -31,6 +41,15 @@ class ChildProcesses {
   // Restarts children that exit (the reasons on stderr) until `stop_requested` is true or a child
   // is given up. True when given up; the children still run either way.
   bool supervise(const std::function<bool()>& stop_requested);
+  // One round of supervise(): reaps the children that exited and starts again those due. Returns
+  // the children given up in this round (they stay stopped; the others run on).
+  std::vector<GivenUp> step();
+  // Starts more children (a model version's replicas).
+  void add(std::vector<ChildSpec> specs);
+  // Stops the children of `group` as stop() does, and forgets them.
+  void stop_group(const std::string& group, std::chrono::milliseconds drain);
+  // The pids of `group`'s children running now.
+  std::vector<pid_t> pids(const std::string& group) const;
   // SIGTERM to every child, up to `drain` for them to exit, then SIGKILL; reaps them all.
   void stop(std::chrono::milliseconds drain = std::chrono::seconds(5));
   // Children running now (tests).
@@ -42,11 +61,15 @@ class ChildProcesses {
     pid_t pid = -1;
     RestartTracker restarts;
     Clock::time_point start_after{};
+    bool given_up = false;
   };
-  // The child that ended with `status` (as waitpid gives it): when to start it again; true
-  // when it is given up.
-  bool exited(Child& child, int status);
+  // SIGTERM to the children `which` picks, up to `drain` for them to exit, then SIGKILL.
+  void stop_if(const std::function<bool(const Child&)>& which, std::chrono::milliseconds drain);
+  // The child that ended with `status` (as waitpid gives it): when to start it again, or why it
+  // is given up.
+  std::optional<GivenUp> exited(Child& child, int status);
 
+  RestartPolicy policy_;
   std::vector<Child> children_;
 };
 

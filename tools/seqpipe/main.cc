@@ -1,5 +1,5 @@
 // seqpipe: run the pipeline on this machine and talk to it. One CLI11 subcommand per command
-// (up, send, status, keygen); `seqpipe [COMMAND] --help` is CLI11's help from the flags
+// (up, send, status, models, keygen); `seqpipe [COMMAND] --help` is CLI11's help from the flags
 // registered here, send's generation options from the option table.
 #include <signal.h>
 #include <sys/prctl.h>
@@ -23,6 +23,8 @@
 #include "seqpipe/cli/generate_flags.h"
 #include "seqpipe/client.h"
 #include "seqpipe/config/config.h"
+#include "seqpipe/model_lifecycle.h"
+#include "seqpipe/models_command.h"
 #include "seqpipe/observability/status.h"
 #include "seqpipe/runtime/service.h"
 #include "seqpipe/runtime/service_main.h"
@@ -57,8 +59,12 @@ settings), then the config file, then --set (docs/CONFIG.md, "The model's settin
 --repository DIR (model.repository) serves a model repository: DIR/<name>/<version>/ (a model
 directory directly in DIR is version 1); the worker stages' replicas are started for every model
 version in it, and a request names its model (`model`, `version`); entries that cannot be served
-are printed and left out.
-Exit status: 0 stopped, 1 a child kept failing, 2 bad usage, config or model directory.)";
+are printed and left out. It then answers `seqpipe models list|load|unload` (and the gateway's
+POST /v2/repository/...) on ipc://<runtime_dir>/control.sock: a load starts a version's replicas
+and routes to it once warm, an unload stops routing, waits for its requests, then stops them; a
+model version whose replica is given up is not served, and the others go on.
+Exit status: 0 stopped, 1 a child kept failing (a hub, with a repository), 2 bad usage, config or
+model directory.)";
 
 constexpr const char* kSendFooter =
     R"(Sends one request to the gateway (every gateway replica's client endpoint of the config, or
@@ -122,6 +128,49 @@ std::optional<seqpipe::FileLock> lock_runtime_dir(const std::string& dir) {
   return lock;
 }
 
+// Whether `up` has something to serve: model.dir holds a model, or the repository at least one
+// (its bad entries printed: they are left out). The problems go to stderr.
+bool models_servable(const config::PipelineConfig& c, const config::ModelRepository& repo) {
+  if (c.model.repository.empty()) {
+    const auto problems = seqpipe::supervisor::check_model_dir(c.model.dir);
+    for (const std::string& p : problems) std::fprintf(stderr, "seqpipe up: %s\n", p.c_str());
+    return problems.empty();
+  }
+  for (const auto& bad : repo.bad)
+    std::fprintf(stderr, "seqpipe up: model repository: %s: %s (not served)\n", bad.path.c_str(),
+                 bad.reason.c_str());
+  if (repo.models.empty()) {
+    std::fprintf(stderr, "seqpipe up: model.repository '%s' holds no model to serve\n",
+                 c.model.repository.c_str());
+  }
+  return !repo.models.empty();
+}
+
+// What `up` started and with which settings.
+void print_started(const config::LoadedConfig& loaded, size_t processes, size_t overrides,
+                   int cores) {
+  const config::PipelineConfig& c = loaded.config;
+  std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n",
+              processes, config::client_endpoints(c).c_str(), c.runtime_dir.c_str());
+  // Which settings are in force, lowest layer first (config::load_pipeline_config).
+  std::printf("seqpipe up: model %s; config: built-in defaults < %s < %s < %zu --set\n",
+              c.model.dir.c_str(),
+              loaded.model_path.empty() ? "(no model seqpipe.yaml)" : loaded.model_path.c_str(),
+              loaded.path.empty() ? "(no config file)" : loaded.path.c_str(), overrides);
+  std::printf(
+      "seqpipe up: %d cores: %d tokenizer(s), %d encoder(s) x %d threads, %d decoder(s) x %d "
+      "threads, %d postprocessor(s); OMP_WAIT_POLICY=%s\n",
+      cores, c.tokenizer.replicas, c.encoder.replicas, c.encoder.threads, c.decoder.replicas,
+      c.decoder.threads, c.postprocessor.replicas,
+      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(libgomp default)");
+  print_metrics_ports(c);
+  if (!c.model.repository.empty()) {
+    std::printf("seqpipe up: model control on %s (seqpipe models; POST /v2/repository/...)\n",
+                config::control_endpoint(c).c_str());
+    std::fflush(stdout);
+  }
+}
+
 int up(const seqpipe::service::ServiceArgs& args) {
   const config::LoadedConfig loaded =
       config::load_pipeline_config(args.config_path, args.overrides);
@@ -133,23 +182,7 @@ int up(const seqpipe::service::ServiceArgs& args) {
   const config::ModelRepository repo = c.model.repository.empty()
                                            ? config::ModelRepository{}
                                            : config::scan_repository(c.model.repository);
-  if (c.model.repository.empty()) {
-    if (const auto problems = seqpipe::supervisor::check_model_dir(c.model.dir);
-        !problems.empty()) {
-      for (const std::string& p : problems) std::fprintf(stderr, "seqpipe up: %s\n", p.c_str());
-      return 2;
-    }
-  } else {
-    // A bad entry is left out (the others are served); a repository with nothing to serve stops.
-    for (const auto& bad : repo.bad)
-      std::fprintf(stderr, "seqpipe up: model repository: %s: %s (not served)\n", bad.path.c_str(),
-                   bad.reason.c_str());
-    if (repo.models.empty()) {
-      std::fprintf(stderr, "seqpipe up: model.repository '%s' holds no model to serve\n",
-                   c.model.repository.c_str());
-      return 2;
-    }
-  }
+  if (!models_servable(c, repo)) return 2;
   // One pipeline per runtime dir: a second would take the first's socket files from under it.
   const auto lock = lock_runtime_dir(c.runtime_dir);
   if (!lock) return 2;
@@ -174,11 +207,24 @@ int up(const seqpipe::service::ServiceArgs& args) {
   };
   add("batcher", c.batcher.replicas, config::batcher_replica_overrides);
   add("gateway", c.gateway.replicas, config::gateway_replica_overrides);
-  for (const auto& w : seqpipe::supervisor::worker_specs(c, repo.models)) {
-    seqpipe::supervisor::ChildSpec child{w.stage, w.replica, {service_binary(w.stage)}};
-    child.argv.insert(child.argv.end(), common_args.begin(), common_args.end());
-    for (const std::string& o : w.sets) child.argv.insert(child.argv.end(), {"--set", o});
-    specs.push_back(std::move(child));
+  // A model version's replicas: started with the pipeline, or by a load (`seqpipe models load`).
+  const auto version_children = [&](const std::vector<config::ModelVersion>& versions) {
+    std::vector<seqpipe::supervisor::ChildSpec> children;
+    for (const auto& w : seqpipe::supervisor::worker_specs(c, versions)) {
+      seqpipe::supervisor::ChildSpec child{w.stage, w.replica, {service_binary(w.stage)}};
+      child.argv.insert(child.argv.end(), common_args.begin(), common_args.end());
+      for (const std::string& o : w.sets) child.argv.insert(child.argv.end(), {"--set", o});
+      if (versions.size() == 1)
+        child.group = config::model_key(versions[0].name, versions[0].version);
+      children.push_back(std::move(child));
+    }
+    return children;
+  };
+  if (c.model.repository.empty()) {
+    for (auto& child : version_children({})) specs.push_back(std::move(child));
+  } else {
+    for (const auto& m : repo.models)
+      for (auto& child : version_children({m})) specs.push_back(std::move(child));
   }
 
   // More engine threads than cores: an OpenMP thread that spins while it waits holds a core that
@@ -190,22 +236,18 @@ int up(const seqpipe::service::ServiceArgs& args) {
   seqpipe::service::install_stop_handlers();
   seqpipe::supervisor::ChildProcesses children(std::move(specs));
   children.start();
-  std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n",
-              children.size(), config::client_endpoints(c).c_str(), c.runtime_dir.c_str());
-  // Which settings are in force, lowest layer first (config::load_pipeline_config).
-  std::printf("seqpipe up: model %s; config: built-in defaults < %s < %s < %zu --set\n",
-              c.model.dir.c_str(),
-              loaded.model_path.empty() ? "(no model seqpipe.yaml)" : loaded.model_path.c_str(),
-              loaded.path.empty() ? "(no config file)" : loaded.path.c_str(),
-              args.overrides.size());
-  std::printf(
-      "seqpipe up: %d cores: %d tokenizer(s), %d encoder(s) x %d threads, %d decoder(s) x %d "
-      "threads, %d postprocessor(s); OMP_WAIT_POLICY=%s\n",
-      cores, c.tokenizer.replicas, c.encoder.replicas, c.encoder.threads, c.decoder.replicas,
-      c.decoder.threads, c.postprocessor.replicas,
-      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(libgomp default)");
-  print_metrics_ports(c);
-  const bool gave_up = children.supervise(seqpipe::service::stop_requested);
+  print_started(loaded, children.size(), args.overrides.size(), cores);
+  bool gave_up = false;
+  if (c.model.repository.empty()) {
+    gave_up = children.supervise(seqpipe::service::stop_requested);
+  } else {
+    zmq::context_t context(1);
+    seqpipe::supervisor::ModelLifecycle lifecycle(
+        context, c, children, [&](const config::ModelVersion& m) { return version_children({m}); });
+    lifecycle.started(repo);
+    gave_up = seqpipe::supervisor::supervise_models(context, config::control_endpoint(c), children,
+                                                    lifecycle, seqpipe::service::stop_requested);
+  }
   children.stop(std::chrono::seconds(5));  // SIGTERM, up to 5 s to drain, then SIGKILL
   std::printf("seqpipe up: stopped\n");
   return gave_up ? 1 : 0;
@@ -457,6 +499,7 @@ struct Commands {
   seqpipe::service::ServiceFlags up, status;
   std::string up_repository;  // --repository DIR: --set model.repository=DIR
   SendArgs send;
+  seqpipe::supervisor::ModelsArgs models;
   std::string keygen_dir = ".";
   std::vector<std::string> keygen_names;
 };
@@ -476,6 +519,7 @@ void add_commands(CLI::App& app, Commands& c) {
   CLI::App* status = app.add_subcommand("status", "ask the hubs how the pipeline is doing");
   seqpipe::service::add_service_flags(*status, c.status, false);
   status->footer(kStatusFooter);
+  seqpipe::supervisor::add_models_command(app, c.models);
   CLI::App* keygen = app.add_subcommand("keygen", "write CurveZMQ key pairs");
   keygen->add_option("--dir", c.keygen_dir, "where to write them (made if missing)")
       ->type_name("DIR")
@@ -503,6 +547,7 @@ int run(CLI::App& app, Commands& c, const std::vector<std::string>& rest) {
     return up(args);
   }
   if (name == "send") return send(std::move(c.send));
+  if (name == "models") return seqpipe::supervisor::models_command(std::move(c.models));
   if (name == "status")
     return status_command(seqpipe::service::checked_service_args(std::move(c.status)));
   return keygen(c.keygen_dir, c.keygen_names);

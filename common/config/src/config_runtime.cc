@@ -156,6 +156,10 @@ std::string client_endpoints(const PipelineConfig& c) {
   return all;
 }
 
+std::string control_endpoint(const PipelineConfig& c) {
+  return "ipc://" + c.runtime_dir + "/control.sock";
+}
+
 Sizing size_for_cores(int cores, int64_t step_params) {
   cores = std::max(1, cores);
   Sizing s;

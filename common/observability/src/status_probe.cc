@@ -1,4 +1,6 @@
 // The status probe over sockets (status.cc is the codec alone, which the fuzz targets build).
+#include <algorithm>
+
 #include "seqpipe/observability/status.h"
 #include "seqpipe/transport/transport.h"
 
@@ -17,6 +19,16 @@ bool PipelineStatus::ready_for(const std::string& key) const {
   return true;
 }
 
+bool PipelineStatus::has_replicas_of(const std::string& key) const {
+  for (const HubAnswer& hub : hubs) {
+    for (const StageStatus& s : hub.stages.value_or(std::vector<StageStatus>{})) {
+      if (s.replicas > 0 && s.stage.size() > key.size() + 1 && s.stage.ends_with(" " + key))
+        return true;
+    }
+  }
+  return false;
+}
+
 PipelineStatus ask_pipeline(zmq::context_t& context, const config::PipelineConfig& config,
                             std::chrono::milliseconds wait, const transport::CurveKeys& curve) {
   PipelineStatus status;
@@ -32,11 +44,22 @@ PipelineStatus ask_pipeline(zmq::context_t& context, const config::PipelineConfi
       if (reply && reply->size() == 1) answer.stages = decode(reply->front());
     }
     if (!answer.stages) status.missing.push_back(answer.hub + " (down)");
-    for (const StageStatus& stage : answer.stages.value_or(std::vector<StageStatus>{})) {
-      if (stage.replicas == 0) status.missing.push_back(stage.stage);
-    }
     status.hubs.push_back(std::move(answer));
   }
+  // A stage is missing when no line of it has a live replica: with a repository, a version
+  // unloaded (its lines at 0) leaves the stage served by the others.
+  std::vector<std::pair<std::string, int>> replicas;  // by stage, over its versions' lines
+  for (const HubAnswer& hub : status.hubs) {
+    for (const StageStatus& s : hub.stages.value_or(std::vector<StageStatus>{})) {
+      const std::string stage = s.stage.substr(0, s.stage.find(' '));
+      auto it = std::find_if(replicas.begin(), replicas.end(),
+                             [&](const auto& r) { return r.first == stage; });
+      if (it == replicas.end()) it = replicas.insert(replicas.end(), {stage, 0});
+      it->second += s.replicas;
+    }
+  }
+  for (const auto& [stage, live] : replicas)
+    if (live == 0) status.missing.push_back(stage);
   return status;
 }
 

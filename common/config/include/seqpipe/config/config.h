@@ -368,6 +368,10 @@ std::vector<std::string> gateway_replica_overrides(const PipelineConfig& config,
 std::vector<std::string> batcher_replica_overrides(const PipelineConfig& config, int k);
 // What a client is given: every gateway replica's client endpoint, comma-separated.
 std::string client_endpoints(const PipelineConfig& config);
+// Where `seqpipe up` answers the model control requests (`seqpipe models`, the gateway's KServe
+// repository API): ipc://<runtime_dir>/control.sock, beside the pipeline's lock, so only this
+// machine's user can reach it.
+std::string control_endpoint(const PipelineConfig& config);
 
 // The processes and threads that fit a machine of `cores` cores and a model whose decoder step
 // reads `step_params` weights (decoder_step_params; 0 = unknown) (docs/CONFIG.md, "Sizing"). The

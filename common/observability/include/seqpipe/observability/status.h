@@ -54,12 +54,16 @@ struct HubAnswer {
 };
 struct PipelineStatus {
   std::vector<HubAnswer> hubs;
-  // Hubs that did not answer ("batcher (down)") and stages without a live replica.
+  // Hubs that did not answer ("batcher (down)") and stages without a live replica (with a
+  // repository: on no version's line).
   std::vector<std::string> missing;
   bool ready() const { return missing.empty(); }
   // Whether model version `key` ("name/version") is served now: every hub answered and each
   // worker stage has a live replica of it (its line "<stage> <key>").
   bool ready_for(const std::string& key) const;
+  // Whether a hub still counts a live replica of version `key` on any stage (one stopped is
+  // counted until the hub sees it leave).
+  bool has_replicas_of(const std::string& key) const;
 };
 // `curve`: the prober's keys as a client of the hubs (security::client_keys, or a hub's own).
 PipelineStatus ask_pipeline(zmq::context_t& context, const config::PipelineConfig& config,
