@@ -24,6 +24,17 @@ TWO_OF_EACH = ["tokenizer.replicas=2", "encoder.replicas=2", "decoder.replicas=2
                "postprocessor.replicas=2"]
 
 
+# One replica of every stage, metrics on any free port: the repository tests' pipelines.
+ONE_REPLICA_EACH = ["gateway.metrics_port=0", "batcher.metrics_port=0", "tokenizer.replicas=1",
+                    "encoder.replicas=1", "decoder.replicas=1", "postprocessor.replicas=1"]
+
+
+def make_tiny_model(out, seed):
+    """A tiny random T5 v1.1-shaped model (gated, untied) in `out`; seeds give different models."""
+    subprocess.run([MKMODEL, "--preset", "tiny", "--spiece", "--gated", "--untied", "--seed",
+                    str(seed), "--out", out], check=True, capture_output=True, timeout=120)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -19,18 +19,12 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import MKMODEL, SEQPIPE, Pipeline, free_port, post_json  # noqa: E402
+from harness import (ONE_REPLICA_EACH, SEQPIPE, Pipeline, free_port,  # noqa: E402
+                     make_tiny_model, post_json)
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
 
 TEXTS = [f"the {w} is here" for w in ("cat", "dog", "house", "tree", "river", "stone")]
-SETTINGS = ["gateway.metrics_port=0", "batcher.metrics_port=0", "tokenizer.replicas=1",
-            "encoder.replicas=1", "decoder.replicas=1", "postprocessor.replicas=1",
-            "gateway.default_timeout_ms=30000"]
-
-
-def make_model(out, seed):
-    subprocess.run([MKMODEL, "--preset", "tiny", "--spiece", "--gated", "--untied", "--seed",
-                    str(seed), "--out", out], check=True, capture_output=True, timeout=120)
+SETTINGS = [*ONE_REPLICA_EACH, "gateway.default_timeout_ms=30000"]
 
 
 def processes_of(model_dir):
@@ -88,8 +82,8 @@ class LifecycleTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="seqpipe-life-")
         cls.repo = os.path.join(cls.tmp, "models")
         cls.v1, cls.v2 = (os.path.join(cls.repo, "alpha", v) for v in ("1", "2"))
-        make_model(cls.v1, 3)
-        make_model(cls.v2, 11)
+        make_tiny_model(cls.v1, 3)
+        make_tiny_model(cls.v2, 11)
         os.makedirs(os.path.join(cls.repo, "broken", "1"))  # no files
         cls.corrupt = os.path.join(cls.repo, "corrupt", "1")
         shutil.copytree(cls.v1, cls.corrupt)
@@ -228,8 +222,8 @@ class TwoGatewaysTest(unittest.TestCase):
     def test_each_gateway_routes_to_the_loaded_version(self):
         tmp = tempfile.mkdtemp(prefix="seqpipe-life2-")
         repo = os.path.join(tmp, "models")
-        make_model(os.path.join(repo, "alpha", "1"), 3)
-        make_model(os.path.join(repo, "alpha", "2"), 11)
+        make_tiny_model(os.path.join(repo, "alpha", "1"), 3)
+        make_tiny_model(os.path.join(repo, "alpha", "2"), 11)
         pipeline = Pipeline("seqpipe-life2-up-", [*SETTINGS, "gateway.replicas=2",
                                                   "model.name=alpha",
                                                   f"model.repository={repo}"], model_dir=repo)

@@ -19,20 +19,14 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import MKMODEL, SEQPIPE, Pipeline, answers, free_port, post_json  # noqa: E402
+from harness import (ONE_REPLICA_EACH, SEQPIPE, Pipeline, answers, free_port,  # noqa: E402
+                     make_tiny_model, post_json)
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
 
 TEXTS = [f"the {w} is here {i}" for i, w in enumerate(
     ["cat", "dog", "house", "speling", "tree", "car", "river", "stone", "word", "light", "sun",
      "moon"])]
-SETTINGS = ["gateway.metrics_port=0", "batcher.metrics_port=0", "tokenizer.replicas=1",
-            "encoder.replicas=1", "decoder.replicas=1", "postprocessor.replicas=1",
-            "gateway.default_timeout_ms=20000"]
-
-
-def make_model(out, seed):
-    subprocess.run([MKMODEL, "--preset", "tiny", "--spiece", "--gated", "--untied", "--seed",
-                    str(seed), "--out", out], check=True, capture_output=True, timeout=120)
+SETTINGS = [*ONE_REPLICA_EACH, "gateway.default_timeout_ms=20000"]
 
 
 def outputs_alone(model_dir):
@@ -54,8 +48,8 @@ class RepositoryTest(unittest.TestCase):
         cls.repo = os.path.join(cls.tmp, "models")
         cls.alpha = os.path.join(cls.repo, "alpha", "1")
         cls.beta = os.path.join(cls.repo, "beta")  # the flat layout: version 1
-        make_model(cls.alpha, 3)
-        make_model(cls.beta, 11)
+        make_tiny_model(cls.alpha, 3)
+        make_tiny_model(cls.beta, 11)
         os.makedirs(os.path.join(cls.repo, "broken", "1"))  # no files: left out, not fatal
         cls.alone = {"alpha": outputs_alone(cls.alpha), "beta": outputs_alone(cls.beta)}
         cls.port = free_port()
