@@ -230,18 +230,36 @@ TEST(WorkerLoop, AWorkerStaysAliveWhileItsStageComputesLongerThanTheHubWaits) {
   EXPECT_EQ(answer->credits, 1);
 }
 
+// A hub (a ROUTER socket) on an ipc endpoint of its own, which a test can kill and start again at
+// the same address.
+struct RestartableHub {
+  RestartableHub() : dir(make_dir()), endpoint("ipc://" + dir + "/hub.sock") { restart(); }
+  ~RestartableHub() {
+    socket.reset();
+    std::filesystem::remove_all(dir);
+  }
+  void restart() {
+    socket.reset();
+    socket = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
+    socket->bind(endpoint);
+  }
+  static std::string make_dir() {
+    char dir[] = "/tmp/seqpipe-worker-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
+    return dir;
+  }
+  const std::string dir, endpoint;
+  zmq::context_t context{1};
+  std::unique_ptr<transport::Socket> socket;
+};
+
 // The hub dies and a new one binds the same endpoint: the worker sees its connection drop and
 // announces itself to the new hub at once, long before its heartbeats would have told it.
 TEST(WorkerLoop, AWorkerJoinsARestartedHubAtOnce) {
-  char dir[] = "/tmp/seqpipe-worker-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
-  const std::string endpoint = "ipc://" + std::string(dir) + "/hub.sock";
-  zmq::context_t context(1);
-  auto hub = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
-  hub->bind(endpoint);
+  RestartableHub hub;
   WorkerOptions options;
   options.stage_name = "echo";
-  options.hub_endpoints = {endpoint};
+  options.hub_endpoints = {hub.endpoint};
   options.heartbeat_interval = milliseconds(20000);  // the heartbeats would notice after 60 s
   auto registry = metrics::make_registry();
   metrics::StageMetrics metrics(*registry, "echo");
@@ -249,36 +267,27 @@ TEST(WorkerLoop, AWorkerJoinsARestartedHubAtOnce) {
   std::thread loop([&] { run_worker(stage, options, metrics); });
 
   std::string worker;
-  EXPECT_EQ(next_non_heartbeat(*hub, worker), stage::StageMessage(stage::Ready{3}));
-  hub.reset();  // the hub dies
-  hub = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
-  hub->bind(endpoint);  // and a new one starts
+  EXPECT_EQ(next_non_heartbeat(*hub.socket, worker), stage::StageMessage(stage::Ready{3}));
+  hub.restart();  // the hub dies and a new one starts
   std::string again;
-  EXPECT_EQ(next_non_heartbeat(*hub, again), stage::StageMessage(stage::Ready{3}));
+  EXPECT_EQ(next_non_heartbeat(*hub.socket, again), stage::StageMessage(stage::Ready{3}));
   EXPECT_NE(again, worker) << "a new connection, a new routing id";
   const stage::StageMessage work = stage::Postprocess{{stage::DecodedItem{}}};
-  hub->send({std::string_view(again), std::string_view(stage::encode(work))});
-  EXPECT_EQ(next_non_heartbeat(*hub, again), stage::StageMessage(stage::Credit{1}));
+  hub.socket->send({std::string_view(again), std::string_view(stage::encode(work))});
+  EXPECT_EQ(next_non_heartbeat(*hub.socket, again), stage::StageMessage(stage::Credit{1}));
 
   service::request_stop();
   loop.join();
-  hub.reset();
-  std::filesystem::remove_all(dir);
 }
 
 // The hub restarts while the stage computes its work: the worker joins the new hub at once, but
 // its ready (whose credits depend on the work in hand) comes after the work, and the work's
 // answer, kept for the new connection, after the ready.
 TEST(WorkerLoop, AWorkerRejoiningWhileItComputesAnnouncesItselfBeforeItsAnswer) {
-  char dir[] = "/tmp/seqpipe-worker-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
-  const std::string endpoint = "ipc://" + std::string(dir) + "/hub.sock";
-  zmq::context_t context(1);
-  auto hub = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
-  hub->bind(endpoint);
+  RestartableHub hub;
   WorkerOptions options;
   options.stage_name = "slow";
-  options.hub_endpoints = {endpoint};
+  options.hub_endpoints = {hub.endpoint};
   options.heartbeat_interval = milliseconds(20000);
   auto registry = metrics::make_registry();
   metrics::StageMetrics metrics(*registry, "slow");
@@ -286,23 +295,19 @@ TEST(WorkerLoop, AWorkerRejoiningWhileItComputesAnnouncesItselfBeforeItsAnswer) 
   std::thread loop([&] { run_worker(stage, options, metrics); });
 
   std::string worker;
-  EXPECT_EQ(next_non_heartbeat(*hub, worker), stage::StageMessage(stage::Ready{3}));
+  EXPECT_EQ(next_non_heartbeat(*hub.socket, worker), stage::StageMessage(stage::Ready{3}));
   const stage::StageMessage work = stage::Postprocess{{stage::DecodedItem{}}};
-  hub->send({std::string_view(worker), std::string_view(stage::encode(work))});
+  hub.socket->send({std::string_view(worker), std::string_view(stage::encode(work))});
   ASSERT_EQ(stage.started.get_future().wait_for(std::chrono::seconds(5)),
             std::future_status::ready);
-  hub.reset();  // the hub dies with the work in hand
-  hub = std::make_unique<transport::Socket>(context, zmq::socket_type::router);
-  hub->bind(endpoint);
+  hub.restart();  // the hub dies with the work in hand, and a new one starts
   std::string again, answering;
-  EXPECT_EQ(next_non_heartbeat(*hub, again), stage::StageMessage(stage::Ready{3}));
-  EXPECT_EQ(next_non_heartbeat(*hub, answering), stage::StageMessage(stage::Credit{1}));
+  EXPECT_EQ(next_non_heartbeat(*hub.socket, again), stage::StageMessage(stage::Ready{3}));
+  EXPECT_EQ(next_non_heartbeat(*hub.socket, answering), stage::StageMessage(stage::Credit{1}));
   EXPECT_EQ(answering, again);
 
   service::request_stop();
   loop.join();
-  hub.reset();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
