@@ -204,6 +204,22 @@ pid_t start(const std::vector<std::string>& args, const std::string& log) {
   return pid;
 }
 
+// Sends `request` until it goes all the way through (true), `seqpipe up` (`up`) has exited or
+// 100 tries have failed (false, said on stderr with the log to read).
+bool wait_until_serving(seqpipe::client::Client& c, const seqpipe::protocol::Request& request,
+                        pid_t up, std::chrono::milliseconds per_try, const std::string& log) {
+  for (int tries = 0; tries < 100; ++tries) {
+    auto r = c.call(request, per_try);
+    if (auto* reply = std::get_if<seqpipe::protocol::Reply>(&r); reply && reply->ok) return true;
+    if (::waitpid(up, nullptr, WNOHANG) == up) {
+      std::fprintf(stderr, "pipeline_overhead: seqpipe up exited; see %s\n", log.c_str());
+      return false;
+    }
+  }
+  std::fprintf(stderr, "pipeline_overhead: the pipeline never answered; see %s\n", log.c_str());
+  return false;
+}
+
 // `seqpipe up`'s --set list: one replica a stage, the gateway's client endpoint `client`, and
 // on tcp:// every internal endpoint on 127.0.0.1; then `extra_sets`.
 std::vector<std::string> pipeline_sets(bool tcp, const std::string& model, const std::string& dir,
@@ -251,9 +267,9 @@ PipelineSamples through_pipeline(bool tcp, const std::string& seqpipe, const std
     client_options.curve = seqpipe::security::client_keys(
         seqpipe::config::load_pipeline_config("", sets).config.security);
     seqpipe::client::Client c(client, client_options);
-    for (int tries = 0; tries < 100; ++tries) {  // until a request goes all the way through
-      auto r = c.call(request, std::chrono::milliseconds(500));
-      if (auto* reply = std::get_if<seqpipe::protocol::Reply>(&r); reply && reply->ok) break;
+    if (!wait_until_serving(c, request, up, std::chrono::milliseconds(500), log)) {
+      stop(up);
+      return samples;
     }
     httplib::Client http("127.0.0.1", http_port);
     http.set_keep_alive(true);
@@ -345,9 +361,9 @@ int batch_throughput(const std::string& seqpipe, const std::string& model, const
   size_t differ = 0;
   {
     seqpipe::client::Client c(client, {});
-    for (int tries = 0; tries < 100; ++tries) {  // until a request goes all the way through
-      auto r = c.call(request, std::chrono::milliseconds(5000));
-      if (auto* reply = std::get_if<seqpipe::protocol::Reply>(&r); reply && reply->ok) break;
+    if (!wait_until_serving(c, request, up, std::chrono::milliseconds(5000), log)) {
+      stop(up);
+      return 1;
     }
     for (int i = 0; i < rounds + 1; ++i) {  // the first round of each warms up
       auto start = Clock::now();
