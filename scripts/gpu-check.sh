@@ -39,22 +39,11 @@ export B carry prefix machine_ld_path
 # --- the carried libraries, in a private prefix -----------------------------------------------
 prefix=$work/prefix
 mkdir -p "$prefix"
-for deb in "$carry"/debs/*.deb; do
-  if command -v dpkg-deb >/dev/null; then
-    dpkg-deb -x "$deb" "$prefix"
-  else  # a .deb is an ar archive holding data.tar.*; tarfile reads every compression dpkg uses
-    python3 - "$deb" "$prefix" <<'EOF'
-import io, sys, tarfile
-data = open(sys.argv[1], "rb").read()
-pos = 8
-while pos < len(data):
-    name, size = data[pos:pos + 16].decode().strip(), int(data[pos + 48:pos + 58])
-    if name.startswith("data.tar"):
-        tarfile.open(fileobj=io.BytesIO(data[pos + 60:pos + 60 + size])).extractall(sys.argv[2])
-    pos += 60 + size + (size % 2)
-EOF
-  fi
-done
+if command -v xz >/dev/null; then
+  tar -C "$prefix" -xJf "$carry/libs.tar.xz"
+else
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$carry/libs.tar.xz" "$prefix"
+fi
 libdirs=$(find "$prefix" -name '*.so*' -printf '%h\n' | sort -u | tr '\n' ':')
 # CUDA's runtime and cuBLAS come from the machine: the toolkit's folders, else wherever a
 # library still missing is found (a pip wheel's nvidia/cu13/lib, say).
@@ -132,7 +121,7 @@ libraries() {
     if ldd "$b" | grep 'not found'; then echo "  ^ $(basename "$b")"; bad=1; fi
   done
   ldd "$B/seqpipe-encoder" | sed 's/ (0x.*//'
-  # What comes from the machine rather than the carried .debs: glibc, the GCC runtime, CUDA.
+  # What comes from the machine rather than the carried libraries: glibc, the GCC runtime, CUDA.
   echo "from the machine, not the carried prefix: $(for b in "$B"/*; do ldd "$b"; done |
     awk -v p="$prefix" '$2 == "=>" && index($3, p) != 1 {print $1}' | sort -u | tr '
 ' ' ')"

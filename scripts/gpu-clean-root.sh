@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shows that the carried tree (.gpu-carry/, scripts/gpu-carry.sh) runs from its own .debs on a
+# Shows that the carried tree (.gpu-carry/, scripts/gpu-carry.sh) runs from its own carried libraries on a
 # machine with none of our Debian libraries, as the GPU machine is: builds a minimal Debian 12
 # root (mmdebstrap minbase, plus python3 as the GPU machine has one, without torch), copies in
 # what a GPU machine is sent (the working tree's files and .gpu-carry/) under another path than
