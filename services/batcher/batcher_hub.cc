@@ -40,8 +40,11 @@ BatchPolicy batch_policy(const config::BatcherConfig& c) {
   return p;
 }
 
-BatcherHub::Lane::Lane(const config::PipelineConfig& config, metrics::StageMetrics& metrics)
-    : batcher(batch_policy(config.batcher)),
+BatcherHub::Lane::Lane(const config::PipelineConfig& config, metrics::StageMetrics& hub_metrics,
+                       const std::string& model)
+    : labelled(model.empty() ? std::nullopt : std::optional(hub_metrics.for_model(model))),
+      metrics(labelled ? *labelled : hub_metrics),
+      batcher(batch_policy(config.batcher)),
       encoders({"batcher", "encoder", link(Role::kEncoder), hub::Answers::kInOrder},
                config.liveness, metrics),
       decoders({"batcher", "decoder", link(Role::kDecoder), hub::Answers::kByItem}, config.liveness,
@@ -65,7 +68,7 @@ BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetri
 BatcherHub::Lane& BatcherHub::lane(const std::string& model) {
   auto it = lanes_.find(model);
   if (it == lanes_.end()) {
-    it = lanes_.try_emplace(model, config_, metrics_).first;
+    it = lanes_.try_emplace(model, config_, metrics_, model).first;
     if (!model.empty()) spdlog::info("batcher: serving model {}", model);
   }
   return it->second;
@@ -246,7 +249,7 @@ void BatcherHub::on_worker(Role role, const std::string& worker, stage::StageMes
       if (late > 0) {
         spdlog::info("batcher: dropped {} late item(s) from a {} declared dead", late,
                      pool.info().stage);
-        metrics_.late(static_cast<double>(late));
+        l->metrics.late(static_cast<double>(late));
       }
       return false;
     }
@@ -294,7 +297,7 @@ void BatcherHub::on_decoder(Lane& l, const std::string& worker, stage::Decoded& 
     return !item.partial && !l.decoders.answered(worker, item);
   });
   if (decoded.items.size() != before)
-    metrics_.late(static_cast<double>(before - decoded.items.size()));
+    l.metrics.late(static_cast<double>(before - decoded.items.size()));
   drop_cancelled(decoded.items);  // cancelled while a decoder had them
   for (auto& item : decoded.items) {
     // Only a streamed sequence's newest ids matter: they replace its partial still waiting
@@ -352,11 +355,12 @@ void BatcherHub::dispatch(const Now& now, Outbox& out) {
   wakeup_ = kIdleWakeup;
   for (auto& [model, l] : lanes_) {
     // Downstream first: sequences taken by decoders make room for new batches (backpressure).
-    dispatch_queue(l.decoders, l.decode_queue, now, out);
-    dispatch_queue(l.postprocessors, l.postprocess_queue, now, out);
+    dispatch_queue(l, l.decoders, l.decode_queue, now, out);
+    dispatch_queue(l, l.postprocessors, l.postprocess_queue, now, out);
     dispatch_batches(l, now, out);
+    l.metrics.set_queue_depth(
+        static_cast<double>(l.batcher.size() + l.decode_queue.size() + l.postprocess_queue.size()));
   }
-  metrics_.set_queue_depth(static_cast<double>(queued()));
 }
 
 void BatcherHub::dispatch_batches(Lane& l, const Now& now, Outbox& out) {
@@ -372,7 +376,7 @@ void BatcherHub::dispatch_batches(Lane& l, const Now& now, Outbox& out) {
     const BatchDecision& decision = l.batcher.poll(now.steady, in_flight, batch_, expired_);
     for (const auto& e : expired_) {
       batch_items_.erase(e.id);  // the gateway answers deadline_exceeded
-      metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
+      l.metrics.error(protocol::ErrorCode::kDeadlineExceeded);
     }
     if (decision.action != BatchDecision::Action::kSend) {
       if (decision.action == BatchDecision::Action::kWait)
@@ -386,11 +390,11 @@ void BatcherHub::dispatch_batches(Lane& l, const Now& now, Outbox& out) {
       auto& w = it->second;
       const uint64_t waited = micros(now.steady - w.since);
       w.item.timings.batch_wait_us += waited;
-      metrics_.queue_time(static_cast<double>(waited) * 1e-6);
+      l.metrics.queue_time(static_cast<double>(waited) * 1e-6);
       encode.items.push_back(std::move(w.item));
       batch_items_.erase(it);
     }
-    metrics_.batch_size(static_cast<double>(encode.items.size()));
+    l.metrics.batch_size(static_cast<double>(encode.items.size()));
     std::string worker = *l.encoders.take(1);
     l.encoders.sent(worker, encode);
     out.sends.push_back({link(Role::kEncoder), std::move(worker), std::move(encode)});
@@ -398,14 +402,14 @@ void BatcherHub::dispatch_batches(Lane& l, const Now& now, Outbox& out) {
 }
 
 template <class Work, class Item>
-void BatcherHub::dispatch_queue(hub::WorkerPool<Work>& pool, std::deque<Waiting<Item>>& queue,
-                                const Now& now, Outbox& out) {
+void BatcherHub::dispatch_queue(Lane& l, hub::WorkerPool<Work>& pool,
+                                std::deque<Waiting<Item>>& queue, const Now& now, Outbox& out) {
   const size_t to = pool.info().link;
   const size_t first = out.sends.size();  // this pool's messages: one per worker, items appended
   while (!queue.empty()) {
     auto& w = queue.front();
     if (w.item.deadline.expired(now)) {
-      metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
+      l.metrics.error(protocol::ErrorCode::kDeadlineExceeded);
       queue.pop_front();
       continue;
     }
@@ -444,7 +448,7 @@ std::vector<status::StageStatus> BatcherHub::status() const {
     add(l.postprocessors.status(static_cast<int>(l.postprocess_queue.size())), model);
   }
   if (lanes_.empty()) {  // no worker yet: each stage's line, empty
-    const Lane empty(config_, metrics_);
+    const Lane empty(config_, metrics_, "");
     add(empty.encoders.status(0), none);
     add(empty.decoders.status(0), none);
     add(empty.postprocessors.status(0), none);

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -95,7 +96,12 @@ class BatcherHub {
   };
   // What the batcher keeps for one model version.
   struct Lane {
-    Lane(const config::PipelineConfig& config, metrics::StageMetrics& metrics);
+    Lane(const config::PipelineConfig& config, metrics::StageMetrics& hub_metrics,
+         const std::string& model);
+    // A repository's version counts what happens to its items under its own labels (queue
+    // time, batch sizes, queue depth, deadlines, workers); a pipeline's one model, on the hub's.
+    std::optional<metrics::StageMetrics> labelled;
+    metrics::StageMetrics& metrics;
     DynamicBatcher batcher;
     hub::WorkerPool<stage::Encode> encoders;
     hub::WorkerPool<stage::Decode> decoders;
@@ -127,8 +133,8 @@ class BatcherHub {
   // Encoded (decode_queue) or decoded (postprocess_queue) sequences to workers with credit,
   // in order; one message per worker.
   template <class Work, class Item>
-  void dispatch_queue(hub::WorkerPool<Work>& pool, std::deque<Waiting<Item>>& queue, const Now& now,
-                      Outbox& out);
+  void dispatch_queue(Lane& lane, hub::WorkerPool<Work>& pool, std::deque<Waiting<Item>>& queue,
+                      const Now& now, Outbox& out);
 
   const config::PipelineConfig config_;  // what a new lane is made of
   metrics::StageMetrics& metrics_;

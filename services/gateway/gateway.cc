@@ -383,10 +383,10 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
   reply.timings = {t.queue_us,  t.tokenize_us,    t.batch_wait_us,         t.encode_us,
                    t.decode_us, t.postprocess_us, micros(now - r.received)};
   const double total_s = static_cast<double>(reply.timings.total_us) * 1e-6;
-  gateway_metrics_.request_seconds(reply.ok, total_s);
+  gateway_metrics_.request_seconds(reply.ok, total_s, r.model);
   if (reply.ok) {
     const double model_s = static_cast<double>(t.encode_us + t.decode_us) * 1e-6;
-    gateway_metrics_.latency_split(model_s, std::max(0.0, total_s - model_s));
+    gateway_metrics_.latency_split(model_s, std::max(0.0, total_s - model_s), r.model);
   } else {
     metrics_.error(reply.error->code);
     ++errors_answered_;

@@ -3,10 +3,12 @@
 // version; the batcher batches only items of one version together and sends each version's work
 // only to the encoders, decoders and postprocessors that serve it.
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "batcher/batcher_hub.h"
@@ -27,6 +29,20 @@ stage::SequenceItem item(uint64_t request, const std::string& model) {
   w.ids.assign(5, 7);
   w.model = model;
   return w;
+}
+
+// How many observations the histogram `name` holds under exactly `labels` (-1: no such series).
+int64_t observations(prometheus::Registry& registry, const std::string& name,
+                     const std::map<std::string, std::string>& labels) {
+  for (const auto& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const auto& metric : family.metric) {
+      std::map<std::string, std::string> have;
+      for (const auto& l : metric.label) have[l.name] = l.value;
+      if (have == labels) return static_cast<int64_t>(metric.histogram.sample_count);
+    }
+  }
+  return -1;
 }
 
 // The requests and the models of the items of one work message.
@@ -73,6 +89,15 @@ TEST_F(BatcherModelsTest, BatchesHoldOneModelVersionAndGoToItsEncoders) {
     ASSERT_EQ(items.size(), 3u) << b.peer;
     for (const auto& [request, m] : items) EXPECT_EQ(m, model) << "request " << request;
   }
+  // Each version's batches and queue times are its own series.
+  const std::string batch_size(metrics::kBatchSize), queue(metrics::kQueueSeconds);
+  for (const char* model : {"a", "b"}) {
+    const std::map<std::string, std::string> labels{
+        {"stage", "batcher"}, {"model", model}, {"version", "1"}};
+    EXPECT_EQ(observations(*registry_, batch_size, labels), 1) << model;
+    EXPECT_EQ(observations(*registry_, queue, labels), 3) << model;
+  }
+  EXPECT_EQ(observations(*registry_, batch_size, {{"stage", "batcher"}}), 0);
 }
 
 TEST_F(BatcherModelsTest, EachVersionsWorkGoesToItsDecodersAndPostprocessorsOnly) {
@@ -220,6 +245,21 @@ TEST_F(GatewayModelsTest, ANewCatalogReroutesNewRequestsAndCountsThoseInFlight) 
   EXPECT_EQ(g.set_models({{"speller", 1, dir}}),
             (model_control::InFlight{{"speller/1", 1}, {"speller/2", 1}}));
   EXPECT_EQ(g.models().default_key(), "speller/1");
+}
+
+TEST_F(GatewayModelsTest, RequestLatenciesAreLabelledWithTheirModelVersion) {
+  gateway::Gateway g(config_, "ipc:///tmp/results.sock", stage_, gw_);
+  Outbox out;
+  g.on_client(request("a", "rewriter"), t0, out);  // waits for a tokenizer, then expires
+  g.on_client(request("b", "nope"), t0, out);      // refused before its model resolves
+  g.expire(t0 + std::chrono::hours(1), out);
+  ASSERT_EQ(out.replies.size(), 2u);
+  const std::string name(metrics::kRequestSeconds);
+  EXPECT_EQ(observations(*registry_, name,
+                         {{"status", "error"}, {"model", "rewriter"}, {"version", "1"}}),
+            1);
+  EXPECT_EQ(observations(*registry_, name, {{"status", "error"}}), 1);
+  EXPECT_EQ(observations(*registry_, name, {{"status", "ok"}}), 0);
 }
 
 TEST(HttpRepository, CallsParseAndAnswerAsKServesExtension) {

@@ -79,6 +79,10 @@ prometheus::Labels model_labels(const std::string& model_key) {
   return {{"model", model_key.substr(0, slash)}, {"version", model_key.substr(slash + 1)}};
 }
 
+StageMetrics StageMetrics::for_model(const std::string& model_key) const {
+  return StageMetrics(registry_, labels_.at("stage"), model_labels(model_key));
+}
+
 StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name,
                            const prometheus::Labels& model)
     : registry_(r), labels_(model) {
@@ -233,24 +237,21 @@ void StageMetrics::engine_info(std::string_view compute_type) {
       .Set(1);
 }
 
-GatewayMetrics::GatewayMetrics(prometheus::Registry& r) {
-  auto& requests =
-      prometheus::BuildHistogram()
-          .Name(std::string(kRequestSeconds))
-          .Help("End-to-end request latency at the gateway (receive to reply), by status")
-          .Register(r);
-  ok_ = &requests.Add({{"status", "ok"}}, latency_buckets());
-  error_ = &requests.Add({{"status", "error"}}, latency_buckets());
-  model_ = &prometheus::BuildHistogram()
-                .Name(std::string(kModelSeconds))
-                .Help("Model latency of ok requests: encode + decode time")
-                .Register(r)
-                .Add({}, latency_buckets());
-  overhead_ = &prometheus::BuildHistogram()
-                   .Name(std::string(kOverheadSeconds))
-                   .Help("Overhead latency of ok requests: end to end minus model latency")
-                   .Register(r)
-                   .Add({}, latency_buckets());
+GatewayMetrics::GatewayMetrics(prometheus::Registry& r)
+    : requests_(
+          &prometheus::BuildHistogram()
+               .Name(std::string(kRequestSeconds))
+               .Help("End-to-end request latency at the gateway (receive to reply), by status")
+               .Register(r)),
+      model_(&prometheus::BuildHistogram()
+                  .Name(std::string(kModelSeconds))
+                  .Help("Model latency of ok requests: encode + decode time")
+                  .Register(r)),
+      overhead_(&prometheus::BuildHistogram()
+                     .Name(std::string(kOverheadSeconds))
+                     .Help("Overhead latency of ok requests: end to end minus model latency")
+                     .Register(r)) {
+  latencies("");  // a pipeline's series exist from the start, as before any request
   late_ = &prometheus::BuildCounter()
                .Name(std::string(kLateResults))
                .Help("Results that arrived after their request was answered (dropped)")
@@ -273,12 +274,29 @@ GatewayMetrics::GatewayMetrics(prometheus::Registry& r) {
   cancels_not_found_ = &cancels.Add({{"outcome", "not_found"}});
 }
 
-void GatewayMetrics::request_seconds(bool ok, double s) {
-  (ok ? ok_ : error_)->Observe(s);
+const GatewayMetrics::Latencies& GatewayMetrics::latencies(const std::string& model_key) {
+  auto it = by_model_.find(model_key);
+  if (it != by_model_.end()) return it->second;
+  const prometheus::Labels model = model_labels(model_key);
+  auto with_status = [&](const char* status) {
+    prometheus::Labels labels = model;
+    labels["status"] = status;
+    return &requests_->Add(labels, latency_buckets());
+  };
+  Latencies l{with_status("ok"), with_status("error"), &model_->Add(model, latency_buckets()),
+              &overhead_->Add(model, latency_buckets())};
+  return by_model_.emplace(model_key, l).first->second;
 }
-void GatewayMetrics::latency_split(double model_s, double overhead_s) {
-  model_->Observe(model_s);
-  overhead_->Observe(overhead_s);
+
+void GatewayMetrics::request_seconds(bool ok, double s, const std::string& model_key) {
+  const Latencies& l = latencies(model_key);
+  (ok ? l.ok : l.error)->Observe(s);
+}
+void GatewayMetrics::latency_split(double model_s, double overhead_s,
+                                   const std::string& model_key) {
+  const Latencies& l = latencies(model_key);
+  l.model->Observe(model_s);
+  l.overhead->Observe(overhead_s);
 }
 void GatewayMetrics::late_result() {
   late_->Increment();

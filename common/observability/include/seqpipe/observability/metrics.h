@@ -5,6 +5,7 @@
 // docs/METRICS.md lists the names.
 #include <prometheus/labels.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,6 +19,8 @@ class Registry;
 class Counter;
 class Gauge;
 class Histogram;
+template <typename T>
+class Family;
 }  // namespace prometheus
 
 namespace seqpipe::metrics {
@@ -89,6 +92,9 @@ class StageMetrics {
  public:
   StageMetrics(prometheus::Registry& registry, std::string_view stage,
                const prometheus::Labels& model = {});
+  // The same stage's metrics for the items of one model version (model_key "name/version"),
+  // labelled as model_labels says, in the same registry: a hub's per-version figures.
+  StageMetrics for_model(const std::string& model_key) const;
 
   void request(double n = 1);
   void error(protocol::ErrorCode code);  // by wire code
@@ -137,11 +143,14 @@ class StageMetrics {
 
 // The gateway's own view: end-to-end latency by status, and its split as SageMaker reports it:
 // model latency (encode + decode compute) and overhead latency (end to end minus model).
+// With a repository, a request's latencies are labelled with its model version (model_labels);
+// `model_key` "" (a pipeline's one model, or a request refused before its model resolved): none.
 class GatewayMetrics {
  public:
   explicit GatewayMetrics(prometheus::Registry& registry);
-  void request_seconds(bool ok, double seconds);
-  void latency_split(double model_seconds, double overhead_seconds);
+  void request_seconds(bool ok, double seconds, const std::string& model_key = "");
+  void latency_split(double model_seconds, double overhead_seconds,
+                     const std::string& model_key = "");
   void late_result();
   void cache_lookup(bool hit);
   // A client's cancel: `found` when it named a request in flight (then answered `cancelled`),
@@ -149,10 +158,19 @@ class GatewayMetrics {
   void cancel(bool found);
 
  private:
-  prometheus::Histogram* ok_;
-  prometheus::Histogram* error_;
-  prometheus::Histogram* model_;
-  prometheus::Histogram* overhead_;
+  struct Latencies {
+    prometheus::Histogram* ok;
+    prometheus::Histogram* error;
+    prometheus::Histogram* model;
+    prometheus::Histogram* overhead;
+  };
+  // A model version's histograms, made on its first request.
+  const Latencies& latencies(const std::string& model_key);
+
+  prometheus::Family<prometheus::Histogram>* requests_;
+  prometheus::Family<prometheus::Histogram>* model_;
+  prometheus::Family<prometheus::Histogram>* overhead_;
+  std::map<std::string, Latencies, std::less<>> by_model_;
   prometheus::Counter* late_;
   prometheus::Counter* cache_hits_;
   prometheus::Counter* cache_misses_;
