@@ -164,11 +164,12 @@ class Pipeline:
 
     def metrics_ports(self, stage, replicas, timeout=30):
         """The /metrics ports of the stage's `replicas` running replicas, as each logged the one it
-        got ("[seqpipe-decoder PID] ... decoder: metrics on :PORT"; a restarted replica logs its
+        got ("[seqpipe-decoder PID] ... decoder: metrics on :PORT", the hubs' start line ending
+        "metrics on :PORT" too; a restarted replica logs its
         new one), waiting for them to start. Guessing them from the configured base is a race: a
         port after the base may be held by another socket, and a replica still loading its model
         listens on none."""
-        pattern = re.compile(rf"\[seqpipe-{stage} (\d+)\].* {stage}: metrics on :(\d+)")
+        pattern = re.compile(rf"\[seqpipe-{stage} (\d+)\].* {stage}: .*metrics on :(\d+)")
         deadline = time.monotonic() + timeout
         while True:
             with open(self.log.name) as log:

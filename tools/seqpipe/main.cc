@@ -72,9 +72,11 @@ constexpr const char* kSendFooter =
 gateway when one dies or does not answer within 5 s; with no reply a second past the request's
 deadline, --timeout-ms or gateway.default_timeout_ms, it says to start `seqpipe up`) and prints
 the text(s), the score(s) with --scores, the per-stage timings, and each text's tokens and why
-it ended (`tokens: prompt 5, completion 3 (length)`). The generation options are HF generate()'s,
-the request's params (docs/PROTOCOL.md, "Generation options"; the server checks their ranges);
-with --num-return-sequences N it prints N hypotheses per text, best first, each with its score.
+it ended (`tokens: prompt 5, completion 3 (length)`). --model and --version pick one of a model
+repository's models (`not_found` when it serves no such model or version). The generation
+options are HF generate()'s, the request's params (docs/PROTOCOL.md, "Generation options"; the
+server checks their ranges); with --num-return-sequences N it prints N hypotheses per text, best
+first, each with its score.
 With security.server_key in the config, it is a CurveZMQ client with security.client_key's key
 pair (docs/DEPLOY.md, "Keys").
 Exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or config.)";
@@ -327,6 +329,13 @@ CLI::App* add_send(CLI::App& app, SendArgs& a) {
       ->description(
           "cancel the request if no reply came within N ms, and print the reply that follows: "
           "`error cancelled`, or the result when it finished first");
+  send->add_option_function<std::string>(
+          "--model", [&a](const std::string& name) { a.request.model = name; },
+          "the model to run, by its name in the server's repository (default: the server's "
+          "default model)")
+      ->type_name("NAME");
+  cli::add_number(*send, "--version", a.request.version)
+      ->description("the model's version to run (default: its highest)");
   send->add_flag("--stream", a.request.stream,
                  "print the text as it is decoded, word by word (one TEXT, greedy search; "
                  "docs/PROTOCOL.md, \"Streaming\")");

@@ -4,7 +4,9 @@ exactly as a pipeline serving that model alone does, under mixed traffic on one 
 request naming an unknown model or version is answered not_found at once while the others keep
 serving; a broken entry is left out with its path and reason; HTTP routes by model too
 (/v1/generate `model`, KServe /v2/models/<name>[/versions/<v>]/infer), each model has its
-readiness (/v2/models/<name>/ready) and `seqpipe status` shows each version's replicas.
+readiness (/v2/models/<name>/ready), `seqpipe status` shows each version's replicas, `seqpipe
+send --model/--version` runs a named one, and the gateway's and batcher's metrics carry each
+version's labels.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 """
@@ -135,6 +137,32 @@ class RepositoryTest(unittest.TestCase):
         self.assertEqual(get("/v2/models/gamma/ready")[0], 404)
         self.assertEqual(get("/v2/models/beta/versions/2/ready")[0], 404)
         self.assertEqual(get("/v2/models/beta")[1]["name"], "beta")
+
+    def test_send_names_the_model_and_version(self):
+        def send(*args):
+            return subprocess.run([SEQPIPE, "send", "--endpoint", self.pipeline.endpoint,
+                                   "--max-new-tokens", "8", *args], capture_output=True,
+                                  text=True, timeout=60)
+        out = send("--model", "beta", "--version", "1", TEXTS[2])
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.splitlines()[0], self.alone["beta"][2])
+        out = send("--model", "gamma", TEXTS[2])
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("not_found", out.stderr)
+
+    def test_the_hubs_label_their_latencies_with_the_model_version(self):
+        for name in ("alpha", "beta"):
+            self.client.generate(TEXTS[3], max_new_tokens=8, model=name)
+        for stage, series in (("gateway", "seqpipe_gateway_request_seconds_count"),
+                              ("batcher", "seqpipe_stage_batch_size_count")):
+            port, = self.pipeline.metrics_ports(stage, 1)
+            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            for name in ("alpha", "beta"):
+                counts = [float(line.split()[-1]) for line in body.splitlines()
+                          if line.startswith(series + "{") and f'model="{name}"' in line
+                          and 'version="1"' in line and 'status="error"' not in line]
+                self.assertEqual(len(counts), 1, f"{stage} {name}: {body}")
+                self.assertGreaterEqual(counts[0], 1, f"{stage} {name}")
 
     def test_status_shows_each_versions_replicas(self):
         out = subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={self.pipeline.run_dir}"],
