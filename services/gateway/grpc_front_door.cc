@@ -21,10 +21,10 @@ namespace {
 using Clock = GrpcFrontDoor::Clock;
 constexpr std::chrono::seconds kReplyMargin{2};   // the trip back after the gateway's deadline
 constexpr std::chrono::milliseconds kRound{100};  // how often calls are looked at for expiry
-// The routing frame of the door's requests into the gateway: no ZeroMQ peer's can equal it (a
-// ROUTER's own start with a zero byte and are 5 bytes long; a peer may not choose one that
-// starts with a zero byte).
-const std::string kRoute("\0seqpipe-grpc", 13);
+// The routing frame of the door's requests into the gateway: empty, which no ZeroMQ peer's can
+// be (a ROUTER gives a peer that names no routing id one of its own, never an empty one, and a
+// peer may name any other bytes, so only the empty frame cannot be forged).
+const std::string kRoute;
 
 // A ModelInfer's reactor: a call the client cancels (or whose deadline passes) cancels the
 // request, as a msgpack cancel does. gRPC calls OnDone once Finish is through: it is the last.
