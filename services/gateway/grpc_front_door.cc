@@ -12,14 +12,19 @@
 #include "gateway/kserve_grpc.h"
 #include "grpc_predict_v2.grpc.pb.h"
 #include "seqpipe/config/config.h"
+#include "seqpipe/transport/transport.h"
 
 namespace seqpipe::gateway {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = GrpcFrontDoor::Clock;
 constexpr std::chrono::seconds kReplyMargin{2};   // the trip back after the gateway's deadline
-constexpr std::chrono::milliseconds kRound{100};  // the loop's longest wait
+constexpr std::chrono::milliseconds kRound{100};  // how often calls are looked at for expiry
+// The routing frame of the door's requests into the gateway: empty, which no ZeroMQ peer's can
+// be (a ROUTER gives a peer that names no routing id one of its own, never an empty one, and a
+// peer may name any other bytes, so only the empty frame cannot be forged).
+const std::string kRoute;
 
 // A ModelInfer's reactor: a call the client cancels (or whose deadline passes) cancels the
 // request, as a msgpack cancel does. gRPC calls OnDone once Finish is through: it is the last.
@@ -49,8 +54,8 @@ std::optional<uint32_t> deadline_ms(const grpc::CallbackServerContext& context,
 // each answered by its responses (partials, then a final one) in the order the gateway sends
 // them. gRPC allows one write at a time, so responses queue here. The call ends (OK) once the
 // client has closed its side and every request has had its final response; a cancelled call
-// cancels its requests in the pipeline. Its methods run on gRPC's threads and on the loop thread
-// (deliver, drop): the mutex guards the state. OnDone is the last thing gRPC calls.
+// cancels its requests in the pipeline. Its methods run on gRPC's threads and on the gateway's
+// thread (deliver, drop): the mutex guards the state. OnDone is the last thing gRPC calls.
 class GrpcFrontDoor::Stream : public grpc::ServerBidiReactor<inference::ModelInferRequest,
                                                              inference::ModelStreamInferResponse> {
  public:
@@ -90,14 +95,14 @@ class GrpcFrontDoor::Stream : public grpc::ServerBidiReactor<inference::ModelInf
 
   void OnDone() override { delete this; }
 
-  // On the loop thread: a response to request `tag`; `final`: its last.
+  // On the gateway's thread: a response to request `tag`; `final`: its last.
   void deliver(inference::ModelStreamInferResponse response, const std::string& tag, bool final) {
     std::unique_lock lock(mutex_);
     if (final) in_flight_.erase(tag);
     if (!cancelled_) write(std::move(response));
     finish_if_done(lock);
   }
-  // On the loop thread: request `tag` was cancelled with the call; no response follows.
+  // On the gateway's thread: request `tag` was cancelled with the call; no response follows.
   void drop(const std::string& tag) {
     std::unique_lock lock(mutex_);
     in_flight_.erase(tag);
@@ -115,9 +120,11 @@ class GrpcFrontDoor::Stream : public grpc::ServerBidiReactor<inference::ModelInf
                                   /*stream=*/true)
             : std::variant<HttpRequest, grpc::Status>(known);
     std::unique_lock lock(mutex_);
+    // A request read as the call was cancelled: OnCancel has cancelled what was in flight then,
+    // so this one is not handed over at all.
+    if (cancelled_) return;
     if (auto* status = std::get_if<grpc::Status>(&translated)) {
-      if (!cancelled_) write(kserve_grpc_stream_error(*status, request.id(), model));
-      return;
+      return write(kserve_grpc_stream_error(*status, request.id(), model));
     }
     auto& http = std::get<HttpRequest>(translated);
     in_flight_.insert(tag);
@@ -239,14 +246,12 @@ class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackS
   const inference::ModelMetadataResponse metadata_;
 };
 
-GrpcFrontDoor::GrpcFrontDoor(zmq::context_t& context, std::string gateway_endpoint,
-                             GrpcOptions options, std::function<bool()> ready)
+GrpcFrontDoor::GrpcFrontDoor(GrpcOptions options, std::function<bool()> ready)
     : options_(std::move(options)),
       ready_(std::move(ready)),
-      gateway_(context, zmq::socket_type::dealer),
-      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      last_expiry_(Clock::now()) {
   if (wake_fd_ < 0) throw std::runtime_error("grpc: eventfd failed");
-  gateway_.connect(gateway_endpoint);
   service_ = std::make_unique<Service>(*this);
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default: a second gateway on the same port would share it silently
@@ -264,29 +269,32 @@ GrpcFrontDoor::GrpcFrontDoor(zmq::context_t& context, std::string gateway_endpoi
                               transport::tcp_bind_problem(options_.host, options_.port));
   }
   probe_thread_ = std::thread([this] { probe_loop(); });
-  loop_thread_ = std::thread([this] { loop(); });
 }
 
 GrpcFrontDoor::~GrpcFrontDoor() {
-  // The calls still open are cancelled (their OnCancel posts to the loop, which finishes them),
-  // and Shutdown returns once every one is done; only then do the threads stop.
-  server_->Shutdown(std::chrono::system_clock::now());
+  // Nothing is handed over from now on (submit answers unavailable); what was handed over and
+  // what the gateway has not answered is answered unavailable here, so that Shutdown, which
+  // cancels the calls still open and returns once every one is done, has nothing to wait for
+  // from the gateway's thread (this one).
+  std::vector<Task> left;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    left.swap(posted_);
   }
   probe_wake_.notify_all();
+  const ToGateway nowhere = [](std::vector<std::string>&&) {};
+  for (auto& task : left) task(nowhere);
+  for (const auto& [tag, pending] : pending_) {
+    fail(tag, pending, {grpc::StatusCode::UNAVAILABLE, "unavailable: the gateway is stopping"});
+  }
+  pending_.clear();
+  server_->Shutdown(std::chrono::system_clock::now());
   probe_thread_.join();
-  post([] {});  // wakes the loop to see stopping_
-  loop_thread_.join();
   ::close(wake_fd_);
 }
 
-void GrpcFrontDoor::post(std::function<void()> task) {
-  {
-    std::lock_guard lock(mutex_);
-    posted_.push_back(std::move(task));
-  }
+void GrpcFrontDoor::wake() {
   const uint64_t one = 1;
   (void)!::write(wake_fd_, &one, sizeof one);
 }
@@ -297,55 +305,51 @@ void GrpcFrontDoor::submit(HttpRequest request, Pending p) {
                     kReplyMargin;
   p.client_id = request.client_id;
   p.give_up = Clock::now() + wait;
-  post([this, request = std::move(request), p = std::move(p)]() mutable {
-    start(std::move(request), std::move(p));
-  });
+  std::unique_lock lock(mutex_);
+  if (stopping_) {
+    lock.unlock();
+    return fail(request.internal_id, p,
+                {grpc::StatusCode::UNAVAILABLE, "unavailable: the gateway is stopping"});
+  }
+  posted_.emplace_back(
+      [this, request = std::move(request), p = std::move(p)](const ToGateway& to_gateway) mutable {
+        start(std::move(request), std::move(p), to_gateway);
+      });
+  lock.unlock();
+  wake();
 }
 
 void GrpcFrontDoor::cancel(std::string tag) {
-  post([this, tag = std::move(tag)] { on_cancel(tag); });
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;  // the destructor answers every call
+    posted_.emplace_back(
+        [this, tag = std::move(tag)](const ToGateway& to_gateway) { on_cancel(tag, to_gateway); });
+  }
+  wake();
 }
 
-void GrpcFrontDoor::start(HttpRequest request, Pending pending) {
-  const std::string& tag = request.internal_id;
-  if (!gateway_.send({std::string_view(tag), std::string_view(), std::string_view(request.msgpack)},
-                     /*dontwait=*/true)) {
-    return fail(tag, pending, {grpc::StatusCode::UNAVAILABLE, "unavailable: the gateway is busy"});
-  }
+void GrpcFrontDoor::start(HttpRequest request, Pending pending, const ToGateway& to_gateway) {
+  std::string tag = request.internal_id;
   pending_.emplace(tag, std::move(pending));
+  to_gateway({kRoute, std::move(tag), std::string(), std::move(request.msgpack)});
 }
 
-void GrpcFrontDoor::loop() {
-  auto last_expiry = Clock::now();
-  for (;;) {
-    zmq::pollitem_t items[] = {{gateway_.raw().handle(), 0, ZMQ_POLLIN, 0},
-                               {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
-    try {
-      zmq::poll(items, 2, kRound);
-    } catch (const zmq::error_t& e) {
-      if (e.num() != EINTR) throw;
-    }
-    if (items[1].revents & ZMQ_POLLIN) {
-      uint64_t count = 0;
-      (void)!::read(wake_fd_, &count, sizeof count);
-      std::vector<std::function<void()>> tasks;
-      bool stopping = false;
-      {
-        std::lock_guard lock(mutex_);
-        tasks.swap(posted_);
-        stopping = stopping_;
-      }
-      for (auto& task : tasks) task();
-      if (stopping) return;
-    }
-    while (auto frames = gateway_.try_recv()) {
-      if (frames->size() >= 3) on_reply(frames->front(), frames->back());  // [tag, "", reply]
-    }
-    if (const auto now = Clock::now(); now - last_expiry >= kRound) {
-      expire(now);
-      last_expiry = now;
-    }
+void GrpcFrontDoor::serve(const ToGateway& to_gateway) {
+  uint64_t count = 0;
+  (void)!::read(wake_fd_, &count, sizeof count);
+  std::vector<Task> tasks;
+  {
+    std::lock_guard lock(mutex_);
+    tasks.swap(posted_);
   }
+  for (auto& task : tasks) task(to_gateway);
+}
+
+bool GrpcFrontDoor::answer(const std::vector<std::string>& envelope, const std::string& payload) {
+  if (envelope.size() < 2 || envelope.front() != kRoute) return false;
+  on_reply(envelope[1], payload);
+  return true;
 }
 
 void GrpcFrontDoor::on_reply(const std::string& tag, const std::string& body) {
@@ -366,16 +370,14 @@ void GrpcFrontDoor::on_reply(const std::string& tag, const std::string& body) {
   p.reactor->Finish(grpc::Status::OK);
 }
 
-void GrpcFrontDoor::on_cancel(const std::string& tag) {
+void GrpcFrontDoor::on_cancel(const std::string& tag, const ToGateway& to_gateway) {
   auto it = pending_.find(tag);
   if (it == pending_.end()) return;  // already answered: nothing to stop
   spdlog::info("grpc: call {} was cancelled by its client or its deadline; cancelling it", tag);
   protocol::Request cancel;
   cancel.op = protocol::Op::kCancel;
   cancel.id = tag;
-  const std::string bytes = protocol::encode_request(cancel);
-  (void)gateway_.send({std::string_view(tag), std::string_view(), std::string_view(bytes)},
-                      /*dontwait=*/true);
+  to_gateway({kRoute, tag, std::string(), protocol::encode_request(cancel)});
   if (it->second.stream != nullptr) {
     it->second.stream->drop(tag);
   } else {
@@ -395,6 +397,8 @@ void GrpcFrontDoor::fail(const std::string& tag, const Pending& pending,
 }
 
 void GrpcFrontDoor::expire(Clock::time_point now) {
+  if (now - last_expiry_ < kRound) return;
+  last_expiry_ = now;
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (now < it->second.give_up) {
       ++it;

@@ -1,12 +1,14 @@
 #pragma once
 // KServe v2 over gRPC on the gateway (the Open Inference Protocol's GRPCInferenceService:
 // ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelInfer, and Triton's
-// ModelStreamInfer), on gRPC's callback API. As the HTTP front door, each ModelInfer (and each
-// request of a ModelStreamInfer) enters the gateway as a protocol request
-// over an inproc DEALER into the gateway's own client ROUTER: admission, limits, deadlines, the
-// response cache, cancellation and metrics are the msgpack path's exactly. gRPC's threads only
-// translate and hand over; one thread of ours owns the DEALER (ZeroMQ sockets stay on one
-// thread) and finishes the calls. The message translations are in kserve_grpc.h.
+// ModelStreamInfer), on gRPC's callback API. Each ModelInfer (and each request of a
+// ModelStreamInfer) enters the gateway as a protocol request, as a client's over its ROUTER:
+// admission, limits, deadlines, the response cache, cancellation and metrics are the msgpack
+// path's exactly. gRPC's threads only translate and hand over; the gateway's own loop thread
+// takes the requests (it polls wake_fd()), and its replies come back to answer() on that thread,
+// which finishes the calls: no thread and no socket between the door and the gateway, so a call
+// costs two thread wake-ups fewer than over an inproc socket. The message translations are in
+// kserve_grpc.h.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -18,10 +20,8 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <zmq.hpp>
 
 #include "gateway/http_json.h"
-#include "seqpipe/transport/transport.h"
 
 namespace grpc {
 class Server;
@@ -48,16 +48,32 @@ struct GrpcOptions {
 
 class GrpcFrontDoor {
  public:
-  // Serves until destroyed. `gateway_endpoint`: an inproc endpoint the gateway's client ROUTER
-  // binds in `context`. `ready`: whether every stage has a live replica (ServerReady,
+  using Clock = std::chrono::steady_clock;
+  // A request's frames into the gateway, as its client ROUTER gives them: routing frames, then
+  // the payload.
+  using ToGateway = std::function<void(std::vector<std::string>&& frames)>;
+
+  // Serves until destroyed. `ready`: whether every stage has a live replica (ServerReady,
   // ModelReady); it may block, so it runs on a thread of its own.
-  GrpcFrontDoor(zmq::context_t& context, std::string gateway_endpoint, GrpcOptions options,
-                std::function<bool()> ready);
-  ~GrpcFrontDoor();
+  GrpcFrontDoor(GrpcOptions options, std::function<bool()> ready);
+  ~GrpcFrontDoor();  // on the gateway's thread: the calls still open are answered unavailable
   GrpcFrontDoor(const GrpcFrontDoor&) = delete;
   GrpcFrontDoor& operator=(const GrpcFrontDoor&) = delete;
 
   int port() const { return port_; }
+  // Readable when gRPC's threads have handed something over: the gateway's loop polls it and
+  // then calls serve().
+  int wake_fd() const { return wake_fd_; }
+
+  // The rest on the gateway's thread.
+  // Hands what gRPC's threads handed over (requests, cancels) to `to_gateway`.
+  void serve(const ToGateway& to_gateway);
+  // A reply from the gateway: true when its routing frames are this door's (the call is
+  // finished, or a stream gets its response), false when it is some other client's.
+  bool answer(const std::vector<std::string>& envelope, const std::string& payload);
+  // Gives up (unavailable) on calls the gateway has not answered long after their deadline
+  // (looked at every 100 ms at most: call it every round).
+  void expire(Clock::time_point now);
 
  private:
   class Service;  // the generated service's handlers
@@ -70,43 +86,41 @@ class GrpcFrontDoor {
     Stream* stream = nullptr;                           // or the ModelStreamInfer it came on
     bool streamed = false;  // sent as a streamed request: partial replies come first
     std::string client_id;
-    std::chrono::steady_clock::time_point give_up;  // the gateway's deadline and a margin
+    Clock::time_point give_up;  // the gateway's deadline and a margin
   };
+  using Task = std::function<void(const ToGateway&)>;  // run by serve()
 
-  // From gRPC's threads: hand a request over to the loop thread, or ask for readiness.
+  // From gRPC's threads: hand a request over to the gateway's thread, or ask for readiness.
   void submit(HttpRequest request, Pending pending);
   void cancel(std::string tag);
   void ask_ready(std::function<void(bool)> answer);
-  void post(std::function<void()> task);
+  void wake();  // serve() has something to do
 
-  // On the loop thread.
-  void loop();
-  void start(HttpRequest request, Pending pending);
+  // On the gateway's thread.
+  void start(HttpRequest request, Pending pending, const ToGateway& to_gateway);
   void on_reply(const std::string& tag, const std::string& body);
-  void on_cancel(const std::string& tag);
+  void on_cancel(const std::string& tag, const ToGateway& to_gateway);
   void fail(const std::string& tag, const Pending& pending, const grpc::Status& status);
-  void expire(std::chrono::steady_clock::time_point now);
 
   void probe_loop();  // the readiness thread
 
   GrpcOptions options_;
   std::function<bool()> ready_;
-  transport::Socket gateway_;  // the loop thread's DEALER into the gateway
-  int wake_fd_ = -1;           // an eventfd: posted tasks are waiting
+  int wake_fd_ = -1;  // an eventfd: posted tasks are waiting
   int port_ = 0;
   std::atomic<uint64_t> next_id_ = 1;       // gRPC's threads take ids from it
-  std::map<std::string, Pending> pending_;  // by tag (the internal id); the loop thread's
+  std::map<std::string, Pending> pending_;  // by tag (the internal id); the gateway thread's
+  Clock::time_point last_expiry_;           // the gateway thread's
 
   std::mutex mutex_;  // guards everything below
   std::condition_variable probe_wake_;
-  std::vector<std::function<void()>> posted_;
+  std::vector<Task> posted_;
   std::vector<std::function<void(bool)>> ready_waiting_;
   bool stopping_ = false;
 
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   std::thread probe_thread_;
-  std::thread loop_thread_;
 };
 
 }  // namespace seqpipe::gateway

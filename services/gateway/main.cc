@@ -25,7 +25,7 @@
 namespace seqpipe::gateway {
 namespace {
 
-// The front doors' (HTTP, gRPC) requests come in on the clients' socket, over inproc.
+// The HTTP front door's requests come in on the clients' socket, over inproc.
 constexpr const char* kFrontDoorInproc = "inproc://seqpipe-gateway-http";
 
 // The model's name in KServe v2 and OpenAI: model.name or the last component of model.dir; with a
@@ -101,6 +101,7 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config:
 }
 
 // KServe v2 over gRPC on gateway.grpc_endpoint (none when it is off).
+// Its requests and replies go by the gateway's loop (serve, answer), not over a socket.
 std::unique_ptr<GrpcFrontDoor> start_grpc(zmq::context_t& context, const config::PipelineConfig& c,
                                           const security::HubSecurity& security,
                                           size_t max_message_bytes) {
@@ -113,8 +114,7 @@ std::unique_ptr<GrpcFrontDoor> start_grpc(zmq::context_t& context, const config:
   options.max_message_bytes = max_message_bytes;
   options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
   options.max_timeout = std::chrono::milliseconds(c.gateway.max_timeout_ms);
-  auto grpc = std::make_unique<GrpcFrontDoor>(context, kFrontDoorInproc, options,
-                                              pipeline_ready(context, c, security));
+  auto grpc = std::make_unique<GrpcFrontDoor>(options, pipeline_ready(context, c, security));
   spdlog::info("gateway: KServe v2 gRPC on {}:{} (model '{}')", options.host, grpc->port(),
                options.model_name);
   return grpc;
@@ -131,6 +131,25 @@ std::string apply_catalog(std::string_view bytes, Gateway& gateway, SharedCatalo
   const auto in_flight = gateway.set_models(*models);
   shared.set(gateway.models());
   return model_control::encode_in_flight(in_flight);
+}
+
+// A round of the gRPC door: the requests and cancels it took from gRPC's threads (when its
+// eventfd woke the loop) into the gateway, as a client's; its calls left unanswered too long.
+void serve_grpc(GrpcFrontDoor& grpc, bool woken, Gateway& gateway, const Now& now, Outbox& out) {
+  if (woken) {
+    grpc.serve(
+        [&](std::vector<std::string>&& frames) { gateway.on_client(std::move(frames), now, out); });
+  }
+  grpc.expire(now.steady);
+}
+
+// The round's replies: the gRPC door's to it, every other one to its client over the ROUTER.
+void send_replies(Outbox& out, transport::Socket& clients, GrpcFrontDoor* grpc) {
+  for (auto& [envelope, payload] : out.replies) {
+    if (grpc != nullptr && grpc->answer(envelope, payload)) continue;
+    envelope.push_back(std::move(payload));
+    if (!clients.send(envelope)) spdlog::info("gateway: a client left before its reply");
+  }
 }
 
 int serve(const config::PipelineConfig& c) {
@@ -184,6 +203,7 @@ int serve(const config::PipelineConfig& c) {
   transport::Poller poller;
   const size_t kClients = poller.add(clients), kTokenizers = poller.add(tokenizers),
                kResults = poller.add(results);
+  const size_t kGrpc = grpc ? poller.add(grpc->wake_fd()) : 0;
   const std::vector<transport::Socket*> worker_sockets{&tokenizers};  // by link: kTokenizerLink
   const stage::Limits limits;
   Outbox out;
@@ -199,6 +219,7 @@ int serve(const config::PipelineConfig& c) {
     if (poller.readable(kClients)) {
       while (auto frames = clients.try_recv()) gateway.on_client(std::move(*frames), now, out);
     }
+    if (grpc) serve_grpc(*grpc, poller.readable(kGrpc), gateway, now, out);
     if (poller.readable(kTokenizers)) {
       hub::read_workers(
           tokenizers, "a tokenizer", limits, stage_metrics,
@@ -223,10 +244,7 @@ int serve(const config::PipelineConfig& c) {
         [&](size_t, const std::string& worker, Outbox& o) {
           gateway.tokenizer_dead(worker, now, o);
         });
-    for (auto& [envelope, payload] : out.replies) {
-      envelope.push_back(std::move(payload));
-      if (!clients.send(envelope)) spdlog::info("gateway: a client left before its reply");
-    }
+    send_replies(out, clients, grpc.get());
     out.clear();
   }
   spdlog::info("gateway: stopping with {} requests in flight", gateway.in_flight());

@@ -258,6 +258,11 @@ size_t Poller::add(Socket& socket) {
   return items_.size() - 1;
 }
 
+size_t Poller::add(int fd) {
+  items_.push_back({nullptr, fd, ZMQ_POLLIN, 0});
+  return items_.size() - 1;
+}
+
 int Poller::poll(std::chrono::milliseconds timeout) {
   for (auto& item : items_) item.revents = 0;
   try {

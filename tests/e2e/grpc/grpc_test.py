@@ -1,7 +1,8 @@
 """KServe v2 over gRPC on the gateway against a real pipeline (`seqpipe up`, tiny model), with
 grpcio's client and stubs generated at test time from services/gateway/proto/grpc_predict_v2.proto
 (python3-grpcio, python3-grpc-tools): health and metadata, ModelInfer equals the msgpack path,
-bad requests get gRPC error statuses, a call's deadline and its cancellation reach the pipeline.
+bad requests get gRPC error statuses, a call's deadline and its cancellation reach the pipeline, a
+stopping gateway answers the calls in flight.
 ModelStreamInfer (Triton's streaming RPC): a request's streamed pieces concatenate to ModelInfer's
 text, several requests share one stream, errors come as error_message while the stream goes on,
 and a cancelled or expired stream cancels its requests in the pipeline.
@@ -10,6 +11,7 @@ Environment: SEQPIPE_BIN, SEQPIPE_MKMODEL (tests/e2e/harness.py), PYTHONPATH wit
 """
 import importlib
 import os
+import signal
 import struct
 import sys
 import tempfile
@@ -17,7 +19,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import PipelineTestCase, free_port, scrape  # noqa: E402
+from harness import PipelineTestCase, free_port, pids, scrape  # noqa: E402
 
 try:
     import grpc
@@ -184,6 +186,22 @@ class GrpcTest(PipelineTestCase):
         call.cancel()
         self.assertEqual(call.code(), grpc.StatusCode.CANCELLED)
         self.assertGreater(self.wait_for_more(cancelled, before), before)
+
+    def test_a_stopping_gateway_answers_its_calls_unavailable(self):
+        # The gateway finishes the gRPC calls on its own thread: stopped with one in flight, it
+        # answers it before it exits rather than leave it to the call's 30 s deadline. `seqpipe up`
+        # then restarts it on the same port.
+        call = self.stub.ModelInfer.future(self.long_request(30000), timeout=30)
+        time.sleep(0.2)  # the request is in the pipeline
+        (gateway,) = pids(self.pipeline.run_dir, "seqpipe-gateway")
+        started = time.monotonic()
+        os.kill(gateway, signal.SIGTERM)
+        self.assertEqual(call.code(), grpc.StatusCode.UNAVAILABLE, call.details())
+        self.assertIn("the gateway is stopping", call.details())
+        self.assertLess(time.monotonic() - started, 5)
+        self.pipeline.wait_until(
+            lambda: self.stub.ModelInfer(self.infer_request(["hello"]), timeout=2).outputs,
+            lambda: None, timeout=30)
 
     def test_a_shorter_timeout_ms_than_the_deadline_stands(self):
         got, details = self.status_of(self.long_request(50), timeout=20)

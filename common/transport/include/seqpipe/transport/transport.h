@@ -132,6 +132,7 @@ class PushSockets {
 class Poller {
  public:
   size_t add(Socket& socket);  // returns the socket's index
+  size_t add(int fd);          // a file descriptor (an eventfd, say); returns its index
   // Waits up to `timeout` (negative: forever) for any socket to be readable; returns how many
   // are. EINTR (a signal) returns 0 so the caller can look at its stop flag.
   int poll(std::chrono::milliseconds timeout);
