@@ -141,6 +141,16 @@ TEST_F(RepositoryPollTest, ARemovedModelIsUnloadedAndAnUnloadedOneLeftAlone) {
   EXPECT_EQ(scan(poll, index({{"alpha", 1, State::kUnavailable, "unloaded"}})), Requests{});
 }
 
+TEST_F(RepositoryPollTest, ARepositoryThatCannotBeReadUnloadsNothing) {
+  RepositoryPoll poll = start();
+  const auto served = index({{"alpha", 1, State::kReady, ""}});
+  fs::rename(root_, root_.string() + ".away");
+  EXPECT_EQ(scan(poll, served), Requests{});
+  EXPECT_EQ(scan(poll, served), Requests{});
+  fs::rename(root_.string() + ".away", root_);
+  EXPECT_EQ(scan(poll, served), Requests{});
+}
+
 TEST_F(RepositoryPollTest, ZeroIsOff) {
   RepositoryPoll poll(root_.string(), milliseconds(0));
   poll.started(config::scan_repository(root_.string()));

@@ -79,6 +79,9 @@ std::vector<model_control::ControlRequest> RepositoryPoll::poll(
   last_ = now;
   const config::ModelRepository repo = config::scan_repository(repository_);
   report_bad(repo.bad);
+  // A repository that cannot be read (unmounted, renamed) is not a repository emptied: every
+  // version stays as it is until it can be read again.
+  if (repo.bad.size() == 1 && repo.bad[0].path == repository_) return {};
   Round round{index, {}, {}, {}, {}};
   for (const auto& m : repo.models) {
     const std::string key = config::model_key(m.name, m.version);
