@@ -11,11 +11,15 @@ p50/p99 of the requests scheduled before the first swap and of those scheduled w
 their ratio, the errors and the requests never answered, and the pids of the unloaded versions
 still alive (none expected); with --cycles N, N more reloads (to 2 and back) with no traffic and
 the gateway's and batcher's RSS before and after them. Exit status 1 when a request failed or went unanswered, or an
-unloaded version's process was left.
+unloaded version's process was left. With --poll-ms N the pipeline runs in poll mode
+(model.repository_poll_ms=N) and each swap is a change of the repository instead: version 2 is
+renamed into it, later renamed out of it; a swap lasts until the new version is READY and the old
+one UNAVAILABLE (`seqpipe models list`).
 
   PYTHONPATH=clients/python bench/reload_bench.py                 # tiny random models
   PYTHONPATH=clients/python bench/reload_bench.py --load-fraction 0.5 --before-seconds 20
   PYTHONPATH=clients/python bench/reload_bench.py --cycles 20       # and the hubs' RSS
+  PYTHONPATH=clients/python bench/reload_bench.py --poll-ms 200     # swaps by the repository
 
 The binaries come from --build (default build/release). Python: Debian's python3 only.
 """
@@ -93,8 +97,7 @@ class Load:
                 scheduled = time.monotonic()
                 if rate:
                     scheduled = self.started + (n * threads + k) / rate
-                    if scheduled > time.monotonic():
-                        time.sleep(scheduled - time.monotonic())
+                    time.sleep(max(0.0, scheduled - time.monotonic()))
                 error = None
                 try:
                     client.generate(TEXTS[n % len(TEXTS)], max_new_tokens=max_new_tokens,
@@ -121,6 +124,34 @@ def models(binary, run_dir, *args):
         raise RuntimeError(f"seqpipe models {' '.join(args)}: {out.stderr.strip()}")
 
 
+def states(binary, run_dir):
+    """{(name, version): state} from `seqpipe models list`."""
+    out = subprocess.run([binary, "models", "list", "--set", f"runtime_dir={run_dir}"],
+                         capture_output=True, text=True, timeout=60)
+    rows = [line.split() for line in out.stdout.splitlines()[1:]]
+    return {(r[0], r[1]): r[2] for r in rows if len(r) >= 3}
+
+
+def swap(a, seqpipe, run_dir, version, old, dirs, staged):
+    """Reloads a.model to `version`: `seqpipe models load`, or in poll mode version 2 renamed into
+    the repository (a rename: never seen half-copied) or out of it, then waits until `version` is
+    READY and `old` UNAVAILABLE."""
+    if not a.poll_ms:
+        return models(seqpipe, run_dir, "load", a.model, "--version", version)
+    if version == "2":
+        os.rename(staged, dirs["2"])
+    else:
+        os.rename(dirs["2"], staged)
+    deadline = time.monotonic() + 300
+    while True:
+        now = states(seqpipe, run_dir)
+        if now.get((a.model, version)) == "READY" and now.get((a.model, old)) == "UNAVAILABLE":
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"poll mode: no swap to {a.model}/{version} in 300 s: {now}")
+        time.sleep(0.05)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
@@ -134,6 +165,8 @@ def main():
     p.add_argument("--settle-seconds", type=float, default=5)
     p.add_argument("--cycles", type=int, default=0,
                    help="then N more reloads (2, then 1), idle, with the hubs' RSS before and after")
+    p.add_argument("--poll-ms", type=int, default=0,
+                   help="poll mode: swap by renaming version 2 into and out of the repository")
     p.add_argument("--json", help="write every request (scheduled, finished, error) and the swaps")
     p.add_argument("--set", action="append", default=[], help="more --set for seqpipe up")
     a = p.parse_args()
@@ -147,6 +180,11 @@ def main():
                             "--out", os.path.join(repo, a.model, version)], check=True,
                            capture_output=True, timeout=120)
     dirs = {v: os.path.join(repo, a.model, v) for v in ("1", "2")}
+    # Poll mode: version 2 while it is out of the repository, on the repository's file system.
+    staged = os.path.join(os.path.dirname(os.path.abspath(repo)), f"staged-2-{os.getpid()}")
+    if a.poll_ms:
+        os.rename(dirs["2"], staged)
+        a.set.append(f"model.repository_poll_ms={a.poll_ms}")
     run_dir = os.path.join(tmp, "run")
     endpoint = f"ipc://{run_dir}/gateway.sock"
     sets = [f"runtime_dir={run_dir}", "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
@@ -168,7 +206,8 @@ def main():
                     raise RuntimeError("the pipeline did not come up; see " + log.name)
                 time.sleep(0.3)
         client.close()
-        models(seqpipe, run_dir, "load", a.model, "--version", "1")  # version 1 alone
+        if not a.poll_ms:
+            models(seqpipe, run_dir, "load", a.model, "--version", "1")  # version 1 alone
         closed = Load(endpoint, a.model, a.threads, None, a.max_new_tokens)
         time.sleep(a.capacity_seconds)
         capacity = len(closed.stop()) / a.capacity_seconds
@@ -180,7 +219,7 @@ def main():
         swaps = []
         for version, old in (("2", "1"), ("1", "2")):
             start = time.monotonic()
-            models(seqpipe, run_dir, "load", a.model, "--version", version)
+            swap(a, seqpipe, run_dir, version, old, dirs, staged)
             end = time.monotonic()
             swaps.append((start, end))
             left = pids_of(dirs[old])
@@ -212,8 +251,8 @@ def main():
         if a.cycles:
             before_rss = hub_rss(run_dir)
             for _ in range(a.cycles):
-                for version in ("2", "1"):
-                    models(seqpipe, run_dir, "load", a.model, "--version", version)
+                for version, old in (("2", "1"), ("1", "2")):
+                    swap(a, seqpipe, run_dir, version, old, dirs, staged)
             after_rss = hub_rss(run_dir)
             for program in sorted(before_rss):
                 b, e = before_rss[program], after_rss.get(program, 0)
@@ -225,6 +264,8 @@ def main():
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        if a.poll_ms and os.path.isdir(staged):
+            os.rename(staged, dirs["2"])  # the repository as it was
         shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failed else 0
 

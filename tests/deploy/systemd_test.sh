@@ -3,7 +3,8 @@
 # each template and seqpipe.target, must pass `systemd-analyze verify` (unknown directives, bad
 # values and missing executables are errors), and each carries the hardening it promises. With
 # --keys (CurveZMQ), each unit gets a drop-in handing it its keys as credentials (LoadCredential=),
-# verified with it; the secret files are installed readable by root alone.
+# verified with it; the secret files are installed readable by root alone. With --repository, an
+# instance of each worker stage per model, each with its model's drop-in, verified the same way.
 # Usage: systemd_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
@@ -56,5 +57,39 @@ rc=0
   --set security.server_key="$tmp/root/etc/seqpipe/keys/hub" --set security.client_key="$tmp/root/etc/seqpipe/keys/client" \
   >/dev/null 2>&1 || rc=$?
 [ "$rc" -ne 2 ] || { echo "the installed config with its keys does not load"; status=1; }
-[ $status -eq 0 ] && echo "systemd units: $(ls "$check" | wc -l) verified"
+# --repository: one instance of each worker stage per model at its highest version (alpha/2; beta,
+# a flat model directory, as version 1), each with a drop-in naming its model and keeping its keys;
+# the target wants those instead of the numbered ones, and the config serves the repository.
+mkdir -p "$tmp/repo/alpha/1" "$tmp/repo/alpha/2"
+cp "$tmp/model"/* "$tmp/repo/alpha/1/" && cp "$tmp/model"/* "$tmp/repo/alpha/2/"
+cp -r "$tmp/model" "$tmp/repo/beta"
+"$src/deploy/systemd/install.sh" --dest "$tmp/root2" --model "$tmp/model" --build "$build" --keys "$tmp" \
+  --repository "$tmp/repo"
+units2=$tmp/root2/etc/systemd/system
+check2=$tmp/check2
+mkdir -p "$check2"
+for want in alpha:2 beta:1; do
+  name=${want%:*} version=${want#*:}
+  [ -f "$tmp/root2/var/lib/seqpipe/models/$name/$version/model.safetensors" ] || { echo "$name/$version not installed"; status=1; }
+  for s in tokenizer encoder decoder postprocessor; do
+    unit=seqpipe-$s@$name.service
+    grep -qxF "Wants=$unit" "$units2/seqpipe.target" || { echo "seqpipe.target does not want $unit"; status=1; }
+    grep -q "^ExecStart=.* --set security.server_key=%d/hub .* --set model.dir=/var/lib/seqpipe/models/$name/$version --set model.name=$name --set model.version=$version$" \
+      "$units2/$unit.d/model.conf" || { echo "$unit.d/model.conf: not its model with its keys"; status=1; }
+    sed "s|/usr/local/bin/|$tmp/root2/usr/local/bin/|" "$units2/seqpipe-$s@.service" > "$check2/$unit"
+    mkdir "$check2/$unit.d"
+    for conf in "$units2/seqpipe-$s@.service.d/keys.conf" "$units2/$unit.d/model.conf"; do
+      sed "s|/usr/local/bin/|$tmp/root2/usr/local/bin/|" "$conf" > "$check2/$unit.d/$(basename "$conf")"
+    done
+  done
+done
+grep -q "seqpipe-encoder@1.service" "$units2/seqpipe.target" && { echo "seqpipe.target still wants numbered workers"; status=1; }
+cp "$units2/seqpipe.target" "$check2/"
+out=$(cd "$check2" && systemd-analyze verify ./*.service ./seqpipe.target 2>&1) || status=1
+if [ -n "$out" ]; then
+  echo "$out"
+  status=1
+fi
+grep -qxF "  repository: /var/lib/seqpipe/models" "$tmp/root2/etc/seqpipe/pipeline.yaml" || { echo "the config does not serve the repository"; status=1; }
+[ $status -eq 0 ] && echo "systemd units: $(ls "$check" | wc -l) verified, and $(ls "$check2" | wc -l) with a repository"
 exit $status

@@ -62,7 +62,9 @@ version in it, and a request names its model (`model`, `version`); entries that 
 are printed and left out. It then answers `seqpipe models list|load|unload` (and the gateway's
 POST /v2/repository/...) on ipc://<runtime_dir>/control.sock: a load starts a version's replicas
 and routes to it once warm, an unload stops routing, waits for its requests, then stops them; a
-model version whose replica is given up is not served, and the others go on.
+model version whose replica is given up is not served, and the others go on. With
+model.repository_poll_ms > 0 it rescans DIR that often and loads a name's new newest version (a
+reload), unloads a removed one; a version that failed is tried again when its files change.
 Exit status: 0 stopped, 1 a child kept failing (a hub, with a repository), 2 bad usage, config or
 model directory.)";
 
@@ -247,8 +249,12 @@ int up(const seqpipe::service::ServiceArgs& args) {
     seqpipe::supervisor::ModelLifecycle lifecycle(
         context, c, children, [&](const config::ModelVersion& m) { return version_children({m}); });
     lifecycle.started(repo);
-    gave_up = seqpipe::supervisor::supervise_models(context, config::control_endpoint(c), children,
-                                                    lifecycle, seqpipe::service::stop_requested);
+    seqpipe::supervisor::RepositoryPoll poll(c.model.repository,
+                                             std::chrono::milliseconds(c.model.repository_poll_ms));
+    poll.started(repo);
+    gave_up =
+        seqpipe::supervisor::supervise_models(context, config::control_endpoint(c), children,
+                                              lifecycle, poll, seqpipe::service::stop_requested);
   }
   children.stop(std::chrono::seconds(5));  // SIGTERM, up to 5 s to drain, then SIGKILL
   std::printf("seqpipe up: stopped\n");

@@ -126,11 +126,12 @@ void ModelLifecycle::start_unloading(const std::string& key) {
 void ModelLifecycle::fail(const std::string& key, const std::string& reason) {
   const auto it = versions_.find(key);
   if (it == versions_.end()) return;
-  std::fprintf(stderr, "seqpipe up: model %s is not served: %s\n", key.c_str(), reason.c_str());
   Version& v = it->second;
+  std::fprintf(stderr, "seqpipe up: model %s is not served: %s: %s\n", key.c_str(),
+               v.model.dir.c_str(), reason.c_str());
   changed_ = changed_ || v.routed;
   v.state = State::kUnavailable;
-  v.reason = reason;
+  v.reason = v.model.dir + ": " + reason;
   v.routed = false;
   children_.stop_group(key, std::chrono::seconds(1));
 }
@@ -286,8 +287,13 @@ model_control::ControlReply ModelLifecycle::index() const {
 
 namespace seqpipe::supervisor {
 
+namespace {
+// The poll's requests come from this client: no ZeroMQ routing id is empty.
+const std::string kPollClient;
+}  // namespace
+
 bool supervise_models(zmq::context_t& context, const std::string& control_endpoint,
-                      ChildProcesses& children, ModelLifecycle& lifecycle,
+                      ChildProcesses& children, ModelLifecycle& lifecycle, RepositoryPoll& poll,
                       const std::function<bool()>& stop_requested) {
   transport::Socket control(context, zmq::socket_type::router, {});
   control.bind(control_endpoint);
@@ -309,9 +315,19 @@ bool supervise_models(zmq::context_t& context, const std::string& control_endpoi
                     [](const GivenUp& g) { return g.group.empty(); }))
       return true;
     lifecycle.given_up(given_up);
-    lifecycle.tick(Clock::now());
-    for (const auto& [client, reply] : lifecycle.take_replies())
-      control.send(transport::Frames{client, "", model_control::encode(reply)});
+    const Clock::time_point now = Clock::now();
+    if (poll.due(now)) {
+      for (const auto& request : poll.poll(now, lifecycle.index()))
+        lifecycle.on_request(kPollClient, request);
+    }
+    lifecycle.tick(now);
+    for (const auto& [client, reply] : lifecycle.take_replies()) {
+      if (client != kPollClient) {
+        control.send(transport::Frames{client, "", model_control::encode(reply)});
+      } else if (reply.error) {
+        std::fprintf(stderr, "seqpipe up: repository poll: %s\n", reply.error->message.c_str());
+      }
+    }
   }
   return false;
 }

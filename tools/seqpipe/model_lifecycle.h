@@ -18,6 +18,7 @@
 #include "seqpipe/child_processes.h"
 #include "seqpipe/config/config.h"
 #include "seqpipe/config/model_repository.h"
+#include "seqpipe/repository_poll.h"
 #include "seqpipe/runtime/model_control.h"
 
 namespace seqpipe::supervisor {
@@ -84,10 +85,11 @@ class ModelLifecycle {
 namespace seqpipe::supervisor {
 
 // supervise() with a repository: restarts children, answers the control socket bound at
-// `control_endpoint` and runs `lifecycle`'s rounds until `stop_requested`; a model version's child
-// given up stops that version only. True when a hub was given up (the pipeline stops).
+// `control_endpoint`, passes `poll`'s requests on when it is due and runs `lifecycle`'s rounds
+// until `stop_requested`; a model version's child given up stops that version only. True when a
+// hub was given up (the pipeline stops).
 bool supervise_models(zmq::context_t& context, const std::string& control_endpoint,
-                      ChildProcesses& children, ModelLifecycle& lifecycle,
+                      ChildProcesses& children, ModelLifecycle& lifecycle, RepositoryPoll& poll,
                       const std::function<bool()>& stop_requested);
 
 }  // namespace seqpipe::supervisor

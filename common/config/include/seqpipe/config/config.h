@@ -65,6 +65,10 @@ struct ModelConfig {
   // `seqpipe up` starts replicas for every model version in it (each with model.dir, model.name
   // and model.version set) and the gateway serves every name in it. Empty: model.dir alone.
   std::string repository;
+  // With a repository, how often `seqpipe up` rescans it (ms), as Triton's poll model-control
+  // mode: a new newest version of a name is loaded (a reload), a removed version unloaded. 0:
+  // only explicit control (`seqpipe models`, POST /v2/repository/...).
+  int repository_poll_ms = 0;
 
   bool operator==(const ModelConfig&) const = default;
 };
