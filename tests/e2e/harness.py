@@ -85,6 +85,20 @@ def stop(proc, timeout=20):
             proc.wait()
 
 
+class RepositoryTestCase(unittest.TestCase):
+    """A test class whose setUpClass makes cls.tmp (the repository's folder), cls.pipeline and
+    cls.client, in that order: whatever of them it made is closed and removed once, also when
+    setUpClass stopped halfway."""
+
+    @classmethod
+    def tearDownClass(cls):
+        if getattr(cls, "client", None):
+            cls.client.close()
+        if getattr(cls, "pipeline", None):
+            cls.pipeline.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+
 class PipelineTestCase(unittest.TestCase):
     """A test class on one pipeline, started once for all its tests: the class gives PREFIX,
     settings() (--set overrides) and, to serve a model of its own, MODEL_DIR (or CHECKOUT: see

@@ -19,7 +19,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import (ONE_REPLICA_EACH, SEQPIPE, Pipeline, free_port,  # noqa: E402
+from harness import (ONE_REPLICA_EACH, SEQPIPE, Pipeline, RepositoryTestCase, free_port,  # noqa: E402
                      make_tiny_model, post_json)
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
 
@@ -76,7 +76,7 @@ class Traffic:
         return self.results
 
 
-class LifecycleTest(unittest.TestCase):
+class LifecycleTest(RepositoryTestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="seqpipe-life-")
@@ -103,14 +103,6 @@ class LifecycleTest(unittest.TestCase):
         cls.answers = {v: [cls.client.generate(t, max_new_tokens=8, model="alpha",
                                                version=v)["text"] for t in TEXTS]
                        for v in (1, 2)}
-
-    @classmethod
-    def tearDownClass(cls):
-        if getattr(cls, "client", None):
-            cls.client.close()
-        if getattr(cls, "pipeline", None):
-            cls.pipeline.close()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def models(self, *args):
         return subprocess.run([SEQPIPE, "models", *args, "--set",

@@ -19,14 +19,15 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "lifecycle"))
-from harness import ONE_REPLICA_EACH, SEQPIPE, Pipeline, make_tiny_model  # noqa: E402
+from harness import (ONE_REPLICA_EACH, SEQPIPE, Pipeline, RepositoryTestCase,  # noqa: E402
+                     make_tiny_model)
 from lifecycle_test import TEXTS, Traffic, processes_of  # noqa: E402
 from seqpipe_client import Client  # noqa: E402
 
 POLL_MS = 200
 
 
-class PollTest(unittest.TestCase):
+class PollTest(RepositoryTestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="seqpipe-poll-")
@@ -43,14 +44,6 @@ class PollTest(unittest.TestCase):
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
         cls.pipeline.wait_until(lambda: cls.alpha(TEXTS[0]), cls.tearDownClass, timeout=120)
         cls.answers_v1 = [cls.alpha(t) for t in TEXTS]
-
-    @classmethod
-    def tearDownClass(cls):
-        if getattr(cls, "client", None):
-            cls.client.close()
-        if getattr(cls, "pipeline", None):
-            cls.pipeline.close()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     @classmethod
     def alpha(cls, text, **kw):

@@ -12,7 +12,6 @@ Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,8 +20,8 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import (ONE_REPLICA_EACH, SEQPIPE, Pipeline, answers, free_port,  # noqa: E402
-                     make_tiny_model, post_json)
+from harness import (ONE_REPLICA_EACH, SEQPIPE, Pipeline, RepositoryTestCase, answers,  # noqa: E402
+                     free_port, make_tiny_model, post_json)
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
 
 TEXTS = [f"the {w} is here {i}" for i, w in enumerate(
@@ -43,7 +42,7 @@ def outputs_alone(model_dir):
         pipeline.close()
 
 
-class RepositoryTest(unittest.TestCase):
+class RepositoryTest(RepositoryTestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="seqpipe-repo-")
@@ -65,14 +64,6 @@ class RepositoryTest(unittest.TestCase):
                 cls.client.generate("warm up", max_new_tokens=2, model=name)
             return True
         cls.pipeline.wait_until(both_answer, cls.tearDownClass, timeout=90)
-
-    @classmethod
-    def tearDownClass(cls):
-        if getattr(cls, "client", None):
-            cls.client.close()
-        if getattr(cls, "pipeline", None):
-            cls.pipeline.close()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_the_two_models_differ(self):
         # Otherwise answering "as alone" would not tell the models apart.
