@@ -98,6 +98,22 @@ class RepositoryTestCase(unittest.TestCase):
             cls.pipeline.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
+    def models(self, *args):
+        """`seqpipe models ARGS` against this class's pipeline."""
+        return subprocess.run([SEQPIPE, "models", *args, "--set",
+                               f"runtime_dir={self.pipeline.run_dir}"],
+                              capture_output=True, text=True, timeout=240)
+
+    def state(self):
+        """{(name, version): (state, reason)} from `seqpipe models list`."""
+        out = self.models("list")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = {}
+        for line in out.stdout.splitlines()[1:]:
+            name, version, state, *reason = line.split(maxsplit=3)
+            rows[(name, version)] = (state, " ".join(reason))
+        return rows
+
 
 class PipelineTestCase(unittest.TestCase):
     """A test class on one pipeline, started once for all its tests: the class gives PREFIX,

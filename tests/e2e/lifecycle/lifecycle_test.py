@@ -104,21 +104,6 @@ class LifecycleTest(RepositoryTestCase):
                                                version=v)["text"] for t in TEXTS]
                        for v in (1, 2)}
 
-    def models(self, *args):
-        return subprocess.run([SEQPIPE, "models", *args, "--set",
-                               f"runtime_dir={self.pipeline.run_dir}"],
-                              capture_output=True, text=True, timeout=240)
-
-    def state(self):
-        """{(name, version): (state, reason)} from `seqpipe models list`."""
-        out = self.models("list")
-        self.assertEqual(out.returncode, 0, out.stderr)
-        rows = {}
-        for line in out.stdout.splitlines()[1:]:
-            name, version, state, *reason = line.split(maxsplit=3)
-            rows[(name, version)] = (state, " ".join(reason))
-        return rows
-
     def load(self, version):
         out = self.models("load", "alpha", "--version", str(version))
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)

@@ -10,7 +10,6 @@ Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 """
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,8 +18,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "lifecycle"))
-from harness import (ONE_REPLICA_EACH, SEQPIPE, Pipeline, RepositoryTestCase,  # noqa: E402
-                     make_tiny_model)
+from harness import ONE_REPLICA_EACH, Pipeline, RepositoryTestCase, make_tiny_model  # noqa: E402
 from lifecycle_test import TEXTS, Traffic, processes_of  # noqa: E402
 from seqpipe_client import Client  # noqa: E402
 
@@ -48,18 +46,6 @@ class PollTest(RepositoryTestCase):
     @classmethod
     def alpha(cls, text, **kw):
         return cls.client.generate(text, max_new_tokens=8, model="alpha", **kw)["text"]
-
-    def state(self):
-        """{(name, version): (state, reason)} from `seqpipe models list`."""
-        out = subprocess.run([SEQPIPE, "models", "list", "--set",
-                              f"runtime_dir={self.pipeline.run_dir}"],
-                             capture_output=True, text=True, timeout=60)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        rows = {}
-        for line in out.stdout.splitlines()[1:]:
-            name, version, state, *reason = line.split(maxsplit=3)
-            rows[(name, version)] = (state, " ".join(reason))
-        return rows
 
     def wait_for(self, what, condition, timeout=120):
         deadline = time.monotonic() + timeout
