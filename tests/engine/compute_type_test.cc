@@ -3,13 +3,16 @@
 // bundled speller's 200 parity inputs. The linear op's per-call bounds are in ops_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cpu/kernels.h"
 #include "cpu/onednn.h"
 #include "cpu/packed_gemm.h"
 #include "file_test_util.h"
@@ -151,6 +154,97 @@ TEST(LinearComputeType, PackedGemmEqualsOneDnnsMatmul) {
       }
     }
   }
+}
+
+// OpenMP's threads for the calling thread (which oneDNN takes when it picks a layout), for a scope.
+class OpenMpThreads {
+ public:
+  explicit OpenMpThreads(int threads) : saved_(omp_get_max_threads()) {
+    omp_set_num_threads(threads);
+  }
+  ~OpenMpThreads() { omp_set_num_threads(saved_); }
+  OpenMpThreads(const OpenMpThreads&) = delete;
+  OpenMpThreads& operator=(const OpenMpThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Whether oneDNN, left to choose the layout of a [k, n] weight for 16 rows, takes another one than
+// packed_gemm.h's 64-column blocks.
+bool onednn_picks_other_blocks(DataType dtype, int64_t n, int64_t k) {
+  using dnnl::memory;
+  using dt = memory::data_type;
+  const bool i8 = dtype == DataType::kI8;
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  const memory::desc src({16, k}, i8 ? dt::u8 : dt::bf16, memory::format_tag::ab);
+  const memory::desc dst({16, n}, i8 ? dt::s32 : dt::f32, memory::format_tag::ab);
+  const memory::desc any({k, n}, i8 ? dt::s8 : dt::bf16, memory::format_tag::any);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any, dst), engine);
+  const auto& blocking = pd.weights_desc().data.format_desc.blocking;
+  return blocking.inner_nblks != 3 || blocking.inner_blks[1] != 64;
+}
+
+// oneDNN 2.6, left to choose, packs a weight in narrower column blocks (which packed_gemm does not
+// read, so a decoder step would run in oneDNN's execute, which allocates) on an AMX Xeon for bf16
+// or, with few rows, wherever it has more threads than column blocks: here 64 OpenMP threads at
+// load. The engine asks for packed_gemm's layout by name: its rows still run there, and they and
+// oneDNN's larger row counts over the same layout give the portable kernels' results (int8: the
+// same floats; bf16, fed the same bf16 inputs: the same products summed in another order).
+TEST(LinearComputeType, PackedGemmRunsWhateverLayoutOneDnnWouldPick) {
+  if (!cpu::onednn_runs(DataType::kBF16) && !cpu::onednn_runs(DataType::kI8))
+    GTEST_SKIP() << "no AVX512_BF16 or VNNI: oneDNN is not used here";
+  int other_blocks = 0;
+  for (const DataType dtype : {DataType::kBF16, DataType::kI8}) {
+    if (!cpu::onednn_runs(dtype)) continue;
+    const ComputeType type = dtype == DataType::kBF16 ? ComputeType::kBFloat16 : ComputeType::kInt8;
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{128, 64}, {257, 512}, {512, 96}}) {
+      SCOPED_TRACE(std::string(data_type_name(dtype)) + " n " + std::to_string(n) + " k " +
+                   std::to_string(k));
+      std::mt19937 rng(static_cast<unsigned>(n * k));
+      std::normal_distribution<float> dist;
+      Tensor w = Tensor::empty({n, k});
+      for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = dist(rng) * 0.05f;
+      LinearWeight best;
+      {
+        const OpenMpThreads many(64);
+        other_blocks += onednn_picks_other_blocks(dtype, n, k);
+        best = ops::prepare_linear(w, {.compute_type = type});
+      }
+      const LinearWeight portable =
+          ops::prepare_linear(w, {.compute_type = type, .cpu_kernels = CpuKernels::kPortable});
+      ASSERT_GT(static_cast<const cpu::OneDnnWeight&>(*best.packed).block_stride, 0)
+          << "packed in a layout packed_gemm does not read";
+      for (int64_t m : {int64_t{1}, int64_t{5}, cpu::kPackedGemmMaxRows,
+                        cpu::kPackedGemmMaxRows + 1, int64_t{200}}) {
+        Tensor x = Tensor::empty({m, k}), a = Tensor::empty({m, n}), b = Tensor::empty({m, n});
+        for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = dist(rng);
+        if (dtype == DataType::kBF16) {
+          std::vector<uint16_t> rounded(static_cast<size_t>(x.numel()));
+          cpu::to_bf16(x.data(), x.numel(), rounded.data());
+          for (int64_t i = 0; i < x.numel(); ++i)
+            x.data()[i] = std::bit_cast<float>(uint32_t{rounded[size_t(i)]} << 16);
+        }
+        ops::linear(x, best, a);
+        ops::linear(x, portable, b);
+        if (dtype == DataType::kI8) {
+          EXPECT_EQ(std::vector<float>(a.data(), a.data() + a.numel()),
+                    std::vector<float>(b.data(), b.data() + b.numel()))
+              << "m " << m;
+          continue;
+        }
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t j = 0; j < n; ++j) {
+            double abs_sum = 0;
+            for (int64_t i = 0; i < k; ++i) abs_sum += std::abs(double(x.row(r)[i]) * w.row(j)[i]);
+            ASSERT_NEAR(a.row(r)[j], b.row(r)[j], 1e-6 * abs_sum)
+                << "m " << m << " row " << r << " col " << j;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(other_blocks, 0) << "oneDNN took packed_gemm's layout itself: nothing tested";
 }
 
 // The fixtures: bf16's greedy ids are fp32's (which are HF's, reference_test.cc).

@@ -54,6 +54,17 @@ TEST_P(DecodeAllocationTest, DecoderStepsAllocateNothing) {
   expect_steps_allocate_nothing({.threads = 2, .compute_type = type, .cpu_kernels = kernels});
 }
 
+// Many threads, as on a many-core host: the model's threads reach oneDNN as OpenMP's when it packs
+// the weights (through OpenBLAS's openblas_set_num_threads; the engine's own kernels stay within
+// this machine's cores), and left to choose it would pack them in column blocks the decoder
+// step's loops do not read (src/cpu/onednn.cc): the steps would run in its execute.
+TEST(DecodeAllocation, DecoderStepsAllocateNothingWithManyThreads) {
+  for (ComputeType type : {ComputeType::kBFloat16, ComputeType::kInt8}) {
+    SCOPED_TRACE(compute_type_name(type));
+    expect_steps_allocate_nothing({.threads = 64, .compute_type = type});
+  }
+}
+
 // On a GPU: the staging of tokens, the attention jobs' uploads and the ids' download reuse
 // buffers sized once, and cuBLASLt's plans are made by the first run.
 TEST(GpuDecodeAllocation, DecoderStepsAllocateNothing) {

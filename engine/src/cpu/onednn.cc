@@ -131,6 +131,33 @@ int64_t packed_gemm_block_stride(const memory::desc& desc, DataType dtype, int64
   return plain_blocks && k % vnni == 0 ? b.strides[1] : 0;
 }
 
+bool is_reference(const dnnl::matmul::primitive_desc& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
+// The weights' layout, the same for every row count (checked at use: a primitive for another row
+// count is created with it or fails loudly): packed_gemm.h's 64-column blocks wherever oneDNN has
+// a non-reference matmul over them. Left to choose, oneDNN 2.6 picks by the CPU and by the OpenMP
+// threads at load (src/cpu/x64/matmul/brgemm_matmul_utils.cpp): with few rows and more threads
+// than column blocks its AVX-512 kernels, and on AMX its bf16 ones whenever the work is small,
+// narrow the blocks to 32 or 48 columns, which packed_gemm does not read, and then every decoder
+// step would run in oneDNN's execute, which allocates. Given this layout, it computes over it at
+// every row count (tested on AVX-512; on AMX its source skips the narrowing for a given layout).
+// Where it has no such matmul: its own choice, as before, and every call runs in oneDNN.
+memory::desc weight_layout(DataType dtype, int64_t n, int64_t k) {
+  const memory::desc ours({k, n}, weight_type(dtype),
+                          dtype == DataType::kI8 ? tag::BA16a64b4a : tag::BA16a64b2a);
+  try {
+    if (!is_reference(matmul_desc(dtype, 16, n, k, ours))) return ours;
+  } catch (const dnnl::error&) {
+    // No matmul for this layout on this CPU: oneDNN's own choice, below.
+  }
+  const auto pd = matmul_desc(dtype, 16, n, k, memory::desc({k, n}, weight_type(dtype), tag::any));
+  if (is_reference(pd))
+    throw EngineError("oneDNN has only its reference matmul for this type on this CPU");
+  return pd.weights_desc();
+}
+
 }  // namespace
 
 bool onednn_runs(DataType dtype) {
@@ -146,13 +173,7 @@ std::shared_ptr<const OneDnnWeight> pack_weight(const Tensor& w, DataType dtype)
   packed->out = w.dim(0);
   packed->in = w.dim(1);
   const int64_t n = packed->out, k = packed->in;
-  // The layout oneDNN picks for these weights; the same for every row count (checked at use:
-  // a primitive for another row count is created with this layout or fails loudly).
-  const memory::desc any({k, n}, weight_type(dtype), tag::any);
-  const auto pd = matmul_desc(dtype, 16, n, k, any);
-  if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
-    throw EngineError("oneDNN has only its reference matmul for this type on this CPU");
-  packed->desc = pd.weights_desc();
+  packed->desc = weight_layout(dtype, n, k);
   packed->memory = memory(packed->desc, cpu_engine());
   // HF's [out, in] row-major is oneDNN's [in, out] with tag ba.
   const dt source_type = w.dtype() == DataType::kF32    ? dt::f32
