@@ -83,6 +83,27 @@ TEST(ChildProcessesTest, AGroupIsAddedAndStoppedWithoutTheOthers) {
   children.stop(milliseconds(2000));
 }
 
+TEST(ChildProcessesTest, AGroupAddedWithAStartGapStartsOneChildPerGap) {
+  ChildProcesses children({}, fast());
+  ChildSpec spec = shell("sleep 30");
+  spec.group = "alpha/2";
+  const auto added = Clock::now();
+  children.add({spec, spec, spec}, milliseconds(200));
+  EXPECT_EQ(children.pids("alpha/2").size(), 1u);  // the first at once
+  std::vector<Clock::duration> started;            // when each next one ran, from the add
+  while (started.size() < 2 && Clock::now() - added < std::chrono::seconds(5)) {
+    children.step();
+    if (children.pids("alpha/2").size() > started.size() + 1)
+      started.push_back(Clock::now() - added);
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_EQ(started.size(), 2u);
+  EXPECT_GE(started[0], milliseconds(200));
+  EXPECT_GE(started[1], milliseconds(400));
+  children.stop_group("alpha/2", milliseconds(2000));  // the not yet started ones too
+  EXPECT_EQ(children.running(), 0u);
+}
+
 TEST(ChildProcessesTest, AGroupsChildGivenUpIsReportedWithItsGroupAndStaysStopped) {
   ChildSpec bad = shell("exit 2");
   bad.group = "corrupt/1";

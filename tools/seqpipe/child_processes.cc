@@ -102,12 +102,17 @@ bool ChildProcesses::supervise(const std::function<bool()>& stop_requested) {
   return false;
 }
 
-void ChildProcesses::add(std::vector<ChildSpec> specs) {
+void ChildProcesses::add(std::vector<ChildSpec> specs, std::chrono::milliseconds start_gap) {
+  Clock::time_point start_at = Clock::now();
   for (ChildSpec& spec : specs) {
     Child child{std::move(spec), -1, RestartTracker(policy_)};
-    child.pid = spawn(child.spec.argv);
-    child.restarts.started(Clock::now());
+    child.start_after = start_at;
+    if (start_at <= Clock::now()) {
+      child.pid = spawn(child.spec.argv);
+      child.restarts.started(Clock::now());
+    }
     children_.push_back(std::move(child));
+    start_at += start_gap;
   }
 }
 

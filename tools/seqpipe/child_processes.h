@@ -1,7 +1,8 @@
 #pragma once
-// The processes `seqpipe up` runs: started together, each restarted by its RestartTracker when
-// it exits, all stopped together (SIGTERM, time to drain, then SIGKILL). Children die with the
-// supervisor, even when it is killed. Real processes: tested with small shell commands.
+// The processes `seqpipe up` runs: started together (a model version's a gap apart), each
+// restarted by its RestartTracker when it exits, all stopped together (SIGTERM, time to drain,
+// then SIGKILL). Children die with the supervisor, even when it is killed. Real processes: tested
+// with small shell commands.
 #include <sys/types.h>
 
 #include <chrono>
@@ -44,8 +45,10 @@ class ChildProcesses {
   // One round of supervise(): reaps the children that exited and starts again those due. Returns
   // the children given up in this round (they stay stopped; the others run on).
   std::vector<GivenUp> step();
-  // Starts more children (a model version's replicas).
-  void add(std::vector<ChildSpec> specs);
+  // Starts more children (a model version's replicas): the first now, each next one `start_gap`
+  // after the one before (step() starts them), so that their start-up work never takes every
+  // core from the children already serving.
+  void add(std::vector<ChildSpec> specs, std::chrono::milliseconds start_gap = {});
   // Stops the children of `group` as stop() does, and forgets them.
   void stop_group(const std::string& group, std::chrono::milliseconds drain);
   // The pids of `group`'s children running now.

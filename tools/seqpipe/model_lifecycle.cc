@@ -19,6 +19,10 @@ constexpr std::chrono::milliseconds kAnswerWait{300};
 constexpr std::chrono::seconds kCatalogRefresh{1};
 // How often a load or unload asks the hubs whether its replicas came or left.
 constexpr std::chrono::milliseconds kHubCheck{250};
+// A loading version's replicas start this far apart: each one's start (loading, warming up) takes
+// a core for tens of milliseconds, and all at once they would take every core from the versions
+// serving (on 2 cores, a 150 ms stall of every request in flight).
+constexpr std::chrono::milliseconds kReplicaStartGap{150};
 // An unloaded version's replicas have this long to finish and exit before SIGKILL (they hold no
 // request by then).
 constexpr std::chrono::seconds kStopDrain{5};
@@ -84,7 +88,7 @@ void ModelLifecycle::load(const std::string& client, const model_control::Contro
     std::fflush(stdout);
     versions_[key] =
         Version{*chosen, State::kLoading, "", /*routed=*/false, /*stopped=*/false, Clock::now()};
-    children_.add(replicas_(*chosen));
+    children_.add(replicas_(*chosen), kReplicaStartGap);
   }
   Pending pending{client, key, {}};
   for (const auto& [other, v] : versions_) {
