@@ -1,9 +1,11 @@
 #pragma once
 // The model an encoder or decoder replica serves: model.dir, in the stage's compute type (its
-// <stage>.compute_type, else model.compute_type), on model.device. A compute type the engine
-// does not know, or a device this build or machine cannot run, is a config error naming the key
-// (exit status 2, so `seqpipe up` stops at once), and the type in use (auto resolved) is exported
-// as seqpipe_engine_info.
+// <stage>.compute_type, else model.compute_type), on model.device; and the tokenizer a tokenizer
+// or postprocessor replica serves. A compute type the engine does not know, a device this build or
+// machine cannot run, or a model directory that does not load (a file missing, a config.json that
+// does not parse, a tensor of the wrong shape) is a config error naming the key (exit status 2, so
+// `seqpipe up` gives the replica up at once: starting it again would fail the same way), and the
+// type in use (auto resolved) is exported as seqpipe_engine_info.
 #include <memory>
 #include <string>
 
@@ -11,6 +13,7 @@
 #include "seqpipe/engine/compute_type.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
+#include "seqpipe/engine/tokenizer.h"
 #include "seqpipe/observability/metrics.h"
 
 namespace seqpipe::services {
@@ -38,9 +41,23 @@ inline std::shared_ptr<const engine::T5Model> load_stage_model(
   } catch (const engine::EngineError& e) {
     throw config::ConfigError("model.device: " + std::string(e.what()));
   }
-  auto model = engine::T5Model::load(c.model.dir, options);
+  std::shared_ptr<const engine::T5Model> model;
+  try {
+    model = engine::T5Model::load(c.model.dir, options);
+  } catch (const engine::EngineError& e) {
+    throw config::ConfigError("model.dir " + c.model.dir + " does not load: " + e.what());
+  }
   metrics.engine_info(engine::compute_type_name(model->compute_type()));
   return model;
+}
+
+inline std::shared_ptr<const engine::Tokenizer> load_stage_tokenizer(
+    const config::PipelineConfig& c) {
+  try {
+    return std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model");
+  } catch (const engine::EngineError& e) {
+    throw config::ConfigError("model.dir " + c.model.dir + " does not load: " + e.what());
+  }
 }
 
 }  // namespace seqpipe::services

@@ -2,9 +2,9 @@
 // to scale.
 #include "postprocessor/postprocessor_stage.h"
 #include "seqpipe/config/model_repository.h"
-#include "seqpipe/engine/tokenizer.h"
 #include "seqpipe/runtime/service_main.h"
 #include "seqpipe/runtime/worker.h"
+#include "stage_model.h"
 
 int main(int argc, char** argv) {
   using namespace seqpipe;
@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
             c.liveness, c.security, config::served_model_key(c.model),
             [&](metrics::StageMetrics& m) {
               return std::make_unique<postprocessor::PostprocessorStage>(
-                  std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model"), c, m);
+                  services::load_stage_tokenizer(c), c, m);
             });
       });
 }

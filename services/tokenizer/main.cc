@@ -1,8 +1,8 @@
 // seqpipe-tokenizer: one tokenizer replica. Start more copies (same command, same config) to scale.
 #include "seqpipe/config/model_repository.h"
-#include "seqpipe/engine/tokenizer.h"
 #include "seqpipe/runtime/service_main.h"
 #include "seqpipe/runtime/worker.h"
+#include "stage_model.h"
 #include "tokenizer/tokenizer_stage.h"
 
 int main(int argc, char** argv) {
@@ -14,8 +14,8 @@ int main(int argc, char** argv) {
             "tokenizer", c.metrics.address, c.tokenizer.metrics_port,
             worker::hubs_or(c.tokenizer.hub_endpoints, c.gateway.tokenizer_endpoint), c.liveness,
             c.security, config::served_model_key(c.model), [&](metrics::StageMetrics& m) {
-              return std::make_unique<tokenizer::TokenizerStage>(
-                  std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model"), c, m);
+              return std::make_unique<tokenizer::TokenizerStage>(services::load_stage_tokenizer(c),
+                                                                 c, m);
             });
       });
 }

@@ -185,7 +185,7 @@ class LifecycleTest(RepositoryTestCase):
             self.assertLess(time.monotonic(), deadline, self.state())
             time.sleep(0.5)
         state, reason = self.state()[("corrupt", "1")]
-        self.assertIn("exited", reason)
+        self.assertIn("exited with status 2 (bad usage or config)", reason)  # not restarted
         self.assertEqual(processes_of(self.corrupt), [])
         self.assertTrue(self.pipeline.alive())
         reply = self.client.generate(TEXTS[1], max_new_tokens=8, model="alpha", version=1)

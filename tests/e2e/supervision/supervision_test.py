@@ -92,10 +92,12 @@ class StartFailureTest(unittest.TestCase):
         self.assertNotIn("processes;", output, "nothing is started")
         self.assertLess(seconds, 10)
 
-    def test_a_child_that_keeps_failing_stops_the_pipeline(self):
+    def test_a_model_that_does_not_load_stops_the_pipeline_at_once(self):
         with tempfile.TemporaryDirectory(prefix="seqpipe-supervision-") as tmp:
-            # The files are there, but config.json is no T5 config: the encoder and decoder exit
-            # right after each start.
+            # The files are there, but config.json is no T5 config and spiece.model is empty: each
+            # stage says why and exits with the config status, so none is started again (it
+            # would fail the same way; a child that keeps exiting otherwise is restarted up to
+            # the start limit, tests/tools/child_processes_test.cc).
             model = os.path.join(tmp, "model")
             os.makedirs(model)
             with open(os.path.join(model, "config.json"), "w") as f:
@@ -108,8 +110,10 @@ class StartFailureTest(unittest.TestCase):
                  "--set", "gateway.metrics_port=0", "--set", "batcher.metrics_port=0"],
                 timeout=90)
             self.assertEqual(status, 1, output)
-            self.assertIn("times in a row right after starting", output)
-            self.assertIn("stopping the pipeline", output)
+            self.assertIn(f"model.dir {model} does not load: ", output)
+            self.assertRegex(output, r"(tokenizer|encoder|decoder|postprocessor) #0 exited with "
+                             r"status 2 \(bad usage or config\): stopping the pipeline")
+            self.assertNotIn("restarting", output)
             self.assertIn("seqpipe up: stopped", output)
             self.assertEqual(processes_with(f"{tmp}/run"), [], "children left behind")
 
