@@ -149,7 +149,9 @@ def swap(a, seqpipe, run_dir, version, old, dirs, staged):
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"poll mode: no swap to {a.model}/{version} in 300 s: {now}")
-        time.sleep(0.05)
+        # Each check is a `seqpipe models list` process, whose start-up work shows in the
+        # serving version's latency on 2 cores: a few checks a second, not twenty.
+        time.sleep(0.25)
 
 
 def main():
