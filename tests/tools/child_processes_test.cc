@@ -116,10 +116,30 @@ TEST(ChildProcessesTest, AGroupsChildGivenUpIsReportedWithItsGroupAndStaysStoppe
   }
   ASSERT_EQ(given_up.size(), 1u);
   EXPECT_EQ(given_up[0].group, "corrupt/1");
-  EXPECT_EQ(given_up[0].reason, "test #0 exited with status 2 (bad usage or config)");
+  EXPECT_EQ(given_up[0].reason,
+            "test #0 exited with status 2 (bad usage or config)");  // said nothing
   for (int round = 0; round < 5; ++round) EXPECT_TRUE(children.step().empty());
   EXPECT_EQ(children.running(), 1u);  // not started again
   children.stop(milliseconds(2000));
+}
+
+TEST(ChildProcessesTest, AChildGivenUpIsReportedWithWhatItWroteToItsReasonPipe) {
+  // A service writes its error there (service::kExitReasonFdVariable) before it exits.
+  ChildSpec bad = shell(
+      "echo 'model.dir /m does not load: /m/config.json: not valid JSON' \
+                        > /proc/self/fd/$SEQPIPE_EXIT_REASON_FD; exit 2");
+  bad.group = "corrupt/1";
+  ChildProcesses children({}, fast());
+  children.add({bad});
+  std::vector<GivenUp> given_up;
+  for (int round = 0; round < 100 && given_up.empty(); ++round) {
+    given_up = children.step();
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_EQ(given_up.size(), 1u);
+  EXPECT_EQ(given_up[0].reason,
+            "test #0 exited with status 2 (bad usage or config): model.dir /m does not load: "
+            "/m/config.json: not valid JSON");
 }
 
 }  // namespace

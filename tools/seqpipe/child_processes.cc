@@ -1,5 +1,6 @@
 #include "seqpipe/child_processes.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -9,12 +10,33 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <thread>
+
+#include "seqpipe/runtime/service_main.h"
 
 namespace seqpipe::supervisor {
 namespace {
 
-pid_t spawn(const std::vector<std::string>& args) {
+// Starts `args` with the write end of a new pipe as its kExitReasonFdVariable; the read end (or -1
+// when no pipe could be made) goes to `reason_fd`. Everything the child needs is made before the
+// fork: this process has other threads (ZeroMQ's), so the child may only make system calls.
+pid_t spawn(const std::vector<std::string>& args, int& reason_fd) {
+  int pipe_fds[2] = {-1, -1};
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) pipe_fds[0] = pipe_fds[1] = -1;
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!std::string_view(*e).starts_with(std::string(service::kExitReasonFdVariable) + "="))
+      env_strings.emplace_back(*e);
+  }
+  if (pipe_fds[1] >= 0)
+    env_strings.push_back(std::string(service::kExitReasonFdVariable) + "=" +
+                          std::to_string(pipe_fds[1]));
+  std::vector<char*> env, argv;
+  for (auto& e : env_strings) env.push_back(e.data());
+  env.push_back(nullptr);
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -22,14 +44,26 @@ pid_t spawn(const std::vector<std::string>& args) {
     // orphan keeps the pipeline's sockets; if that happened before prctl took effect, leave now.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) std::_Exit(1);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
+    if (pipe_fds[1] >= 0) ::fcntl(pipe_fds[1], F_SETFD, 0);  // kept across exec
+    ::execvpe(argv[0], argv.data(), env.data());
     std::fprintf(stderr, "seqpipe up: cannot run %s: %s\n", argv[0], std::strerror(errno));
     std::_Exit(127);
   }
+  if (pipe_fds[1] >= 0) ::close(pipe_fds[1]);
+  reason_fd = pipe_fds[0];
   return pid;
+}
+
+// What an exited child wrote to its reason pipe (its last error), and the pipe closed.
+std::string take_reason(int& fd) {
+  if (fd < 0) return {};
+  char buffer[1024];
+  const ssize_t n = ::read(fd, buffer, sizeof buffer);
+  ::close(fd);
+  fd = -1;
+  std::string reason(buffer, n > 0 ? static_cast<size_t>(n) : 0);
+  while (!reason.empty() && reason.back() == '\n') reason.pop_back();
+  return reason;
 }
 
 }  // namespace
@@ -46,13 +80,14 @@ ChildProcesses::~ChildProcesses() {
 
 void ChildProcesses::start() {
   for (Child& child : children_) {
-    child.pid = spawn(child.spec.argv);
+    child.pid = spawn(child.spec.argv, child.reason_fd);
     child.restarts.started(Clock::now());
   }
 }
 
 std::optional<GivenUp> ChildProcesses::exited(Child& child, int status) {
   child.pid = -1;
+  const std::string said = take_reason(child.reason_fd);
   const Exit exit{WIFSIGNALED(status) != 0,
                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)};
   const auto now = Clock::now();
@@ -64,7 +99,8 @@ std::optional<GivenUp> ChildProcesses::exited(Child& child, int status) {
                  child.spec.group.empty()
                      ? "stopping the pipeline"
                      : ("model " + child.spec.group + " is not served").c_str());
-    return GivenUp{child.spec.group, who + " " + decision.reason};
+    return GivenUp{child.spec.group,
+                   who + " " + decision.reason + (said.empty() ? "" : ": " + said)};
   }
   child.start_after = decision.restart_at;
   std::fprintf(
@@ -87,7 +123,7 @@ std::vector<GivenUp> ChildProcesses::step() {
   }
   for (Child& child : children_) {
     if (child.pid < 0 && !child.given_up && Clock::now() >= child.start_after) {
-      child.pid = spawn(child.spec.argv);
+      child.pid = spawn(child.spec.argv, child.reason_fd);
       child.restarts.started(Clock::now());
     }
   }
@@ -108,7 +144,7 @@ void ChildProcesses::add(std::vector<ChildSpec> specs, std::chrono::milliseconds
     Child child{std::move(spec), -1, RestartTracker(policy_)};
     child.start_after = start_at;
     if (start_at <= Clock::now()) {
-      child.pid = spawn(child.spec.argv);
+      child.pid = spawn(child.spec.argv, child.reason_fd);
       child.restarts.started(Clock::now());
     }
     children_.push_back(std::move(child));
@@ -144,10 +180,12 @@ void ChildProcesses::stop_if(const std::function<bool(const Child&)>& which,
     alive = 0;
     for (Child& child : children_) {
       if (child.pid <= 0 || !which(child)) continue;
-      if (::waitpid(child.pid, nullptr, WNOHANG) == 0)
+      if (::waitpid(child.pid, nullptr, WNOHANG) == 0) {
         ++alive;
-      else
+      } else {
         child.pid = -1;
+        take_reason(child.reason_fd);
+      }
     }
     if (alive > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -156,6 +194,7 @@ void ChildProcesses::stop_if(const std::function<bool(const Child&)>& which,
       ::kill(child.pid, SIGKILL);
       ::waitpid(child.pid, nullptr, 0);
       child.pid = -1;
+      take_reason(child.reason_fd);
     }
   }
 }

@@ -27,7 +27,9 @@ struct ChildSpec {
 // A child given up (see RestartTracker): left stopped.
 struct GivenUp {
   std::string group;
-  std::string reason;  // "decoder #0 exited with status 2 (bad usage or config)"
+  // "decoder #0 exited with status 2 (bad usage or config): model.dir ... does not load: ...",
+  // with what the child wrote to its service::kExitReasonFdVariable pipe, if anything.
+  std::string reason;
 };
 
 class ChildProcesses {
@@ -63,6 +65,7 @@ class ChildProcesses {
     ChildSpec spec;
     pid_t pid = -1;
     RestartTracker restarts;
+    int reason_fd = -1;  // the read end of the pipe where the running child says why it fails
     Clock::time_point start_after{};
     bool given_up = false;
   };

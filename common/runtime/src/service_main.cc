@@ -1,5 +1,9 @@
 #include "seqpipe/runtime/service_main.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -88,6 +92,25 @@ ServiceArgs parse_service_args(int argc, char** argv, std::string_view program,
   return checked_service_args(std::move(flags));
 }
 
+namespace {
+
+// Writes `why` (one line, at most 1000 bytes: a pipe takes that without blocking) to
+// kExitReasonFdVariable's descriptor when the variable is set; returns `status`.
+int exit_with_reason(int status, std::string_view why) {
+  const char* fd_text = std::getenv(kExitReasonFdVariable);
+  if (fd_text == nullptr) return status;
+  char* end = nullptr;
+  const long fd = std::strtol(fd_text, &end, 10);
+  if (end == fd_text || *end != '\0' || fd < 0) return status;
+  std::string line(why.substr(0, 1000));
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  line += '\n';
+  [[maybe_unused]] const ssize_t written = ::write(static_cast<int>(fd), line.data(), line.size());
+  return status;
+}
+
+}  // namespace
+
 int run_service_main(int argc, char** argv, std::string_view service_name, std::string_view summary,
                      const std::function<int(const config::PipelineConfig&)>& run) {
   const std::string program = "seqpipe-" + std::string(service_name);
@@ -96,7 +119,7 @@ int run_service_main(int argc, char** argv, std::string_view service_name, std::
     args = parse_service_args(argc, argv, program, summary);
   } catch (const config::ConfigError& e) {
     std::cerr << program << ": " << e.what() << " (see " << program << " --help)\n";
-    return 2;
+    return exit_with_reason(2, e.what());
   }
   if (!args.help.empty()) {
     std::cout << args.help << std::flush;
@@ -117,7 +140,7 @@ int run_service_main(int argc, char** argv, std::string_view service_name, std::
     make_runtime_dir(pipeline.runtime_dir);
   } catch (const config::ConfigError& e) {
     std::cerr << program << ": " << e.what() << "\n";
-    return 2;
+    return exit_with_reason(2, e.what());
   }
   try {
     metrics::set_latency_buckets(
@@ -125,10 +148,10 @@ int run_service_main(int argc, char** argv, std::string_view service_name, std::
     return run(pipeline);
   } catch (const config::ConfigError& e) {
     std::cerr << program << ": " << e.what() << "\n";
-    return 2;
+    return exit_with_reason(2, e.what());
   } catch (const std::exception& e) {
     std::cerr << program << ": error: " << e.what() << "\n";
-    return 1;
+    return exit_with_reason(1, e.what());
   }
 }
 

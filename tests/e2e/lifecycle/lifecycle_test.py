@@ -186,6 +186,8 @@ class LifecycleTest(RepositoryTestCase):
             time.sleep(0.5)
         state, reason = self.state()[("corrupt", "1")]
         self.assertIn("exited with status 2 (bad usage or config)", reason)  # not restarted
+        # What the replica said on its way out: the file at fault.
+        self.assertIn(f"does not load: {self.corrupt}/config.json: not valid JSON", reason)
         self.assertEqual(processes_of(self.corrupt), [])
         self.assertTrue(self.pipeline.alive())
         reply = self.client.generate(TEXTS[1], max_new_tokens=8, model="alpha", version=1)

@@ -37,12 +37,19 @@ struct ServiceFlags {
 void add_service_flags(CLI::App& app, ServiceFlags& flags, bool print_config);
 ServiceArgs checked_service_args(ServiceFlags flags);
 
+// The environment variable naming the file descriptor where a service writes why it exits with an
+// error (the message it prints on stderr, one line), before it exits: `seqpipe up` gives each
+// child the write end of a pipe, so that a replica it gives up is reported with its reason
+// (`seqpipe models list`, the KServe repository index), not only its exit status.
+inline constexpr const char* kExitReasonFdVariable = "SEQPIPE_EXIT_REASON_FD";
+
 // The whole front of a service main(): parses the arguments, prints --help, loads the config
 // (config::load_pipeline_config), creates the runtime directory if missing (mode 0700), sets the
 // latency histogram buckets, then returns run(config). --print-config prints the config in force
 // as YAML (config::to_yaml) instead of running. Exit codes: 0 for --help and --print-config; 2 with
 // "seqpipe-<service>: <message>" on stderr for bad usage (and a pointer to --help) or a bad
-// config; 1 when run throws; else what run returns.
+// config; 1 when run throws; else what run returns. The message of an exit 1 or 2 goes to
+// kExitReasonFdVariable's descriptor too, when it is set.
 int run_service_main(int argc, char** argv, std::string_view service_name, std::string_view summary,
                      const std::function<int(const config::PipelineConfig&)>& run);
 
