@@ -111,20 +111,21 @@ class GrpcFrontDoor::Stream : public grpc::ServerBidiReactor<inference::ModelInf
 
  private:
   void submit(const inference::ModelInferRequest& request) {
-    const std::string& model = door_.options_.model_name;
-    const grpc::Status known = check_model(request.model_name(), model);
+    const auto known =
+        kserve_grpc_model(*door_.catalog_.get(), request.model_name(), request.model_version());
     const std::string tag = "grpc-" + std::to_string(door_.next_id_++);
     auto translated =
-        known.ok()
+        std::holds_alternative<config::ModelVersion>(known)
             ? kserve_grpc_request(request, tag, deadline_ms(*context_, door_.options_.max_timeout),
                                   /*stream=*/true)
-            : std::variant<HttpRequest, grpc::Status>(known);
+            : std::variant<HttpRequest, grpc::Status>(std::get<grpc::Status>(known));
     std::unique_lock lock(mutex_);
     // A request read as the call was cancelled: OnCancel has cancelled what was in flight then,
     // so this one is not handed over at all.
     if (cancelled_) return;
     if (auto* status = std::get_if<grpc::Status>(&translated)) {
-      return write(kserve_grpc_stream_error(*status, request.id(), model));
+      return write(kserve_grpc_stream_error(*status, request.id(),
+                                            {request.model_name(), request.model_version()}));
     }
     auto& http = std::get<HttpRequest>(translated);
     in_flight_.insert(tag);
@@ -132,6 +133,8 @@ class GrpcFrontDoor::Stream : public grpc::ServerBidiReactor<inference::ModelInf
     Pending pending;
     pending.stream = this;
     pending.streamed = http.stream;
+    pending.model = request.model_name();
+    pending.version = request.model_version();
     door_.submit(std::move(http), std::move(pending));
   }
 
@@ -169,8 +172,7 @@ class GrpcFrontDoor::Stream : public grpc::ServerBidiReactor<inference::ModelInf
 
 class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackService {
  public:
-  explicit Service(GrpcFrontDoor& door)
-      : door_(door), metadata_(kserve_grpc_metadata(door.options_.model_name)) {}
+  explicit Service(GrpcFrontDoor& door) : door_(door) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest*,
@@ -181,14 +183,15 @@ class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* context,
                                         const inference::ServerReadyRequest*,
                                         inference::ServerReadyResponse* response) override {
-    return ready(context, response);
+    return ready(context, "", response);
   }
   grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context,
                                        const inference::ModelReadyRequest* request,
                                        inference::ModelReadyResponse* response) override {
-    const grpc::Status known = check_model(request->name(), door_.options_.model_name);
-    if (!known.ok()) return finished(context, known);
-    return ready(context, response);
+    const auto catalog = door_.catalog_.get();
+    const auto model = kserve_grpc_model(*catalog, request->name(), request->version());
+    if (auto* status = std::get_if<grpc::Status>(&model)) return finished(context, *status);
+    return ready(context, catalog->key_of(std::get<config::ModelVersion>(model)), response);
   }
   grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context,
                                            const inference::ServerMetadataRequest*,
@@ -200,15 +203,21 @@ class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context,
                                           const inference::ModelMetadataRequest* request,
                                           inference::ModelMetadataResponse* response) override {
-    const grpc::Status known = check_model(request->name(), door_.options_.model_name);
-    if (known.ok()) *response = metadata_;
-    return finished(context, known);
+    const auto catalog = door_.catalog_.get();
+    const auto model = kserve_grpc_model(*catalog, request->name(), request->version());
+    if (auto* status = std::get_if<grpc::Status>(&model)) return finished(context, *status);
+    const auto& found = std::get<config::ModelVersion>(model);
+    const auto named =
+        request->version().empty() ? std::nullopt : std::optional<uint32_t>(found.version);
+    *response = kserve_grpc_metadata(*catalog, found.name, named);
+    return finished(context, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
                                        const inference::ModelInferRequest* request,
                                        inference::ModelInferResponse* response) override {
-    const grpc::Status known = check_model(request->model_name(), door_.options_.model_name);
-    if (!known.ok()) return finished(context, known);
+    const auto known =
+        kserve_grpc_model(*door_.catalog_.get(), request->model_name(), request->model_version());
+    if (auto* status = std::get_if<grpc::Status>(&known)) return finished(context, *status);
     const std::string tag = "grpc-" + std::to_string(door_.next_id_++);
     auto translated =
         kserve_grpc_request(*request, tag, deadline_ms(*context, door_.options_.max_timeout));
@@ -217,6 +226,8 @@ class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackS
     Pending pending;
     pending.reactor = reactor;
     pending.response = response;
+    pending.model = request->model_name();
+    pending.version = request->model_version();
     door_.submit(std::move(std::get<HttpRequest>(translated)), std::move(pending));
     return reactor;
   }
@@ -233,9 +244,10 @@ class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackS
     return reactor;
   }
   template <class Response>
-  grpc::ServerUnaryReactor* ready(grpc::CallbackServerContext* context, Response* response) {
+  grpc::ServerUnaryReactor* ready(grpc::CallbackServerContext* context, std::string key,
+                                  Response* response) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    door_.ask_ready([reactor, response](bool ready) {
+    door_.ask_ready(std::move(key), [reactor, response](bool ready) {
       response->set_ready(ready);
       reactor->Finish(grpc::Status::OK);
     });
@@ -243,11 +255,12 @@ class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackS
   }
 
   GrpcFrontDoor& door_;
-  const inference::ModelMetadataResponse metadata_;
 };
 
-GrpcFrontDoor::GrpcFrontDoor(GrpcOptions options, std::function<bool()> ready)
+GrpcFrontDoor::GrpcFrontDoor(GrpcOptions options, const SharedCatalog& catalog,
+                             std::function<bool(const std::string&)> ready)
     : options_(std::move(options)),
+      catalog_(catalog),
       ready_(std::move(ready)),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       last_expiry_(Clock::now()) {
@@ -330,6 +343,13 @@ void GrpcFrontDoor::cancel(std::string tag) {
 }
 
 void GrpcFrontDoor::start(HttpRequest request, Pending pending, const ToGateway& to_gateway) {
+  // On the gateway's thread the catalog is the one the gateway resolves the request by, at once:
+  // the version found here is the one that runs it (one not found is answered not_found there).
+  const auto model = kserve_grpc_model(*catalog_.get(), pending.model, pending.version);
+  if (const auto* found = std::get_if<config::ModelVersion>(&model)) {
+    pending.model = found->name;
+    pending.version = std::to_string(found->version);
+  }
   std::string tag = request.internal_id;
   pending_.emplace(tag, std::move(pending));
   to_gateway({kRoute, std::move(tag), std::string(), std::move(request.msgpack)});
@@ -356,15 +376,15 @@ void GrpcFrontDoor::on_reply(const std::string& tag, const std::string& body) {
   auto it = pending_.find(tag);
   if (it == pending_.end()) return;  // a late reply: the call was given up or cancelled
   if (it->second.stream != nullptr) {
-    auto out = kserve_grpc_stream_reply(body, it->second.client_id, options_.model_name,
-                                        it->second.streamed);
+    auto out = kserve_grpc_stream_reply(
+        body, it->second.client_id, {it->second.model, it->second.version}, it->second.streamed);
     it->second.stream->deliver(std::move(out.response), tag, out.final);
     if (out.final) pending_.erase(it);
     return;
   }
   Pending p = std::move(it->second);
   pending_.erase(it);
-  auto reply = kserve_grpc_reply(body, p.client_id, options_.model_name);
+  auto reply = kserve_grpc_reply(body, p.client_id, {p.model, p.version});
   if (auto* status = std::get_if<grpc::Status>(&reply)) return p.reactor->Finish(*status);
   *p.response = std::move(std::get<inference::ModelInferResponse>(reply));
   p.reactor->Finish(grpc::Status::OK);
@@ -390,7 +410,8 @@ void GrpcFrontDoor::fail(const std::string& tag, const Pending& pending,
                          const grpc::Status& status) {
   if (pending.stream != nullptr) {
     pending.stream->deliver(
-        kserve_grpc_stream_error(status, pending.client_id, options_.model_name), tag, true);
+        kserve_grpc_stream_error(status, pending.client_id, {pending.model, pending.version}), tag,
+        true);
   } else {
     pending.reactor->Finish(status);
   }
@@ -411,10 +432,10 @@ void GrpcFrontDoor::expire(Clock::time_point now) {
   }
 }
 
-void GrpcFrontDoor::ask_ready(std::function<void(bool)> answer) {
+void GrpcFrontDoor::ask_ready(std::string key, std::function<void(bool)> answer) {
   {
     std::lock_guard lock(mutex_);
-    ready_waiting_.push_back(std::move(answer));
+    ready_waiting_.emplace_back(std::move(key), std::move(answer));
   }
   probe_wake_.notify_one();
 }
@@ -425,11 +446,16 @@ void GrpcFrontDoor::probe_loop() {
     probe_wake_.wait(lock, [this] { return !ready_waiting_.empty() || stopping_; });
     // Asked during a shutdown: not ready (gRPC waits for these calls to finish).
     const bool stopping = stopping_;
-    std::vector<std::function<void(bool)>> waiting;
+    std::vector<std::pair<std::string, std::function<void(bool)>>> waiting;
     waiting.swap(ready_waiting_);
     lock.unlock();
-    const bool ready = !stopping && ready_();  // one probe answers everyone who asked meanwhile
-    for (auto& answer : waiting) answer(ready);
+    // One probe per model version answers everyone who asked about it meanwhile.
+    std::map<std::string, bool> ready;
+    for (auto& [key, answer] : waiting) {
+      auto it = ready.find(key);
+      if (it == ready.end()) it = ready.emplace(key, !stopping && ready_(key)).first;
+      answer(it->second);
+    }
     if (stopping) return;
     lock.lock();
   }

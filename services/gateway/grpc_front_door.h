@@ -1,8 +1,10 @@
 #pragma once
 // KServe v2 over gRPC on the gateway (the Open Inference Protocol's GRPCInferenceService:
 // ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelInfer, and Triton's
-// ModelStreamInfer), on gRPC's callback API. Each ModelInfer (and each request of a
-// ModelStreamInfer) enters the gateway as a protocol request, as a client's over its ROUTER:
+// ModelStreamInfer), on gRPC's callback API. A call's model_name and model_version name a model
+// version of the gateway's catalog, as HTTP's KServe paths do (kserve_grpc_model). Each ModelInfer
+// (and each request of a ModelStreamInfer) enters the gateway as a protocol request naming that
+// model, as a client's over its ROUTER:
 // admission, limits, deadlines, the response cache, cancellation and metrics are the msgpack
 // path's exactly. gRPC's threads only translate and hand over; the gateway's own loop thread
 // takes the requests (it polls wake_fd()), and its replies come back to answer() on that thread,
@@ -19,9 +21,11 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gateway/http_json.h"
+#include "gateway/shared_catalog.h"
 
 namespace grpc {
 class Server;
@@ -37,7 +41,6 @@ namespace seqpipe::gateway {
 struct GrpcOptions {
   std::string host = "127.0.0.1";
   int port = 8001;  // 0: any free port (port() tells)
-  std::string model_name;
   // A larger request message is refused by gRPC itself (RESOURCE_EXHAUSTED) before it is read
   // whole; the gateway's own limits apply to what is left.
   size_t max_message_bytes = 4 << 20;
@@ -53,9 +56,12 @@ class GrpcFrontDoor {
   // the payload.
   using ToGateway = std::function<void(std::vector<std::string>&& frames)>;
 
-  // Serves until destroyed. `ready`: whether every stage has a live replica (ServerReady,
-  // ModelReady); it may block, so it runs on a thread of its own.
-  GrpcFrontDoor(GrpcOptions options, std::function<bool()> ready);
+  // Serves until destroyed the models of `catalog` (the gateway's loop keeps it current; it
+  // outlives the door). `ready(key)`: whether every stage has a live replica of that model
+  // version (ModelReady), or whether the pipeline is ready (key "": ServerReady, and ModelReady
+  // without a repository); it may block, so it runs on a thread of its own.
+  GrpcFrontDoor(GrpcOptions options, const SharedCatalog& catalog,
+                std::function<bool(const std::string&)> ready);
   ~GrpcFrontDoor();  // on the gateway's thread: the calls still open are answered unavailable
   GrpcFrontDoor(const GrpcFrontDoor&) = delete;
   GrpcFrontDoor& operator=(const GrpcFrontDoor&) = delete;
@@ -86,6 +92,9 @@ class GrpcFrontDoor {
     Stream* stream = nullptr;                           // or the ModelStreamInfer it came on
     bool streamed = false;  // sent as a streamed request: partial replies come first
     std::string client_id;
+    // The model and version its responses name: as the call named them, then (on the gateway's
+    // thread, as the request goes in) the version the gateway runs it on.
+    std::string model, version;
     Clock::time_point give_up;  // the gateway's deadline and a margin
   };
   using Task = std::function<void(const ToGateway&)>;  // run by serve()
@@ -93,7 +102,7 @@ class GrpcFrontDoor {
   // From gRPC's threads: hand a request over to the gateway's thread, or ask for readiness.
   void submit(HttpRequest request, Pending pending);
   void cancel(std::string tag);
-  void ask_ready(std::function<void(bool)> answer);
+  void ask_ready(std::string key, std::function<void(bool)> answer);
   void wake();  // serve() has something to do
 
   // On the gateway's thread.
@@ -105,7 +114,8 @@ class GrpcFrontDoor {
   void probe_loop();  // the readiness thread
 
   GrpcOptions options_;
-  std::function<bool()> ready_;
+  const SharedCatalog& catalog_;
+  std::function<bool(const std::string&)> ready_;
   int wake_fd_ = -1;  // an eventfd: posted tasks are waiting
   int port_ = 0;
   std::atomic<uint64_t> next_id_ = 1;       // gRPC's threads take ids from it
@@ -115,7 +125,9 @@ class GrpcFrontDoor {
   std::mutex mutex_;  // guards everything below
   std::condition_variable probe_wake_;
   std::vector<Task> posted_;
-  std::vector<std::function<void(bool)>> ready_waiting_;
+  // Readiness asked, not yet answered: the model version's key ("": the pipeline's) and whom to
+  // tell.
+  std::vector<std::pair<std::string, std::function<void(bool)>>> ready_waiting_;
   bool stopping_ = false;
 
   std::unique_ptr<Service> service_;

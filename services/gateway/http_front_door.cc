@@ -19,6 +19,7 @@
 #include <span>
 #include <string_view>
 
+#include "gateway/http_models.h"
 #include "gateway/http_openai.h"
 #include "gateway/http_tgi.h"
 #include "seqpipe/config/config.h"
@@ -230,6 +231,8 @@ HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoi
                              HttpOptions options, std::function<bool(const std::string&)> ready)
     : context_(context),
       options_(std::move(options)),
+      own_catalog_(options_.catalog ? nullptr : SharedCatalog::only(options_.model_name)),
+      catalog_(options_.catalog ? options_.catalog : own_catalog_.get()),
       ready_(std::move(ready)),
       gateway_(context, zmq::socket_type::dealer) {
   // Readiness answers and the stop come from other threads: the base must be lockable.
@@ -359,16 +362,10 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
     if (path == "/v2/health/live") return send_answer(req, {.status = 200, .body = "{}"});
     if (path == "/v2/health/ready") return ask_ready(req, "");
     if (auto key = model_key(path, "/ready")) return ask_ready(req, *key);
-    if (model_key(path, ""))
-      return send_answer(
-          req, {.status = 200, .body = kserve_model_metadata(kserve_model_path(path, "")->name)});
+    if (auto answer = model_listing(*catalog_->get(), path)) return send_answer(req, *answer);
     if (path == "/health") return ask_ready(req, "");
     if (path == "/info")
       return send_answer(req, {.status = 200, .body = tgi_info(options_.model_name)});
-    if (path == "/v1/models")
-      return send_answer(req, {.status = 200, .body = openai_models(options_.model_name, 0)});
-    if (path == "/v1/models/" + options_.model_name)
-      return send_answer(req, {.status = 200, .body = openai_model(options_.model_name, 0)});
   } else if (method == "POST") {
     const std::string id = "http-" + std::to_string(next_id_), body = body_of(req);
     if (is_repository_path(path)) return ask_repository(req, path, body);
@@ -473,10 +470,9 @@ void HttpFrontDoor::on_reply(const std::string& tag, const std::string& body) {
 HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const std::string& body) const {
   switch (p.route) {
     case Route::kInfer:
-      return kserve_infer_reply(body, p.request.client_id,
-                                p.request.model.empty() ? options_.model_name : p.request.model);
+      return kserve_infer_reply(body, p.request.client_id, reply_model(p.request));
     case Route::kOpenAi:
-      return openai_reply(body, p.request, options_.model_name);
+      return openai_reply(body, p.request, reply_model(p.request));
     case Route::kTgi:
       return tgi_reply(body, p.request);
     case Route::kGenerate:
@@ -487,7 +483,7 @@ HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const std::string& body) c
 
 std::string HttpFrontDoor::events_of(Pending& p, const std::string& body) const {
   if (p.route == Route::kTgi) return tgi_event(body, p.events++, p.request);
-  if (p.route == Route::kOpenAi) return openai_events(body, p.request, options_.model_name);
+  if (p.route == Route::kOpenAi) return openai_events(body, p.request, reply_model(p.request));
   return sse_event(body, p.request.client_id);
 }
 
@@ -531,9 +527,9 @@ std::optional<std::string> HttpFrontDoor::model_key(std::string_view path,
                                                     std::string_view suffix) const {
   const auto named = kserve_model_path(path, suffix);
   if (!named) return std::nullopt;
-  if (options_.resolve) return options_.resolve(named->name, named->version);
-  if (named->name != options_.model_name || named->version.value_or(1) != 1) return std::nullopt;
-  return std::string();  // the one model's key
+  auto key = catalog_->get()->resolve(named->name, named->version);
+  if (auto* found = std::get_if<std::string>(&key)) return std::move(*found);
+  return std::nullopt;
 }
 
 void HttpFrontDoor::ask_ready(evhttp_request* req, std::string model) {

@@ -23,6 +23,7 @@
 
 #include "gateway/http_json.h"
 #include "gateway/http_repository.h"
+#include "gateway/shared_catalog.h"
 #include "seqpipe/transport/transport.h"
 
 struct bufferevent;
@@ -40,9 +41,9 @@ struct HttpOptions {
   std::string model_name;  // the default model's
   // A model repository is served: a request's model routes it (KServe's path, OpenAI's `model`).
   bool repository = false;
-  // The key of the model version a KServe path names (config::ModelCatalog::resolve), nullopt
-  // for one not served; unset: only model_name is served, under the key "".
-  std::function<std::optional<std::string>(const std::string&, std::optional<uint32_t>)> resolve{};
+  // The models served: a KServe path's model resolves in it (config::ModelCatalog::resolve),
+  // GET /v1/models lists it; unset: only model_name is served (version 1, under the key "").
+  const SharedCatalog* catalog = nullptr;
   // A larger body is refused with 413 at once: by its Content-Length before it is read, a
   // chunked one as soon as its chunks add up to more (nothing past the limit is buffered).
   size_t max_body_bytes = 1 << 20;
@@ -116,6 +117,10 @@ class HttpFrontDoor {
   void submit(evhttp_request* req, HttpRequest request, Route route);
   void on_gateway();  // drains the DEALER's replies
   void on_reply(const std::string& tag, const std::string& body);
+  // The model a request's reply names: the one it named, else the default.
+  const std::string& reply_model(const HttpRequest& r) const {
+    return r.model.empty() ? options_.model_name : r.model;
+  }
   // A reply as its route's answer, and (streamed) as its route's events.
   HttpAnswer answer_of(const Pending& p, const std::string& body) const;
   std::string events_of(Pending& p, const std::string& body) const;
@@ -136,6 +141,8 @@ class HttpFrontDoor {
 
   zmq::context_t& context_;
   HttpOptions options_;
+  std::unique_ptr<SharedCatalog> own_catalog_;  // model_name's alone, when options_ has none
+  const SharedCatalog* catalog_ = nullptr;      // options_.catalog, or own_catalog_
   std::function<bool(const std::string&)> ready_;
   transport::Socket gateway_;  // the loop thread's DEALER into the gateway
   event_base* base_ = nullptr;

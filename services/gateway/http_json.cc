@@ -399,9 +399,16 @@ HttpAnswer unrouted_request(std::string_view method, std::string_view path,
       404, "no route " + std::string(method) + " " + std::string(path) + "; the routes: " + all);
 }
 
-std::string kserve_model_metadata(const std::string& model_name) {
-  return json{{"name", model_name},
-              {"versions", {"1"}},
+std::string kserve_model_metadata(const config::ModelCatalog& catalog, const std::string& name,
+                                  std::optional<uint32_t> version) {
+  json versions = json::array();
+  if (version) {
+    versions.push_back(std::to_string(*version));
+  } else {
+    for (const int v : catalog.versions(name)) versions.push_back(std::to_string(v));
+  }
+  return json{{"name", name},
+              {"versions", std::move(versions)},
               {"platform", "seqpipe_t5"},
               {"inputs", {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {-1}}}}},
               {"outputs",

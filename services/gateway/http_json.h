@@ -8,6 +8,7 @@
 #include <string_view>
 #include <variant>
 
+#include "seqpipe/config/model_repository.h"
 #include "seqpipe/protocol/protocol.h"
 
 namespace seqpipe::gateway {
@@ -70,7 +71,10 @@ std::optional<KserveModelPath> kserve_model_path(std::string_view path, std::str
 // {"error": "..."} with the code's HTTP status.
 HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string& client_id,
                               const std::string& model_name);
-std::string kserve_model_metadata(const std::string& model_name);
+// A model's metadata (GET /v2/models/<name>[/versions/<v>], gRPC's ModelMetadata): its name,
+// and as its versions `version` when one is named, else every version of it `catalog` serves.
+std::string kserve_model_metadata(const config::ModelCatalog& catalog, const std::string& name,
+                                  std::optional<uint32_t> version);
 // A KServe v2 error answer: {"error": message} with `status`.
 HttpAnswer kserve_error(int status, const std::string& message);
 

@@ -119,6 +119,8 @@ std::variant<HttpRequest, HttpAnswer> request_unguarded(std::string_view body,
   HttpRequest out = to_gateway(std::move(request), internal_id, "");
   out.chat = chat;
   out.created = now_s;
+  // The reply names the model that ran it (a name that is no string is refused by the gateway).
+  if (route_model && j->value("model", json()).is_string()) out.model = (*j)["model"];
   out.include_usage =
       streamed && options.is_object() && options.value("include_usage", json()) == true;
   return out;
@@ -256,9 +258,10 @@ std::string openai_model(const std::string& model_name, int64_t created) {
       .dump();
 }
 
-std::string openai_models(const std::string& model_name, int64_t created) {
-  return json{{"object", "list"}, {"data", {json::parse(openai_model(model_name, created))}}}
-      .dump();
+std::string openai_models(const std::vector<std::string>& names, int64_t created) {
+  json data = json::array();
+  for (const std::string& name : names) data.push_back(json::parse(openai_model(name, created)));
+  return json{{"object", "list"}, {"data", std::move(data)}}.dump();
 }
 
 HttpAnswer openai_error(int status, const std::string& message, const std::string& param,

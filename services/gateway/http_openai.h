@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "gateway/http_json.h"
 
@@ -30,8 +31,8 @@ HttpAnswer openai_reply(std::string_view msgpack_reply, const HttpRequest& reque
 // an event holding OpenAI's error object.
 std::string openai_events(std::string_view msgpack_reply, const HttpRequest& request,
                           const std::string& model_name);
-// GET /v1/models: the one model served; GET /v1/models/<name>: that model.
-std::string openai_models(const std::string& model_name, int64_t created);
+// GET /v1/models: every model served (`names`); GET /v1/models/<name>: that model.
+std::string openai_models(const std::vector<std::string>& names, int64_t created);
 std::string openai_model(const std::string& model_name, int64_t created);
 // {"error": {"message", "type", "param", "code"}} with `status`.
 HttpAnswer openai_error(int status, const std::string& message, const std::string& param = "",

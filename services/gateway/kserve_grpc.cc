@@ -1,6 +1,7 @@
 #include "gateway/kserve_grpc.h"
 
 #include <algorithm>
+#include <charconv>
 #include <nlohmann/json.hpp>
 #include <span>
 
@@ -132,12 +133,48 @@ grpc::Status check_model(const std::string& name, const std::string& model_name)
           "unknown model '" + name + "': this gateway serves '" + model_name + "'"};
 }
 
+std::variant<std::optional<uint32_t>, grpc::Status> kserve_grpc_version(
+    const std::string& version) {
+  if (version.empty()) return std::nullopt;
+  uint32_t v = 0;
+  const char* end = version.data() + version.size();
+  const auto [stop, ec] = std::from_chars(version.data(), end, v);
+  if (ec != std::errc() || stop != end || v < 1 || v > protocol::kMaxModelVersion)
+    return invalid("model_version must be empty (the highest served) or a version number, 1 to " +
+                   std::to_string(protocol::kMaxModelVersion));
+  return v;
+}
+
+std::variant<config::ModelVersion, grpc::Status> kserve_grpc_model(
+    const config::ModelCatalog& catalog, const std::string& name, const std::string& version) {
+  if (catalog.single()) {
+    const grpc::Status known = check_model(name, catalog.default_name());
+    if (!known.ok()) return known;
+  }
+  if (name.size() > protocol::kMaxModelNameBytes)  // not echoed in a message
+    return invalid("model_name must be at most " + std::to_string(protocol::kMaxModelNameBytes) +
+                   " bytes");
+  const auto v = kserve_grpc_version(version);
+  if (const auto* bad = std::get_if<grpc::Status>(&v)) return *bad;
+  auto found = catalog.find(name.empty() ? std::nullopt : std::optional(name),
+                            std::get<std::optional<uint32_t>>(v));
+  if (auto* error = std::get_if<protocol::Error>(&found))
+    return grpc::Status(grpc_code(error->code),
+                        std::string(protocol::wire_name(error->code)) + ": " + error->message);
+  return std::get<config::ModelVersion>(std::move(found));
+}
+
 std::variant<HttpRequest, grpc::Status> kserve_grpc_request(
     const inference::ModelInferRequest& request, const std::string& internal_id,
     std::optional<uint32_t> deadline_ms, bool stream) {
   auto infer = as_json(request);
   if (auto* status = std::get_if<grpc::Status>(&infer)) return *status;
   json& j = std::get<json>(infer);
+  const auto version = kserve_grpc_version(request.model_version());
+  if (const auto* bad = std::get_if<grpc::Status>(&version)) return *bad;
+  // Into the protocol request's fields (kserve_infer_json), over any parameters of those names.
+  if (!request.model_name().empty()) j["parameters"]["model"] = request.model_name();
+  if (const auto v = std::get<std::optional<uint32_t>>(version)) j["parameters"]["version"] = *v;
   if (deadline_ms) {
     if (!j.contains("parameters")) j["parameters"] = json::object();
     json& params = j["parameters"];
@@ -152,15 +189,15 @@ std::variant<HttpRequest, grpc::Status> kserve_grpc_request(
 }
 
 std::variant<inference::ModelInferResponse, grpc::Status> kserve_grpc_reply(
-    std::string_view msgpack_reply, const std::string& client_id, const std::string& model_name) {
-  auto reply = kserve_infer_response(msgpack_reply, client_id, model_name);
+    std::string_view msgpack_reply, const std::string& client_id, const ResponseModel& model) {
+  auto reply = kserve_infer_response(msgpack_reply, client_id, model.name);
   if (auto* error = std::get_if<protocol::Error>(&reply))
     return grpc::Status(grpc_code(error->code),
                         std::string(protocol::wire_name(error->code)) + ": " + error->message);
   const json& j = std::get<json>(reply);
   inference::ModelInferResponse response;
-  response.set_model_name(model_name);
-  response.set_model_version("1");
+  response.set_model_name(model.name);
+  response.set_model_version(model.version);
   response.set_id(client_id);
   try {
     for (const json& output : j.at("outputs")) add_output(response, output);
@@ -174,8 +211,8 @@ std::variant<inference::ModelInferResponse, grpc::Status> kserve_grpc_reply(
 }
 
 KserveStreamReply kserve_grpc_stream_reply(std::string_view msgpack_reply,
-                                           const std::string& client_id,
-                                           const std::string& model_name, bool streamed) {
+                                           const std::string& client_id, const ResponseModel& model,
+                                           bool streamed) {
   KserveStreamReply out;
   if (streamed) {
     const auto decoded = protocol::decode_reply(std::span<const uint8_t>(
@@ -184,17 +221,17 @@ KserveStreamReply kserve_grpc_stream_reply(std::string_view msgpack_reply,
     if (partial && partial->partial && partial->texts.size() == 1) {
       out.final = false;
       auto& response = *out.response.mutable_infer_response();
-      response.set_model_name(model_name);
-      response.set_model_version("1");
+      response.set_model_name(model.name);
+      response.set_model_version(model.version);
       response.set_id(client_id);
       add_output(response, {{"name", "text"}, {"datatype", "BYTES"}, {"data", partial->texts}});
       (*response.mutable_parameters())[kFinalResponse].set_bool_param(false);
       return out;
     }
   }
-  auto reply = kserve_grpc_reply(msgpack_reply, client_id, model_name);
+  auto reply = kserve_grpc_reply(msgpack_reply, client_id, model);
   if (auto* status = std::get_if<grpc::Status>(&reply)) {
-    out.response = kserve_grpc_stream_error(*status, client_id, model_name);
+    out.response = kserve_grpc_stream_error(*status, client_id, model);
     return out;
   }
   auto& response = *out.response.mutable_infer_response();
@@ -208,19 +245,21 @@ KserveStreamReply kserve_grpc_stream_reply(std::string_view msgpack_reply,
 
 inference::ModelStreamInferResponse kserve_grpc_stream_error(const grpc::Status& status,
                                                              const std::string& client_id,
-                                                             const std::string& model_name) {
+                                                             const ResponseModel& model) {
   inference::ModelStreamInferResponse out;
   out.set_error_message(status.error_message());
   auto& response = *out.mutable_infer_response();
-  response.set_model_name(model_name);
-  response.set_model_version("1");
+  response.set_model_name(model.name);
+  response.set_model_version(model.version);
   response.set_id(client_id);
   (*response.mutable_parameters())[kFinalResponse].set_bool_param(true);
   return out;
 }
 
-inference::ModelMetadataResponse kserve_grpc_metadata(const std::string& model_name) {
-  const json metadata = json::parse(kserve_model_metadata(model_name));
+inference::ModelMetadataResponse kserve_grpc_metadata(const config::ModelCatalog& catalog,
+                                                      const std::string& name,
+                                                      std::optional<uint32_t> version) {
+  const json metadata = json::parse(kserve_model_metadata(catalog, name, version));
   inference::ModelMetadataResponse out;
   out.set_name(metadata.at("name").get<std::string>());
   for (const json& v : metadata.at("versions")) out.add_versions(v.get<std::string>());

@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
 
 #include "gateway/gateway.h"
 #include "gateway/grpc_front_door.h"
 #include "gateway/http_front_door.h"
+#include "gateway/shared_catalog.h"
 #include "seqpipe/config/config.h"
 #include "seqpipe/observability/metrics.h"
 #include "seqpipe/observability/status.h"
@@ -28,43 +28,7 @@ namespace {
 // The HTTP front door's requests come in on the clients' socket, over inproc.
 constexpr const char* kFrontDoorInproc = "inproc://seqpipe-gateway-http";
 
-// The model's name in KServe v2 and OpenAI: model.name or the last component of model.dir; with a
-// repository, its default model's.
-std::string model_name(const config::PipelineConfig& c) {
-  return config::ModelCatalog::of(c).default_name();
-}
-
-// The catalog the HTTP front door's thread resolves KServe paths with: the gateway's loop
-// replaces it when the supervisor sends a new one.
-class SharedCatalog {
- public:
-  explicit SharedCatalog(config::ModelCatalog catalog) : catalog_(std::move(catalog)) {}
-  void set(config::ModelCatalog catalog) {
-    std::lock_guard lock(mutex_);
-    catalog_ = std::move(catalog);
-  }
-  std::optional<std::string> resolve(const std::string& name, std::optional<uint32_t> version) {
-    std::lock_guard lock(mutex_);
-    auto key = catalog_.resolve(name, version);
-    if (auto* found = std::get_if<std::string>(&key)) return *found;
-    return std::nullopt;
-  }
-
- private:
-  std::mutex mutex_;
-  config::ModelCatalog catalog_;
-};
-
-// The front doors' readiness check: asks the pipeline's hubs.
-std::function<bool()> pipeline_ready(zmq::context_t& context, const config::PipelineConfig& c,
-                                     const security::HubSecurity& security) {
-  return [&context, &c, &security] {
-    return status::ask_pipeline(context, c, std::chrono::milliseconds(500), security.client())
-        .ready();
-  };
-}
-
-// The HTTP front door's: the whole pipeline (""), or one model version's replicas.
+// The front doors' readiness check: the whole pipeline (""), or one model version's replicas.
 std::function<bool(const std::string&)> model_ready(zmq::context_t& context,
                                                     const config::PipelineConfig& c,
                                                     const security::HubSecurity& security) {
@@ -78,17 +42,15 @@ std::function<bool(const std::string&)> model_ready(zmq::context_t& context,
 // The HTTP front door on gateway.http_endpoint (none when it is off).
 std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config::PipelineConfig& c,
                                           const security::HubSecurity& security,
-                                          size_t max_body_bytes, SharedCatalog& catalog) {
+                                          size_t max_body_bytes, const SharedCatalog& catalog) {
   const auto address = config::parse_http_address(c.gateway.http_endpoint);
   if (!address) return nullptr;
   HttpOptions options;
   options.host = address->host;
   options.port = address->port;
-  options.model_name = model_name(c);
+  options.model_name = catalog.get()->default_name();  // the model's, or the repository's default
   options.repository = !c.model.repository.empty();
-  options.resolve = [&catalog](const std::string& name, std::optional<uint32_t> version) {
-    return catalog.resolve(name, version);
-  };
+  options.catalog = &catalog;
   // Only `seqpipe up` with a repository answers on the control socket.
   if (!c.model.repository.empty()) options.control_endpoint = config::control_endpoint(c);
   options.max_body_bytes = max_body_bytes;
@@ -104,19 +66,18 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config:
 // Its requests and replies go by the gateway's loop (serve, answer), not over a socket.
 std::unique_ptr<GrpcFrontDoor> start_grpc(zmq::context_t& context, const config::PipelineConfig& c,
                                           const security::HubSecurity& security,
-                                          size_t max_message_bytes) {
+                                          size_t max_message_bytes, const SharedCatalog& catalog) {
   const auto address = config::parse_http_address(c.gateway.grpc_endpoint);
   if (!address) return nullptr;
   GrpcOptions options;
   options.host = address->host;
   options.port = address->port;
-  options.model_name = model_name(c);
   options.max_message_bytes = max_message_bytes;
   options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
   options.max_timeout = std::chrono::milliseconds(c.gateway.max_timeout_ms);
-  auto grpc = std::make_unique<GrpcFrontDoor>(options, pipeline_ready(context, c, security));
-  spdlog::info("gateway: KServe v2 gRPC on {}:{} (model '{}')", options.host, grpc->port(),
-               options.model_name);
+  auto grpc = std::make_unique<GrpcFrontDoor>(options, catalog, model_ready(context, c, security));
+  spdlog::info("gateway: KServe v2 gRPC on {}:{} (default model '{}')", options.host, grpc->port(),
+               catalog.get()->default_name());
   return grpc;
 }
 
@@ -191,8 +152,8 @@ int serve(const config::PipelineConfig& c) {
   SharedCatalog catalog(config::ModelCatalog::of(c));
   const std::unique_ptr<HttpFrontDoor> http = start_http(
       context, c, security, static_cast<size_t>(client_options.max_message_bytes), catalog);
-  const std::unique_ptr<GrpcFrontDoor> grpc =
-      start_grpc(context, c, security, static_cast<size_t>(client_options.max_message_bytes));
+  const std::unique_ptr<GrpcFrontDoor> grpc = start_grpc(
+      context, c, security, static_cast<size_t>(client_options.max_message_bytes), catalog);
 
   // Cancels (and heartbeats, with several batchers) go to the batchers' ingress (where the
   // tokenizers send sequences), over PUSH.

@@ -61,6 +61,23 @@ def scrape(port, sample):
     raise AssertionError(f"{sample} not in /metrics on port {port}")
 
 
+def kserve_stubs(out_dir):
+    """The KServe v2 gRPC messages and stub (grpc_predict_v2_pb2, grpc_predict_v2_pb2_grpc),
+    generated from the gateway's proto into out_dir by python3-grpc-tools."""
+    import importlib
+    import sys
+    from grpc_tools import protoc
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proto_dir = os.path.join(root, "services", "gateway", "proto")
+    args = ["protoc", f"-I{proto_dir}", f"--python_out={out_dir}", f"--grpc_python_out={out_dir}",
+            os.path.join(proto_dir, "grpc_predict_v2.proto")]
+    if protoc.main(args) != 0:
+        raise RuntimeError("grpc_tools.protoc failed on grpc_predict_v2.proto")
+    sys.path.insert(0, out_dir)
+    return (importlib.import_module("grpc_predict_v2_pb2"),
+            importlib.import_module("grpc_predict_v2_pb2_grpc"))
+
+
 def pids(marker, program):
     """The pids of the running `program`s (seqpipe-batcher, ...) whose command line names `marker`
     (a pipeline's run dir)."""

@@ -7,6 +7,7 @@
 
 #include "../common/protocol/option_samples.h"
 #include "gateway/http_json.h"
+#include "gateway/http_models.h"
 #include "gateway/http_openai.h"
 #include "gateway/http_tgi.h"
 
@@ -140,6 +141,45 @@ TEST(OpenAiTranslationTest, RepliesAndChunksTakeOpenAisShape) {
   const HttpAnswer refused = openai_reply(error, chat, "m");
   EXPECT_EQ(refused.status, 429);
   EXPECT_EQ(json::parse(refused.body)["error"]["code"], "overloaded");
+}
+
+// GET /v1/models lists every model the catalog routes to; /v1/models/<name> and KServe's
+// /v2/models/<name>[/versions/<v>] answer for each of them, and for nothing else.
+TEST(ModelListingTest, EveryModelServedIsListedAndDescribed) {
+  const config::ModelCatalog catalog({{"alpha", 1, "a"}, {"beta", 1, "b1"}, {"beta", 2, "b2"}},
+                                     "alpha");
+  const auto body = [&](std::string_view path) {
+    const auto answer = model_listing(catalog, path);
+    EXPECT_TRUE(answer) << path;
+    EXPECT_EQ(answer ? answer->status : 0, 200) << path;
+    return answer ? json::parse(answer->body) : json();
+  };
+  const json list = body("/v1/models");
+  EXPECT_EQ(list["object"], "list");
+  ASSERT_EQ(list["data"].size(), 2u);
+  EXPECT_EQ(list["data"][0]["id"], "alpha");
+  EXPECT_EQ(list["data"][1]["id"], "beta");
+  EXPECT_EQ(body("/v1/models/beta")["id"], "beta");
+  EXPECT_EQ(body("/v2/models/beta")["versions"], json({"1", "2"}));
+  EXPECT_EQ(body("/v2/models/beta/versions/1")["versions"], json({"1"}));
+  for (std::string_view other : {"/v1/models/gamma", "/v1/models/", "/v2/models/gamma",
+                                 "/v2/models/beta/versions/3", "/v2/models/beta/ready", "/info"})
+    EXPECT_FALSE(model_listing(catalog, other)) << other;
+  // A pipeline without a repository: its one model.
+  const config::ModelCatalog single({{"m", 1, "dir"}}, "m", /*single=*/true);
+  EXPECT_EQ(json::parse(model_listing(single, "/v1/models")->body)["data"][0]["id"], "m");
+}
+
+// With a repository, a completion's reply names the model the request named.
+TEST(OpenAiTranslationTest, TheReplyNamesTheModelRequested) {
+  const auto routed = openai_request(R"({"model": "beta", "prompt": "x"})", "http-1", false, 0,
+                                     /*route_model=*/true);
+  EXPECT_EQ(decoded(routed).model, "beta");
+  EXPECT_EQ(std::get<HttpRequest>(routed).model, "beta");
+  // Without one the name is not checked (a client may send its endpoint's URL there).
+  const auto any = openai_request(R"({"model": "http://x/v1", "prompt": "x"})", "http-1", false, 0);
+  EXPECT_EQ(decoded(any).model, std::nullopt);
+  EXPECT_EQ(std::get<HttpRequest>(any).model, "");
 }
 
 TEST(OpenAiTranslationTest, ChoicesSayWhyTheyEndedAndTheReplyHowManyTokens) {

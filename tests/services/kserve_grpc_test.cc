@@ -14,6 +14,8 @@ namespace {
 
 using nlohmann::json;
 
+const ResponseModel kM{"m", "1"};
+
 inference::ModelInferRequest infer(std::initializer_list<std::string> texts) {
   inference::ModelInferRequest r;
   r.set_model_name("m");
@@ -51,8 +53,76 @@ TEST(KserveGrpcTest, InferBecomesTheSameRequestAsHttpKserve) {
       R"({"id": "mine", "inputs": [{"name": "text", "datatype": "BYTES", "shape": [2],
           "data": ["teh speling", "hello"]}], "parameters": {"max_new_tokens": 8,
           "length_penalty": 0.5, "return_scores": true}})",
-      "grpc-3");
+      "grpc-3", "m");  // as POST /v2/models/m/infer
   EXPECT_EQ(json::from_msgpack(std::get<HttpRequest>(http).msgpack), j);
+}
+
+// model_name and model_version become the protocol request's model and version, which the
+// gateway resolves as it does HTTP's KServe paths'.
+TEST(KserveGrpcTest, ModelNameAndVersionBecomeTheRequestsModel) {
+  auto r = infer({"hello"});
+  r.set_model_name("beta");
+  (*r.mutable_parameters())["model"].set_string_param("alpha");  // model_name wins
+  json j = gateway_json(kserve_grpc_request(r, "g", std::nullopt));
+  EXPECT_EQ(j["model"], "beta");
+  EXPECT_FALSE(j.contains("version"));  // the highest served
+  EXPECT_FALSE(j.contains("params"));
+  r.set_model_version("2");
+  j = gateway_json(kserve_grpc_request(r, "g", std::nullopt));
+  EXPECT_EQ(j["version"], 2);
+  const auto http = kserve_infer_request(
+      R"({"id": "mine", "inputs": [{"name": "text", "datatype": "BYTES", "shape": [1],
+          "data": ["hello"]}]})",
+      "g", "beta", 2u);  // POST /v2/models/beta/versions/2/infer
+  EXPECT_EQ(json::from_msgpack(std::get<HttpRequest>(http).msgpack), j);
+  for (const char* bad : {"x", "0", "-1", "2.0", "1000001"}) {
+    r.set_model_version(bad);
+    const auto out = kserve_grpc_request(r, "g", std::nullopt);
+    ASSERT_TRUE(std::holds_alternative<grpc::Status>(out)) << bad;
+    EXPECT_EQ(std::get<grpc::Status>(out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(std::get<grpc::Status>(out).error_message(),
+              "model_version must be empty (the highest served) or a version number, 1 to 1000000");
+  }
+}
+
+grpc::Status status_of(const std::variant<config::ModelVersion, grpc::Status>& found) {
+  EXPECT_TRUE(std::holds_alternative<grpc::Status>(found));
+  return std::holds_alternative<grpc::Status>(found) ? std::get<grpc::Status>(found)
+                                                     : grpc::Status::OK;
+}
+
+// A call's model resolves in the catalog every door resolves by, with its messages.
+TEST(KserveGrpcTest, AModelResolvesInTheCatalog) {
+  const config::ModelCatalog repo({{"alpha", 1, "a"}, {"beta", 1, "b1"}, {"beta", 2, "b2"}},
+                                  "alpha");
+  using V = config::ModelVersion;
+  EXPECT_EQ(std::get<V>(kserve_grpc_model(repo, "beta", "")), (V{"beta", 2, "b2"}));
+  EXPECT_EQ(std::get<V>(kserve_grpc_model(repo, "beta", "1")), (V{"beta", 1, "b1"}));
+  EXPECT_EQ(std::get<V>(kserve_grpc_model(repo, "", "")), (V{"alpha", 1, "a"}));  // the default
+  const auto catalogs_message = [&](const std::string& name, std::optional<uint32_t> version) {
+    return "not_found: " + std::get<protocol::Error>(repo.find(name, version)).message;
+  };
+  const grpc::Status gamma = status_of(kserve_grpc_model(repo, "gamma", ""));
+  EXPECT_EQ(gamma.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(gamma.error_message(), catalogs_message("gamma", std::nullopt));
+  EXPECT_NE(gamma.error_message().find("alpha/1, beta/1, beta/2"), std::string::npos);
+  const grpc::Status three = status_of(kserve_grpc_model(repo, "beta", "3"));
+  EXPECT_EQ(three.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(three.error_message(), catalogs_message("beta", 3u));
+  EXPECT_EQ(status_of(kserve_grpc_model(repo, "beta", "two")).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status_of(kserve_grpc_model(repo, std::string(129, 'a'), "")).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Without a repository: its one model by its name only, as ever; its version is the catalog's.
+  const config::ModelCatalog single({{"m", 1, "dir"}}, "m", /*single=*/true);
+  EXPECT_EQ(std::get<V>(kserve_grpc_model(single, "m", "")), (V{"m", 1, "dir"}));
+  EXPECT_EQ(std::get<V>(kserve_grpc_model(single, "m", "1")), (V{"m", 1, "dir"}));
+  EXPECT_EQ(status_of(kserve_grpc_model(single, "nope", "")).error_message(),
+            check_model("nope", "m").error_message());
+  EXPECT_EQ(status_of(kserve_grpc_model(single, "", "")).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(status_of(kserve_grpc_model(single, "m", "2")).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 }
 
 TEST(KserveGrpcTest, RawInputContentsAreLengthPrefixedElements) {
@@ -97,11 +167,16 @@ TEST(KserveGrpcTest, RepliesBecomeTensorsAndErrorsStatuses) {
   ok.batch_form = true;
   ok.texts = {"the spelling", "hello"};
   ok.scores = {-0.5f, -0.25f};
-  auto out = kserve_grpc_reply(protocol::encode_reply(ok), "mine", "m");
+  auto out = kserve_grpc_reply(protocol::encode_reply(ok), "mine", kM);
   ASSERT_TRUE(std::holds_alternative<inference::ModelInferResponse>(out));
   const auto& response = std::get<inference::ModelInferResponse>(out);
   EXPECT_EQ(response.id(), "mine");
   EXPECT_EQ(response.model_name(), "m");
+  EXPECT_EQ(response.model_version(), "1");
+  EXPECT_EQ(std::get<inference::ModelInferResponse>(
+                kserve_grpc_reply(protocol::encode_reply(ok), "mine", {"beta", "2"}))
+                .model_version(),
+            "2");
   ASSERT_EQ(response.outputs_size(), 2);
   EXPECT_EQ(response.outputs(0).contents().bytes_contents(1), "hello");
   EXPECT_EQ(response.outputs(0).shape(0), 2);
@@ -112,7 +187,7 @@ TEST(KserveGrpcTest, RepliesBecomeTensorsAndErrorsStatuses) {
   const auto error =
       kserve_grpc_reply(protocol::encode_reply(protocol::error_reply(
                             "grpc-3", {protocol::ErrorCode::kTooLong, "texts[0] too long"})),
-                        "mine", "m");
+                        "mine", kM);
   ASSERT_TRUE(std::holds_alternative<grpc::Status>(error));
   EXPECT_EQ(std::get<grpc::Status>(error).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(std::get<grpc::Status>(error).error_message(), "too_long: texts[0] too long");
@@ -138,7 +213,7 @@ TEST(KserveGrpcTest, StreamRequestsAndTheirResponses) {
   partial.id = "g";
   partial.partial = true;
   partial.texts = {"the "};
-  const auto piece = kserve_grpc_stream_reply(protocol::encode_reply(partial), "mine", "m", true);
+  const auto piece = kserve_grpc_stream_reply(protocol::encode_reply(partial), "mine", kM, true);
   EXPECT_FALSE(piece.final);
   EXPECT_EQ(piece.response.error_message(), "");
   EXPECT_EQ(piece.response.infer_response().id(), "mine");
@@ -148,27 +223,33 @@ TEST(KserveGrpcTest, StreamRequestsAndTheirResponses) {
   protocol::Reply ok;
   ok.id = "g";
   ok.texts = {"the spelling"};
-  const auto last = kserve_grpc_stream_reply(protocol::encode_reply(ok), "mine", "m", true);
+  const auto last = kserve_grpc_stream_reply(protocol::encode_reply(ok), "mine", kM, true);
   EXPECT_TRUE(last.final);
   EXPECT_EQ(last.response.infer_response().outputs(0).contents().bytes_contents(0), "");
   EXPECT_TRUE(last.response.infer_response().parameters().at(kFinalResponse).bool_param());
   EXPECT_TRUE(last.response.infer_response().parameters().contains("timings_us.total"));
-  const auto whole = kserve_grpc_stream_reply(protocol::encode_reply(ok), "mine", "m", false);
+  const auto whole = kserve_grpc_stream_reply(protocol::encode_reply(ok), "mine", kM, false);
   EXPECT_EQ(whole.response.infer_response().outputs(0).contents().bytes_contents(0),
             "the spelling");
 
   const auto error = kserve_grpc_stream_reply(
       protocol::encode_reply(protocol::error_reply(
           "g", {protocol::ErrorCode::kInvalidArgument, "params.num_beams must be 1"})),
-      "mine", "m", true);
+      "mine", kM, true);
   EXPECT_TRUE(error.final);
   EXPECT_EQ(error.response.error_message(), "invalid_argument: params.num_beams must be 1");
   EXPECT_EQ(error.response.infer_response().id(), "mine");
 }
 
 TEST(KserveGrpcTest, MetadataIsHttpKservesMetadata) {
-  const auto m = kserve_grpc_metadata("m");
+  const config::ModelCatalog catalog({{"m", 1, "m/1"}, {"m", 2, "m/2"}, {"n", 1, "n"}}, "m");
+  const auto m = kserve_grpc_metadata(catalog, "m", std::nullopt);
   EXPECT_EQ(m.name(), "m");
+  EXPECT_EQ(std::vector<std::string>(m.versions().begin(), m.versions().end()),
+            (std::vector<std::string>{"1", "2"}));  // every version served
+  const auto one = kserve_grpc_metadata(catalog, "m", 1u);
+  EXPECT_EQ(std::vector<std::string>(one.versions().begin(), one.versions().end()),
+            std::vector<std::string>{"1"});  // the version named
   ASSERT_EQ(m.inputs_size(), 1);
   EXPECT_EQ(m.inputs(0).datatype(), "BYTES");
   EXPECT_EQ(m.inputs(0).shape(0), -1);

@@ -133,13 +133,20 @@ ModelCatalog ModelCatalog::of(const PipelineConfig& config) {
 
 std::variant<std::string, protocol::Error> ModelCatalog::resolve(
     const std::optional<std::string>& name, const std::optional<uint32_t>& version) const {
+  auto found = find(name, version);
+  if (auto* error = std::get_if<protocol::Error>(&found)) return std::move(*error);
+  return key_of(std::get<ModelVersion>(found));
+}
+
+std::variant<ModelVersion, protocol::Error> ModelCatalog::find(
+    const std::optional<std::string>& name, const std::optional<uint32_t>& version) const {
   const std::string& wanted = name ? *name : default_name_;
   const ModelVersion* found = nullptr;
   for (const ModelVersion& m : models_) {
     if (m.name != wanted) continue;
     if (version ? m.version == static_cast<int>(*version) : true) found = &m;  // the last: highest
   }
-  if (found) return single_ ? std::string() : model_key(found->name, found->version);
+  if (found) return *found;
   std::string message = "model '" + wanted + "'";
   if (version) message += " version " + std::to_string(*version);
   message += " is not served here; the models: ";
@@ -147,6 +154,17 @@ std::variant<std::string, protocol::Error> ModelCatalog::resolve(
     message += (i ? ", " : "") + model_key(models_[i].name, models_[i].version);
   if (models_.empty()) message += "none";
   return protocol::Error{protocol::ErrorCode::kNotFound, message};
+}
+
+std::string ModelCatalog::key_of(const ModelVersion& model) const {
+  return single_ ? std::string() : model_key(model.name, model.version);
+}
+
+std::vector<int> ModelCatalog::versions(const std::string& name) const {
+  std::vector<int> versions;
+  for (const ModelVersion& m : models_)
+    if (m.name == name) versions.push_back(m.version);
+  return versions;
 }
 
 std::vector<std::string> ModelCatalog::names() const {

@@ -117,6 +117,15 @@ TEST(ModelCatalogTest, ResolvesNamesAndVersions) {
   const auto no_version = catalog.resolve("speller", 3u);
   ASSERT_TRUE(std::holds_alternative<protocol::Error>(no_version));
   EXPECT_NE(std::get<protocol::Error>(no_version).message.find("version 3"), std::string::npos);
+  // find() is the same lookup, answering the version itself (its name and number).
+  EXPECT_EQ(std::get<ModelVersion>(catalog.find("speller", std::nullopt)),
+            (ModelVersion{"speller", 2, "r/speller/2"}));
+  EXPECT_EQ(std::get<protocol::Error>(catalog.find("speller", 3u)).message,
+            std::get<protocol::Error>(no_version).message);
+  EXPECT_EQ(catalog.key_of({"rewriter", 5, "r/rw/5"}), "rewriter/5");
+  EXPECT_EQ(catalog.versions("speller"), (std::vector<int>{1, 2}));
+  EXPECT_TRUE(catalog.versions("nope").empty());
+  EXPECT_FALSE(catalog.single());
 }
 
 TEST(ModelCatalogTest, DefaultIsTheFirstNameWhenThePreferredIsNotServed) {
@@ -134,6 +143,8 @@ TEST(ModelCatalogTest, PipelineWithoutRepositoryServesItsModelDirUnderItsName) {
   EXPECT_EQ(catalog.default_name(), "speller-t5");
   EXPECT_EQ(std::get<std::string>(catalog.resolve("speller-t5", 1u)), "");
   EXPECT_TRUE(std::holds_alternative<protocol::Error>(catalog.resolve("other", std::nullopt)));
+  EXPECT_TRUE(catalog.single());
+  EXPECT_EQ(catalog.key_of(std::get<ModelVersion>(catalog.find("speller-t5", 1u))), "");
   config.model.name = "speller";
   config.model.version = 3;
   EXPECT_EQ(ModelCatalog::of(config).default_name(), "speller");

@@ -9,7 +9,6 @@ and a cancelled or expired stream cancels its requests in the pipeline.
 
 Environment: SEQPIPE_BIN, SEQPIPE_MKMODEL (tests/e2e/harness.py), PYTHONPATH with clients/python.
 """
-import importlib
 import os
 import signal
 import struct
@@ -19,32 +18,19 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import PipelineTestCase, free_port, pids, scrape  # noqa: E402
+from harness import PipelineTestCase, free_port, kserve_stubs, pids, scrape  # noqa: E402
 
 try:
     import grpc
-    from grpc_tools import protoc
+    import grpc_tools  # noqa: F401  (kserve_stubs generates the stubs with it)
 except ImportError:  # run on a machine without them: say so rather than fail
     grpc = None
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-PROTO_DIR = os.path.join(ROOT, "services", "gateway", "proto")
 # Tokens (max and min: no eos) for a request that runs long enough (about 0.5 s on the tiny model)
 # to be cancelled or to outlive a short deadline.
 ENDLESS = 3000
 CANCELLED = 'seqpipe_gateway_cancels_total{outcome="cancelled"}'
 EXPIRED = 'seqpipe_stage_errors_total{code="deadline_exceeded",stage="gateway"}'
-
-
-def stubs(out_dir):
-    """The protocol's Python messages and stub, generated from the proto into out_dir."""
-    args = ["protoc", f"-I{PROTO_DIR}", f"--python_out={out_dir}", f"--grpc_python_out={out_dir}",
-            os.path.join(PROTO_DIR, "grpc_predict_v2.proto")]
-    if protoc.main(args) != 0:
-        raise RuntimeError("grpc_tools.protoc failed on grpc_predict_v2.proto")
-    sys.path.insert(0, out_dir)
-    return (importlib.import_module("grpc_predict_v2_pb2"),
-            importlib.import_module("grpc_predict_v2_pb2_grpc"))
 
 
 @unittest.skipIf(grpc is None, "python3-grpcio and python3-grpc-tools are not installed")
@@ -62,7 +48,7 @@ class GrpcTest(PipelineTestCase):
     @classmethod
     def setUpClass(cls):
         cls.generated = tempfile.TemporaryDirectory()
-        cls.pb, pb_grpc = stubs(cls.generated.name)
+        cls.pb, pb_grpc = kserve_stubs(cls.generated.name)
         super().setUpClass()
         cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.port}")
         cls.stub = pb_grpc.GRPCInferenceServiceStub(cls.channel)

@@ -4,8 +4,9 @@ version, route to it once warm, then unload the old one): no request fails or go
 each answer is one of the two versions' own, and after each swap no process of the old version is
 left. The KServe repository extension on HTTP lists, unloads and loads; a broken entry (files
 missing) and a corrupt one (a config.json that does not parse, so its replicas cannot start) are
-reported with their path and reason while alpha keeps serving. With two gateways, each routes
-to the new version once a load returns.
+reported with their path and reason while alpha keeps serving. KServe v2 over gRPC follows the
+versions loaded (the one served answers and says so, the other is NOT_FOUND). With two gateways,
+each routes to the new version once a load returns.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 """
@@ -20,8 +21,14 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from harness import (ONE_REPLICA_EACH, SEQPIPE, Pipeline, RepositoryTestCase, free_port,  # noqa: E402
-                     make_tiny_model, post_json)
+                     kserve_stubs, make_tiny_model, post_json)
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
+
+try:
+    import grpc
+    import grpc_tools  # noqa: F401  (kserve_stubs generates the stubs with it)
+except ImportError:  # run on a machine without them: the gRPC test says so rather than fail
+    grpc = None
 
 TEXTS = [f"the {w} is here" for w in ("cat", "dog", "house", "tree", "river", "stone")]
 SETTINGS = [*ONE_REPLICA_EACH, "gateway.default_timeout_ms=30000"]
@@ -89,9 +96,10 @@ class LifecycleTest(RepositoryTestCase):
         shutil.copytree(cls.v1, cls.corrupt)
         with open(os.path.join(cls.corrupt, "config.json"), "w") as f:
             f.write("{not json")
-        cls.port = free_port()
+        cls.port, cls.grpc_port = free_port(), free_port()
         cls.pipeline = Pipeline("seqpipe-life-up-", [
-            *SETTINGS, f"gateway.http_endpoint=127.0.0.1:{cls.port}", "model.name=alpha",
+            *SETTINGS, f"gateway.http_endpoint=127.0.0.1:{cls.port}",
+            f"gateway.grpc_endpoint=127.0.0.1:{cls.grpc_port}", "model.name=alpha",
             f"model.repository={cls.repo}"], model_dir=cls.repo)  # not a version's: processes_of
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
 
@@ -150,6 +158,45 @@ class LifecycleTest(RepositoryTestCase):
         rows = self.state()
         self.assertEqual(rows[("alpha", "1")][0], "READY")
         self.assertEqual(rows[("alpha", "2")], ("UNAVAILABLE", "unloaded"))
+
+    @unittest.skipIf(grpc is None, "python3-grpcio and python3-grpc-tools are not installed")
+    def test_grpc_follows_the_versions_loaded(self):
+        with tempfile.TemporaryDirectory() as generated:
+            pb, pb_grpc = kserve_stubs(generated)
+            with grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}") as channel:
+                stub = pb_grpc.GRPCInferenceServiceStub(channel)
+                try:
+                    for version in (1, 2):
+                        self.load(version)  # and the other one unloaded
+                        self.grpc_serves_only(pb, stub, version)
+                finally:
+                    self.load(1)
+
+    def grpc_serves_only(self, pb, stub, version):
+        """alpha's `version` answers gRPC's calls, and the other one is NOT_FOUND."""
+        tensor = pb.ModelInferRequest.InferInputTensor(
+            name="text", datatype="BYTES", shape=[1],
+            contents=pb.InferTensorContents(bytes_contents=[TEXTS[2].encode()]))
+        request = pb.ModelInferRequest(model_name="alpha", inputs=[tensor])
+        request.parameters["max_new_tokens"].int64_param = 8
+        response = stub.ModelInfer(request, timeout=30)
+        self.assertEqual(response.model_version, str(version))
+        self.assertEqual(response.outputs[0].contents.bytes_contents[0].decode(),
+                         self.answers[version][2])
+        metadata = stub.ModelMetadata(pb.ModelMetadataRequest(name="alpha"), timeout=10)
+        self.assertEqual(list(metadata.versions), [str(version)])
+        self.assertTrue(stub.ModelReady(pb.ModelReadyRequest(name="alpha", version=str(version)),
+                                        timeout=10).ready)
+        other = str(3 - version)
+        request.model_version = other
+        for call in (lambda: stub.ModelInfer(request, timeout=30),
+                     lambda: stub.ModelReady(pb.ModelReadyRequest(name="alpha", version=other),
+                                             timeout=10)):
+            with self.assertRaises(grpc.RpcError) as caught:
+                call()
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
+            self.assertIn(f"model 'alpha' version {other} is not served here",
+                          caught.exception.details())
 
     def test_repository_api_on_http(self):
         status, index = post_json(self.port, "/v2/repository/index", {})

@@ -4,9 +4,10 @@ exactly as a pipeline serving that model alone does, under mixed traffic on one 
 request naming an unknown model or version is answered not_found at once while the others keep
 serving; a broken entry is left out with its path and reason; HTTP routes by model too
 (/v1/generate `model`, KServe /v2/models/<name>[/versions/<v>]/infer), each model has its
-readiness (/v2/models/<name>/ready), `seqpipe status` shows each version's replicas, `seqpipe
-send --model/--version` runs a named one, and the gateway's and batcher's metrics carry each
-version's labels.
+readiness (/v2/models/<name>/ready), OpenAI's /v1/models lists both, KServe v2 over gRPC routes
+by model_name and model_version (grpcio's client, as tests/e2e/grpc), `seqpipe status` shows each
+version's replicas, `seqpipe send --model/--version` runs a named one, and the gateway's and
+batcher's metrics carry each version's labels.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 """
@@ -21,8 +22,14 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from harness import (ONE_REPLICA_EACH, SEQPIPE, Pipeline, RepositoryTestCase, answers,  # noqa: E402
-                     free_port, make_tiny_model, post_json)
+                     free_port, kserve_stubs, make_tiny_model, post_json)
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
+
+try:
+    import grpc
+    import grpc_tools  # noqa: F401  (kserve_stubs generates the stubs with it)
+except ImportError:  # run on a machine without them: the gRPC test says so rather than fail
+    grpc = None
 
 TEXTS = [f"the {w} is here {i}" for i, w in enumerate(
     ["cat", "dog", "house", "speling", "tree", "car", "river", "stone", "word", "light", "sun",
@@ -53,9 +60,10 @@ class RepositoryTest(RepositoryTestCase):
         make_tiny_model(cls.beta, 11)
         os.makedirs(os.path.join(cls.repo, "broken", "1"))  # no files: left out, not fatal
         cls.alone = {"alpha": outputs_alone(cls.alpha), "beta": outputs_alone(cls.beta)}
-        cls.port = free_port()
+        cls.port, cls.grpc_port = free_port(), free_port()
         cls.pipeline = Pipeline("seqpipe-repo-both-", [
-            *SETTINGS, f"gateway.http_endpoint=127.0.0.1:{cls.port}", "model.name=alpha",
+            *SETTINGS, f"gateway.http_endpoint=127.0.0.1:{cls.port}",
+            f"gateway.grpc_endpoint=127.0.0.1:{cls.grpc_port}", "model.name=alpha",
             f"model.repository={cls.repo}"], model_dir=cls.alpha)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=20000)
 
@@ -113,6 +121,65 @@ class RepositoryTest(RepositoryTestCase):
         status, body = post_json(self.port, "/v2/models/gamma/infer", infer)
         self.assertEqual(status, 404, body)
         self.assertIn("not_found", body["error"])
+
+    def test_openai_lists_every_model(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/models", timeout=10) as r:
+            self.assertEqual([m["id"] for m in json.loads(r.read())["data"]], ["alpha", "beta"])
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/models/beta",
+                                    timeout=10) as r:
+            self.assertEqual(json.loads(r.read())["id"], "beta")
+        status, body = post_json(self.port, "/v1/completions",
+                                 {"model": "beta", "prompt": TEXTS[4], "max_tokens": 8})
+        self.assertEqual(status, 200, body)
+        self.assertEqual((body["model"], body["choices"][0]["text"]),
+                         ("beta", self.alone["beta"][4]))
+
+    @unittest.skipIf(grpc is None, "python3-grpcio and python3-grpc-tools are not installed")
+    def test_grpc_routes_by_model(self):
+        with tempfile.TemporaryDirectory() as generated:
+            pb, pb_grpc = kserve_stubs(generated)
+            with grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}") as channel:
+                self.grpc_calls(pb, pb_grpc.GRPCInferenceServiceStub(channel))
+
+    def grpc_calls(self, pb, stub):
+        def request(name, text, version="", request_id=""):
+            tensor = pb.ModelInferRequest.InferInputTensor(
+                name="text", datatype="BYTES", shape=[1],
+                contents=pb.InferTensorContents(bytes_contents=[text.encode()]))
+            r = pb.ModelInferRequest(model_name=name, model_version=version, id=request_id,
+                                     inputs=[tensor])
+            r.parameters["max_new_tokens"].int64_param = 8
+            return r
+        for name, version in (("alpha", ""), ("beta", ""), ("beta", "1")):
+            response = stub.ModelInfer(request(name, TEXTS[5], version), timeout=30)
+            self.assertEqual((response.model_name, response.model_version), (name, "1"))
+            self.assertEqual(response.outputs[0].contents.bytes_contents[0].decode(),
+                             self.alone[name][5])
+        for name, version in (("gamma", ""), ("beta", "2"), ("broken", "")):
+            with self.assertRaises(grpc.RpcError) as caught:
+                stub.ModelInfer(request(name, TEXTS[5], version), timeout=30)
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
+            self.assertIn("not_found: ", caught.exception.details())
+            self.assertIn("alpha/1, beta/1", caught.exception.details())  # the catalog's message
+        # Both models on one stream, each request answered by its own.
+        got = {}
+        for r in stub.ModelStreamInfer(iter([request("alpha", TEXTS[6], request_id="a"),
+                                             request("beta", TEXTS[6], request_id="b")]),
+                                       timeout=60):
+            self.assertEqual(r.error_message, "")
+            got.setdefault(r.infer_response.id, []).append(r.infer_response)
+        for request_id, name in (("a", "alpha"), ("b", "beta")):
+            self.assertEqual({x.model_name for x in got[request_id]}, {name})
+            self.assertEqual("".join(x.outputs[0].contents.bytes_contents[0].decode()
+                                     for x in got[request_id]), self.alone[name][6])
+        # Readiness and metadata per model.
+        for name in ("alpha", "beta"):
+            self.assertTrue(stub.ModelReady(pb.ModelReadyRequest(name=name), timeout=10).ready)
+            metadata = stub.ModelMetadata(pb.ModelMetadataRequest(name=name), timeout=10)
+            self.assertEqual((metadata.name, list(metadata.versions)), (name, ["1"]))
+        with self.assertRaises(grpc.RpcError) as caught:
+            stub.ModelReady(pb.ModelReadyRequest(name="gamma"), timeout=10)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
 
     def test_readiness_and_metadata_per_model(self):
         def get(path):

@@ -70,7 +70,16 @@ class ModelCatalog {
   // default model) and `version` (absent: that name's highest); `not_found` for one not served.
   std::variant<std::string, protocol::Error> resolve(const std::optional<std::string>& name,
                                                      const std::optional<uint32_t>& version) const;
+  // The version itself that resolve() names by its key, or the same `not_found`.
+  std::variant<ModelVersion, protocol::Error> find(const std::optional<std::string>& name,
+                                                   const std::optional<uint32_t>& version) const;
+  // The key a version found here goes by: "" for the one model of a pipeline without a repository.
+  std::string key_of(const ModelVersion& model) const;
   const std::vector<ModelVersion>& models() const { return models_; }
+  // The versions of `name` served, lowest first (none for a name not served).
+  std::vector<int> versions(const std::string& name) const;
+  // The one model of a pipeline without a repository.
+  bool single() const { return single_; }
   const std::string& default_name() const { return default_name_; }
   // The default model's highest version: what an unnamed request runs.
   const std::string& default_key() const { return default_key_; }
