@@ -48,7 +48,8 @@ void ModelSettingsTable::update(const config::ModelCatalog& catalog) {
     const std::string key = catalog.key_of(m);
     if (catalog.single() || !version_config_) continue;  // of() answers the gateway's own
     auto known = versions_.find(key);
-    if (known != versions_.end() && known->second.dir == m.dir) {
+    if (known != versions_.end() && known->second.dir == m.dir &&
+        known->second.settings.not_loaded.empty()) {  // one that failed is tried again
       versions.emplace(key, std::move(known->second));
       continue;
     }

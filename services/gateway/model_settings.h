@@ -42,7 +42,8 @@ class ModelSettingsTable {
   ModelSettingsTable(const config::PipelineConfig& pipeline, VersionConfig version_config);
 
   // The settings of `catalog`'s versions: a version seen before (same key and directory) keeps
-  // its own; a new one is loaded (a failure is logged and kept in `not_loaded`).
+  // its own; a new one is loaded (a failure is logged and kept in `not_loaded`, and the load
+  // tried again with the next catalog).
   void update(const config::ModelCatalog& catalog);
   // The version's settings; the gateway's own for a key not in the catalog.
   const ModelSettings& of(const std::string& key) const;
