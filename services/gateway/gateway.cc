@@ -37,47 +37,30 @@ protocol::Usage joined_usage(std::span<const protocol::Usage> pieces) {
   }
   return joined;
 }
-
-// The config keys whose postprocessing rewrites words anywhere in the text after decoding.
-std::string text_rewriting(const config::PipelineConfig& c) {
-  if (!c.postprocessor.known_words.empty()) return "postprocessor.known_words";
-  if (!c.postprocessor.word_counts.empty()) return "postprocessor.word_counts";
-  if (!c.postprocessor.aspell_dictionary.empty()) return "postprocessor.aspell_dictionary";
-  if (!c.postprocessor.confusion_counts.empty()) return "postprocessor.confusion_counts";
-  if (c.model.lower_case_words != 0) return "model.lower_case_words";
-  return "";
-}
 }  // namespace
 
-protocol::Limits protocol_limits(const config::PipelineConfig& c) {
-  protocol::Limits limits;
-  limits.max_message_bytes = c.gateway.max_message_bytes;
-  limits.max_texts = c.gateway.max_texts;
-  limits.max_text_bytes = c.gateway.max_text_bytes;
-  limits.max_new_tokens_cap = c.decoder.max_new_tokens;
-  limits.max_beams = std::min(c.decoder.max_beams, c.decoder.num_slots);
-  limits.max_timeout_ms = c.gateway.max_timeout_ms;
-  limits.priority_levels = c.batcher.priority_levels;
-  return limits;
-}
-
 Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpoint,
-                 metrics::StageMetrics& stage_metrics, metrics::GatewayMetrics& gateway_metrics)
+                 metrics::StageMetrics& stage_metrics, metrics::GatewayMetrics& gateway_metrics,
+                 ModelSettingsTable::VersionConfig version_config)
     : config_(config),
-      limits_(protocol_limits(config)),
-      no_stream_(text_rewriting(config)),
       results_endpoint_(std::move(results_endpoint)),
       metrics_(stage_metrics),
       gateway_metrics_(gateway_metrics),
       models_(config::ModelCatalog::of(config)),
+      settings_(config, std::move(version_config)),
       tokenizers_({"gateway", "tokenizer", kTokenizerLink, hub::Answers::kInOrder}, config.liveness,
                   stage_metrics),
       batchers_(config, results_endpoint_),
       cache_(config.gateway.cache_bytes),
-      next_id_((hub::draw_incarnation() >> 8) + 1) {}
+      next_id_((hub::draw_incarnation() >> 8) + 1) {
+  settings_.update(models_);
+}
 
 model_control::InFlight Gateway::set_models(const std::vector<config::ModelVersion>& models) {
-  if (!config_.model.repository.empty()) models_ = config::ModelCatalog(models, config_.model.name);
+  if (!config_.model.repository.empty()) {
+    models_ = config::ModelCatalog(models, config_.model.name);
+    settings_.update(models_);
+  }
   model_control::InFlight in_flight;
   for (const auto& [id, r] : requests_) ++in_flight[r.model];
   return in_flight;
@@ -139,39 +122,58 @@ void Gateway::answer_from_cache(Request& r) {
   }
 }
 
+std::optional<Gateway::Admitted> Gateway::admit(Envelope& frames, std::string_view payload,
+                                                const Now& now, Outbox& out) {
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()),
+                                       payload.size());
+  auto decoded = protocol::decode_request(bytes, settings_.decode_limits());
+  auto rejected = [&](protocol::Error&& error, std::string&& id) {
+    reply_error(std::move(frames), std::move(id), std::move(error), now.steady, now.steady, out);
+    return std::nullopt;
+  };
+  if (auto* r = std::get_if<protocol::RejectedRequest>(&decoded))
+    return rejected(std::move(r->error), std::move(r->id));
+  auto* request = &std::get<protocol::Request>(decoded);
+  if (request->op == protocol::Op::kCancel) {
+    cancel(frames, *request->id, now, out);
+    return std::nullopt;
+  }
+  auto model = models_.resolve(request->model, request->version);
+  if (auto* unknown = std::get_if<protocol::Error>(&model))
+    return rejected(std::move(*unknown), request->id.value_or(""));
+  const std::string& key = std::get<std::string>(model);
+  const ModelSettings& settings = settings_.of(key);
+  if (!settings.not_loaded.empty()) {
+    return rejected(
+        {protocol::ErrorCode::kUnavailable,
+         "model " + key + " is not served: its config does not load: " + settings.not_loaded},
+        request->id.value_or(""));
+  }
+  // Its version's token and beam caps are below the loosest: its own rules, its own messages.
+  if (settings_.needs_own_decode(settings)) {
+    decoded = protocol::decode_request(bytes, settings.limits);
+    if (auto* r = std::get_if<protocol::RejectedRequest>(&decoded))
+      return rejected(std::move(r->error), std::move(r->id));
+    request = &std::get<protocol::Request>(decoded);
+  }
+  if (request->stream && !settings.no_stream.empty()) {
+    return rejected({protocol::ErrorCode::kInvalidArgument,
+                     "stream is not served here: " + settings.no_stream +
+                         " rewrites the text after decoding, so partial texts could change"},
+                    request->id.value_or(""));
+  }
+  return Admitted{std::move(*request), std::move(std::get<std::string>(model)), &settings};
+}
+
 void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbox& out) {
   if (frames.size() < 2) return;  // no routing frame: nobody to answer
   std::string payload = std::move(frames.back());
   frames.pop_back();
   metrics_.request();
   ++requests_received_;
-  auto decoded = protocol::decode_request(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()),
-      limits_);
-  if (auto* rejected = std::get_if<protocol::RejectedRequest>(&decoded)) {
-    reply_error(std::move(frames), std::move(rejected->id), std::move(rejected->error), now.steady,
-                now.steady, out);
-    return;
-  }
-  auto& request = std::get<protocol::Request>(decoded);
-  if (request.op == protocol::Op::kCancel) {
-    cancel(frames, *request.id, now, out);
-    return;
-  }
-  if (request.stream && !no_stream_.empty()) {
-    reply_error(std::move(frames), request.id.value_or(""),
-                {protocol::ErrorCode::kInvalidArgument,
-                 "stream is not served here: " + no_stream_ +
-                     " rewrites the text after decoding, so partial texts could change"},
-                now.steady, now.steady, out);
-    return;
-  }
-  auto model = models_.resolve(request.model, request.version);
-  if (auto* unknown = std::get_if<protocol::Error>(&model)) {
-    reply_error(std::move(frames), request.id.value_or(""), std::move(*unknown), now.steady,
-                now.steady, out);
-    return;
-  }
+  auto admitted = admit(frames, payload, now, out);
+  if (!admitted) return;
+  protocol::Request& request = admitted->request;
   if (waiting() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
     reply_error(std::move(frames), request.id.value_or(""),
                 {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"},
@@ -194,7 +196,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.return_scores = request.params.return_scores;
   r.stream = request.stream;
   // A streamed text is not split: its partials are the prefixes of one output.
-  const size_t split_words = request.stream ? 0 : static_cast<size_t>(config_.gateway.split_words);
+  const size_t split_words = request.stream ? 0 : admitted->settings->split_words;
   add_texts(r, std::move(request.texts), split_words);
   const size_t items = r.sources.size();
   if (items > static_cast<size_t>(config_.batcher.max_queue_size)) {  // it could never be queued
@@ -202,7 +204,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
     reply_error(std::move(r.envelope), std::move(r.client_id),
                 {protocol::ErrorCode::kTooLong,
                  "the texts make " + std::to_string(items) + " pieces of at most " +
-                     std::to_string(config_.gateway.split_words) +
+                     std::to_string(admitted->settings->split_words) +
                      " words (gateway.split_words); one request may hold at most "
                      "batcher.max_queue_size = " +
                      std::to_string(config_.batcher.max_queue_size)},
@@ -219,7 +221,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.expires = now.steady + std::chrono::milliseconds(timeout_ms);
   r.deadline = Deadline::after(now, std::chrono::milliseconds(timeout_ms));
   r.params = request.params;
-  r.model = std::move(std::get<std::string>(model));
+  r.model = std::move(admitted->model);
   answer_from_cache(r);
   // Every item not answered from the cache.
   stage::Tokenize work = tokenize_work(id, r);

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "gateway/batcher_failover.h"
+#include "gateway/model_settings.h"
 #include "gateway/response_cache.h"
 #include "seqpipe/config/config.h"
 #include "seqpipe/config/model_repository.h"
@@ -51,14 +52,14 @@ using Envelope = std::vector<std::string>;  // the client's routing frames, sent
 // The gateway's one worker socket: Outbox::Send::link of the messages to tokenizers.
 inline constexpr size_t kTokenizerLink = 0;
 
-// The protocol limits this gateway enforces, from the config (docs/PROTOCOL.md, "Limits").
-protocol::Limits protocol_limits(const config::PipelineConfig& config);
-
 class Gateway {
  public:
   // `results_endpoint` is where this gateway's results come back (its bound PULL endpoint).
+  // `version_config`: the config each model version of a repository is served with, whose
+  // per-model settings its requests get (ModelSettingsTable; empty: this gateway's own config).
   Gateway(const config::PipelineConfig& config, std::string results_endpoint,
-          metrics::StageMetrics& stage_metrics, metrics::GatewayMetrics& gateway_metrics);
+          metrics::StageMetrics& stage_metrics, metrics::GatewayMetrics& gateway_metrics,
+          ModelSettingsTable::VersionConfig version_config = {});
 
   // A client message: `frames` as the ROUTER received them (routing frames, then the payload).
   // Replies go to out.replies.
@@ -124,6 +125,15 @@ class Gateway {
     bool stream = false;
     std::string streamed;  // a streamed request's text sent so far in partial replies
   };
+  // A client's generate request decoded under the limits of the model version that runs it, with
+  // that version's key and settings; nullopt when answered already (an error; a cancel done).
+  struct Admitted {
+    protocol::Request request;
+    std::string model;                // config::model_key of the version
+    const ModelSettings* settings{};  // in settings_: valid until the catalog changes
+  };
+  std::optional<Admitted> admit(Envelope& frames, std::string_view payload, const Now& now,
+                                Outbox& out);
   // Answers the lost requests of a batcher that died or restarted and submits the moved ones
   // again, first in line, in arrival order.
   void submit_again(const BatcherFailover::Failover& failover, const Now& now, Outbox& out);
@@ -148,14 +158,11 @@ class Gateway {
                    SteadyClock::time_point received, SteadyClock::time_point now, Outbox& out);
 
   config::PipelineConfig config_;
-  protocol::Limits limits_;
-  // Why this pipeline refuses `stream` (its postprocessor rewrites words of the whole text, so a
-  // partial text might not be a prefix of the final one); empty: streams are served.
-  std::string no_stream_;
   std::string results_endpoint_;
   metrics::StageMetrics& metrics_;
   metrics::GatewayMetrics& gateway_metrics_;
   config::ModelCatalog models_;                  // what a request's model and version resolve to
+  ModelSettingsTable settings_;                  // per model version in models_
   hub::ModelPools<stage::Tokenize> tokenizers_;  // per model version
   BatcherFailover batchers_;
   ResponseCache cache_;

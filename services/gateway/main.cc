@@ -113,21 +113,24 @@ void send_replies(Outbox& out, transport::Socket& clients, GrpcFrontDoor* grpc) 
   }
 }
 
-int serve(const config::PipelineConfig& c) {
+// What the repository holds, as the gateway starts.
+void log_repository(const std::string& dir) {
+  const config::ModelRepository repo = config::scan_repository(dir);
+  for (const auto& m : repo.models)
+    spdlog::info("gateway: serving model {} from {}", config::model_key(m.name, m.version), m.dir);
+  for (const auto& bad : repo.bad)
+    spdlog::warn("gateway: model repository entry {} is not served: {}", bad.path, bad.reason);
+}
+
+int serve(const config::LoadedConfig& loaded) {
+  const config::PipelineConfig& c = loaded.config;
   service::init_logging("gateway");
   service::install_stop_handlers();
   const auto started = std::chrono::steady_clock::now();  // for the status probe's uptime
   metrics::Exporter exporter("gateway", c.gateway.metrics_port, 1, c.metrics.address);
   metrics::StageMetrics stage_metrics(exporter.registry(), "gateway");
   metrics::GatewayMetrics gateway_metrics(exporter.registry());
-  if (!c.model.repository.empty()) {
-    const config::ModelRepository repo = config::scan_repository(c.model.repository);
-    for (const auto& m : repo.models)
-      spdlog::info("gateway: serving model {} from {}", config::model_key(m.name, m.version),
-                   m.dir);
-    for (const auto& bad : repo.bad)
-      spdlog::warn("gateway: model repository entry {} is not served: {}", bad.path, bad.reason);
-  }
+  if (!c.model.repository.empty()) log_repository(c.model.repository);
 
   zmq::context_t context(1);
   const security::HubSecurity security(context, c.security, "gateway", exporter.registry());
@@ -160,7 +163,12 @@ int serve(const config::PipelineConfig& c) {
   transport::SocketOptions batcher_options;
   batcher_options.curve = security.client();
   transport::PushSockets batchers(context, batcher_options);
-  Gateway gateway(c, results_endpoint, stage_metrics, gateway_metrics);
+  // Each model version's requests get its own per-model settings, from its config loaded as its
+  // replicas load theirs.
+  Gateway gateway(c, results_endpoint, stage_metrics, gateway_metrics,
+                  [&loaded](const config::ModelVersion& m) {
+                    return config::load_model_version_config(loaded, m);
+                  });
   transport::Poller poller;
   const size_t kClients = poller.add(clients), kTokenizers = poller.add(tokenizers),
                kResults = poller.add(results);
@@ -216,7 +224,7 @@ int serve(const config::PipelineConfig& c) {
 }  // namespace seqpipe::gateway
 
 int main(int argc, char** argv) {
-  return seqpipe::service::run_service_main(
+  return seqpipe::service::run_service_main_layers(
       argc, argv, "gateway",
       "Serves clients: validates requests, keeps deadlines, answers each once.",
       seqpipe::gateway::serve);

@@ -262,6 +262,79 @@ TEST_F(GatewayModelsTest, RequestLatenciesAreLabelledWithTheirModelVersion) {
   EXPECT_EQ(observations(*registry_, name, {{"status", "ok"}}), 0);
 }
 
+// Each version's requests get the per-model settings of its own seqpipe.yaml, layered as its
+// replicas layer theirs (config::load_model_version_config): speller/1 splits texts into pieces of
+// two words, caps max_new_tokens at 8 and refuses streams (it lower-cases words after decoding);
+// rewriter/1 has the defaults; speller/2's seqpipe.yaml does not load.
+TEST_F(GatewayModelsTest, EachVersionGetsItsOwnPerModelSettings) {
+  std::ofstream(root_ / "speller" / "1" / config::kModelConfigName)
+      << "gateway:\n  split_words: 2\nmodel:\n  lower_case_words: 1\n"
+         "decoder:\n  max_new_tokens: 8\n";
+  std::ofstream(root_ / "speller" / "2" / config::kModelConfigName) << "batcher:\n  replicas: 2\n";
+  const std::string pipeline_file = (root_ / "pipeline.yaml").string();
+  std::ofstream(pipeline_file) << "batcher:\n  max_queue_size: 500\n";
+  config::LoadedConfig layers;
+  layers.path = pipeline_file;
+  layers.overrides = {"model.repository=" + root_.string(), "model.name=speller",
+                      "runtime_dir=" + root_.string()};
+  gateway::Gateway g(
+      config_, "ipc:///tmp/results.sock", stage_, gw_,
+      [&](const config::ModelVersion& m) { return config::load_model_version_config(layers, m); });
+  g.on_tokenizer("t-sp1", stage::Ready{8, "speller/1"}, t0);
+  g.on_tokenizer("t-rw", stage::Ready{8, "rewriter/1"}, t0);
+  auto generate = [](const std::string& id, const std::string& model, uint32_t version,
+                     std::optional<int> max_new_tokens = std::nullopt, bool stream = false) {
+    protocol::Request r;
+    r.id = id;
+    r.texts = {"one two three four five"};
+    r.model = model;
+    r.version = version;
+    r.stream = stream;
+    if (max_new_tokens) r.params.max_new_tokens = *max_new_tokens;
+    return std::vector<std::string>{"client", "", protocol::encode_request(r)};
+  };
+  Outbox out;
+  g.on_client(generate("sp", "speller", 1, 6), t0, out);
+  g.on_client(generate("rw", "rewriter", 1), t0, out);
+  g.on_client(generate("rw-long", "rewriter", 1, 40), t0, out);  // under its cap, 64
+  g.on_client(generate("rw-stream", "rewriter", 1, std::nullopt, true), t0, out);
+  g.on_client(generate("sp-long", "speller", 1, 40), t0, out);  // over its cap, 8
+  g.on_client(generate("sp-stream", "speller", 1, 6, true), t0, out);
+  g.on_client(generate("sp2", "speller", 2), t0, out);
+  g.dispatch(t0, out);
+  std::map<std::string, std::vector<stage::TextItem>> items_by_tokenizer;
+  for (const auto& send : out.sends) {
+    for (const auto& i : std::get<stage::Tokenize>(send.message).items)
+      items_by_tokenizer[send.peer].push_back(i);
+  }
+  // speller/1: its text in three pieces of at most two words, under its own cap.
+  ASSERT_EQ(items_by_tokenizer["t-sp1"].size(), 3u);
+  std::vector<std::string> pieces;
+  for (const auto& i : items_by_tokenizer["t-sp1"]) pieces.push_back(i.text);
+  EXPECT_EQ(pieces, (std::vector<std::string>{"one", "two three", "four five"}));
+  EXPECT_EQ(items_by_tokenizer["t-sp1"][0].params.max_new_tokens, 6);
+  // rewriter/1: whole texts; a cap over speller/1's and a stream are its to serve.
+  ASSERT_EQ(items_by_tokenizer["t-rw"].size(), 3u);
+  EXPECT_EQ(items_by_tokenizer["t-rw"][0].text, "one two three four five");
+  EXPECT_EQ(items_by_tokenizer["t-rw"][1].params.max_new_tokens, 40);
+  EXPECT_TRUE(items_by_tokenizer["t-rw"][2].stream);
+  ASSERT_EQ(out.replies.size(), 3u);
+  std::map<std::string, protocol::Error> errors;
+  for (size_t i = 0; i < out.replies.size(); ++i) {
+    protocol::Reply reply = reply_of(out, i);
+    ASSERT_TRUE(reply.error);
+    errors[reply.id] = *reply.error;
+  }
+  EXPECT_EQ(errors["sp-long"].code, protocol::ErrorCode::kInvalidArgument);
+  EXPECT_NE(errors["sp-long"].message.find("8"), std::string::npos) << errors["sp-long"].message;
+  EXPECT_EQ(errors["sp-stream"].code, protocol::ErrorCode::kInvalidArgument);
+  EXPECT_NE(errors["sp-stream"].message.find("model.lower_case_words"), std::string::npos);
+  // A version whose config does not load: its requests are answered at once, the others served.
+  EXPECT_EQ(errors["sp2"].code, protocol::ErrorCode::kUnavailable);
+  EXPECT_NE(errors["sp2"].message.find("batcher.replicas"), std::string::npos)
+      << errors["sp2"].message;
+}
+
 TEST(HttpRepository, CallsParseAndAnswerAsKServesExtension) {
   using model_control::Op;
   auto request = [](std::string_view path, std::string_view body) {

@@ -55,10 +55,7 @@ std::vector<WorkerSpec> worker_specs(const config::PipelineConfig& c,
     }
     for (const config::ModelVersion& m : models) {
       for (int i = 0; i < replicas; ++i) {
-        specs.push_back({stage,
-                         replica++,
-                         {"model.dir=" + m.dir, "model.name=" + m.name,
-                          "model.version=" + std::to_string(m.version)}});
+        specs.push_back({stage, replica++, config::model_version_overrides(m)});
       }
     }
   }

@@ -338,7 +338,7 @@ LoadedConfig load_layers(const std::string& path, const std::vector<std::string>
   }
   loader.load_document(text);
   for (const std::string& assignment : overrides) loader.apply_override(assignment);
-  return {loader.finish(), path, model_path};
+  return {loader.finish(), path, model_path, overrides};
 }
 
 PipelineConfig load_config_text(const std::string& yaml, const std::string& source_name,

@@ -98,6 +98,17 @@ std::string model_key(const std::string& name, int version) {
   return name + "/" + std::to_string(version);
 }
 
+std::vector<std::string> model_version_overrides(const ModelVersion& model) {
+  return {"model.dir=" + model.dir, "model.name=" + model.name,
+          "model.version=" + std::to_string(model.version)};
+}
+
+PipelineConfig load_model_version_config(const LoadedConfig& pipeline, const ModelVersion& model) {
+  std::vector<std::string> overrides = pipeline.overrides;
+  for (std::string& set : model_version_overrides(model)) overrides.push_back(std::move(set));
+  return load_pipeline_config(pipeline.path, overrides).config;
+}
+
 std::string served_model_name(const ModelConfig& model) {
   if (!model.name.empty()) return model.name;
   const fs::path dir = fs::path(model.dir).lexically_normal();

@@ -113,6 +113,14 @@ int exit_with_reason(int status, std::string_view why) {
 
 int run_service_main(int argc, char** argv, std::string_view service_name, std::string_view summary,
                      const std::function<int(const config::PipelineConfig&)>& run) {
+  return run_service_main_layers(
+      argc, argv, service_name, summary,
+      [&run](const config::LoadedConfig& loaded) { return run(loaded.config); });
+}
+
+int run_service_main_layers(int argc, char** argv, std::string_view service_name,
+                            std::string_view summary,
+                            const std::function<int(const config::LoadedConfig&)>& run) {
   const std::string program = "seqpipe-" + std::string(service_name);
   ServiceArgs args;
   try {
@@ -125,14 +133,14 @@ int run_service_main(int argc, char** argv, std::string_view service_name, std::
     std::cout << args.help << std::flush;
     return 0;
   }
-  config::PipelineConfig pipeline;
+  config::LoadedConfig loaded;
+  const config::PipelineConfig& pipeline = loaded.config;
   try {
-    config::LoadedConfig loaded = config::load_pipeline_config(args.config_path, args.overrides);
+    loaded = config::load_pipeline_config(args.config_path, args.overrides);
     if (loaded.path.empty()) {
       std::cerr << program << ": no " << config::kDefaultConfigPath
                 << " in the working directory and no --config: using the built-in defaults\n";
     }
-    pipeline = std::move(loaded.config);
     if (args.print_config) {
       std::cout << config::to_yaml(pipeline) << std::flush;
       return 0;
@@ -145,7 +153,7 @@ int run_service_main(int argc, char** argv, std::string_view service_name, std::
   try {
     metrics::set_latency_buckets(
         pipeline.metrics.latency_buckets_us);  // before any metric is built
-    return run(pipeline);
+    return run(loaded);
   } catch (const config::ConfigError& e) {
     std::cerr << program << ": " << e.what() << "\n";
     return exit_with_reason(2, e.what());

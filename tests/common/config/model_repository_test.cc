@@ -99,6 +99,30 @@ TEST_F(ModelRepositoryTest, ModelNames) {
   EXPECT_EQ(model_key("speller", 2), "speller/2");
 }
 
+// A version's config as its replicas load it: its seqpipe.yaml under the pipeline's file and
+// --set, whatever model.dir those name.
+TEST_F(ModelRepositoryTest, AVersionsConfigLayersItsOwnFileUnderThePipelines) {
+  const fs::path v1 = model(root_ / "speller" / "1"), v2 = model(root_ / "speller" / "2");
+  std::ofstream(v1 / "seqpipe.yaml")
+      << "gateway:\n  split_words: 8\ndecoder:\n  max_new_tokens: 40\n";
+  std::ofstream(v2 / "seqpipe.yaml") << "gateway:\n  split_words: 3\n";
+  std::ofstream(root_ / "pipeline.yaml")
+      << "model:\n  dir: " << v2.string() << "\ndecoder:\n  max_new_tokens: 20\n";
+  LoadedConfig pipeline;
+  pipeline.path = (root_ / "pipeline.yaml").string();
+  pipeline.overrides = {"runtime_dir=/run/sp", "model.repository=" + root_.string()};
+  const PipelineConfig c = load_model_version_config(pipeline, {"speller", 1, v1.string()});
+  EXPECT_EQ(c.model.dir, v1.string());
+  EXPECT_EQ(served_model_key(c.model), "speller/1");
+  EXPECT_EQ(c.gateway.split_words, 8u);     // v1's file, not the pipeline's model.dir's
+  EXPECT_EQ(c.decoder.max_new_tokens, 20);  // the pipeline's file over the version's
+  pipeline.overrides.push_back("gateway.split_words=0");
+  EXPECT_EQ(load_model_version_config(pipeline, {"speller", 1, v1.string()}).gateway.split_words,
+            0u);  // --set over both
+  std::ofstream(v1 / "seqpipe.yaml") << "batcher:\n  replicas: 2\n";
+  EXPECT_THROW(load_model_version_config(pipeline, {"speller", 1, v1.string()}), ConfigError);
+}
+
 TEST(ModelCatalogTest, ResolvesNamesAndVersions) {
   const ModelCatalog catalog(
       {{"speller", 1, "r/speller/1"}, {"speller", 2, "r/speller/2"}, {"rewriter", 5, "r/rw/5"}},

@@ -5,7 +5,8 @@ request naming an unknown model or version is answered not_found at once while t
 serving; a broken entry is left out with its path and reason; HTTP routes by model too
 (/v1/generate `model`, KServe /v2/models/<name>[/versions/<v>]/infer), each model has its
 readiness (/v2/models/<name>/ready), OpenAI's /v1/models lists both, KServe v2 over gRPC routes
-by model_name and model_version (grpcio's client, as tests/e2e/grpc), `seqpipe status` shows each
+by model_name and model_version (grpcio's client, as tests/e2e/grpc), each version's requests get
+its own seqpipe.yaml's settings (alpha's lower token cap), `seqpipe status` shows each
 version's replicas, `seqpipe send --model/--version` runs a named one, and the gateway's and
 batcher's metrics carry each version's labels.
 
@@ -57,6 +58,10 @@ class RepositoryTest(RepositoryTestCase):
         cls.alpha = os.path.join(cls.repo, "alpha", "1")
         cls.beta = os.path.join(cls.repo, "beta")  # the flat layout: version 1
         make_tiny_model(cls.alpha, 3)
+        # alpha's own setting, which beta does not share: a lower token cap. (Not a key that
+        # refuses streams: the gRPC test streams both models.)
+        with open(os.path.join(cls.alpha, "seqpipe.yaml"), "w") as f:
+            f.write("decoder:\n  max_new_tokens: 40\n")
         make_tiny_model(cls.beta, 11)
         os.makedirs(os.path.join(cls.repo, "broken", "1"))  # no files: left out, not fatal
         cls.alone = {"alpha": outputs_alone(cls.alpha), "beta": outputs_alone(cls.beta)}
@@ -104,6 +109,15 @@ class RepositoryTest(RepositoryTestCase):
                          self.alone["beta"][1])
         self.assertEqual(self.client.generate(TEXTS[1], max_new_tokens=8)["text"],
                          self.alone["alpha"][1])
+
+    def test_each_model_version_gets_its_own_settings(self):
+        # The gateway's own model.dir is alpha's; beta's requests get beta's settings all the same.
+        with self.assertRaises(SeqpipeError) as caught:
+            self.client.generate(TEXTS[2], max_new_tokens=50, model="alpha")
+        self.assertEqual(caught.exception.code, "invalid_argument")
+        self.assertIn("[1, 40]", caught.exception.message)
+        self.assertEqual(self.client.generate(TEXTS[2], max_new_tokens=50, model="beta")["status"],
+                         "ok")
 
     def test_http_routes_by_model(self):
         params = {"max_new_tokens": 8}

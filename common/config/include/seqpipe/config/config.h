@@ -435,8 +435,9 @@ std::vector<std::string> model_overrides(const std::string& model_dir);
 // and the endpoints resolved in the runtime directory. Creates nothing. Throws ConfigError.
 struct LoadedConfig {
   PipelineConfig config;
-  std::string path;        // the file read; empty: the built-in defaults
-  std::string model_path;  // the model's seqpipe.yaml applied; empty: none
+  std::string path;                    // the file read; empty: the built-in defaults
+  std::string model_path;              // the model's seqpipe.yaml applied; empty: none
+  std::vector<std::string> overrides;  // the --set assignments applied, in order
 };
 LoadedConfig load_pipeline_config(const std::string& config_path,
                                   const std::vector<std::string>& overrides);

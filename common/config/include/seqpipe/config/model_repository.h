@@ -39,6 +39,17 @@ inline constexpr const char* kModelFiles[] = {"config.json", "model.safetensors"
 // Scans `dir`. A missing or unreadable `dir` is one bad entry.
 ModelRepository scan_repository(const std::string& dir);
 
+// The --set assignments that make the pipeline's config a model version's: its model.dir,
+// model.name and model.version. `seqpipe up` gives them to the version's replicas, after the
+// pipeline's own --set, so the version's seqpipe.yaml goes under the pipeline's config file and
+// --set (load_pipeline_config's layers).
+std::vector<std::string> model_version_overrides(const ModelVersion& model);
+// The config model version `model` is served with, as its replicas load it: the layers of
+// `pipeline` (its file and --set) with model_version_overrides(model) last. The gateway applies
+// the version's own per-model settings (gateway.split_words, the token and beam caps) from it.
+// Throws ConfigError (a seqpipe.yaml of the version that does not load, say).
+PipelineConfig load_model_version_config(const LoadedConfig& pipeline, const ModelVersion& model);
+
 // Whether `name` may name a model: 1..protocol::kMaxModelNameBytes of [A-Za-z0-9_.-], not starting
 // with '.'.
 bool valid_model_name(const std::string& name);

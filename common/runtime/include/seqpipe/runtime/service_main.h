@@ -52,5 +52,10 @@ inline constexpr const char* kExitReasonFdVariable = "SEQPIPE_EXIT_REASON_FD";
 // kExitReasonFdVariable's descriptor too, when it is set.
 int run_service_main(int argc, char** argv, std::string_view service_name, std::string_view summary,
                      const std::function<int(const config::PipelineConfig&)>& run);
+// The same for a service that needs the layers its config came from (its file and --set: the
+// gateway loads each model version's config over them, config::load_model_version_config).
+int run_service_main_layers(int argc, char** argv, std::string_view service_name,
+                            std::string_view summary,
+                            const std::function<int(const config::LoadedConfig&)>& run);
 
 }  // namespace seqpipe::service
