@@ -18,13 +18,15 @@ build() {  # target sources...
   local target=$1
   shift
   if [ ! -x "$out/$target" ] || [ -n "$(find "$@" -newer "$out/$target" 2>/dev/null)" ]; then
-    clang++ "${flags[@]}" "$@" -o "$out/$target"
+    clang++ "${flags[@]}" "$@" -lyaml-cpp -o "$out/$target"  # yaml-cpp: the config's sources
   fi
 }
 build request_fuzz "$src/tests/fuzz/request_fuzz.cc" "$src/common/protocol/src/protocol.cc" \
   "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/generate_options.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc"
 build http_json_fuzz "$src/tests/fuzz/http_json_fuzz.cc" "$src/services/gateway/http_json.cc" \
   "$src/services/gateway/http_openai.cc" "$src/services/gateway/http_tgi.cc" \
+  "$src/common/config/src/model_repository.cc" "$src/common/config/src/config_load.cc" \
+  "$src/common/config/src/config_check.cc" "$src/common/config/src/config_runtime.cc" \
   "$src/common/protocol/src/protocol.cc" "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/generate_options.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc"
 build stage_message_fuzz "$src/tests/fuzz/stage_message_fuzz.cc" \
   "$src/common/messages/src/stage_messages.cc" "$src/common/messages/src/stage_messages_write.cc" "$src/common/protocol/src/protocol.cc" \
