@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <exception>
 #include <stdexcept>
+#include <thread>
 
 #include "seqpipe/runtime/liveness.h"
 #include "seqpipe/runtime/service.h"
@@ -349,6 +351,28 @@ class WorkerLoop {
   StageRunner runner_;  // last: its thread stops first
 };
 
+// Makes the stage (which loads its model) on a thread of its own that ends before serving.
+// Loading runs OpenMP regions, and libgomp keeps a pool of threads for every thread that started
+// one, for that thread's life; once a process's pools hold more threads than it has cores,
+// libgomp cuts every thread's spin-wait short (its "throttled" spin count). A pool left on the
+// main thread beside the one of StageRunner's thread, where the stage computes, would do that
+// for the process's life, and GOMP_SPINCOUNT would be ignored.
+std::unique_ptr<WorkerStage> make_stage_on_passing_thread(
+    const std::function<std::unique_ptr<WorkerStage>(metrics::StageMetrics&)>& make_stage,
+    metrics::StageMetrics& metrics) {
+  std::unique_ptr<WorkerStage> stage;
+  std::exception_ptr failure;
+  std::thread([&] {
+    try {
+      stage = make_stage(metrics);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }).join();
+  if (failure) std::rethrow_exception(failure);
+  return stage;
+}
+
 }  // namespace
 
 int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics) {
@@ -375,7 +399,8 @@ int serve_worker(
   metrics::StageMetrics stage_metrics(exporter.registry(), stage_name,
                                       metrics::model_labels(model));
   spdlog::info("{}: metrics on :{}", stage_name, exporter.port());
-  const std::unique_ptr<WorkerStage> stage = make_stage(stage_metrics);
+  const std::unique_ptr<WorkerStage> stage =
+      make_stage_on_passing_thread(make_stage, stage_metrics);
   WorkerOptions options;
   options.stage_name = std::string(stage_name);
   options.hub_endpoints = hub_endpoints;

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <future>
@@ -308,6 +309,56 @@ TEST(WorkerLoop, AWorkerRejoiningWhileItComputesAnnouncesItselfBeforeItsAnswer) 
 
   service::request_stop();
   loop.join();
+}
+
+// Remembers the thread its warm-up ran on.
+class WarmUpThreadStage : public EchoStage {
+ public:
+  bool warm_up() override {
+    warmed_on.set_value(gettid());
+    return false;
+  }
+  std::promise<pid_t> warmed_on;
+};
+
+// serve_worker makes the stage (loads its model) on a thread that has ended before the stage
+// serves: libgomp keeps an OpenMP pool for the life of every thread that ran a parallel region,
+// and a loading thread's pool beside the serving thread's cut every spin-wait short.
+TEST(ServeWorker, MakesTheStageOnAThreadThatEndsBeforeTheStageServes) {
+  zmq::context_t context(1);
+  transport::Socket hub(context, zmq::socket_type::router);
+  const std::string endpoint = hub.bind("tcp://127.0.0.1:*");
+  pid_t made_on = 0;
+  WarmUpThreadStage* made = nullptr;
+  std::thread loop([&] {
+    serve_worker("warm", "127.0.0.1", 0, {endpoint}, config::LivenessConfig{},
+                 config::SecurityConfig{}, "m/1", [&](metrics::StageMetrics&) {
+                   made_on = gettid();
+                   auto stage = std::make_unique<WarmUpThreadStage>();
+                   made = stage.get();
+                   return stage;
+                 });
+  });
+  std::string worker;
+  EXPECT_EQ(next_non_heartbeat(hub, worker), stage::StageMessage(stage::Ready{3, "m/1"}));
+  ASSERT_NE(made, nullptr);
+  const pid_t warmed_on = made->warmed_on.get_future().get();
+  EXPECT_NE(made_on, 0);
+  EXPECT_NE(made_on, warmed_on);
+  EXPECT_NE(made_on, gettid());
+  EXPECT_FALSE(std::filesystem::exists("/proc/self/task/" + std::to_string(made_on)))
+      << "the thread that made the stage is still running";
+  service::request_stop();
+  loop.join();
+}
+
+TEST(ServeWorker, ThrowsWhatMakingTheStageThrew) {
+  EXPECT_THROW(serve_worker("broken", "127.0.0.1", 0, {"tcp://127.0.0.1:1"},
+                            config::LivenessConfig{}, config::SecurityConfig{}, "m/1",
+                            [](metrics::StageMetrics&) -> std::unique_ptr<WorkerStage> {
+                              throw config::ConfigError("model.dir /nowhere does not load");
+                            }),
+               config::ConfigError);
 }
 
 }  // namespace
