@@ -42,28 +42,35 @@ ModelSettingsTable::ModelSettingsTable(const config::PipelineConfig& pipeline,
       version_config_(std::move(version_config)),
       decode_limits_(pipeline_.limits) {}
 
+ModelSettingsTable::Version ModelSettingsTable::load_version(const config::ModelVersion& m,
+                                                             const std::string& key) const {
+  Version v{m.dir, pipeline_};
+  try {
+    v.settings = model_settings(version_config_(m));
+  } catch (const std::exception& e) {
+    v.settings.not_loaded = e.what();
+    spdlog::warn(
+        "gateway: model {}'s config does not load; its requests are answered "
+        "unavailable: {}",
+        key, e.what());
+  }
+  return v;
+}
+
 void ModelSettingsTable::update(const config::ModelCatalog& catalog) {
   std::map<std::string, Version> versions;
-  for (const config::ModelVersion& m : catalog.models()) {
-    const std::string key = catalog.key_of(m);
-    if (catalog.single() || !version_config_) continue;  // of() answers the gateway's own
-    auto known = versions_.find(key);
-    if (known != versions_.end() && known->second.dir == m.dir &&
-        known->second.settings.not_loaded.empty()) {  // one that failed is tried again
-      versions.emplace(key, std::move(known->second));
-      continue;
+  // A single model's requests get the gateway's own settings: of() answers them.
+  if (!catalog.single() && version_config_) {
+    for (const config::ModelVersion& m : catalog.models()) {
+      const std::string key = catalog.key_of(m);
+      auto known = versions_.find(key);
+      if (known != versions_.end() && known->second.dir == m.dir &&
+          known->second.settings.not_loaded.empty()) {  // one that failed is tried again
+        versions.emplace(key, std::move(known->second));
+      } else {
+        versions.emplace(key, load_version(m, key));
+      }
     }
-    Version v{m.dir, pipeline_};
-    try {
-      v.settings = model_settings(version_config_(m));
-    } catch (const std::exception& e) {
-      v.settings.not_loaded = e.what();
-      spdlog::warn(
-          "gateway: model {}'s config does not load; its requests are answered "
-          "unavailable: {}",
-          key, e.what());
-    }
-    versions.emplace(key, std::move(v));
   }
   versions_ = std::move(versions);
   // The loosest caps of the versions that load (the gateway's own when none does).

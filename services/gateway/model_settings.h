@@ -58,6 +58,9 @@ class ModelSettingsTable {
     std::string dir;
     ModelSettings settings;
   };
+  // The settings of version `m` (`key`), or why its config does not load.
+  Version load_version(const config::ModelVersion& m, const std::string& key) const;
+
   ModelSettings pipeline_;
   VersionConfig version_config_;
   std::map<std::string, Version> versions_;
