@@ -476,7 +476,7 @@ int main(int argc, char** argv) {
       "without --model a tiny random checkpoint is written with seqpipe-mkmodel. --set passes\n"
       "config overrides to the pipeline (repeatable); --seqpipe runs another build's `seqpipe`.\n\n"
       "With --batch N (> 1): throughput instead. The engine in-process generates N texts of\n"
-      "about T tokens (default 64) with --threads threads (default 2) and passive OpenMP waits\n"
+      "about T tokens (default 64) with --threads threads (default 2) and short OpenMP waits\n"
       "(as `seqpipe up` sets them on a busy machine), and the pipeline (ipc://) answers one\n"
       "request of the same N texts, alternating for R rounds (default 10); every sequence runs\n"
       "exactly --max-new-tokens steps. Prints sequences/s of each and their ratio.\n";
@@ -497,11 +497,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pipeline_overhead: %s (see --help)\n", e.what());
     return 2;
   }
-  if (batch > 1 && !std::getenv("OMP_WAIT_POLICY")) {
-    // OpenMP reads it as it loads, so this process starts again with it: spinning threads on a
-    // shared machine make the engine alone several times slower than the pipeline's processes,
-    // which `seqpipe up` starts with passive waits there.
-    ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  const auto wait = seqpipe::config::kOversubscribedOpenMpWait;
+  if (batch > 1 && !std::getenv("OMP_WAIT_POLICY") && !std::getenv(wait.name)) {
+    // OpenMP reads it as it loads, so this process starts again with it: the engine alone waits
+    // as the pipeline's processes do, which `seqpipe up` starts with this setting here.
+    ::setenv(wait.name, wait.value, 1);
     ::execv("/proc/self/exe", argv);
   }
   char dir_template[] = "/tmp/seqpipe-overhead.XXXXXX";

@@ -47,7 +47,7 @@ constexpr const char* kUpFooter =
 batcher.replicas batchers (default 1 each; replica k on the endpoints and ports k after the
 configured ones), and `replicas` copies of the tokenizer, encoder, decoder and postprocessor
 (config/pipeline.yaml, docs/CONFIG.md; 0, the default, sizes them and the encoders' and decoders'
-threads from the cores and the model, and OMP_WAIT_POLICY=passive is set when those threads
+threads from the cores and the model, and GOMP_SPINCOUNT=3000 is set when those threads
 outnumber the cores: docs/CONFIG.md, "Sizing"), every one with the same --config and --set
 arguments. It prints the sizing, the client endpoint and the metrics ports, restarts a child that
 dies (after 0.5 s, doubling while it keeps failing), and stops everything on Ctrl-C or SIGTERM.
@@ -150,6 +150,18 @@ bool models_servable(const config::PipelineConfig& c, const config::ModelReposit
   return !repo.models.empty();
 }
 
+// The OpenMP wait settings the children run with, as the environment gives them.
+std::string openmp_waits() {
+  std::string waits;
+  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}) {
+    const char* value = std::getenv(name);
+    if (!value) continue;
+    if (!waits.empty()) waits += ' ';
+    waits.append(name).append("=").append(value);
+  }
+  return waits.empty() ? "libgomp's default" : waits;
+}
+
 // What `up` started and with which settings.
 void print_started(const config::LoadedConfig& loaded, size_t processes, size_t overrides,
                    int cores) {
@@ -163,10 +175,9 @@ void print_started(const config::LoadedConfig& loaded, size_t processes, size_t 
               loaded.path.empty() ? "(no config file)" : loaded.path.c_str(), overrides);
   std::printf(
       "seqpipe up: %d cores: %d tokenizer(s), %d encoder(s) x %d threads, %d decoder(s) x %d "
-      "threads, %d postprocessor(s); OMP_WAIT_POLICY=%s\n",
+      "threads, %d postprocessor(s); OpenMP waits: %s\n",
       cores, c.tokenizer.replicas, c.encoder.replicas, c.encoder.threads, c.decoder.replicas,
-      c.decoder.threads, c.postprocessor.replicas,
-      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(libgomp default)");
+      c.decoder.threads, c.postprocessor.replicas, openmp_waits().c_str());
   print_metrics_ports(c);
   if (!c.model.repository.empty()) {
     std::printf("seqpipe up: model control on %s (seqpipe models; POST /v2/repository/...)\n",
@@ -231,12 +242,14 @@ int up(const seqpipe::service::ServiceArgs& args) {
       for (auto& child : version_children({m})) specs.push_back(std::move(child));
   }
 
-  // More engine threads than cores: an OpenMP thread that spins while it waits holds a core that
-  // a hub, another stage or the very thread it waits for needs (libgomp reads this at start, so
-  // only the children's environment can carry it). A value the user set is kept.
+  // More engine threads than cores: an OpenMP thread that spins long while it waits holds a core
+  // that a hub, another stage or the very thread it waits for needs (libgomp reads this at start,
+  // so only the children's environment can carry it). A wait policy the user set is kept.
   const int cores = config::available_cores();
-  const bool passive = config::engine_threads_oversubscribe(c, cores);
-  if (passive) ::setenv("OMP_WAIT_POLICY", "passive", 0);
+  if (config::engine_threads_oversubscribe(c, cores) && !std::getenv("OMP_WAIT_POLICY") &&
+      !std::getenv("GOMP_SPINCOUNT")) {
+    ::setenv(config::kOversubscribedOpenMpWait.name, config::kOversubscribedOpenMpWait.value, 0);
+  }
   seqpipe::service::install_stop_handlers();
   seqpipe::supervisor::ChildProcesses children(std::move(specs));
   children.start();

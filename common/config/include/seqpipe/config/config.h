@@ -409,10 +409,21 @@ void apply_sizing(PipelineConfig& config, int cores, int64_t step_params = 0);
 // The cores this process may run on (its CPU affinity mask; at least 1).
 int available_cores();
 // Whether the engine stages' threads (encoders' and decoders', replicas x threads) outnumber
-// `cores`: their OpenMP threads should then sleep as soon as they run out of work
-// (OMP_WAIT_POLICY=passive) instead of spinning, which takes the cores from the other stages and
-// from the threads they wait for. `seqpipe up` sets it for its children then.
+// `cores`: their idle OpenMP threads should then spin only briefly before they sleep
+// (kOversubscribedOpenMpWait), not for libgomp's default milliseconds, which take the cores from
+// the other stages and from the threads they wait for. `seqpipe up` sets it for its children then.
 bool engine_threads_oversubscribe(const PipelineConfig& config, int cores);
+
+// An environment variable and its value.
+struct EnvironmentSetting {
+  const char* name;
+  const char* value;
+};
+// The OpenMP wait of engine threads that oversubscribe the cores: an idle thread spins 3000
+// rounds (~55 us on a Zen 4) and then sleeps. Sleeping at once (OMP_WAIT_POLICY=passive) pays
+// a wake-up for every parallel region and doubled a lone request's decode on 2 cores; libgomp's
+// default spin holds a core for milliseconds (docs/CONFIG.md, "Sizing").
+inline constexpr EnvironmentSetting kOversubscribedOpenMpWait{"GOMP_SPINCOUNT", "3000"};
 
 // The file in a model directory that holds the model's own settings (model_overrides).
 inline constexpr std::string_view kModelConfigName = "seqpipe.yaml";
