@@ -1,6 +1,7 @@
 """`seqpipe up` as a supervisor: its children die with it, it checks the model directory before
 starting anything, and a child that cannot start stops the pipeline with the error instead of
-being restarted forever; a port in use (client, HTTP, metrics) stops it at once, naming the key.
+being restarted forever; a port in use (client, HTTP, metrics) stops it at once, naming the key;
+engine threads that outnumber the cores get a short OpenMP spin unless the user set a wait.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 """
@@ -15,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import MKMODEL, SEQPIPE, TWO_OF_EACH, Pipeline, answers  # noqa: E402
+from harness import MKMODEL, SEQPIPE, TWO_OF_EACH, Pipeline, answers, pids  # noqa: E402
 from seqpipe_client import Client  # noqa: E402
 
 
@@ -149,6 +150,50 @@ class PortInUseTest(unittest.TestCase):
                         self.assertIn("(bad usage or config): stopping the pipeline", output)
                         self.assertNotIn("restarting", output)
                         self.assertLess(seconds, 10)
+
+
+class OpenMpWaitTest(unittest.TestCase):
+    """Engine threads that outnumber the cores get a short OpenMP spin; a wait the user set is
+    kept (libgomp reads these as a process starts: the children's environment carries them)."""
+
+    WAITS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+    def decoder_waits(self, user_env):
+        saved = {k: os.environ.pop(k, None) for k in self.WAITS}
+        os.environ.update(user_env)
+        cores = os.cpu_count()
+        try:  # both stages on every core: more engine threads than cores on any machine
+            pipeline = Pipeline("seqpipe-omp-", ["gateway.metrics_port=0", "batcher.metrics_port=0",
+                                                 "encoder.replicas=1", "decoder.replicas=1",
+                                                 f"encoder.threads={cores}",
+                                                 f"decoder.threads={cores}"])
+        finally:
+            for k in self.WAITS:
+                os.environ.pop(k, None)
+            os.environ.update({k: v for k, v in saved.items() if v is not None})
+        try:
+            client = Client(pipeline.endpoint)
+            pipeline.wait_until(lambda: answers(client), pipeline.close)
+            client.close()
+            [decoder] = pids(pipeline.run_dir, "seqpipe-decoder")
+            with open(f"/proc/{decoder}/environ", "rb") as f:
+                env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+            with open(pipeline.log.name) as log:
+                said = [line for line in log if "OpenMP waits:" in line]
+            return ({k: env[k.encode()].decode() for k in self.WAITS if k.encode() in env},
+                    said)
+        finally:
+            pipeline.close()
+
+    def test_oversubscribed_engine_threads_spin_briefly_and_a_users_wait_is_kept(self):
+        waits, said = self.decoder_waits({})
+        self.assertEqual(waits, {"GOMP_SPINCOUNT": "3000"})
+        self.assertTrue(said and said[0].rstrip().endswith("OpenMP waits: GOMP_SPINCOUNT=3000"),
+                        said)
+        waits, said = self.decoder_waits({"OMP_WAIT_POLICY": "passive"})
+        self.assertEqual(waits, {"OMP_WAIT_POLICY": "passive"})
+        self.assertTrue(said and said[0].rstrip().endswith("OpenMP waits: OMP_WAIT_POLICY=passive"),
+                        said)
 
 
 class SendWithoutPipelineTest(unittest.TestCase):
