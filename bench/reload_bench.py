@@ -6,7 +6,7 @@ Makes a repository of two versions of one model (seqpipe-mkmodel, different seed
 pipeline's capacity (closed loop, --threads clients, --capacity-seconds), then offers
 --load-fraction of it open loop (each request has its scheduled send time; latency counts from
 then, so a stall is not hidden by the client waiting) and, after --before-seconds, reloads to
-version 2 (`seqpipe models load`) and back to 1, each swap followed by --settle-seconds. It prints
+version 2 and back to 1, each swap followed by --settle-seconds. It prints
 p50/p99 of the requests scheduled before the first swap and of those scheduled while a swap ran,
 their ratio, the errors and the requests never answered, and the pids of the unloaded versions
 still alive (none expected); with --cycles N, N more reloads (to 2 and back) with no traffic and
@@ -14,7 +14,9 @@ the gateway's and batcher's RSS before and after them. Exit status 1 when a requ
 unloaded version's process was left. With --poll-ms N the pipeline runs in poll mode
 (model.repository_poll_ms=N) and each swap is a change of the repository instead: version 2 is
 renamed into it, later renamed out of it; a swap lasts until the new version is READY and the old
-one UNAVAILABLE (`seqpipe models list`).
+one UNAVAILABLE. The bench loads and checks over the gateway's HTTP (the KServe repository
+extension: POST .../models/NAME/load, POST /v2/repository/index) from its own process: a `seqpipe
+models` process for each showed its own start in the serving version's latency on 2 cores.
 
   PYTHONPATH=clients/python bench/reload_bench.py                 # tiny random models
   PYTHONPATH=clients/python bench/reload_bench.py --load-fraction 0.5 --before-seconds 20
@@ -27,11 +29,13 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
@@ -117,41 +121,48 @@ class Load:
         return self.records
 
 
-def models(binary, run_dir, *args):
-    out = subprocess.run([binary, "models", *args, "--set", f"runtime_dir={run_dir}"],
-                         capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        raise RuntimeError(f"seqpipe models {' '.join(args)}: {out.stderr.strip()}")
+def load_version(http_port, model, version):
+    """The KServe repository extension's load of `version` (a reload: the others are unloaded);
+    returns when it is done."""
+    body = json.dumps({"parameters": {"version": version}}).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{http_port}/v2/repository/models/{model}/load", data=body, method="POST")
+    with urllib.request.urlopen(request, timeout=300) as reply:
+        reply.read()
 
 
-def states(binary, run_dir):
-    """{(name, version): state} from `seqpipe models list`."""
-    out = subprocess.run([binary, "models", "list", "--set", f"runtime_dir={run_dir}"],
-                         capture_output=True, text=True, timeout=60)
-    rows = [line.split() for line in out.stdout.splitlines()[1:]]
-    return {(r[0], r[1]): r[2] for r in rows if len(r) >= 3}
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
-def swap(a, seqpipe, run_dir, version, old, dirs, staged):
-    """Reloads a.model to `version`: `seqpipe models load`, or in poll mode version 2 renamed into
+def states(http_port):
+    """{(name, version): state} from the gateway's KServe repository index."""
+    request = urllib.request.Request(f"http://127.0.0.1:{http_port}/v2/repository/index",
+                                     data=b"{}", method="POST")
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return {(m["name"], m["version"]): m["state"] for m in json.load(reply)}
+
+
+def swap(a, http_port, version, old, dirs, staged):
+    """Reloads a.model to `version`: an HTTP load, or in poll mode version 2 renamed into
     the repository (a rename: never seen half-copied) or out of it, then waits until `version` is
     READY and `old` UNAVAILABLE."""
     if not a.poll_ms:
-        return models(seqpipe, run_dir, "load", a.model, "--version", version)
+        return load_version(http_port, a.model, version)
     if version == "2":
         os.rename(staged, dirs["2"])
     else:
         os.rename(dirs["2"], staged)
     deadline = time.monotonic() + 300
     while True:
-        now = states(seqpipe, run_dir)
+        now = states(http_port)
         if now.get((a.model, version)) == "READY" and now.get((a.model, old)) == "UNAVAILABLE":
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"poll mode: no swap to {a.model}/{version} in 300 s: {now}")
-        # Each check is a `seqpipe models list` process, whose start-up work shows in the
-        # serving version's latency on 2 cores: a few checks a second, not twenty.
-        time.sleep(0.25)
+        time.sleep(0.1)
 
 
 def main():
@@ -189,8 +200,9 @@ def main():
         a.set.append(f"model.repository_poll_ms={a.poll_ms}")
     run_dir = os.path.join(tmp, "run")
     endpoint = f"ipc://{run_dir}/gateway.sock"
+    http_port = free_port()
     sets = [f"runtime_dir={run_dir}", "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
-            "gateway.http_endpoint=", "gateway.metrics_port=0", "batcher.metrics_port=0",
+            f"gateway.http_endpoint=127.0.0.1:{http_port}", "gateway.metrics_port=0", "batcher.metrics_port=0",
             f"model.name={a.model}", f"model.dir={repo}", *a.set]
     up = [seqpipe, "up", "--repository", repo] + [x for s in sets for x in ("--set", s)]
     log = open(os.path.join(tmp, "up.log"), "w")
@@ -209,7 +221,7 @@ def main():
                 time.sleep(0.3)
         client.close()
         if not a.poll_ms:
-            models(seqpipe, run_dir, "load", a.model, "--version", "1")  # version 1 alone
+            load_version(http_port, a.model, "1")  # version 1 alone
         closed = Load(endpoint, a.model, a.threads, None, a.max_new_tokens)
         time.sleep(a.capacity_seconds)
         capacity = len(closed.stop()) / a.capacity_seconds
@@ -221,7 +233,7 @@ def main():
         swaps = []
         for version, old in (("2", "1"), ("1", "2")):
             start = time.monotonic()
-            swap(a, seqpipe, run_dir, version, old, dirs, staged)
+            swap(a, http_port, version, old, dirs, staged)
             end = time.monotonic()
             swaps.append((start, end))
             left = pids_of(dirs[old])
@@ -254,7 +266,7 @@ def main():
             before_rss = hub_rss(run_dir)
             for _ in range(a.cycles):
                 for version, old in (("2", "1"), ("1", "2")):
-                    swap(a, seqpipe, run_dir, version, old, dirs, staged)
+                    swap(a, http_port, version, old, dirs, staged)
             after_rss = hub_rss(run_dir)
             for program in sorted(before_rss):
                 b, e = before_rss[program], after_rss.get(program, 0)
