@@ -2,15 +2,21 @@
 #include "seqpipe/child_processes.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "seqpipe/runtime/service_main.h"
 
 namespace seqpipe::supervisor {
 namespace {
@@ -102,6 +108,53 @@ TEST(ChildProcessesTest, AGroupAddedWithAStartGapStartsOneChildPerGap) {
   EXPECT_GE(started[1], milliseconds(400));
   children.stop_group("alpha/2", milliseconds(2000));  // the not yet started ones too
   EXPECT_EQ(children.running(), 0u);
+}
+
+// The scheduling policy (field 41 of /proc/PID/stat) and environment of process `pid`.
+int policy_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // from field 3, the state
+  std::string field;
+  for (int i = 3; i <= 41; ++i) fields >> field;
+  return std::stoi(field);
+}
+std::string environment_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+  std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::replace(env.begin(), env.end(), '\0', '\n');
+  return env;
+}
+
+// Waits up to 5 s for process `pid` to run `program` (its exec done: before, /proc shows what it
+// had from the fork).
+bool runs(pid_t pid, const std::string& program) {
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+    std::string comm;
+    if (std::getline(in, comm) && comm == program) return true;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return false;
+}
+
+TEST(ChildProcessesTest, AChildStartedIdleRunsAtSchedIdleAndIsToldSo) {
+  ChildProcesses children({}, fast());
+  ChildSpec idle = shell("exec sleep 30"), normal = shell("exec sleep 30");
+  idle.start_idle = true;
+  idle.group = normal.group = "alpha/2";
+  ::setenv(service::kStartedIdleVariable, "1", 1);  // seqpipe up's own is not passed on
+  children.add({idle, normal});
+  ::unsetenv(service::kStartedIdleVariable);
+  const auto pids = children.pids("alpha/2");
+  ASSERT_EQ(pids.size(), 2u);
+  for (const pid_t pid : pids) ASSERT_TRUE(runs(pid, "sleep")) << pid;
+  EXPECT_EQ(policy_of(pids[0]), SCHED_IDLE);
+  EXPECT_NE(environment_of(pids[0]).find(std::string(service::kStartedIdleVariable) + "=1\n"),
+            std::string::npos);
+  EXPECT_EQ(policy_of(pids[1]), SCHED_OTHER);
+  EXPECT_EQ(environment_of(pids[1]).find(service::kStartedIdleVariable), std::string::npos);
+  children.stop(milliseconds(2000));
 }
 
 TEST(ChildProcessesTest, AGroupsChildGivenUpIsReportedWithItsGroupAndStaysStopped) {

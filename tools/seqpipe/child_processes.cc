@@ -1,6 +1,7 @@
 #include "seqpipe/child_processes.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -18,20 +19,23 @@
 namespace seqpipe::supervisor {
 namespace {
 
-// Starts `args` with the write end of a new pipe as its kExitReasonFdVariable; the read end (or -1
+// Starts `spec` with the write end of a new pipe as its kExitReasonFdVariable; the read end (or -1
 // when no pipe could be made) goes to `reason_fd`. Everything the child needs is made before the
 // fork: this process has other threads (ZeroMQ's), so the child may only make system calls.
-pid_t spawn(const std::vector<std::string>& args, int& reason_fd) {
+pid_t spawn(const ChildSpec& spec, int& reason_fd) {
+  const std::vector<std::string>& args = spec.argv;
   int pipe_fds[2] = {-1, -1};
   if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) pipe_fds[0] = pipe_fds[1] = -1;
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (!std::string_view(*e).starts_with(std::string(service::kExitReasonFdVariable) + "="))
+  for (char** e = environ; *e != nullptr; ++e) {  // the variables this function sets left out
+    const std::string_view name = std::string_view(*e).substr(0, std::string_view(*e).find('='));
+    if (name != service::kExitReasonFdVariable && name != service::kStartedIdleVariable)
       env_strings.emplace_back(*e);
   }
   if (pipe_fds[1] >= 0)
     env_strings.push_back(std::string(service::kExitReasonFdVariable) + "=" +
                           std::to_string(pipe_fds[1]));
+  if (spec.start_idle) env_strings.push_back(std::string(service::kStartedIdleVariable) + "=1");
   std::vector<char*> env, argv;
   for (auto& e : env_strings) env.push_back(e.data());
   env.push_back(nullptr);
@@ -45,6 +49,8 @@ pid_t spawn(const std::vector<std::string>& args, int& reason_fd) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) std::_Exit(1);
     if (pipe_fds[1] >= 0) ::fcntl(pipe_fds[1], F_SETFD, 0);  // kept across exec
+    const sched_param idle{};
+    if (spec.start_idle) ::sched_setscheduler(0, SCHED_IDLE, &idle);
     ::execvpe(argv[0], argv.data(), env.data());
     std::fprintf(stderr, "seqpipe up: cannot run %s: %s\n", argv[0], std::strerror(errno));
     std::_Exit(127);
@@ -80,7 +86,7 @@ ChildProcesses::~ChildProcesses() {
 
 void ChildProcesses::start() {
   for (Child& child : children_) {
-    child.pid = spawn(child.spec.argv, child.reason_fd);
+    child.pid = spawn(child.spec, child.reason_fd);
     child.restarts.started(Clock::now());
   }
 }
@@ -123,7 +129,7 @@ std::vector<GivenUp> ChildProcesses::step() {
   }
   for (Child& child : children_) {
     if (child.pid < 0 && !child.given_up && Clock::now() >= child.start_after) {
-      child.pid = spawn(child.spec.argv, child.reason_fd);
+      child.pid = spawn(child.spec, child.reason_fd);
       child.restarts.started(Clock::now());
     }
   }
@@ -144,7 +150,7 @@ void ChildProcesses::add(std::vector<ChildSpec> specs, std::chrono::milliseconds
     Child child{std::move(spec), -1, RestartTracker(policy_)};
     child.start_after = start_at;
     if (start_at <= Clock::now()) {
-      child.pid = spawn(child.spec.argv, child.reason_fd);
+      child.pid = spawn(child.spec, child.reason_fd);
       child.restarts.started(Clock::now());
     }
     children_.push_back(std::move(child));

@@ -22,6 +22,9 @@ struct ChildSpec {
   // The model version ("name/version") whose replica this is, started and stopped together with
   // the others of its group; "" for the hubs and a pipeline without a repository.
   std::string group = {};
+  // Started (and restarted) at SCHED_IDLE with service::kStartedIdleVariable set: a replica
+  // started beside serving ones, which leaves SCHED_IDLE once warm (service::leave_idle_start).
+  bool start_idle = false;
 };
 
 // A child given up (see RestartTracker): left stopped.

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "seqpipe/observability/status.h"
+#include "seqpipe/runtime/service_main.h"
 #include "seqpipe/security/security.h"
 
 namespace seqpipe::supervisor {
@@ -38,7 +39,11 @@ bool served(State s) {
 
 ModelLifecycle::ModelLifecycle(zmq::context_t& context, const config::PipelineConfig& config,
                                ChildProcesses& children, Replicas replicas)
-    : context_(context), config_(config), children_(children), replicas_(std::move(replicas)) {}
+    : context_(context),
+      config_(config),
+      children_(children),
+      replicas_(std::move(replicas)),
+      idle_starts_(service::can_leave_idle()) {}
 
 void ModelLifecycle::started(const config::ModelRepository& repository) {
   for (const auto& m : repository.models) {
@@ -88,7 +93,9 @@ void ModelLifecycle::load(const std::string& client, const model_control::Contro
     std::fflush(stdout);
     versions_[key] =
         Version{*chosen, State::kLoading, "", /*routed=*/false, /*stopped=*/false, Clock::now()};
-    children_.add(replicas_(*chosen), kReplicaStartGap);
+    std::vector<ChildSpec> replicas = replicas_(*chosen);
+    for (ChildSpec& replica : replicas) replica.start_idle = idle_starts_;
+    children_.add(std::move(replicas), kReplicaStartGap);
   }
   Pending pending{client, key, {}};
   for (const auto& [other, v] : versions_) {

@@ -73,6 +73,9 @@ class ModelLifecycle {
   const config::PipelineConfig& config_;
   ChildProcesses& children_;
   Replicas replicas_;
+  // A loading version's replicas start at SCHED_IDLE (ChildSpec::start_idle), when they will be
+  // able to leave it: their start-up then takes no core from the versions serving.
+  bool idle_starts_;
   std::map<std::string, Version> versions_;  // by model key
   std::vector<Pending> pending_;
   std::vector<std::pair<std::string, model_control::ControlReply>> replies_;

@@ -1,13 +1,16 @@
 #include "seqpipe/runtime/service_main.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -161,6 +164,27 @@ int run_service_main_layers(int argc, char** argv, std::string_view service_name
     std::cerr << program << ": error: " << e.what() << "\n";
     return exit_with_reason(1, e.what());
   }
+}
+
+void leave_idle_start() {
+  if (!std::getenv(kStartedIdleVariable)) return;
+  const sched_param normal{};
+  // Every thread: the ones made while idle (ZeroMQ's, the stage's, OpenMP's) are idle too.
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    const pid_t tid = std::stoi(task.path().filename().string());
+    if (::sched_setscheduler(tid, SCHED_OTHER, &normal) != 0 && errno != ESRCH)
+      throw std::system_error(errno, std::generic_category(), "leaving SCHED_IDLE");
+  }
+}
+
+bool can_leave_idle() {
+  bool can = false;
+  std::thread([&] {
+    const sched_param param{};
+    can = ::sched_setscheduler(0, SCHED_IDLE, &param) == 0 &&
+          ::sched_setscheduler(0, SCHED_OTHER, &param) == 0;
+  }).join();
+  return can;
 }
 
 }  // namespace seqpipe::service

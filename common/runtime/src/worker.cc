@@ -9,6 +9,7 @@
 
 #include "seqpipe/runtime/liveness.h"
 #include "seqpipe/runtime/service.h"
+#include "seqpipe/runtime/service_main.h"
 #include "seqpipe/security/security.h"
 #include "seqpipe/transport/transport.h"
 #include "stage_runner.h"
@@ -151,6 +152,7 @@ class WorkerLoop {
           "{}: warmed up in {:.1f} ms", options_.stage_name,
           std::chrono::duration<double, std::milli>(SteadyClock::now() - warm_start).count());
     }
+    service::leave_idle_start();  // warm: it serves at the priority of the others
     for (size_t i = 0; i < hubs_.size(); ++i) {
       connect(i);
       announce(hubs_[i], stage::Ready{hubs_[i].share, options_.model}, SteadyClock::now());

@@ -3,9 +3,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <filesystem>
+#include <future>
 #include <string>
+#include <thread>
 
 #include "../test_util.h"
 
@@ -207,4 +210,27 @@ TEST_F(ConfigServiceMain, WithoutConfigUsesTheDefaultPathOrBuiltInDefaults) {
 }
 
 }  // namespace
+// A process started idle (as seqpipe up starts a loading version's replicas) leaves SCHED_IDLE
+// with every thread, the ones made while idle too; without the variable nothing changes.
+TEST(LeaveIdleStart, EveryThreadOfAProcessStartedIdleServesAtSchedOther) {
+  if (!can_leave_idle()) GTEST_SKIP() << "no CAP_SYS_NICE and RLIMIT_NICE too low to leave it";
+  const sched_param param{};
+  ASSERT_EQ(::sched_setscheduler(0, SCHED_IDLE, &param), 0);
+  std::promise<void> leave;
+  std::promise<int> policy;
+  std::thread made_while_idle([&] {  // inherits SCHED_IDLE
+    leave.get_future().wait();
+    policy.set_value(::sched_getscheduler(0));
+  });
+  leave_idle_start();  // the variable is not set: stays idle
+  EXPECT_EQ(::sched_getscheduler(0), SCHED_IDLE);
+  ::setenv(kStartedIdleVariable, "1", 1);
+  leave_idle_start();
+  ::unsetenv(kStartedIdleVariable);
+  EXPECT_EQ(::sched_getscheduler(0), SCHED_OTHER);
+  leave.set_value();
+  EXPECT_EQ(policy.get_future().get(), SCHED_OTHER);
+  made_while_idle.join();
+}
+
 }  // namespace seqpipe::service

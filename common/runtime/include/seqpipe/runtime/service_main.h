@@ -43,6 +43,18 @@ ServiceArgs checked_service_args(ServiceFlags flags);
 // (`seqpipe models list`, the KServe repository index), not only its exit status.
 inline constexpr const char* kExitReasonFdVariable = "SEQPIPE_EXIT_REASON_FD";
 
+// Set ("1") by `seqpipe up` for a replica it starts beside serving ones (a model version's load)
+// at SCHED_IDLE: its start-up (the dynamic loader, the model's pages, the warm-up) then runs only
+// on what the serving processes leave of the cores. The replica serves at SCHED_OTHER:
+// leave_idle_start() puts it back once warm.
+inline constexpr const char* kStartedIdleVariable = "SEQPIPE_STARTED_IDLE";
+// When kStartedIdleVariable is set: every thread of this process to SCHED_OTHER (the nice value
+// kept). Throws std::system_error when not permitted (`seqpipe up` checks can_leave_idle() first).
+void leave_idle_start();
+// Whether this process may put a thread back to SCHED_OTHER from SCHED_IDLE (CAP_SYS_NICE, or an
+// RLIMIT_NICE that allows its nice value), tried on a thread of its own.
+bool can_leave_idle();
+
 // The whole front of a service main(): parses the arguments, prints --help, loads the config
 // (config::load_pipeline_config), creates the runtime directory if missing (mode 0700), sets the
 // latency histogram buckets, then returns run(config). --print-config prints the config in force
