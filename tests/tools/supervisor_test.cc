@@ -2,6 +2,7 @@
 #include "seqpipe/supervisor.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -117,6 +118,24 @@ TEST(WorkerSpecs, ReplicasPerModelVersionOfTheRepository) {
                                       "1 model.dir=/r/a/1 model.name=a model.version=1",
                                       "2 model.dir=/r/b/3 model.name=b model.version=3",
                                       "3 model.dir=/r/b/3 model.name=b model.version=3"}));
+}
+
+// The children's OpenMP wait: a short spin when the engine threads outnumber the cores, unless
+// the user chose a wait (kept as it is); nothing when they fit.
+TEST(OpenMpWaits, ShortSpinForOversubscribedEngineThreadsUnlessTheUserChose) {
+  ::unsetenv("OMP_WAIT_POLICY");
+  ::unsetenv("GOMP_SPINCOUNT");
+  config::PipelineConfig c;
+  c.encoder.replicas = c.decoder.replicas = 1;
+  c.encoder.threads = c.decoder.threads = 2;
+  EXPECT_EQ(set_openmp_waits(c, 4), "libgomp's default");  // 4 threads on 4 cores
+  EXPECT_EQ(std::getenv("GOMP_SPINCOUNT"), nullptr);
+  EXPECT_EQ(set_openmp_waits(c, 2), "GOMP_SPINCOUNT=3000");
+  ::unsetenv("GOMP_SPINCOUNT");
+  ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  EXPECT_EQ(set_openmp_waits(c, 2), "OMP_WAIT_POLICY=passive");
+  EXPECT_EQ(std::getenv("GOMP_SPINCOUNT"), nullptr);
+  ::unsetenv("OMP_WAIT_POLICY");
 }
 
 }  // namespace

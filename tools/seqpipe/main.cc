@@ -150,21 +150,9 @@ bool models_servable(const config::PipelineConfig& c, const config::ModelReposit
   return !repo.models.empty();
 }
 
-// The OpenMP wait settings the children run with, as the environment gives them.
-std::string openmp_waits() {
-  std::string waits;
-  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}) {
-    const char* value = std::getenv(name);
-    if (!value) continue;
-    if (!waits.empty()) waits += ' ';
-    waits.append(name).append("=").append(value);
-  }
-  return waits.empty() ? "libgomp's default" : waits;
-}
-
 // What `up` started and with which settings.
 void print_started(const config::LoadedConfig& loaded, size_t processes, size_t overrides,
-                   int cores) {
+                   int cores, const std::string& openmp_waits) {
   const config::PipelineConfig& c = loaded.config;
   std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n",
               processes, config::client_endpoints(c).c_str(), c.runtime_dir.c_str());
@@ -177,7 +165,7 @@ void print_started(const config::LoadedConfig& loaded, size_t processes, size_t 
       "seqpipe up: %d cores: %d tokenizer(s), %d encoder(s) x %d threads, %d decoder(s) x %d "
       "threads, %d postprocessor(s); OpenMP waits: %s\n",
       cores, c.tokenizer.replicas, c.encoder.replicas, c.encoder.threads, c.decoder.replicas,
-      c.decoder.threads, c.postprocessor.replicas, openmp_waits().c_str());
+      c.decoder.threads, c.postprocessor.replicas, openmp_waits.c_str());
   print_metrics_ports(c);
   if (!c.model.repository.empty()) {
     std::printf("seqpipe up: model control on %s (seqpipe models; POST /v2/repository/...)\n",
@@ -242,18 +230,12 @@ int up(const seqpipe::service::ServiceArgs& args) {
       for (auto& child : version_children({m})) specs.push_back(std::move(child));
   }
 
-  // More engine threads than cores: an OpenMP thread that spins long while it waits holds a core
-  // that a hub, another stage or the very thread it waits for needs (libgomp reads this at start,
-  // so only the children's environment can carry it). A wait policy the user set is kept.
   const int cores = config::available_cores();
-  if (config::engine_threads_oversubscribe(c, cores) && !std::getenv("OMP_WAIT_POLICY") &&
-      !std::getenv("GOMP_SPINCOUNT")) {
-    ::setenv(config::kOversubscribedOpenMpWait.name, config::kOversubscribedOpenMpWait.value, 0);
-  }
+  const std::string waits = seqpipe::supervisor::set_openmp_waits(c, cores);
   seqpipe::service::install_stop_handlers();
   seqpipe::supervisor::ChildProcesses children(std::move(specs));
   children.start();
-  print_started(loaded, children.size(), args.overrides.size(), cores);
+  print_started(loaded, children.size(), args.overrides.size(), cores, waits);
   bool gave_up = false;
   if (c.model.repository.empty()) {
     gave_up = children.supervise(seqpipe::service::stop_requested);

@@ -1,7 +1,9 @@
 #include "seqpipe/supervisor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <iterator>
 
 namespace seqpipe::supervisor {
 
@@ -60,6 +62,23 @@ std::vector<WorkerSpec> worker_specs(const config::PipelineConfig& c,
     }
   }
   return specs;
+}
+
+std::string set_openmp_waits(const config::PipelineConfig& config, int cores) {
+  constexpr const char* kWaits[] = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"};
+  const bool user_set = std::any_of(std::begin(kWaits), std::end(kWaits),
+                                    [](const char* name) { return std::getenv(name) != nullptr; });
+  if (config::engine_threads_oversubscribe(config, cores) && !user_set) {
+    ::setenv(config::kOversubscribedOpenMpWait.name, config::kOversubscribedOpenMpWait.value, 1);
+  }
+  std::string waits;
+  for (const char* name : kWaits) {
+    const char* value = std::getenv(name);
+    if (!value) continue;
+    if (!waits.empty()) waits += ' ';
+    waits.append(name).append("=").append(value);
+  }
+  return waits.empty() ? "libgomp's default" : waits;
 }
 
 }  // namespace seqpipe::supervisor

@@ -78,4 +78,12 @@ struct WorkerSpec {
 std::vector<WorkerSpec> worker_specs(const config::PipelineConfig& c,
                                      const std::vector<config::ModelVersion>& models);
 
+// The OpenMP wait of the children: when the engine stages' threads outnumber `cores`
+// (config::engine_threads_oversubscribe) and the user set none (OMP_WAIT_POLICY, GOMP_SPINCOUNT),
+// sets config::kOversubscribedOpenMpWait in this process's environment, which the children get
+// (libgomp reads it as a process starts): a thread that spins long while it waits holds a core
+// that a hub, another stage or the very thread it waits for needs. Returns the waits in force
+// ("GOMP_SPINCOUNT=3000", or "libgomp's default").
+std::string set_openmp_waits(const config::PipelineConfig& config, int cores);
+
 }  // namespace seqpipe::supervisor
