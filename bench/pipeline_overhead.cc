@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -498,7 +499,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto wait = seqpipe::config::kOversubscribedOpenMpWait;
-  if (batch > 1 && !std::getenv("OMP_WAIT_POLICY") && !std::getenv(wait.name)) {
+  const auto& chosen = seqpipe::config::kOpenMpWaitVariables;
+  if (batch > 1 && std::none_of(std::begin(chosen), std::end(chosen),
+                                [](const char* name) { return std::getenv(name) != nullptr; })) {
     // OpenMP reads it as it loads, so this process starts again with it: the engine alone waits
     // as the pipeline's processes do, which `seqpipe up` starts with this setting here.
     ::setenv(wait.name, wait.value, 1);

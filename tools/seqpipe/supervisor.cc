@@ -65,7 +65,7 @@ std::vector<WorkerSpec> worker_specs(const config::PipelineConfig& c,
 }
 
 std::string set_openmp_waits(const config::PipelineConfig& config, int cores) {
-  constexpr const char* kWaits[] = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"};
+  const auto& kWaits = config::kOpenMpWaitVariables;
   const bool user_set = std::any_of(std::begin(kWaits), std::end(kWaits),
                                     [](const char* name) { return std::getenv(name) != nullptr; });
   if (config::engine_threads_oversubscribe(config, cores) && !user_set) {

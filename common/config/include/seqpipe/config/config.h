@@ -424,6 +424,8 @@ struct EnvironmentSetting {
 // a wake-up for every parallel region and doubled a lone request's decode on 2 cores; libgomp's
 // default spin holds a core for milliseconds (docs/CONFIG.md, "Sizing").
 inline constexpr EnvironmentSetting kOversubscribedOpenMpWait{"GOMP_SPINCOUNT", "3000"};
+// The variables with which a user chooses the OpenMP wait; set, they are kept as they are.
+inline constexpr const char* kOpenMpWaitVariables[] = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"};
 
 // The file in a model directory that holds the model's own settings (model_overrides).
 inline constexpr std::string_view kModelConfigName = "seqpipe.yaml";
