@@ -168,6 +168,9 @@ def swap(a, http_port, version, old, dirs, staged):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
+    p.add_argument("--config", default=os.path.join(ROOT, "config", "pipeline.yaml"),
+                   help="the pipeline config seqpipe up reads (default: the shipped one, as a "
+                        "deployment has one; the gateway loads it again for each version routed)")
     p.add_argument("--repository", help="a repository whose --model has versions 1 and 2")
     p.add_argument("--model", default="alpha")
     p.add_argument("--threads", type=int, default=4)
@@ -204,7 +207,8 @@ def main():
     sets = [f"runtime_dir={run_dir}", "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock",
             f"gateway.http_endpoint=127.0.0.1:{http_port}", "gateway.metrics_port=0", "batcher.metrics_port=0",
             f"model.name={a.model}", f"model.dir={repo}", *a.set]
-    up = [seqpipe, "up", "--repository", repo] + [x for s in sets for x in ("--set", s)]
+    up = [seqpipe, "up", "--config", a.config, "--repository", repo] + \
+        [x for s in sets for x in ("--set", s)]
     log = open(os.path.join(tmp, "up.log"), "w")
     proc = subprocess.Popen(up, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     failed = False

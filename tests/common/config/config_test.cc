@@ -561,6 +561,25 @@ TEST(ConfigErrorsMore, FileErrorsNameTheFile) {
   }
 }
 
+// A file's parse is kept for the next load of the same text (the gateway loads each model
+// version's config over the pipeline's file): a changed file is read as changed, and a kept
+// parse still points errors at their lines.
+TEST(ConfigFile, AFileLoadedAgainIsReadAsItIsNow) {
+  TempDir dir;
+  const std::string path = dir.write("p.yaml", "batcher:\n  max_queue_delay_us: 100\n");
+  EXPECT_EQ(load_config(path).batcher.max_queue_delay_us, 100);
+  EXPECT_EQ(load_config(path).batcher.max_queue_delay_us, 100);
+  dir.write("p.yaml", "batcher:\n  max_queue_delay_us: 200\n");
+  EXPECT_EQ(load_config(path).batcher.max_queue_delay_us, 200);
+  dir.write("p.yaml", "\nbatcher:\n  max_batch_size: 0\n");
+  for (int load = 0; load < 2; ++load) {
+    EXPECT_THAT([&] { load_config(path); },
+                ::testing::ThrowsMessage<ConfigError>(
+                    StartsWith(path + ":3: batcher.max_batch_size must be an integer")))
+        << "load " << load;
+  }
+}
+
 TEST(ConfigErrorsMore, ValidateChecksConfigsBuiltInCode) {
   PipelineConfig c;
   EXPECT_NO_THROW(validate(c));
@@ -826,7 +845,7 @@ TEST(ConfigModelSettings, OnlyTheModelsKeysBelongThere) {
   TempDir dir;
   const std::string file = dir.write("seqpipe.yaml",
                                      "model:\n  lower_case_words: 1\n"
-                                     "batcher:\n  max_batch_size: 4\n");
+                                     "batcher:\n  max_batch_size: 16\n");
   try {
     model_overrides(dir.path());
     FAIL() << "a pipeline key in the model's file was accepted";
