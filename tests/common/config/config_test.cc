@@ -845,7 +845,7 @@ TEST(ConfigModelSettings, OnlyTheModelsKeysBelongThere) {
   TempDir dir;
   const std::string file = dir.write("seqpipe.yaml",
                                      "model:\n  lower_case_words: 1\n"
-                                     "batcher:\n  max_batch_size: 16\n");
+                                     "batcher:\n  max_batch_size: 4\n");
   try {
     model_overrides(dir.path());
     FAIL() << "a pipeline key in the model's file was accepted";
