@@ -2,9 +2,9 @@
 //   9 input tokens (eos included), exactly 11 new tokens (min = max = 11), greedy, fp32.
 // Prints batch-1 generate latency (median, p99), encoder-only latency, decoder step time at
 // batch 1/8/32, sequences/s at batch 8/32, peak RSS and KV-cache bytes, heap allocations inside
-// the decode loop, the machine's measured read bandwidth and GEMM peak, each figure as a fraction
-// of its limit, and (--profile) where a generate of --profile-batch N (default 1) spends its time,
-// per op.
+// the decode loop, the machine's measured read bandwidth, fp32 peak and int8 (vpdpbusd) peak,
+// each figure as a fraction of its limit, and (--profile) where a generate of --profile-batch N
+// (default 1) spends its time, per op.
 // With --text, it times that one text instead (tokenized with DIR/spiece.model), greedy until
 // eos, batch 1: the bundled speller's serving case.
 //
@@ -134,39 +134,71 @@ double read_bandwidth_gbs(int threads, size_t bytes) {
   return best;
 }
 
-// The FMA units' fp32 peak: independent vector FMA chains on every thread, nothing loaded.
-double fma_peak_gflops(int threads) {
-  typedef float V __attribute__((vector_size(64)));
-  constexpr int kChains = 12;  // more independent chains than FMA latency x FMA ports
+// Runs loop(iterations) on `threads` threads at once, three times: the best rate of
+// `ops_per_iteration` operations per second per thread, in G/s over all threads.
+template <typename Loop>
+double peak_rate(int threads, double ops_per_iteration, Loop loop) {
   constexpr long kIters = 20'000'000;
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     std::vector<std::thread> pool;
-    std::vector<float> sink(static_cast<size_t>(threads));
     auto t0 = Clock::now();
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        V acc[kChains];
-        for (int c = 0; c < kChains; ++c) acc[c] = V{} + float(c);
-        V a = V{} + 0.999f, b = V{} + 0.001f;
-#ifdef __AVX512F__
-        __asm__("" : "+v"(a), "+v"(b));
-#else  // a 64-byte vector fits no register below AVX-512 (-march=x86-64-v3): opaque via memory
-        __asm__("" : "+m"(a), "+m"(b));
-#endif
-        for (long i = 0; i < kIters; ++i) {
-          for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * a + b;
-        }
-        float s = 0;
-        for (int c = 0; c < kChains; ++c) s += acc[c][0];
-        sink[static_cast<size_t>(t)] = s;
-      });
-    }
+    for (int t = 0; t < threads; ++t) pool.emplace_back([&] { loop(kIters); });
     for (auto& th : pool) th.join();
-    const double flops = 2.0 * 16 * kChains * double(kIters) * threads;
-    best = std::max(best, flops / (ms_since(t0) / 1000.0) / 1e9);
+    const double ops = ops_per_iteration * double(kIters) * threads;
+    best = std::max(best, ops / (ms_since(t0) / 1000.0) / 1e9);
   }
   return best;
+}
+
+// The FMA units' fp32 peak: independent vector FMA chains on every thread, nothing loaded.
+double fma_peak_gflops(int threads) {
+  typedef float V __attribute__((vector_size(64)));
+  constexpr int kChains = 12;  // more independent chains than FMA latency x FMA ports
+  return peak_rate(threads, 2.0 * 16 * kChains, [](long iterations) {
+    V acc[kChains];
+    for (int c = 0; c < kChains; ++c) acc[c] = V{} + float(c);
+    V a = V{} + 0.999f, b = V{} + 0.001f;
+#ifdef __AVX512F__
+    __asm__("" : "+v"(a), "+v"(b));
+#else  // a 64-byte vector fits no register below AVX-512 (-march=x86-64-v3): opaque via memory
+    __asm__("" : "+m"(a), "+m"(b));
+#endif
+    for (long i = 0; i < iterations; ++i) {
+      for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * a + b;
+    }
+    for (int c = 1; c < kChains; ++c) acc[0] += acc[c];
+    __asm__("" : : "m"(acc[0]));
+  });
+}
+
+// The int8 peak of the instruction the engine's int8 GEMM runs on (AVX512_VNNI's 512-bit
+// vpdpbusd, 64 multiply-adds each), in G multiply-adds/s; 0 without it. Written in asm: GCC 12
+// wraps each _mm512_dpbusd_epi32 in register copies, which would measure the copies.
+double vnni_peak_gmacs(int threads) {
+#ifdef __AVX512VNNI__
+  return peak_rate(threads, 64.0 * 12, [](long iterations) {
+    __asm__ volatile(
+        "vpxord %%zmm30, %%zmm30, %%zmm30\n"
+        "vpxord %%zmm31, %%zmm31, %%zmm31\n"
+        "1:\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm0\n vpdpbusd %%zmm30, %%zmm31, %%zmm1\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm2\n vpdpbusd %%zmm30, %%zmm31, %%zmm3\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm4\n vpdpbusd %%zmm30, %%zmm31, %%zmm5\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm6\n vpdpbusd %%zmm30, %%zmm31, %%zmm7\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm8\n vpdpbusd %%zmm30, %%zmm31, %%zmm9\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm10\n vpdpbusd %%zmm30, %%zmm31, %%zmm11\n"
+        "dec %0\n"
+        "jnz 1b\n"
+        : "+r"(iterations)
+        :
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm30", "xmm31");
+  });
+#else
+  (void)threads;
+  return 0;
+#endif
 }
 
 // Achievable fp32 GEMM throughput: the BLAS on a large square product.
@@ -443,10 +475,20 @@ int main(int argc, char** argv) {
     std::printf(
         "fp32 FMA peak (%d threads, measured): %.1f GFLOP/s; OpenBLAS sgemm n=1536: %.1f GFLOP/s\n",
         threads, peak, blas_peak);
+    // int8 can beat fp32 by no more than this where both are bound by their instructions' rate.
+    const double vnni = vnni_peak_gmacs(threads);
+    if (vnni > 0) {
+      std::printf(
+          "int8 vpdpbusd peak (%d threads, measured): %.1f G multiply-adds/s = %.2fx the fp32 FMA "
+          "peak's\n",
+          threads, vnni, vnni / (peak / 2));
+    }
     for (auto [batch, ms] : step_at) {
       const double gflops = flops_per_seq_step * batch / (ms / 1000.0) / 1e9;
-      std::printf("batch-%d decoder step: %.1f GFLOP/s = %.0f%% of the FMA peak\n", batch, gflops,
+      std::printf("batch-%d decoder step: %.1f GFLOP/s = %.0f%% of the FMA peak", batch, gflops,
                   100.0 * gflops / peak);
+      if (vnni > 0) std::printf(", %.0f%% of vpdpbusd's", 100.0 * gflops / 2 / vnni);
+      std::printf("\n");
     }
 
     struct rusage ru {};
