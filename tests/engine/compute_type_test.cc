@@ -131,8 +131,9 @@ TEST(LinearComputeType, PackedGemmEqualsOneDnnsMatmul) {
       ASSERT_GT(packed.block_stride, 0) << "oneDNN chose another layout";
       cpu::OneDnnWeight through_onednn = packed;
       through_onednn.block_stride = 0;
-      for (int64_t m :
-           {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{17}, cpu::kPackedGemmMaxRows}) {
+      // Every tile's row count (1 to 6 for int8, 1 to 4 for bf16) alone and after full tiles.
+      for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{6},
+                        int64_t{17}, cpu::kPackedGemmMaxRows}) {
         std::vector<float> x(static_cast<size_t>(m * k));
         for (auto& v : x) v = dist(rng);
         std::vector<float> a(static_cast<size_t>(m * n), 0.5f), b = a;
