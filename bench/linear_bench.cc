@@ -5,9 +5,10 @@
 // --cold cycles through 256 MiB of weight copies, so every call streams its weights from DRAM
 // as a decoder step does (the default measures weights that stay in cache).
 // --compute-types: fp32 (ops::linear's pick) against bf16 and int8 on oneDNN's packed weights and
-// on the engine's portable kernels, per shape, through ops::linear as the layers call it (up to
-// cpu::kPackedGemmMaxRows rows that is the engine's packed_gemm); "exec" columns: the same packed
-// weights through oneDNN's matmul execute, for the comparison.
+// on the engine's portable kernels, per shape, through ops::linear as the layers call it (int8 at
+// every row count but on AMX, and bf16 up to cpu::kPackedGemmMaxRows rows, is the engine's
+// packed_gemm); "exec" columns: the same packed weights through oneDNN's matmul execute, for the
+// comparison.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -109,13 +109,13 @@ TEST(LinearComputeType, Int8PortableKernelEqualsOneDnnExactly) {
             std::vector<float>(b.data(), b.data() + b.numel()));
 }
 
-// Up to kPackedGemmMaxRows rows, bf16 and int8 run in the engine's loops over oneDNN's packed
-// weights (oneDNN's execute allocates per call); the same weight with that path switched off runs
-// in oneDNN's matmul. int8: the same integer sums, so the same floats, bit for bit. bf16: the same
-// products, summed in an order that depends on the CPU: on AVX-512 alone the same up to k = 512
-// (bit for bit there), but above that, and at any k where oneDNN's matmul runs on AMX (a Xeon of
-// the GPU machines), it sums blocks of k apart and adds them, so they differ by fp32 rounding: at
-// most 1e-6 of sum |x w|.
+// int8 at every row count (but on AMX), and bf16 up to kPackedGemmMaxRows rows, run in the engine's
+// loops over oneDNN's packed weights (oneDNN's execute allocates per call); the same weight with
+// that path switched off runs in oneDNN's matmul. int8: the same integer sums, so the same floats,
+// bit for bit. bf16: the same products, summed in an order that depends on the CPU: on AVX-512
+// alone the same up to k = 512 (bit for bit there), but above that, and at any k where oneDNN's
+// matmul runs on AMX (a Xeon of the GPU machines), it sums blocks of k apart and adds them, so they
+// differ by fp32 rounding: at most 1e-6 of sum |x w|.
 TEST(LinearComputeType, PackedGemmEqualsOneDnnsMatmul) {
   for (const DataType dtype : {DataType::kBF16, DataType::kI8}) {
     if (!cpu::onednn_runs(dtype)) continue;
@@ -131,9 +131,10 @@ TEST(LinearComputeType, PackedGemmEqualsOneDnnsMatmul) {
       ASSERT_GT(packed.block_stride, 0) << "oneDNN chose another layout";
       cpu::OneDnnWeight through_onednn = packed;
       through_onednn.block_stride = 0;
-      // Every tile's row count (1 to 6 for int8, 1 to 4 for bf16) alone and after full tiles.
+      // Every tile's row count (1 to 6 for int8, 1 to 4 for bf16) alone and after full tiles, and
+      // an encoder's row count (int8's in the engine's loops too).
       for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{6},
-                        int64_t{17}, cpu::kPackedGemmMaxRows}) {
+                        int64_t{17}, cpu::kPackedGemmMaxRows, int64_t{288}}) {
         std::vector<float> x(static_cast<size_t>(m * k));
         for (auto& v : x) v = dist(rng);
         std::vector<float> a(static_cast<size_t>(m * n), 0.5f), b = a;

@@ -21,8 +21,9 @@ struct OneDnnWeight : PackedWeight {
   dnnl::memory::desc desc;  // the packed layout of the logical [in, out] matrix
   dnnl::memory memory;
   const void* data = nullptr;  // memory's buffer
-  // > 0 when the layout is the one packed_gemm.h reads (its column blocks' stride): then calls
-  // of up to kPackedGemmMaxRows rows run there, not through oneDNN's execute.
+  // > 0 when the layout is the one packed_gemm.h reads (its column blocks' stride): then int8
+  // calls (on AMX, of up to kPackedGemmMaxRows rows) and bf16 calls of up to kPackedGemmMaxRows
+  // rows run there, not through oneDNN's execute.
   int64_t block_stride = 0;
   // int8: sum over k of row j's quantized weights. Activations go to oneDNN as u8 (q + 128),
   // so their products carry 128 x this sum too, taken off after the GEMM.

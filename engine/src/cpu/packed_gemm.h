@@ -2,9 +2,10 @@
 // The decoder step's bf16 and int8 GEMMs over weights in oneDNN's packed layout (onednn.h).
 // oneDNN 2.6 allocates on every matmul execute (dnnl_primitive_execute builds a hash map of its
 // arguments), which a decoder step must not do. The weights are packed in one of its layouts, a
-// plain one, asked for by name (onednn.cc: left to choose, oneDNN may take a narrower one), so for
-// up to kPackedGemmMaxRows input rows these loops run the same instructions over it (VNNI's
-// vpdpbusd, AVX512_BF16's vdpbf16ps) and oneDNN runs the rest.
+// plain one, asked for by name (onednn.cc: left to choose, oneDNN may take a narrower one), so
+// these loops run the same instructions over it (VNNI's vpdpbusd, AVX512_BF16's vdpbf16ps): for
+// int8 at every row count (on AMX, up to kPackedGemmMaxRows), for bf16 up to kPackedGemmMaxRows
+// rows; oneDNN's execute the rest.
 //
 // Layout (oneDNN's BA16a64b4a for s8, BA16a64b2a for bf16, of the logical [k, n] weight): blocks
 // of 64 output columns, `block_stride` elements apart; inside one, for each group of kVnni
