@@ -1,5 +1,6 @@
 #pragma once
-// The decoder step's bf16 and int8 GEMMs over weights in oneDNN's packed layout (onednn.h).
+// The engine's own bf16 and int8 GEMMs (a decoder step's; int8's of every size) over weights in
+// oneDNN's packed layout (onednn.h).
 // oneDNN 2.6 allocates on every matmul execute (dnnl_primitive_execute builds a hash map of its
 // arguments), which a decoder step must not do. The weights are packed in one of its layouts, a
 // plain one, asked for by name (onednn.cc: left to choose, oneDNN may take a narrower one), so
