@@ -37,7 +37,8 @@ dt dst_type(DataType dtype) {
 // A matmul is compiled for one row count (~50 KB of generated code, 0.1-2 ms to make). Row
 // counts above 8 are rounded up to a multiple of 8 (the padding rows computed and dropped), and
 // inputs above kChunkRows run in chunks: a thread holds at most 39 matmuls per weight shape
-// however the batch sizes vary.
+// however the batch sizes vary. packed_gemm compiles nothing, so its inputs run whole (an
+// encoder batch's 288 rows as one pass over the weights, not 256 and then 32).
 constexpr int64_t kChunkRows = 256;
 
 // Passes over inputs or outputs of at least this many elements (an encoder batch's hundreds of
@@ -201,7 +202,13 @@ std::shared_ptr<const OneDnnWeight> pack_weight(const Tensor& w, DataType dtype)
 void linear_packed(const float* x, int64_t m, const OneDnnWeight& w, const float* scales,
                    float beta, float* y) {
   const int64_t n = w.out, k = w.in;
-  if (m > kChunkRows) {
+  // A decoder step's row counts run in packed_gemm (no allocation); int8's larger ones too (the
+  // encoder's: 10-15% faster than oneDNN's execute at 128 and 288 rows on an AVX-512 VNNI Xeon),
+  // unless oneDNN has AMX's tiles for them; bf16's larger ones through oneDNN.
+  static const bool amx = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+  const bool own =
+      w.block_stride > 0 && (m <= kPackedGemmMaxRows || (w.dtype == DataType::kI8 && !amx));
+  if (!own && m > kChunkRows) {
     for (int64_t r = 0; r < m; r += kChunkRows) {
       linear_packed(x + r * k, std::min(kChunkRows, m - r), w, scales, beta, y + r * n);
     }
@@ -210,12 +217,6 @@ void linear_packed(const float* x, int64_t m, const OneDnnWeight& w, const float
   ThreadState& ts = thread_state();
   // oneDNN runs on the calling thread's OpenMP pool: give it the engine's thread count.
   if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
-  // A decoder step's row counts run in packed_gemm (no allocation); int8's larger ones too (the
-  // encoder's: 10-15% faster than oneDNN's execute at 128 and 288 rows on an AVX-512 VNNI Xeon),
-  // unless oneDNN has AMX's tiles for them; bf16's larger ones through oneDNN.
-  static const bool amx = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
-  const bool own =
-      w.block_stride > 0 && (m <= kPackedGemmMaxRows || (w.dtype == DataType::kI8 && !amx));
   const int64_t rows = own ? m : row_bucket(m);
   Matmul* mm = own ? nullptr : &matmul_for(ts, w, rows);
   if (w.dtype == DataType::kBF16) {
