@@ -499,9 +499,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto wait = seqpipe::config::kOversubscribedOpenMpWait;
-  const auto& chosen = seqpipe::config::kOpenMpWaitVariables;
-  if (batch > 1 && std::none_of(std::begin(chosen), std::end(chosen),
-                                [](const char* name) { return std::getenv(name) != nullptr; })) {
+  if (batch > 1 && !seqpipe::config::openmp_wait_chosen()) {
     // OpenMP reads it as it loads, so this process starts again with it: the engine alone waits
     // as the pipeline's processes do, which `seqpipe up` starts with this setting here.
     ::setenv(wait.name, wait.value, 1);

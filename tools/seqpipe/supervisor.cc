@@ -65,14 +65,11 @@ std::vector<WorkerSpec> worker_specs(const config::PipelineConfig& c,
 }
 
 std::string set_openmp_waits(const config::PipelineConfig& config, int cores) {
-  const auto& kWaits = config::kOpenMpWaitVariables;
-  const bool user_set = std::any_of(std::begin(kWaits), std::end(kWaits),
-                                    [](const char* name) { return std::getenv(name) != nullptr; });
-  if (config::engine_threads_oversubscribe(config, cores) && !user_set) {
+  if (config::engine_threads_oversubscribe(config, cores) && !config::openmp_wait_chosen()) {
     ::setenv(config::kOversubscribedOpenMpWait.name, config::kOversubscribedOpenMpWait.value, 1);
   }
   std::string waits;
-  for (const char* name : kWaits) {
+  for (const char* name : config::kOpenMpWaitVariables) {
     const char* value = std::getenv(name);
     if (!value) continue;
     if (!waits.empty()) waits += ' ';

@@ -220,6 +220,11 @@ bool engine_threads_oversubscribe(const PipelineConfig& c, int cores) {
          cores;
 }
 
+bool openmp_wait_chosen() {
+  return std::any_of(std::begin(kOpenMpWaitVariables), std::end(kOpenMpWaitVariables),
+                     [](const char* name) { return std::getenv(name) != nullptr; });
+}
+
 LoadedConfig load_pipeline_config(const std::string& config_path,
                                   const std::vector<std::string>& overrides) {
   std::string path = config_path;

@@ -426,6 +426,8 @@ struct EnvironmentSetting {
 inline constexpr EnvironmentSetting kOversubscribedOpenMpWait{"GOMP_SPINCOUNT", "3000"};
 // The variables with which a user chooses the OpenMP wait; set, they are kept as they are.
 inline constexpr const char* kOpenMpWaitVariables[] = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"};
+// Whether this process's environment sets any of kOpenMpWaitVariables.
+bool openmp_wait_chosen();
 
 // The file in a model directory that holds the model's own settings (model_overrides).
 inline constexpr std::string_view kModelConfigName = "seqpipe.yaml";
