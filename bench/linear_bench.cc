@@ -2,8 +2,9 @@
 // small-batch kernel, side by side in one run, for the row counts a decoder step sees.
 // The ratio between the two picks ops::linear's dispatch (src/ops.cc).
 //   linear_bench [--threads N] [--cold] [--compute-types]
-// --cold cycles through 256 MiB of weight copies, so every call streams its weights from DRAM
-// as a decoder step does (the default measures weights that stay in cache).
+// --cold cycles through copies of each weight (256 MiB of them in fp32, a quarter of that in int8),
+// so every call streams its weights from DRAM as a decoder step does (the default measures
+// weights that stay in cache); with --compute-types too.
 // --compute-types: fp32 (ops::linear's pick) against bf16 and int8 on oneDNN's packed weights and
 // on the engine's portable kernels, per shape, through ops::linear as the layers call it (int8 at
 // every row count but on AMX, and bf16 up to cpu::kPackedGemmMaxRows rows, is the engine's
@@ -38,8 +39,13 @@ double best_us(F&& f, int reps) {
 }
 }  // namespace
 
-// Microseconds per call of each compute type's linear, weights in cache.
-int compute_types() {
+// How many copies of an [n, k] weight --cold cycles through: 256 MiB of fp32, at least 2.
+int64_t cold_copies(bool cold, int64_t n, int64_t k) {
+  return cold ? std::max<int64_t>(2, (int64_t(256) << 20) / (n * k * 4)) : 1;
+}
+
+// Microseconds per call of each compute type's linear, weights in cache (cold: from memory).
+int compute_types(bool cold) {
   using namespace seqpipe::engine;
   struct Column {
     const char* name;
@@ -64,29 +70,47 @@ int compute_types() {
                       {32128, 512}}) {
     Tensor w = Tensor::empty({n, k});
     for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = float(i % 13) * 0.01f - 0.06f;
-    std::vector<LinearWeight> weights;
-    for (const Column& c : columns)
-      weights.push_back(ops::prepare_linear(w, {.compute_type = c.type, .cpu_kernels = c.kernels}));
+    // copies[column][copy]: each prepared apart, so each has its own memory.
+    const int64_t copies = cold_copies(cold, n, k);
+    std::vector<std::vector<LinearWeight>> weights(std::size(columns));
+    for (size_t c = 0; c < std::size(columns); ++c) {
+      for (int64_t i = 0; i < copies; ++i) {
+        weights[c].push_back(ops::prepare_linear(
+            w, {.compute_type = columns[c].type, .cpu_kernels = columns[c].kernels}));
+      }
+    }
+    // bf16 dnnl's and i8 dnnl's packed weights through oneDNN's execute (block_stride 0), not
+    // packed_gemm.
+    std::vector<std::vector<cpu::OneDnnWeight>> execs(std::size(columns));
+    for (size_t c : {size_t{1}, size_t{2}}) {
+      for (const LinearWeight& lw : weights[c]) {
+        if (!lw.packed) continue;
+        execs[c].push_back(static_cast<const cpu::OneDnnWeight&>(*lw.packed));
+        execs[c].back().block_stride = 0;
+      }
+    }
+    int64_t next = 0;
+    auto weight = [&](size_t c) -> const LinearWeight& { return weights[c][next++ % copies]; };
     Tensor x = Tensor::empty({288, k}), y = Tensor::empty({288, n});
     for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = float(i % 7) * 0.1f - 0.3f;
     for (int64_t m : {1, 4, 8, 16, 32, 64, 128, 288}) {
       std::printf("[%5ld x %4ld] %4ld", long(n), long(k), long(m));
       std::vector<double> us;
-      for (const LinearWeight& lw : weights) {
-        us.push_back(best_us([&] { ops::linear(x.rows(0, m), lw, y.rows(0, m)); }, 20));
+      for (size_t c = 0; c < std::size(columns); ++c) {
+        us.push_back(best_us([&] { ops::linear(x.rows(0, m), weight(c), y.rows(0, m)); }, 20));
         std::printf(" %10.1f", us.back());
       }
       for (size_t c : {size_t{1}, size_t{2}}) {  // bf16 dnnl, i8 dnnl through oneDNN's execute
-        if (!weights[c].packed) {
+        if (execs[c].empty()) {
           std::printf(" %10s", "-");
           continue;
         }
-        cpu::OneDnnWeight exec = static_cast<const cpu::OneDnnWeight&>(*weights[c].packed);
-        exec.block_stride = 0;
         std::printf(" %10.1f", best_us(
                                    [&] {
-                                     cpu::linear_packed(x.data(), m, exec, weights[c].scales.data(),
-                                                        0.0f, y.data());
+                                     const int64_t i = next++ % copies;
+                                     cpu::linear_packed(x.data(), m, execs[c][i],
+                                                        weights[c][i].scales.data(), 0.0f,
+                                                        y.data());
                                    },
                                    20));
       }
@@ -118,12 +142,12 @@ int main(int argc, char** argv) {
   }
   using namespace seqpipe::engine;
   ops::set_num_threads(Device::kCpu, threads);
-  if (types) return compute_types();
+  if (types) return compute_types(cold);
   std::printf("%-16s %4s %10s %10s %10s %8s %12s %12s\n", "shape [n x k]", "m", "blas us",
               "tiled us", "packed us", "ratio", "tiled GFLOP/s", "packed GFLOP/s");
   for (auto [n, k] :
        {std::pair<int64_t, int64_t>{512, 512}, {2048, 512}, {512, 2048}, {32128, 512}}) {
-    const int64_t copies = cold ? std::max<int64_t>(2, (int64_t(256) << 20) / (n * k * 4)) : 1;
+    const int64_t copies = cold_copies(cold, n, k);
     std::vector<float> w(copies * n * k), x(288 * k), y(288 * n);
     for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 13) * 0.01f;
     int64_t next = 0;
