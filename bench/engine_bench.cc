@@ -284,12 +284,67 @@ int run_text(const std::shared_ptr<const T5Model>& model, const std::string& tex
   return 0;
 }
 
+// --versus T: batch-32 generates in --compute-type (A) and in T (B), alternating one by one in
+// this process (A B, then B A), so that a change in the host's speed, which comes and goes within
+// seconds on a shared machine, falls on both sides of a pair: each pair's sequences/s and the
+// ratio A / B, then the pairs' median and lowest ratio.
+int run_versus(const std::string& dir, ModelOptions options, ComputeType other, int runs) {
+  constexpr int kBatch = 32;
+  struct Side {
+    std::shared_ptr<const T5Model> model;
+    std::unique_ptr<Encoder> encoder;
+    std::unique_ptr<Generator> gen;
+  };
+  auto load = [&](ComputeType type) {
+    options.compute_type = type;
+    Side side{.model = T5Model::load(dir, options), .encoder = nullptr, .gen = nullptr};
+    side.encoder = std::make_unique<Encoder>(side.model);
+    GeneratorOptions go;
+    go.cache = {.num_slots = kBatch,
+                .max_beams = 1,
+                .max_target_len = kNewTokens + 1,
+                .max_source_len = 16};
+    side.gen = std::make_unique<Generator>(side.model, go);
+    return side;
+  };
+  progress("loading the model twice");
+  Side sides[2] = {load(options.compute_type), load(other)};
+  std::vector<Generator::Finished> finished;
+  auto seqs_per_s = [&](Side& side) {
+    return kBatch /
+           (run_batch(side.model, *side.encoder, *side.gen, kBatch, finished).total_ms / 1000.0);
+  };
+  for (Side& side : sides) {
+    for (int w = 0; w < 2; ++w) seqs_per_s(side);
+  }
+  const std::string a(compute_type_name(sides[0].model->compute_type()));
+  const std::string b(compute_type_name(sides[1].model->compute_type()));
+  std::printf("batch %d, %s against %s, alternating generate by generate (sequences/s):\n", kBatch,
+              a.c_str(), b.c_str());
+  std::vector<double> ratios;
+  for (int r = 0; r < runs; ++r) {
+    double rate[2];
+    for (int i = 0; i < 2; ++i) {
+      const int side = r % 2 == 0 ? i : 1 - i;
+      rate[side] = seqs_per_s(sides[side]);
+    }
+    ratios.push_back(rate[0] / rate[1]);
+    std::printf("pair %2d: %s %7.1f  %s %7.1f  ratio %.2fx\n", r + 1, a.c_str(), rate[0], b.c_str(),
+                rate[1], ratios.back());
+  }
+  std::printf("%s / %s over %d pairs: median %.2fx, lowest %.2fx, highest %.2fx\n", a.c_str(),
+              b.c_str(), runs, percentile(ratios, 50),
+              *std::min_element(ratios.begin(), ratios.end()),
+              *std::max_element(ratios.begin(), ratios.end()));
+  return 0;
+}
+
 void usage(std::FILE* to) {
   std::fprintf(
       to,
       "usage: engine_bench --model DIR [--threads N] [--runs N] [--profile] [--profile-batch N]\n"
       "                    [--text TEXT] [--compute-type T] [--portable-kernels] [--quick]\n"
-      "                    [--device D] [--no-cuda-graphs]\n"
+      "                    [--device D] [--no-cuda-graphs] [--versus T]\n"
       "  the seed workload: 9 input tokens, exactly 11 new tokens, greedy\n"
       "  --compute-type: float32 (default), bfloat16, int8, int8_bfloat16 or auto\n"
       "    (on a GPU: float32, bfloat16, float16; auto: bfloat16)\n"
@@ -299,7 +354,9 @@ void usage(std::FILE* to) {
       "    as a recorded CUDA graph (ModelOptions::cuda_graphs)\n"
       "  --portable-kernels: the engine's own bf16 / int8 kernels, not oneDNN's\n"
       "  --quick: skip measuring the machine's limits (and --profile)\n"
-      "  --text: that text instead (DIR/spiece.model), greedy until eos, batch 1\n");
+      "  --text: that text instead (DIR/spiece.model), greedy until eos, batch 1\n"
+      "  --versus T: only batch 32, --compute-type against T, alternating generate by generate\n"
+      "    for --runs pairs; prints each pair's ratio and their median\n");
 }
 
 }  // namespace
@@ -311,7 +368,7 @@ int main(int argc, char** argv) {
   int threads = 2, runs = 50;
   bool profile = false, help = false, portable = false;
   int profile_batch = 1;
-  std::string text, compute_type = "float32", device = "cpu";
+  std::string text, compute_type = "float32", device = "cpu", versus;
   bool quick = false,
        no_graphs = false;  // skip the machine's limits (bandwidth, FMA peak): for side-by-side runs
   ModelOptions options{.threads = 2};
@@ -330,6 +387,7 @@ int main(int argc, char** argv) {
     app.add_flag("--portable-kernels", portable);
     app.add_option("--device", device);
     app.add_flag("--no-cuda-graphs", no_graphs);
+    app.add_option("--versus", versus);
     const std::vector<std::string> unknown = seqpipe::cli::parse(app, argc, argv);
     if (help) return usage(stdout), 0;
     if (!unknown.empty())
@@ -353,6 +411,7 @@ int main(int argc, char** argv) {
 
   try {
     options.threads = threads;
+    if (!versus.empty()) return run_versus(dir, options, parse_compute_type(versus), runs);
     progress("loading the model");
     auto model = T5Model::load(dir, options);
     if (!text.empty()) return run_text(model, text, runs, profile);
