@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -372,6 +373,7 @@ int main(int argc, char** argv) {
   bool quick = false,
        no_graphs = false;  // skip the machine's limits (bandwidth, FMA peak): for side-by-side runs
   ModelOptions options{.threads = 2};
+  std::optional<ComputeType> versus_type;
   try {
     CLI::App app;
     seqpipe::cli::set_up(app);
@@ -398,6 +400,7 @@ int main(int argc, char** argv) {
     if (profile_batch < 1 || profile_batch > 32)
       throw seqpipe::cli::UsageError("--profile-batch must be in 1..32");
     options.compute_type = parse_compute_type(compute_type);
+    if (!versus.empty()) versus_type = parse_compute_type(versus);
     if (portable) options.cpu_kernels = CpuKernels::kPortable;
     const DeviceSpec spec = parse_device(device);
     options.device = spec.device;
@@ -411,7 +414,7 @@ int main(int argc, char** argv) {
 
   try {
     options.threads = threads;
-    if (!versus.empty()) return run_versus(dir, options, parse_compute_type(versus), runs);
+    if (versus_type) return run_versus(dir, options, *versus_type, runs);
     progress("loading the model");
     auto model = T5Model::load(dir, options);
     if (!text.empty()) return run_text(model, text, runs, profile);
