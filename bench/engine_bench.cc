@@ -285,6 +285,14 @@ int run_text(const std::shared_ptr<const T5Model>& model, const std::string& tex
   return 0;
 }
 
+// A Generator's options for the seed workload at up to `slots` sequences.
+GeneratorOptions seed_generator_options(int slots) {
+  GeneratorOptions go;
+  go.cache = {
+      .num_slots = slots, .max_beams = 1, .max_target_len = kNewTokens + 1, .max_source_len = 16};
+  return go;
+}
+
 // --versus T: batch-32 generates in --compute-type (A) and in T (B), alternating one by one in
 // this process (A B, then B A), so that a change in the host's speed, which comes and goes within
 // seconds on a shared machine, falls on both sides of a pair: each pair's sequences/s and the
@@ -300,12 +308,7 @@ int run_versus(const std::string& dir, ModelOptions options, ComputeType other, 
     options.compute_type = type;
     Side side{.model = T5Model::load(dir, options), .encoder = nullptr, .gen = nullptr};
     side.encoder = std::make_unique<Encoder>(side.model);
-    GeneratorOptions go;
-    go.cache = {.num_slots = kBatch,
-                .max_beams = 1,
-                .max_target_len = kNewTokens + 1,
-                .max_source_len = 16};
-    side.gen = std::make_unique<Generator>(side.model, go);
+    side.gen = std::make_unique<Generator>(side.model, seed_generator_options(kBatch));
     return side;
   };
   progress("loading the model twice");
@@ -401,6 +404,9 @@ int main(int argc, char** argv) {
       throw seqpipe::cli::UsageError("--profile-batch must be in 1..32");
     options.compute_type = parse_compute_type(compute_type);
     if (!versus.empty()) versus_type = parse_compute_type(versus);
+    if (versus_type && (profile || !text.empty()))
+      throw seqpipe::cli::UsageError(
+          "--versus measures batch 32 only: not with --profile or --text");
     if (portable) options.cpu_kernels = CpuKernels::kPortable;
     const DeviceSpec spec = parse_device(device);
     options.device = spec.device;
@@ -420,15 +426,10 @@ int main(int argc, char** argv) {
     if (!text.empty()) return run_text(model, text, runs, profile);
     const T5Config& c = model->config();
     Encoder encoder(model);
-    GeneratorOptions go;
     const bool on_gpu = options.device != Device::kCpu;
     // A GPU is measured at batch 64 too (the seed's serving batch there).
     const std::vector<int> batches = on_gpu ? std::vector<int>{8, 32, 64} : std::vector<int>{8, 32};
-    go.cache = {.num_slots = batches.back(),
-                .max_beams = 1,
-                .max_target_len = kNewTokens + 1,
-                .max_source_len = 16};
-    Generator gen(model, go);
+    Generator gen(model, seed_generator_options(batches.back()));
     std::vector<Generator::Finished> finished;
     finished.reserve(32);
 

@@ -187,17 +187,19 @@ template <typename X, typename W, typename Output, typename Tile, size_t kRows>
 void packed_gemm(const X* x, int64_t m, int64_t k, const W* w, int64_t block_stride, int64_t n,
                  const Output& output, float* y, const std::array<Tile, kRows>& tiles) {
   const int64_t blocks = (n + kBlockCols - 1) / kBlockCols;
+  constexpr auto tile_rows = static_cast<int64_t>(kRows);
+  const int64_t tile_count = (m + tile_rows - 1) / tile_rows;
+  const int64_t block_lines = block_stride * static_cast<int64_t>(sizeof(W)) / 64;
 #pragma omp parallel for num_threads(num_threads()) schedule(static) if (n * k >= (1 << 16))
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t cols = std::min(kBlockCols, n - b * kBlockCols);
     // The tiles share out the next block's lines (after the last block, this one's first line).
-    const int64_t tile_count = (m + static_cast<int64_t>(kRows) - 1) / static_cast<int64_t>(kRows);
-    const int64_t lines = b + 1 < blocks ? block_stride * static_cast<int64_t>(sizeof(W)) / 64 : 0;
+    const int64_t lines = b + 1 < blocks ? block_lines : 0;
     const char* next =
         reinterpret_cast<const char*>(w + std::min(b + 1, blocks - 1) * block_stride);
     for (int64_t t = 0; t < tile_count; ++t) {
-      const int64_t r = t * static_cast<int64_t>(kRows);
-      const int64_t rows = std::min(static_cast<int64_t>(kRows), m - r);
+      const int64_t r = t * tile_rows;
+      const int64_t rows = std::min(tile_rows, m - r);
       const int64_t first = t * lines / tile_count, end = (t + 1) * lines / tile_count;
       tiles[rows - 1](x + r * k, k, w + b * block_stride, cols, output, r, b * kBlockCols,
                       y + r * n + b * kBlockCols, n,
