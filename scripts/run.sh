@@ -26,7 +26,7 @@ if [ ! -f "$model/model.safetensors" ]; then
 fi
 [ $# -gt 0 ] || set -- "teh speling"
 
-# config/demo.yaml (the defaults, with the response cache on; the model's own settings come from
+# config/demo.yaml (the defaults, with the response cache on and the engine in int8; the model's own settings come from
 # its seqpipe.yaml, as under plain `seqpipe up`), a private runtime directory and
 # ipc:// client socket, metrics on free ports: the demo does not collide with a pipeline already
 # running on this machine.

@@ -134,14 +134,15 @@ class RepositoryTestCase(unittest.TestCase):
 
 class PipelineTestCase(unittest.TestCase):
     """A test class on one pipeline, started once for all its tests: the class gives PREFIX,
-    settings() (--set overrides) and, to serve a model of its own, MODEL_DIR (or CHECKOUT: see
-    Pipeline); setUpClass starts it,
+    settings() (--set overrides), CONFIG (a config file) and, to serve a model of its own, MODEL_DIR
+    (or CHECKOUT: see Pipeline); setUpClass starts it,
     with `cls.client` (the Python client, CLIENT_TIMEOUT_MS) on its gateway, and returns once a
     request goes all the way through."""
     PREFIX = "seqpipe-e2e-"
     MODEL_DIR = None
     CHECKOUT = None
     MODEL_ARGS = ()  # extra seqpipe-mkmodel options for the tiny model it makes
+    CONFIG = None  # a config file to start from (--config)
     CLIENT_TIMEOUT_MS = 10000
 
     @classmethod
@@ -152,7 +153,7 @@ class PipelineTestCase(unittest.TestCase):
     def setUpClass(cls):
         from seqpipe_client import Client  # (clients/python, on the e2e tests' PYTHONPATH)
         cls.pipeline = Pipeline(cls.PREFIX, cls.settings(), model_dir=cls.MODEL_DIR,
-                                checkout=cls.CHECKOUT, model_args=cls.MODEL_ARGS)
+                                checkout=cls.CHECKOUT, model_args=cls.MODEL_ARGS, config=cls.CONFIG)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=cls.CLIENT_TIMEOUT_MS)
         cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
 

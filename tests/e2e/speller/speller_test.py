@@ -14,8 +14,8 @@ whitespace kept: model.lower_case_words); known misspellings are corrected ("teh
 spelling"); replies equal seqpipe-generate's greedy output where the guard has nothing to do, and
 keep the known input word where the model changed one ("wether", a word, stays), unless all 8 beam
 hypotheses change it (postprocessor.known_word_votes); a burst of concurrent requests from several
-clients is answered completely, each with its own correction. ServedSpellerTest serves the model's
-settings as they are, with 2 beams as scripts/run.sh sends: the same texts come back the same, and
+clients is answered completely, each with its own correction. ServedSpellerTest serves the speller
+as scripts/run.sh does (config/demo.yaml: int8, the model's settings as they are, 2 beams): the same texts come back the same, and
 a real-word error whose context decides is fixed; with gateway.split_words, a 300-word text comes
 back with its misspellings at the start, middle and end corrected and every other byte kept, and a
 text near gateway.max_text_bytes is no too_long.
@@ -212,9 +212,11 @@ class SpellerPipelineTest(PipelineTestCase):
 
 
 class ServedSpellerTest(PipelineTestCase):
-    """The model's settings (its seqpipe.yaml) as they are, with 2 beams as scripts/run.sh sends."""
+    """The speller as scripts/run.sh serves it: config/demo.yaml (int8) and the model's settings
+    (its seqpipe.yaml) as they are, with 2 beams as run.sh sends."""
     PREFIX = "seqpipe-e2e-served-speller-"
     MODEL_DIR = MODEL
+    CONFIG = os.path.join(ROOT, "config", "demo.yaml")
     CLIENT_TIMEOUT_MS = 30000
 
     @classmethod
