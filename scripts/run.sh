@@ -26,10 +26,10 @@ if [ ! -f "$model/model.safetensors" ]; then
 fi
 [ $# -gt 0 ] || set -- "teh speling"
 
-# config/demo.yaml (the defaults, with the response cache on and the engine in int8; the model's own settings come from
-# its seqpipe.yaml, as under plain `seqpipe up`), a private runtime directory and
-# ipc:// client socket, metrics on free ports: the demo does not collide with a pipeline already
-# running on this machine.
+# config/demo.yaml (the defaults, with the response cache on and the engine in int8; the model's
+# own settings come from its seqpipe.yaml, as under plain `seqpipe up`), a private runtime
+# directory and ipc:// client socket, metrics on free ports: the demo does not collide with a
+# pipeline already running on this machine.
 run_dir=$(mktemp -d /tmp/seqpipe-run.XXXXXX)
 settings=(--config config/demo.yaml --set "model.dir=$model" --set "runtime_dir=$run_dir" --set "gateway.client_endpoint=ipc://{runtime_dir}/gateway.sock"
           --set gateway.metrics_port=0 --set batcher.metrics_port=0)
