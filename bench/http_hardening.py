@@ -31,6 +31,8 @@ import tempfile
 import threading
 import time
 
+from proc_rss import rss_by_program
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -42,21 +44,7 @@ def free_port():
 
 def gateway_rss(run_dir):
     """The RSS in bytes of the seqpipe-gateway whose command line names `run_dir`."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            if not argv[0].endswith(b"seqpipe-gateway") or run_dir.encode() not in b" ".join(argv):
-                continue
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            continue
-    return 0
+    return rss_by_program(run_dir, ("seqpipe-gateway",)).get("seqpipe-gateway", 0)
 
 
 def percentile(values, q):

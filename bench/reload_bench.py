@@ -40,30 +40,14 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
+from proc_rss import rss_by_program  # noqa: E402
 
 TEXTS = [f"the {w} is here" for w in ("cat", "dog", "house", "tree", "river", "stone")]
 
 
 def hub_rss(run_dir):
     """{program: RSS bytes} of the gateway and batcher whose command line names `run_dir`."""
-    out = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            program = os.path.basename(argv[0].decode())
-            if program not in ("seqpipe-gateway", "seqpipe-batcher") or \
-                    run_dir.encode() not in b" ".join(argv):
-                continue
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        out[program] = int(line.split()[1]) * 1024
-        except OSError:
-            continue
-    return out
+    return rss_by_program(run_dir, ("seqpipe-gateway", "seqpipe-batcher"))
 
 
 def percentile(values, q):
