@@ -157,22 +157,26 @@ TEST(CudaReference, DecodeStepAttentionMatchesTheCpuBackend) {
 }
 
 TEST(CudaReference, ArgmaxTakesTheFirstMaximumAndSkipsTheBannedToken) {
-  const int64_t rows = 4, vocab = 50;
-  std::vector<float> logits = random_values(rows * vocab, 7);
-  logits[1 * vocab + 3] = 9.0f;  // a tie in row 1: the lower index wins
-  logits[1 * vocab + 40] = 9.0f;
-  logits[2 * vocab + 1] = 12.0f;  // row 2's maximum is banned
-  const int banned[rows] = {-1, -1, 1, 0};
-  int cpu_ids[rows], ref_ids[rows];
-  std::vector<float> before = logits;
-  ops::argmax(view(logits, {rows, vocab}), banned, cpu_ids);
-  EXPECT_EQ(logits, before) << "argmax changed the logits";
-  cuda::reference::argmax(logits.data(), rows, vocab, banned, ref_ids);
-  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(ref_ids[r], cpu_ids[r]) << "row " << r;
-  EXPECT_EQ(cpu_ids[1], 3);
-  EXPECT_NE(cpu_ids[2], 1);
-  const int out_of_vocab[rows] = {-1, -1, -1, static_cast<int>(vocab)};
-  EXPECT_THROW(ops::argmax(view(logits, {rows, vocab}), out_of_vocab, cpu_ids), EngineError);
+  const int64_t rows = 4;
+  // 50: the rows one after another; 20000: the CPU's rows in parallel (a batch's scan).
+  for (const int64_t vocab : {int64_t{50}, int64_t{20000}}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    std::vector<float> logits = random_values(rows * vocab, 7);
+    logits[1 * vocab + 3] = 9.0f;  // a tie in row 1: the lower index wins
+    logits[1 * vocab + 40] = 9.0f;
+    logits[2 * vocab + 1] = 12.0f;  // row 2's maximum is banned
+    const int banned[rows] = {-1, -1, 1, 0};
+    int cpu_ids[rows], ref_ids[rows];
+    std::vector<float> before = logits;
+    ops::argmax(view(logits, {rows, vocab}), banned, cpu_ids);
+    EXPECT_EQ(logits, before) << "argmax changed the logits";
+    cuda::reference::argmax(logits.data(), rows, vocab, banned, ref_ids);
+    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(ref_ids[r], cpu_ids[r]) << "row " << r;
+    EXPECT_EQ(cpu_ids[1], 3);
+    EXPECT_NE(cpu_ids[2], 1);
+    const int out_of_vocab[rows] = {-1, -1, -1, static_cast<int>(vocab)};
+    EXPECT_THROW(ops::argmax(view(logits, {rows, vocab}), out_of_vocab, cpu_ids), EngineError);
+  }
 }
 
 TEST(CudaMath, BiasColumnClampsAndKeysSeenMasks) {

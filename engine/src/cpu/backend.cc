@@ -145,8 +145,11 @@ class CpuBackend final : public Backend {
   void attention(const ops::AttentionArgs& args) override { cpu::attention(args); }
 
   void argmax(const TensorView& logits, const int* banned, int* ids) override {
-    const int64_t vocab = logits.dim(1);
-    for (int64_t r = 0; r < logits.dim(0); ++r) {
+    const int64_t rows = logits.dim(0), vocab = logits.dim(1);
+    // Rows in parallel: at batch 32 a greedy step's scan of 32 x 32k logits took ~3.5% of it.
+#pragma omp parallel for num_threads(cpu::num_threads()) schedule(static) \
+    if (rows > 1 && rows * vocab >= (1 << 16))
+    for (int64_t r = 0; r < rows; ++r) {
       float* row = logits.row(r);
       const int ban = banned[r];
       // The banned token is set aside for the scan and put back: the logits stay as they were.
