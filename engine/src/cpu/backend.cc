@@ -147,8 +147,8 @@ class CpuBackend final : public Backend {
   void argmax(const TensorView& logits, const int* banned, int* ids) override {
     const int64_t rows = logits.dim(0), vocab = logits.dim(1);
     // Rows in parallel: at batch 32 a greedy step's scan of 32 x 32k logits took ~3.5% of it.
-#pragma omp parallel for num_threads(cpu::num_threads()) schedule(static) \
-    if (rows > 1 && rows * vocab >= (1 << 16))
+#pragma omp parallel for num_threads(cpu::num_threads()) \
+    schedule(static) if (rows > 1 && rows * vocab >= (1 << 16))
     for (int64_t r = 0; r < rows; ++r) {
       float* row = logits.row(r);
       const int ban = banned[r];
