@@ -15,10 +15,10 @@ spelling"); replies equal seqpipe-generate's greedy output where the guard has n
 keep the known input word where the model changed one ("wether", a word, stays), unless all 8 beam
 hypotheses change it (postprocessor.known_word_votes); a burst of concurrent requests from several
 clients is answered completely, each with its own correction. ServedSpellerTest serves the speller
-as scripts/run.sh does (config/demo.yaml: int8, the model's settings as they are, 2 beams): the same texts come back the same, and
-a real-word error whose context decides is fixed; with gateway.split_words, a 300-word text comes
-back with its misspellings at the start, middle and end corrected and every other byte kept, and a
-text near gateway.max_text_bytes is no too_long.
+as scripts/run.sh does (config/demo.yaml: int8, the model's settings as they are, 2 beams): the
+same texts come back the same, and a real-word error whose context decides is fixed; with
+gateway.split_words, a 300-word text comes back with its misspellings at the start, middle and end
+corrected and every other byte kept, and a text near gateway.max_text_bytes is no too_long.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_GENERATE, SEQPIPE_MKMODEL; PYTHONPATH has clients/python.
 """
