@@ -258,7 +258,9 @@ HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoi
       guard_.get());
   evhttp_set_gencb(
       http_,
-      [](evhttp_request* req, void* self) { static_cast<HttpFrontDoor*>(self)->on_request(req); },
+      [](evhttp_request* req, void* self) {
+        static_cast<HttpFrontDoor*>(self)->on_request_guarded(req);
+      },
       this);
   evhttp_bound_socket* bound = bind_listener(http_, base_, options_.host, options_.port);
   if (bound == nullptr) {
@@ -338,6 +340,17 @@ void HttpFrontDoor::run_posted() {
     tasks.swap(posted_);
   }
   for (auto& task : tasks) task();
+}
+
+// The one boundary between a client's bytes and the process: whatever a handler throws becomes a
+// 500 for that request (and a log line), never an abort of the gateway.
+void HttpFrontDoor::on_request_guarded(evhttp_request* req) {
+  try {
+    on_request(req);
+  } catch (const std::exception& e) {
+    spdlog::error("http: {} {} threw: {}", method_of(req), path_of(req), e.what());
+    send_answer(req, kserve_error(500, "internal: the request could not be handled"));
+  }
 }
 
 void HttpFrontDoor::on_request(evhttp_request* req) {

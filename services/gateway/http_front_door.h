@@ -113,6 +113,7 @@ class HttpFrontDoor {
   enum class Route { kGenerate, kInfer, kOpenAi, kTgi };
 
   // On the loop thread, all of them.
+  void on_request_guarded(evhttp_request* req);
   void on_request(evhttp_request* req);
   void submit(evhttp_request* req, HttpRequest request, Route route);
   void on_gateway();  // drains the DEALER's replies

@@ -291,6 +291,8 @@ std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body
                                                            std::optional<uint32_t> version) {
   auto infer = parse_object(body);
   if (!infer) return kserve_error(400, "the body must be a JSON object (an inference request)");
+  if (auto params = infer->find("parameters"); params != infer->end() && !params->is_object())
+    return kserve_error(400, "parameters must be an object");
   if (model) {  // the path's, into the protocol request's fields (kserve_infer_json_unguarded)
     (*infer)["parameters"]["model"] = *model;
     if (version) (*infer)["parameters"]["version"] = *version;

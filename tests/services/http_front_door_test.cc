@@ -129,6 +129,15 @@ TEST(HttpTranslationTest, KServeInferRequestsThatDoNotFitAreRefused) {
     EXPECT_EQ(std::get<HttpAnswer>(out).status, 400) << body;
     EXPECT_TRUE(json::parse(std::get<HttpAnswer>(out).body).contains("error")) << body;
   }
+  // The path names the model: parameters that are not an object are refused, not indexed.
+  for (const char* parameters : {"[]", "\"x\"", "7", "true", "null"}) {
+    const std::string body =
+        std::string(R"({"inputs": [{"datatype": "BYTES", "shape": [1], "data": ["a"]}], )") +
+        R"("parameters": )" + parameters + "}";
+    auto out = kserve_infer_request(body, "http-1", std::string("speller"), 2u);
+    ASSERT_TRUE(std::holds_alternative<HttpAnswer>(out)) << body;
+    EXPECT_EQ(std::get<HttpAnswer>(out).status, 400) << body;
+  }
   // [N, 1] is accepted as N texts.
   auto out = kserve_infer_request(
       R"({"inputs": [{"name": "t", "datatype": "BYTES", "shape": [2, 1], "data": [["a"], ["b"]]}]})",
