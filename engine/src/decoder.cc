@@ -187,7 +187,7 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
                                          k.rows(i, 1),
                                          v.rows(i, 1)};
     }
-    ops::attention(self_args);
+    ops::decode_attention(self_args);
     ops::linear(attn, blk.self_attention.o, hidden, 1.0f);
 
     // Cross-attention over the sequence's own encoder rows (no padding, so no mask).
