@@ -199,7 +199,7 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
           q.rows(i, 1), 0, cache_.cross_k(slots[i], layer).rows(0, keys),
           cache_.cross_v(slots[i], layer).rows(0, keys), attn.rows(i, 1)};
     }
-    ops::attention(cross_args);
+    ops::decode_attention(cross_args);
     ops::linear(attn, blk.cross_attention.o, hidden, 1.0f);
 
     ops::rms_norm(hidden, blk.ffn_norm, eps, 1.0f, normed);
