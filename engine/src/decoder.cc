@@ -12,7 +12,7 @@ namespace seqpipe::engine {
 // Every buffer a step needs, sized once for the cache's slot count, on the model's device.
 struct Decoder::Workspace {
   Tensor hidden, normed, q, qkv, attn, ff_a, ff_b, logits, attention;
-  Tensor cross_kv;                 // start's every-layer K/V: grows to the largest batch's rows
+  Tensor cross_kv;                 // start's every-layer K/V: grows to its largest GEMM's rows
   Tensor staged_tokens;            // the step's tokens on the model's device (off the CPU)
   std::vector<TensorCopy> copies;  // start's cross K/V rows into the slots
   std::vector<ops::AttentionSequence> seqs;
@@ -80,33 +80,43 @@ void Decoder::start(int slot, const TensorView& encoder_rows) {
   fill_cross(encoder_rows, offsets, 1, &slot);
 }
 
+// Rows of encoder output per cross K/V GEMM: the staging holds layers x 2 x inner floats a row
+// (t5-small: 24 KiB), so a large batch goes in groups of sequences (each whole) of about this
+// many rows, not all at once.
+constexpr int64_t kCrossRowsPerGemm = 1024;
+
 void Decoder::fill_cross(const TensorView& encoder_rows, const int64_t* offsets, size_t count,
                          const int* slots) {
   const T5Model& m = *model_;
   const int64_t inner = m.config().inner_dim(), layers = m.config().num_decoder_layers;
-  const int64_t total = offsets[count];
   Workspace& ws = *ws_;
-  if (!ws.cross_kv.defined() || ws.cross_kv.dim(0) < total)
-    ws.cross_kv = Tensor::empty({total, layers * 2 * inner}, m.device());
-  // Cross-attention K/V depend only on the encoder output: computed once per sequence, every
-  // layer's in one GEMM, whose row r holds layer l's K at 2 l inner and its V after it.
-  const TensorView kv = ws.cross_kv.rows(0, total);
-  ops::linear(encoder_rows.rows(0, total), m.decoder_cross_kv(), kv);
-  profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
-  ws.copies.clear();
-  const auto slice = [&](int64_t row, int64_t column) {
-    return TensorView(kv.row(row) + column, {1, inner}, DataType::kF32, m.device());
-  };
-  for (size_t i = 0; i < count; ++i) {
-    for (int64_t l = 0; l < layers; ++l) {
-      const TensorView k = cache_.cross_k(slots[i], l), v = cache_.cross_v(slots[i], l);
-      for (int64_t r = 0; r < offsets[i + 1] - offsets[i]; ++r) {
-        ws.copies.push_back({k.rows(r, 1), slice(offsets[i] + r, 2 * l * inner)});
-        ws.copies.push_back({v.rows(r, 1), slice(offsets[i] + r, (2 * l + 1) * inner)});
+  for (size_t first = 0, last = 0; first < count; first = last) {
+    for (last = first + 1; last < count && offsets[last + 1] - offsets[first] <= kCrossRowsPerGemm;)
+      ++last;
+    const int64_t rows = offsets[last] - offsets[first];
+    if (!ws.cross_kv.defined() || ws.cross_kv.dim(0) < rows)
+      ws.cross_kv = Tensor::empty({rows, layers * 2 * inner}, m.device());
+    // Cross-attention K/V depend only on the encoder output: computed once per sequence, every
+    // layer's in one GEMM, whose row r holds layer l's K at 2 l inner and its V after it.
+    const TensorView kv = ws.cross_kv.rows(0, rows);
+    ops::linear(encoder_rows.rows(offsets[first], rows), m.decoder_cross_kv(), kv);
+    profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
+    ws.copies.clear();
+    const auto slice = [&](int64_t row, int64_t column) {
+      return TensorView(kv.row(row) + column, {1, inner}, DataType::kF32, m.device());
+    };
+    for (size_t i = first; i < last; ++i) {
+      for (int64_t l = 0; l < layers; ++l) {
+        const TensorView k = cache_.cross_k(slots[i], l), v = cache_.cross_v(slots[i], l);
+        for (int64_t r = 0; r < offsets[i + 1] - offsets[i]; ++r) {
+          const int64_t row = offsets[i] - offsets[first] + r;
+          ws.copies.push_back({k.rows(r, 1), slice(row, 2 * l * inner)});
+          ws.copies.push_back({v.rows(r, 1), slice(row, (2 * l + 1) * inner)});
+        }
       }
     }
+    ops::copy_all(ws.copies);
   }
-  ops::copy_all(ws.copies);
   for (size_t i = 0; i < count; ++i) {
     cache_.set_source_length(slots[i], offsets[i + 1] - offsets[i]);
     cache_.set_length(slots[i], 0);
