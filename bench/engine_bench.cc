@@ -452,8 +452,8 @@ int main(int argc, char** argv) {
     double step_weights = double(c.vocab_size * c.d_model);
     for (const auto& b : model->decoder_blocks()) {
       for (const LinearWeight* w :
-           {&b.self_attention.q, &b.self_attention.k, &b.self_attention.v, &b.self_attention.o,
-            &b.cross_attention.q, &b.cross_attention.o, &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo}) {
+           {&b.self_attention.qkv, &b.self_attention.o, &b.cross_attention.q, &b.cross_attention.o,
+            &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo}) {
         if (!w->defined()) continue;
         step_bytes += double(w->bytes());
         step_weights += double(w->out * w->in);

@@ -55,6 +55,10 @@ class Backend {
   virtual void end_step(bool /*completed*/) {}
   // The owner's buffers are going away: what was recorded on them must not run again.
   virtual void forget_steps(const void* /*owner*/) {}
+
+  // --- Fused attention of a decoder step ---
+  // ops::decode_attention: every sequence's q has one row (ops.cc checked).
+  virtual void decode_attention(const ops::AttentionArgs& args) = 0;
 };
 
 namespace cpu {

@@ -11,10 +11,10 @@ namespace seqpipe::engine {
 
 // Every buffer a step needs, sized once for the cache's slot count, on the model's device.
 struct Decoder::Workspace {
-  Tensor hidden, normed, q, k, v, attn, ff_a, ff_b, logits, attention;
-  Tensor cross_k, cross_v;         // staging for start(EncoderOutput): grows to the largest batch
+  Tensor hidden, normed, q, qkv, attn, ff_a, ff_b, logits, attention;
+  Tensor cross_kv;                 // start's every-layer K/V: grows to its largest GEMM's rows
   Tensor staged_tokens;            // the step's tokens on the model's device (off the CPU)
-  std::vector<TensorCopy> copies;  // start's cross K/V into the slots, one layer's
+  std::vector<TensorCopy> copies;  // start's cross K/V rows into the slots
   std::vector<ops::AttentionSequence> seqs;
   std::vector<int64_t> positions;
   std::vector<uint64_t> slot_stamp;  // per slot: the step that last used it (duplicate check)
@@ -36,8 +36,7 @@ Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
   ws.hidden = Tensor::empty({n, c.d_model}, dev);
   ws.normed = Tensor::empty({n, c.d_model}, dev);
   ws.q = Tensor::empty({n, c.inner_dim()}, dev);
-  ws.k = Tensor::empty({n, c.inner_dim()}, dev);
-  ws.v = Tensor::empty({n, c.inner_dim()}, dev);
+  ws.qkv = Tensor::empty({n, 3 * c.inner_dim()}, dev);
   ws.attn = Tensor::empty({n, c.inner_dim()}, dev);
   ws.ff_a = Tensor::empty({n, c.d_ff}, dev);
   ws.ff_b = Tensor::empty({n, c.d_ff}, dev);
@@ -45,7 +44,6 @@ Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
   if (dev != Device::kCpu) ws.staged_tokens = Tensor::empty({n}, dev, DataType::kI32);
   ws.attention = ops::attention_workspace(
       dev, std::max(cache.options().max_target_len, cache.options().max_source_len));
-  ws.copies.reserve(static_cast<size_t>(2 * n));
   ws.seqs.resize(static_cast<size_t>(n));
   ws.positions.resize(static_cast<size_t>(n));
   ws.slot_stamp.assign(static_cast<size_t>(n), 0);
@@ -64,40 +62,13 @@ void check_source_length(int64_t source_len, const KvCache& cache) {
 void Decoder::start(const EncoderOutput& encoded, const int* slots) {
   if (!encoded.valid(model_->config().d_model))
     throw EngineError("Decoder::start: malformed EncoderOutput");
-  const int64_t total = encoded.offsets.empty() ? 0 : encoded.offsets.back();
   for (size_t i = 0; i < encoded.size(); ++i) {
     check_source_length(encoded.length(i), cache_);
     if (!cache_.held(slots[i]))
       throw EngineError("Decoder::start: slot " + std::to_string(slots[i]) + " is not held");
   }
-  if (total == 0) return;
-  const T5Model& m = *model_;
-  const int64_t inner = m.config().inner_dim();
-  Workspace& ws = *ws_;
-  if (!ws.cross_k.defined() || ws.cross_k.dim(0) < total) {
-    ws.cross_k = Tensor::empty({total, inner}, m.device());
-    ws.cross_v = Tensor::empty({total, inner}, m.device());
-  }
-  const TensorView encoder_rows = encoded.hidden.rows(0, total);
-  const TensorView cross_k = ws.cross_k.rows(0, total), cross_v = ws.cross_v.rows(0, total);
-  int64_t layer = 0;
-  for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
-    ops::linear(encoder_rows, blk.cross_attention.k, cross_k);
-    ops::linear(encoder_rows, blk.cross_attention.v, cross_v);
-    profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
-    ws.copies.clear();
-    for (size_t i = 0; i < encoded.size(); ++i) {
-      const int64_t first = encoded.offsets[i], len = encoded.length(i);
-      ws.copies.push_back({cache_.cross_k(slots[i], layer).rows(0, len), cross_k.rows(first, len)});
-      ws.copies.push_back({cache_.cross_v(slots[i], layer).rows(0, len), cross_v.rows(first, len)});
-    }
-    ops::copy_all(ws.copies);
-    ++layer;
-  }
-  for (size_t i = 0; i < encoded.size(); ++i) {
-    cache_.set_source_length(slots[i], encoded.length(i));
-    cache_.set_length(slots[i], 0);
-  }
+  if (encoded.size() == 0) return;
+  fill_cross(encoded.hidden, encoded.offsets.data(), encoded.size(), slots);
 }
 
 void Decoder::start(int slot, const TensorView& encoder_rows) {
@@ -105,18 +76,51 @@ void Decoder::start(int slot, const TensorView& encoder_rows) {
   check_source_length(source_len, cache_);
   if (!cache_.held(slot))
     throw EngineError("Decoder::start: slot " + std::to_string(slot) + " is not held");
+  const int64_t offsets[2] = {0, source_len};
+  fill_cross(encoder_rows, offsets, 1, &slot);
+}
+
+// Rows of encoder output per cross K/V GEMM: the staging holds layers x 2 x inner floats a row
+// (t5-small: 24 KiB), so a large batch goes in groups of sequences (each whole) of about this
+// many rows, not all at once.
+constexpr int64_t kCrossRowsPerGemm = 1024;
+
+void Decoder::fill_cross(const TensorView& encoder_rows, const int64_t* offsets, size_t count,
+                         const int* slots) {
   const T5Model& m = *model_;
-  int64_t layer = 0;
-  for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
-    // Cross-attention K/V depend only on the encoder output: computed once per sequence.
-    ops::linear(encoder_rows, blk.cross_attention.k,
-                cache_.cross_k(slot, layer).rows(0, source_len));
-    ops::linear(encoder_rows, blk.cross_attention.v,
-                cache_.cross_v(slot, layer).rows(0, source_len));
-    ++layer;
+  const int64_t inner = m.config().inner_dim(), layers = m.config().num_decoder_layers;
+  Workspace& ws = *ws_;
+  for (size_t first = 0, last = 0; first < count; first = last) {
+    for (last = first + 1; last < count && offsets[last + 1] - offsets[first] <= kCrossRowsPerGemm;)
+      ++last;
+    const int64_t rows = offsets[last] - offsets[first];
+    if (!ws.cross_kv.defined() || ws.cross_kv.dim(0) < rows)
+      ws.cross_kv = Tensor::empty({rows, layers * 2 * inner}, m.device());
+    // Cross-attention K/V depend only on the encoder output: computed once per sequence, every
+    // layer's in one GEMM, whose row r holds layer l's K at 2 l inner and its V after it.
+    const TensorView kv = ws.cross_kv.rows(0, rows);
+    ops::linear(encoder_rows.rows(offsets[first], rows), m.decoder_cross_kv(), kv);
+    profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
+    ws.copies.clear();
+    const auto slice = [&](int64_t row, int64_t column) {
+      return TensorView(kv.row(row) + column, {1, inner}, DataType::kF32, m.device());
+    };
+    for (size_t i = first; i < last; ++i) {
+      for (int64_t l = 0; l < layers; ++l) {
+        const TensorView k = cache_.cross_k(slots[i], l), v = cache_.cross_v(slots[i], l);
+        for (int64_t r = 0; r < offsets[i + 1] - offsets[i]; ++r) {
+          const int64_t row = offsets[i] - offsets[first] + r;
+          ws.copies.push_back({k.rows(r, 1), slice(row, 2 * l * inner)});
+          ws.copies.push_back({v.rows(r, 1), slice(row, (2 * l + 1) * inner)});
+        }
+      }
+    }
+    ops::copy_all(ws.copies);
   }
-  cache_.set_source_length(slot, source_len);
-  cache_.set_length(slot, 0);
+  for (size_t i = 0; i < count; ++i) {
+    cache_.set_source_length(slots[i], offsets[i + 1] - offsets[i]);
+    cache_.set_length(slots[i], 0);
+  }
 }
 
 TensorView Decoder::step(const int* slots, const int* tokens, int n) {
@@ -126,6 +130,7 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
   const T5Model& m = *model_;
   const T5Config& c = m.config();
   const float eps = c.layer_norm_epsilon;
+  const int64_t inner = c.inner_dim();
 
   // Each slot once, held, started: a bad slot list would corrupt another sequence's cache.
   const uint64_t stamp = ++ws.step_count;
@@ -161,8 +166,8 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
   cross_args.causal = false;
 
   const TensorView hidden = ws.hidden.rows(0, n), normed = ws.normed.rows(0, n),
-                   q = ws.q.rows(0, n), k = ws.k.rows(0, n), v = ws.v.rows(0, n),
-                   attn = ws.attn.rows(0, n), ff_a = ws.ff_a.rows(0, n), ff_b = ws.ff_b.rows(0, n),
+                   q = ws.q.rows(0, n), qkv = ws.qkv.rows(0, n), attn = ws.attn.rows(0, n),
+                   ff_a = ws.ff_a.rows(0, n), ff_b = ws.ff_b.rows(0, n),
                    logits = ws.logits.rows(0, n);
   // Everything below is the same ops on the same buffers for the same n (the slots, positions
   // and tokens travel in the attention jobs and the staged ids): a GPU replays it as one graph.
@@ -173,21 +178,23 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
   for (const DecoderBlockWeights& blk : m.decoder_blocks()) {
     // Self-attention over this sequence's cached positions plus the new one.
     ops::rms_norm(hidden, blk.self_attention_norm, eps, 1.0f, normed);
-    ops::linear(normed, blk.self_attention.q, q);
-    ops::linear(normed, blk.self_attention.k, k);
-    ops::linear(normed, blk.self_attention.v, v);
-    // The new key and value join the cache inside the attention op (its threads).
+    ops::linear(normed, blk.self_attention.qkv, qkv);
+    // Slot i's query, key and value are thirds of qkv's row i. The new key and value join the
+    // cache inside the attention op.
     for (int i = 0; i < n; ++i) {
       const int64_t keys = ws.positions[static_cast<size_t>(i)] + 1;
-      ws.seqs[static_cast<size_t>(i)] = {q.rows(i, 1),
+      const auto third = [&](int64_t part) {
+        return TensorView(qkv.row(i) + part * inner, {1, inner}, DataType::kF32, m.device());
+      };
+      ws.seqs[static_cast<size_t>(i)] = {third(0),
                                          keys - 1,
                                          cache_.self_k(slots[i], layer).rows(0, keys),
                                          cache_.self_v(slots[i], layer).rows(0, keys),
                                          attn.rows(i, 1),
-                                         k.rows(i, 1),
-                                         v.rows(i, 1)};
+                                         third(1),
+                                         third(2)};
     }
-    ops::attention(self_args);
+    ops::decode_attention(self_args);
     ops::linear(attn, blk.self_attention.o, hidden, 1.0f);
 
     // Cross-attention over the sequence's own encoder rows (no padding, so no mask).
@@ -199,7 +206,7 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
           q.rows(i, 1), 0, cache_.cross_k(slots[i], layer).rows(0, keys),
           cache_.cross_v(slots[i], layer).rows(0, keys), attn.rows(i, 1)};
     }
-    ops::attention(cross_args);
+    ops::decode_attention(cross_args);
     ops::linear(attn, blk.cross_attention.o, hidden, 1.0f);
 
     ops::rms_norm(hidden, blk.ffn_norm, eps, 1.0f, normed);

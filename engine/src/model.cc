@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "ops.h"
@@ -70,6 +71,25 @@ class WeightLoader {
     if (bf16_as_stored(name)) return prepare(file_.load_bf16(name, table.shape()), true);
     return prepare(table, false);
   }
+  // The weights `names` ([rows, cols] each) as one linear layer, their rows one after another
+  // (a copy on the host, in the type the compute type reads them in, then prepared).
+  LinearWeight concatenated(const std::vector<std::string>& names, int64_t rows, int64_t cols) {
+    std::vector<Tensor> parts;
+    parts.reserve(names.size());
+    for (const std::string& name : names) parts.push_back(source(name, {rows, cols}));
+    Tensor all = Tensor::empty({rows * static_cast<int64_t>(names.size()), cols}, Device::kCpu,
+                               parts.front().dtype());
+    auto* out = static_cast<char*>(all.data_as<void>());
+    for (const Tensor& part : parts) {
+      const size_t bytes = static_cast<size_t>(part.bytes());
+      if (part.dtype() != all.dtype())
+        throw EngineError(path() + ": '" + names.front() + "' and '" + names.back() +
+                          "' are stored in different types; they are concatenated at load");
+      std::memcpy(out, part.data_as<void>(), bytes);
+      out += bytes;
+    }
+    return prepare(all, true);
+  }
   bool contains(const std::string& name) const { return file_.contains(name); }
   const std::string& path() const { return file_.path(); }
   uint64_t mapped() const { return mapped_; }
@@ -107,7 +127,8 @@ AttentionWeights load_attention(WeightLoader& w, const std::string& scope, const
   return {w.linear(scope + ".q.weight", {c.inner_dim(), c.d_model}),
           w.linear(scope + ".k.weight", {c.inner_dim(), c.d_model}),
           w.linear(scope + ".v.weight", {c.inner_dim(), c.d_model}),
-          w.linear(scope + ".o.weight", {c.d_model, c.inner_dim()})};
+          w.linear(scope + ".o.weight", {c.d_model, c.inner_dim()}),
+          {}};
 }
 
 FeedForwardWeights load_ffn(WeightLoader& w, const std::string& scope, const T5Config& c) {
@@ -191,6 +212,7 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
   }
 
   const std::vector<int64_t> bias_shape = {c.relative_attention_num_buckets, c.num_heads};
+  std::vector<std::string> cross_kv_names;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string b = "encoder.block." + std::to_string(i);
     EncoderBlockWeights blk;
@@ -210,13 +232,20 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
     const std::string b = "decoder.block." + std::to_string(i);
     DecoderBlockWeights blk;
     blk.self_attention_norm = w.get(b + ".layer.0.layer_norm.weight", {c.d_model});
-    blk.self_attention = load_attention(w, b + ".layer.0.SelfAttention", c);
+    const std::string self = b + ".layer.0.SelfAttention", cross = b + ".layer.1.EncDecAttention";
+    blk.self_attention.qkv = w.concatenated(
+        {self + ".q.weight", self + ".k.weight", self + ".v.weight"}, c.inner_dim(), c.d_model);
+    blk.self_attention.o = w.linear(self + ".o.weight", {c.d_model, c.inner_dim()});
     blk.cross_attention_norm = w.get(b + ".layer.1.layer_norm.weight", {c.d_model});
-    blk.cross_attention = load_attention(w, b + ".layer.1.EncDecAttention", c);
+    blk.cross_attention.q = w.linear(cross + ".q.weight", {c.inner_dim(), c.d_model});
+    blk.cross_attention.o = w.linear(cross + ".o.weight", {c.d_model, c.inner_dim()});
+    cross_kv_names.push_back(cross + ".k.weight");
+    cross_kv_names.push_back(cross + ".v.weight");
     blk.ffn_norm = w.get(b + ".layer.2.layer_norm.weight", {c.d_model});
     blk.ffn = load_ffn(w, b + ".layer.2.DenseReluDense", c);
     m->decoder_.push_back(std::move(blk));
   }
+  m->cross_kv_ = w.concatenated(cross_kv_names, c.inner_dim(), c.d_model);
   m->decoder_final_norm_ = w.get("decoder.final_layer_norm.weight", {c.d_model});
   m->decoder_bias_ =
       expand_bias(w.get_host("decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",

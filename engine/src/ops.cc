@@ -230,27 +230,31 @@ Tensor attention_workspace(Device device, int64_t max_keys) {
   return backend_for(device, "attention_workspace").attention_workspace(max_keys);
 }
 
-void attention(const AttentionArgs& args) {
+namespace {
+
+// attention()'s and decode_attention()'s one check of their arguments; returns the backend.
+Backend& check_attention(const AttentionArgs& args, const char* op, bool one_query_row) {
   const Device device = args.workspace.device();
-  OpTimer timer(profiler::Op::kAttention, device);
-  if (args.num_seqs == 0) return;
   const int64_t width = args.num_heads * args.head_dim;
   Backend* backend = nullptr;
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     const AttentionSequence& seq = args.seqs[s];
-    require(seq.k.rank() == 2 && seq.k.dim(0) > 0, "attention", "a sequence has no keys");
+    require(seq.k.rank() == 2 && seq.k.dim(0) > 0, op, "a sequence has no keys");
     // Each backend's workspace is [rows, max_keys]: more keys would run past its scores.
-    require(args.workspace.rank() == 2 && seq.k.dim(0) <= args.workspace.dim(1), "attention", [&] {
+    require(args.workspace.rank() == 2 && seq.k.dim(0) <= args.workspace.dim(1), op, [&] {
       return std::to_string(seq.k.dim(0)) + " keys, more than the workspace's " +
              std::to_string(args.workspace.rank() == 2 ? args.workspace.dim(1) : 0);
     });
     require(seq.q.rank() == 2 && seq.q.dim(1) == width && seq.k.dim(1) == width &&
                 seq.v.same_shape(seq.k) && seq.out.same_shape(seq.q),
-            "attention", [&] {
+            op, [&] {
               return "q " + shape_string(seq.q.shape()) + " k " + shape_string(seq.k.shape()) +
                      " v " + shape_string(seq.v.shape()) + " out " + shape_string(seq.out.shape());
             });
-    backend = &dispatch("attention", device,
+    require(!one_query_row || seq.q.dim(0) == 1, op, [&] {
+      return "a decoder step's query is one row, not " + shape_string(seq.q.shape());
+    });
+    backend = &dispatch(op, device,
                         {{"q", seq.q},
                          {"k", seq.k},
                          {"v", seq.v},
@@ -259,16 +263,24 @@ void attention(const AttentionArgs& args) {
     if (seq.new_k.defined() || seq.new_v.defined()) {
       require(seq.new_k.same_shape(seq.q) && seq.new_v.same_shape(seq.q) && seq.q_pos >= 0 &&
                   seq.q_pos + seq.q.dim(0) <= seq.k.dim(0),
-              "attention", [&] {
+              op, [&] {
                 return "new_k " + shape_string(seq.new_k.shape()) + " new_v " +
                        shape_string(seq.new_v.shape()) + " at row " + std::to_string(seq.q_pos) +
                        " of k " + shape_string(seq.k.shape());
               });
-      dispatch("attention", device, {{"new_k", seq.new_k}, {"new_v", seq.new_v}});
+      dispatch(op, device, {{"new_k", seq.new_k}, {"new_v", seq.new_v}});
     }
   }
-  if (args.bias != nullptr) dispatch("attention", device, {{"bias", args.bias->table}});
-  backend->attention(args);
+  if (args.bias != nullptr) dispatch(op, device, {{"bias", args.bias->table}});
+  return *backend;
+}
+
+}  // namespace
+
+void attention(const AttentionArgs& args) {
+  OpTimer timer(profiler::Op::kAttention, args.workspace.device());
+  if (args.num_seqs == 0) return;
+  check_attention(args, "attention", false).attention(args);
 }
 
 void argmax(const TensorView& logits, const int* banned, int* ids) {
@@ -303,6 +315,14 @@ RecordedStep::~RecordedStep() {
 
 void forget_recorded_steps(Device device, const void* owner) {
   if (device != Device::kCpu) backend_for(device, "step").forget_steps(owner);
+}
+
+// --- Fused attention of a decoder step ---
+
+void decode_attention(const AttentionArgs& args) {
+  OpTimer timer(profiler::Op::kAttention, args.workspace.device());
+  if (args.num_seqs == 0) return;
+  check_attention(args, "decode_attention", true).decode_attention(args);
 }
 
 }  // namespace ops

@@ -111,4 +111,14 @@ class RecordedStep {
 };
 void forget_recorded_steps(Device device, const void* owner);
 
+// --- Fused attention of a decoder step ---
+
+// attention() for a decoder step: every sequence has one query row (at q_pos), so a GPU runs it
+// as one fused launch, FasterTransformer's decoder masked multi-head attention: the new key and
+// value (new_k / new_v, when given) into the cache, the scores with the position bias, the
+// causal mask, the fp32 softmax and the values' weighted sum for every sequence and head. The
+// self-attention of a step (bias, causal, append) and its cross-attention (neither) alike. The
+// CPU runs attention()'s loop, which does the same per sequence.
+void decode_attention(const AttentionArgs& args);
+
 }  // namespace seqpipe::engine::ops

@@ -3,6 +3,7 @@
 // On every device (the GPU's instances skip, with the reason, where there is none).
 #include <gtest/gtest.h>
 
+#include "ops.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/encoder.h"
 #include "seqpipe/engine/error.h"
@@ -190,6 +191,48 @@ TEST_P(BatchingTest, MisuseOfSlotsIsAnErrorNotCorruption) {
   EXPECT_THROW(decoder.step(out_of_range, tokens, 1), EngineError);
   const int good[1] = {s0};
   EXPECT_NO_THROW(decoder.step(good, tokens, 1));
+}
+
+std::vector<float> to_host(const TensorView& t) {
+  Tensor out = Tensor::empty(t.shape());
+  ops::copy_to(out, t);
+  return {out.data(), out.data() + out.numel()};
+}
+
+// Every layer's cross K/V is one GEMM over a batch's encoder rows, in groups of sequences when
+// the batch has more rows than one GEMM takes (1,130 rows here: two groups): each slot's cache
+// then holds what starting its sequence alone puts there.
+TEST_P(BatchingTest, BatchedStartFillsEverySlotAsStartingItAlone) {
+  const KvCacheOptions options{
+      .num_slots = 3, .max_beams = 1, .max_target_len = 4, .max_source_len = 600};
+  KvCache batched(model_->config(), options, model_->device()),
+      alone(model_->config(), options, model_->device());
+  Decoder batched_decoder(model_, batched), alone_decoder(model_, alone);
+  const int64_t d = model_->config().d_model, lengths[3] = {500, 600, 30};
+  EncoderOutput enc;
+  enc.offsets = {0, 500, 1100, 1130};
+  const std::vector<float> values = test::random_values(static_cast<size_t>(1130 * d), 17);
+  enc.hidden = Tensor::empty({1130, d}, model_->device());
+  ops::copy_to(enc.hidden, TensorView(const_cast<float*>(values.data()), {1130, d}, DataType::kF32,
+                                      Device::kCpu));
+  int slots[3];
+  for (int& s : slots) s = *batched.acquire();
+  batched_decoder.start(enc, slots);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(*alone.acquire(), slots[i]);  // both caches hand out slots in the same order
+    alone_decoder.start(slots[i], enc.sequence(i));
+    ASSERT_EQ(batched.source_length(slots[i]), lengths[i]);
+    for (int64_t l = 0; l < model_->config().num_decoder_layers; ++l) {
+      const std::vector<float> k = to_host(batched.cross_k(slots[i], l).rows(0, lengths[i])),
+                               want_k = to_host(alone.cross_k(slots[i], l).rows(0, lengths[i])),
+                               v = to_host(batched.cross_v(slots[i], l).rows(0, lengths[i])),
+                               want_v = to_host(alone.cross_v(slots[i], l).rows(0, lengths[i]));
+      for (size_t j = 0; j < k.size(); ++j) {
+        ASSERT_NEAR(k[j], want_k[j], 1e-5) << "sequence " << i << " layer " << l << " K " << j;
+        ASSERT_NEAR(v[j], want_v[j], 1e-5) << "sequence " << i << " layer " << l << " V " << j;
+      }
+    }
+  }
 }
 
 TEST_P(BatchingTest, MalformedEncoderOutputIsRefusedWithoutHoldingSlots) {

@@ -285,6 +285,8 @@ INSTANTIATE_TEST_SUITE_P(
 // (row-major weights) every linear weight of the BF16 file is a view of its mapping.
 class Bf16CheckpointTest : public ::testing::TestWithParam<std::tuple<std::string, CpuKernels>> {};
 
+// The linear weights used as the file stores them: all but the decoder's concatenated
+// projections (self-attention's q|k|v, every layer's cross k|v), which are copies.
 int64_t linear_weight_bytes(const T5Model& m) {
   int64_t total = m.lm_head().bytes();
   auto add = [&](const LinearWeight& w) { total += w.defined() ? w.bytes() : 0; };
@@ -294,10 +296,8 @@ int64_t linear_weight_bytes(const T5Model& m) {
       add(*w);
   }
   for (const auto& b : m.decoder_blocks()) {
-    for (const auto* w :
-         {&b.self_attention.q, &b.self_attention.k, &b.self_attention.v, &b.self_attention.o,
-          &b.cross_attention.q, &b.cross_attention.k, &b.cross_attention.v, &b.cross_attention.o,
-          &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo})
+    for (const auto* w : {&b.self_attention.o, &b.cross_attention.q, &b.cross_attention.o,
+                          &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo})
       add(*w);
   }
   return total;
@@ -332,9 +332,11 @@ TEST_P(Bf16CheckpointTest, IsUsedAsStoredAndGivesTheIdsOfTheSameNumbersStoredAsF
   auto from_bf16 = T5Model::load(tmp.file("bf16"), options);
 
   if (kernels == CpuKernels::kPortable) {
-    // Every linear weight in place (2 bytes each); nothing else of the file is (norms and
-    // embeddings are fp32 in every compute type, so they are converted).
+    // Every linear weight in place (2 bytes each) but the concatenated ones; nothing else of
+    // the file is (norms and embeddings are fp32 in every compute type, so they are converted).
     EXPECT_EQ(from_bf16->lm_head().dtype, DataType::kBF16);
+    EXPECT_EQ(from_bf16->decoder_cross_kv().dtype, DataType::kBF16);
+    EXPECT_EQ(from_bf16->decoder_blocks()[0].self_attention.qkv.dtype, DataType::kBF16);
     EXPECT_EQ(from_bf16->mapped_weight_bytes(), uint64_t(linear_weight_bytes(*from_bf16)));
     EXPECT_EQ(from_bf16->lm_head().bytes(), from_bf16->lm_head().out * from_bf16->lm_head().in * 2);
   }

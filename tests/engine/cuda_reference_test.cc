@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/kernels.h"
+#include "cuda/attention_math.h"
 #include "cuda/math.h"
 #include "cuda/reference.h"
 #include "ops.h"
@@ -90,7 +91,8 @@ struct AttentionCase {
   bool causal = false, with_bias = true, append = false;
 };
 
-void check_attention(const AttentionCase& c, unsigned seed) {
+// decode: the fused decode-step kernel's twin against ops::decode_attention on the CPU.
+void check_attention(const AttentionCase& c, unsigned seed, bool decode = false) {
   const int64_t width = c.heads * c.d, seqs = static_cast<int64_t>(c.q_rows.size());
   PositionBias bias;
   bias.max_distance = 4;
@@ -129,9 +131,15 @@ void check_attention(const AttentionCase& c, unsigned seed) {
   const Tensor workspace = ops::attention_workspace(Device::kCpu, max_keys);
   ops::AttentionArgs args{cpu_side.seqs.data(),          seqs,     c.heads,  c.d,
                           c.with_bias ? &bias : nullptr, c.causal, workspace};
-  ops::attention(args);
-  args.seqs = ref_side.seqs.data();
-  cuda::reference::attention(args);
+  if (decode) {
+    ops::decode_attention(args);
+    args.seqs = ref_side.seqs.data();
+    cuda::reference::decode_attention(args);
+  } else {
+    ops::attention(args);
+    args.seqs = ref_side.seqs.data();
+    cuda::reference::attention(args);
+  }
   for (int64_t s = 0; s < seqs; ++s) {
     expect_close(ref_side.out[s], cpu_side.out[s], 1e-5f,
                  "attention out, sequence " + std::to_string(s));
@@ -154,6 +162,52 @@ TEST(CudaReference, DecodeStepAttentionMatchesTheCpuBackend) {
                   30);
   // Cross-attention: every encoder row, no bias.
   check_attention({.q_rows = {1, 1}, .q_pos = {0, 0}, .k_rows = {5, 13}, .with_bias = false}, 40);
+}
+
+TEST(CudaReference, FusedDecodeAttentionMatchesTheCpuBackend) {
+  // Head sizes that split the block's values into 16, 2 and 1 parts (d 8, 64, 200 over 128
+  // threads); 40 keys: several rounds of 16 keys; positions past the bias's max_distance.
+  for (const int64_t d : {int64_t{8}, int64_t{64}, int64_t{200}}) {
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    check_attention({.heads = 3,
+                     .d = d,
+                     .q_rows = {1, 1, 1},
+                     .q_pos = {0, 6, 39},
+                     .k_rows = {1, 7, 40},
+                     .causal = true,
+                     .append = true},
+                    50, true);
+    check_attention({.heads = 2,
+                     .d = d,
+                     .q_rows = {1, 1},
+                     .q_pos = {0, 0},
+                     .k_rows = {5, 33},
+                     .with_bias = false},
+                    60, true);
+  }
+}
+
+TEST(CudaMath, Bf16CacheElementsRoundAsTheCpuAndReadBackExactly) {
+  std::vector<float> x = random_values(40, 8, 50.0f);
+  x.push_back(1.00390625f);  // a tie: rounds to even
+  x.push_back(-0.0f);
+  std::vector<uint16_t> cpu_bits(x.size());
+  cpu::to_bf16(x.data(), static_cast<int64_t>(x.size()), cpu_bits.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    cuda::math::Bf16 stored{};
+    cuda::math::cache_store(stored, x[i]);
+    EXPECT_EQ(stored.bits, cpu_bits[i]) << x[i];
+    const float back = cuda::math::cache_load(stored);
+    EXPECT_NEAR(back, x[i], std::abs(x[i]) / 128.0f) << x[i];
+    cuda::math::Bf16 again{};
+    cuda::math::cache_store(again, back);
+    EXPECT_EQ(again.bits, stored.bits) << "a bf16 value is stored as itself";
+  }
+  EXPECT_EQ(cuda::math::value_parts(128, 64), 2);
+  EXPECT_EQ(cuda::math::value_parts(128, 200), 1);
+  const float row[3] = {1.0f, 2.0f, 4.0f};
+  EXPECT_EQ(cuda::math::biased_score(0.5f, row, 9, 0, 1), 4.5f);  // clamped to +max_distance
+  EXPECT_EQ(cuda::math::biased_score(0.5f, nullptr, 9, 0, 1), 0.5f);
 }
 
 TEST(CudaReference, ArgmaxTakesTheFirstMaximumAndSkipsTheBannedToken) {

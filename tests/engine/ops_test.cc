@@ -263,6 +263,94 @@ TEST_P(OpsTest, AttentionAppendsTheNewKeyAndValueBeforeReadingThem) {
   EXPECT_THROW(ops::attention({&past, 1, heads, hd, nullptr, false, workspace}), EngineError);
 }
 
+// softmax(q k^T + bias) v for one query row at `position` over `keys` rows, in double.
+std::vector<double> naive_row(const std::vector<float>& q, const std::vector<float>& k,
+                              const std::vector<float>& v, int64_t keys, int64_t heads, int64_t hd,
+                              const std::vector<float>* table, int64_t max_distance,
+                              int64_t position) {
+  const int64_t inner = heads * hd;
+  std::vector<double> out(static_cast<size_t>(inner));
+  for (int64_t h = 0; h < heads; ++h) {
+    std::vector<double> s;
+    double mx = -1e30, total = 0;
+    for (int64_t j = 0; j < keys; ++j) {
+      double dot = 0;
+      for (int64_t d = 0; d < hd; ++d)
+        dot += double(q[size_t(h * hd + d)]) * k[size_t(j * inner + h * hd + d)];
+      if (table != nullptr) {
+        const int64_t rel = std::clamp<int64_t>(j - position, -max_distance, max_distance);
+        dot += (*table)[size_t(h * (2 * max_distance + 1) + rel + max_distance)];
+      }
+      s.push_back(dot);
+      mx = std::max(mx, dot);
+    }
+    for (auto& x : s) total += (x = std::exp(x - mx));
+    for (int64_t d = 0; d < hd; ++d) {
+      for (int64_t j = 0; j < keys; ++j)
+        out[size_t(h * hd + d)] += s[size_t(j)] / total * v[size_t(j * inner + h * hd + d)];
+    }
+  }
+  return out;
+}
+
+// A decoder step's self-attention for three slots at different positions in one call: each
+// slot's new key and value land in its cache row q_pos, and its one query attends to rows
+// [0, q_pos] with the position bias (a position past max_distance too). Then the step's
+// cross-attention: no bias, no append, every encoder row.
+TEST_P(OpsTest, DecodeAttentionAppendsScoresAndSumsEverySlotInOneCall) {
+  const Device dev = GetParam();
+  SEQPIPE_SKIP_WITHOUT(dev);
+  const int64_t heads = 3, hd = 20, inner = heads * hd, max_distance = 4;
+  const int64_t positions[] = {0, 5, 17};
+  std::vector<float> table(size_t(heads * (2 * max_distance + 1)));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = 0.05f * float(i) - 0.4f;
+  const PositionBias bias{to_device(host({heads, 2 * max_distance + 1}, table), dev), max_distance};
+  const Tensor workspace = ops::attention_workspace(dev, 18);
+  std::vector<Tensor> keep;
+  std::vector<ops::AttentionSequence> seqs;
+  std::vector<std::vector<float>> qs, ks, vs;
+  for (int s = 0; s < 3; ++s) {
+    const int64_t keys = positions[s] + 1;
+    qs.push_back(random_values(size_t(inner), 100 + unsigned(s)));
+    ks.push_back(random_values(size_t(keys * inner), 200 + unsigned(s)));
+    vs.push_back(random_values(size_t(keys * inner), 300 + unsigned(s)));
+    std::vector<float> stale_k = ks.back(), stale_v = vs.back();
+    std::fill(stale_k.end() - inner, stale_k.end(), 99.0f);
+    std::fill(stale_v.end() - inner, stale_v.end(), -99.0f);
+    keep.push_back(to_device(host({1, inner}, qs.back()), dev));
+    keep.push_back(to_device(host({keys, inner}, stale_k), dev));
+    keep.push_back(to_device(host({keys, inner}, stale_v), dev));
+    keep.push_back(Tensor::empty({1, inner}, dev));
+    keep.push_back(to_device(host({1, inner}, {ks.back().end() - inner, ks.back().end()}), dev));
+    keep.push_back(to_device(host({1, inner}, {vs.back().end() - inner, vs.back().end()}), dev));
+    const Tensor* t = &keep[keep.size() - 6];
+    seqs.push_back({t[0], positions[s], t[1], t[2], t[3], t[4], t[5]});
+  }
+  ops::decode_attention({seqs.data(), 3, heads, hd, &bias, true, workspace});
+  for (size_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(to_host(seqs[s].k), ks[s]) << "slot " << s << "'s cache keys";
+    EXPECT_EQ(to_host(seqs[s].v), vs[s]) << "slot " << s << "'s cache values";
+    const std::vector<double> want = naive_row(qs[s], ks[s], vs[s], positions[s] + 1, heads, hd,
+                                               &table, max_distance, positions[s]);
+    const std::vector<float> got = to_host(seqs[s].out);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "slot " << s;
+  }
+  // Cross-attention: the same caches as encoder rows, nothing appended, no bias.
+  for (auto& seq : seqs) seq.new_k = seq.new_v = TensorView();
+  ops::decode_attention({seqs.data(), 3, heads, hd, nullptr, false, workspace});
+  for (size_t s = 0; s < 3; ++s) {
+    const std::vector<double> want =
+        naive_row(qs[s], ks[s], vs[s], positions[s] + 1, heads, hd, nullptr, 0, 0);
+    const std::vector<float> got = to_host(seqs[s].out);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "slot " << s;
+  }
+  // A query of two rows is not a decoder step's.
+  const Tensor two = Tensor::empty({2, inner}, dev);
+  const ops::AttentionSequence rows2{two, 0, seqs[2].k, seqs[2].v, two};
+  EXPECT_THROW(ops::decode_attention({&rows2, 1, heads, hd, nullptr, false, workspace}),
+               EngineError);
+}
+
 TEST_P(OpsTest, OperandsOfAnotherTypeOrShapeAreRefusedWhereTheOpDispatches) {
   const Device dev = GetParam();
   SEQPIPE_SKIP_WITHOUT(dev);

@@ -160,6 +160,12 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // --- Fused attention of a decoder step ---
+  // attention()'s loop already appends, scores, masks and sums per sequence in one pass.
+  void decode_attention(const ops::AttentionArgs& args) override {
+    cpu::attention(args);
+  }
+
  private:
   CpuAllocator allocator_;
 };

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "backend.h"
+#include "cuda/attention.h"
 #include "cuda/kernels.h"
 #include "cuda/memory.h"
 #include "seqpipe/engine/error.h"
@@ -133,9 +134,10 @@ class CudaBackend final : public Backend {
     check(cudaGetLastError(), "gated_gelu");
   }
 
-  // The kernel keeps its scores in shared memory; the workspace only marks the device.
+  // The kernels keep their scores in shared memory; the workspace only marks the device.
   Tensor attention_workspace(int64_t max_keys) override {
-    if (attention_shared_bytes(max_keys) > max_shared_bytes_) {
+    if (std::max(attention_shared_bytes(max_keys), decode_attention_shared_bytes(max_keys)) >
+        max_shared_bytes_) {
       throw EngineError("op attention: " + std::to_string(max_keys) +
                         " keys exceed the GPU's shared memory per block");
     }
@@ -149,6 +151,8 @@ class CudaBackend final : public Backend {
   void begin_step(const void* owner, int64_t key) override;
   void end_step(bool completed) override;
   void forget_steps(const void* owner) override;
+
+  void decode_attention(const ops::AttentionArgs& args) override;
 
  private:
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch
@@ -177,6 +181,10 @@ class CudaBackend final : public Backend {
   void drop_graphs(const void* owner);  // null: every owner's
 
   MatmulPlan& plan(int64_t m, int64_t n, int64_t k, DataType type);
+  // An attention call's jobs in device memory (null while a graph replays: the recorded copy
+  // uploads them) and their shape; `shared_bytes` is the kernel's need for its keys.
+  const AttentionJob* stage_attention(const ops::AttentionArgs& args, AttentionShape& shape,
+                                      size_t (*shared_bytes)(int64_t));
   // x in the weight's type for the GEMM: itself for fp32, else converted into scratch.
   const void* gemm_input(const TensorView& x, DataType type);
 
@@ -310,7 +318,9 @@ void CudaBackend::linear(const TensorView& x, const LinearWeight& w, const Tenso
         "cublasLtMatmul");
 }
 
-void CudaBackend::attention(const ops::AttentionArgs& args) {
+const AttentionJob* CudaBackend::stage_attention(const ops::AttentionArgs& args,
+                                                 AttentionShape& shape,
+                                                 size_t (*shared_bytes)(int64_t)) {
   bind();
   if (args.head_dim > kMaxHeadDim) {
     throw EngineError("op attention: head_dim " + std::to_string(args.head_dim) + " > " +
@@ -326,7 +336,7 @@ void CudaBackend::attention(const ops::AttentionArgs& args) {
     jobs = static_cast<AttentionJob*>(host);
     device_jobs = device;
   }
-  AttentionShape shape{args.num_seqs, args.num_heads, args.head_dim, 0, 0, nullptr, 0, args.causal};
+  shape = {args.num_seqs, args.num_heads, args.head_dim, 0, 0, nullptr, 0, args.causal};
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     const ops::AttentionSequence& seq = args.seqs[s];
     jobs[s] = {seq.q.data(),     seq.k.data(),     seq.v.data(),     seq.out.data(),
@@ -336,10 +346,10 @@ void CudaBackend::attention(const ops::AttentionArgs& args) {
     shape.max_k_rows = std::max(shape.max_k_rows, seq.k.dim(0));
     shape.append = shape.append || seq.new_k.defined();
   }
-  if (replaying()) return;
+  if (replaying()) return nullptr;
   // A graph replays its launch sizes: room for as many keys as the workspace allows.
   if (mode_ == Mode::kRecording) shape.max_k_rows = args.workspace.dim(1);
-  if (attention_shared_bytes(shape.max_k_rows) > max_shared_bytes_) {
+  if (shared_bytes(shape.max_k_rows) > max_shared_bytes_) {
     throw EngineError("op attention: " + std::to_string(shape.max_k_rows) +
                       " keys exceed the GPU's shared memory per block");
   }
@@ -353,7 +363,14 @@ void CudaBackend::attention(const ops::AttentionArgs& args) {
   } else {
     check(cudaMemcpyAsync(device_jobs, jobs, bytes, cudaMemcpyHostToDevice, stream_), "jobs");
   }
-  launch_attention(static_cast<const AttentionJob*>(device_jobs), shape, stream_);
+  return static_cast<const AttentionJob*>(device_jobs);
+}
+
+void CudaBackend::attention(const ops::AttentionArgs& args) {
+  AttentionShape shape{};
+  const AttentionJob* jobs = stage_attention(args, shape, attention_shared_bytes);
+  if (jobs == nullptr) return;
+  launch_attention(jobs, shape, stream_);
   check(cudaGetLastError(), "attention");
 }
 
@@ -425,6 +442,16 @@ void CudaBackend::end_step(bool completed) {
 void CudaBackend::forget_steps(const void* owner) {
   bind();
   drop_graphs(owner);
+}
+
+// --- Fused attention of a decoder step ---
+
+void CudaBackend::decode_attention(const ops::AttentionArgs& args) {
+  AttentionShape shape{};
+  const AttentionJob* jobs = stage_attention(args, shape, decode_attention_shared_bytes);
+  if (jobs == nullptr) return;
+  launch_decode_attention(jobs, shape, stream_);
+  check(cudaGetLastError(), "decode_attention");
 }
 
 void CudaBackend::drop_graphs(const void* owner) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cuda/attention_math.h"
 #include "cuda/math.h"
 
 namespace seqpipe::engine::cuda::reference {
@@ -109,6 +110,78 @@ void argmax(const float* logits, int64_t rows, int64_t vocab, const int* banned,
       }
     }
     ids[r] = static_cast<int>(best_index < vocab ? best_index : 0);
+  }
+}
+
+namespace {
+
+// q . k as the kernel's kKeyLanes lanes sum it: lane l takes dimensions l, l + kKeyLanes, ...,
+// then the lanes' sums meet in the butterfly of the shuffles (lane 0's order).
+float lanes_dot(const float* q, const float* k, int64_t d) {
+  float lane[math::kKeyLanes] = {};
+  for (int l = 0; l < math::kKeyLanes; ++l) {
+    for (int64_t i = l; i < d; i += math::kKeyLanes) lane[l] += q[i] * math::cache_load(k[i]);
+  }
+  for (int offset = math::kKeyLanes / 2; offset > 0; offset /= 2) {
+    for (int l = 0; l < offset; ++l) lane[l] += lane[l + offset];
+  }
+  return lane[0];
+}
+
+// One (sequence, head): the work of one block of the decode kernel.
+void decode_head(const ops::AttentionArgs& args, const ops::AttentionSequence& seq, int64_t head,
+                 int threads, std::vector<float>& scores, std::vector<float>& partials) {
+  const int64_t d = args.head_dim, position = seq.q_pos, stride = seq.k.row_size();
+  if (seq.new_k.defined()) {
+    for (int64_t i = 0; i < d; ++i) {
+      math::cache_store(seq.k.row(position)[head * d + i], seq.new_k.data()[head * d + i]);
+      math::cache_store(seq.v.row(position)[head * d + i], seq.new_v.data()[head * d + i]);
+    }
+  }
+  const int64_t keys = math::keys_seen(seq.k.dim(0), position, args.causal);
+  const float* bias_row = args.bias == nullptr ? nullptr : args.bias->table.row(head);
+  const int64_t max_distance = args.bias == nullptr ? 0 : args.bias->max_distance;
+  const float* q = seq.q.data() + head * d;
+  float max_score = -INFINITY;
+  for (int64_t j = 0; j < keys; ++j) {
+    const float dot = lanes_dot(q, seq.k.data() + j * stride + head * d, d);
+    scores[static_cast<size_t>(j)] = math::biased_score(dot, bias_row, j, position, max_distance);
+    max_score = std::fmax(max_score, scores[static_cast<size_t>(j)]);
+  }
+  float total = 0.0f;
+  for (int64_t j = 0; j < keys; ++j) {
+    scores[static_cast<size_t>(j)] =
+        math::softmax_weight(scores[static_cast<size_t>(j)], max_score);
+    total += scores[static_cast<size_t>(j)];
+  }
+  const float inverse = 1.0f / total;
+  const int parts = math::value_parts(threads, d);
+  partials.assign(static_cast<size_t>(parts * d), 0.0f);
+  for (int p = 0; p < parts; ++p) {
+    for (int64_t i = 0; i < d; ++i) {
+      float sum = 0.0f;
+      for (int64_t j = p; j < keys; j += parts)
+        sum += scores[static_cast<size_t>(j)] * math::cache_load(seq.v.row(j)[head * d + i]);
+      partials[static_cast<size_t>(p * d + i)] = sum;
+    }
+  }
+  float* out = seq.out.data() + head * d;
+  for (int64_t i = 0; i < d; ++i) {
+    float sum = 0.0f;
+    for (int p = 0; p < parts; ++p) sum += partials[static_cast<size_t>(p * d + i)];
+    out[i] = sum * inverse;
+  }
+}
+
+}  // namespace
+
+void decode_attention(const ops::AttentionArgs& args, int threads) {
+  std::vector<float> scores, partials;
+  for (int64_t s = 0; s < args.num_seqs; ++s) {
+    const ops::AttentionSequence& seq = args.seqs[s];
+    scores.resize(static_cast<size_t>(seq.k.dim(0)));
+    for (int64_t h = 0; h < args.num_heads; ++h)
+      decode_head(args, seq, h, threads, scores, partials);
   }
 }
 

@@ -32,6 +32,11 @@ class Decoder {
   KvCache& cache() { return cache_; }
 
  private:
+  // Every layer's cross-attention K/V of the packed encoder rows (sequence i: rows offsets[i] to
+  // offsets[i + 1]) in one GEMM, then into slots[i]'s cache rows.
+  void fill_cross(const TensorView& encoder_rows, const int64_t* offsets, size_t count,
+                  const int* slots);
+
   struct Workspace;
   std::shared_ptr<const T5Model> model_;
   KvCache& cache_;

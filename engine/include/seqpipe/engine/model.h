@@ -69,8 +69,13 @@ struct LinearWeight {
   int64_t bytes() const;  // weights and scales as stored
 };
 
+// The encoder's attention has q, k, v and o. The decoder's self-attention has qkv and o: q, k
+// and v concatenated at load ([3 inner, d_model], one GEMM a step); its cross-attention has q
+// and o, every layer's k and v being T5Model::decoder_cross_kv() (one GEMM when a request joins).
+// The concatenated weights are copies, never used in place from the mapping.
 struct AttentionWeights {
   LinearWeight q, k, v, o;  // [inner, d_model] x3, o: [d_model, inner]
+  LinearWeight qkv;         // [3 inner, d_model]: q's rows, then k's, then v's
 };
 
 struct FeedForwardWeights {
@@ -124,6 +129,9 @@ class T5Model {
   const Tensor& decoder_final_norm() const { return decoder_final_norm_; }
   const PositionBias& encoder_position_bias() const { return encoder_bias_; }
   const PositionBias& decoder_position_bias() const { return decoder_bias_; }
+  // Every decoder layer's cross-attention k and v, [layers * 2 inner, d_model]: layer l's k rows
+  // from 2 l inner, its v rows after them.
+  const LinearWeight& decoder_cross_kv() const { return cross_kv_; }
   // Bytes of weights used in place from the file mapping, and bytes converted into memory
   // (from F16/BF16 checkpoints to fp32, and to the compute type).
   uint64_t mapped_weight_bytes() const { return mapped_bytes_; }
@@ -141,6 +149,7 @@ class T5Model {
   std::vector<DecoderBlockWeights> decoder_;
   Tensor encoder_final_norm_, decoder_final_norm_;
   PositionBias encoder_bias_, decoder_bias_;
+  LinearWeight cross_kv_;
   uint64_t mapped_bytes_ = 0;
   uint64_t converted_bytes_ = 0;
 };
