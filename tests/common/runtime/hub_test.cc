@@ -4,6 +4,7 @@
 #include "seqpipe/runtime/hub.h"
 
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
 
 namespace seqpipe::hub {
 namespace {
@@ -102,7 +103,7 @@ TEST_F(WorkerPoolTest, ADrainingWorkerGetsNoWorkAndLeavesWithoutARedispatch) {
   p.sent("w1", stage::Encode{{item(1), item(2)}});
   p.ready("w1", 0, t0.steady);  // SIGTERM: credit withdrawn
   EXPECT_EQ(p.take(1), "w2");
-  EXPECT_EQ(p.take(3), std::nullopt);  // w1 has none to give, w2 has 3 left
+  EXPECT_EQ(p.take(4), std::nullopt);  // w1 has none to give, w2 has 3 left
   EXPECT_TRUE(p.answered("w1", item(1)));
   EXPECT_TRUE(p.answered("w1", item(2)));
   p.release("w1", 2);

@@ -79,7 +79,7 @@ class WorkerPool {
       credits_.announce(worker, 0);
       liveness_.seen(worker, now);
       if (draining_.insert(worker).second) metrics_.drained();
-      spdlog::info("{}: a {} is draining (its credit withdrawn)", info_.hub, info_.stage);
+      spdlog::info("{}: a {} replica is draining (its credit withdrawn)", info_.hub, info_.stage);
       return;
     }
     credits_.announce(worker, credits);
@@ -174,7 +174,8 @@ class WorkerPool {
       for (const auto& m : node.mapped()) held += m.items.size();
     }
     if (draining_.erase(worker) > 0 && held == 0) {  // drained and gone: not a failure
-      spdlog::info("{}: a drained {} left ({} left)", info_.hub, info_.stage, credits_.size());
+      spdlog::info("{}: a drained {} replica left ({} left)", info_.hub, info_.stage,
+                   credits_.size());
       return lost;
     }
     metrics_.worker_dead();
