@@ -3,7 +3,7 @@
 # and checks every object against its schema (scripts/k8s-schema: kubernetes-models and its KEDA
 # and Prometheus Operator packages, pinned by package-lock.json, installed with `npm ci` into
 # SEQPIPE_K8S_NPM_DIR, default ~/.cache/seqpipe-k8s-npm/<lock hash>). With --bin DIR (the build's
-# services), the pods' pipeline.yaml is loaded by seqpipe-batcher --print-config: every key known
+# services), every pipeline.yaml there is loaded by seqpipe-batcher --print-config: every key known
 # and in range. Prints "SKIP: <why>" and exits 0 where kubectl, node or the npm registry is
 # missing; exits 1 when an overlay does not render or an object is invalid.
 #   scripts/check-k8s.sh [--bin build/release/services/batcher]
@@ -51,7 +51,9 @@ node "$npm_dir/validate.mjs" "${rendered[@]}"
 
 if [[ -n "$bin" ]]; then
   # The keys are the Secrets' (absent here): --print-config loads and checks the config only.
-  "$bin/seqpipe-batcher" --config "$root/deploy/k8s/base/pipeline.yaml" --print-config >/dev/null
-  echo "ok    deploy/k8s/base/pipeline.yaml loads (seqpipe-batcher --print-config)"
+  for config in "$root"/deploy/k8s/base/pipeline.yaml "$root"/deploy/k8s/overlays/*/pipeline.yaml; do
+    "$bin/seqpipe-batcher" --config "$config" --print-config >/dev/null
+    echo "ok    ${config#"$root/"} loads (seqpipe-batcher --print-config)"
+  done
 fi
 echo "deploy/k8s: every overlay renders and every object passes its schema"

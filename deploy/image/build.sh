@@ -50,7 +50,8 @@ packages=$(grep -vE '^\s*(#|$)' "$root/deploy/compose/runtime-packages.txt" | pa
 
 # 1. The runtime root: Debian 12 + updates + security, the runtime libraries, the seqpipe user.
 mmdebstrap --variant=apt --components=main --include="$packages,ca-certificates" \
-  --customize-hook='chroot "$1" useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin seqpipe' \
+  --customize-hook='chroot "$1" groupadd --system --gid 10001 seqpipe' \
+  --customize-hook='chroot "$1" useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin seqpipe' \
   --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*' \
   bookworm "$work/runtime.tar" \
   "deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
@@ -62,16 +63,28 @@ mmdebstrap --variant=apt --components=main --include="$packages,ca-certificates"
 mkdir -p "$work/ctx/bin" "$work/ctx/model"
 for b in "${binaries[@]}"; do cp "$build_dir/$b" "$work/ctx/bin/"; done
 cp -r "$model/." "$work/ctx/model/"
-cp "$root/config/pipeline.yaml" "$work/ctx/pipeline.yaml"
+# The config `seqpipe up` finds in its working directory (config/pipeline.yaml), serving the
+# bundled model: the checkout's, model.dir moved.
+sed 's|^  dir: models/speller-t5$|  dir: /var/lib/seqpipe/model|' "$root/config/pipeline.yaml" >"$work/ctx/pipeline.yaml"
+grep -q '^  dir: /var/lib/seqpipe/model$' "$work/ctx/pipeline.yaml"
 cat >"$work/ctx/Containerfile" <<CONTAINERFILE
 FROM $runtime_tag
 COPY bin/ /usr/local/bin/
 COPY model/ /var/lib/seqpipe/model/
-COPY pipeline.yaml /etc/seqpipe/pipeline.yaml
+COPY pipeline.yaml /var/lib/seqpipe/config/pipeline.yaml
 USER 10001:10001
 WORKDIR /var/lib/seqpipe
 CMD ["seqpipe", "--help"]
 CONTAINERFILE
 "$engine" build -t "$tag" -f "$work/ctx/Containerfile" "$work/ctx"
-"$engine" run --rm --network none "$tag" seqpipe-batcher --print-config >/dev/null
+# It serves: the whole pipeline in one container with no network, one request through it.
+"$engine" run -d --name seqpipe-image-check --network none "$tag" seqpipe up >/dev/null
+trap '"$engine" rm -f seqpipe-image-check >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+answer=""
+for _ in $(seq 1 60); do
+  answer=$("$engine" exec seqpipe-image-check seqpipe send "teh speling" 2>/dev/null) && break
+  sleep 1
+done
+[[ -n "$answer" ]] || { "$engine" logs seqpipe-image-check | tail -20; echo "$0: the image does not serve" >&2; exit 1; }
+echo "the image serves: 'teh speling' -> $answer"
 echo "built $tag (on $runtime_tag) with $engine; save it with: $engine save $tag -o seqpipe.tar"
