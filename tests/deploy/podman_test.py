@@ -55,7 +55,11 @@ class PodmanKubeTest(unittest.TestCase):
             f.write(run("kubectl", "kustomize", os.path.join(ROOT, "deploy/k8s/overlays/podman")).stdout)
         run("podman", "network", "create", "--internal", NETWORK)
         cls.played = [cls.yaml]
-        run("podman", "kube", "play", "--network", NETWORK, cls.yaml, timeout=300)
+        try:
+            run("podman", "kube", "play", "--network", NETWORK, cls.yaml, timeout=300)
+        except subprocess.CalledProcessError as e:
+            cls.tearDownClass()
+            raise RuntimeError(f"podman kube play failed: {e.stderr}") from e
 
     @classmethod
     def tearDownClass(cls):
@@ -77,9 +81,9 @@ class PodmanKubeTest(unittest.TestCase):
     def test_ready_answers_and_a_decoder_replaced_under_load_loses_nothing(self):
         started = time.monotonic()
         for stage, port in METRICS.items():
-            self.wait_ready(f"seqpipe-{stage}-pod", port)
+            self.wait_ready(f"seqpipe-{stage}-pod-0", port)
         print(f"\nevery pod ready {time.monotonic() - started:.1f} s after play", flush=True)
-        first = in_pod("seqpipe-gateway-pod", "/usr/bin/python3", os.path.join(HERE, "kube_load.py"), "1", "1")
+        first = in_pod("seqpipe-gateway-pod-0", "/usr/bin/python3", os.path.join(HERE, "kube_load.py"), "1", "1")
         self.assertIn('"ok": 1', first.stdout, first.stdout + first.stderr)
 
         # A second decoder (the same Deployment, renamed), then the first one stopped, under load.
@@ -87,16 +91,19 @@ class PodmanKubeTest(unittest.TestCase):
         with open(self.yaml) as f:
             docs = f.read().split("\n---\n")
         decoder = next(d for d in docs if "name: seqpipe-decoder\n" in d and "kind: Deployment" in d)
+        config = next(d for d in docs if "kind: ConfigMap" in d and "name: seqpipe-config" in d)
         with open(second, "w") as f:
-            f.write(decoder.replace("name: seqpipe-decoder\n", "name: seqpipe-decoder-2\n", 1))
-        load = subprocess.Popen(["nsenter", f"--net=/proc/{pid_of('seqpipe-gateway-pod')}/ns/net",
+            f.write(config + "\n---\n" + decoder.replace("name: seqpipe-decoder\n", "name: seqpipe-decoder-2\n", 1)
+                    .replace("replicas: 2\n", "replicas: 1\n", 1))
+        load = subprocess.Popen(["nsenter", f"--net=/proc/{pid_of('seqpipe-gateway-pod-0')}/ns/net",
                                  "/usr/bin/python3", os.path.join(HERE, "kube_load.py"), "600", "40"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         time.sleep(2)
         self.played.append(second)
-        run("podman", "kube", "play", "--network", NETWORK, second, timeout=300)
-        self.wait_ready("seqpipe-decoder-2-pod", METRICS["decoder"])
-        run("podman", "pod", "stop", "-t", "30", "seqpipe-decoder-pod", timeout=60)
+        added = run("podman", "kube", "play", "--network", NETWORK, second, check=False, timeout=300)
+        self.assertEqual(added.returncode, 0, added.stderr)
+        self.wait_ready("seqpipe-decoder-2-pod-0", METRICS["decoder"])
+        run("podman", "pod", "stop", "-t", "30", "seqpipe-decoder-pod-0", timeout=60)
         out, _ = load.communicate(timeout=120)
         print(out, flush=True)
         figures = json.loads(out.strip().splitlines()[-1])
