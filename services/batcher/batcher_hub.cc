@@ -51,7 +51,9 @@ BatcherHub::Lane::Lane(const config::PipelineConfig& config, metrics::StageMetri
                metrics),
       postprocessors(
           {"batcher", "postprocessor", link(Role::kPostprocessor), hub::Answers::kInOrder},
-          config.liveness, metrics) {}
+          config.liveness, metrics),
+      queue_metrics{metrics.queue_for("encoder"), metrics.queue_for("decoder"),
+                    metrics.queue_for("postprocessor")} {}
 
 BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics)
     : config_(config),
@@ -360,7 +362,34 @@ void BatcherHub::dispatch(const Now& now, Outbox& out) {
     dispatch_batches(l, now, out);
     l.metrics.set_queue_depth(
         static_cast<double>(l.batcher.size() + l.decode_queue.size() + l.postprocess_queue.size()));
+    set_queue_metrics(l, now);
   }
+}
+
+namespace {
+
+// Seconds since `since` (0 for a queue with nothing: time_point::max()).
+double waited(Clock::time_point since, const Now& now) {
+  return since == Clock::time_point::max()
+             ? 0.0
+             : std::max(0.0, std::chrono::duration<double>(now.steady - since).count());
+}
+
+template <class Queue>
+Clock::time_point oldest(const Queue& queue) {
+  Clock::time_point since = Clock::time_point::max();
+  for (const auto& waiting : queue) since = std::min(since, waiting.since);
+  return since;
+}
+
+}  // namespace
+
+void BatcherHub::set_queue_metrics(Lane& l, const Now& now) {
+  auto& [encoders, decoders, postprocessors] = l.queue_metrics;
+  encoders.set(static_cast<double>(l.batcher.size()), waited(l.batcher.oldest(), now));
+  decoders.set(static_cast<double>(l.decode_queue.size()), waited(oldest(l.decode_queue), now));
+  postprocessors.set(static_cast<double>(l.postprocess_queue.size()),
+                     waited(oldest(l.postprocess_queue), now));
 }
 
 void BatcherHub::dispatch_batches(Lane& l, const Now& now, Outbox& out) {

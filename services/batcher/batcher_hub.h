@@ -28,6 +28,7 @@
 //    when this batcher restarted, and a tokenizer had queued the first copy for it) is dropped.
 //  - Heartbeats to gateways carry this batcher's incarnation (a number drawn at start): a
 //    gateway that sees a new one knows the batcher restarted and submits what it held again.
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -108,6 +109,8 @@ class BatcherHub {
     hub::WorkerPool<stage::Postprocess> postprocessors;
     std::deque<Waiting<stage::EncodedItem>> decode_queue;
     std::deque<Waiting<stage::DecodedItem>> postprocess_queue;
+    // What waits for each worker stage (by Role): depth and oldest wait, for autoscalers.
+    std::array<metrics::StageQueueMetrics, 3> queue_metrics;
   };
   // The lane of `model`, made on first use.
   Lane& lane(const std::string& model);
@@ -130,6 +133,8 @@ class BatcherHub {
   template <class Item>
   void fail_lost(const std::vector<std::pair<Item, std::string>>& failed, Outbox& out);
   void dispatch_batches(Lane& lane, const Now& now, Outbox& out);
+  // The per-stage queue gauges of `lane` (depth, oldest wait).
+  void set_queue_metrics(Lane& lane, const Now& now);
   // Encoded (decode_queue) or decoded (postprocess_queue) sequences to workers with credit,
   // in order; one message per worker.
   template <class Work, class Item>

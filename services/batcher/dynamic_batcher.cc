@@ -110,6 +110,12 @@ size_t DynamicBatcher::size(int priority) const {
                     [priority](const QueuedSequence& s) { return s.priority == priority; }));
 }
 
+Clock::time_point DynamicBatcher::oldest() const {
+  Clock::time_point oldest = Clock::time_point::max();
+  for (const QueuedSequence& s : queue_) oldest = std::min(oldest, s.enqueued);
+  return oldest;
+}
+
 const BatchDecision& DynamicBatcher::poll(Clock::time_point now, int batches_in_flight,
                                           std::vector<QueuedSequence>& batch,
                                           std::vector<QueuedSequence>& expired) {

@@ -71,6 +71,8 @@ class DynamicBatcher {
   size_t size() const { return queue_.size(); }
   // Sequences queued at one level.
   size_t size(int priority) const;
+  // When the longest-waiting sequence (any level) was queued; Clock::time_point::max() if none.
+  Clock::time_point oldest() const;
 
   // Queues `sequence` at the end of its level. False (and nothing queued) when the queues hold
   // max_queue_size sequences (reply overloaded) or its priority is not in [1, priority_levels]

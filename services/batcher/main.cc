@@ -43,6 +43,9 @@ int serve(const config::PipelineConfig& c) {
                c.batcher.postprocessor_endpoint, exporter.port());
 
   BatcherHub batcher(c, stage_metrics);
+  // Ready once bound: a batcher's part needs no worker (they connect to it; waiting for them
+  // would deadlock an orchestrator that routes only to ready pods).
+  exporter.readiness().set(true);
   transport::Poller poller;
   const size_t kIngress = poller.add(ingress);
   const std::vector<transport::Socket*> worker_sockets{&encoders, &decoders,

@@ -157,6 +157,7 @@ int serve(const config::LoadedConfig& loaded) {
       context, c, security, static_cast<size_t>(client_options.max_message_bytes), catalog);
   const std::unique_ptr<GrpcFrontDoor> grpc = start_grpc(
       context, c, security, static_cast<size_t>(client_options.max_message_bytes), catalog);
+  exporter.readiness().set(true);  // bound: never waits for workers (docs/DEPLOY.md, Probes)
 
   // Cancels (and heartbeats, with several batchers) go to the batchers' ingress (where the
   // tokenizers send sequences), over PUSH.

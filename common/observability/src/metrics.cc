@@ -1,11 +1,15 @@
 #include "seqpipe/observability/metrics.h"
 
+#include <CivetServer.h>
+#include <civetweb.h>
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <cstring>
+#include <map>
 #include <stdexcept>
 
 #include "seqpipe/config/config.h"
@@ -36,16 +40,76 @@ void set_latency_buckets(const std::vector<int>& bounds_us) {
   for (int us : bounds_us) g_latency_buckets.push_back(us / 1e6);
 }
 
+void Readiness::set(bool ready, std::string_view why) {
+  const std::lock_guard lock(mutex_);
+  ready_ = ready;
+  why_ = ready ? "" : std::string(why);
+}
+
+std::pair<bool, std::string> Readiness::get() const {
+  const std::lock_guard lock(mutex_);
+  return {ready_, why_};
+}
+
+namespace {
+
+// The readiness each serving port answers: civetweb's request callback is a plain function, and
+// the user data it could reach is prometheus-cpp's server. A process has one exporter; tests
+// make several, each on its own port.
+std::mutex g_probes_mutex;
+std::map<int, std::weak_ptr<Readiness>> g_probes;
+
+void register_probe(int port, std::weak_ptr<Readiness> readiness) {
+  const std::lock_guard lock(g_probes_mutex);
+  g_probes[port] = std::move(readiness);
+}
+
+void unregister_probe(int port) {
+  const std::lock_guard lock(g_probes_mutex);
+  g_probes.erase(port);
+}
+
+int answer(mg_connection* connection, int status, const std::string& body) {
+  mg_printf(connection,
+            "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+            "Cache-Control: no-store\r\nConnection: close\r\n\r\n%s",
+            status, status == 200 ? "OK" : "Service Unavailable", body.size(), body.c_str());
+  return status;
+}
+
+// civetweb's begin_request: answers /healthz and /ready itself (a status code: handled), leaves
+// anything else (/metrics) to prometheus-cpp (0).
+int answer_probe(mg_connection* connection) {
+  const mg_request_info* request = mg_get_request_info(connection);
+  if (request == nullptr || request->local_uri == nullptr) return 0;
+  const std::string_view path(request->local_uri);
+  if (path == kHealthPath) return answer(connection, 200, "ok\n");
+  if (path != kReadyPath) return 0;
+  std::shared_ptr<Readiness> readiness;
+  {
+    const std::lock_guard lock(g_probes_mutex);
+    auto it = g_probes.find(request->server_port);
+    if (it != g_probes.end()) readiness = it->second.lock();
+  }
+  if (!readiness) return answer(connection, 503, "starting\n");
+  const auto [ready, why] = readiness->get();
+  return ready ? answer(connection, 200, "ready\n") : answer(connection, 503, why + "\n");
+}
+
+}  // namespace
+
 std::shared_ptr<prometheus::Registry> make_registry() {
   return std::make_shared<prometheus::Registry>();
 }
 
 Exporter::Exporter(std::string_view service, int port, int tries, std::string_view address)
-    : registry_(make_registry()) {
+    : readiness_(std::make_shared<Readiness>()), registry_(make_registry()) {
+  CivetCallbacks callbacks;  // copied by the server
+  callbacks.begin_request = answer_probe;
   for (int i = 0; i < (port == 0 ? 1 : tries) && !exposer_; ++i) {
     try {
-      exposer_ = std::make_unique<prometheus::Exposer>(std::string(address) + ":" +
-                                                       std::to_string(port + i));
+      exposer_ = std::make_unique<prometheus::Exposer>(
+          std::string(address) + ":" + std::to_string(port + i), 2, &callbacks);
     } catch (const std::exception&) {
       // the port is taken (a replica takes the next one); the error below says why
     }
@@ -63,6 +127,7 @@ Exporter::Exporter(std::string_view service, int port, int tries, std::string_vi
   exposer_->RegisterCollectable(registry_);
   const auto ports = exposer_->GetListeningPorts();
   port_ = ports.empty() ? port : ports.front();
+  register_probe(port_, readiness_);
   prometheus::BuildGauge()
       .Name(std::string(kBuildInfo))
       .Help("Always 1; the labels say what runs")
@@ -71,7 +136,9 @@ Exporter::Exporter(std::string_view service, int port, int tries, std::string_vi
       .Set(1);
 }
 
-Exporter::~Exporter() = default;
+Exporter::~Exporter() {
+  unregister_probe(port_);
+}
 
 prometheus::Labels model_labels(const std::string& model_key) {
   const size_t slash = model_key.rfind('/');
@@ -81,6 +148,12 @@ prometheus::Labels model_labels(const std::string& model_key) {
 
 StageMetrics StageMetrics::for_model(const std::string& model_key) const {
   return StageMetrics(registry_, labels_.at("stage"), model_labels(model_key));
+}
+
+StageQueueMetrics StageMetrics::queue_for(std::string_view worker_stage) const {
+  prometheus::Labels model = labels_;
+  model.erase("stage");
+  return StageQueueMetrics(registry_, worker_stage, model);
 }
 
 StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name,
@@ -128,6 +201,11 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name,
                        .Help("Items a dead worker held, given to another replica")
                        .Register(r)
                        .Add(stage);
+  drained_ = &prometheus::BuildCounter()
+                  .Name(std::string(kWorkersDrained))
+                  .Help("Workers that withdrew their credit to leave (drained on SIGTERM)")
+                  .Register(r)
+                  .Add(stage);
   cancelled_ = &prometheus::BuildCounter()
                     .Name(std::string(kCancelled))
                     .Help("Work items dropped because their client cancelled the request")
@@ -185,6 +263,9 @@ void StageMetrics::worker_dead() {
 }
 void StageMetrics::redispatched(double n) {
   redispatched_->Increment(n);
+}
+void StageMetrics::drained() {
+  drained_->Increment();
 }
 void StageMetrics::heartbeats_missed(double n) {
   heartbeats_missed_->Increment(n);
@@ -306,6 +387,27 @@ void GatewayMetrics::cache_lookup(bool hit) {
 }
 void GatewayMetrics::cancel(bool found) {
   (found ? cancels_found_ : cancels_not_found_)->Increment();
+}
+
+StageQueueMetrics::StageQueueMetrics(prometheus::Registry& r, std::string_view stage,
+                                     const prometheus::Labels& model) {
+  prometheus::Labels labels = model;
+  labels["stage"] = std::string(stage);
+  depth_ = &prometheus::BuildGauge()
+                .Name(std::string(kStageQueueItems))
+                .Help("Items waiting in the batcher for this worker stage's credit")
+                .Register(r)
+                .Add(labels);
+  wait_ = &prometheus::BuildGauge()
+               .Name(std::string(kStageQueueWait))
+               .Help("How long the oldest item waiting for this worker stage has waited")
+               .Register(r)
+               .Add(labels);
+}
+
+void StageQueueMetrics::set(double depth, double oldest_wait_seconds) {
+  depth_->Set(depth);
+  wait_->Set(oldest_wait_seconds);
 }
 
 SecurityMetrics::SecurityMetrics(prometheus::Registry& r, std::string_view hub) {

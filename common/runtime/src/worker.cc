@@ -111,6 +111,12 @@ struct Hub {
   int readies_asked = 0;  // Readies asked of the stage's thread and not back yet
   std::optional<SteadyClock::time_point> reconnect_at;  // set while waiting to reconnect
   std::vector<stage::StageMessage> pending;             // answers kept for the next connection
+  SteadyClock::time_point heard{};                      // when the hub last sent anything
+  // Draining (on a stop request): the credit withdrawn, then the work in hand answered; done once
+  // the hub has been heard after that, so the last answers are flushed before the socket closes.
+  enum class Drain { kServing, kWithdrawn, kIdle, kDone } drain = Drain::kServing;
+  bool drain_asked = false;              // a Ready asked of the stage's thread to count its work
+  SteadyClock::time_point idle_since{};  // when it was found holding none of this hub's work
 };
 
 // run_worker's state and the steps of its loop: poll, pass messages to the stage's thread,
@@ -158,19 +164,96 @@ class WorkerLoop {
       announce(hubs_[i], stage::Ready{hubs_[i].share, options_.model}, SteadyClock::now());
     }
     rebuild_poller();
-    std::vector<size_t> dropped;  // per round: the hubs whose connection dropped
     while (!service::stop_requested()) {
-      dropped.clear();
-      if (poller_->poll(poll_wait(SteadyClock::now())) > 0) receive(dropped);
-      if (poller_->readable(0)) runner_.collect(out_);
-      flush();
-      if (tend_hubs(SteadyClock::now(), dropped)) rebuild_poller();
+      serve_once();
+      set_ready(all_hubs_serving(), "not connected to every hub yet");
     }
+    drain();
     spdlog::info("{}: stopping", options_.stage_name);
     return 0;
   }
 
  private:
+  // One round: poll, pass messages to the stage's thread, send what it produced, tend the hubs.
+  void serve_once() {
+    dropped_.clear();
+    if (poller_->poll(poll_wait(SteadyClock::now())) > 0) receive(dropped_);
+    if (poller_->readable(0)) runner_.collect(out_);
+    flush();
+    if (tend_hubs(SteadyClock::now(), dropped_)) rebuild_poller();
+  }
+
+  bool all_hubs_serving() const {
+    return std::all_of(hubs_.begin(), hubs_.end(),
+                       [](const Hub& hub) { return hub.socket && hub.accepted && hub.announced; });
+  }
+
+  void set_ready(bool ready, std::string_view why) {
+    if (options_.readiness == nullptr || ready == ready_) return;
+    ready_ = ready;
+    options_.readiness->set(ready, why);
+  }
+
+  // Withdraws the credit from every hub, serves on until the work in hand is answered (or
+  // drain_limit passes): a stopped replica costs its hubs no re-dispatch.
+  void drain() {
+    if (options_.readiness != nullptr) options_.readiness->set(false, "draining");
+    draining_ = true;
+    const auto start = SteadyClock::now();
+    for (Hub& hub : hubs_) {
+      if (!hub.socket || !hub.announced) {
+        hub.drain = Hub::Drain::kDone;  // no connection: nothing of ours to answer there
+        continue;
+      }
+      send_to_hub(hub, stage::Ready{0, options_.model});
+      hub.drain = Hub::Drain::kWithdrawn;
+    }
+    auto done = [&] {
+      return std::all_of(hubs_.begin(), hubs_.end(),
+                         [](const Hub& h) { return h.drain == Hub::Drain::kDone; });
+    };
+    while (!done() && SteadyClock::now() - start < options_.drain_limit) {
+      serve_once();
+      tend_drain(start);
+    }
+    const double ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+    if (done()) {
+      spdlog::info("{}: drained in {:.0f} ms", options_.stage_name, ms);
+    } else {
+      spdlog::warn("{}: not drained after {:.0f} ms; leaving with work in hand",
+                   options_.stage_name, ms);
+    }
+  }
+
+  // A hub sees the withdrawal before any message it sends after (one connection keeps order):
+  // heard a heartbeat interval after it, everything it sent before has arrived. Then the stage
+  // counts what it still holds of that hub's work (a Ready from its thread, flush()).
+  void tend_drain(SteadyClock::time_point start) {
+    for (size_t i = 0; i < hubs_.size(); ++i) {
+      Hub& hub = hubs_[i];
+      if (hub.drain != Hub::Drain::kDone && (!hub.socket || !hub.announced)) {
+        hub.drain = Hub::Drain::kDone;  // the connection dropped: answers cannot reach it
+      } else if (hub.drain == Hub::Drain::kWithdrawn && !hub.drain_asked &&
+                 hub.heard >= start + options_.heartbeat_interval) {
+        hub.drain_asked = true;
+        ++hub.readies_asked;
+        runner_.ask_ready(i, hub.share);
+      } else if (hub.drain == Hub::Drain::kIdle && hub.heard > hub.idle_since) {
+        hub.drain = Hub::Drain::kDone;
+      }
+    }
+  }
+
+  // The stage's count of a draining hub's work (the latest ask only): none held means idle.
+  void drain_count(Hub& hub, const stage::StageMessage& ready) {
+    if (--hub.readies_asked > 0 || !hub.drain_asked) return;
+    hub.drain_asked = false;
+    if (hub.drain == Hub::Drain::kWithdrawn && std::get<stage::Ready>(ready).credits >= hub.share) {
+      hub.drain = Hub::Drain::kIdle;
+      hub.idle_since = SteadyClock::now();
+    }
+  }
+
   static transport::SocketOptions push_options(const WorkerOptions& options) {
     transport::SocketOptions push;
     push.curve = options.curve;
@@ -269,7 +352,8 @@ class WorkerLoop {
 
   void handle(size_t i, transport::Parts&& parts) {
     // Anything from the hub, even malformed, shows it is alive.
-    hubs_[i].liveness.seen(SteadyClock::now());
+    hubs_[i].heard = SteadyClock::now();
+    hubs_[i].liveness.seen(hubs_[i].heard);
     auto message = decode_parts(std::move(parts), 0, hubs_[i].from, options_.limits, metrics_);
     if (!message || std::holds_alternative<stage::Heartbeat>(*message)) return;
     if (!std::holds_alternative<stage::Cancel>(*message) && stage::kind(*message) != accepts_) {
@@ -295,7 +379,11 @@ class WorkerLoop {
     for (auto& [i, peer, message] : out_.sends) {
       Hub& hub = hubs_[i < hubs_.size() ? i : 0];
       if (std::holds_alternative<stage::Ready>(message)) {
-        ready_from_stage(hub, message);
+        if (draining_) {
+          drain_count(hub, message);
+        } else {
+          ready_from_stage(hub, message);
+        }
       } else if (!hub.announced || !send_to_hub(hub, message)) {
         hub.pending.push_back(std::move(message));  // sent once reconnected
       }
@@ -349,6 +437,9 @@ class WorkerLoop {
   std::vector<Hub> hubs_;
   std::unique_ptr<transport::Poller> poller_;
   std::vector<size_t> polled_;
+  std::vector<size_t> dropped_;  // per round: the hubs whose connection dropped
+  bool ready_ = false;           // what options_.readiness says
+  bool draining_ = false;
   WorkerOutbox out_;
   StageRunner runner_;  // last: its thread stops first
 };
@@ -411,6 +502,7 @@ int serve_worker(
   options.reconnect_max = std::chrono::milliseconds(liveness.reconnect_max_ms);
   options.curve = curve;
   options.model = model;
+  options.readiness = &exporter.readiness();
   spdlog::info("{}: serving model {}", stage_name, model);
   return run_worker(*stage, options, stage_metrics);
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <array>
@@ -72,11 +73,22 @@ void write_new_file(const std::string& path, const std::string& text, mode_t mod
   if (!ok) throw std::runtime_error(path + ": cannot write");
 }
 
+// Whether `path` is on a read-only mount. A Kubernetes Secret volume is one (a tmpfs mounted
+// read-only), and shows modes that the checks below would refuse elsewhere: its folders 1777,
+// its files 0440 (root, group the pod's fsGroup) when the pod runs as a user that only the group
+// lets read them. On a read-only mount nobody can add a key or replace one, so write bits mean
+// nothing; and the group of a pod's Secret is the pod's own. Those two are relaxed there, nothing
+// else: others may still not read a secret key.
+bool on_read_only_mount(const std::string& path) {
+  struct statvfs fs {};
+  return ::statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0;
+}
+
 // Whoever can write an allow list or a public key file can put their own key in it.
 void refuse_writable_by_others(const std::string& path, const std::string& what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw std::runtime_error(path + ": cannot read the " + what);
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !on_read_only_mount(path))
     throw std::runtime_error(path + ": " + what +
                              " must not be writable by group or others (chmod go-w it)");
 }
@@ -124,10 +136,13 @@ void write_key_files(const std::string& path, const KeyPair& keys) {
 KeyPair read_secret_key_file(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw std::runtime_error(path + ": cannot read the key file");
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+  const mode_t refused = on_read_only_mount(path) ? (S_IWGRP | S_IXGRP | S_IRWXO)  // a Secret
+                                                  : (S_IRWXG | S_IRWXO);
+  if ((st.st_mode & refused) != 0)
     throw std::runtime_error(path +
                              ": a secret key file must not be readable by group or others "
-                             "(chmod 600 it)");
+                             "(chmod 600 it; on a read-only mount, a Kubernetes Secret volume, "
+                             "0440 is accepted)");
   const std::string text = read_text(path);
   return {checked_key(cert_value(text, "public-key"), path, "public-key"),
           checked_key(cert_value(text, "secret-key"), path, "secret-key")};

@@ -33,6 +33,46 @@ std::string http_get(int port, const std::string& path) {
   return response;
 }
 
+// Orchestrators' probes: /healthz answers while the process runs; /ready follows Readiness,
+// with its reason while not ready; /metrics is still prometheus-cpp's.
+TEST(Metrics, HealthAndReadinessAnswerOnTheMetricsPort) {
+  Exporter exporter("worker", 0);
+  const std::string alive = http_get(exporter.port(), "/healthz");
+  EXPECT_EQ(alive.rfind("HTTP/1.1 200", 0), 0u) << alive;
+  std::string ready = http_get(exporter.port(), "/ready");
+  EXPECT_EQ(ready.rfind("HTTP/1.1 503", 0), 0u) << ready;
+  EXPECT_NE(ready.find("starting"), std::string::npos) << ready;
+  exporter.readiness().set(true);
+  ready = http_get(exporter.port(), "/ready");
+  EXPECT_EQ(ready.rfind("HTTP/1.1 200", 0), 0u) << ready;
+  exporter.readiness().set(false, "draining");
+  ready = http_get(exporter.port(), "/ready");
+  EXPECT_EQ(ready.rfind("HTTP/1.1 503", 0), 0u) << ready;
+  EXPECT_NE(ready.find("draining"), std::string::npos) << ready;
+  EXPECT_NE(http_get(exporter.port(), "/metrics").find("seqpipe_build_info"), std::string::npos);
+}
+
+// Two exporters in one process (tests): each port answers its own readiness.
+TEST(Metrics, EachExportersReadinessIsItsOwn) {
+  Exporter a("a", 0), b("b", 0);
+  a.readiness().set(true);
+  EXPECT_EQ(http_get(a.port(), "/ready").rfind("HTTP/1.1 200", 0), 0u);
+  EXPECT_EQ(http_get(b.port(), "/ready").rfind("HTTP/1.1 503", 0), 0u);
+}
+
+TEST(Metrics, StageQueueGaugesAreLabelledByWorkerStageAndModel) {
+  Exporter exporter("batcher", 0);
+  StageMetrics hub(exporter.registry(), "batcher");
+  hub.queue_for("decoder").set(5, 0.25);
+  hub.for_model("speller/2").queue_for("encoder").set(2, 0.5);
+  const std::string body = http_get(exporter.port(), "/metrics");
+  for (const char* sample :
+       {"seqpipe_batcher_stage_queue_depth{stage=\"decoder\"} 5",
+        "seqpipe_batcher_stage_queue_wait_seconds{stage=\"decoder\"} 0.25",
+        "seqpipe_batcher_stage_queue_depth{model=\"speller\",stage=\"encoder\",version=\"2\"} 2"})
+    EXPECT_NE(body.find(sample), std::string::npos) << sample << "\n" << body;
+}
+
 TEST(Metrics, KvSlotGaugesAppearOnFirstUse) {
   Exporter exporter("decoder", 0);
   StageMetrics stage(exporter.registry(), "decoder");

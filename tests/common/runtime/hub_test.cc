@@ -4,6 +4,7 @@
 #include "seqpipe/runtime/hub.h"
 
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
 
 namespace seqpipe::hub {
 namespace {
@@ -90,6 +91,46 @@ TEST_F(WorkerPoolTest, ALostItemGoesOutOnceMoreThenIsUnavailable) {
   EXPECT_EQ(lost.failed[0].second, "the encoder holding this item died and no other is live");
   // Removing a worker twice, or one never seen, changes nothing.
   EXPECT_TRUE(p.remove("w3", t0, none).failed.empty());
+}
+
+// A member announcing 0 credits drains: no more work, its held work answered as usual, and once
+// gone (silent) it leaves without a re-dispatch, a death or a lost replica counted.
+TEST_F(WorkerPoolTest, ADrainingWorkerGetsNoWorkAndLeavesWithoutARedispatch) {
+  auto p = pool(Answers::kByItem);
+  p.ready("w1", 4, t0.steady);
+  p.ready("w2", 4, t0.steady);
+  ASSERT_EQ(p.take(2), "w1");
+  p.sent("w1", stage::Encode{{item(1), item(2)}});
+  p.ready("w1", 0, t0.steady);  // SIGTERM: credit withdrawn
+  EXPECT_EQ(p.take(1), "w2");
+  EXPECT_EQ(p.take(4), std::nullopt);  // w1 has none to give, w2 has 3 left
+  EXPECT_TRUE(p.answered("w1", item(1)));
+  EXPECT_TRUE(p.answered("w1", item(2)));
+  p.release("w1", 2);
+  EXPECT_EQ(p.credits().free_credits("w1"), 0);
+  EXPECT_TRUE(p.remove("w1", t0, none).again.empty());
+  EXPECT_EQ(p.status(0).lost, 0);
+  const std::string text = [&] {
+    std::string out;
+    for (const auto& family : registry_->Collect())
+      for (const auto& metric : family.metric)
+        out += family.name + " " + std::to_string(metric.counter.value) + "\n";
+    return out;
+  }();
+  EXPECT_NE(text.find("seqpipe_hub_workers_drained_total 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("seqpipe_hub_workers_declared_dead_total 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("seqpipe_hub_items_redispatched_total 0"), std::string::npos) << text;
+}
+
+// A drain cut short (it still held work when it went silent) is a death like any other.
+TEST_F(WorkerPoolTest, ADrainingWorkerThatDiesHoldingWorkIsRedispatched) {
+  auto p = pool(Answers::kByItem);
+  p.ready("w1", 4, t0.steady);
+  p.ready("w2", 4, t0.steady);
+  p.sent("w1", stage::Encode{{item(1)}});
+  p.ready("w1", 0, t0.steady);
+  EXPECT_EQ(requests(p.remove("w1", t0, none).again), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(p.status(0).lost, 1);
 }
 
 TEST_F(WorkerPoolTest, ItemsThatNoLongerMatterAreNotSentAgain) {

@@ -128,6 +128,7 @@ TEST(WorkerLoop, ServesEveryHubWithItsShareAndAnswersTheHubThatSentTheWork) {
   transport::Socket hub_a(context, zmq::socket_type::router),
       hub_b(context, zmq::socket_type::router);
   WorkerOptions options;
+  options.drain_limit = milliseconds(0);  // these hubs do not wait for drains
   options.stage_name = "echo";
   options.hub_endpoints = {hub_a.bind("tcp://127.0.0.1:*"), hub_b.bind("tcp://127.0.0.1:*")};
   // The hubs here never send heartbeats: at 2 s a slow (ASan) run saw the worker take them for
@@ -186,6 +187,7 @@ TEST(WorkerLoop, AWorkerStaysAliveWhileItsStageComputesLongerThanTheHubWaits) {
   zmq::context_t context(1);
   transport::Socket hub(context, zmq::socket_type::router);
   WorkerOptions options;
+  options.drain_limit = milliseconds(0);  // these hubs do not wait for drains
   options.stage_name = "slow";
   options.hub_endpoints = {hub.bind("tcp://127.0.0.1:*")};
   options.heartbeat_interval = milliseconds(liveness.heartbeat_interval_ms);
@@ -259,6 +261,7 @@ struct RestartableHub {
 TEST(WorkerLoop, AWorkerJoinsARestartedHubAtOnce) {
   RestartableHub hub;
   WorkerOptions options;
+  options.drain_limit = milliseconds(0);  // these hubs do not wait for drains
   options.stage_name = "echo";
   options.hub_endpoints = {hub.endpoint};
   options.heartbeat_interval = milliseconds(20000);  // the heartbeats would notice after 60 s
@@ -287,6 +290,7 @@ TEST(WorkerLoop, AWorkerJoinsARestartedHubAtOnce) {
 TEST(WorkerLoop, AWorkerRejoiningWhileItComputesAnnouncesItselfBeforeItsAnswer) {
   RestartableHub hub;
   WorkerOptions options;
+  options.drain_limit = milliseconds(0);  // these hubs do not wait for drains
   options.stage_name = "slow";
   options.hub_endpoints = {hub.endpoint};
   options.heartbeat_interval = milliseconds(20000);

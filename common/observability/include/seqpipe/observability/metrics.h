@@ -7,8 +7,10 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "seqpipe/protocol/protocol.h"
@@ -50,6 +52,15 @@ inline constexpr std::string_view kKvSlots = "seqpipe_decoder_kv_slots";
 inline constexpr std::string_view kCancels = "seqpipe_gateway_cancels_total";
 inline constexpr std::string_view kEngineInfo = "seqpipe_engine_info";
 inline constexpr std::string_view kSecurityRefusals = "seqpipe_security_refusals_total";
+inline constexpr std::string_view kWorkersDrained = "seqpipe_hub_workers_drained_total";
+inline constexpr std::string_view kStageQueueItems = "seqpipe_batcher_stage_queue_depth";
+inline constexpr std::string_view kStageQueueWait = "seqpipe_batcher_stage_queue_wait_seconds";
+
+// The paths every process's metrics port answers besides /metrics, for orchestrators' probes
+// (docs/DEPLOY.md): alive (the process runs and its HTTP thread answers: 200), and ready (200 once
+// the process serves its part, 503 with the reason before and while it drains).
+inline constexpr std::string_view kHealthPath = "/healthz";
+inline constexpr std::string_view kReadyPath = "/ready";
 
 // The bucket bounds (seconds) every latency histogram of this process gets: 100 us .. 5 s until
 // set_latency_buckets() (run_service_main calls it with metrics.latency_buckets_us, before any
@@ -61,13 +72,28 @@ void set_latency_buckets(const std::vector<int>& bounds_us);
 // metrics_port + i when they start in order).
 inline constexpr int kReplicaPortRange = 64;
 
+// Whether a process is ready, as its metrics port's /ready answers it. Thread-safe: the process's
+// loop sets it, the HTTP server's threads read it.
+class Readiness {
+ public:
+  // Ready from now on (200), or not with `why` (503, its body).
+  void set(bool ready, std::string_view why = "");
+  // (ready, why not): a copy taken under the lock.
+  std::pair<bool, std::string> get() const;
+
+ private:
+  mutable std::mutex mutex_;
+  bool ready_ = false;
+  std::string why_ = "starting";
+};
+
 // A registry not served over HTTP (unit tests of the stages).
 std::shared_ptr<prometheus::Registry> make_registry();
 
-// Serves /metrics for this process on `address` (an IPv4 address: 127.0.0.1, 0.0.0.0). port 0: any
-// free port (see port()). Otherwise the first free port of [port, port + tries): replicas started
-// with the same config take metrics_port, metrics_port + 1, ... in start order. Throws
-// std::runtime_error when none is free.
+// Serves /metrics, /healthz and /ready for this process on `address` (an IPv4 address: 127.0.0.1,
+// 0.0.0.0). port 0: any free port (see port()). Otherwise the first free port of [port, port +
+// tries): replicas started with the same config take metrics_port, metrics_port + 1, ... in start
+// order. Throws std::runtime_error when none is free.
 class Exporter {
  public:
   Exporter(std::string_view service, int port, int tries = 1,
@@ -75,8 +101,11 @@ class Exporter {
   ~Exporter();
   int port() const { return port_; }
   prometheus::Registry& registry() { return *registry_; }
+  // What /ready answers (not ready, "starting", until the process says otherwise).
+  Readiness& readiness() { return *readiness_; }
 
  private:
+  std::shared_ptr<Readiness> readiness_;  // before the server that reads it
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Registry> registry_;
   int port_ = 0;
@@ -85,6 +114,22 @@ class Exporter {
 // The labels of a replica serving model version `model_key` ("name/version"): model and
 // version; none for "" (a pipeline's one model).
 prometheus::Labels model_labels(const std::string& model_key);
+
+// A batcher's queue in front of one worker stage ("encoder": sequences waiting to be batched,
+// "decoder": encoded sequences waiting for KV-cache slots, "postprocessor"), labelled
+// stage="<stage>" and the model version as model_labels: what autoscalers scale that stage on
+// (deploy/k8s's KEDA ScaledObjects).
+class StageQueueMetrics {
+ public:
+  StageQueueMetrics(prometheus::Registry& registry, std::string_view stage,
+                    const prometheus::Labels& model = {});
+  // Items waiting now, and how long the oldest of them has waited (0 when none).
+  void set(double depth, double oldest_wait_seconds);
+
+ private:
+  prometheus::Gauge* depth_;
+  prometheus::Gauge* wait_;
+};
 
 // What every stage counts, labelled stage="<name>" and, for a replica serving a repository's
 // model version, model="<name>" and version="<v>" (model_labels).
@@ -95,6 +140,8 @@ class StageMetrics {
   // The same stage's metrics for the items of one model version (model_key "name/version"),
   // labelled as model_labels says, in the same registry: a hub's per-version figures.
   StageMetrics for_model(const std::string& model_key) const;
+  // A hub's queue in front of worker stage `worker_stage`, with this stage's model labels.
+  StageQueueMetrics queue_for(std::string_view worker_stage) const;
 
   void request(double n = 1);
   void error(protocol::ErrorCode code);  // by wire code
@@ -106,6 +153,9 @@ class StageMetrics {
   // Hubs: a worker missed its heartbeats (or could not be reached); items given to another replica.
   void worker_dead();
   void redispatched(double n = 1);
+  // Hubs: a worker withdrew its credit to leave (a drain, on SIGTERM); its work in hand comes back
+  // as answers, not as re-dispatches.
+  void drained();
   void heartbeats_missed(double n);
   // Work items dropped because their request was cancelled by its client (a decoder: sequences
   // stopped, their KV-cache slots freed).
@@ -132,6 +182,7 @@ class StageMetrics {
   prometheus::Counter* duplicates_;
   prometheus::Counter* dead_;
   prometheus::Counter* redispatched_;
+  prometheus::Counter* drained_;
   prometheus::Counter* heartbeats_missed_;
   prometheus::Counter* cancelled_;
   prometheus::Histogram* queue_;

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -70,8 +71,17 @@ class WorkerPool {
         metrics_(metrics) {}
 
   // --- What the workers say ---
-  // A worker announced `credits` (on connect, or reconnecting with a new routing id).
+  // A worker announced `credits` (on connect, or reconnecting with a new routing id). A member
+  // announcing none is draining (it stops on SIGTERM): it gets no more work, and what it holds
+  // comes back as answers, so it leaves with nothing to re-dispatch.
   void ready(const std::string& worker, int credits, SteadyClock::time_point now) {
+    if (credits == 0 && credits_.free_credits(worker) >= 0) {
+      credits_.announce(worker, 0);
+      liveness_.seen(worker, now);
+      if (draining_.insert(worker).second) metrics_.drained();
+      spdlog::info("{}: a {} replica is draining (its credit withdrawn)", info_.hub, info_.stage);
+      return;
+    }
     credits_.announce(worker, credits);
     liveness_.seen(worker, now);
     spdlog::info("{}: {} joined with {} credits ({} now)", info_.hub, info_.stage, credits,
@@ -158,13 +168,18 @@ class WorkerPool {
     Lost lost;
     if (!credits_.remove(worker)) return lost;
     liveness_.forget(worker);
-    metrics_.worker_dead();
-    ++lost_;
     auto node = held_.extract(worker);
     size_t held = 0;
     if (!node.empty()) {
       for (const auto& m : node.mapped()) held += m.items.size();
     }
+    if (draining_.erase(worker) > 0 && held == 0) {  // drained and gone: not a failure
+      spdlog::info("{}: a drained {} replica left ({} left)", info_.hub, info_.stage,
+                   credits_.size());
+      return lost;
+    }
+    metrics_.worker_dead();
+    ++lost_;
     spdlog::warn(
         "{}: a {} replica is dead ({} left); {} item(s) it held are sent again or answered",
         info_.hub, info_.stage, credits_.size(), held);
@@ -224,6 +239,7 @@ class WorkerPool {
   metrics::StageMetrics& metrics_;
   std::unordered_map<std::string, std::deque<Work>> held_;  // by worker
   std::unordered_map<std::string, Deadline> retried_;       // by item_key: sent again once
+  std::unordered_set<std::string> draining_;                // members that withdrew their credit
 };
 
 // One WorkerPool per model version for the workers of one stage on one socket: each worker serves

@@ -101,6 +101,14 @@ struct WorkerOptions {
   // The model version this replica serves ("name/version"), announced in its `ready`: the hub
   // gives it that version's work only.
   std::string model;
+  // What the metrics port's /ready answers: ready once every hub accepted the connection and got
+  // this replica's credit; not ready while it drains. Null: none kept.
+  metrics::Readiness* readiness = nullptr;
+  // On a stop request the replica drains: it withdraws its credit (a `ready` of 0 credits), ends
+  // the work in hand and answers it, then leaves, so the hubs re-dispatch nothing. Past this long
+  // it leaves anyway (what it still holds is then re-dispatched): under Kubernetes' default
+  // 30 s grace period before SIGKILL.
+  std::chrono::milliseconds drain_limit{25000};
 };
 
 // The share of `capacity` that hub `hub` of `hubs` gets: capacity / hubs, and one more for the
@@ -108,10 +116,11 @@ struct WorkerOptions {
 int hub_share(int capacity, size_t hub, size_t hubs);
 
 // Warms the stage up, connects to every hub, announces each its share of the capacity, serves
-// until service::stop_requested(). Every call to the stage but capacity() and accepts() is made
-// on a thread of its own, so the socket loop (heartbeats, the hubs' messages) goes on while the
-// stage computes. Malformed messages are logged, counted and dropped. Throws
-// std::invalid_argument when the capacity cannot give every hub a credit. Returns the exit code.
+// until service::stop_requested(), then drains (WorkerOptions::drain_limit). Every call to the
+// stage but capacity() and accepts() is made on a thread of its own, so the socket loop
+// (heartbeats, the hubs' messages) goes on while the stage computes. Malformed messages are logged,
+// counted and dropped. Throws std::invalid_argument when the capacity cannot give every hub a
+// credit. Returns the exit code.
 int run_worker(WorkerStage& stage, const WorkerOptions& options, metrics::StageMetrics& metrics);
 
 // The hubs a stage serves: `configured` (the stage's hub_endpoints), or the pipeline's one hub.
