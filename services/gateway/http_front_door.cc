@@ -19,6 +19,7 @@
 #include <span>
 #include <string_view>
 
+#include "gateway/handler_boundary.h"
 #include "gateway/http_models.h"
 #include "gateway/http_openai.h"
 #include "gateway/http_tgi.h"
@@ -342,15 +343,12 @@ void HttpFrontDoor::run_posted() {
   for (auto& task : tasks) task();
 }
 
-// The one boundary between a client's bytes and the process: whatever a handler throws becomes a
-// 500 for that request (and a log line), never an abort of the gateway.
+// Every request enters inside the one boundary (handler_boundary.h): a handler that throws
+// answers that request 500, never aborts the gateway.
 void HttpFrontDoor::on_request_guarded(evhttp_request* req) {
-  try {
-    on_request(req);
-  } catch (const std::exception& e) {
-    spdlog::error("http: {} {} threw: {}", method_of(req), path_of(req), e.what());
-    send_answer(req, kserve_error(500, "internal: the request could not be handled"));
-  }
+  guard_handler(
+      options_.metrics, Door::kHttp, method_of(req) + " " + path_of(req), [&] { on_request(req); },
+      [&] { send_answer(req, kserve_error(500, "internal: the request could not be handled")); });
 }
 
 void HttpFrontDoor::on_request(evhttp_request* req) {
@@ -436,8 +434,24 @@ void HttpFrontDoor::on_gateway() {
   // ZMQ_FD is edge-triggered: read until nothing is left, or no wake-up comes again.
   while (auto frames = gateway_.try_recv()) {
     if (frames->size() < 3) continue;  // not [tag, "", reply]: not ours
-    on_reply(frames->front(), frames->back());
+    on_reply_guarded(frames->front(), frames->back());
   }
+}
+
+void HttpFrontDoor::on_reply_guarded(const std::string& tag, const std::string& body) {
+  guard_handler(
+      options_.metrics, Door::kHttp, "the reply to " + tag, [&] { on_reply(tag, body); },
+      [&] {
+        auto it = pending_.find(tag);
+        if (it == pending_.end()) return;
+        Pending& p = *it->second;
+        if (p.streaming) {
+          evhttp_send_reply_end(p.req);
+        } else {
+          send_answer(p.req, kserve_error(500, "internal: the reply could not be translated"));
+        }
+        pending_.erase(it);
+      });
 }
 
 void HttpFrontDoor::on_reply(const std::string& tag, const std::string& body) {
@@ -502,7 +516,7 @@ std::string HttpFrontDoor::events_of(Pending& p, const std::string& body) const 
 
 void HttpFrontDoor::on_deadline(std::string tag) {
   auto it = pending_.find(tag);
-  if (it != pending_.end()) on_reply(tag, no_reply(it->second->request.internal_id));
+  if (it != pending_.end()) on_reply_guarded(tag, no_reply(it->second->request.internal_id));
 }
 
 void HttpFrontDoor::on_closed(evhttp_connection* closed) {
@@ -559,7 +573,13 @@ void HttpFrontDoor::ask_repository(evhttp_request* req, std::string_view path,
     return send_answer(req, {.status = 503, .body = R"({"error":"no model control here"})"});
   const auto& asked = std::get<model_control::ControlRequest>(request);
   repository_->ask(asked, [this, req, asked](model_control::ControlReply reply) {
-    post([this, req, answer = repository_answer(asked, reply)] { send_answer(req, answer); });
+    // On the repository client's thread: inside the boundary too.
+    HttpAnswer answer;
+    guard_handler(
+        options_.metrics, Door::kHttp, "the repository answer",
+        [&] { answer = repository_answer(asked, reply); },
+        [&] { answer = kserve_error(500, "internal: the answer could not be translated"); });
+    post([this, req, answer = std::move(answer)] { send_answer(req, answer); });
   });
 }
 
@@ -584,7 +604,12 @@ void HttpFrontDoor::probe_loop() {
     probe_models_.clear();
     lock.unlock();
     std::map<std::string, bool> ready;
-    for (const std::string& model : models) ready[model] = ready_(model);
+    for (const std::string& model : models) {
+      // A probe that throws (the pipeline could not be asked) reads as not ready.
+      guard_handler(
+          options_.metrics, Door::kHttp, "the readiness probe of '" + model + "'",
+          [&] { ready[model] = ready_(model); }, [&] { ready[model] = false; });
+    }
     post([this, ready = std::move(ready)] {
       // Answered: those asking about a model probed; the others (asked meanwhile) go next.
       std::vector<std::pair<evhttp_request*, std::string>> later;

@@ -24,6 +24,7 @@
 #include "gateway/http_json.h"
 #include "gateway/http_repository.h"
 #include "gateway/shared_catalog.h"
+#include "seqpipe/observability/metrics.h"
 #include "seqpipe/transport/transport.h"
 
 struct bufferevent;
@@ -62,6 +63,8 @@ struct HttpOptions {
   // The supervisor's control socket, for the repository extension (http_repository.h); empty:
   // its calls are answered 503.
   std::string control_endpoint = {};
+  // Where handler exceptions are counted (handler_boundary.h); none: only logged.
+  metrics::FrontDoorMetrics* metrics = nullptr;
 };
 
 // What libevent 2.1's evhttp does not bound itself (2.2 adds evhttp_set_max_connections; no
@@ -117,6 +120,8 @@ class HttpFrontDoor {
   void on_request(evhttp_request* req);
   void submit(evhttp_request* req, HttpRequest request, Route route);
   void on_gateway();  // drains the DEALER's replies
+  // A reply (or the door's own no_reply) to request `tag`, inside the handler boundary.
+  void on_reply_guarded(const std::string& tag, const std::string& body);
   void on_reply(const std::string& tag, const std::string& body);
   // The model a request's reply names: the one it named, else the default.
   const std::string& reply_model(const HttpRequest& r) const {
