@@ -69,6 +69,12 @@ std::optional<json> parse_object(std::string_view body) {
   return j;
 }
 
+std::optional<std::string> not_utf8(std::string_view body) {
+  const auto at = protocol::find_invalid_utf8(body);
+  if (!at) return std::nullopt;
+  return "the body is not valid UTF-8 (byte " + std::to_string(*at) + ")";
+}
+
 json params_by_front_name(const json& body, protocol::FrontName protocol::GenerateOption::*column) {
   json params = json::object();
   for (const protocol::GenerateOption& option : protocol::generate_options()) {
@@ -148,8 +154,10 @@ std::variant<HttpRequest, HttpAnswer> generate_request_unguarded(std::string_vie
                                                                  const std::string& internal_id) {
   auto request = parse_object(body);
   if (!request)
-    return error_answer(protocol::ErrorCode::kInvalidArgument,
-                        "the body must be a JSON object (the msgpack request's fields)", "");
+    return error_answer(
+        protocol::ErrorCode::kInvalidArgument,
+        not_utf8(body).value_or("the body must be a JSON object (the msgpack request's fields)"),
+        "");
   const auto client_id = client_id_of(*request);
   if (!client_id)
     return error_answer(protocol::ErrorCode::kInvalidArgument, "id must be a string", "");
@@ -290,7 +298,9 @@ std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body
                                                            const std::optional<std::string>& model,
                                                            std::optional<uint32_t> version) {
   auto infer = parse_object(body);
-  if (!infer) return kserve_error(400, "the body must be a JSON object (an inference request)");
+  if (!infer)
+    return kserve_error(
+        400, not_utf8(body).value_or("the body must be a JSON object (an inference request)"));
   if (auto params = infer->find("parameters"); params != infer->end() && !params->is_object())
     return kserve_error(400, "parameters must be an object");
   if (model) {  // the path's, into the protocol request's fields (kserve_infer_json_unguarded)

@@ -12,6 +12,58 @@ HttpAnswer invalid(const std::string& message) {
   return tgi_error(422, message, "validation");
 }
 
+// TGI's documented types and ranges of the parameters read here (its GenerateParameters schema
+// and its router's validation), checked before anything is mapped, in its words. Null is every
+// parameter's default.
+struct TypedParameter {
+  const char* name;
+  enum Kind { kNumber, kInteger, kUnsigned, kBoolean } kind;
+  const char* range = nullptr;  // its message when out of range (nullptr: any value)
+  bool (*fits)(double) = nullptr;
+};
+constexpr TypedParameter kTypedParameters[] = {
+    {"temperature", TypedParameter::kNumber, "`temperature` must be strictly positive",
+     [](double x) { return x > 0; }},
+    {"repetition_penalty", TypedParameter::kNumber,
+     "`repetition_penalty` must be strictly positive", [](double x) { return x > 0; }},
+    // 0 is this server's "no top-k filtering" (the protocol's), which TGI would refuse.
+    {"top_k", TypedParameter::kInteger, "`top_k` must be strictly positive",
+     [](double x) { return x >= 0; }},
+    {"top_p", TypedParameter::kNumber, "`top_p` must be > 0.0 and < 1.0",
+     [](double x) { return x > 0 && x < 1; }},
+    {"max_new_tokens", TypedParameter::kInteger, "`max_new_tokens` must be strictly positive",
+     [](double x) { return x > 0; }},
+    {"seed", TypedParameter::kUnsigned},
+    {"best_of", TypedParameter::kInteger, "`best_of` must be strictly positive",
+     [](double x) { return x > 0; }},
+    {"do_sample", TypedParameter::kBoolean},
+    {"details", TypedParameter::kBoolean},
+    {"decoder_input_details", TypedParameter::kBoolean},
+    {"return_full_text", TypedParameter::kBoolean},
+    {"watermark", TypedParameter::kBoolean},
+};
+
+std::optional<HttpAnswer> refuse_mistyped(const json& parameters) {
+  static constexpr const char* kExpected[] = {"a number", "an integer", "an unsigned integer",
+                                              "a boolean"};
+  for (const TypedParameter& p : kTypedParameters) {
+    const auto it = parameters.find(p.name);
+    if (it == parameters.end() || it->is_null()) continue;
+    const json& v = *it;
+    const bool typed = p.kind == TypedParameter::kNumber     ? v.is_number()
+                       : p.kind == TypedParameter::kInteger  ? v.is_number_integer()
+                       : p.kind == TypedParameter::kUnsigned ? v.is_number_unsigned()
+                                                             : v.is_boolean();
+    if (!typed) {
+      return invalid("Failed to deserialize the JSON body into the target type: parameters." +
+                     std::string(p.name) + ": invalid type: " + std::string(v.type_name()) + " " +
+                     v.dump() + ", expected " + kExpected[p.kind]);
+    }
+    if (p.fits != nullptr && !p.fits(v.get<double>())) return invalid(p.range);
+  }
+  return std::nullopt;
+}
+
 // TGI's parameters without a counterpart here, each with the value that means "unused".
 std::optional<HttpAnswer> refuse_unsupported(const json& parameters) {
   const std::pair<const char*, json> unsupported[] = {{"decoder_input_details", false},
@@ -37,11 +89,12 @@ std::variant<HttpRequest, HttpAnswer> request_unguarded(std::string_view body,
                                                         const std::string& internal_id,
                                                         bool stream) {
   const auto j = parse_object(body);
-  if (!j) return invalid("the body must be a JSON object with \"inputs\"");
+  if (!j) return invalid(not_utf8(body).value_or("the body must be a JSON object with \"inputs\""));
   const json& inputs = j->value("inputs", json());
   if (!inputs.is_string()) return invalid("inputs must be a string");
   const json& parameters = j->value("parameters", json::object());
   if (!parameters.is_object()) return invalid("parameters must be an object");
+  if (auto refused = refuse_mistyped(parameters)) return *refused;
   if (auto refused = refuse_unsupported(parameters)) return *refused;
   json params = params_by_front_name(parameters, &protocol::GenerateOption::tgi);
   // As in TGI, a sampling parameter turns sampling on.

@@ -15,6 +15,9 @@ namespace seqpipe::gateway {
 
 // The JSON object in `body`, or nullopt (also when it is nested deeper than any request).
 std::optional<nlohmann::json> parse_object(std::string_view body);
+// When `body` is not valid UTF-8 (JSON's encoding): "the body is not valid UTF-8 (byte N)", the
+// answer a door gives instead of its "must be a JSON object" for a body parse_object refused.
+std::optional<std::string> not_utf8(std::string_view body);
 
 // `request` (a msgpack request's fields as JSON) as the gateway's msgpack request, its id
 // replaced by `internal_id`.
