@@ -451,12 +451,13 @@ void GrpcFrontDoor::on_reply(const std::string& tag, const std::string& body) {
   if (it == pending_.end()) return;  // a late reply: the call was given up or cancelled
   const Pending& pending = it->second;
   const ResponseModel model{pending.model, pending.version};
+  const protocol::Reply reply = read_reply(body, tag);  // the reply's one decode
   // The translation runs inside the one boundary; the call is answered whatever it does.
   if (pending.stream != nullptr) {
     KserveStreamReply out;
     guard_handler(
         options_.metrics, Door::kGrpc, "the reply to " + tag,
-        [&] { out = kserve_grpc_stream_reply(body, pending.client_id, model, pending.streamed); },
+        [&] { out = kserve_grpc_stream_reply(reply, pending.client_id, model, pending.streamed); },
         [&] {
           out = {kserve_grpc_stream_error(internal_status(), pending.client_id, model), true};
         });
@@ -464,14 +465,14 @@ void GrpcFrontDoor::on_reply(const std::string& tag, const std::string& body) {
     if (out.final) pending_.erase(it);
     return;
   }
-  std::variant<inference::ModelInferResponse, grpc::Status> reply = internal_status();
+  std::variant<inference::ModelInferResponse, grpc::Status> answer = internal_status();
   guard_handler(
       options_.metrics, Door::kGrpc, "the reply to " + tag,
-      [&] { reply = kserve_grpc_reply(body, pending.client_id, model); }, [] {});
+      [&] { answer = kserve_grpc_reply(reply, pending.client_id, model); }, [] {});
   Pending p = std::move(it->second);
   pending_.erase(it);
-  if (auto* status = std::get_if<grpc::Status>(&reply)) return p.reactor->Finish(*status);
-  *p.response = std::move(std::get<inference::ModelInferResponse>(reply));
+  if (auto* status = std::get_if<grpc::Status>(&answer)) return p.reactor->Finish(*status);
+  *p.response = std::move(std::get<inference::ModelInferResponse>(answer));
   p.reactor->Finish(grpc::Status::OK);
 }
 

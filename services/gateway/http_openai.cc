@@ -248,43 +248,39 @@ json choice(const HttpRequest& request, size_t index, const std::string& text, b
   return c;
 }
 
-// The error of an error reply (nullopt for an ok one), or of a reply that cannot be read.
-std::optional<HttpAnswer> reply_error(const json& reply) {
-  if (reply.is_discarded() || !reply.is_object())
-    return openai_error(500, "undecodable reply", "", "internal");
-  if (reply.value("status", "") != "error") return std::nullopt;
-  const json& error = reply.value("error", json::object());
-  return openai_error(status_of(reply), error.value("message", ""), "",
-                      error.value("code", "internal"));
+// The error of an error reply (nullopt for an ok one; read_reply's for bytes that are no reply).
+std::optional<HttpAnswer> reply_error(const protocol::Reply& reply) {
+  if (reply.ok) return std::nullopt;
+  const protocol::ErrorCode code = error_code(reply);
+  return openai_error(http_status(code), reply.error ? reply.error->message : "", "",
+                      std::string(protocol::wire_name(code)));
 }
 
-HttpAnswer reply_unguarded(std::string_view msgpack_reply, const HttpRequest& request,
+std::string first_text(const protocol::Reply& reply) {
+  return reply.texts.empty() ? std::string() : reply.texts[0];
+}
+
+HttpAnswer reply_unguarded(const protocol::Reply& reply, const HttpRequest& request,
                            const std::string& model_name) {
-  const json reply = json::from_msgpack(msgpack_reply, true, false);
   if (auto error = reply_error(reply)) return *error;
-  const json texts = reply.contains("texts") ? reply["texts"] : json::array({reply.at("text")});
-  const std::vector<protocol::Usage> usage = usage_of(reply);
+  const std::vector<protocol::Usage>& usage = reply.usage;
   json out = envelope(request, model_name, false);
   out["choices"] = json::array();
-  for (size_t i = 0; i < texts.size(); ++i) {
-    out["choices"].push_back(
-        choice(request, i, texts[i].get<std::string>(), false, finish_of(usage, i)));
-  }
+  for (size_t i = 0; i < reply.texts.size(); ++i)
+    out["choices"].push_back(choice(request, i, reply.texts[i], false, finish_of(usage, i)));
   if (!usage.empty()) out["usage"] = usage_object(usage);
   return {.status = 200, .body = out.dump()};
 }
 
-std::string events_unguarded(std::string_view msgpack_reply, const HttpRequest& request,
+std::string events_unguarded(const protocol::Reply& reply, const HttpRequest& request,
                              const std::string& model_name) {
-  const json reply = json::from_msgpack(msgpack_reply, true, false);
   if (auto error = reply_error(reply)) return "data: " + error->body + "\n\n";
-  const bool partial = reply.value("status", "") == "partial";
-  const std::vector<protocol::Usage> usage = usage_of(reply);
+  const bool partial = reply.partial;
+  const std::vector<protocol::Usage>& usage = reply.usage;
   json out = envelope(request, model_name, true);
   // The final reply's text is the partials' already sent: its chunk only says the text ended.
-  out["choices"] =
-      json::array({partial ? choice(request, 0, reply.at("text").get<std::string>(), true, nullptr)
-                           : choice(request, 0, "", true, finish_of(usage, 0))});
+  out["choices"] = json::array({partial ? choice(request, 0, first_text(reply), true, nullptr)
+                                        : choice(request, 0, "", true, finish_of(usage, 0))});
   // With include_usage every chunk has "usage": null, and one more, with no choices, the usage.
   if (request.include_usage) out["usage"] = nullptr;
   std::string events = "data: " + out.dump() + "\n\n";
@@ -310,22 +306,33 @@ std::variant<HttpRequest, HttpAnswer> openai_request(std::string_view body,
   }
 }
 
-HttpAnswer openai_reply(std::string_view msgpack_reply, const HttpRequest& request,
+// A text that is not UTF-8 cannot be JSON: answered as a reply that cannot be read.
+HttpAnswer openai_reply(const protocol::Reply& reply, const HttpRequest& request,
                         const std::string& model_name) {
   try {
-    return reply_unguarded(msgpack_reply, request, model_name);
+    return reply_unguarded(reply, request, model_name);
   } catch (const json::exception&) {
     return openai_error(500, "undecodable reply", "", "internal");
   }
 }
 
-std::string openai_events(std::string_view msgpack_reply, const HttpRequest& request,
+HttpAnswer openai_reply(std::string_view msgpack_reply, const HttpRequest& request,
+                        const std::string& model_name) {
+  return openai_reply(read_reply(msgpack_reply), request, model_name);
+}
+
+std::string openai_events(const protocol::Reply& reply, const HttpRequest& request,
                           const std::string& model_name) {
   try {
-    return events_unguarded(msgpack_reply, request, model_name);
+    return events_unguarded(reply, request, model_name);
   } catch (const json::exception&) {
     return "data: " + openai_error(500, "undecodable reply", "", "internal").body + "\n\n";
   }
+}
+
+std::string openai_events(std::string_view msgpack_reply, const HttpRequest& request,
+                          const std::string& model_name) {
+  return openai_events(read_reply(msgpack_reply), request, model_name);
 }
 
 std::string openai_model(const std::string& model_name, int64_t created) {

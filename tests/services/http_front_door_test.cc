@@ -77,6 +77,39 @@ TEST(HttpTranslationTest, RepliesMapErrorCodesToHttpStatuses) {
   EXPECT_EQ(json::parse(a.body)["text"], "the spelling");
 }
 
+// /v1/generate's JSON reply, written from the typed reply, is the msgpack reply's own fields as
+// JSON (as it was when the door passed the msgpack map through), with the client's id.
+TEST(HttpTranslationTest, TheGenerateReplyIsTheProtocolReplyAsJson) {
+  protocol::Reply ok;
+  ok.id = "http-4";
+  ok.batch_form = true;
+  ok.texts = {"the", "spelling"};
+  ok.scores = std::vector<float>{-0.25f, -1.5f};
+  ok.sequences = std::vector<std::vector<protocol::Sequence>>{{{"the", -0.25f}, {"teh", -2.f}},
+                                                              {{"spelling", -1.5f}}};
+  ok.usage = {{3, 2, protocol::FinishReason::kEos}, {4, 9, protocol::FinishReason::kLength}};
+  ok.timings = {1, 2, 3, 4, 5, 6, 21};
+  protocol::Reply single;
+  single.texts = {"one"};
+  protocol::Reply partial;
+  partial.partial = true;
+  partial.texts = {"piece"};
+  const protocol::Reply error =
+      protocol::error_reply("http-4", {protocol::ErrorCode::kTooLong, "texts[0] is long"});
+  for (const protocol::Reply& reply : {ok, single, partial, error}) {
+    const std::string bytes = protocol::encode_reply(reply);
+    json expected = json::from_msgpack(bytes);
+    expected["id"] = "mine";
+    const HttpAnswer a = generate_reply(bytes, "mine");
+    EXPECT_EQ(json::parse(a.body), expected) << expected.dump();
+    EXPECT_EQ(a.status, reply.ok ? 200 : 413);
+  }
+  // Bytes that are no reply: an internal error, answered as such.
+  const HttpAnswer bad = generate_reply(std::string("\xc1"), "mine");
+  EXPECT_EQ(bad.status, 500);
+  EXPECT_EQ(json::parse(bad.body)["error"]["message"], "undecodable reply");
+}
+
 TEST(HttpTranslationTest, KServeInferRequestAndResponseAsTheSpecShowsThem) {
   // The spec's example request shape: one BYTES input tensor.
   auto out = kserve_infer_request(R"({
