@@ -9,6 +9,7 @@
 #include <deque>
 #include <set>
 
+#include "gateway/handler_boundary.h"
 #include "gateway/kserve_grpc.h"
 #include "grpc_predict_v2.grpc.pb.h"
 #include "seqpipe/config/config.h"
@@ -25,6 +26,10 @@ constexpr std::chrono::milliseconds kRound{100};  // how often calls are looked 
 // be (a ROUTER gives a peer that names no routing id one of its own, never an empty one, and a
 // peer may name any other bytes, so only the empty frame cannot be forged).
 const std::string kRoute;
+
+grpc::Status internal_status() {
+  return {grpc::StatusCode::INTERNAL, "internal: the call could not be handled"};
+}
 
 // A ModelInfer's reactor: a call the client cancels (or whose deadline passes) cancels the
 // request, as a msgpack cancel does. gRPC calls OnDone once Finish is through: it is the last.
@@ -70,7 +75,19 @@ class GrpcFrontDoor::Stream : public grpc::ServerBidiReactor<inference::ModelInf
       reads_done_ = true;
       return finish_if_done(lock);
     }
-    submit(request_);
+    guard_handler(
+        door_.options_.metrics, Door::kGrpc, "a ModelStreamInfer request",
+        [&] { submit(request_); },
+        [&] {
+          std::lock_guard lock(mutex_);
+          write(kserve_grpc_stream_error(internal_status(), request_.id(),
+                                         {request_.model_name(), request_.model_version()}));
+        });
+    std::unique_lock lock(mutex_);
+    if (overflowed_) {  // nothing more is read: the call finishes as soon as it can
+      reads_done_ = true;
+      return finish_if_done(lock);
+    }
     StartRead(&request_);
   }
 
@@ -138,23 +155,46 @@ class GrpcFrontDoor::Stream : public grpc::ServerBidiReactor<inference::ModelInf
     door_.submit(std::move(http), std::move(pending));
   }
 
-  void write(inference::ModelStreamInferResponse response) {  // with the mutex held
+  // With the mutex held. A client that lets max_queued_responses pile up is not reading: the call
+  // ends (overflow) rather than hold more.
+  void write(inference::ModelStreamInferResponse response) {
+    if (overflowed_) return;
+    if (writes_.size() >= door_.options_.max_queued_responses) return overflow();
     writes_.push_back(std::move(response));
     if (writing_) return;
     writing_ = true;
     StartWrite(&writes_.front());
   }
 
+  // With the mutex held: what is queued goes (but the response being written, which gRPC holds),
+  // the requests in flight are cancelled in the pipeline (each is dropped from in_flight_ as its
+  // cancel is through), and nothing more is read, answered or queued.
+  void overflow() {
+    spdlog::warn("grpc: a ModelStreamInfer client left {} responses unread; finishing its call",
+                 writes_.size());
+    overflowed_ = true;
+    cancelled_ = true;
+    if (writes_.size() > 1) writes_.erase(writes_.begin() + 1, writes_.end());
+    for (const std::string& tag : in_flight_) door_.cancel(tag);
+  }
+
   // Finish once nothing is left to read, answer or write. Finish is the last touch of `this`
   // (OnDone may delete it at once), so it is called after the mutex is let go.
   void finish_if_done(std::unique_lock<std::mutex>& lock) {
-    if (finishing_ || !reads_done_ || !in_flight_.empty() || writing_) return;
+    // An overflowed call waits neither for the client to close its side nor for the response
+    // gRPC is writing to it: it may never read or close (the status follows that response).
+    if (finishing_ || !in_flight_.empty() || (!overflowed_ && (!reads_done_ || writing_))) return;
     finishing_ = true;
-    const bool cancelled = cancelled_;
+    const grpc::Status status =
+        overflowed_ ? grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                   "resource_exhausted: the client did not read its responses: " +
+                                       std::to_string(door_.options_.max_queued_responses) +
+                                       " were queued (the limit); the call is closed")
+        : cancelled_
+            ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled: the call was cancelled")
+            : grpc::Status::OK;
     lock.unlock();
-    Finish(cancelled
-               ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled: the call was cancelled")
-               : grpc::Status::OK);
+    Finish(status);
   }
 
   GrpcFrontDoor& door_;
@@ -167,6 +207,7 @@ class GrpcFrontDoor::Stream : public grpc::ServerBidiReactor<inference::ModelInf
   bool writing_ = false;
   bool reads_done_ = false;
   bool cancelled_ = false;
+  bool overflowed_ = false;  // max_queued_responses were reached: the call ends RESOURCE_EXHAUSTED
   bool finishing_ = false;
 };
 
@@ -188,6 +229,11 @@ class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context,
                                        const inference::ModelReadyRequest* request,
                                        inference::ModelReadyResponse* response) override {
+    return guarded(context, "ModelReady", [&] { return model_ready(context, request, response); });
+  }
+  grpc::ServerUnaryReactor* model_ready(grpc::CallbackServerContext* context,
+                                        const inference::ModelReadyRequest* request,
+                                        inference::ModelReadyResponse* response) {
     const auto catalog = door_.catalog_.get();
     const auto model = kserve_grpc_model(*catalog, request->name(), request->version());
     if (auto* status = std::get_if<grpc::Status>(&model)) return finished(context, *status);
@@ -203,6 +249,12 @@ class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context,
                                           const inference::ModelMetadataRequest* request,
                                           inference::ModelMetadataResponse* response) override {
+    return guarded(context, "ModelMetadata",
+                   [&] { return model_metadata(context, request, response); });
+  }
+  grpc::ServerUnaryReactor* model_metadata(grpc::CallbackServerContext* context,
+                                           const inference::ModelMetadataRequest* request,
+                                           inference::ModelMetadataResponse* response) {
     const auto catalog = door_.catalog_.get();
     const auto model = kserve_grpc_model(*catalog, request->name(), request->version());
     if (auto* status = std::get_if<grpc::Status>(&model)) return finished(context, *status);
@@ -215,6 +267,11 @@ class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
                                        const inference::ModelInferRequest* request,
                                        inference::ModelInferResponse* response) override {
+    return guarded(context, "ModelInfer", [&] { return model_infer(context, request, response); });
+  }
+  grpc::ServerUnaryReactor* model_infer(grpc::CallbackServerContext* context,
+                                        const inference::ModelInferRequest* request,
+                                        inference::ModelInferResponse* response) {
     const auto known =
         kserve_grpc_model(*door_.catalog_.get(), request->model_name(), request->model_version());
     if (auto* status = std::get_if<grpc::Status>(&known)) return finished(context, *status);
@@ -237,6 +294,18 @@ class GrpcFrontDoor::Service : public inference::GRPCInferenceService::CallbackS
   }
 
  private:
+  // A unary call's handler inside the one boundary: one that throws finishes the call INTERNAL.
+  // Every handler's last step is the one that finishes or hands the call over, so a throw comes
+  // before the call is finished or handed over.
+  template <class Handler>
+  grpc::ServerUnaryReactor* guarded(grpc::CallbackServerContext* context, std::string_view what,
+                                    Handler&& handler) {
+    grpc::ServerUnaryReactor* reactor = nullptr;
+    guard_handler(
+        door_.options_.metrics, Door::kGrpc, what, [&] { reactor = handler(); },
+        [&] { reactor = finished(context, internal_status()); });
+    return reactor;
+  }
   static grpc::ServerUnaryReactor* finished(grpc::CallbackServerContext* context,
                                             const grpc::Status& status) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -345,11 +414,16 @@ void GrpcFrontDoor::cancel(std::string tag) {
 void GrpcFrontDoor::start(HttpRequest request, Pending pending, const ToGateway& to_gateway) {
   // On the gateway's thread the catalog is the one the gateway resolves the request by, at once:
   // the version found here is the one that runs it (one not found is answered not_found there).
-  const auto model = kserve_grpc_model(*catalog_.get(), pending.model, pending.version);
-  if (const auto* found = std::get_if<config::ModelVersion>(&model)) {
-    pending.model = found->name;
-    pending.version = std::to_string(found->version);
-  }
+  guard_handler(
+      options_.metrics, Door::kGrpc, "the model of " + request.internal_id,
+      [&] {
+        const auto model = kserve_grpc_model(*catalog_.get(), pending.model, pending.version);
+        if (const auto* found = std::get_if<config::ModelVersion>(&model)) {
+          pending.model = found->name;
+          pending.version = std::to_string(found->version);
+        }
+      },
+      [] {});  // the call's own names then
   std::string tag = request.internal_id;
   pending_.emplace(tag, std::move(pending));
   to_gateway({kRoute, std::move(tag), std::string(), std::move(request.msgpack)});
@@ -375,18 +449,30 @@ bool GrpcFrontDoor::answer(const std::vector<std::string>& envelope, const std::
 void GrpcFrontDoor::on_reply(const std::string& tag, const std::string& body) {
   auto it = pending_.find(tag);
   if (it == pending_.end()) return;  // a late reply: the call was given up or cancelled
-  if (it->second.stream != nullptr) {
-    auto out = kserve_grpc_stream_reply(
-        body, it->second.client_id, {it->second.model, it->second.version}, it->second.streamed);
-    it->second.stream->deliver(std::move(out.response), tag, out.final);
+  const Pending& pending = it->second;
+  const ResponseModel model{pending.model, pending.version};
+  const protocol::Reply reply = read_reply(body, tag);  // the reply's one decode
+  // The translation runs inside the one boundary; the call is answered whatever it does.
+  if (pending.stream != nullptr) {
+    KserveStreamReply out;
+    guard_handler(
+        options_.metrics, Door::kGrpc, "the reply to " + tag,
+        [&] { out = kserve_grpc_stream_reply(reply, pending.client_id, model, pending.streamed); },
+        [&] {
+          out = {kserve_grpc_stream_error(internal_status(), pending.client_id, model), true};
+        });
+    pending.stream->deliver(std::move(out.response), tag, out.final);
     if (out.final) pending_.erase(it);
     return;
   }
+  std::variant<inference::ModelInferResponse, grpc::Status> answer = internal_status();
+  guard_handler(
+      options_.metrics, Door::kGrpc, "the reply to " + tag,
+      [&] { answer = kserve_grpc_reply(reply, pending.client_id, model); }, [] {});
   Pending p = std::move(it->second);
   pending_.erase(it);
-  auto reply = kserve_grpc_reply(body, p.client_id, {p.model, p.version});
-  if (auto* status = std::get_if<grpc::Status>(&reply)) return p.reactor->Finish(*status);
-  *p.response = std::move(std::get<inference::ModelInferResponse>(reply));
+  if (auto* status = std::get_if<grpc::Status>(&answer)) return p.reactor->Finish(*status);
+  *p.response = std::move(std::get<inference::ModelInferResponse>(answer));
   p.reactor->Finish(grpc::Status::OK);
 }
 
@@ -453,7 +539,13 @@ void GrpcFrontDoor::probe_loop() {
     std::map<std::string, bool> ready;
     for (auto& [key, answer] : waiting) {
       auto it = ready.find(key);
-      if (it == ready.end()) it = ready.emplace(key, !stopping && ready_(key)).first;
+      if (it == ready.end()) {
+        bool is_ready = false;  // a probe that throws (the pipeline could not be asked): not ready
+        guard_handler(
+            options_.metrics, Door::kGrpc, "the readiness probe of '" + key + "'",
+            [&] { is_ready = !stopping && ready_(key); }, [] {});
+        it = ready.emplace(key, is_ready).first;
+      }
       answer(it->second);
     }
     if (stopping) return;

@@ -26,6 +26,7 @@
 
 #include "gateway/http_json.h"
 #include "gateway/shared_catalog.h"
+#include "seqpipe/observability/metrics.h"
 
 namespace grpc {
 class Server;
@@ -47,6 +48,12 @@ struct GrpcOptions {
   std::chrono::milliseconds default_timeout{1000};  // a call without a deadline nor timeout_ms
   // A call's gRPC deadline further away than this is held to it (the gateway's max_timeout_ms).
   std::chrono::milliseconds max_timeout{60000};
+  // Responses a ModelStreamInfer call may have queued for a client that does not read them; one
+  // more finishes the call RESOURCE_EXHAUSTED (its requests in flight are cancelled), so a
+  // client that never reads costs at most this many responses' memory.
+  size_t max_queued_responses = 1024;
+  // Where handler exceptions are counted (handler_boundary.h); none: only logged.
+  metrics::FrontDoorMetrics* metrics = nullptr;
 };
 
 class GrpcFrontDoor {

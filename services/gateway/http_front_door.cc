@@ -19,6 +19,7 @@
 #include <span>
 #include <string_view>
 
+#include "gateway/handler_boundary.h"
 #include "gateway/http_models.h"
 #include "gateway/http_openai.h"
 #include "gateway/http_tgi.h"
@@ -111,17 +112,10 @@ std::string path_of(evhttp_request* req) {
   return out;
 }
 
-std::string no_reply(const std::string& id) {
+protocol::Reply no_reply(const std::string& id) {
   spdlog::warn("http: no reply from the gateway for {} in time", id);
-  return protocol::encode_reply(protocol::error_reply(
-      id, {protocol::ErrorCode::kUnavailable, "no reply from the gateway in time"}));
-}
-
-bool is_partial(const std::string& body) {
-  auto reply = protocol::decode_reply(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
-  const auto* r = std::get_if<protocol::Reply>(&reply);
-  return r && r->partial;
+  return protocol::error_reply(
+      id, {protocol::ErrorCode::kUnavailable, "no reply from the gateway in time"});
 }
 
 template <class F>
@@ -149,67 +143,6 @@ evhttp_bound_socket* bind_listener(evhttp* http, event_base* base, const std::st
 }
 
 }  // namespace
-
-ConnectionGuard::~ConnectionGuard() {
-  for (auto& [connection, c] : connections_) bufferevent_decref(connection);
-}
-
-bufferevent* ConnectionGuard::open(event_base* base) {
-  // Counted against the limit: only connections still open, not one closed since the last sweep.
-  forget_freed();
-  bufferevent* connection = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-  if (connection == nullptr) return nullptr;  // evhttp makes its own then, unguarded
-  bufferevent_incref(connection);
-  connections_[connection] = {.since = std::chrono::steady_clock::now(),
-                              .excess = connections_.size() >= max_};
-  return connection;
-}
-
-void ConnectionGuard::delivered(bufferevent* connection) {
-  if (auto it = connections_.find(connection); it != connections_.end()) it->second.busy = true;
-}
-
-void ConnectionGuard::answered(bufferevent* connection) {
-  if (auto it = connections_.find(connection); it != connections_.end()) {
-    it->second.busy = false;
-    it->second.since = std::chrono::steady_clock::now();
-  }
-}
-
-void ConnectionGuard::forget_freed() {
-  for (auto it = connections_.begin(); it != connections_.end();) {
-    bufferevent_data_cb read = nullptr;
-    bufferevent_getcb(it->first, &read, nullptr, nullptr, nullptr);
-    if (read == nullptr) {  // evhttp freed it: ours was the last reference (this closes it)
-      bufferevent_decref(it->first);
-      it = connections_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
-void ConnectionGuard::sweep(std::chrono::steady_clock::time_point now) {
-  forget_freed();
-  for (auto it = connections_.begin(); it != connections_.end(); ++it) {
-    bufferevent* connection = it->first;
-    Connection& c = it->second;
-    const int fd = bufferevent_getfd(connection);
-    if (fd >= 0 && !c.closing && !c.busy && (c.excess || now - c.since > request_timeout_)) {
-      // No request is being answered on it, so nothing of evhttp's is in the way of a canned
-      // answer; the shutdown makes evhttp see the end of the connection and free it.
-      if (c.excess) {
-        constexpr std::string_view k503 =
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-            "Content-Length: 40\r\nConnection: close\r\n\r\n"
-            "{\"error\": \"too many connections open\"}";
-        (void)!::send(fd, k503.data(), k503.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      }
-      ::shutdown(fd, SHUT_RDWR);
-      c.closing = true;
-    }
-  }
-}
 
 struct HttpFrontDoor::Pending {
   evhttp_request* req = nullptr;
@@ -342,15 +275,12 @@ void HttpFrontDoor::run_posted() {
   for (auto& task : tasks) task();
 }
 
-// The one boundary between a client's bytes and the process: whatever a handler throws becomes a
-// 500 for that request (and a log line), never an abort of the gateway.
+// Every request enters inside the one boundary (handler_boundary.h): a handler that throws
+// answers that request 500, never aborts the gateway.
 void HttpFrontDoor::on_request_guarded(evhttp_request* req) {
-  try {
-    on_request(req);
-  } catch (const std::exception& e) {
-    spdlog::error("http: {} {} threw: {}", method_of(req), path_of(req), e.what());
-    send_answer(req, kserve_error(500, "internal: the request could not be handled"));
-  }
+  guard_handler(
+      options_.metrics, Door::kHttp, method_of(req) + " " + path_of(req), [&] { on_request(req); },
+      [&] { send_answer(req, kserve_error(500, "internal: the request could not be handled")); });
 }
 
 void HttpFrontDoor::on_request(evhttp_request* req) {
@@ -436,18 +366,36 @@ void HttpFrontDoor::on_gateway() {
   // ZMQ_FD is edge-triggered: read until nothing is left, or no wake-up comes again.
   while (auto frames = gateway_.try_recv()) {
     if (frames->size() < 3) continue;  // not [tag, "", reply]: not ours
-    on_reply(frames->front(), frames->back());
+    // The reply's one decode (read_reply), only for a request still waiting for it.
+    const std::string& tag = frames->front();
+    if (pending_.count(tag) != 0) on_reply_guarded(tag, read_reply(frames->back(), tag));
   }
 }
 
-void HttpFrontDoor::on_reply(const std::string& tag, const std::string& body) {
+void HttpFrontDoor::on_reply_guarded(const std::string& tag, const protocol::Reply& reply) {
+  guard_handler(
+      options_.metrics, Door::kHttp, "the reply to " + tag, [&] { on_reply(tag, reply); },
+      [&] {
+        auto it = pending_.find(tag);
+        if (it == pending_.end()) return;
+        Pending& p = *it->second;
+        if (p.streaming) {
+          evhttp_send_reply_end(p.req);
+        } else {
+          send_answer(p.req, kserve_error(500, "internal: the reply could not be translated"));
+        }
+        pending_.erase(it);
+      });
+}
+
+void HttpFrontDoor::on_reply(const std::string& tag, const protocol::Reply& reply) {
   auto it = pending_.find(tag);
   if (it == pending_.end()) return;  // a late reply: the request was given up or cancelled
   Pending& p = *it->second;
-  const bool partial = is_partial(body);
+  const bool partial = reply.partial;
   if (!p.request.stream || (!p.streaming && !partial)) {
     // Not streamed, or refused or failed before any text: a plain JSON answer.
-    const HttpAnswer a = answer_of(p, body);
+    const HttpAnswer a = answer_of(p, reply);
     if (!p.request.stream || a.status != 200) {
       send_answer(p.req, a);
       pending_.erase(it);
@@ -473,36 +421,36 @@ void HttpFrontDoor::on_reply(const std::string& tag, const std::string& body) {
           this);
     }
   }
-  send_chunk(p.req, events_of(p, body));
+  send_chunk(p.req, events_of(p, reply));
   if (!partial) {
     evhttp_send_reply_end(p.req);
     pending_.erase(it);
   }
 }
 
-HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const std::string& body) const {
+HttpAnswer HttpFrontDoor::answer_of(const Pending& p, const protocol::Reply& reply) const {
   switch (p.route) {
     case Route::kInfer:
-      return kserve_infer_reply(body, p.request.client_id, reply_model(p.request));
+      return kserve_infer_reply(reply, p.request.client_id, reply_model(p.request));
     case Route::kOpenAi:
-      return openai_reply(body, p.request, reply_model(p.request));
+      return openai_reply(reply, p.request, reply_model(p.request));
     case Route::kTgi:
-      return tgi_reply(body, p.request);
+      return tgi_reply(reply, p.request);
     case Route::kGenerate:
       break;
   }
-  return generate_reply(body, p.request.client_id);
+  return generate_reply(reply, p.request.client_id);
 }
 
-std::string HttpFrontDoor::events_of(Pending& p, const std::string& body) const {
-  if (p.route == Route::kTgi) return tgi_event(body, p.events++, p.request);
-  if (p.route == Route::kOpenAi) return openai_events(body, p.request, reply_model(p.request));
-  return sse_event(body, p.request.client_id);
+std::string HttpFrontDoor::events_of(Pending& p, const protocol::Reply& reply) const {
+  if (p.route == Route::kTgi) return tgi_event(reply, p.events++, p.request);
+  if (p.route == Route::kOpenAi) return openai_events(reply, p.request, reply_model(p.request));
+  return sse_event(reply, p.request.client_id);
 }
 
 void HttpFrontDoor::on_deadline(std::string tag) {
   auto it = pending_.find(tag);
-  if (it != pending_.end()) on_reply(tag, no_reply(it->second->request.internal_id));
+  if (it != pending_.end()) on_reply_guarded(tag, no_reply(it->second->request.internal_id));
 }
 
 void HttpFrontDoor::on_closed(evhttp_connection* closed) {
@@ -559,7 +507,13 @@ void HttpFrontDoor::ask_repository(evhttp_request* req, std::string_view path,
     return send_answer(req, {.status = 503, .body = R"({"error":"no model control here"})"});
   const auto& asked = std::get<model_control::ControlRequest>(request);
   repository_->ask(asked, [this, req, asked](model_control::ControlReply reply) {
-    post([this, req, answer = repository_answer(asked, reply)] { send_answer(req, answer); });
+    // On the repository client's thread: inside the boundary too.
+    HttpAnswer answer;
+    guard_handler(
+        options_.metrics, Door::kHttp, "the repository answer",
+        [&] { answer = repository_answer(asked, reply); },
+        [&] { answer = kserve_error(500, "internal: the answer could not be translated"); });
+    post([this, req, answer = std::move(answer)] { send_answer(req, answer); });
   });
 }
 
@@ -584,7 +538,12 @@ void HttpFrontDoor::probe_loop() {
     probe_models_.clear();
     lock.unlock();
     std::map<std::string, bool> ready;
-    for (const std::string& model : models) ready[model] = ready_(model);
+    for (const std::string& model : models) {
+      // A probe that throws (the pipeline could not be asked) reads as not ready.
+      guard_handler(
+          options_.metrics, Door::kHttp, "the readiness probe of '" + model + "'",
+          [&] { ready[model] = ready_(model); }, [&] { ready[model] = false; });
+    }
     post([this, ready = std::move(ready)] {
       // Answered: those asking about a model probed; the others (asked meanwhile) go next.
       std::vector<std::pair<evhttp_request*, std::string>> later;

@@ -21,9 +21,11 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "gateway/connection_guard.h"
 #include "gateway/http_json.h"
 #include "gateway/http_repository.h"
 #include "gateway/shared_catalog.h"
+#include "seqpipe/observability/metrics.h"
 #include "seqpipe/transport/transport.h"
 
 struct bufferevent;
@@ -62,35 +64,8 @@ struct HttpOptions {
   // The supervisor's control socket, for the repository extension (http_repository.h); empty:
   // its calls are answered 503.
   std::string control_endpoint = {};
-};
-
-// What libevent 2.1's evhttp does not bound itself (2.2 adds evhttp_set_max_connections; no
-// version has a whole-request timer): the number of open connections and how long one may take
-// to deliver a request. It keeps a reference on each connection's bufferevent, so it can tell
-// when evhttp has freed one (its callbacks are cleared) and let it go.
-class ConnectionGuard {
- public:
-  ConnectionGuard(size_t max_connections, std::chrono::milliseconds request_timeout)
-      : max_(max_connections), request_timeout_(request_timeout) {}
-  ~ConnectionGuard();                   // lets every connection go; before the event base is freed
-  bufferevent* open(event_base* base);  // evhttp's bevcb: a new connection
-  void delivered(bufferevent* connection);  // a whole request arrived: its time stops
-  void answered(bufferevent* connection);   // its reply went out: the next request's starts
-  // Every few hundred ms: lets freed connections go, answers the excess 503 and closes the slow.
-  void sweep(std::chrono::steady_clock::time_point now);
-  size_t open_connections() const { return connections_.size(); }
-
- private:
-  void forget_freed();  // lets the connections evhttp freed go
-  struct Connection {
-    std::chrono::steady_clock::time_point since;  // opened, or its last reply
-    bool busy = false;                            // a request delivered and not yet answered
-    bool excess = false;                          // over max_connections when it opened
-    bool closing = false;                         // shut down by the sweep
-  };
-  size_t max_;
-  std::chrono::milliseconds request_timeout_;
-  std::map<bufferevent*, Connection> connections_;
+  // Where handler exceptions are counted (handler_boundary.h); none: only logged.
+  metrics::FrontDoorMetrics* metrics = nullptr;
 };
 
 class HttpFrontDoor {
@@ -117,14 +92,16 @@ class HttpFrontDoor {
   void on_request(evhttp_request* req);
   void submit(evhttp_request* req, HttpRequest request, Route route);
   void on_gateway();  // drains the DEALER's replies
-  void on_reply(const std::string& tag, const std::string& body);
+  // A reply (or the door's own no_reply) to request `tag`, inside the handler boundary.
+  void on_reply_guarded(const std::string& tag, const protocol::Reply& reply);
+  void on_reply(const std::string& tag, const protocol::Reply& reply);
   // The model a request's reply names: the one it named, else the default.
   const std::string& reply_model(const HttpRequest& r) const {
     return r.model.empty() ? options_.model_name : r.model;
   }
   // A reply as its route's answer, and (streamed) as its route's events.
-  HttpAnswer answer_of(const Pending& p, const std::string& body) const;
-  std::string events_of(Pending& p, const std::string& body) const;
+  HttpAnswer answer_of(const Pending& p, const protocol::Reply& reply) const;
+  std::string events_of(Pending& p, const protocol::Reply& reply) const;
   // By value: a timer's callback owns the tag it passes, and answering frees it.
   void on_deadline(std::string tag);
   void on_heartbeat(std::string tag);

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <nlohmann/json.hpp>
+#include <span>
 
 #include "gateway/json_body.h"
 
@@ -16,8 +17,54 @@ std::string_view as_view(const std::vector<uint8_t>& bytes) {
 }
 
 HttpAnswer error_answer(protocol::ErrorCode code, std::string message, const std::string& id) {
-  return generate_reply(
-      protocol::encode_reply(protocol::error_reply(id, {code, std::move(message)})), id);
+  return generate_reply(protocol::error_reply(id, {code, std::move(message)}), id);
+}
+
+json timings_json(const protocol::Timings& t) {
+  return {{"queue", t.queue_us},   {"tokenize", t.tokenize_us}, {"batch_wait", t.batch_wait_us},
+          {"encode", t.encode_us}, {"decode", t.decode_us},     {"postprocess", t.postprocess_us},
+          {"total", t.total_us}};
+}
+
+// The reply's fields as encode_reply writes them, as JSON, with `id`.
+json reply_json(const protocol::Reply& reply, const std::string& id) {
+  json j = {{"v", protocol::kVersion}, {"id", id}};
+  const std::string first = reply.texts.empty() ? std::string() : reply.texts[0];
+  if (reply.partial) {
+    j["status"] = "partial";
+    j["text"] = first;
+    return j;
+  }
+  j["status"] = reply.ok ? "ok" : "error";
+  if (!reply.ok) {
+    const std::string message = reply.error ? reply.error->message : "unspecified error";
+    j["error"] = {{"code", protocol::wire_name(error_code(reply))}, {"message", message}};
+  } else {
+    if (reply.batch_form) {
+      j["texts"] = reply.texts;
+    } else {
+      j["text"] = first;
+    }
+    if (reply.scores) j["scores"] = *reply.scores;
+    if (reply.sequences) {
+      json& sequences = j["sequences"] = json::array();
+      for (const auto& hypotheses : *reply.sequences) {
+        json& text = sequences.emplace_back(json::array());
+        for (const protocol::Sequence& h : hypotheses)
+          text.push_back({{"text", h.text}, {"score", h.score}});
+      }
+    }
+    if (!reply.usage.empty()) {
+      json& usage = j["usage"] = json::array();
+      for (const protocol::Usage& u : reply.usage) {
+        usage.push_back({{"prompt_tokens", u.prompt_tokens},
+                         {"completion_tokens", u.completion_tokens},
+                         {"finish_reason", protocol::wire_name(u.finish_reason)}});
+      }
+    }
+  }
+  j["timings_us"] = timings_json(reply.timings);
+  return j;
 }
 
 // Deeper JSON than any valid request has: refused before parsing, since converting and printing
@@ -69,6 +116,12 @@ std::optional<json> parse_object(std::string_view body) {
   return j;
 }
 
+std::optional<std::string> not_utf8(std::string_view body) {
+  const auto at = protocol::find_invalid_utf8(body);
+  if (!at) return std::nullopt;
+  return "the body is not valid UTF-8 (byte " + std::to_string(*at) + ")";
+}
+
 json params_by_front_name(const json& body, protocol::FrontName protocol::GenerateOption::*column) {
   json params = json::object();
   for (const protocol::GenerateOption& option : protocol::generate_options()) {
@@ -84,30 +137,6 @@ json params_by_front_name(const json& body, protocol::FrontName protocol::Genera
   return params;
 }
 
-int status_of(const json& reply) {
-  if (reply.value("status", "") != "error") return 200;
-  const json& error = reply.value("error", json::object());
-  const auto code = protocol::parse_error_code(error.value("code", "internal"));
-  return http_status(code.value_or(protocol::ErrorCode::kInternal));
-}
-
-std::vector<protocol::Usage> usage_of(const json& reply) {
-  // The gateway's own reply, but read without trusting it: a count that is not a uint32 reads 0.
-  auto count = [](const json& u, const char* key) {
-    const json& n = u.value(key, json());
-    return n.is_number_unsigned() && n.get<uint64_t>() <= UINT32_MAX ? n.get<uint32_t>() : 0u;
-  };
-  std::vector<protocol::Usage> usage;
-  const json& all = reply.value("usage", json::array());
-  if (!all.is_array()) return usage;
-  for (const json& u : all) {
-    const auto reason = protocol::parse_finish_reason(u.value("finish_reason", ""));
-    usage.push_back({count(u, "prompt_tokens"), count(u, "completion_tokens"),
-                     reason.value_or(protocol::FinishReason::kStop)});
-  }
-  return usage;
-}
-
 HttpRequest to_gateway(json request, const std::string& internal_id, std::string client_id) {
   HttpRequest out;
   out.timeout_ms = timeout_of(request);
@@ -118,6 +147,17 @@ HttpRequest to_gateway(json request, const std::string& internal_id, std::string
   request["id"] = internal_id;
   out.msgpack = std::string(as_view(json::to_msgpack(request)));
   return out;
+}
+
+protocol::ErrorCode error_code(const protocol::Reply& reply) {
+  return reply.error ? reply.error->code : protocol::ErrorCode::kInternal;
+}
+
+protocol::Reply read_reply(std::string_view msgpack_reply, const std::string& id) {
+  auto decoded = protocol::decode_reply(std::span<const uint8_t>(
+      reinterpret_cast<const uint8_t*>(msgpack_reply.data()), msgpack_reply.size()));
+  if (auto* reply = std::get_if<protocol::Reply>(&decoded)) return std::move(*reply);
+  return protocol::error_reply(id, {protocol::ErrorCode::kInternal, "undecodable reply"});
 }
 
 int http_status(protocol::ErrorCode code) {
@@ -148,8 +188,10 @@ std::variant<HttpRequest, HttpAnswer> generate_request_unguarded(std::string_vie
                                                                  const std::string& internal_id) {
   auto request = parse_object(body);
   if (!request)
-    return error_answer(protocol::ErrorCode::kInvalidArgument,
-                        "the body must be a JSON object (the msgpack request's fields)", "");
+    return error_answer(
+        protocol::ErrorCode::kInvalidArgument,
+        not_utf8(body).value_or("the body must be a JSON object (the msgpack request's fields)"),
+        "");
   const auto client_id = client_id_of(*request);
   if (!client_id)
     return error_answer(protocol::ErrorCode::kInvalidArgument, "id must be a string", "");
@@ -161,19 +203,6 @@ std::variant<HttpRequest, HttpAnswer> generate_request_unguarded(std::string_vie
                         *client_id);
   if (!request->contains("v")) (*request)["v"] = protocol::kVersion;
   return to_gateway(std::move(*request), internal_id, *client_id);
-}
-
-HttpAnswer generate_reply_unguarded(std::string_view msgpack_reply, const std::string& client_id) {
-  json reply = json::from_msgpack(msgpack_reply, /*strict=*/true, /*allow_exceptions=*/false);
-  if (reply.is_discarded() || !reply.is_object())
-    return {.status = 500,
-            .body = json{{"v", protocol::kVersion},
-                         {"id", client_id},
-                         {"status", "error"},
-                         {"error", {{"code", "internal"}, {"message", "undecodable reply"}}}}
-                        .dump()};
-  reply["id"] = client_id;
-  return {.status = status_of(reply), .body = reply.dump()};
 }
 
 std::variant<HttpRequest, std::string> kserve_infer_json_unguarded(const json& infer,
@@ -229,33 +258,24 @@ std::variant<HttpRequest, std::string> kserve_infer_json_unguarded(const json& i
   return to_gateway(std::move(request), internal_id, *client_id);
 }
 
-std::variant<json, protocol::Error> kserve_infer_response_unguarded(std::string_view msgpack_reply,
-                                                                    const std::string& client_id,
-                                                                    const std::string& model_name) {
-  const protocol::Error undecodable{protocol::ErrorCode::kInternal, "undecodable reply"};
-  const json reply = json::from_msgpack(msgpack_reply, true, false);
-  if (reply.is_discarded() || !reply.is_object()) return undecodable;
-  if (reply.value("status", "") == "error") {
-    const json& error = reply.value("error", json::object());
-    const auto code = protocol::parse_error_code(error.value("code", "internal"));
-    return protocol::Error{code.value_or(protocol::ErrorCode::kInternal),
-                           error.value("message", "")};
-  }
-  if (!(reply.contains("texts") && reply["texts"].is_array()) &&
-      !(reply.contains("text") && reply["text"].is_string()))
-    return undecodable;
-  const json texts = reply.contains("texts") ? reply["texts"] : json::array({reply["text"]});
-  json outputs = json::array(
-      {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {texts.size()}}, {"data", texts}}});
-  if (reply.contains("scores")) {
+// The reply as a KServe v2 inference response object, or the reply's error.
+std::variant<json, protocol::Error> kserve_infer_response(const protocol::Reply& reply,
+                                                          const std::string& client_id,
+                                                          const std::string& model_name) {
+  if (!reply.ok) return protocol::Error{error_code(reply), reply.error ? reply.error->message : ""};
+  json outputs = json::array({{{"name", "text"},
+                               {"datatype", "BYTES"},
+                               {"shape", {reply.texts.size()}},
+                               {"data", reply.texts}}});
+  if (reply.scores) {
     outputs.push_back({{"name", "scores"},
                        {"datatype", "FP32"},
-                       {"shape", {reply["scores"].size()}},
-                       {"data", reply["scores"]}});
+                       {"shape", {reply.scores->size()}},
+                       {"data", *reply.scores}});
   }
   json response = {{"model_name", model_name}, {"outputs", std::move(outputs)}};
   if (!client_id.empty()) response["id"] = client_id;
-  if (reply.contains("timings_us")) response["parameters"] = {{"timings_us", reply["timings_us"]}};
+  if (!reply.partial) response["parameters"] = {{"timings_us", timings_json(reply.timings)}};
   return response;
 }
 
@@ -273,16 +293,25 @@ std::variant<HttpRequest, HttpAnswer> generate_request(std::string_view body,
   }
 }
 
-HttpAnswer generate_reply(std::string_view msgpack_reply, const std::string& client_id) {
+HttpAnswer generate_reply(const protocol::Reply& reply, const std::string& client_id) {
   try {
-    return generate_reply_unguarded(msgpack_reply, client_id);
-  } catch (const json::exception&) {
+    return {.status = reply.ok ? 200 : http_status(error_code(reply)),
+            .body = reply_json(reply, client_id).dump()};
+  } catch (const json::exception&) {  // a text that is not UTF-8 cannot be JSON
     return error_answer(protocol::ErrorCode::kInternal, "undecodable reply", client_id);
   }
 }
 
+HttpAnswer generate_reply(std::string_view msgpack_reply, const std::string& client_id) {
+  return generate_reply(read_reply(msgpack_reply, client_id), client_id);
+}
+
+std::string sse_event(const protocol::Reply& reply, const std::string& client_id) {
+  return "data: " + generate_reply(reply, client_id).body + "\n\n";
+}
+
 std::string sse_event(std::string_view msgpack_reply, const std::string& client_id) {
-  return "data: " + generate_reply(msgpack_reply, client_id).body + "\n\n";
+  return sse_event(read_reply(msgpack_reply, client_id), client_id);
 }
 
 std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body,
@@ -290,7 +319,9 @@ std::variant<HttpRequest, HttpAnswer> kserve_infer_request(std::string_view body
                                                            const std::optional<std::string>& model,
                                                            std::optional<uint32_t> version) {
   auto infer = parse_object(body);
-  if (!infer) return kserve_error(400, "the body must be a JSON object (an inference request)");
+  if (!infer)
+    return kserve_error(
+        400, not_utf8(body).value_or("the body must be a JSON object (an inference request)"));
   if (auto params = infer->find("parameters"); params != infer->end() && !params->is_object())
     return kserve_error(400, "parameters must be an object");
   if (model) {  // the path's, into the protocol request's fields (kserve_infer_json_unguarded)
@@ -313,24 +344,23 @@ std::variant<HttpRequest, std::string> kserve_infer_json(const json& infer,
   }
 }
 
-std::variant<json, protocol::Error> kserve_infer_response(std::string_view msgpack_reply,
-                                                          const std::string& client_id,
-                                                          const std::string& model_name) {
+HttpAnswer kserve_infer_reply(const protocol::Reply& reply, const std::string& client_id,
+                              const std::string& model_name) {
+  auto response = kserve_infer_response(reply, client_id, model_name);
+  if (auto* error = std::get_if<protocol::Error>(&response)) {
+    return kserve_error(http_status(error->code),
+                        std::string(protocol::wire_name(error->code)) + ": " + error->message);
+  }
   try {
-    return kserve_infer_response_unguarded(msgpack_reply, client_id, model_name);
-  } catch (const json::exception&) {
-    return protocol::Error{protocol::ErrorCode::kInternal, "undecodable reply"};
+    return {.status = 200, .body = std::get<json>(response).dump()};
+  } catch (const json::exception&) {  // a text that is not UTF-8 cannot be JSON
+    return kserve_error(500, "internal: undecodable reply");
   }
 }
 
 HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string& client_id,
                               const std::string& model_name) {
-  auto response = kserve_infer_response(msgpack_reply, client_id, model_name);
-  if (auto* error = std::get_if<protocol::Error>(&response)) {
-    return kserve_error(http_status(error->code),
-                        std::string(protocol::wire_name(error->code)) + ": " + error->message);
-  }
-  return {.status = 200, .body = std::get<json>(response).dump()};
+  return kserve_infer_reply(read_reply(msgpack_reply, client_id), client_id, model_name);
 }
 
 std::optional<KserveModelPath> kserve_model_path(std::string_view path, std::string_view suffix) {

@@ -1,7 +1,9 @@
 #pragma once
 // The gateway's HTTP bodies as the client protocol: JSON in, a msgpack request for the gateway;
-// the gateway's msgpack reply in, JSON out, for POST /v1/generate and KServe v2 infer. Pure
-// functions: tested and fuzzed without sockets (http_front_door.h serves them).
+// the gateway's reply in, read once as a typed protocol::Reply (read_reply), JSON out, for POST
+// /v1/generate and KServe v2 infer. Pure functions: tested and fuzzed without sockets
+// (http_front_door.h serves them). Each reply writer also takes the reply's msgpack bytes (read
+// with read_reply), for tests and fuzzers.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,6 +17,13 @@ namespace seqpipe::gateway {
 
 // The HTTP status of an error reply's code; the one place codes map to HTTP.
 int http_status(protocol::ErrorCode code);
+// An error reply's code (an error reply without one is a server bug: internal).
+protocol::ErrorCode error_code(const protocol::Reply& reply);
+
+// The one point a door reads the gateway's reply: the typed reply, or (for bytes that are not
+// one) an internal error reply "undecodable reply", which each door answers as its own internal
+// error. `id`: that error reply's.
+protocol::Reply read_reply(std::string_view msgpack_reply, const std::string& id = "");
 
 // A request translated for the gateway: msgpack bytes carrying `internal_id` as the id (so a
 // reply is matched to its HTTP request), and what the reply needs back.
@@ -46,10 +55,13 @@ struct HttpAnswer {
 // that is not a JSON object is an invalid_argument answer. Field checks are the gateway's.
 std::variant<HttpRequest, HttpAnswer> generate_request(std::string_view body,
                                                        const std::string& internal_id);
-// The gateway's msgpack reply as /v1/generate's JSON reply, with the client's id.
+// The gateway's reply as /v1/generate's JSON reply (the msgpack reply's fields as JSON), with the
+// client's id.
+HttpAnswer generate_reply(const protocol::Reply& reply, const std::string& client_id);
 HttpAnswer generate_reply(std::string_view msgpack_reply, const std::string& client_id);
 // One reply of a streamed request (partial or final) as a server-sent event: "data: " and its
 // JSON (generate_reply's body, one line), then a blank line.
+std::string sse_event(const protocol::Reply& reply, const std::string& client_id);
 std::string sse_event(std::string_view msgpack_reply, const std::string& client_id);
 
 // KServe v2 infer: one BYTES input tensor of texts (shape [N] or [N, 1]); "parameters" carries
@@ -69,6 +81,8 @@ struct KserveModelPath {
 std::optional<KserveModelPath> kserve_model_path(std::string_view path, std::string_view suffix);
 // The reply as a KServe v2 infer response (a BYTES "text" output, FP32 "scores" when asked), or
 // {"error": "..."} with the code's HTTP status.
+HttpAnswer kserve_infer_reply(const protocol::Reply& reply, const std::string& client_id,
+                              const std::string& model_name);
 HttpAnswer kserve_infer_reply(std::string_view msgpack_reply, const std::string& client_id,
                               const std::string& model_name);
 // A model's metadata (GET /v2/models/<name>[/versions/<v>], gRPC's ModelMetadata): its name,

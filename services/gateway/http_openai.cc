@@ -1,5 +1,8 @@
 #include "gateway/http_openai.h"
 
+#include <cmath>
+#include <limits>
+
 #include "gateway/json_body.h"
 
 namespace seqpipe::gateway {
@@ -51,6 +54,80 @@ std::variant<json, HttpAnswer> prompt_input(const json& prompt) {
   return json{{"texts", prompt}};
 }
 
+// OpenAI's documented types and ranges of the options read here (its API reference), checked
+// before anything is mapped, in its words: null is every option's default.
+struct TypedOption {
+  const char* name;
+  enum Kind { kNumber, kInteger, kBoolean, kString, kObject } kind;
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false;  // lo itself is out of range
+};
+constexpr TypedOption kTypedOptions[] = {
+    {"temperature", TypedOption::kNumber, 0, 2},
+    {"top_p", TypedOption::kNumber, 0, 1, true},
+    {"presence_penalty", TypedOption::kNumber, -2, 2},
+    {"frequency_penalty", TypedOption::kNumber, -2, 2},
+    {"seed", TypedOption::kInteger},
+    {"max_tokens", TypedOption::kInteger, 1},
+    {"max_completion_tokens", TypedOption::kInteger, 1},
+    {"min_tokens", TypedOption::kInteger, 0},
+    {"n", TypedOption::kInteger, 1, 128},
+    {"best_of", TypedOption::kInteger, 0, 20},
+    {"stream", TypedOption::kBoolean},
+    {"echo", TypedOption::kBoolean},
+    {"user", TypedOption::kString},
+    {"stream_options", TypedOption::kObject},
+};
+
+std::string_view json_type_name(const json& v) {
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_number()) return "a decimal";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+// OpenAI's answer to a value of the wrong type or out of range: 400 naming the parameter, with
+// its codes (invalid_type, decimal_below_min_value, integer_above_max_value, ...).
+std::optional<HttpAnswer> refuse_mistyped(const json& body) {
+  static constexpr const char* kExpected[] = {"a decimal", "an integer", "a boolean", "a string",
+                                              "an object"};
+  for (const TypedOption& o : kTypedOptions) {
+    const auto it = body.find(o.name);
+    if (it == body.end() || it->is_null()) continue;
+    const json& v = *it;
+    const bool fits = o.kind == TypedOption::kNumber    ? v.is_number()
+                      : o.kind == TypedOption::kInteger ? v.is_number_integer()
+                      : o.kind == TypedOption::kBoolean ? v.is_boolean()
+                      : o.kind == TypedOption::kString  ? v.is_string()
+                                                        : v.is_object();
+    if (!fits) {
+      return openai_error(400,
+                          "Invalid type for '" + std::string(o.name) + "': expected " +
+                              kExpected[o.kind] + ", but got " + std::string(json_type_name(v)) +
+                              " instead.",
+                          o.name, "invalid_type");
+    }
+    if (!v.is_number()) continue;
+    const double x = v.get<double>();
+    const bool low = o.lo_open ? x <= o.lo : x<o.lo, high = x> o.hi;
+    if (!low && !high) continue;
+    const std::string kind = o.kind == TypedOption::kInteger ? "integer" : "decimal";
+    const double edge = low ? o.lo : o.hi;  // written as OpenAI does: 0, not 0.0
+    const json bound = edge == std::floor(edge) ? json(static_cast<int64_t>(edge)) : json(edge);
+    return openai_error(
+        400,
+        "Invalid '" + std::string(o.name) + "': " + kind +
+            (low ? " below minimum value. Expected a value " + std::string(o.lo_open ? "> " : ">= ")
+                 : " above maximum value. Expected a value <= ") +
+            bound.dump() + ", but got " + v.dump() + " instead.",
+        o.name, kind + (low ? "_below_min_value" : "_above_max_value"));
+  }
+  return std::nullopt;
+}
+
 // OpenAI options the engine has no counterpart for, each with the value that means "unused".
 std::optional<HttpAnswer> refuse_unsupported(const json& body) {
   const std::pair<const char*, json> unsupported[] = {{"logprobs", nullptr},
@@ -78,9 +155,7 @@ std::optional<HttpAnswer> refuse_unsupported(const json& body) {
 // as OpenAI ignores them; above 0 it samples.
 std::variant<json, HttpAnswer> params_of(const json& body) {
   json params = params_by_front_name(body, &protocol::GenerateOption::openai);
-  const json& temperature = body.value("temperature", json());
-  if (!temperature.is_null() && !temperature.is_number())
-    return bad("temperature", "temperature must be a number");
+  const json& temperature = body.value("temperature", json());  // typed by refuse_mistyped
   if (temperature.is_number() && temperature.get<double>() > 0) {
     params["do_sample"] = true;
   } else {
@@ -93,7 +168,8 @@ std::variant<HttpRequest, HttpAnswer> request_unguarded(std::string_view body,
                                                         const std::string& internal_id, bool chat,
                                                         int64_t now_s, bool route_model) {
   const auto j = parse_object(body);
-  if (!j) return bad("", "the body must be a JSON object");
+  if (!j) return bad("", not_utf8(body).value_or("the body must be a JSON object"));
+  if (auto refused = refuse_mistyped(*j)) return *refused;
   if (auto refused = refuse_unsupported(*j)) return *refused;
   json request = {{"v", protocol::kVersion}};
   if (chat) {
@@ -172,43 +248,39 @@ json choice(const HttpRequest& request, size_t index, const std::string& text, b
   return c;
 }
 
-// The error of an error reply (nullopt for an ok one), or of a reply that cannot be read.
-std::optional<HttpAnswer> reply_error(const json& reply) {
-  if (reply.is_discarded() || !reply.is_object())
-    return openai_error(500, "undecodable reply", "", "internal");
-  if (reply.value("status", "") != "error") return std::nullopt;
-  const json& error = reply.value("error", json::object());
-  return openai_error(status_of(reply), error.value("message", ""), "",
-                      error.value("code", "internal"));
+// The error of an error reply (nullopt for an ok one; read_reply's for bytes that are no reply).
+std::optional<HttpAnswer> reply_error(const protocol::Reply& reply) {
+  if (reply.ok) return std::nullopt;
+  const protocol::ErrorCode code = error_code(reply);
+  return openai_error(http_status(code), reply.error ? reply.error->message : "", "",
+                      std::string(protocol::wire_name(code)));
 }
 
-HttpAnswer reply_unguarded(std::string_view msgpack_reply, const HttpRequest& request,
+std::string first_text(const protocol::Reply& reply) {
+  return reply.texts.empty() ? std::string() : reply.texts[0];
+}
+
+HttpAnswer reply_unguarded(const protocol::Reply& reply, const HttpRequest& request,
                            const std::string& model_name) {
-  const json reply = json::from_msgpack(msgpack_reply, true, false);
   if (auto error = reply_error(reply)) return *error;
-  const json texts = reply.contains("texts") ? reply["texts"] : json::array({reply.at("text")});
-  const std::vector<protocol::Usage> usage = usage_of(reply);
+  const std::vector<protocol::Usage>& usage = reply.usage;
   json out = envelope(request, model_name, false);
   out["choices"] = json::array();
-  for (size_t i = 0; i < texts.size(); ++i) {
-    out["choices"].push_back(
-        choice(request, i, texts[i].get<std::string>(), false, finish_of(usage, i)));
-  }
+  for (size_t i = 0; i < reply.texts.size(); ++i)
+    out["choices"].push_back(choice(request, i, reply.texts[i], false, finish_of(usage, i)));
   if (!usage.empty()) out["usage"] = usage_object(usage);
   return {.status = 200, .body = out.dump()};
 }
 
-std::string events_unguarded(std::string_view msgpack_reply, const HttpRequest& request,
+std::string events_unguarded(const protocol::Reply& reply, const HttpRequest& request,
                              const std::string& model_name) {
-  const json reply = json::from_msgpack(msgpack_reply, true, false);
   if (auto error = reply_error(reply)) return "data: " + error->body + "\n\n";
-  const bool partial = reply.value("status", "") == "partial";
-  const std::vector<protocol::Usage> usage = usage_of(reply);
+  const bool partial = reply.partial;
+  const std::vector<protocol::Usage>& usage = reply.usage;
   json out = envelope(request, model_name, true);
   // The final reply's text is the partials' already sent: its chunk only says the text ended.
-  out["choices"] =
-      json::array({partial ? choice(request, 0, reply.at("text").get<std::string>(), true, nullptr)
-                           : choice(request, 0, "", true, finish_of(usage, 0))});
+  out["choices"] = json::array({partial ? choice(request, 0, first_text(reply), true, nullptr)
+                                        : choice(request, 0, "", true, finish_of(usage, 0))});
   // With include_usage every chunk has "usage": null, and one more, with no choices, the usage.
   if (request.include_usage) out["usage"] = nullptr;
   std::string events = "data: " + out.dump() + "\n\n";
@@ -234,22 +306,33 @@ std::variant<HttpRequest, HttpAnswer> openai_request(std::string_view body,
   }
 }
 
-HttpAnswer openai_reply(std::string_view msgpack_reply, const HttpRequest& request,
+// A text that is not UTF-8 cannot be JSON: answered as a reply that cannot be read.
+HttpAnswer openai_reply(const protocol::Reply& reply, const HttpRequest& request,
                         const std::string& model_name) {
   try {
-    return reply_unguarded(msgpack_reply, request, model_name);
+    return reply_unguarded(reply, request, model_name);
   } catch (const json::exception&) {
     return openai_error(500, "undecodable reply", "", "internal");
   }
 }
 
-std::string openai_events(std::string_view msgpack_reply, const HttpRequest& request,
+HttpAnswer openai_reply(std::string_view msgpack_reply, const HttpRequest& request,
+                        const std::string& model_name) {
+  return openai_reply(read_reply(msgpack_reply), request, model_name);
+}
+
+std::string openai_events(const protocol::Reply& reply, const HttpRequest& request,
                           const std::string& model_name) {
   try {
-    return events_unguarded(msgpack_reply, request, model_name);
+    return events_unguarded(reply, request, model_name);
   } catch (const json::exception&) {
     return "data: " + openai_error(500, "undecodable reply", "", "internal").body + "\n\n";
   }
+}
+
+std::string openai_events(std::string_view msgpack_reply, const HttpRequest& request,
+                          const std::string& model_name) {
+  return openai_events(read_reply(msgpack_reply), request, model_name);
 }
 
 std::string openai_model(const std::string& model_name, int64_t created) {

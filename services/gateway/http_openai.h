@@ -23,12 +23,16 @@ std::variant<HttpRequest, HttpAnswer> openai_request(std::string_view body,
                                                      int64_t now_s, bool route_model = false);
 // The gateway's (final) reply as a completion or chat completion, with each choice's
 // finish_reason and the request's usage, or an OpenAI error.
+HttpAnswer openai_reply(const protocol::Reply& reply, const HttpRequest& request,
+                        const std::string& model_name);
 HttpAnswer openai_reply(std::string_view msgpack_reply, const HttpRequest& request,
                         const std::string& model_name);
 // One reply of a streamed request as server-sent events: a partial is one chunk carrying its
 // text; an ok final reply is a chunk with finish_reason, with stream_options.include_usage a
 // chunk with no choices and the usage, then "data: [DONE]"; an error one is
 // an event holding OpenAI's error object.
+std::string openai_events(const protocol::Reply& reply, const HttpRequest& request,
+                          const std::string& model_name);
 std::string openai_events(std::string_view msgpack_reply, const HttpRequest& request,
                           const std::string& model_name);
 // GET /v1/models: every model served (`names`); GET /v1/models/<name>: that model.

@@ -12,6 +12,58 @@ HttpAnswer invalid(const std::string& message) {
   return tgi_error(422, message, "validation");
 }
 
+// TGI's documented types and ranges of the parameters read here (its GenerateParameters schema
+// and its router's validation), checked before anything is mapped, in its words. Null is every
+// parameter's default.
+struct TypedParameter {
+  const char* name;
+  enum Kind { kNumber, kInteger, kUnsigned, kBoolean } kind;
+  const char* range = nullptr;  // its message when out of range (nullptr: any value)
+  bool (*fits)(double) = nullptr;
+};
+constexpr TypedParameter kTypedParameters[] = {
+    {"temperature", TypedParameter::kNumber, "`temperature` must be strictly positive",
+     [](double x) { return x > 0; }},
+    {"repetition_penalty", TypedParameter::kNumber,
+     "`repetition_penalty` must be strictly positive", [](double x) { return x > 0; }},
+    // 0 is this server's "no top-k filtering" (the protocol's), which TGI would refuse.
+    {"top_k", TypedParameter::kInteger, "`top_k` must be strictly positive",
+     [](double x) { return x >= 0; }},
+    {"top_p", TypedParameter::kNumber, "`top_p` must be > 0.0 and < 1.0",
+     [](double x) { return x > 0 && x < 1; }},
+    {"max_new_tokens", TypedParameter::kInteger, "`max_new_tokens` must be strictly positive",
+     [](double x) { return x > 0; }},
+    {"seed", TypedParameter::kUnsigned},
+    {"best_of", TypedParameter::kInteger, "`best_of` must be strictly positive",
+     [](double x) { return x > 0; }},
+    {"do_sample", TypedParameter::kBoolean},
+    {"details", TypedParameter::kBoolean},
+    {"decoder_input_details", TypedParameter::kBoolean},
+    {"return_full_text", TypedParameter::kBoolean},
+    {"watermark", TypedParameter::kBoolean},
+};
+
+std::optional<HttpAnswer> refuse_mistyped(const json& parameters) {
+  static constexpr const char* kExpected[] = {"a number", "an integer", "an unsigned integer",
+                                              "a boolean"};
+  for (const TypedParameter& p : kTypedParameters) {
+    const auto it = parameters.find(p.name);
+    if (it == parameters.end() || it->is_null()) continue;
+    const json& v = *it;
+    const bool typed = p.kind == TypedParameter::kNumber     ? v.is_number()
+                       : p.kind == TypedParameter::kInteger  ? v.is_number_integer()
+                       : p.kind == TypedParameter::kUnsigned ? v.is_number_unsigned()
+                                                             : v.is_boolean();
+    if (!typed) {
+      return invalid("Failed to deserialize the JSON body into the target type: parameters." +
+                     std::string(p.name) + ": invalid type: " + std::string(v.type_name()) + " " +
+                     v.dump() + ", expected " + kExpected[p.kind]);
+    }
+    if (p.fits != nullptr && !p.fits(v.get<double>())) return invalid(p.range);
+  }
+  return std::nullopt;
+}
+
 // TGI's parameters without a counterpart here, each with the value that means "unused".
 std::optional<HttpAnswer> refuse_unsupported(const json& parameters) {
   const std::pair<const char*, json> unsupported[] = {{"decoder_input_details", false},
@@ -37,11 +89,12 @@ std::variant<HttpRequest, HttpAnswer> request_unguarded(std::string_view body,
                                                         const std::string& internal_id,
                                                         bool stream) {
   const auto j = parse_object(body);
-  if (!j) return invalid("the body must be a JSON object with \"inputs\"");
+  if (!j) return invalid(not_utf8(body).value_or("the body must be a JSON object with \"inputs\""));
   const json& inputs = j->value("inputs", json());
   if (!inputs.is_string()) return invalid("inputs must be a string");
   const json& parameters = j->value("parameters", json::object());
   if (!parameters.is_object()) return invalid("parameters must be an object");
+  if (auto refused = refuse_mistyped(parameters)) return *refused;
   if (auto refused = refuse_unsupported(parameters)) return *refused;
   json params = params_by_front_name(parameters, &protocol::GenerateOption::tgi);
   // As in TGI, a sampling parameter turns sampling on.
@@ -56,17 +109,20 @@ std::variant<HttpRequest, HttpAnswer> request_unguarded(std::string_view body,
   return out;
 }
 
-// The error of an error reply (nullopt for an ok one), or of a reply that cannot be read. TGI
-// answers a request it refuses 422 and an overloaded server 429; other codes keep their status.
-std::optional<HttpAnswer> reply_error(const json& reply) {
-  if (reply.is_discarded() || !reply.is_object())
-    return tgi_error(500, "undecodable reply", "internal");
-  if (reply.value("status", "") != "error") return std::nullopt;
-  const json& error = reply.value("error", json::object());
-  const std::string code = error.value("code", "internal");
-  const int status = status_of(reply);
-  return tgi_error(status == 400 || status == 413 ? 422 : status, error.value("message", ""),
-                   status == 400 || status == 413 ? "validation" : code);
+// The error of an error reply (nullopt for an ok one; read_reply's for bytes that are no reply).
+// TGI answers a request it refuses 422 and an overloaded server 429; other codes keep their
+// status.
+std::optional<HttpAnswer> reply_error(const protocol::Reply& reply) {
+  if (reply.ok) return std::nullopt;
+  const protocol::ErrorCode code = error_code(reply);
+  const int status = http_status(code);
+  const bool validation = status == 400 || status == 413;
+  return tgi_error(validation ? 422 : status, reply.error ? reply.error->message : "",
+                   validation ? "validation" : std::string(protocol::wire_name(code)));
+}
+
+std::string first_text(const protocol::Reply& reply) {
+  return reply.texts.empty() ? std::string() : reply.texts[0];
 }
 
 // TGI's names for why a text ended.
@@ -85,9 +141,8 @@ std::string_view tgi_finish_reason(protocol::FinishReason reason) {
 // The details of an ok reply's text, as TGI gives them: /generate's (with its token lists,
 // empty: the protocol gives counts, not tokens) or a stream's last event's (with input_length).
 // The seed is null: the reply does not say which seed a sampled text drew from.
-json details(const json& reply, bool stream) {
-  const std::vector<protocol::Usage> usage = usage_of(reply);
-  const protocol::Usage u = usage.empty() ? protocol::Usage{} : usage[0];
+json details(const protocol::Reply& reply, bool stream) {
+  const protocol::Usage u = reply.usage.empty() ? protocol::Usage{} : reply.usage[0];
   json d = {{"finish_reason", tgi_finish_reason(u.finish_reason)},
             {"generated_tokens", u.completion_tokens},
             {"seed", nullptr}};
@@ -117,11 +172,11 @@ std::variant<HttpRequest, HttpAnswer> tgi_request(std::string_view body,
   }
 }
 
-HttpAnswer tgi_reply(std::string_view msgpack_reply, const HttpRequest& request) {
+// A text that is not UTF-8 cannot be JSON: answered as a reply that cannot be read.
+HttpAnswer tgi_reply(const protocol::Reply& reply, const HttpRequest& request) {
   try {
-    const json reply = json::from_msgpack(msgpack_reply, true, false);
     if (auto error = reply_error(reply)) return *error;
-    json out = {{"generated_text", reply.at("text")}};
+    json out = {{"generated_text", first_text(reply)}};
     if (request.details) out["details"] = details(reply, false);
     return {.status = 200, .body = out.dump()};
   } catch (const json::exception&) {
@@ -129,22 +184,29 @@ HttpAnswer tgi_reply(std::string_view msgpack_reply, const HttpRequest& request)
   }
 }
 
-std::string tgi_event(std::string_view msgpack_reply, uint32_t index, const HttpRequest& request) {
+HttpAnswer tgi_reply(std::string_view msgpack_reply, const HttpRequest& request) {
+  return tgi_reply(read_reply(msgpack_reply), request);
+}
+
+std::string tgi_event(const protocol::Reply& reply, uint32_t index, const HttpRequest& request) {
   try {
-    const json reply = json::from_msgpack(msgpack_reply, true, false);
     if (auto error = reply_error(reply)) return "data: " + error->body + "\n\n";
-    const bool partial = reply.value("status", "") == "partial";
+    const bool partial = reply.partial;
     // The final reply's text is the partials' already sent: its token is empty and special, so
     // a client joining non-special tokens gets the text once.
     const json event = {
         {"index", index},
-        {"token", token(partial ? reply.at("text").get<std::string>() : "", !partial)},
-        {"generated_text", partial ? json(nullptr) : reply.at("text")},
+        {"token", token(partial ? first_text(reply) : "", !partial)},
+        {"generated_text", partial ? json(nullptr) : json(first_text(reply))},
         {"details", !partial && request.details ? details(reply, true) : json(nullptr)}};
     return "data: " + event.dump() + "\n\n";
   } catch (const json::exception&) {
     return "data: " + tgi_error(500, "undecodable reply", "internal").body + "\n\n";
   }
+}
+
+std::string tgi_event(std::string_view msgpack_reply, uint32_t index, const HttpRequest& request) {
+  return tgi_event(read_reply(msgpack_reply), index, request);
 }
 
 std::string tgi_info(const std::string& model_name) {

@@ -19,11 +19,13 @@ std::variant<HttpRequest, HttpAnswer> tgi_request(std::string_view body,
                                                   const std::string& internal_id, bool stream);
 // The gateway's reply as {"generated_text": ...}, with "details" (finish_reason,
 // generated_tokens) when the request asked for them, or TGI's error.
+HttpAnswer tgi_reply(const protocol::Reply& reply, const HttpRequest& request);
 HttpAnswer tgi_reply(std::string_view msgpack_reply, const HttpRequest& request);
 // One reply of /generate_stream as a server-sent event: a partial is a token event whose token
 // text is the partial's text; the final reply is an event with an empty special token,
 // "generated_text" and, when the request asked for them, "details"; an error is {"error",
 // "error_type"}. `index`: the event's place in the stream.
+std::string tgi_event(const protocol::Reply& reply, uint32_t index, const HttpRequest& request);
 std::string tgi_event(std::string_view msgpack_reply, uint32_t index, const HttpRequest& request);
 // GET /info.
 std::string tgi_info(const std::string& model_name);

@@ -15,6 +15,9 @@ namespace seqpipe::gateway {
 
 // The JSON object in `body`, or nullopt (also when it is nested deeper than any request).
 std::optional<nlohmann::json> parse_object(std::string_view body);
+// When `body` is not valid UTF-8 (JSON's encoding): "the body is not valid UTF-8 (byte N)", the
+// answer a door gives instead of its "must be a JSON object" for a body parse_object refused.
+std::optional<std::string> not_utf8(std::string_view body);
 
 // `request` (a msgpack request's fields as JSON) as the gateway's msgpack request, its id
 // replaced by `internal_id`.
@@ -27,13 +30,6 @@ HttpRequest to_gateway(nlohmann::json request, const std::string& internal_id,
 nlohmann::json params_by_front_name(const nlohmann::json& body,
                                     protocol::FrontName protocol::GenerateOption::*column);
 
-// The reply's HTTP status: 200, or its error code's.
-int status_of(const nlohmann::json& reply);
-
-// An ok reply's usage, one per text (none when it carries none); a finish reason this gateway
-// does not know reads as kStop, as protocol::decode_reply reads it.
-std::vector<protocol::Usage> usage_of(const nlohmann::json& reply);
-
 // The KServe v2 tensor mapping, the one both KServe doors use (HTTP's JSON body, gRPC's
 // messages as that JSON). An inference request object as the gateway's request, or why it is
 // not one (an invalid_argument message). `stream` (gRPC's ModelStreamInfer): a request of one
@@ -42,9 +38,5 @@ std::vector<protocol::Usage> usage_of(const nlohmann::json& reply);
 std::variant<HttpRequest, std::string> kserve_infer_json(const nlohmann::json& infer,
                                                          const std::string& internal_id,
                                                          bool stream = false);
-// The gateway's reply as a KServe v2 inference response object, or the reply's error.
-std::variant<nlohmann::json, protocol::Error> kserve_infer_response(std::string_view msgpack_reply,
-                                                                    const std::string& client_id,
-                                                                    const std::string& model_name);
 
 }  // namespace seqpipe::gateway

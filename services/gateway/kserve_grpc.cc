@@ -89,19 +89,13 @@ std::variant<json, grpc::Status> as_json(const inference::ModelInferRequest& req
   return infer;
 }
 
-void add_output(inference::ModelInferResponse& response, const json& output) {
+// A BYTES "text" output of `texts`.
+void add_texts(inference::ModelInferResponse& response, const std::vector<std::string>& texts) {
   auto* tensor = response.add_outputs();
-  tensor->set_name(output.at("name").get<std::string>());
-  tensor->set_datatype(output.at("datatype").get<std::string>());
-  const json& data = output.at("data");
-  tensor->add_shape(static_cast<int64_t>(data.size()));
-  for (const json& element : data) {
-    if (element.is_string()) {
-      tensor->mutable_contents()->add_bytes_contents(element.get<std::string>());
-    } else {
-      tensor->mutable_contents()->add_fp32_contents(element.get<float>());
-    }
-  }
+  tensor->set_name("text");
+  tensor->set_datatype("BYTES");
+  tensor->add_shape(static_cast<int64_t>(texts.size()));
+  for (const std::string& text : texts) tensor->mutable_contents()->add_bytes_contents(text);
 }
 
 }  // namespace
@@ -189,47 +183,57 @@ std::variant<HttpRequest, grpc::Status> kserve_grpc_request(
 }
 
 std::variant<inference::ModelInferResponse, grpc::Status> kserve_grpc_reply(
-    std::string_view msgpack_reply, const std::string& client_id, const ResponseModel& model) {
-  auto reply = kserve_infer_response(msgpack_reply, client_id, model.name);
-  if (auto* error = std::get_if<protocol::Error>(&reply))
-    return grpc::Status(grpc_code(error->code),
-                        std::string(protocol::wire_name(error->code)) + ": " + error->message);
-  const json& j = std::get<json>(reply);
+    const protocol::Reply& reply, const std::string& client_id, const ResponseModel& model) {
+  if (!reply.ok) {
+    const protocol::ErrorCode code = error_code(reply);
+    return grpc::Status(grpc_code(code), std::string(protocol::wire_name(code)) + ": " +
+                                             (reply.error ? reply.error->message : ""));
+  }
   inference::ModelInferResponse response;
   response.set_model_name(model.name);
   response.set_model_version(model.version);
   response.set_id(client_id);
-  try {
-    for (const json& output : j.at("outputs")) add_output(response, output);
-    const json timings = j.value("parameters", json::object()).value("timings_us", json::object());
-    for (const auto& [stage, us] : timings.items())
-      (*response.mutable_parameters())["timings_us." + stage].set_int64_param(us.get<int64_t>());
-  } catch (const json::exception&) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, "internal: undecodable reply");
+  add_texts(response, reply.texts);
+  if (reply.scores) {
+    auto* tensor = response.add_outputs();
+    tensor->set_name("scores");
+    tensor->set_datatype("FP32");
+    tensor->add_shape(static_cast<int64_t>(reply.scores->size()));
+    for (const float score : *reply.scores) tensor->mutable_contents()->add_fp32_contents(score);
+  }
+  if (reply.partial) return response;
+  const protocol::Timings& t = reply.timings;
+  const std::pair<const char*, uint64_t> timings[] = {
+      {"queue", t.queue_us},   {"tokenize", t.tokenize_us}, {"batch_wait", t.batch_wait_us},
+      {"encode", t.encode_us}, {"decode", t.decode_us},     {"postprocess", t.postprocess_us},
+      {"total", t.total_us}};
+  for (const auto& [stage, us] : timings) {
+    (*response.mutable_parameters())[std::string("timings_us.") + stage].set_int64_param(
+        static_cast<int64_t>(us));
   }
   return response;
 }
 
-KserveStreamReply kserve_grpc_stream_reply(std::string_view msgpack_reply,
+std::variant<inference::ModelInferResponse, grpc::Status> kserve_grpc_reply(
+    std::string_view msgpack_reply, const std::string& client_id, const ResponseModel& model) {
+  return kserve_grpc_reply(read_reply(msgpack_reply), client_id, model);
+}
+
+KserveStreamReply kserve_grpc_stream_reply(const protocol::Reply& partial_or_final,
                                            const std::string& client_id, const ResponseModel& model,
                                            bool streamed) {
   KserveStreamReply out;
-  if (streamed) {
-    const auto decoded = protocol::decode_reply(std::span<const uint8_t>(
-        reinterpret_cast<const uint8_t*>(msgpack_reply.data()), msgpack_reply.size()));
-    const auto* partial = std::get_if<protocol::Reply>(&decoded);
-    if (partial && partial->partial && partial->texts.size() == 1) {
-      out.final = false;
-      auto& response = *out.response.mutable_infer_response();
-      response.set_model_name(model.name);
-      response.set_model_version(model.version);
-      response.set_id(client_id);
-      add_output(response, {{"name", "text"}, {"datatype", "BYTES"}, {"data", partial->texts}});
-      (*response.mutable_parameters())[kFinalResponse].set_bool_param(false);
-      return out;
-    }
+  if (streamed && partial_or_final.partial && partial_or_final.texts.size() == 1) {
+    out.final = false;
+    auto& response = *out.response.mutable_infer_response();
+    response.set_model_name(model.name);
+    response.set_model_version(model.version);
+    response.set_id(client_id);
+    add_texts(response, partial_or_final.texts);
+    (*response.mutable_parameters())[kFinalResponse].set_bool_param(false);
+    return out;
   }
-  auto reply = kserve_grpc_reply(msgpack_reply, client_id, model);
+  auto reply = kserve_grpc_reply(partial_or_final, client_id, model);
   if (auto* status = std::get_if<grpc::Status>(&reply)) {
     out.response = kserve_grpc_stream_error(*status, client_id, model);
     return out;
@@ -241,6 +245,12 @@ KserveStreamReply kserve_grpc_stream_reply(std::string_view msgpack_reply,
     response.mutable_outputs(0)->mutable_contents()->set_bytes_contents(0, "");
   (*response.mutable_parameters())[kFinalResponse].set_bool_param(true);
   return out;
+}
+
+KserveStreamReply kserve_grpc_stream_reply(std::string_view msgpack_reply,
+                                           const std::string& client_id, const ResponseModel& model,
+                                           bool streamed) {
+  return kserve_grpc_stream_reply(read_reply(msgpack_reply), client_id, model, streamed);
 }
 
 inference::ModelStreamInferResponse kserve_grpc_stream_error(const grpc::Status& status,

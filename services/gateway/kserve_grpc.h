@@ -59,6 +59,8 @@ std::variant<HttpRequest, grpc::Status> kserve_grpc_request(
 // "scores" when asked, each timing as an int64 parameter "timings_us.<stage>"), or its error as a
 // gRPC status.
 std::variant<inference::ModelInferResponse, grpc::Status> kserve_grpc_reply(
+    const protocol::Reply& reply, const std::string& client_id, const ResponseModel& model);
+std::variant<inference::ModelInferResponse, grpc::Status> kserve_grpc_reply(
     std::string_view msgpack_reply, const std::string& client_id, const ResponseModel& model);
 
 // The parameter every ModelStreamInfer response carries, as Triton's decoupled models do: true
@@ -73,6 +75,9 @@ struct KserveStreamReply {
   inference::ModelStreamInferResponse response;
   bool final = true;  // no more responses to this request follow
 };
+KserveStreamReply kserve_grpc_stream_reply(const protocol::Reply& reply,
+                                           const std::string& client_id, const ResponseModel& model,
+                                           bool streamed);
 KserveStreamReply kserve_grpc_stream_reply(std::string_view msgpack_reply,
                                            const std::string& client_id, const ResponseModel& model,
                                            bool streamed);

@@ -42,7 +42,8 @@ std::function<bool(const std::string&)> model_ready(zmq::context_t& context,
 // The HTTP front door on gateway.http_endpoint (none when it is off).
 std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config::PipelineConfig& c,
                                           const security::HubSecurity& security,
-                                          size_t max_body_bytes, const SharedCatalog& catalog) {
+                                          size_t max_body_bytes, const SharedCatalog& catalog,
+                                          metrics::FrontDoorMetrics& door_metrics) {
   const auto address = config::parse_http_address(c.gateway.http_endpoint);
   if (!address) return nullptr;
   HttpOptions options;
@@ -54,6 +55,7 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config:
   // Only `seqpipe up` with a repository answers on the control socket.
   if (!c.model.repository.empty()) options.control_endpoint = config::control_endpoint(c);
   options.max_body_bytes = max_body_bytes;
+  options.metrics = &door_metrics;
   options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
   auto http = std::make_unique<HttpFrontDoor>(context, kFrontDoorInproc, options,
                                               model_ready(context, c, security));
@@ -66,7 +68,8 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config:
 // Its requests and replies go by the gateway's loop (serve, answer), not over a socket.
 std::unique_ptr<GrpcFrontDoor> start_grpc(zmq::context_t& context, const config::PipelineConfig& c,
                                           const security::HubSecurity& security,
-                                          size_t max_message_bytes, const SharedCatalog& catalog) {
+                                          size_t max_message_bytes, const SharedCatalog& catalog,
+                                          metrics::FrontDoorMetrics& door_metrics) {
   const auto address = config::parse_http_address(c.gateway.grpc_endpoint);
   if (!address) return nullptr;
   GrpcOptions options;
@@ -75,6 +78,7 @@ std::unique_ptr<GrpcFrontDoor> start_grpc(zmq::context_t& context, const config:
   options.max_message_bytes = max_message_bytes;
   options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
   options.max_timeout = std::chrono::milliseconds(c.gateway.max_timeout_ms);
+  options.metrics = &door_metrics;
   auto grpc = std::make_unique<GrpcFrontDoor>(options, catalog, model_ready(context, c, security));
   spdlog::info("gateway: KServe v2 gRPC on {}:{} (default model '{}')", options.host, grpc->port(),
                catalog.get()->default_name());
@@ -130,6 +134,7 @@ int serve(const config::LoadedConfig& loaded) {
   metrics::Exporter exporter("gateway", c.gateway.metrics_port, 1, c.metrics.address);
   metrics::StageMetrics stage_metrics(exporter.registry(), "gateway");
   metrics::GatewayMetrics gateway_metrics(exporter.registry());
+  metrics::FrontDoorMetrics door_metrics(exporter.registry());
   if (!c.model.repository.empty()) log_repository(c.model.repository);
 
   zmq::context_t context(1);
@@ -153,10 +158,12 @@ int serve(const config::LoadedConfig& loaded) {
   spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}",
                client_endpoint, c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
   SharedCatalog catalog(config::ModelCatalog::of(c));
-  const std::unique_ptr<HttpFrontDoor> http = start_http(
-      context, c, security, static_cast<size_t>(client_options.max_message_bytes), catalog);
-  const std::unique_ptr<GrpcFrontDoor> grpc = start_grpc(
-      context, c, security, static_cast<size_t>(client_options.max_message_bytes), catalog);
+  const std::unique_ptr<HttpFrontDoor> http =
+      start_http(context, c, security, static_cast<size_t>(client_options.max_message_bytes),
+                 catalog, door_metrics);
+  const std::unique_ptr<GrpcFrontDoor> grpc =
+      start_grpc(context, c, security, static_cast<size_t>(client_options.max_message_bytes),
+                 catalog, door_metrics);
   exporter.readiness().set(true);  // bound: never waits for workers (docs/DEPLOY.md, Probes)
 
   // Cancels (and heartbeats, with several batchers) go to the batchers' ingress (where the

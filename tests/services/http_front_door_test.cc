@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "test_gateway.h"
+
 namespace seqpipe::gateway {
 namespace {
 
@@ -73,6 +75,39 @@ TEST(HttpTranslationTest, RepliesMapErrorCodesToHttpStatuses) {
   const auto a = generate_reply(protocol::encode_reply(ok), "");
   EXPECT_EQ(a.status, 200);
   EXPECT_EQ(json::parse(a.body)["text"], "the spelling");
+}
+
+// /v1/generate's JSON reply, written from the typed reply, is the msgpack reply's own fields as
+// JSON (as it was when the door passed the msgpack map through), with the client's id.
+TEST(HttpTranslationTest, TheGenerateReplyIsTheProtocolReplyAsJson) {
+  protocol::Reply ok;
+  ok.id = "http-4";
+  ok.batch_form = true;
+  ok.texts = {"the", "spelling"};
+  ok.scores = std::vector<float>{-0.25f, -1.5f};
+  ok.sequences = std::vector<std::vector<protocol::Sequence>>{{{"the", -0.25f}, {"teh", -2.f}},
+                                                              {{"spelling", -1.5f}}};
+  ok.usage = {{3, 2, protocol::FinishReason::kEos}, {4, 9, protocol::FinishReason::kLength}};
+  ok.timings = {1, 2, 3, 4, 5, 6, 21};
+  protocol::Reply single;
+  single.texts = {"one"};
+  protocol::Reply partial;
+  partial.partial = true;
+  partial.texts = {"piece"};
+  const protocol::Reply error =
+      protocol::error_reply("http-4", {protocol::ErrorCode::kTooLong, "texts[0] is long"});
+  for (const protocol::Reply& reply : {ok, single, partial, error}) {
+    const std::string bytes = protocol::encode_reply(reply);
+    json expected = json::from_msgpack(bytes);
+    expected["id"] = "mine";
+    const HttpAnswer a = generate_reply(bytes, "mine");
+    EXPECT_EQ(json::parse(a.body), expected) << expected.dump();
+    EXPECT_EQ(a.status, reply.ok ? 200 : 413);
+  }
+  // Bytes that are no reply: an internal error, answered as such.
+  const HttpAnswer bad = generate_reply(std::string("\xc1"), "mine");
+  EXPECT_EQ(bad.status, 500);
+  EXPECT_EQ(json::parse(bad.body)["error"]["message"], "undecodable reply");
 }
 
 TEST(HttpTranslationTest, KServeInferRequestAndResponseAsTheSpecShowsThem) {
@@ -145,52 +180,6 @@ TEST(HttpTranslationTest, KServeInferRequestsThatDoNotFitAreRefused) {
   ASSERT_TRUE(std::holds_alternative<HttpRequest>(out));
   EXPECT_EQ(request_json(std::get<HttpRequest>(out))["texts"], json::array({"a", "b"}));
 }
-
-// A test gateway: a ROUTER on inproc that upper-cases each text, or answers `overloaded` for the
-// text "busy", on its own thread.
-class TestGateway {
- public:
-  explicit TestGateway(zmq::context_t& context)
-      : socket_(context, zmq::socket_type::router), thread_([this] { serve(); }) {}
-  ~TestGateway() {
-    stop_ = true;
-    thread_.join();
-  }
-  static constexpr const char* kEndpoint = "inproc://test-gateway";
-
- private:
-  void serve() {
-    while (!stop_) {
-      auto frames = socket_.recv(std::chrono::milliseconds(20));
-      if (!frames) continue;
-      const std::string& body = frames->back();
-      auto decoded = protocol::decode_request(
-          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()),
-          protocol::Limits{});
-      protocol::Reply reply;
-      if (auto* rejected = std::get_if<protocol::RejectedRequest>(&decoded)) {
-        reply = protocol::error_reply(*rejected);
-      } else {
-        const auto& request = std::get<protocol::Request>(decoded);
-        reply.id = request.id.value_or("");
-        reply.batch_form = request.batch_form;
-        for (std::string t : request.texts) {
-          for (char& c : t) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-          reply.texts.push_back(t);
-        }
-        if (request.texts.front() == "busy")
-          reply = protocol::error_reply(reply.id, {protocol::ErrorCode::kOverloaded, "full"});
-      }
-      // The whole envelope back, as the gateway does: the front door routes by it.
-      frames->back() = protocol::encode_reply(reply);
-      socket_.send(*frames);
-    }
-  }
-  transport::Socket socket_;
-  std::atomic<bool> bound_{(socket_.bind(kEndpoint), true)};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
 
 class HttpFrontDoorTest : public ::testing::Test {
  protected:

@@ -355,3 +355,96 @@ TEST(FrontDoorOptionsTest, EveryOptionReachesEveryFrontDoorThatNamesIt) {
 
 }  // namespace
 }  // namespace seqpipe::gateway
+
+namespace seqpipe::gateway {
+namespace {
+
+TEST(OpenAiStrictTest, TypesAndRangesAreRefusedInOpenAisShape) {
+  struct Case {
+    const char* field;  // "name": value
+    const char* param;
+    const char* code;
+  };
+  const Case cases[] = {
+      {R"("temperature": -1)", "temperature", "decimal_below_min_value"},
+      {R"("temperature": 2.5)", "temperature", "decimal_above_max_value"},
+      {R"("temperature": "0.5")", "temperature", "invalid_type"},
+      {R"("top_p": 2)", "top_p", "decimal_above_max_value"},
+      {R"("top_p": 0)", "top_p", "decimal_below_min_value"},
+      {R"("seed": "7")", "seed", "invalid_type"},
+      {R"("seed": 1.5)", "seed", "invalid_type"},
+      {R"("stream": "true")", "stream", "invalid_type"},
+      {R"("max_tokens": 0)", "max_tokens", "integer_below_min_value"},
+      {R"("max_tokens": 1.5)", "max_tokens", "invalid_type"},
+      {R"("n": "2")", "n", "invalid_type"},
+      {R"("n": 0)", "n", "integer_below_min_value"},
+      {R"("presence_penalty": 3)", "presence_penalty", "decimal_above_max_value"},
+      {R"("stream_options": true)", "stream_options", "invalid_type"},
+  };
+  for (const bool chat : {false, true}) {
+    for (const Case& c : cases) {
+      const std::string input =
+          chat ? R"("messages": [{"role": "user", "content": "a"}])" : R"("prompt": "a")";
+      const std::string body = "{" + input + ", " + c.field + "}";
+      const json error = answer_json(openai_request(body, "h", chat, 0), 400)["error"];
+      EXPECT_EQ(error["type"], "invalid_request_error") << body;
+      EXPECT_EQ(error["param"], c.param) << body;
+      EXPECT_EQ(error["code"], c.code) << body;
+      EXPECT_NE(error["message"].get<std::string>().find(c.param), std::string::npos) << body;
+    }
+  }
+  const json below = answer_json(
+      openai_request(R"({"prompt": "a", "temperature": -1})", "h", false, 0), 400)["error"];
+  EXPECT_EQ(below["message"],
+            "Invalid 'temperature': decimal below minimum value. Expected a value >= 0, but got "
+            "-1 instead.");
+  // The edges of each range, and null (every option's default), are served.
+  for (const char* fields :
+       {R"("temperature": 0, "top_p": 1, "max_tokens": 1, "n": 1, "stream": false)",
+        R"("temperature": 2, "top_p": 0.01, "seed": 7, "stream": null)",
+        R"("temperature": null, "top_p": null, "max_tokens": null, "n": null)"}) {
+    decoded(openai_request(std::string(R"({"prompt": "a", )") + fields + "}", "h", false, 0));
+  }
+}
+
+TEST(TgiStrictTest, TypesAndRangesAreRefusedWithTgisValidationErrors) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"("temperature": 0)", "`temperature` must be strictly positive"},
+      {R"("repetition_penalty": -1)", "`repetition_penalty` must be strictly positive"},
+      {R"("top_k": -1)", "`top_k` must be strictly positive"},
+      {R"("top_p": 1.0)", "`top_p` must be > 0.0 and < 1.0"},
+      {R"("top_p": 0)", "`top_p` must be > 0.0 and < 1.0"},
+      {R"("max_new_tokens": 0)", "`max_new_tokens` must be strictly positive"},
+      {R"("seed": -1)", "parameters.seed: invalid type: number -1, expected an unsigned integer"},
+      {R"("do_sample": "yes")",
+       "parameters.do_sample: invalid type: string \"yes\", expected a boolean"},
+      {R"("max_new_tokens": 2.5)",
+       "parameters.max_new_tokens: invalid type: number 2.5, expected an integer"},
+  };
+  for (const auto& [field, message] : cases) {
+    const std::string body = std::string(R"({"inputs": "a", "parameters": {)") + field + "}}";
+    const json error = answer_json(tgi_request(body, "h", false), 422);
+    EXPECT_EQ(error["error_type"], "validation") << body;
+    EXPECT_NE(error["error"].get<std::string>().find(message), std::string::npos)
+        << body << " -> " << error["error"];
+  }
+  decoded(tgi_request(
+      R"({"inputs": "a", "parameters": {"temperature": 0.1, "top_p": 0.99, "seed": 0,
+          "max_new_tokens": 1, "top_k": null}})",
+      "h", false));
+}
+
+TEST(InvalidUtf8Test, EveryJsonDoorNamesTheBodyAsNotUtf8) {
+  const std::string body = std::string(R"({"text": "a)") + "\xff" + R"("})";
+  const std::string expected = "the body is not valid UTF-8 (byte 11)";
+  EXPECT_EQ(answer_json(generate_request(body, "h"), 400)["error"]["message"], expected);
+  EXPECT_EQ(answer_json(kserve_infer_request(body, "h"), 400)["error"], expected);
+  EXPECT_EQ(answer_json(openai_request(body, "h", false, 0), 400)["error"]["message"], expected);
+  EXPECT_EQ(answer_json(tgi_request(body, "h", false), 422)["error"], expected);
+  // Valid UTF-8 that is not a JSON object keeps its answer.
+  EXPECT_EQ(answer_json(tgi_request("[1]", "h", false), 422)["error"],
+            "the body must be a JSON object with \"inputs\"");
+}
+
+}  // namespace
+}  // namespace seqpipe::gateway

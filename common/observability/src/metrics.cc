@@ -418,6 +418,23 @@ SecurityMetrics::SecurityMetrics(prometheus::Registry& r, std::string_view hub) 
                   .Add({{"hub", std::string(hub)}});
 }
 
+FrontDoorMetrics::FrontDoorMetrics(prometheus::Registry& r) {
+  auto& family = prometheus::BuildCounter()
+                     .Name(std::string(kHandlerExceptions))
+                     .Help("Exceptions a front door's handler threw (answered as internal errors)")
+                     .Register(r);
+  http_ = &family.Add({{"door", "http"}});
+  grpc_ = &family.Add({{"door", "grpc"}});
+}
+
+void FrontDoorMetrics::handler_exception(Door door) {
+  (door == Door::kHttp ? http_ : grpc_)->Increment();
+}
+
+double FrontDoorMetrics::handler_exceptions(Door door) const {
+  return (door == Door::kHttp ? http_ : grpc_)->Value();
+}
+
 void SecurityMetrics::refused() {
   refused_->Increment();
 }

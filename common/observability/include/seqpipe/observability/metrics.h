@@ -52,6 +52,7 @@ inline constexpr std::string_view kKvSlots = "seqpipe_decoder_kv_slots";
 inline constexpr std::string_view kCancels = "seqpipe_gateway_cancels_total";
 inline constexpr std::string_view kEngineInfo = "seqpipe_engine_info";
 inline constexpr std::string_view kSecurityRefusals = "seqpipe_security_refusals_total";
+inline constexpr std::string_view kHandlerExceptions = "seqpipe_gateway_handler_exceptions_total";
 inline constexpr std::string_view kWorkersDrained = "seqpipe_hub_workers_drained_total";
 inline constexpr std::string_view kStageQueueItems = "seqpipe_batcher_stage_queue_depth";
 inline constexpr std::string_view kStageQueueWait = "seqpipe_batcher_stage_queue_wait_seconds";
@@ -227,6 +228,21 @@ class GatewayMetrics {
   prometheus::Counter* cache_misses_;
   prometheus::Counter* cancels_found_;
   prometheus::Counter* cancels_not_found_;
+};
+
+// Exceptions a gateway front door's handler threw and its boundary caught: each became an
+// internal error for its one request, and the process kept serving. Labelled door="http" or
+// "grpc"; thread-safe (the doors count on their own threads).
+class FrontDoorMetrics {
+ public:
+  enum class Door { kHttp, kGrpc };
+  explicit FrontDoorMetrics(prometheus::Registry& registry);
+  void handler_exception(Door door);
+  double handler_exceptions(Door door) const;  // for tests
+
+ private:
+  prometheus::Counter* http_;
+  prometheus::Counter* grpc_;
 };
 
 // CurveZMQ connections a hub refused: a client key not in its allow list, or no CurveZMQ at all.
