@@ -1,0 +1,15 @@
+#pragma once
+// Limits on the files of a model directory, the one definition that the engine and the config
+// (which does not link the engine) both refer to. Header-only and without dependencies.
+namespace seqpipe::engine {
+
+// Largest model config file read (a model's config.json and seqpipe.yaml; real ones are a few
+// KB): a larger one is refused before it is read or parsed, so that a file in a model directory
+// cannot make a process spend seconds and gigabytes parsing it.
+inline constexpr unsigned long long kMaxModelConfigBytes = 1ull << 20;
+
+// Largest safetensors header (the JSON after the 8-byte length; t5-11b's is ~100 KB): a longer
+// one is refused before it is read or parsed.
+inline constexpr unsigned long long kMaxSafetensorsHeaderBytes = 16ull << 20;
+
+}  // namespace seqpipe::engine
