@@ -64,8 +64,8 @@ class WeightLoader {
   LinearWeight linear(const std::string& name, std::vector<int64_t> shape) {
     return prepare_source(name, shape);
   }
-  // The lm_head of tied embeddings: the table's bf16 tensor as stored (see source()), else the
-  // fp32 table itself, counted already.
+  // The lm_head of tied embeddings: the table's bf16 tensor as stored (see prepare_source()), else
+  // the fp32 table itself, counted already.
   LinearWeight tied(const std::string& name, const Tensor& table) {
     if (bf16_as_stored(name)) return prepare(file_.load_bf16(name, table.shape()), true, true);
     return prepare(table, false, false);
@@ -80,7 +80,8 @@ class WeightLoader {
   // stored when the compute type is bfloat16, else fp32.
   LinearWeight prepare_source(const std::string& name, const std::vector<int64_t>& shape) {
     if (bf16_as_stored(name)) return prepare(file_.load_bf16(name, shape), true, true);
-    return prepare(file_.load(name, shape), true, stored_as_f32(name));
+    const Tensor fp32 = file_.load(name, shape);  // first: it names a missing tensor
+    return prepare(fp32, true, stored_as_f32(name));
   }
   bool stored_as_f32(const std::string& name) const {
     return file_.tensors().at(name).dtype == StorageType::kF32;
