@@ -830,9 +830,9 @@ TEST(ConfigModelSettings, ADirectoryWithoutTheFileHasNone) {
   EXPECT_TRUE(model_overrides("/nonexistent/model").empty());
 }
 
-// A model's config files over engine::kMaxModelConfigBytes are refused unparsed (a YAML parse of
-// a 20 MB config.json took minutes and gigabytes): config.json is then not read for sizing (the
-// engine refuses it too), seqpipe.yaml is an error naming the file.
+// A model's config files over their caps (engine/model_files.h) are refused unparsed (a YAML
+// parse of a 20 MB config.json took minutes and gigabytes): config.json is then not read for
+// sizing (the engine refuses it too), seqpipe.yaml is an error naming the file.
 TEST(ConfigModelSettings, ConfigFilesOverTheCapAreRefusedUnparsed) {
   TempDir dir;
   std::string junk(engine::kMaxModelConfigBytes, '0');
@@ -843,8 +843,11 @@ TEST(ConfigModelSettings, ConfigFilesOverTheCapAreRefusedUnparsed) {
   EXPECT_GT(decoder_step_params(dir.path()), 0);
   dir.write("config.json", "{" + fields + R"(, "junk": [)" + junk + "0]}");
   EXPECT_EQ(decoder_step_params(dir.path()), 0);
+  const std::string comment(engine::kMaxModelSettingsBytes, '#');
+  dir.write("seqpipe.yaml", "model:\n  lower_case_words: 1\n" + comment.substr(30) + "\n");
+  EXPECT_EQ(model_overrides(dir.path()).size(), 1u);  // just under the cap
   const std::string file =
-      dir.write("seqpipe.yaml", "model:\n  lower_case_words: 1\n#" + junk + "\n");
+      dir.write("seqpipe.yaml", "model:\n  lower_case_words: 1\n" + comment + "\n");
   try {
     model_overrides(dir.path());
     FAIL() << "an oversized seqpipe.yaml was read";
