@@ -51,6 +51,12 @@ def bench(args, endpoint, extra, timeout):
             return json.load(f)
 
 
+def pipeline_rss(run_dir):
+    """{pid: (program, RSS bytes)} of the pipeline's processes: those naming its run dir, but the
+    load generator (its endpoint names the run dir too)."""
+    return {pid: v for pid, v in rss_by_process(run_dir).items() if v[0] != "seqpipe-bench"}
+
+
 class RssSampler(threading.Thread):
     """Every `period` seconds, every pipeline process's RSS: samples [(seconds, {pid: (program,
     bytes)})], the first at start."""
@@ -64,10 +70,10 @@ class RssSampler(threading.Thread):
 
     def run(self):
         while True:
-            self.samples.append((time.monotonic() - self.start_time, rss_by_process(self.marker)))
+            self.samples.append((time.monotonic() - self.start_time, pipeline_rss(self.marker)))
             if self.stopped.wait(self.period):
                 break
-        self.samples.append((time.monotonic() - self.start_time, rss_by_process(self.marker)))
+        self.samples.append((time.monotonic() - self.start_time, pipeline_rss(self.marker)))
 
     def stop(self):
         self.stopped.set()
