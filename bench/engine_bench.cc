@@ -440,10 +440,9 @@ int main(int argc, char** argv) {
         long(c.vocab_size), device_string(options.device_spec()).c_str(), threads,
         std::string(compute_type_name(model->compute_type())).c_str(),
         options.cpu_kernels == CpuKernels::kPortable ? " (portable kernels)" : "");
-    std::printf(
-        "weights: %.1f MB mapped in place, %.1f MB converted; KV cache (%d slots): %.1f MB\n",
-        model->mapped_weight_bytes() / 1e6, model->converted_weight_bytes() / 1e6, batches.back(),
-        gen.cache().bytes() / 1e6);
+    std::printf("weights: %.1f MB as stored, %.1f MB converted; KV cache (%d slots): %.1f MB\n",
+                model->mapped_weight_bytes() / 1e6, model->converted_weight_bytes() / 1e6,
+                batches.back(), gen.cache().bytes() / 1e6);
 
     // Bytes a batch-1 decoder step must stream: every decoder weight but the cross K/V
     // projections (computed once per sequence), plus the lm_head, in the compute type; and the

@@ -44,17 +44,17 @@ Tensor on_device(const Tensor& t, Device device) {
   return out;
 }
 
-// Loads tensors by their HF names with the shapes config.json implies, and counts what was
-// used in place from the mapping versus converted.
+// Loads tensors by their HF names with the shapes config.json implies, and counts what is used
+// as the file stores it versus converted.
 class WeightLoader {
  public:
   WeightLoader(const std::string& path, const ModelOptions& options)
       : file_(path), options_(options) {}
 
-  // A tensor as fp32 on the host (in place in the mapping when stored so).
+  // A tensor as fp32 on the host.
   Tensor get_host(const std::string& name, std::vector<int64_t> shape) {
     Tensor t = file_.load(name, shape);
-    count(t);
+    count(t, stored_as_f32(name));
     return t;
   }
   // The same on the model's device.
@@ -63,13 +63,13 @@ class WeightLoader {
   }
   // A linear layer's weight in the compute type (options.compute_type, resolved).
   LinearWeight linear(const std::string& name, std::vector<int64_t> shape) {
-    return prepare(source(name, shape), true);
+    return prepare_source(name, shape);
   }
-  // The lm_head of tied embeddings: the table's bf16 tensor as stored (see source()), else the
-  // fp32 table itself, counted already.
+  // The lm_head of tied embeddings: the table's bf16 tensor as stored (see prepare_source()), else
+  // the fp32 table itself, counted already.
   LinearWeight tied(const std::string& name, const Tensor& table) {
-    if (bf16_as_stored(name)) return prepare(file_.load_bf16(name, table.shape()), true);
-    return prepare(table, false);
+    if (bf16_as_stored(name)) return prepare(file_.load_bf16(name, table.shape()), true, true);
+    return prepare(table, false, false);
   }
   // The weights `names` ([rows, cols] each) as one linear layer, their rows one after another
   // (a copy on the host, in the type the compute type reads them in, then prepared).
@@ -92,35 +92,42 @@ class WeightLoader {
   }
   bool contains(const std::string& name) const { return file_.contains(name); }
   const std::string& path() const { return file_.path(); }
-  uint64_t mapped() const { return mapped_; }
+  uint64_t stored() const { return stored_; }
   uint64_t converted() const { return converted_; }
 
  private:
-  // What a linear weight is made from: a bf16 checkpoint's tensor as stored (a view of the
-  // mapping) when the compute type is bfloat16, else fp32.
-  Tensor source(const std::string& name, const std::vector<int64_t>& shape) {
-    return bf16_as_stored(name) ? file_.load_bf16(name, shape) : file_.load(name, shape);
+  // A linear layer's weight prepared from what it is made of: a bf16 checkpoint's tensor as
+  // stored when the compute type is bfloat16, else fp32.
+  LinearWeight prepare_source(const std::string& name, const std::vector<int64_t>& shape) {
+    if (bf16_as_stored(name)) return prepare(file_.load_bf16(name, shape), true, true);
+    const Tensor fp32 = file_.load(name, shape);  // first: it names a missing tensor
+    return prepare(fp32, true, stored_as_f32(name));
+  }
+  bool stored_as_f32(const std::string& name) const {
+    return file_.tensors().at(name).dtype == StorageType::kF32;
   }
   bool bf16_as_stored(const std::string& name) const {
     return options_.compute_type == ComputeType::kBFloat16 && file_.contains(name) &&
            file_.tensors().at(name).dtype == StorageType::kBF16;
   }
-  LinearWeight prepare(const Tensor& source, bool count_in_place) {
+  // `count_in_place`: count `source` when the weight is it (not when it was counted already);
+  // `as_stored`: `source` holds the file's bytes unchanged.
+  LinearWeight prepare(const Tensor& source, bool count_in_place, bool as_stored) {
     LinearWeight w = ops::prepare_linear(source, options_);
     if (w.weight.data_as<void>() == source.data_as<void>()) {
-      if (count_in_place) count(source);
+      if (count_in_place) count(source, as_stored);
     } else {
       converted_ += static_cast<uint64_t>(w.bytes());
     }
     return w;
   }
-  void count(const Tensor& t) {
-    (file_.maps(t) ? mapped_ : converted_) += static_cast<uint64_t>(t.bytes());
+  void count(const Tensor& t, bool as_stored) {
+    (as_stored ? stored_ : converted_) += static_cast<uint64_t>(t.bytes());
   }
 
   SafeTensorsFile file_;
   const ModelOptions& options_;
-  uint64_t mapped_ = 0, converted_ = 0;
+  uint64_t stored_ = 0, converted_ = 0;
 };
 
 AttentionWeights load_attention(WeightLoader& w, const std::string& scope, const T5Config& c) {
@@ -252,7 +259,7 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
                              bias_shape),
                   c, false, options.device);
 
-  m->mapped_bytes_ = w.mapped();
+  m->mapped_bytes_ = w.stored();
   m->converted_bytes_ = w.converted();
   return m;
 }

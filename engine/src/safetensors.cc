@@ -1,25 +1,25 @@
 #include "seqpipe/engine/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "seqpipe/engine/error.h"
+#include "seqpipe/engine/model_files.h"
 
 namespace seqpipe::engine {
 
 namespace {
-
-// A header larger than this is not a checkpoint header; refuse before parsing it.
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
 size_t storage_size(StorageType t) {
   return t == StorageType::kF32 ? 4 : 2;
@@ -96,48 +96,82 @@ uint16_t float_to_f16(float v) {
   return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
 }
 
-SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw EngineError(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw EngineError(path + ": cannot stat: " + std::strerror(errno));
+namespace {
+
+// Reads `n` bytes at `offset` of `fd` into `dst`; a short read means the file shrank meanwhile.
+void read_exactly(int fd, void* dst, uint64_t n, uint64_t offset, const std::string& path) {
+  auto* out = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, out, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw EngineError(path + ": read failed: " + std::strerror(errno));
+    if (got == 0)
+      throw EngineError(path + ": truncated while being read (the file changed during the load?)");
+    out += got, n -= static_cast<uint64_t>(got), offset += static_cast<uint64_t>(got);
   }
+}
+
+// The element count of `shape`, or throws when a product overflows: a header must not make the
+// loader size memory from a wrapped number.
+uint64_t checked_numel(const nlohmann::json& shape, std::vector<int64_t>& dims,
+                       const std::string& where) {
+  uint64_t numel = 1;
+  for (const auto& d : shape) {
+    if (!d.is_number_unsigned())
+      throw EngineError(where + ": shape must hold non-negative integers");
+    const uint64_t dim = d.get<uint64_t>();
+    if (dim > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, dim, &numel))
+      throw EngineError(where + ": shape " + shape.dump() + " overflows 64 bits");
+    dims.push_back(static_cast<int64_t>(dim));
+  }
+  return numel;
+}
+
+}  // namespace
+
+SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw EngineError(path + ": cannot open: " + std::strerror(errno));
+  fd_ = std::shared_ptr<const int>(new int(fd), [](const int* p) {
+    ::close(*p);
+    delete p;
+  });
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw EngineError(path + ": cannot stat: " + std::strerror(errno));
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < 8) {
-    ::close(fd);
     throw EngineError(path + ": truncated safetensors file (" + std::to_string(file_size) +
                       " bytes, no header length)");
   }
-  void* map = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) throw EngineError(path + ": mmap failed: " + std::strerror(errno));
-  mapping_ = std::shared_ptr<const void>(
-      map, [file_size](const void* p) { ::munmap(const_cast<void*>(p), file_size); });
-  const auto* bytes = static_cast<const uint8_t*>(map);
-
+  uint8_t length[8];
+  read_exactly(fd, length, 8, 0, path);
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | bytes[i];
-  if (header_len > kMaxHeaderBytes || header_len > file_size - 8) {
+  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | length[i];
+  // Both checked before the header is read or parsed: its length alone sizes no memory.
+  if (header_len > kMaxSafetensorsHeaderBytes || header_len > file_size - 8) {
     throw EngineError(path + ": truncated or corrupt safetensors file (header length " +
                       std::to_string(header_len) + ", file size " + std::to_string(file_size) +
-                      ")");
+                      ", at most " + std::to_string(kMaxSafetensorsHeaderBytes) +
+                      " bytes of header)");
   }
-  data_ = bytes + 8 + header_len;
-  size_ = file_size - 8 - header_len;
+  data_offset_ = 8 + header_len;
+  size_ = file_size - data_offset_;
+  std::string text(header_len, '\0');
+  read_exactly(fd, text.data(), header_len, 8, path);
+  parse_header(text);
+}
 
+void SafeTensorsFile::parse_header(const std::string& text) {
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
+    header = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw EngineError(path + ": safetensors header is not valid JSON: " + e.what());
+    throw EngineError(path_ + ": safetensors header is not valid JSON: " + e.what());
   }
-  if (!header.is_object()) throw EngineError(path + ": safetensors header is not a JSON object");
-
+  if (!header.is_object()) throw EngineError(path_ + ": safetensors header is not a JSON object");
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
-    const std::string where = path + ": tensor '" + name + "'";
+    const std::string where = path_ + ": tensor '" + name + "'";
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
         !entry.contains("data_offsets") || !entry["dtype"].is_string() ||
         !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
@@ -146,20 +180,16 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path) {
     }
     TensorInfo info;
     info.dtype = parse_dtype(entry["dtype"].get<std::string>(), where);
-    uint64_t numel = 1;
-    for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned())
-        throw EngineError(where + ": shape must hold non-negative integers");
-      info.shape.push_back(d.get<int64_t>());
-      numel *= d.get<uint64_t>();
-    }
+    const uint64_t numel = checked_numel(entry["shape"], info.shape, where);
     for (const auto& o : entry["data_offsets"]) {
       if (!o.is_number_unsigned())
         throw EngineError(where + ": data_offsets must be non-negative integers");
     }
     info.begin = entry["data_offsets"][0].get<uint64_t>();
     info.end = entry["data_offsets"][1].get<uint64_t>();
-    if (info.end < info.begin || info.end - info.begin != numel * storage_size(info.dtype)) {
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(numel, storage_size(info.dtype), &bytes) || info.end < info.begin ||
+        info.end - info.begin != bytes) {
       throw EngineError(where + ": data_offsets [" + std::to_string(info.begin) + ", " +
                         std::to_string(info.end) + ") do not match shape " +
                         shape_string(info.shape) + " of " + storage_name(info.dtype));
@@ -169,6 +199,7 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path) {
                         " but the file's data section has " + std::to_string(size_) +
                         " bytes (truncated file?)");
     }
+    data_end_ = std::max(data_end_, info.end);
     tensors_.emplace(name, std::move(info));
   }
 }
@@ -184,9 +215,8 @@ const TensorInfo& SafeTensorsFile::info(const std::string& name,
   return it->second;
 }
 
-bool SafeTensorsFile::maps(const TensorView& t) const {
-  const auto* p = t.data_as<const uint8_t>();
-  return t.defined() && p >= data_ && p + t.bytes() <= data_ + size_;
+void SafeTensorsFile::read(const TensorInfo& info, void* dst) const {
+  read_exactly(*fd_, dst, info.end - info.begin, data_offset_ + info.begin, path_);
 }
 
 Tensor SafeTensorsFile::load_bf16(const std::string& name,
@@ -196,35 +226,25 @@ Tensor SafeTensorsFile::load_bf16(const std::string& name,
     throw EngineError(path_ + ": tensor '" + name + "' is " + storage_name(info.dtype) +
                       ", not BF16");
   }
-  const uint8_t* src = data_ + info.begin;
-  if (reinterpret_cast<uintptr_t>(src) % alignof(uint16_t) == 0) {
-    return Tensor::wrap(const_cast<uint8_t*>(src), info.shape, DataType::kBF16, Device::kCpu,
-                        mapping_);
-  }
   Tensor out = Tensor::empty(info.shape, Device::kCpu, DataType::kBF16);
-  std::memcpy(out.data_as<void>(), src, static_cast<size_t>(out.bytes()));
+  read(info, out.data_as<void>());
   return out;
 }
 
 Tensor SafeTensorsFile::load(const std::string& name, const std::vector<int64_t>& expected) const {
   const TensorInfo& info = this->info(name, expected);
-  const uint8_t* src = data_ + info.begin;
-  const int64_t numel = static_cast<int64_t>((info.end - info.begin) / storage_size(info.dtype));
-  if (info.dtype == StorageType::kF32 && reinterpret_cast<uintptr_t>(src) % alignof(float) == 0) {
-    // Already the compute type: a view of the mapping, no copy.
-    return Tensor::wrap(const_cast<uint8_t*>(src), info.shape, DataType::kF32, Device::kCpu,
-                        mapping_);
-  }
   Tensor out = Tensor::empty(info.shape);
+  if (info.dtype == StorageType::kF32) {  // already the compute type: read in place
+    read(info, out.data());
+    return out;
+  }
+  const int64_t numel = out.numel();
+  std::vector<uint16_t> half(static_cast<size_t>(numel));
+  read(info, half.data());
   float* dst = out.data();
-  if (info.dtype == StorageType::kF32) {
-    std::memcpy(dst, src, static_cast<size_t>(numel) * 4);
-  } else {
-    for (int64_t i = 0; i < numel; ++i) {
-      uint16_t v;
-      std::memcpy(&v, src + 2 * i, 2);
-      dst[i] = info.dtype == StorageType::kBF16 ? bf16_to_float(v) : f16_to_float(v);
-    }
+  for (int64_t i = 0; i < numel; ++i) {
+    const uint16_t v = half[static_cast<size_t>(i)];
+    dst[i] = info.dtype == StorageType::kBF16 ? bf16_to_float(v) : f16_to_float(v);
   }
   return out;
 }

@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "seqpipe/engine/error.h"
+#include "seqpipe/engine/model_files.h"
 
 namespace seqpipe::engine {
 
@@ -151,11 +151,18 @@ T5Config T5Config::from_json_text(const std::string& text, const std::string& so
 }
 
 T5Config T5Config::from_json_file(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw EngineError(path + ": cannot open (a model directory needs config.json)");
-  std::stringstream text;
-  text << in.rdbuf();
-  return from_json_text(text.str(), path);
+  // At most one byte over the cap is read, whatever the file's size (it may grow meanwhile).
+  std::string text(kMaxModelConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw EngineError(path + ": cannot read");
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxModelConfigBytes) {
+    throw EngineError(path + ": larger than " + std::to_string(kMaxModelConfigBytes) +
+                      " bytes; not a model config (refused unparsed)");
+  }
+  return from_json_text(text, path);
 }
 
 std::string T5Config::to_json() const {

@@ -28,14 +28,21 @@ void SpellSuggester::Delete::operator()(AspellSpeller* speller) const {
 
 SpellSuggester::SpellSuggester(const std::string& dictionary,
                                std::shared_ptr<const NoisyChannel> channel,
-                               const ChannelWeights& weights)
-    : SpellSuggester(dictionary, true) {
+                               const ChannelWeights& weights, size_t recycle_calls)
+    : SpellSuggester(dictionary, true, recycle_calls) {
   channel_ = std::move(channel);
   weights_ = weights;
 }
 
-SpellSuggester::SpellSuggester(const std::string& dictionary, bool check_left_words)
-    : check_left_words_(check_left_words) {
+SpellSuggester::SpellSuggester(const std::string& dictionary, bool check_left_words,
+                               size_t recycle_calls)
+    : dictionary_(dictionary),
+      recycle_calls_(recycle_calls),
+      speller_(make_speller(dictionary)),
+      spellers_made_(1),
+      check_left_words_(check_left_words) {}
+
+SpellSuggester::Speller SpellSuggester::make_speller(const std::string& dictionary) {
   AspellConfig* config = new_aspell_config();
   aspell_config_replace(config, "master", dictionary.c_str());
   aspell_config_replace(config, "encoding", "utf-8");
@@ -46,7 +53,7 @@ SpellSuggester::SpellSuggester(const std::string& dictionary, bool check_left_wo
     delete_aspell_can_have_error(made);
     throw std::runtime_error("postprocessor.aspell_dictionary: " + message);
   }
-  speller_.reset(to_aspell_speller(made));
+  return Speller(to_aspell_speller(made));
 }
 
 bool SpellSuggester::correct(std::string_view word) const {
@@ -54,6 +61,12 @@ bool SpellSuggester::correct(std::string_view word) const {
 }
 
 std::vector<std::string> SpellSuggester::suggest(std::string_view word, size_t n) const {
+  if (recycle_calls_ > 0 && suggest_calls_ == recycle_calls_) {
+    speller_ = make_speller(dictionary_);  // should it throw, the old one serves on
+    suggest_calls_ = 0;
+    ++spellers_made_;
+  }
+  ++suggest_calls_;
   std::vector<std::string> out;
   const AspellWordList* list =
       aspell_speller_suggest(speller_.get(), word.data(), static_cast<int>(word.size()));

@@ -14,6 +14,13 @@
 // hypotheses' rank, how common the candidate is and how likely the typed word is as its
 // misspelling (the noisy channel), whether the dictionaries know it, whether it is Aspell's
 // first suggestion, the same first and last letters.
+//
+// Aspell 0.60.8's speller keeps memory for every suggestion it makes until it is deleted (about
+// 6.5 KB a call: 6.5 MB per 1,000 calls, without bound), so the suggester remakes it after every
+// `recycle_calls` suggestions: a fresh speller suggests exactly what the used one did, and
+// making one costs ~0.7 ms (docs/PERFORMANCE.md, "Memory over time (soak)"). Not thread-safe:
+// one stage thread calls it.
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,10 +53,11 @@ class SpellSuggester {
  public:
   // Loads an Aspell dictionary (e.g. /usr/lib/aspell/en_US.multi, Debian aspell-en); throws
   // std::runtime_error with Aspell's message when it cannot.
-  explicit SpellSuggester(const std::string& dictionary, bool check_left_words = false);
+  explicit SpellSuggester(const std::string& dictionary, bool check_left_words = false,
+                          size_t recycle_calls = kRecycleCalls);
   // Chooses by the noisy channel and `weights` (see above).
   SpellSuggester(const std::string& dictionary, std::shared_ptr<const NoisyChannel> channel,
-                 const ChannelWeights& weights);
+                 const ChannelWeights& weights, size_t recycle_calls = kRecycleCalls);
 
   bool correct(std::string_view word) const;
   // Aspell's first `n` suggestions, lower-cased, best first.
@@ -69,6 +77,12 @@ class SpellSuggester {
   // is not among them (or among the hypotheses).
   static constexpr size_t kCandidates = 10;
   static constexpr size_t kAbsent = 10;
+  // How many suggestions a speller makes before it is remade (0: never): bounds Aspell's growth
+  // to a few MB for a negligible cost (see above).
+  static constexpr size_t kRecycleCalls = 1000;
+
+  // How many spellers this suggester has made (1 + the recycles).
+  size_t spellers_made() const { return spellers_made_; }
 
  private:
   struct Delete {
@@ -79,7 +93,16 @@ class SpellSuggester {
   std::string rank(std::string_view typed, const std::vector<std::string>& placed,
                    const KnownWords* known) const;
 
-  std::unique_ptr<AspellSpeller, Delete> speller_;
+  using Speller = std::unique_ptr<AspellSpeller, Delete>;
+  // A speller for the dictionary; throws std::runtime_error with Aspell's message.
+  static Speller make_speller(const std::string& dictionary);
+
+  std::string dictionary_;
+  size_t recycle_calls_;
+  // Remade in suggest() (see above), which callers see as const.
+  mutable Speller speller_;
+  mutable size_t suggest_calls_ = 0;  // by the current speller
+  mutable size_t spellers_made_ = 0;
   bool check_left_words_;
   std::shared_ptr<const NoisyChannel> channel_;  // null: the kAgreeing rule
   ChannelWeights weights_;

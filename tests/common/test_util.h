@@ -34,6 +34,19 @@ class TempDir {
   std::string path_;
 };
 
+// A model version directory's files as a repository scan wants them: config.json and
+// spiece.model holding `content` (letters), model.safetensors a whole file of no tensors with
+// `content` in its metadata (the scan reads its header; a file of "x" is a copy in progress).
+inline void write_model_files(const std::filesystem::path& dir, const std::string& content = "x") {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << content;
+  std::ofstream(dir / "spiece.model") << content;
+  const std::string header = R"({"__metadata__":{"content":")" + content + "\"}}";
+  std::string length(8, '\0');
+  for (size_t i = 0; i < 8; ++i) length[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  std::ofstream(dir / "model.safetensors", std::ios::binary) << length << header;
+}
+
 // argv for parse_service_args / run_service_main; argv[0] is the program name.
 class Argv {
  public:

@@ -1,6 +1,7 @@
 // T5Model::load on broken copies of the fixture checkpoints: every defect is an EngineError that
-// names the file and the tensor or key at fault. Also: F32 weights are used in place from the
-// mapping, BF16/F16 ones are converted at load.
+// names the file and the tensor or key at fault, before any memory is sized from it. Also: F32
+// weights are used as stored, BF16/F16 ones are converted at load, and a weights file
+// overwritten after the load changes nothing the model holds.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 
 #include "file_test_util.h"
 #include "seqpipe/engine/model.h"
+#include "seqpipe/engine/model_files.h"
 #include "seqpipe/engine/safetensors.h"
 #include "test_util.h"
 
@@ -189,6 +191,55 @@ TEST(CheckpointErrorsTest, HeaderLengthBeyondTheFileIsNamed) {
   EXPECT_THAT(copy.load_error(), AllOf(HasSubstr(copy.weights_path()), HasSubstr("header length")));
 }
 
+// A tensor whose header shape product overflows 64 bits (2^32 x 2^32 floats: 2^66 bytes, 0 mod
+// 2^64, so a wrapped product matches an empty byte range) is refused at the header, not packed.
+TEST(CheckpointErrorsTest, OverflowingShapeIsNamedBeforeAnyAllocation) {
+  CheckpointCopy copy("t5-tiny-random");
+  const std::string bytes = test::read_file(copy.weights_path());
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | static_cast<uint8_t>(bytes[i]);
+  auto header = nlohmann::json::parse(bytes.substr(8, header_len));
+  const std::string name = "encoder.block.0.layer.0.SelfAttention.q.weight";
+  const uint64_t begin = header[name]["data_offsets"][0].get<uint64_t>();
+  header[name]["shape"] = {uint64_t{1} << 32, uint64_t{1} << 32};
+  header[name]["data_offsets"] = {begin, begin};
+  const std::string text = header.dump();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  test::write_file(copy.weights_path(), out + text + bytes.substr(8 + header_len));
+  EXPECT_THAT(copy.load_error(),
+              AllOf(HasSubstr(copy.weights_path()), HasSubstr(name), HasSubstr("overflows")));
+}
+
+// A config.json over the cap is refused before it is read, with the file and the cap named.
+TEST(CheckpointErrorsTest, OversizedConfigIsRefusedUnparsed) {
+  CheckpointCopy copy("t5-tiny-random");
+  const std::string path = copy.dir() + "/config.json";
+  std::string text = test::read_file(path);
+  text.insert(text.find('{') + 1, "\"junk\": \"" + std::string(kMaxModelConfigBytes, 'x') + "\",");
+  test::write_file(path, text);
+  EXPECT_THAT(copy.load_error(), AllOf(HasSubstr(path), HasSubstr("larger than")));
+}
+
+// The model holds its own copy of the weights: the file overwritten after the load (emptied
+// first, as `cp` does, then other numbers) changes nothing it computes, and cannot crash it.
+TEST(CheckpointErrorsTest, WeightsOverwrittenAfterTheLoadChangeNothing) {
+  CheckpointCopy copy("t5-tiny-random");
+  const ModelOptions options{.threads = 1, .cpu_kernels = CpuKernels::kPortable};
+  auto model = T5Model::load(copy.dir(), options);
+  const Tensor before = model->shared_embedding();
+  const std::vector<float> kept(before.data(), before.data() + before.numel());
+  auto tensors = read_tensors(copy.weights_path());
+  for (auto& t : tensors)
+    for (float& v : t.values) v = -v;
+  test::write_file(copy.weights_path(), "");
+  write_tensors(copy.weights_path(), tensors);
+  const Tensor& after = model->shared_embedding();
+  ASSERT_EQ(after.numel(), static_cast<int64_t>(kept.size()));
+  for (size_t i = 0; i < kept.size(); ++i) ASSERT_EQ(after.data()[i], kept[i]) << i;
+}
+
 TEST(CheckpointErrorsTest, UntiedCheckpointWithoutLmHeadIsNamed) {
   CheckpointCopy copy("t5v11-tiny-random");
   copy.drop_tensor("lm_head.weight");
@@ -203,10 +254,10 @@ TEST(CheckpointErrorsTest, TiedCheckpointDeclaredUntiedNamesLmHead) {
               AllOf(HasSubstr(copy.weights_path()), HasSubstr("lm_head.weight")));
 }
 
-// The portable kernels read fp32 linear weights where they are mapped, but for the decoder's
-// concatenated projections (self-attention's q|k|v, every layer's cross k|v: copies); the best
-// ones on an AVX-512 CPU read a packed copy (packed_gemm_f32), counted as converted.
-TEST(CheckpointErrorsTest, F32WeightsAreMappedInPlace) {
+// The portable kernels read fp32 linear weights as stored, but for the decoder's concatenated
+// projections (self-attention's q|k|v, every layer's cross k|v: copies); the best ones on an
+// AVX-512 CPU read a packed copy (packed_gemm_f32), counted as converted.
+TEST(CheckpointErrorsTest, F32WeightsAreUsedAsStored) {
   auto model = T5Model::load(test::data_dir() + "/t5-tiny-random",
                              {.threads = 1, .cpu_kernels = CpuKernels::kPortable});
   EXPECT_GT(model->mapped_weight_bytes(), 0u);
@@ -215,7 +266,7 @@ TEST(CheckpointErrorsTest, F32WeightsAreMappedInPlace) {
   EXPECT_EQ(model->converted_weight_bytes(), uint64_t(concatenated));
   auto best = T5Model::load(test::data_dir() + "/t5-tiny-random", {.threads = 1});
   // Packing drops no byte (t5-tiny's dimensions are multiples of 64); a tied lm_head, which the
-  // portable kernels read from the mapped embedding, gets a packed copy of its own.
+  // portable kernels read from the embedding as stored, gets a packed copy of its own.
   EXPECT_GE(best->mapped_weight_bytes() + best->converted_weight_bytes(),
             model->mapped_weight_bytes());
 }

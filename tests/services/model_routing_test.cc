@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "../common/test_util.h"
 #include "batcher/batcher_hub.h"
 #include "gateway/gateway.h"
 #include "gateway/http_repository.h"
@@ -158,10 +159,8 @@ class GatewayModelsTest : public ::testing::Test {
       : registry_(metrics::make_registry()), stage_(*registry_, "gateway"), gw_(*registry_) {
     root_ =
         std::filesystem::temp_directory_path() / ("seqpipe-gw-repo-" + std::to_string(::getpid()));
-    for (const char* version : {"speller/1", "speller/2", "rewriter/1"}) {
-      std::filesystem::create_directories(root_ / version);
-      for (const char* file : config::kModelFiles) std::ofstream(root_ / version / file) << "x";
-    }
+    for (const char* version : {"speller/1", "speller/2", "rewriter/1"})
+      test_util::write_model_files(root_ / version);
     config_.model.repository = root_.string();
     config_.model.name = "speller";
   }

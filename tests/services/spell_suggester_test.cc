@@ -148,6 +148,44 @@ TEST(SpellSuggester, TheTunedWeightsWithTheBundledCountsCorrectCommonMisspelling
   EXPECT_EQ(tuned.choose("persue", "persue", nullptr, {"persue"}), "pursue");
 }
 
+// Real misspellings (many with several candidates) and words Aspell knows, used over and over.
+const std::vector<std::string> kRecycleWords = {
+    "teh",      "speling",    "beleive",    "wether",    "recieve",    "definately",
+    "seperate", "occured",    "untill",     "wierd",     "freind",     "becuase",
+    "tommorow", "acommodate", "neccessary", "goverment", "enviroment", "realy",
+    "alot",     "dgo",        "calender",   "prefered",  "begining",   "finaly",
+    "writting", "persue",     "the",        "zyxw",      "qwertyuiop"};
+
+TEST(SpellSuggester, ARecycledSpellerSuggestsWhatAUsedOneDoes) {
+  const SpellSuggester never("/usr/lib/aspell/en_US.multi", false, 0);
+  const SpellSuggester every3("/usr/lib/aspell/en_US.multi", false, 3);
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& word : kRecycleWords) {
+      EXPECT_EQ(every3.suggest(word, SpellSuggester::kCandidates),
+                never.suggest(word, SpellSuggester::kCandidates))
+          << word << ", round " << round;
+    }
+  }
+  const size_t calls = 3 * kRecycleWords.size();
+  EXPECT_EQ(never.spellers_made(), 1u);
+  EXPECT_EQ(every3.spellers_made(), 1 + (calls - 1) / 3);  // remade before calls 4, 7, ...
+}
+
+TEST(SpellSuggester, TheNoisyChannelChoosesTheSameWithARecycledSpeller) {
+  const std::string model = SEQPIPE_SOURCE_DIR "/models/speller-t5/";
+  const auto channel = std::make_shared<const NoisyChannel>(
+      NoisyChannel::load(model + "word_counts.tsv", model + "edit_counts.tsv"));
+  const SpellSuggester never("/usr/lib/aspell/en_US.multi", channel, ChannelWeights{}, 0);
+  const SpellSuggester every2("/usr/lib/aspell/en_US.multi", channel, ChannelWeights{}, 2);
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& word : kRecycleWords)
+      EXPECT_EQ(every2.choose(word, word, nullptr, {word}),
+                never.choose(word, word, nullptr, {word}))
+          << word;
+  }
+  EXPECT_GT(every2.spellers_made(), kRecycleWords.size() / 2);
+}
+
 TEST(SpellSuggester, AMissingDictionaryIsAnError) {
   EXPECT_THROW(SpellSuggester("/nonexistent/en.multi"), std::runtime_error);
 }

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../common/test_util.h"
+
 namespace seqpipe::supervisor {
 namespace {
 
@@ -31,9 +33,7 @@ class RepositoryPollTest : public ::testing::Test {
     return (root_ / name / std::to_string(version)).string();
   }
   void add(const std::string& name, int version, const std::string& content = "x") {
-    fs::create_directories(dir(name, version));
-    for (const char* file : config::kModelFiles)
-      std::ofstream(fs::path(dir(name, version)) / file) << content;
+    test_util::write_model_files(dir(name, version), content);
   }
   // Starts a poll on the repository as it is now, every version in it served.
   RepositoryPoll start() {
@@ -82,6 +82,21 @@ TEST_F(RepositoryPollTest, AFileStillGrowingIsNotLoaded) {
   add("alpha", 2, "x");
   EXPECT_EQ(scan(poll, served), Requests{});
   add("alpha", 2, "xx");
+  EXPECT_EQ(scan(poll, served), Requests{});
+  EXPECT_EQ(scan(poll, served), (Requests{{Op::kLoad, "alpha", 2}}));
+}
+
+// A copy that stalls half-way leaves files that stay the same across polls: the weights file's
+// own header says it is not whole, so it is not loaded until it is.
+TEST_F(RepositoryPollTest, AStalledHalfCopiedWeightsFileIsNotLoaded) {
+  RepositoryPoll poll = start();
+  const auto served = index({{"alpha", 1, State::kReady, ""}});
+  add("alpha", 2, "copied");
+  const fs::path weights = fs::path(dir("alpha", 2)) / "model.safetensors";
+  const auto whole = fs::file_size(weights);
+  fs::resize_file(weights, whole / 2);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(scan(poll, served), Requests{});
+  add("alpha", 2, "copied");  // the copy finished
   EXPECT_EQ(scan(poll, served), Requests{});
   EXPECT_EQ(scan(poll, served), (Requests{{Op::kLoad, "alpha", 2}}));
 }

@@ -3,7 +3,8 @@
 // repository is rescanned every interval and what changed on disk becomes requests to the
 // lifecycle (model_lifecycle.h), the same loads and unloads `seqpipe models` sends. It acts on
 // changes only: a version directory that appears or whose files change, once its files have
-// stayed the same for one interval (a copy still in progress is not loaded half-written); a
+// stayed the same for one interval and the scan finds its weights whole (a copy in progress, or
+// stalled half-way, is not loaded half-written: config::scan_repository); a
 // version that failed to load is tried again only when its files change, and a version unloaded
 // by hand stays unloaded until its files change.
 //   - A name's newest version that is new or changed and not served: load it (a reload: the

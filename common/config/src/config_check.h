@@ -19,6 +19,10 @@ namespace seqpipe::config {
 // Throws ConfigError("where: message"), or just the message when `where` is empty.
 [[noreturn]] void fail(const std::string& where, const std::string& message);
 
+// The text of a model directory's config file (config.json, seqpipe.yaml); ConfigError when it
+// cannot be read or is over `cap` bytes (engine/model_files.h), refused before it is read.
+std::string read_model_file(const std::string& path, unsigned long long cap);
+
 // " (did you mean X?)" for the closest candidate when it is close enough to be a typo, else "".
 std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates);
 

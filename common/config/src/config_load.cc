@@ -17,6 +17,7 @@
 #include "config_check.h"
 #include "config_schema.h"
 #include "seqpipe/config/config.h"
+#include "seqpipe/engine/model_files.h"
 
 namespace seqpipe::config {
 namespace {
@@ -315,6 +316,20 @@ std::string assignment_value(const Member& member, const Rule& rule, const std::
 
 }  // namespace
 
+std::string read_model_file(const std::string& path, unsigned long long cap) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, std::string("cannot read: ") + std::strerror(errno));
+  // At most one byte over the cap is read, whatever the file's size (it may grow meanwhile).
+  std::string text(cap + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) fail(path, std::string("cannot read: ") + std::strerror(errno));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > cap)
+    fail(path,
+         "larger than " + std::to_string(cap) + " bytes; not a model's config (refused unparsed)");
+  return text;
+}
+
 std::vector<std::string> model_overrides(const std::string& model_dir) {
   const std::string path = (std::filesystem::path(model_dir) / kModelConfigName).string();
   std::error_code ec;
@@ -322,7 +337,7 @@ std::vector<std::string> model_overrides(const std::string& model_dir) {
   // Read as any config file (types, ranges, unknown keys, file:line), then turned back into
   // assignments so that the file, the config file and --set apply in one order.
   Loader loader(path);
-  loader.load_document(read_file(path));
+  loader.load_document(read_model_file(path, engine::kMaxModelSettingsBytes));
   std::vector<std::string> sets;
   for_each_field(loader.config(), [&](Key key, const auto& member, const auto& rule) {
     const std::string name = key.path();

@@ -3,12 +3,12 @@
 // sized from the cores.
 #include <sched.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -17,6 +17,7 @@
 #include "config_check.h"
 #include "config_schema.h"
 #include "seqpipe/config/config.h"
+#include "seqpipe/engine/model_files.h"
 
 namespace seqpipe::config {
 namespace {
@@ -179,14 +180,22 @@ Sizing size_for_cores(int cores, int64_t step_params) {
 
 int64_t decoder_step_params(const std::string& model_dir) {
   try {
-    const YAML::Node json =
-        YAML::LoadFile((std::filesystem::path(model_dir) / "config.json").string());
-    const int64_t d = json["d_model"].as<int64_t>(), f = json["d_ff"].as<int64_t>();
-    const int64_t layers = json["num_decoder_layers"] && !json["num_decoder_layers"].IsNull()
-                               ? json["num_decoder_layers"].as<int64_t>()
-                               : json["num_layers"].as<int64_t>();
-    return layers * (6 * d * d + 2 * d * f) + json["vocab_size"].as<int64_t>() * d;
-  } catch (const std::exception&) {  // missing, unreadable or not a T5 config: the engine says why
+    // Read capped and parsed as JSON (a YAML parser took seconds over a 1 MB file).
+    const auto json = nlohmann::json::parse(read_model_file(
+        (std::filesystem::path(model_dir) / "config.json").string(), engine::kMaxModelConfigBytes));
+    const int64_t d = json.at("d_model").get<int64_t>(), f = json.at("d_ff").get<int64_t>();
+    const int64_t layers =
+        json.contains("num_decoder_layers") && !json["num_decoder_layers"].is_null()
+            ? json["num_decoder_layers"].get<int64_t>()
+            : json.at("num_layers").get<int64_t>();
+    const int64_t vocab = json.at("vocab_size").get<int64_t>();
+    // Sizes beyond any model (or negative) are not a T5 config: the engine says why.
+    constexpr int64_t kLimit = int64_t{1} << 20;
+    if (d <= 0 || f <= 0 || layers <= 0 || vocab <= 0 || d > kLimit || f > kLimit ||
+        layers > 1024 || vocab > kLimit * 16)
+      return 0;
+    return layers * (6 * d * d + 2 * d * f) + vocab * d;
+  } catch (const std::exception&) {  // missing, unreadable, too large or not a T5 config
     return 0;
   }
 }

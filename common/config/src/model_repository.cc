@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <system_error>
 #include <tuple>
+
+#include "seqpipe/engine/model_files.h"
 
 namespace seqpipe::config {
 
@@ -43,8 +47,46 @@ std::vector<fs::path> sorted_children(const fs::path& dir, std::error_code& ec) 
   return children;
 }
 
+// The bytes of `path` from `offset` on, up to `n` (fewer at its end).
+std::string read_at(std::ifstream& in, uint64_t offset, uint64_t n) {
+  std::string bytes(n, '\0');
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(bytes.data(), static_cast<std::streamsize>(n));
+  bytes.resize(in ? n : static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return bytes;
+}
+
+// Why the weights file is not whole yet (a copy in progress or stalled); empty when it is: its
+// header is whole and its tensors' data ends exactly at the file's end (the format leaves no gap
+// there). The engine checks the rest when it loads it.
+std::string incomplete_weights(const fs::path& path) {
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  if (ec || !in) return "model.safetensors cannot be read";
+  const std::string length = read_at(in, 0, 8);
+  uint64_t header_len = 0;
+  for (size_t i = length.size(); i-- > 0;) header_len = header_len << 8 | uint8_t(length[i]);
+  if (length.size() < 8 || header_len > engine::kMaxSafetensorsHeaderBytes || header_len > size - 8)
+    return "model.safetensors is incomplete (" + std::to_string(size) + " bytes, no whole header)";
+  uint64_t end = 0;
+  try {
+    const auto header = nlohmann::json::parse(read_at(in, 8, header_len));
+    for (const auto& [name, entry] : header.items())
+      if (name != "__metadata__")
+        end = std::max(end, entry.at("data_offsets").at(1).get<uint64_t>());
+  } catch (const std::exception&) {
+    return "model.safetensors is incomplete (its header does not parse)";
+  }
+  if (end == size - 8 - header_len) return "";
+  return "model.safetensors is incomplete (" + std::to_string(size) + " bytes, its header says " +
+         std::to_string(8 + header_len + end) + ")";
+}
+
 void add_version(ModelRepository& repo, const std::string& name, int version, const fs::path& dir) {
-  if (std::string why = missing_files(dir); !why.empty()) {
+  std::string why = missing_files(dir);
+  if (why.empty()) why = incomplete_weights(dir / "model.safetensors");
+  if (!why.empty()) {
     repo.bad.push_back({dir.string(), why});
     return;
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../test_util.h"
+#include "seqpipe/engine/model_files.h"
 
 namespace seqpipe::config {
 namespace {
@@ -827,6 +828,32 @@ TEST(ConfigModelSettings, ADirectoryWithoutTheFileHasNone) {
   TempDir dir;
   EXPECT_TRUE(model_overrides(dir.path()).empty());
   EXPECT_TRUE(model_overrides("/nonexistent/model").empty());
+}
+
+// A model's config files over their caps (engine/model_files.h) are refused unparsed (a YAML
+// parse of a 20 MB config.json took minutes and gigabytes): config.json is then not read for
+// sizing (the engine refuses it too), seqpipe.yaml is an error naming the file.
+TEST(ConfigModelSettings, ConfigFilesOverTheCapAreRefusedUnparsed) {
+  TempDir dir;
+  std::string junk(engine::kMaxModelConfigBytes, '0');
+  for (size_t i = 1; i < junk.size(); i += 2) junk[i] = ',';
+  const std::string fields =
+      R"("d_model": 64, "d_ff": 128, "num_layers": 2, "vocab_size": 512, "d_kv": 16)";
+  dir.write("config.json", "{" + fields + "}");
+  EXPECT_GT(decoder_step_params(dir.path()), 0);
+  dir.write("config.json", "{" + fields + R"(, "junk": [)" + junk + "0]}");
+  EXPECT_EQ(decoder_step_params(dir.path()), 0);
+  const std::string comment(engine::kMaxModelSettingsBytes, '#');
+  dir.write("seqpipe.yaml", "model:\n  lower_case_words: 1\n" + comment.substr(30) + "\n");
+  EXPECT_EQ(model_overrides(dir.path()).size(), 1u);  // just under the cap
+  const std::string file =
+      dir.write("seqpipe.yaml", "model:\n  lower_case_words: 1\n" + comment + "\n");
+  try {
+    model_overrides(dir.path());
+    FAIL() << "an oversized seqpipe.yaml was read";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), AllOf(StartsWith(file + ":"), HasSubstr("larger than")));
+  }
 }
 
 TEST(ConfigModelSettings, RelativePathsAreTheModelDirectorys) {

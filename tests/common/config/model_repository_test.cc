@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../test_util.h"
+
 namespace seqpipe::config {
 namespace {
 
@@ -23,13 +25,10 @@ class ModelRepositoryTest : public ::testing::Test {
     fs::create_directories(root_);
   }
   void TearDown() override { fs::remove_all(root_); }
-  // A complete model version directory (the files' contents do not matter to the scan).
+  // A complete model version directory (the scan reads the weights file's header alone).
   fs::path model(const fs::path& dir, bool complete = true) {
-    fs::create_directories(dir);
-    for (const char* file : kModelFiles) {
-      if (!complete && std::string(file) == "model.safetensors") continue;
-      std::ofstream(dir / file) << "x";
-    }
+    test_util::write_model_files(dir);
+    if (!complete) fs::remove(dir / "model.safetensors");
     return dir;
   }
   fs::path root_;
@@ -48,6 +47,32 @@ TEST_F(ModelRepositoryTest, ListsModelsAndVersionsInOrder) {
   EXPECT_EQ(repo.models[2].version, 2);
   EXPECT_EQ(repo.models[3].version, 10);  // numerically, not as text
   EXPECT_EQ(repo.models[3].name, "speller");
+}
+
+// A version whose weights file is not whole (a copy in progress or stalled) cannot be served; its
+// reason says what the header promised.
+TEST_F(ModelRepositoryTest, AVersionWithWeightsNotWholeIsABadEntry) {
+  model(root_ / "speller" / "1");
+  const fs::path weights = model(root_ / "speller" / "2") / "model.safetensors";
+  // A header promising 16 bytes of tensor data, of which 8 are there.
+  const std::string header = R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
+  std::string bytes(8, '\0');
+  bytes[0] = static_cast<char>(header.size());
+  std::ofstream(weights, std::ios::binary) << bytes << header << std::string(8, '\0');
+  fs::resize_file(root_ / "speller" / "1" / "model.safetensors", 5);  // not even the length
+  ModelRepository repo = scan_repository(root_.string());
+  EXPECT_TRUE(repo.models.empty());
+  ASSERT_EQ(repo.bad.size(), 2u);
+  EXPECT_EQ(repo.bad[0].path, (root_ / "speller" / "1").string());
+  EXPECT_NE(repo.bad[0].reason.find("model.safetensors is incomplete (5 bytes"), std::string::npos)
+      << repo.bad[0].reason;
+  EXPECT_NE(repo.bad[1].reason.find("its header says " + std::to_string(8 + header.size() + 16)),
+            std::string::npos)
+      << repo.bad[1].reason;
+  std::ofstream(weights, std::ios::app) << std::string(8, '\0');  // the rest arrives
+  repo = scan_repository(root_.string());
+  ASSERT_EQ(repo.models.size(), 1u);
+  EXPECT_EQ(repo.models[0].version, 2);
 }
 
 TEST_F(ModelRepositoryTest, FlatModelDirectoryIsVersionOne) {

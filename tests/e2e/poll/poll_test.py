@@ -4,7 +4,9 @@ into the repository reloads alpha to it (routed to once warm, version 1's proces
 and removing it reloads back to version 1 (version 2's processes gone): no request fails or goes
 unanswered. A model whose config.json does not parse is reported with its path and reason in the
 log and the repository index, is not tried again while its files stay the same, and is loaded
-once they are fixed, then unloaded when removed; alpha keeps serving throughout.
+once they are fixed, then unloaded when removed; alpha keeps serving throughout. A version whose
+weights file stalled half-copied is listed as incomplete and not loaded (the name's served
+version untouched) until the copy completes.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 """
@@ -117,6 +119,36 @@ class PollTest(RepositoryTestCase):
         shutil.rmtree(os.path.dirname(beta))  # a removed model: unloaded, its processes gone
         self.wait_for("beta/1 unloaded", lambda: self.state()[("beta", "1")][0] == "UNAVAILABLE")
         self.assertEqual(processes_of(beta), [])
+
+    def test_a_half_copied_version_is_not_loaded_until_whole(self):
+        delta = os.path.join(self.repo, "delta")
+        shutil.copytree(os.path.join(self.staged, "beta"), os.path.join(delta, "1"))
+        self.wait_for("delta/1 ready", lambda: self.state().get(("delta", "1"), ("",))[0] == "READY")
+        v2 = os.path.join(delta, "2")
+        half = os.path.join(self.tmp, "delta2-half")
+        shutil.copytree(os.path.join(self.staged, "alpha2"), half)
+        with open(os.path.join(half, "model.safetensors"), "rb") as f:
+            whole = f.read()
+        with open(os.path.join(half, "model.safetensors"), "wb") as f:
+            f.write(whole[:len(whole) // 2])
+        os.rename(half, v2)  # a copy stalled half-way: the same files for many scans
+        weights = os.path.join(v2, "model.safetensors")
+        self.wait_for("delta/2 reported", lambda: f"{v2}: model.safetensors is incomplete" in self.log())
+        time.sleep(10 * POLL_MS / 1000)
+        self.assertNotIn("repository poll: loading delta/2", self.log())
+        self.assertEqual(processes_of(v2), [])
+        self.assertEqual(self.state()[("delta", "1")][0], "READY")
+        reply = self.client.generate(TEXTS[2], max_new_tokens=8, model="delta")
+        self.assertTrue(reply["text"])
+        with open(weights, "wb") as f:  # the copy completes
+            f.write(whole)
+        self.wait_for("delta/2 ready, delta/1 unloaded", lambda: (
+            self.state().get(("delta", "2"), ("",))[0] == "READY"
+            and self.state()[("delta", "1")][0] == "UNAVAILABLE"))
+        self.assertEqual(self.log().count("repository poll: loading delta/2"), 1)
+        shutil.rmtree(delta)
+        self.wait_for("delta unloaded", lambda: self.state()[("delta", "2")][0] == "UNAVAILABLE")
+        self.wait_for("delta's processes gone", lambda: processes_of(delta) == [], 30)
 
     def test_an_entry_missing_files_is_logged_once(self):
         gamma = os.path.join(self.repo, "gamma", "1")

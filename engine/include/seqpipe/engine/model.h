@@ -1,9 +1,9 @@
 #pragma once
 // A T5 checkpoint loaded from a HuggingFace model directory (config.json + model.safetensors).
-// Weights are memory-mapped; fp32 tensors are used in place, F16/BF16 are converted at load.
-// The linear layers' weights are then converted once to the compute type (compute_type.h),
-// except a BF16 checkpoint's in the bfloat16 type: those are taken as stored (in place for the
-// portable kernels, reordered straight from the mapping into oneDNN's layout), never via fp32.
+// Weights are read into memory of its own (an overwrite of the file cannot reach them); fp32
+// tensors are used as stored, F16/BF16 converted at load. The linear layers' weights are then
+// converted once to the compute type (compute_type.h), except a BF16 checkpoint's in bfloat16:
+// those are taken as stored (as read for the portable kernels, reordered into oneDNN's layout).
 // The loaded model is immutable and may be shared by any number of Encoders and Decoders.
 #include <memory>
 #include <string>
@@ -132,8 +132,8 @@ class T5Model {
   // Every decoder layer's cross-attention k and v, [layers * 2 inner, d_model]: layer l's k rows
   // from 2 l inner, its v rows after them.
   const LinearWeight& decoder_cross_kv() const { return cross_kv_; }
-  // Bytes of weights used in place from the file mapping, and bytes converted into memory
-  // (from F16/BF16 checkpoints to fp32, and to the compute type).
+  // Bytes of weights used as the file stores them ("mapped": named when they were mapped), and
+  // bytes converted (from F16/BF16 checkpoints to fp32, and to the compute type).
   uint64_t mapped_weight_bytes() const { return mapped_bytes_; }
   uint64_t converted_weight_bytes() const { return converted_bytes_; }
 

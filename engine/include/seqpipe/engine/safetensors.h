@@ -1,8 +1,12 @@
 #pragma once
 // Reading and writing the safetensors format: an 8-byte little-endian header length, a JSON
 // header {name: {dtype, shape, data_offsets}}, then raw little-endian data.
-// The reader memory-maps the file; an F32 tensor is returned as a view of the mapping (no copy),
-// F16/BF16 tensors are converted to fp32 by load(), or a BF16 one kept as it is by load_bf16().
+// The reader checks the header (its length against the file and a cap, every tensor's shape
+// product, overflow-checked, against its byte range) before it sizes any memory, then reads each
+// tensor it is asked for into memory of its own: an F32 tensor as stored, F16/BF16 converted to
+// fp32 by load(), or a BF16 one kept as it is by load_bf16(). Nothing stays mapped, so a file
+// overwritten or truncated after the load changes nothing that was loaded (a mapping would
+// show the new bytes, or SIGBUS on pages past the new end).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -32,22 +36,26 @@ class SafeTensorsFile {
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   // The tensor as fp32; throws EngineError when missing or when its shape is not `expected`.
   Tensor load(const std::string& name, const std::vector<int64_t>& expected) const;
-  // A BF16-stored tensor as bf16: a view of the mapping (a copy only if the file misaligns it).
+  // A BF16-stored tensor as bf16, as stored.
   // EngineError when missing, of another shape, or stored in another type.
   Tensor load_bf16(const std::string& name, const std::vector<int64_t>& expected) const;
-  // Whether `t` is a view of this file's mapping (not a copy).
-  bool maps(const TensorView& t) const;
-  // Bytes of the mapping that load() returned as views rather than copies.
-  uint64_t mapped_bytes() const { return size_; }
+  // Bytes of the data section (after the header), and where its last tensor ends: the two are
+  // equal in a complete file (the format leaves no gap at the end).
+  uint64_t data_bytes() const { return size_; }
+  uint64_t tensor_data_end() const { return data_end_; }
 
  private:
   std::string path_;
-  std::shared_ptr<const void> mapping_;  // munmap on last release
-  const uint8_t* data_ = nullptr;        // start of the data section
+  std::shared_ptr<const int> fd_;  // closed on last release
+  uint64_t data_offset_ = 0;       // where the data section starts in the file
   uint64_t size_ = 0;
+  uint64_t data_end_ = 0;
   std::map<std::string, TensorInfo> tensors_;
 
+  void parse_header(const std::string& text);
   const TensorInfo& info(const std::string& name, const std::vector<int64_t>& expected) const;
+  // The tensor's bytes as stored, into `dst`.
+  void read(const TensorInfo& info, void* dst) const;
 };
 
 // One tensor to write: fp32 values stored as `dtype` (rounded to nearest even for F16/BF16).

@@ -2,9 +2,9 @@
 // A model repository on disk, as Triton's: `<repository>/<name>/<version>/`, each version an
 // HF T5 directory (config.json, model.safetensors, spiece.model) with its optional seqpipe.yaml
 // (model_overrides). A model directory directly under the repository (today's flat layout,
-// config.json in it) is that model's version 1. Scanning is pure bookkeeping over the directory
-// tree: it loads nothing; an entry that cannot be served is listed with its path and why, and the
-// others stay usable.
+// config.json in it) is that model's version 1. Scanning loads nothing (it reads model.safetensors'
+// header: a version whose weights are not whole yet is a bad entry); an entry that cannot be
+// served is listed with its path and why, and the others stay usable.
 #include <optional>
 #include <string>
 #include <variant>
