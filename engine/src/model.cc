@@ -88,7 +88,7 @@ class WeightLoader {
       std::memcpy(out, part.data_as<void>(), bytes);
       out += bytes;
     }
-    return prepare(all, true);
+    return prepare(all, true, false);  // a copy made here: converted
   }
   bool contains(const std::string& name) const { return file_.contains(name); }
   const std::string& path() const { return file_.path(); }
@@ -99,9 +99,11 @@ class WeightLoader {
   // A linear layer's weight prepared from what it is made of: a bf16 checkpoint's tensor as
   // stored when the compute type is bfloat16, else fp32.
   LinearWeight prepare_source(const std::string& name, const std::vector<int64_t>& shape) {
-    if (bf16_as_stored(name)) return prepare(file_.load_bf16(name, shape), true, true);
-    const Tensor fp32 = file_.load(name, shape);  // first: it names a missing tensor
-    return prepare(fp32, true, stored_as_f32(name));
+    const Tensor t = source(name, shape);  // first: it names a missing tensor
+    return prepare(t, true, bf16_as_stored(name) || stored_as_f32(name));
+  }
+  Tensor source(const std::string& name, const std::vector<int64_t>& shape) {
+    return bf16_as_stored(name) ? file_.load_bf16(name, shape) : file_.load(name, shape);
   }
   bool stored_as_f32(const std::string& name) const {
     return file_.tensors().at(name).dtype == StorageType::kF32;
