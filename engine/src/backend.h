@@ -55,6 +55,14 @@ class Backend {
   virtual void end_step(bool /*completed*/) {}
   // The owner's buffers are going away: what was recorded on them must not run again.
   virtual void forget_steps(const void* /*owner*/) {}
+
+  // --- GEMM inputs in half precision (ops::linear_input_type) ---
+  // Whether linear takes x in its weight's half type (bf16 / fp16) and rms_norm and
+  // feed_forward_activation write one; else every activation is f32.
+  virtual bool reads_half_inputs() { return false; }
+  // y <- relu(a) (b undefined) or gated_gelu(a, b), in y's type; y may be a when f32.
+  virtual void feed_forward_activation(const TensorView& a, const TensorView& b,
+                                       const TensorView& y) = 0;
 };
 
 namespace cpu {

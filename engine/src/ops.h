@@ -45,7 +45,8 @@ LinearWeight prepare_linear(const Tensor& w, const ModelOptions& options);
 // The compute type `auto` stands for on this machine.
 ComputeType best_compute_type(Device device);
 
-// y = x / sqrt(mean(x^2) + eps) * w * scale, per row of width w.dim(0) (T5LayerNorm).
+// y = x / sqrt(mean(x^2) + eps) * w * scale, per row of width w.dim(0) (T5LayerNorm); y is f32,
+// or the linear_input_type of the linear layer that reads it.
 void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
               const TensorView& y);
 
@@ -110,5 +111,17 @@ class RecordedStep {
   Backend* backend_ = nullptr;
 };
 void forget_recorded_steps(Device device, const void* owner);
+
+// --- GEMM inputs in half precision, written by the op before the GEMM ---
+// The type in which a linear layer of weight `w` takes its input from the op that writes it
+// (rms_norm's y, feed_forward_activation's y): the weight's bf16 / fp16 on a backend whose GEMMs
+// read half inputs (CUDA), else f32. The GEMM then casts nothing: the norm or the activation and
+// the cast are one kernel. fp16 values are clamped as HF clamps T5's fp16 hidden states
+// (math::f16_clamp, src/cuda/half_math.h).
+DataType linear_input_type(const LinearWeight& w);
+
+// y <- relu(a) (b empty) or gated_gelu(a, b) (T5 v1.1's gated FFN), in y's type: f32 (y may be
+// a itself) or a linear_input_type.
+void feed_forward_activation(const TensorView& a, const TensorView& b, const TensorView& y);
 
 }  // namespace seqpipe::engine::ops

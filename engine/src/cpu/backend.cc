@@ -144,6 +144,17 @@ class CpuBackend final : public Backend {
 
   void attention(const ops::AttentionArgs& args) override { cpu::attention(args); }
 
+  // y is f32 here (the CPU's GEMMs read f32: ops.cc refuses another type).
+  void feed_forward_activation(const TensorView& a, const TensorView& b,
+                               const TensorView& y) override {
+    if (y.data() != a.data()) std::memcpy(y.data(), a.data(), static_cast<size_t>(a.bytes()));
+    if (b.defined()) {
+      cpu::gated_gelu(y.data(), b.data(), y.numel());
+    } else {
+      cpu::relu(y.data(), y.numel());
+    }
+  }
+
   void argmax(const TensorView& logits, const int* banned, int* ids) override {
     const int64_t rows = logits.dim(0), vocab = logits.dim(1);
     // Rows in parallel: at batch 32 a greedy step's scan of 32 x 32k logits took ~3.5% of it.

@@ -15,8 +15,10 @@
 #include <utility>
 
 #include "backend.h"
+#include "cuda/kernel_timer.h"
 #include "cuda/kernels.h"
 #include "cuda/memory.h"
+#include "cuda/norm_cast.h"
 #include "seqpipe/engine/error.h"
 
 namespace seqpipe::engine::cuda {
@@ -25,6 +27,20 @@ namespace {
 
 cudaDataType_t cuda_type(DataType t) {
   return t == DataType::kBF16 ? CUDA_R_16BF : t == DataType::kF16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+// What a kernel of src/cuda/norm_cast.cu writes for an activation of type `t`.
+OutType out_type(DataType t) {
+  return t == DataType::kBF16  ? OutType::kBF16
+         : t == DataType::kF16 ? OutType::kF16
+                               : OutType::kF32;
+}
+
+// The profiler's name for a GEMM of weights in `t`.
+const char* gemm_name(DataType t) {
+  return t == DataType::kBF16  ? "cublasLt GEMM bf16"
+         : t == DataType::kF16 ? "cublasLt GEMM fp16"
+                               : "cublasLt GEMM fp32";
 }
 
 // One GEMM shape's cuBLASLt descriptors and algorithm, made on its first call.
@@ -68,9 +84,12 @@ class CudaBackend final : public Backend {
       }
       return;
     }
-    check(cudaMemcpyAsync(dst.data_as<void>(), src.data_as<void>(),
-                          static_cast<size_t>(src.bytes()), cudaMemcpyDefault, stream_),
-          "cudaMemcpyAsync");
+    {
+      const KernelTimer::Scope timed(timer_, "memcpy", stream_, true);
+      check(cudaMemcpyAsync(dst.data_as<void>(), src.data_as<void>(),
+                            static_cast<size_t>(src.bytes()), cudaMemcpyDefault, stream_),
+            "cudaMemcpyAsync");
+    }
     // Host memory on either side is the caller's again when this returns.
     if (dst.device() == Device::kCpu || src.device() == Device::kCpu) synchronize();
   }
@@ -85,6 +104,7 @@ class CudaBackend final : public Backend {
     }
     void* device_jobs = copy_jobs_.reserve(bytes);
     uploads_.upload(device_jobs, bytes, stream_);
+    const KernelTimer::Scope timed(timer_, "copy_all", stream_, true);
     launch_copy_all(static_cast<const CopyJob*>(device_jobs), static_cast<int64_t>(pairs.size()),
                     stream_);
     check(cudaGetLastError(), "copy_all");
@@ -93,6 +113,7 @@ class CudaBackend final : public Backend {
   void synchronize() override {
     bind();
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    timer_.collect();
   }
 
   void set_num_threads(int) override {}
@@ -107,6 +128,14 @@ class CudaBackend final : public Backend {
                 const TensorView& y) override {
     bind();
     if (replaying()) return;
+    if (y.dtype() != DataType::kF32) {  // the norm and the next GEMM's cast in one kernel
+      const KernelTimer::Scope timed(timer_, "rms_norm (to half)", stream_, eager());
+      launch_rms_norm_to(x.data(), x.dim(0), w.dim(0), w.data(), eps, scale, y.data_as<void>(),
+                         out_type(y.dtype()), stream_);
+      check(cudaGetLastError(), "rms_norm");
+      return;
+    }
+    const KernelTimer::Scope timed(timer_, "rms_norm", stream_, eager());
     launch_rms_norm(x.data(), x.dim(0), w.dim(0), w.data(), eps, scale, y.data(), stream_);
     check(cudaGetLastError(), "rms_norm");
   }
@@ -114,6 +143,7 @@ class CudaBackend final : public Backend {
   void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) override {
     bind();
     if (replaying()) return;
+    const KernelTimer::Scope timed(timer_, "embedding", stream_, eager());
     launch_embedding(ids.data_as<int>(), ids.dim(0), table.data(), table.dim(1), out.data(),
                      stream_);
     check(cudaGetLastError(), "embedding");
@@ -122,6 +152,7 @@ class CudaBackend final : public Backend {
   void relu(const TensorView& x) override {
     bind();
     if (replaying()) return;
+    const KernelTimer::Scope timed(timer_, "relu", stream_, eager());
     launch_relu(x.data(), x.numel(), stream_);
     check(cudaGetLastError(), "relu");
   }
@@ -129,6 +160,7 @@ class CudaBackend final : public Backend {
   void gated_gelu(const TensorView& a, const TensorView& b) override {
     bind();
     if (replaying()) return;
+    const KernelTimer::Scope timed(timer_, "gated_gelu", stream_, eager());
     launch_gated_gelu(a.data(), b.data(), a.numel(), stream_);
     check(cudaGetLastError(), "gated_gelu");
   }
@@ -149,6 +181,20 @@ class CudaBackend final : public Backend {
   void begin_step(const void* owner, int64_t key) override;
   void end_step(bool completed) override;
   void forget_steps(const void* owner) override;
+
+  bool reads_half_inputs() override { return true; }
+
+  void feed_forward_activation(const TensorView& a, const TensorView& b,
+                               const TensorView& y) override {
+    bind();
+    if (replaying()) return;
+    const KernelTimer::Scope timed(
+        timer_, y.dtype() == DataType::kF32 ? "ffn activation" : "ffn activation (to half)",
+        stream_, eager());
+    launch_activation_to(a.data(), b.defined() ? b.data() : nullptr, a.numel(), y.data_as<void>(),
+                         out_type(y.dtype()), stream_);
+    check(cudaGetLastError(), "feed_forward_activation");
+  }
 
  private:
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch
@@ -174,10 +220,12 @@ class CudaBackend final : public Backend {
   };
   enum class Mode { kEager, kRecording, kReplaying };
   bool replaying() const { return mode_ == Mode::kReplaying; }
+  bool eager() const { return mode_ == Mode::kEager; }
   void drop_graphs(const void* owner);  // null: every owner's
 
   MatmulPlan& plan(int64_t m, int64_t n, int64_t k, DataType type);
-  // x in the weight's type for the GEMM: itself for fp32, else converted into scratch.
+  // x in the weight's type for the GEMM: itself when it is in that type already (fp32, or a half
+  // input an rms_norm or activation wrote), else converted into scratch.
   const void* gemm_input(const TensorView& x, DataType type);
 
   int index_;
@@ -195,6 +243,7 @@ class CudaBackend final : public Backend {
   StepGraph* step_ = nullptr;
   StepArena arena_;
   cudaEvent_t step_done_ = nullptr;
+  KernelTimer timer_;  // device time per kernel while the profiler is on
 };
 
 LinearWeight CudaBackend::prepare_linear(const Tensor& w, const ModelOptions& options) {
@@ -282,14 +331,11 @@ MatmulPlan& CudaBackend::plan(int64_t m, int64_t n, int64_t k, DataType type) {
 }
 
 const void* CudaBackend::gemm_input(const TensorView& x, DataType type) {
-  if (type == DataType::kF32) return x.data();
+  if (x.dtype() == type) return x.data_as<void>();  // written in the GEMM's type by its producer
+  const KernelTimer::Scope timed(timer_, "cast to half (GEMM input)", stream_, eager());
   auto* out = static_cast<uint16_t*>(
       converted_input_.reserve(static_cast<size_t>(x.numel()) * sizeof(uint16_t)));
-  if (type == DataType::kBF16) {
-    launch_to_bf16(x.data(), x.numel(), out, stream_);
-  } else {
-    launch_to_f16(x.data(), x.numel(), out, stream_);
-  }
+  launch_to_half_input(x.data(), x.numel(), out, type == DataType::kF16, stream_);
   check(cudaGetLastError(), "linear input");
   return out;
 }
@@ -304,6 +350,7 @@ void CudaBackend::linear(const TensorView& x, const LinearWeight& w, const Tenso
   const MatmulPlan& p = plan(m, w.out, w.in, w.dtype);
   const void* input = gemm_input(x, w.dtype);
   const float alpha = 1.0f;
+  const KernelTimer::Scope timed(timer_, gemm_name(w.dtype), stream_, eager());
   check(cublasLtMatmul(lt_, p.desc, &alpha, w.weight.data_as<void>(), p.a, input, p.b, &beta,
                        y.data(), p.c, y.data(), p.c, &p.algo, workspace_.data(), kWorkspaceBytes,
                        stream_),
@@ -353,6 +400,8 @@ void CudaBackend::attention(const ops::AttentionArgs& args) {
   } else {
     check(cudaMemcpyAsync(device_jobs, jobs, bytes, cudaMemcpyHostToDevice, stream_), "jobs");
   }
+  const KernelTimer::Scope timed(timer_, shape.append ? "attention (with KV append)" : "attention",
+                                 stream_, eager());
   launch_attention(static_cast<const AttentionJob*>(device_jobs), shape, stream_);
   check(cudaGetLastError(), "attention");
 }
@@ -366,8 +415,11 @@ void CudaBackend::argmax(const TensorView& logits, const int* banned, int* ids) 
   void* device_banned = banned_.reserve(bytes);
   uploads_.upload(device_banned, bytes, stream_);
   auto* device_ids = static_cast<int*>(ids_.reserve(bytes));
-  launch_argmax(logits.data(), rows, logits.dim(1), static_cast<const int*>(device_banned),
-                device_ids, stream_);
+  {
+    const KernelTimer::Scope timed(timer_, "argmax", stream_, true);
+    launch_argmax(logits.data(), rows, logits.dim(1), static_cast<const int*>(device_banned),
+                  device_ids, stream_);
+  }
   check(cudaGetLastError(), "argmax");
   check(cudaMemcpyAsync(host_ids_, device_ids, bytes, cudaMemcpyDeviceToHost, stream_),
         "argmax ids");
