@@ -523,7 +523,7 @@ int main(int argc, char** argv) {
                 percentile(gen_ms, 50), percentile(gen_ms, 99), cpu_ms);
     std::printf("encoder only  median %8.2f ms   p99 %8.2f ms\n", percentile(enc_ms, 50),
                 percentile(enc_ms, 99));
-    std::printf("decoder step  median %8.2f ms   p99 %8.2f ms\n", percentile(step1_ms, 50),
+    std::printf("decoder step  median %8.3f ms   p99 %8.3f ms\n", percentile(step1_ms, 50),
                 percentile(step1_ms, 99));
     // 0 in every compute type: decoder steps keep out of oneDNN's execute, which allocates
     // (src/cpu/packed_gemm.h).
