@@ -395,7 +395,7 @@ void usage(std::FILE* to) {
       "  --no-cuda-graphs: on a GPU, every op of a decoder step issued as it comes, not replayed\n"
       "    as a recorded CUDA graph (ModelOptions::cuda_graphs)\n"
       "  --portable-kernels: the engine's own bf16 / int8 kernels, not oneDNN's\n"
-      "  --quick: skip measuring the machine's limits (and --profile)\n"
+      "  --quick: skip measuring the machine's limits\n"
       "  --profile: each op's time, and on a GPU each kernel's device time (CUDA events, every\n"
       "    op issued as it comes: no graphs)\n"
       "  --text: that text instead (DIR/spiece.model), greedy until eos, batch 1\n"
@@ -555,8 +555,7 @@ int main(int argc, char** argv) {
           batch_cpu_ms);
     }
 
-    if (quick) return 0;
-    if (on_gpu) return profile ? run_profile(model, encoder, gen, profile_batch, runs) : 0;
+    if (quick || on_gpu) return profile ? run_profile(model, encoder, gen, profile_batch, runs) : 0;
     progress("measuring this machine's read bandwidth and FMA peak");
     const double bw = read_bandwidth_gbs(threads, size_t(512) << 20);
     const double bw_step = read_bandwidth_gbs(threads, static_cast<size_t>(step_bytes));

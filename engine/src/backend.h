@@ -63,6 +63,8 @@ class Backend {
   // y <- relu(a) (b undefined) or gated_gelu(a, b), in y's type; y may be a when f32.
   virtual void feed_forward_activation(const TensorView& a, const TensorView& b,
                                        const TensorView& y) = 0;
+  // ops::top_k_log_softmax; ids and logprobs are host memory of logits.dim(0) x k entries.
+  virtual void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs) = 0;
 };
 
 namespace cpu {

@@ -357,5 +357,18 @@ void feed_forward_activation(const TensorView& a, const TensorView& b, const Ten
   backend.feed_forward_activation(a, b, y);
 }
 
+void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs) {
+  OpTimer timer(profiler::Op::kSearch, logits.device());
+  require(logits.rank() == 2 && logits.dim(1) > 0, "top_k_log_softmax",
+          [&] { return "logits " + shape_string(logits.shape()) + " is not [rows, vocab]"; });
+  require(k >= 1 && k <= kMaxTopK && k <= logits.dim(1), "top_k_log_softmax", [&] {
+    return "k " + std::to_string(k) + " is outside [1, min(" + std::to_string(kMaxTopK) +
+           ", vocab)]";
+  });
+  if (logits.dim(0) == 0) return;
+  dispatch("top_k_log_softmax", logits.device(), {{"logits", logits}})
+      .top_k_log_softmax(logits, k, ids, logprobs);
+}
+
 }  // namespace ops
 }  // namespace seqpipe::engine

@@ -10,6 +10,7 @@
 #include <span>
 
 #include "seqpipe/engine/device.h"
+#include "seqpipe/engine/limits.h"
 #include "seqpipe/engine/model.h"
 #include "seqpipe/engine/profiler.h"
 #include "seqpipe/engine/tensor.h"
@@ -123,5 +124,16 @@ DataType linear_input_type(const LinearWeight& w);
 // y <- relu(a) (b empty) or gated_gelu(a, b) (T5 v1.1's gated FFN), in y's type: f32 (y may be
 // a itself) or a linear_input_type.
 void feed_forward_activation(const TensorView& a, const TensorView& b, const TensorView& y);
+
+// --- The lm_head's choices on the logits' device ---
+// The largest k that top_k_log_softmax takes: a beam step's candidates, 2 x the most beams.
+inline constexpr int kMaxTopK = 2 * kMaxBeams;
+// Per logits row r, its k best tokens, best first (the lower id among equals, as argmax), into
+// ids[r * k + j], and their log-softmax (x - (max + log(sum exp(x - max))), fp32) into
+// logprobs[r * k + j]: what a beam step without logits processors needs (2 x beams per beam),
+// so that only rows x k ids and log-probs cross from a GPU, not the logits. Fewer than k
+// tokens that are not NaN: the rest are id -1, log-prob -inf. ids and logprobs are host memory;
+// 1 <= k <= min(kMaxTopK, vocab).
+void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs);
 
 }  // namespace seqpipe::engine::ops

@@ -5,6 +5,7 @@
 // on every device this build has (the GPU's instances skip themselves without one).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -12,8 +13,8 @@
 #include <vector>
 
 #include "cpu/kernels.h"
+#include "cuda/fused_reference.h"
 #include "cuda/half_math.h"
-#include "cuda/half_reference.h"
 #include "ops.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
@@ -138,6 +139,75 @@ TEST(CudaReference, ActivationToHalfIsTheCpuBackendsActivationRounded) {
       expect_rounded_from(ref, cpu, f16, gated ? "gated_gelu" : "relu");
     }
   }
+}
+
+// Rows with ties (the lower id first), -inf, and the maximum anywhere (NaN: the tiny case below).
+std::vector<float> top_k_rows(int64_t rows, int64_t vocab) {
+  std::vector<float> logits = random_values(static_cast<size_t>(rows * vocab), 24, 3.0f);
+  logits[0 * vocab + 5] = 9.0f;
+  logits[0 * vocab + 2] = 9.0f;
+  logits[0 * vocab + vocab - 1] = 9.0f;
+  logits[1 * vocab + 0] = -INFINITY;
+  logits[1 * vocab + 3] = -INFINITY;
+  logits[2 * vocab + vocab / 2] = 20.0f;
+  return logits;
+}
+
+// log-softmax in double, the k best by (value desc, id asc). Tolerance: a 32k-term fp32 sum.
+void expect_top_k(const std::vector<float>& logits, int64_t rows, int64_t vocab, int k,
+                  const std::vector<int>& ids, const std::vector<float>& logprobs) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + r * vocab;
+    std::vector<int> order;
+    double max_value = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      if (std::isnan(row[i])) continue;
+      order.push_back(static_cast<int>(i));
+      max_value = std::max(max_value, double(row[i]));
+    }
+    for (int i : order) sum += std::exp(double(row[i]) - max_value);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
+    for (int j = 0; j < k; ++j) {
+      SCOPED_TRACE("row " + std::to_string(r) + " rank " + std::to_string(j));
+      ASSERT_EQ(ids[size_t(r * k + j)], order[size_t(j)]);
+      const double want = double(row[order[size_t(j)]]) - max_value - std::log(sum);
+      if (std::isinf(want)) {
+        EXPECT_EQ(logprobs[size_t(r * k + j)], -INFINITY);
+      } else {
+        EXPECT_NEAR(logprobs[size_t(r * k + j)], want, 1e-4 * std::max(1.0, std::abs(want)));
+      }
+    }
+  }
+}
+
+TEST(CudaReference, TopKLogSoftmaxIsTheCpuBackends) {
+  const int64_t rows = 3;
+  for (const int64_t vocab : {int64_t{40}, int64_t{20000}}) {
+    const std::vector<float> logits = top_k_rows(rows, vocab);
+    for (const int k : {1, 8, ops::kMaxTopK}) {
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + " k " + std::to_string(k));
+      const size_t n = static_cast<size_t>(rows * k);
+      std::vector<int> cpu_ids(n), ref_ids(n);
+      std::vector<float> cpu_lp(n), ref_lp(n), copy = logits;
+      ops::top_k_log_softmax(view(copy, {rows, vocab}), k, cpu_ids.data(), cpu_lp.data());
+      cuda::reference::top_k_log_softmax(logits.data(), rows, vocab, k, ref_ids.data(),
+                                         ref_lp.data());
+      expect_top_k(logits, rows, vocab, k, cpu_ids, cpu_lp);
+      expect_top_k(logits, rows, vocab, k, ref_ids, ref_lp);
+    }
+  }
+  // Fewer tokens than k that are not NaN: the rest are -1 / -inf.
+  std::vector<float> tiny = {NAN, 1.0f, NAN};
+  int ids[3];
+  float lp[3];
+  cuda::reference::top_k_log_softmax(tiny.data(), 1, 3, 3, ids, lp);
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_EQ(ids[1], -1);
+  EXPECT_EQ(lp[2], -INFINITY);
+  ops::top_k_log_softmax(view(tiny, {1, 3}), 3, ids, lp);
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_EQ(ids[1], -1);
+  EXPECT_EQ(lp[2], -INFINITY);
 }
 
 class FusedOpsTest : public ::testing::TestWithParam<Device> {};
@@ -271,6 +341,28 @@ TEST_P(FusedOpsTest, TheProfilerChargesDeviceTimeToTheOpThatLaunchedIt) {
   }
   profiler::reset();
   EXPECT_TRUE(profiler::kernel_snapshot().empty());
+}
+
+TEST_P(FusedOpsTest, TopKLogSoftmaxSendsBackOnlyIdsAndLogProbs) {
+  const Device dev = GetParam();
+  SEQPIPE_SKIP_WITHOUT(dev);
+  const int64_t rows = 5, vocab = 32128;  // t5-small's vocabulary
+  const std::vector<float> logits = top_k_rows(rows, vocab);
+  const Tensor on_device = on(dev, logits, {rows, vocab});
+  for (const int k : {1, 4, ops::kMaxTopK}) {
+    std::vector<int> ids(static_cast<size_t>(rows * k));
+    std::vector<float> logprobs(ids.size());
+    ops::top_k_log_softmax(on_device, k, ids.data(), logprobs.data());
+    expect_top_k(logits, rows, vocab, k, ids, logprobs);
+  }
+  std::vector<int> ids(static_cast<size_t>(rows * (ops::kMaxTopK + 1)));
+  std::vector<float> logprobs(ids.size());
+  EXPECT_THROW(ops::top_k_log_softmax(on_device, 0, ids.data(), logprobs.data()), EngineError);
+  EXPECT_THROW(ops::top_k_log_softmax(on_device, ops::kMaxTopK + 1, ids.data(), logprobs.data()),
+               EngineError);
+  const std::vector<float> after = to_host(on_device);
+  EXPECT_EQ(std::memcmp(after.data(), logits.data(), logits.size() * sizeof(float)), 0)
+      << "the logits changed";
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, FusedOpsTest, ::testing::Values(Device::kCpu, Device::kCuda),

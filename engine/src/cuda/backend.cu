@@ -19,6 +19,7 @@
 #include "cuda/kernels.h"
 #include "cuda/memory.h"
 #include "cuda/norm_cast.h"
+#include "cuda/sampling.h"
 #include "seqpipe/engine/error.h"
 
 namespace seqpipe::engine::cuda {
@@ -184,6 +185,29 @@ class CudaBackend final : public Backend {
 
   bool reads_half_inputs() override { return true; }
 
+  // Only rows x k ids and log-probs cross to the host.
+  void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs) override {
+    bind();
+    if (mode_ != Mode::kEager) throw EngineError("top_k_log_softmax: not inside a recorded step");
+    const int64_t rows = logits.dim(0);
+    if (rows > kMaxRows) throw EngineError("op top_k_log_softmax: more than 65536 rows on cuda");
+    const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(k);
+    auto* device_ids = static_cast<int*>(top_ids_.reserve(count * sizeof(int)));
+    auto* device_logprobs = static_cast<float*>(top_logprobs_.reserve(count * sizeof(float)));
+    {
+      const KernelTimer::Scope timed(timer_, "top_k_log_softmax", stream_, true);
+      launch_top_k_log_softmax(logits.data(), rows, logits.dim(1), k, device_ids, device_logprobs,
+                               stream_);
+    }
+    check(cudaGetLastError(), "top_k_log_softmax");
+    check(cudaMemcpyAsync(ids, device_ids, count * sizeof(int), cudaMemcpyDeviceToHost, stream_),
+          "top-k ids");
+    check(cudaMemcpyAsync(logprobs, device_logprobs, count * sizeof(float), cudaMemcpyDeviceToHost,
+                          stream_),
+          "top-k log-probs");
+    synchronize();
+  }
+
   void feed_forward_activation(const TensorView& a, const TensorView& b,
                                const TensorView& y) override {
     bind();
@@ -233,6 +257,7 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t lt_ = nullptr;
   CudaAllocator allocator_;
   DeviceBuffer workspace_, converted_input_, jobs_, copy_jobs_, banned_, ids_;
+  DeviceBuffer top_ids_, top_logprobs_;  // top_k_log_softmax's results on the device
   UploadRing uploads_;
   int* host_ids_ = nullptr;
   size_t max_shared_bytes_ = 0;

@@ -1,7 +1,7 @@
 #pragma once
-// Half-precision conversions of the CUDA kernels, written once for both sides as src/cuda/math.h
-// is: the kernels call them on the device, the host reference and CI's tests on the CPU
-// (tests/engine/fused_ops_test.cc checks them against the compiler's _Float16 and the CPU
+// Half-precision conversions and the top-k's order of the CUDA kernels, written once for both sides
+// as src/cuda/math.h is: the kernels call them on the device, the host reference and CI's tests on
+// the CPU (tests/engine/fused_ops_test.cc checks them against the compiler's _Float16 and the CPU
 // backend's to_bf16). Plain C++ without CUDA headers.
 #include <cstdint>
 
@@ -78,6 +78,19 @@ SEQPIPE_HD float f16_clamp(float x) {
 // An activation as a half GEMM input: fp16 clamped (above) and rounded, or bf16 rounded.
 SEQPIPE_HD uint16_t half_input_bits(float x, bool f16) {
   return f16 ? f16_bits(float_bits(f16_clamp(x))) : bf16_bits(float_bits(x));
+}
+
+// One log-softmax value: x - (max + log(sum of exp(x' - max))) over the row, all in fp32, in
+// the order of the CPU's beam search (search.cc: row[t] -= log_sum_exp(row)).
+SEQPIPE_HD float log_softmax_value(float x, float max_value, float log_sum) {
+  return x - (max_value + log_sum);
+}
+
+// top_k_log_softmax's order: the larger value first, the lower index among equals (as
+// argmax_prefers); a pass of its selection takes the best entry that comes after the one the
+// previous pass took, which is what `after` says.
+SEQPIPE_HD bool comes_after(float value, int64_t index, float previous, int64_t previous_index) {
+  return argmax_prefers(previous, previous_index, value, index);
 }
 
 }  // namespace seqpipe::engine::cuda::math

@@ -1,7 +1,7 @@
 #pragma once
 // Launchers of the kernels that write a GEMM's input in its half type directly (src/cuda/
 // norm_cast.cu): RMSNorm, the FFN's activation and the plain cast, each one kernel, each with
-// its host twin in src/cuda/half_reference.h and its per-element arithmetic in
+// its host twin in src/cuda/fused_reference.h and its per-element arithmetic in
 // src/cuda/half_math.h. Every pointer is device memory; every launch is queued on `stream`.
 #include <cuda_runtime.h>
 
