@@ -126,8 +126,9 @@ DataType linear_input_type(const LinearWeight& w);
 void feed_forward_activation(const TensorView& a, const TensorView& b, const TensorView& y);
 
 // --- The lm_head's choices on the logits' device ---
-// The largest k that top_k_log_softmax takes: a beam step's candidates, 2 x the most beams.
-inline constexpr int kMaxTopK = 2 * kMaxBeams;
+// The largest k that top_k_log_softmax takes: a beam step's candidates, 2 x the most beams, and
+// one more for the eos a beam search may have to leave out (min_new_tokens).
+inline constexpr int kMaxTopK = 2 * kMaxBeams + 1;
 // Per logits row r, its k best tokens, best first (the lower id among equals, as argmax), into
 // ids[r * k + j], and their log-softmax (x - (max + log(sum exp(x - max))), fp32) into
 // logprobs[r * k + j]: what a beam step without logits processors needs (2 x beams per beam),
