@@ -215,18 +215,56 @@ double gemm_peak_gflops() {
   return best;
 }
 
+// Per op: its host time (on a GPU, launch plus the wait for the device, since the profiler
+// waits after every op) and, on a GPU, its kernels' device time (CUDA events); then, on a GPU,
+// every kernel's device time by name, the largest first.
 void print_profile(int runs, double total_ms) {
   auto stats = profiler::snapshot();
+  const bool device = std::any_of(stats.begin(), stats.end(),
+                                  [](const profiler::OpStats& s) { return s.device_nanoseconds; });
   double accounted = 0;
   for (size_t i = 0; i < profiler::kNumOps; ++i) {
     const double ms = stats[i].nanoseconds / 1e6 / runs;
     accounted += ms;
-    std::printf("%-24s %8.3f ms/generate %5.1f%%  (%lu calls/generate)\n",
+    std::printf("%-24s %8.3f ms/generate %5.1f%%  (%lu calls/generate)",
                 std::string(profiler::op_name(static_cast<profiler::Op>(i))).c_str(), ms,
                 100 * ms / (total_ms / runs), (unsigned long)(stats[i].calls / runs));
+    if (device) std::printf("  device %8.3f ms", stats[i].device_nanoseconds / 1e6 / runs);
+    std::printf("\n");
   }
   std::printf("%-24s %8.3f ms/generate %5.1f%%\n", "other", total_ms / runs - accounted,
               100 * (total_ms / runs - accounted) / (total_ms / runs));
+  std::vector<profiler::KernelStats> kernels = profiler::kernel_snapshot();
+  if (kernels.empty()) return;
+  std::sort(kernels.begin(), kernels.end(),
+            [](const auto& a, const auto& b) { return a.nanoseconds > b.nanoseconds; });
+  double device_ms = 0;
+  for (const auto& k : kernels) device_ms += k.nanoseconds / 1e6 / runs;
+  std::printf("\n== per-kernel device time (CUDA events, no graphs), %.3f ms/generate ==\n",
+              device_ms);
+  std::printf("%-32s %10s %7s %9s %11s\n", "kernel", "ms/gen", "share", "launches", "us/launch");
+  for (const auto& k : kernels) {
+    const double ms = k.nanoseconds / 1e6 / runs;
+    std::printf("%-32s %10.3f %6.1f%% %9lu %11.2f\n", k.name.c_str(), ms, 100 * ms / device_ms,
+                (unsigned long)(k.launches / runs), k.nanoseconds / 1e3 / double(k.launches));
+  }
+}
+
+// --profile: `runs` generates of `batch` sequences with the profiler on (on a GPU every op is
+// issued as it comes and waited for, no graph), then the per-op and per-kernel tables.
+int run_profile(const std::shared_ptr<const T5Model>& model, Encoder& encoder, Generator& gen,
+                int batch, int runs) {
+  progress("the per-op profile");
+  std::vector<Generator::Finished> finished;
+  profiler::reset();
+  profiler::set_enabled(true);
+  double total = 0;
+  for (int r = 0; r < runs; ++r) total += run_batch(model, encoder, gen, batch, finished).total_ms;
+  profiler::set_enabled(false);
+  std::printf("\n== per-op profile, batch-%d generate (%d runs, %.2f ms each) ==\n", batch, runs,
+              total / runs);
+  print_profile(runs, total);
+  return 0;
 }
 
 // One text, greedy until eos (at most 64 new tokens), batch 1, on a persistent Encoder and
@@ -357,7 +395,9 @@ void usage(std::FILE* to) {
       "  --no-cuda-graphs: on a GPU, every op of a decoder step issued as it comes, not replayed\n"
       "    as a recorded CUDA graph (ModelOptions::cuda_graphs)\n"
       "  --portable-kernels: the engine's own bf16 / int8 kernels, not oneDNN's\n"
-      "  --quick: skip measuring the machine's limits (and --profile)\n"
+      "  --quick: skip measuring the machine's limits\n"
+      "  --profile: each op's time, and on a GPU each kernel's device time (CUDA events, every\n"
+      "    op issued as it comes: no graphs)\n"
       "  --text: that text instead (DIR/spiece.model), greedy until eos, batch 1\n"
       "  --versus T: only batch 32, --compute-type against T, alternating generate by generate\n"
       "    for --runs pairs; prints each pair's ratio and their median\n");
@@ -400,8 +440,6 @@ int main(int argc, char** argv) {
     if (dir.empty()) throw seqpipe::cli::UsageError("--model is required");
     if (threads < 1) throw seqpipe::cli::UsageError("--threads must be at least 1");
     if (runs < 5) throw seqpipe::cli::UsageError("--runs must be at least 5");
-    if (profile_batch < 1 || profile_batch > 32)
-      throw seqpipe::cli::UsageError("--profile-batch must be in 1..32");
     options.compute_type = parse_compute_type(compute_type);
     if (!versus.empty()) versus_type = parse_compute_type(versus);
     if (versus_type && (profile || !text.empty()))
@@ -412,6 +450,9 @@ int main(int argc, char** argv) {
     options.device = spec.device;
     options.device_index = spec.index;
     options.cuda_graphs = !no_graphs;
+    // The Generator holds the largest batch measured: 32 on the CPU, 64 on a GPU.
+    if (profile_batch < 1 || profile_batch > (spec.device == Device::kCpu ? 32 : 64))
+      throw seqpipe::cli::UsageError("--profile-batch must be in 1..32 (1..64 on a GPU)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine_bench: %s\n", e.what());
     usage(stderr);
@@ -481,7 +522,7 @@ int main(int argc, char** argv) {
                 percentile(gen_ms, 50), percentile(gen_ms, 99), cpu_ms);
     std::printf("encoder only  median %8.2f ms   p99 %8.2f ms\n", percentile(enc_ms, 50),
                 percentile(enc_ms, 99));
-    std::printf("decoder step  median %8.2f ms   p99 %8.2f ms\n", percentile(step1_ms, 50),
+    std::printf("decoder step  median %8.3f ms   p99 %8.3f ms\n", percentile(step1_ms, 50),
                 percentile(step1_ms, 99));
     // 0 in every compute type: decoder steps keep out of oneDNN's execute, which allocates
     // (src/cpu/packed_gemm.h).
@@ -513,7 +554,7 @@ int main(int argc, char** argv) {
           batch_cpu_ms);
     }
 
-    if (quick || on_gpu) return 0;
+    if (quick || on_gpu) return profile ? run_profile(model, encoder, gen, profile_batch, runs) : 0;
     progress("measuring this machine's read bandwidth and FMA peak");
     const double bw = read_bandwidth_gbs(threads, size_t(512) << 20);
     const double bw_step = read_bandwidth_gbs(threads, static_cast<size_t>(step_bytes));
@@ -562,18 +603,7 @@ int main(int argc, char** argv) {
         (model->mapped_weight_bytes() + model->converted_weight_bytes()) / 1e6,
         gen.cache().bytes() / 1e6);
 
-    if (profile) {
-      progress("the per-op profile");
-      profiler::reset();
-      profiler::set_enabled(true);
-      double total = 0;
-      for (int r = 0; r < runs; ++r)
-        total += run_batch(model, encoder, gen, profile_batch, finished).total_ms;
-      profiler::set_enabled(false);
-      std::printf("\n== per-op profile, batch-%d generate (%d runs, %.2f ms each) ==\n",
-                  profile_batch, runs, total / runs);
-      print_profile(runs, total);
-    }
+    if (profile) run_profile(model, encoder, gen, profile_batch, runs);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine_bench: %s\n", e.what());
     return 1;

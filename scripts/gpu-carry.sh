@@ -10,10 +10,14 @@
 # no apt or network, so the libraries travel; compressed together, since the working tree and the
 # carried folder together must stay under 64 MiB.
 #   scripts/gpu-carry.sh            (JOBS=N for the build; default 2)
+# GPU_CARRY_PRESET=release carries the release build instead (this machine's -march; also CUDA
+# on where the toolkit is): to prove gpu-check.sh end to end here without building the gpu preset.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 carry=.gpu-carry
+preset=${GPU_CARRY_PRESET:-gpu}
+build=build/$preset
 limit_mib=63  # the device tool's 64 MiB for tree + carry, less a margin for files added later
 
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$root")}
@@ -33,8 +37,8 @@ tools=(seqpipe-generate seqpipe-mkmodel seqpipe seqpipe-bench engine_bench)
 services=(seqpipe-gateway seqpipe-tokenizer seqpipe-batcher seqpipe-encoder seqpipe-decoder seqpipe-postprocessor)
 targets=("${gpu_tests[@]}" "${tools[@]}" "${services[@]}")
 
-cmake --preset gpu >/dev/null
-cmake --build --preset gpu -j "${JOBS:-2}" --target "${targets[@]}"
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "${JOBS:-2}" --target "${targets[@]}"
 
 rm -rf "$carry"
 mkdir -p "$carry"
@@ -42,13 +46,13 @@ bin=$(mktemp -d /tmp/gpu-carry.XXXXXX)/bin
 mkdir "$bin"
 trap 'rm -rf "$(dirname "$bin")"' EXIT
 for t in "${targets[@]}"; do
-  exe=$(find build/gpu -type f -name "$t" -perm -u+x | head -1)
-  [ -n "$exe" ] || { echo "gpu-carry: no executable $t under build/gpu" >&2; exit 1; }
+  exe=$(find "$build" -type f -name "$t" -perm -u+x | head -1)
+  [ -n "$exe" ] || { echo "gpu-carry: no executable $t under $build" >&2; exit 1; }
   strip -o "$bin/$t" "$exe"
-  echo "$t ${exe#build/gpu/}" >>"$carry/bin-paths"
+  echo "$t ${exe#"$build"/}" >>"$carry/bin-paths"
 done
 # The CUDA backend module, beside the programs: the engine loads it from there first.
-module=build/gpu/engine/libseqpipe_engine_cuda.so
+module=$build/engine/libseqpipe_engine_cuda.so
 [ -f "$module" ] || { echo "gpu-carry: no $module (is SEQPIPE_WITH_CUDA on?)" >&2; exit 1; }
 strip --strip-unneeded -o "$bin/$(basename "$module")" "$module"
 tar -C "$(dirname "$bin")" -cf - bin | xz -9e -T1 >"$carry/bin.tar.xz"
@@ -82,7 +86,8 @@ for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$debs/root"; done
 {
   echo "source_dir $root"
   echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"
-  echo "built $(date -u +%FT%TZ) preset gpu"
+  echo "built $(date -u +%FT%TZ) preset $preset"
+  echo "build_dir $build"
   echo "gpu_tests ${gpu_tests[*]:-}"
   echo "packages $(cd "$debs" && ls -- *.deb | sed 's/_amd64.deb$//' | tr '\n' ' ')"
 } >"$carry/MANIFEST"

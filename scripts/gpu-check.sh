@@ -3,9 +3,10 @@
 #   bash scripts/gpu-check.sh          with .gpu-carry/ (scripts/gpu-carry.sh) beside it
 # Unpacks the carried Debian libraries into a private prefix (never /), then runs each step under
 # its own time limit, going on after a failed one: the GPU tests (the engine's, on every
-# device), the numerics against the CPU and the fixtures, engine_bench and PyTorch on the same
-# GPU, the whole pipeline under seqpipe-bench. Writes $OUT/gpu-report.md (the bars, measured, met or
-# not) and the raw output beside it. Without a GPU (any other machine) it runs what it can, marks
+# device), the numerics against the CPU and the fixtures, engine_bench and PyTorch (fp16 and bf16)
+# on the same GPU, the whole pipeline under seqpipe-bench, and engine_bench --profile's per-op and
+# per-kernel tables. Writes $OUT/gpu-report.md (every bar, measured, met or not, and the tables)
+# and the raw output beside it. Without a GPU (any other machine) it runs what it can, marks
 # the GPU steps "skipped: no GPU" and still exits 0 with the report written.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,10 +66,12 @@ src=$(manifest source_dir)
 if [ "$src" != "$root" ] && [ ! -e "$src" ]; then
   mkdir -p "$(dirname "$src")" && ln -s "$root" "$src" || say "cannot link $src to $root: tests reading compiled paths will fail"
 fi
+build_dir=$(manifest build_dir)
+build_dir=${build_dir:-build/gpu}
 while read -r name rel; do
-  if [ ! -e "build/gpu/$rel" ]; then
-    mkdir -p "$(dirname "build/gpu/$rel")"
-    ln -sf "$B/$name" "build/gpu/$rel"
+  if [ ! -e "$build_dir/$rel" ]; then
+    mkdir -p "$(dirname "$build_dir/$rel")"
+    ln -sf "$B/$name" "$build_dir/$rel"
   fi
 done < <(manifest path)
 
@@ -177,24 +180,27 @@ models() {
 engine_bench() {
   [ -f "$work/t5-small/model.safetensors" ] || skip "skipped: no model (models failed)"
   if [ "$gpu" = 1 ]; then
-    for ct in float32 bfloat16; do
+    # fp16 first: the bars' type (the seeds'); bf16 beside it, fp32 for the record.
+    for ct in float16 bfloat16 float32; do
       echo "--- engine_bench --device cuda --compute-type $ct"
       "$B/engine_bench" --model "$work/t5-small" --device cuda --compute-type "$ct" --runs 200 --quick
     done
-    echo "--- eager, --no-cuda-graphs (every op issued as it comes): engine_bench float32"
+    echo "--- eager, --no-cuda-graphs (every op issued as it comes): engine_bench float16"
     "$B/engine_bench" --model "$work/t5-small" --device cuda --no-cuda-graphs \
-      --compute-type float32 --runs 200 --quick
+      --compute-type float16 --runs 100 --quick
   else
-    # Proves the bench starts and runs here; its CPU figures are not the bars'.
-    "$B/engine_bench" --model "$work/t5-small" --threads "$(nproc)" --runs 5 --quick
-    skip "$no_gpu (ran on the CPU: --runs 5)"
+    # Proves the bench starts and runs here, on the tiny fixture (t5-small's batches take minutes
+    # on a small CPU); its CPU figures are not the bars'.
+    "$B/engine_bench" --model tests/data/t5-tiny-random --threads "$(nproc)" --runs 5 --quick
+    skip "$no_gpu (ran on the CPU: the tiny fixture, --runs 5)"
   fi
 }
 
 torch_bench() {
   [ "$gpu" = 1 ] || skip "$no_gpu"
   command -v python3 >/dev/null && have_torch || skip "skipped: no torch/transformers in python3"
-  LD_LIBRARY_PATH=$machine_ld_path python3 bench/torch_t5.py --model "$work/t5-small" --device cuda | tee "$OUT/torch_t5.json"
+  LD_LIBRARY_PATH=$machine_ld_path python3 bench/torch_t5.py --model "$work/t5-small" --device cuda \
+    --dtypes float16,bfloat16 | tee "$OUT/torch_t5.json"
 }
 
 pipeline() {
@@ -230,10 +236,10 @@ pipeline() {
   trap - EXIT
   if [ "$gpu" = 1 ]; then
     # PERFORMANCE.md's sweep, one replica a stage, on the GPU: p50/p99 at concurrency 1 and the
-    # highest rate with p99 < 50 ms, each compute type.
+    # highest rate with p99 < 50 ms, fp16 (the bars' type) and bf16.
     echo "--- seqpipe-bench sweep (model.device=cuda)"
     "$B/seqpipe-bench" sweep --seqpipe "$B/seqpipe" --config config/pipeline.yaml --model "$work/t5-small-sp" \
-      --grid "model.compute_type=float32,bfloat16" --set model.device=cuda \
+      --grid "model.compute_type=float16,bfloat16" --set model.device=cuda \
       --set decoder.replicas=1 --set encoder.replicas=1 --set tokenizer.replicas=1 --set postprocessor.replicas=1 \
       --concurrency-range 1:64 --max-new-tokens 11 --min-new-tokens 11 --words 3:5 --slo-p99-ms 50 \
       --min-gain -1 --duration 3 --no-progress --json "$OUT/pipeline.json"
@@ -243,31 +249,22 @@ pipeline() {
 }
 
 profile() {
-  # Where a GPU decoder step's time goes: each kernel's total under Nsight Systems where the
-  # machine has it, else the engine's per-op profile (each op waited for: launch costs included).
-  # And which oneDNN primitives a CPU bf16 decoder step runs (the allocation test's suspect).
+  # Where a GPU generate's time goes, without Nsight: engine_bench --profile times each op (host,
+  # waited for) and each kernel (CUDA events; no graphs in this mode), batch 1 and batch 64, fp16.
+  # The report shows the tables (gpu_bars.py). Without a GPU, the CPU's per-op profile, briefly.
   [ -f "$work/t5-small/model.safetensors" ] || skip "skipped: no model (models failed)"
-  [ "$gpu" = 1 ] || skip "$no_gpu"
-  local nsys
-  nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys \
-    /usr/local/cuda*/nsight-systems*/bin/nsys 2>/dev/null | head -1 || true)
-  for ct in float32 bfloat16; do
-    if [ -n "$nsys" ]; then
-      echo "--- $nsys: engine_bench --compute-type $ct, batch 1, 50 runs"
-      "$nsys" profile -o "$work/prof-$ct" --force-overwrite true --cuda-graph-trace node \
-        "$B/engine_bench" --model "$work/t5-small" --device cuda --compute-type "$ct" \
-        --runs 50 --quick >/dev/null
-      "$nsys" stats -q -r cuda_gpu_kern_sum -f csv "$work/prof-$ct.nsys-rep" |
-        cut -d, -f1-4,9 | head -40
-    else
-      echo "--- no nsys: engine_bench --profile --compute-type $ct"
-      "$B/engine_bench" --model "$work/t5-small" --device cuda --compute-type "$ct" --runs 50 \
-        --profile
-    fi
-  done
-  echo "--- ONEDNN_VERBOSE: one CPU bf16 decode run's primitives (engine_allocation_tests)"
-  ONEDNN_VERBOSE=1 "$B/engine_allocation_tests" --gtest_filter='*bfloat16_best*' 2>&1 |
-    awk -F, '/^onednn_verbose/ {print $2, $4, $5}' | sort | uniq -c | sort -rn | head -20
+  if [ "$gpu" = 1 ]; then
+    for batch in 1 64; do
+      echo "--- engine_bench --profile --profile-batch $batch --compute-type float16"
+      "$B/engine_bench" --model "$work/t5-small" --device cuda --compute-type float16 --runs 20 \
+        --quick --profile --profile-batch "$batch" | sed -n '/^== per-op profile/,$p'
+    done
+  else
+    echo "--- engine_bench --profile (CPU, the tiny fixture, --runs 5)"
+    "$B/engine_bench" --model tests/data/t5-tiny-random --threads "$(nproc)" --runs 5 --quick \
+      --profile | sed -n '/^== per-op profile/,$p'
+    skip "$no_gpu (the CPU's per-op profile ran, on the tiny fixture)"
+  fi
 }
 
 export -f libraries gpu_tests numerics models engine_bench torch_bench pipeline profile
@@ -309,10 +306,10 @@ write_report() {
 }
 
 say "GPU: $([ "$gpu" = 1 ] && echo yes || echo none); OUT=$OUT; budget $budget s"
-# GPU_CHECK_STEPS: the steps to run (default: all but profile), e.g. "models profile".
-steps=${GPU_CHECK_STEPS:-libraries gpu_tests numerics models engine_bench torch_bench pipeline}
+# GPU_CHECK_STEPS: the steps to run (default: all), e.g. "models profile".
+steps=${GPU_CHECK_STEPS:-libraries gpu_tests numerics models engine_bench torch_bench pipeline profile}
 declare -A cap=([libraries]=30 [gpu_tests]=150 [numerics]=180 [models]=60 [engine_bench]=90
-  [torch_bench]=120 [pipeline]=150 [profile]=120)
+  [torch_bench]=120 [pipeline]=150 [profile]=60)
 for name in $steps; do
   [ -n "${cap[$name]:-}" ] || { say "no step $name"; continue; }
   step "$name" "${cap[$name]}" "$name"

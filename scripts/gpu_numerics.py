@@ -9,6 +9,10 @@
 2. speller (models/speller-t5, tests/data/speller-t5-greedy.json, PyTorch's greedy ids): CPU
    fp32 == the file (as tests/tools/speller_parity_test.py checks), and with --cuda: GPU fp32 ==
    CPU fp32 on every input, GPU bf16 == CPU fp32 on >= 99% of them.
+3. fp16 (with --cuda): the speller is T5 v1.1 (gated-gelu), which the engine refuses in fp16 as
+   HF's overflow story says, so fp16's agreement is measured on the T5 v1.0 fixture
+   (t5-tiny-random: greedy, greedy min 11, beam 4) against its fp32 ids, and the speller's
+   refusal is recorded.
 
 One seqpipe-generate process per input, as the parity test runs it; they run --jobs at a time
 (each CPU one on one thread), since a process start (and a CUDA context) costs more than one
@@ -57,17 +61,19 @@ def run_all(generate, jobs, arg_lists):
         return list(pool.map(lambda a: run_one(generate, a), arg_lists))
 
 
-def fixtures(generate, dev, jobs):
-    """[(name, args, expected ids)] for both fixture checkpoints, run on one device."""
+def fixtures(generate, dev, jobs, compute_type="float32",
+             names=("t5-tiny-random", "t5v11-tiny-random")):
+    """Every case of the fixture checkpoints `names`, run on one device: how many give the
+    reference ids exactly."""
     cases = []
-    for fixture in ("t5-tiny-random", "t5v11-tiny-random"):
+    for fixture in names:
         model = os.path.join(DATA, fixture)
         with open(os.path.join(model, "reference.json")) as f:
             ref = json.load(f)
         for i, case in enumerate(ref["cases"]):
             ids = ",".join(str(t) for t in case["input_ids"])
             base = ["--model", model, "--ids", ids, "--max-new-tokens", "11", "--threads", "1",
-                    "--compute-type", "float32", *dev]
+                    "--compute-type", compute_type, *dev]
             cases.append((f"{fixture}[{i}] greedy", base, case["greedy"]["ids"]))
             cases.append((f"{fixture}[{i}] greedy_min11", base + ["--min-new-tokens", "11"],
                           case["greedy_min11"]["ids"]))
@@ -80,7 +86,8 @@ def fixtures(generate, dev, jobs):
             mismatches.append(f"{name}: {got['error']}")
         elif got["ids"] != want:
             mismatches.append(f"{name}: got {got['ids']}, want {want}")
-    return {"cases": len(cases), "exact": len(cases) - len(mismatches),
+    exact = len(cases) - len(mismatches)
+    return {"cases": len(cases), "exact": exact, "percent": round(100.0 * exact / len(cases), 2),
             "mismatches": mismatches[:10]}
 
 
@@ -136,6 +143,11 @@ def main():
             out[f"speller_gpu_{key}_vs_cpu_fp32"] = agreement(sp, sp_cpu["ids"])
             out[f"speller_gpu_{key}_vs_cpu_fp32"]["errors"] = sp["errors"]
             out[f"speller_gpu_{key}_vs_cpu_fp32"]["wall_s"] = sp["wall_s"]
+        out["fixture_v10_gpu_fp16"] = fixtures(a.generate, gpu, a.gpu_jobs, "float16",
+                                               ("t5-tiny-random",))
+        refusal = run_one(a.generate, ["--model", SPELLER, "--text", "teh", "--compute-type",
+                                       "float16", *gpu])
+        out["speller_gpu_fp16"] = refusal.get("error", "accepted (expected a refusal)")
     with open(a.json, "w") as f:
         json.dump(out, f, indent=1)
     for key, value in out.items():

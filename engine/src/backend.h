@@ -59,6 +59,15 @@ class Backend {
   // --- Fused attention of a decoder step ---
   // ops::decode_attention: every sequence's q has one row (ops.cc checked).
   virtual void decode_attention(const ops::AttentionArgs& args) = 0;
+  // --- GEMM inputs in half precision (ops::linear_input_type) ---
+  // Whether linear takes x in its weight's half type (bf16 / fp16) and rms_norm and
+  // feed_forward_activation write one; else every activation is f32.
+  virtual bool reads_half_inputs() { return false; }
+  // y <- relu(a) (b undefined) or gated_gelu(a, b), in y's type; y may be a when f32.
+  virtual void feed_forward_activation(const TensorView& a, const TensorView& b,
+                                       const TensorView& y) = 0;
+  // ops::top_k_log_softmax; ids and logprobs are host memory of logits.dim(0) x k entries.
+  virtual void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs) = 0;
 };
 
 namespace cpu {

@@ -12,8 +12,9 @@ namespace seqpipe::engine {
 // Every buffer a step needs, sized once for the cache's slot count, on the model's device.
 struct Decoder::Workspace {
   Tensor hidden, normed, q, qkv, attn, ff_a, ff_b, logits, attention;
-  Tensor cross_kv;                 // start's every-layer K/V: grows to its largest GEMM's rows
-  Tensor staged_tokens;            // the step's tokens on the model's device (off the CPU)
+  Tensor ff_in;          // the FFN's activation in its GEMM's input type (undefined: ff_a, f32)
+  Tensor cross_kv;       // start's every-layer K/V: grows to its largest GEMM's rows
+  Tensor staged_tokens;  // the step's tokens on the model's device (off the CPU)
   std::vector<TensorCopy> copies;  // start's cross K/V rows into the slots
   std::vector<ops::AttentionSequence> seqs;
   std::vector<int64_t> positions;
@@ -34,7 +35,8 @@ Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
   Workspace& ws = *ws_;
   ws.device = dev;
   ws.hidden = Tensor::empty({n, c.d_model}, dev);
-  ws.normed = Tensor::empty({n, c.d_model}, dev);
+  ws.normed = Tensor::empty({n, c.d_model}, dev, layers::gemm_input_type(*model_));
+  ws.ff_in = layers::gemm_input_buffer(*model_, n, c.d_ff, dev);
   ws.q = Tensor::empty({n, c.inner_dim()}, dev);
   ws.qkv = Tensor::empty({n, 3 * c.inner_dim()}, dev);
   ws.attn = Tensor::empty({n, c.inner_dim()}, dev);
@@ -210,7 +212,8 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
     ops::linear(attn, blk.cross_attention.o, hidden, 1.0f);
 
     ops::rms_norm(hidden, blk.ffn_norm, eps, 1.0f, normed);
-    layers::feed_forward_residual(m, blk.ffn, normed, ff_a, ff_b, hidden);
+    layers::feed_forward_residual(m, blk.ffn, normed, ff_a, ff_b,
+                                  ws.ff_in.defined() ? ws.ff_in.rows(0, n) : ff_a, hidden);
     ++layer;
   }
   // Tied embeddings: HF scales the decoder output by d_model^-0.5 before the shared lm_head.

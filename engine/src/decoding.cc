@@ -18,6 +18,10 @@ void SearchStrategy::advance_to(int) {
   throw EngineError("SearchStrategy::advance_to: this search reads its logits");
 }
 
+void SearchStrategy::advance_top_k(const int*, const float*, int, KvCache&) {
+  throw EngineError("SearchStrategy::advance_top_k: this search reads its logits");
+}
+
 void DecodingOptions::validate(int64_t max_target_len) const {
   auto fail = [](const std::string& what) { throw EngineError("decoding options: " + what); };
   if (max_new_tokens < 1 || max_new_tokens > kMaxNewTokens) {
@@ -67,6 +71,8 @@ Generator::Generator(std::shared_ptr<const T5Model> model, const GeneratorOption
   row_of_.resize(n);
   banned_.resize(n);
   chosen_.resize(n);
+  top_ids_.resize(n * ops::kMaxTopK);
+  top_logprobs_.resize(n * ops::kMaxTopK);
 }
 
 const EncoderOutput& Generator::on_model_device(const EncoderOutput& encoded,
@@ -198,13 +204,18 @@ std::span<const int> Generator::ids_so_far(uint64_t handle) const {
 }
 
 void Generator::advance_searches(const TensorView& logits) {
-  // Plain greedy searches take ops::argmax's choice; the rest read their rows on the host.
+  // Plain greedy searches take ops::argmax's choice, beam searches without processors
+  // ops::top_k_log_softmax's candidates (one call, the largest k: a smaller k is its prefix);
+  // the rest read their rows on the host.
   const int n = static_cast<int>(logits.dim(0));
   bool any_argmax = false, any_logits = false;
+  int top_k = 0;
   std::fill(banned_.begin(), banned_.begin() + n, -1);
   for (size_t a = 0; a < active_.size(); ++a) {
     const SearchStrategy& s = *active_[a].search;
-    if (s.needs_logits()) {
+    if (s.top_k_candidates() > 0) {
+      top_k = std::max(top_k, s.top_k_candidates());
+    } else if (s.needs_logits()) {
       any_logits = true;
     } else {
       any_argmax = true;
@@ -212,6 +223,7 @@ void Generator::advance_searches(const TensorView& logits) {
     }
   }
   if (any_argmax) ops::argmax(logits, banned_.data(), chosen_.data());
+  if (top_k > 0) ops::top_k_log_softmax(logits, top_k, top_ids_.data(), top_logprobs_.data());
   TensorView rows = logits;
   if (any_logits && host_logits_.defined()) {
     rows = host_logits_.rows(0, n);
@@ -221,7 +233,10 @@ void Generator::advance_searches(const TensorView& logits) {
   for (size_t a = 0; a < active_.size(); ++a) {
     SearchStrategy& s = *active_[a].search;
     const int row = row_of_[a];
-    if (s.needs_logits()) {
+    if (top_k > 0 && s.top_k_candidates() > 0) {
+      const size_t first = static_cast<size_t>(row) * static_cast<size_t>(top_k);
+      s.advance_top_k(top_ids_.data() + first, top_logprobs_.data() + first, top_k, cache_);
+    } else if (s.needs_logits()) {
       s.advance(rows.row(row), vocab, cache_);
     } else {
       s.advance_to(chosen_[static_cast<size_t>(row)]);

@@ -11,14 +11,17 @@ struct Encoder::Workspace {
   int64_t rows = 0;     // capacity in token rows
   int64_t max_len = 0;  // capacity of the attention workspace in keys
   Tensor normed, q, k, v, attn, ff_a, ff_b, attention;
+  Tensor ff_in;       // the FFN's activation in its GEMM's input type (undefined: ff_a, f32)
   Tensor staged_ids;  // the ids on the model's device (off the CPU)
   std::vector<int> ids;
   std::vector<ops::AttentionSequence> seqs;
 
-  void reserve(const T5Config& c, Device device, int64_t total, int64_t longest, size_t batch) {
+  void reserve(const T5Model& m, Device device, int64_t total, int64_t longest, size_t batch) {
+    const T5Config& c = m.config();
     if (total > rows) {
       rows = total;
-      normed = Tensor::empty({rows, c.d_model}, device);
+      normed = Tensor::empty({rows, c.d_model}, device, layers::gemm_input_type(m));
+      ff_in = layers::gemm_input_buffer(m, rows, c.d_ff, device);
       q = Tensor::empty({rows, c.inner_dim()}, device);
       k = Tensor::empty({rows, c.inner_dim()}, device);
       v = Tensor::empty({rows, c.inner_dim()}, device);
@@ -72,12 +75,13 @@ EncoderOutput Encoder::encode(const std::vector<std::vector<int>>& batch) {
   if (total == 0) return out;
 
   Workspace& ws = *ws_;
-  ws.reserve(c, dev, total, longest, batch.size());
+  ws.reserve(m, dev, total, longest, batch.size());
   for (const auto& seq : batch) ws.ids.insert(ws.ids.end(), seq.begin(), seq.end());
 
   const TensorView normed = ws.normed.rows(0, total), q = ws.q.rows(0, total),
                    k = ws.k.rows(0, total), v = ws.v.rows(0, total), attn = ws.attn.rows(0, total),
-                   ff_a = ws.ff_a.rows(0, total), ff_b = ws.ff_b.rows(0, total);
+                   ff_a = ws.ff_a.rows(0, total), ff_b = ws.ff_b.rows(0, total),
+                   ff_in = ws.ff_in.defined() ? ws.ff_in.rows(0, total) : ff_a;
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t first = out.offsets[i], len = out.length(i);
     ws.seqs[i] = {q.rows(first, len), 0, k.rows(first, len), v.rows(first, len),
@@ -103,7 +107,7 @@ EncoderOutput Encoder::encode(const std::vector<std::vector<int>>& batch) {
     ops::attention(args);
     ops::linear(attn, blk.attention.o, hidden, 1.0f);
     ops::rms_norm(hidden, blk.ffn_norm, c.layer_norm_epsilon, 1.0f, normed);
-    layers::feed_forward_residual(m, blk.ffn, normed, ff_a, ff_b, hidden);
+    layers::feed_forward_residual(m, blk.ffn, normed, ff_a, ff_b, ff_in, hidden);
   }
   ops::rms_norm(hidden, m.encoder_final_norm(), c.layer_norm_epsilon, 1.0f, hidden);
   return out;

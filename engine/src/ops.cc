@@ -138,6 +138,32 @@ void copy_all(std::span<const TensorCopy> pairs) {
   backend_for(device, "copy_all").copy_all(pairs);
 }
 
+namespace {
+
+bool is_half(DataType t) {
+  return t == DataType::kBF16 || t == DataType::kF16;
+}
+
+// An activation that is f32, or (half_allowed) bf16 / fp16 on a backend whose GEMMs read half
+// inputs (ops::linear_input_type), on `device`.
+void require_f32_or_half(const char* op, Backend& backend, Device device, const char* name,
+                         const TensorView& t, bool half_allowed) {
+  require(t.defined(), op, [&] { return std::string(name) + " is empty"; });
+  require(t.device() == device, op, [&] {
+    return std::string(name) + " is on " + std::string(device_name(t.device())) +
+           ", the op runs on " + std::string(device_name(device));
+  });
+  require(t.dtype() == DataType::kF32 ||
+              (half_allowed && is_half(t.dtype()) && backend.reads_half_inputs()),
+          op, [&] {
+            return std::string(name) + " is " + std::string(data_type_name(t.dtype())) +
+                   ", not f32" +
+                   (backend.reads_half_inputs() ? " or the linear layer's input type" : "");
+          });
+}
+
+}  // namespace
+
 void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta,
             profiler::Op tag) {
   OpTimer timer(tag, w.device);
@@ -149,7 +175,9 @@ void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, flo
                    std::to_string(w.in) + "] y " + shape_string(y.shape());
           });
   if (x.dim(0) == 0) return;
-  dispatch("linear", w.device, {{"x", x}, {"y", y}}).linear(x, w, y, beta);
+  Backend& backend = dispatch("linear", w.device, {{"y", y}});
+  require_f32_or_half("linear", backend, w.device, "x", x, x.dtype() == w.dtype);
+  backend.linear(x, w, y, beta);
 }
 
 LinearWeight prepare_linear(const Tensor& w, const ModelOptions& options) {
@@ -177,7 +205,9 @@ void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
                    shape_string(y.shape());
           });
   if (x.dim(0) == 0) return;
-  dispatch("rms_norm", x.device(), {{"x", x}, {"w", w}, {"y", y}}).rms_norm(x, w, eps, scale, y);
+  Backend& backend = dispatch("rms_norm", x.device(), {{"x", x}, {"w", w}});
+  require_f32_or_half("rms_norm", backend, x.device(), "y", y, true);
+  backend.rms_norm(x, w, eps, scale, y);
 }
 
 TensorView stage_ids(const int* ids, int64_t n, int64_t vocab, Device device, Tensor& staging) {
@@ -323,7 +353,40 @@ void decode_attention(const AttentionArgs& args) {
   OpTimer timer(profiler::Op::kAttention, args.workspace.device());
   if (args.num_seqs == 0) return;
   check_attention(args, "decode_attention", true).decode_attention(args);
-}
+  DataType linear_input_type(const LinearWeight& w) {
+    require(w.defined(), "linear_input_type", "weight is empty");
+    const bool half =
+        is_half(w.dtype) && backend_for(w.device, "linear_input_type").reads_half_inputs();
+    return half ? w.dtype : DataType::kF32;
+  }
+
+  void feed_forward_activation(const TensorView& a, const TensorView& b, const TensorView& y) {
+    OpTimer timer(profiler::Op::kActivation, a.device());
+    require(a.numel() == y.numel() && (!b.defined() || b.numel() == a.numel()),
+            "feed_forward_activation", [&] {
+              return "a " + shape_string(a.shape()) + " b " + shape_string(b.shape()) + " y " +
+                     shape_string(y.shape());
+            });
+    if (a.numel() == 0) return;
+    Backend& backend = b.defined()
+                           ? dispatch("feed_forward_activation", a.device(), {{"a", a}, {"b", b}})
+                           : dispatch("feed_forward_activation", a.device(), {{"a", a}});
+    require_f32_or_half("feed_forward_activation", backend, a.device(), "y", y, true);
+    backend.feed_forward_activation(a, b, y);
+  }
+
+  void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs) {
+    OpTimer timer(profiler::Op::kSearch, logits.device());
+    require(logits.rank() == 2 && logits.dim(1) > 0, "top_k_log_softmax",
+            [&] { return "logits " + shape_string(logits.shape()) + " is not [rows, vocab]"; });
+    require(k >= 1 && k <= kMaxTopK && k <= logits.dim(1), "top_k_log_softmax", [&] {
+      return "k " + std::to_string(k) + " is outside [1, min(" + std::to_string(kMaxTopK) +
+             ", vocab)]";
+    });
+    if (logits.dim(0) == 0) return;
+    dispatch("top_k_log_softmax", logits.device(), {{"logits", logits}})
+        .top_k_log_softmax(logits, k, ids, logprobs);
+  }
 
 }  // namespace ops
 }  // namespace seqpipe::engine

@@ -10,6 +10,7 @@
 #include <span>
 
 #include "seqpipe/engine/device.h"
+#include "seqpipe/engine/limits.h"
 #include "seqpipe/engine/model.h"
 #include "seqpipe/engine/profiler.h"
 #include "seqpipe/engine/tensor.h"
@@ -45,7 +46,8 @@ LinearWeight prepare_linear(const Tensor& w, const ModelOptions& options);
 // The compute type `auto` stands for on this machine.
 ComputeType best_compute_type(Device device);
 
-// y = x / sqrt(mean(x^2) + eps) * w * scale, per row of width w.dim(0) (T5LayerNorm).
+// y = x / sqrt(mean(x^2) + eps) * w * scale, per row of width w.dim(0) (T5LayerNorm); y is f32,
+// or the linear_input_type of the linear layer that reads it.
 void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
               const TensorView& y);
 
@@ -120,5 +122,28 @@ void forget_recorded_steps(Device device, const void* owner);
 // self-attention of a step (bias, causal, append) and its cross-attention (neither) alike. The
 // CPU runs attention()'s loop, which does the same per sequence.
 void decode_attention(const AttentionArgs& args);
+// --- GEMM inputs in half precision, written by the op before the GEMM ---
+// The type in which a linear layer of weight `w` takes its input from the op that writes it
+// (rms_norm's y, feed_forward_activation's y): the weight's bf16 / fp16 on a backend whose GEMMs
+// read half inputs (CUDA), else f32. The GEMM then casts nothing: the norm or the activation and
+// the cast are one kernel. fp16 values are clamped as HF clamps T5's fp16 hidden states
+// (math::f16_clamp, src/cuda/half_math.h).
+DataType linear_input_type(const LinearWeight& w);
+
+// y <- relu(a) (b empty) or gated_gelu(a, b) (T5 v1.1's gated FFN), in y's type: f32 (y may be
+// a itself) or a linear_input_type.
+void feed_forward_activation(const TensorView& a, const TensorView& b, const TensorView& y);
+
+// --- The lm_head's choices on the logits' device ---
+// The largest k that top_k_log_softmax takes: a beam step's candidates, 2 x the most beams, and
+// one more for the eos a beam search may have to leave out (min_new_tokens).
+inline constexpr int kMaxTopK = 2 * kMaxBeams + 1;
+// Per logits row r, its k best tokens, best first (the lower id among equals, as argmax), into
+// ids[r * k + j], and their log-softmax (x - (max + log(sum exp(x - max))), fp32) into
+// logprobs[r * k + j]: what a beam step without logits processors needs (2 x beams per beam),
+// so that only rows x k ids and log-probs cross from a GPU, not the logits. Fewer than k
+// tokens that are not NaN: the rest are id -1, log-prob -inf. ids and logprobs are host memory;
+// 1 <= k <= min(kMaxTopK, vocab).
+void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs);
 
 }  // namespace seqpipe::engine::ops

@@ -6,6 +6,7 @@ namespace {
 std::atomic<bool> g_enabled{false};
 thread_local std::array<OpStats, kNumOps> t_stats{};
 thread_local ScopedOp* t_current = nullptr;
+thread_local std::vector<KernelStats> t_kernels;
 }  // namespace
 
 ScopedOp::ScopedOp(Op op) : op_(op), on_(enabled()) {
@@ -59,9 +60,35 @@ bool enabled() {
 }
 void reset() {
   t_stats = {};
+  t_kernels.clear();
 }
 std::array<OpStats, kNumOps> snapshot() {
   return t_stats;
+}
+
+}  // namespace seqpipe::engine::profiler
+
+namespace seqpipe::engine::profiler {
+
+std::vector<KernelStats> kernel_snapshot() {
+  return t_kernels;
+}
+
+Op current_op() {
+  return t_current != nullptr ? t_current->op() : Op::kCount;
+}
+
+void add_device_time(Op op, std::string_view kernel, uint64_t nanoseconds) {
+  if (op != Op::kCount) t_stats[static_cast<size_t>(op)].device_nanoseconds += nanoseconds;
+  // A handful of kernel names: a linear search beats a map, and allocates only on a new name.
+  for (KernelStats& k : t_kernels) {
+    if (k.name == kernel) {
+      k.nanoseconds += nanoseconds;
+      k.launches += 1;
+      return;
+    }
+  }
+  t_kernels.push_back({std::string(kernel), nanoseconds, 1});
 }
 
 }  // namespace seqpipe::engine::profiler

@@ -148,7 +148,11 @@ class GreedySearch final : public SearchStrategy {
 class BeamSearch final : public SearchStrategy {
  public:
   BeamSearch(const int* slots, const DecodingOptions& o, const T5Config& c)
-      : options_(o), beams_(o.num_beams), max_len_(o.max_new_tokens + 1), eos_(c.eos_token_id) {
+      : options_(o),
+        beams_(o.num_beams),
+        max_len_(o.max_new_tokens + 1),
+        eos_(c.eos_token_id),
+        vocab_(c.vocab_size) {
     const size_t nb = static_cast<size_t>(beams_), len = static_cast<size_t>(max_len_);
     slots_.assign(slots, slots + beams_);
     next_.assign(nb, c.decoder_start_token_id);
@@ -183,7 +187,6 @@ class BeamSearch final : public SearchStrategy {
     const int cur_len = cur_len_;  // tokens per beam so far, the start token included
 
     // Scores of every (beam, token): log_softmax + the beam's running score; keep the top 2*nb.
-    const int k = 2 * beams_;
     int found = 0;
     for (int b = 0; b < beams_; ++b) {
       float* row = logits + static_cast<int64_t>(b) * vocab;
@@ -194,18 +197,62 @@ class BeamSearch final : public SearchStrategy {
                                          static_cast<size_t>(cur_len));
       apply_processors({row, static_cast<size_t>(vocab)}, history, options_, eos_, gathered_);
       const float base = beam_scores_[static_cast<size_t>(b)];
-      for (int64_t t = 0; t < vocab; ++t) {
-        const float s = row[t] + base;
-        if (found == k && !(s > candidates_[static_cast<size_t>(k - 1)].score)) continue;
-        int pos = found < k ? found++ : k - 1;
-        while (pos > 0 && candidates_[static_cast<size_t>(pos - 1)].score < s) {
-          candidates_[static_cast<size_t>(pos)] = candidates_[static_cast<size_t>(pos - 1)];
-          --pos;
-        }
-        candidates_[static_cast<size_t>(pos)] = {s, row[t], static_cast<int>(t), b};
+      for (int64_t t = 0; t < vocab; ++t)
+        offer(row[t] + base, row[t], static_cast<int>(t), b, found);
+    }
+    finish_step(cache);
+  }
+
+  // Without processors that change the log-softmax, each beam's 2 x beams best tokens hold the
+  // step's 2 x beams best candidates (a beam's score is added to its whole row), and one more
+  // when eos is banned (min_new_tokens), which is then left out: the Generator picks them on the
+  // logits' device (ops::top_k_log_softmax) and only they cross to the host.
+  int top_k_candidates() const override {
+    if (options_.repetition_penalty != 1.0f || options_.no_repeat_ngram_size > 0) return 0;
+    const int k = 2 * beams_ + (eos_banned() ? 1 : 0);
+    return k <= vocab_ ? k : 0;
+  }
+
+  // The same candidates as advance() finds in the whole rows, offered in each beam's order (its
+  // scores best first, the lower token among equals), which ties resolve alike.
+  void advance_top_k(const int* ids, const float* logprobs, int stride, KvCache& cache) override {
+    profiler::ScopedOp timer(profiler::Op::kSearch);
+    const int k = top_k_candidates();
+    const bool skip_eos = eos_banned();
+    int found = 0;
+    for (int b = 0; b < beams_; ++b) {
+      const float base = beam_scores_[static_cast<size_t>(b)];
+      for (int j = 0; j < k; ++j) {
+        const int token = ids[b * stride + j];
+        const float logprob = logprobs[b * stride + j];
+        if (token < 0) break;  // the row had fewer tokens that are numbers
+        if (skip_eos && token == eos_) continue;
+        offer(logprob + base, logprob, token, b, found);
       }
     }
+    finish_step(cache);
+  }
 
+ private:
+  // MinNewTokensLengthLogitsProcessor's ban of eos this step.
+  bool eos_banned() const { return cur_len_ - 1 < options_.min_new_tokens; }
+
+  // Keeps the 2 x beams best candidates sorted, the earlier offered first among equals.
+  void offer(float score, float logprob, int token, int beam, int& found) {
+    const int k = 2 * beams_;
+    if (found == k && !(score > candidates_[static_cast<size_t>(k - 1)].score)) return;
+    int pos = found < k ? found++ : k - 1;
+    while (pos > 0 && candidates_[static_cast<size_t>(pos - 1)].score < score) {
+      candidates_[static_cast<size_t>(pos)] = candidates_[static_cast<size_t>(pos - 1)];
+      --pos;
+    }
+    candidates_[static_cast<size_t>(pos)] = {score, logprob, token, beam};
+  }
+
+  // The step's candidates are chosen: finish hypotheses, pick the next beams, reorder the cache.
+  void finish_step(KvCache& cache) {
+    const int cur_len = cur_len_;
+    const int k = 2 * beams_;
     // BeamSearchScorer.process: eos candidates among the first nb finish a hypothesis; the
     // first nb other candidates become the next beams.
     int next_count = 0;
@@ -255,6 +302,7 @@ class BeamSearch final : public SearchStrategy {
     }
   }
 
+ public:
   GenerationResult result() const override {
     GenerationResult r;
     // sorted(beams, key=score).pop(): the highest score, the latest added among equals.
@@ -379,6 +427,7 @@ class BeamSearch final : public SearchStrategy {
   int beams_;
   int max_len_;
   int eos_;
+  int64_t vocab_;
   int cur_len_ = 1;
   bool done_ = false;
   std::vector<int> slots_, next_;

@@ -144,6 +144,53 @@ class CpuBackend final : public Backend {
 
   void attention(const ops::AttentionArgs& args) override { cpu::attention(args); }
 
+  // y is f32 here (the CPU's GEMMs read f32: ops.cc refuses another type).
+  void feed_forward_activation(const TensorView& a, const TensorView& b,
+                               const TensorView& y) override {
+    if (y.data() != a.data()) std::memcpy(y.data(), a.data(), static_cast<size_t>(a.bytes()));
+    if (b.defined()) {
+      cpu::gated_gelu(y.data(), b.data(), y.numel());
+    } else {
+      cpu::relu(y.data(), y.numel());
+    }
+  }
+
+  // Per row: the log-sum-exp, then the k best by insertion into a k-long list (k <= 32).
+  void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs) override {
+    const int64_t vocab = logits.dim(1);
+    for (int64_t r = 0; r < logits.dim(0); ++r) {
+      const float* row = logits.row(r);
+      float max_value = -INFINITY;
+      for (int64_t i = 0; i < vocab; ++i) max_value = std::fmax(max_value, row[i]);
+      float sum = 0.0f;
+      for (int64_t i = 0; i < vocab; ++i) sum += std::exp(row[i] - max_value);
+      const float log_sum = std::log(sum);
+      int* row_ids = ids + r * k;
+      float* row_values = logprobs + r * k;
+      int found = 0;
+      for (int64_t i = 0; i < vocab; ++i) {
+        const float v = row[i];
+        if (std::isnan(v) || (found == k && !(v > row_values[k - 1]))) continue;
+        int pos = found < k ? found++ : k - 1;  // later equals stay behind: the lower id first
+        while (pos > 0 && row_values[pos - 1] < v) {
+          row_values[pos] = row_values[pos - 1];
+          row_ids[pos] = row_ids[pos - 1];
+          --pos;
+        }
+        row_values[pos] = v;
+        row_ids[pos] = static_cast<int>(i);
+      }
+      for (int j = 0; j < k; ++j) {
+        if (j >= found) {
+          row_ids[j] = -1;
+          row_values[j] = -INFINITY;
+        } else {
+          row_values[j] = row_values[j] - (max_value + log_sum);  // as search.cc's beams
+        }
+      }
+    }
+  }
+
   void argmax(const TensorView& logits, const int* banned, int* ids) override {
     const int64_t rows = logits.dim(0), vocab = logits.dim(1);
     // Rows in parallel: at batch 32 a greedy step's scan of 32 x 32k logits took ~3.5% of it.

@@ -16,8 +16,11 @@
 
 #include "backend.h"
 #include "cuda/attention.h"
+#include "cuda/kernel_timer.h"
 #include "cuda/kernels.h"
 #include "cuda/memory.h"
+#include "cuda/norm_cast.h"
+#include "cuda/sampling.h"
 #include "seqpipe/engine/error.h"
 
 namespace seqpipe::engine::cuda {
@@ -26,6 +29,20 @@ namespace {
 
 cudaDataType_t cuda_type(DataType t) {
   return t == DataType::kBF16 ? CUDA_R_16BF : t == DataType::kF16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+// What a kernel of src/cuda/norm_cast.cu writes for an activation of type `t`.
+OutType out_type(DataType t) {
+  return t == DataType::kBF16  ? OutType::kBF16
+         : t == DataType::kF16 ? OutType::kF16
+                               : OutType::kF32;
+}
+
+// The profiler's name for a GEMM of weights in `t`.
+const char* gemm_name(DataType t) {
+  return t == DataType::kBF16  ? "cublasLt GEMM bf16"
+         : t == DataType::kF16 ? "cublasLt GEMM fp16"
+                               : "cublasLt GEMM fp32";
 }
 
 // One GEMM shape's cuBLASLt descriptors and algorithm, made on its first call.
@@ -69,9 +86,12 @@ class CudaBackend final : public Backend {
       }
       return;
     }
-    check(cudaMemcpyAsync(dst.data_as<void>(), src.data_as<void>(),
-                          static_cast<size_t>(src.bytes()), cudaMemcpyDefault, stream_),
-          "cudaMemcpyAsync");
+    {
+      const KernelTimer::Scope timed(timer_, "memcpy", stream_, true);
+      check(cudaMemcpyAsync(dst.data_as<void>(), src.data_as<void>(),
+                            static_cast<size_t>(src.bytes()), cudaMemcpyDefault, stream_),
+            "cudaMemcpyAsync");
+    }
     // Host memory on either side is the caller's again when this returns.
     if (dst.device() == Device::kCpu || src.device() == Device::kCpu) synchronize();
   }
@@ -86,6 +106,7 @@ class CudaBackend final : public Backend {
     }
     void* device_jobs = copy_jobs_.reserve(bytes);
     uploads_.upload(device_jobs, bytes, stream_);
+    const KernelTimer::Scope timed(timer_, "copy_all", stream_, true);
     launch_copy_all(static_cast<const CopyJob*>(device_jobs), static_cast<int64_t>(pairs.size()),
                     stream_);
     check(cudaGetLastError(), "copy_all");
@@ -94,6 +115,7 @@ class CudaBackend final : public Backend {
   void synchronize() override {
     bind();
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    timer_.collect();
   }
 
   void set_num_threads(int) override {}
@@ -108,6 +130,14 @@ class CudaBackend final : public Backend {
                 const TensorView& y) override {
     bind();
     if (replaying()) return;
+    if (y.dtype() != DataType::kF32) {  // the norm and the next GEMM's cast in one kernel
+      const KernelTimer::Scope timed(timer_, "rms_norm (to half)", stream_, eager());
+      launch_rms_norm_to(x.data(), x.dim(0), w.dim(0), w.data(), eps, scale, y.data_as<void>(),
+                         out_type(y.dtype()), stream_);
+      check(cudaGetLastError(), "rms_norm");
+      return;
+    }
+    const KernelTimer::Scope timed(timer_, "rms_norm", stream_, eager());
     launch_rms_norm(x.data(), x.dim(0), w.dim(0), w.data(), eps, scale, y.data(), stream_);
     check(cudaGetLastError(), "rms_norm");
   }
@@ -115,6 +145,7 @@ class CudaBackend final : public Backend {
   void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) override {
     bind();
     if (replaying()) return;
+    const KernelTimer::Scope timed(timer_, "embedding", stream_, eager());
     launch_embedding(ids.data_as<int>(), ids.dim(0), table.data(), table.dim(1), out.data(),
                      stream_);
     check(cudaGetLastError(), "embedding");
@@ -123,6 +154,7 @@ class CudaBackend final : public Backend {
   void relu(const TensorView& x) override {
     bind();
     if (replaying()) return;
+    const KernelTimer::Scope timed(timer_, "relu", stream_, eager());
     launch_relu(x.data(), x.numel(), stream_);
     check(cudaGetLastError(), "relu");
   }
@@ -130,6 +162,7 @@ class CudaBackend final : public Backend {
   void gated_gelu(const TensorView& a, const TensorView& b) override {
     bind();
     if (replaying()) return;
+    const KernelTimer::Scope timed(timer_, "gated_gelu", stream_, eager());
     launch_gated_gelu(a.data(), b.data(), a.numel(), stream_);
     check(cudaGetLastError(), "gated_gelu");
   }
@@ -153,6 +186,43 @@ class CudaBackend final : public Backend {
   void forget_steps(const void* owner) override;
 
   void decode_attention(const ops::AttentionArgs& args) override;
+
+  bool reads_half_inputs() override { return true; }
+
+  // Only rows x k ids and log-probs cross to the host.
+  void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs) override {
+    bind();
+    if (mode_ != Mode::kEager) throw EngineError("top_k_log_softmax: not inside a recorded step");
+    const int64_t rows = logits.dim(0);
+    if (rows > kMaxRows) throw EngineError("op top_k_log_softmax: more than 65536 rows on cuda");
+    const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(k);
+    auto* device_ids = static_cast<int*>(top_ids_.reserve(count * sizeof(int)));
+    auto* device_logprobs = static_cast<float*>(top_logprobs_.reserve(count * sizeof(float)));
+    {
+      const KernelTimer::Scope timed(timer_, "top_k_log_softmax", stream_, true);
+      launch_top_k_log_softmax(logits.data(), rows, logits.dim(1), k, device_ids, device_logprobs,
+                               stream_);
+    }
+    check(cudaGetLastError(), "top_k_log_softmax");
+    check(cudaMemcpyAsync(ids, device_ids, count * sizeof(int), cudaMemcpyDeviceToHost, stream_),
+          "top-k ids");
+    check(cudaMemcpyAsync(logprobs, device_logprobs, count * sizeof(float), cudaMemcpyDeviceToHost,
+                          stream_),
+          "top-k log-probs");
+    synchronize();
+  }
+
+  void feed_forward_activation(const TensorView& a, const TensorView& b,
+                               const TensorView& y) override {
+    bind();
+    if (replaying()) return;
+    const KernelTimer::Scope timed(
+        timer_, y.dtype() == DataType::kF32 ? "ffn activation" : "ffn activation (to half)",
+        stream_, eager());
+    launch_activation_to(a.data(), b.defined() ? b.data() : nullptr, a.numel(), y.data_as<void>(),
+                         out_type(y.dtype()), stream_);
+    check(cudaGetLastError(), "feed_forward_activation");
+  }
 
  private:
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch
@@ -178,6 +248,7 @@ class CudaBackend final : public Backend {
   };
   enum class Mode { kEager, kRecording, kReplaying };
   bool replaying() const { return mode_ == Mode::kReplaying; }
+  bool eager() const { return mode_ == Mode::kEager; }
   void drop_graphs(const void* owner);  // null: every owner's
 
   MatmulPlan& plan(int64_t m, int64_t n, int64_t k, DataType type);
@@ -185,7 +256,8 @@ class CudaBackend final : public Backend {
   // uploads them) and their shape; `shared_bytes` is the kernel's need for its keys.
   const AttentionJob* stage_attention(const ops::AttentionArgs& args, AttentionShape& shape,
                                       size_t (*shared_bytes)(int64_t));
-  // x in the weight's type for the GEMM: itself for fp32, else converted into scratch.
+  // x in the weight's type for the GEMM: itself when it is in that type already (fp32, or a half
+  // input an rms_norm or activation wrote), else converted into scratch.
   const void* gemm_input(const TensorView& x, DataType type);
 
   int index_;
@@ -193,6 +265,7 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t lt_ = nullptr;
   CudaAllocator allocator_;
   DeviceBuffer workspace_, converted_input_, jobs_, copy_jobs_, banned_, ids_;
+  DeviceBuffer top_ids_, top_logprobs_;  // top_k_log_softmax's results on the device
   UploadRing uploads_;
   int* host_ids_ = nullptr;
   size_t max_shared_bytes_ = 0;
@@ -203,6 +276,7 @@ class CudaBackend final : public Backend {
   StepGraph* step_ = nullptr;
   StepArena arena_;
   cudaEvent_t step_done_ = nullptr;
+  KernelTimer timer_;  // device time per kernel while the profiler is on
 };
 
 LinearWeight CudaBackend::prepare_linear(const Tensor& w, const ModelOptions& options) {
@@ -290,14 +364,11 @@ MatmulPlan& CudaBackend::plan(int64_t m, int64_t n, int64_t k, DataType type) {
 }
 
 const void* CudaBackend::gemm_input(const TensorView& x, DataType type) {
-  if (type == DataType::kF32) return x.data();
+  if (x.dtype() == type) return x.data_as<void>();  // written in the GEMM's type by its producer
+  const KernelTimer::Scope timed(timer_, "cast to half (GEMM input)", stream_, eager());
   auto* out = static_cast<uint16_t*>(
       converted_input_.reserve(static_cast<size_t>(x.numel()) * sizeof(uint16_t)));
-  if (type == DataType::kBF16) {
-    launch_to_bf16(x.data(), x.numel(), out, stream_);
-  } else {
-    launch_to_f16(x.data(), x.numel(), out, stream_);
-  }
+  launch_to_half_input(x.data(), x.numel(), out, type == DataType::kF16, stream_);
   check(cudaGetLastError(), "linear input");
   return out;
 }
@@ -312,6 +383,7 @@ void CudaBackend::linear(const TensorView& x, const LinearWeight& w, const Tenso
   const MatmulPlan& p = plan(m, w.out, w.in, w.dtype);
   const void* input = gemm_input(x, w.dtype);
   const float alpha = 1.0f;
+  const KernelTimer::Scope timed(timer_, gemm_name(w.dtype), stream_, eager());
   check(cublasLtMatmul(lt_, p.desc, &alpha, w.weight.data_as<void>(), p.a, input, p.b, &beta,
                        y.data(), p.c, y.data(), p.c, &p.algo, workspace_.data(), kWorkspaceBytes,
                        stream_),
@@ -370,6 +442,8 @@ void CudaBackend::attention(const ops::AttentionArgs& args) {
   AttentionShape shape{};
   const AttentionJob* jobs = stage_attention(args, shape, attention_shared_bytes);
   if (jobs == nullptr) return;
+  const KernelTimer::Scope timed(timer_, shape.append ? "attention (with KV append)" : "attention",
+                                 stream_, eager());
   launch_attention(jobs, shape, stream_);
   check(cudaGetLastError(), "attention");
 }
@@ -383,8 +457,11 @@ void CudaBackend::argmax(const TensorView& logits, const int* banned, int* ids) 
   void* device_banned = banned_.reserve(bytes);
   uploads_.upload(device_banned, bytes, stream_);
   auto* device_ids = static_cast<int*>(ids_.reserve(bytes));
-  launch_argmax(logits.data(), rows, logits.dim(1), static_cast<const int*>(device_banned),
-                device_ids, stream_);
+  {
+    const KernelTimer::Scope timed(timer_, "argmax", stream_, true);
+    launch_argmax(logits.data(), rows, logits.dim(1), static_cast<const int*>(device_banned),
+                  device_ids, stream_);
+  }
   check(cudaGetLastError(), "argmax");
   check(cudaMemcpyAsync(host_ids_, device_ids, bytes, cudaMemcpyDeviceToHost, stream_),
         "argmax ids");
@@ -450,6 +527,7 @@ void CudaBackend::decode_attention(const ops::AttentionArgs& args) {
   AttentionShape shape{};
   const AttentionJob* jobs = stage_attention(args, shape, decode_attention_shared_bytes);
   if (jobs == nullptr) return;
+  const KernelTimer::Scope timed(timer_, "decode attention (fused)", stream_, eager());
   launch_decode_attention(jobs, shape, stream_);
   check(cudaGetLastError(), "decode_attention");
 }

@@ -77,6 +77,12 @@ class SearchStrategy {
   virtual bool needs_logits() const { return true; }
   virtual int banned_token() const { return -1; }
   virtual void advance_to(int token);
+  // A beam search whose step needs only each beam's k best tokens and their log-softmax says k
+  // here (0: it reads its logits); the Generator picks them on the logits' device
+  // (ops::top_k_log_softmax) and passes them to advance_top_k: row b's at ids[b * stride ..],
+  // best first, id -1 past the row's last.
+  virtual int top_k_candidates() const { return 0; }
+  virtual void advance_top_k(const int* ids, const float* logprobs, int stride, KvCache& cache);
   virtual bool done() const = 0;
   virtual GenerationResult result() const = 0;
   // Greedy search and sampling: the ids so far, the start token first (what a streamed request
@@ -150,6 +156,8 @@ class Generator {
 
   std::vector<int> step_slots_, step_tokens_, row_of_;
   std::vector<int> banned_, chosen_;  // per step row: ops::argmax's ban and choice
+  std::vector<int> top_ids_;          // per step row: ops::top_k_log_softmax's ids ...
+  std::vector<float> top_logprobs_;   // ... and log-probs, kMaxTopK a row
   Tensor host_logits_;                // only for a model off the host
   Tensor device_hidden_;              // only for a model off the host: encoder rows sent from it
   uint64_t next_handle_ = 1;
