@@ -473,7 +473,8 @@ void Gateway::expire(const Now& now, Outbox& out) {
         std::chrono::duration_cast<std::chrono::milliseconds>(r.expires - r.received).count();
     reply(id,
           protocol::error_reply(r.client_id, {protocol::ErrorCode::kDeadlineExceeded,
-                                              "no result within " + std::to_string(ms) + " ms"}),
+                                              "no result within " + std::to_string(ms) + " ms (" +
+                                                  std::string(config::kDeadlineSources) + ")"}),
           now.steady, out);
   }
 }

@@ -62,6 +62,10 @@ struct HttpOptions {
   // The supervisor's control socket, for the repository extension (http_repository.h); empty:
   // its calls are answered 503.
   std::string control_endpoint = {};
+  // Whether the repository extension is served here (false: 403 naming
+  // gateway.repository_api_public), and the bearer token its calls must carry (empty: none).
+  bool repository_api = true;
+  std::string repository_token = {};
 };
 
 // What libevent 2.1's evhttp does not bound itself (2.2 adds evhttp_set_max_connections; no

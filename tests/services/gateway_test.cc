@@ -232,6 +232,10 @@ TEST_F(GatewayTest, DeadlineAnswersOnceAndTheLateResultIsDropped) {
   g.expire(t0 + milliseconds(1000), out);
   ASSERT_EQ(out.replies.size(), 1u);
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kDeadlineExceeded);
+  // It says where the deadline came from and how a client sets its own.
+  EXPECT_EQ(reply_of(out).error->message,
+            "no result within 1000 ms (gateway.default_timeout_ms; timeout_ms or HTTP's "
+            "X-Request-Timeout per request)");
   g.on_results(result_for(work, {"A"}), t0 + milliseconds(1200), out);
   g.expire(t0 + milliseconds(5000), out);
   EXPECT_EQ(out.replies.size(), 1u);
