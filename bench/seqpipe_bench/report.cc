@@ -19,15 +19,33 @@ double percentile(const std::vector<uint32_t>& sorted, double p) {
 
 // Counts, latency and stage means of the records `take` selects; seconds and throughput are
 // left to the caller.
+LatencySummary summarize_latencies(std::vector<uint32_t>& latencies) {
+  LatencySummary l;
+  if (latencies.empty()) return l;
+  std::sort(latencies.begin(), latencies.end());
+  l.count = latencies.size();
+  double total = 0;
+  for (uint32_t v : latencies) total += v;
+  l.mean = total / static_cast<double>(l.count);
+  l.p50 = percentile(latencies, 0.50);
+  l.p90 = percentile(latencies, 0.90);
+  l.p95 = percentile(latencies, 0.95);
+  l.p99 = percentile(latencies, 0.99);
+  l.p999 = percentile(latencies, 0.999);
+  l.max = latencies.back();
+  return l;
+}
+
 template <typename Take>
 Summary summarize(const std::vector<RequestRecord>& records, Take take) {
   Summary s;
-  std::vector<uint32_t> latencies;
+  std::vector<uint32_t> latencies, error_latencies;
   double sums[9] = {};
   for (const RequestRecord& r : records) {
     if (!take(r)) continue;
     ++s.requests;
     ++s.by_status[static_cast<size_t>(r.status)];
+    if (r.status >= kFirstWireError && r.status < kNoReply) error_latencies.push_back(r.latency_us);
     if (r.status != kOk) continue;
     latencies.push_back(r.latency_us);
     const protocol::Timings& t = r.timings;
@@ -46,24 +64,14 @@ Summary summarize(const std::vector<RequestRecord>& records, Take take) {
     for (int i = 0; i < 9; ++i) sums[i] += values[i];
   }
   s.ok = latencies.size();
+  s.error_latency = summarize_latencies(error_latencies);
   if (s.ok == 0) return s;
   const double n = static_cast<double>(s.ok);
   StageMeans& m = s.stages;
   double* means[9] = {&m.client_send, &m.queue,       &m.tokenize,     &m.batch_wait, &m.encode,
                       &m.decode,      &m.postprocess, &m.server_total, &m.overhead};
   for (int i = 0; i < 9; ++i) *means[i] = sums[i] / n;
-  std::sort(latencies.begin(), latencies.end());
-  LatencySummary& l = s.latency;
-  l.count = s.ok;
-  double total = 0;
-  for (uint32_t v : latencies) total += v;
-  l.mean = total / n;
-  l.p50 = percentile(latencies, 0.50);
-  l.p90 = percentile(latencies, 0.90);
-  l.p95 = percentile(latencies, 0.95);
-  l.p99 = percentile(latencies, 0.99);
-  l.p999 = percentile(latencies, 0.999);
-  l.max = latencies.back();
+  s.latency = summarize_latencies(latencies);
   return s;
 }
 
@@ -107,6 +115,11 @@ nlohmann::json to_json(const Summary& s) {
         {"p99", l.p99},
         {"p99.9", l.p999},
         {"max", l.max}}},
+      {"error_latency_us",
+       {{"count", s.error_latency.count},
+        {"p50", s.error_latency.p50},
+        {"p99", s.error_latency.p99},
+        {"max", s.error_latency.max}}},
       {"stages_mean_us",
        {{"client_send", m.client_send},
         {"queue", m.queue},
@@ -267,6 +280,10 @@ void print_table(std::FILE* out, const std::vector<Summary>& steps,
   if (!windows.empty()) print_summaries(out, "per window (replies by arrival time):", windows);
   print_summaries(out, "per step:", steps);
   print_summaries(out, "", {overall});
+  if (const LatencySummary& e = overall.error_latency; e.count > 0) {
+    std::fprintf(out, "error replies: %llu, latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+                 static_cast<unsigned long long>(e.count), e.p50 / 1e3, e.p99 / 1e3, e.max / 1e3);
+  }
   if (slo_p99_ms) {
     if (auto best = best_under_slo(steps, *slo_p99_ms)) {
       std::fprintf(out, "SLO p99 <= %g ms: best %s, %.1f ok/s at p99 %.2f ms\n", *slo_p99_ms,

@@ -36,6 +36,9 @@ struct Summary {
   double seconds = 0;                              // the time the throughput is over
   double throughput = 0;                           // ok replies per second
   LatencySummary latency;
+  // Client-side latency of the error replies (a wire error code: the server answered, e.g.
+  // `overloaded`): how fast a refused request hears.
+  LatencySummary error_latency;
   StageMeans stages;
 
   uint64_t errors() const { return requests - ok; }

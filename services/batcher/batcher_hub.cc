@@ -14,6 +14,10 @@ uint64_t micros(Clock::duration d) {
   return static_cast<uint64_t>(
       std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
 }
+std::string millis(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+const std::string kDeadlineKeys(config::kDeadlineSources);
 // Credits an item costs a worker: its KV-cache slots on a decoder, else 1.
 int cost(const hub::WorkerPool<stage::Decode>&, const stage::WorkHeader& item) {
   return engine::slot_cost(item.params.num_beams);
@@ -124,7 +128,8 @@ void BatcherHub::on_sequences(stage::StageMessage&& message, const Now& now, Out
   for (auto& item : sequences->items) {
     // A second copy is dropped. Items without a deadline are not remembered (nothing would ever
     // forget them); gateways give every item one.
-    if (!item.deadline.none() && !taken_.emplace(hub::item_key(item), item.deadline).second) {
+    if (!item.deadline.none() &&
+        !taken_.emplace(hub::item_key(item), Taken{item.deadline, {}, {}}).second) {
       metrics_.duplicate();
       continue;
     }
@@ -214,6 +219,22 @@ void BatcherHub::enqueue(stage::SequenceItem&& item, const Now& now, Outbox& out
   const uint64_t id = next_sequence_++;
   const QueuedSequence queued{id, static_cast<int>(item.ids.size()), now.steady,
                               item.deadline.on_steady_clock(now), priority};
+  // Deadline-aware admission: refused at once what could not be answered in time behind the
+  // queue ahead, rather than queued to expire (or to be computed for nobody).
+  if (l.serving()) {
+    const Clock::time_point finish = l.estimate.finish(now.steady, l.batcher.size());
+    if (finish > queued.deadline) {
+      l.metrics.expired_before_compute();
+      fail(item,
+           {protocol::ErrorCode::kOverloaded,
+            "it could not be answered before its deadline (in " +
+                millis(queued.deadline - now.steady) + "; " + kDeadlineKeys +
+                "): " + std::to_string(l.batcher.size()) + " sequences are queued ahead, about " +
+                millis(finish - now.steady) + " of work at the measured pace; retry later"},
+           out);
+      return;
+    }
+  }
   // max_queue_size bounds everything waiting here, encoded sequences waiting for decoder slots
   // included: under overload the excess is refused at once instead of expiring in a queue.
   if (l.batcher.size() + l.decode_queue.size() >= max_queue_size_ || !l.batcher.enqueue(queued)) {
@@ -301,6 +322,7 @@ void BatcherHub::on_decoder(Lane& l, const std::string& worker, stage::Decoded& 
   if (decoded.items.size() != before)
     l.metrics.late(static_cast<double>(before - decoded.items.size()));
   drop_cancelled(decoded.items);  // cancelled while a decoder had them
+  measure(l, decoded.items, now);
   for (auto& item : decoded.items) {
     // Only a streamed sequence's newest ids matter: they replace its partial still waiting
     // here, so a decoder faster than the postprocessors does not pile partials up.
@@ -349,7 +371,7 @@ void BatcherHub::tick(const Now& now, Outbox& out) {
     // is forgotten at once).
     std::erase_if(cancelled_,
                   [&](const auto& kv) { return kv.second.none() || kv.second.expired(now); });
-    std::erase_if(taken_, [&](const auto& kv) { return kv.second.expired(now); });
+    std::erase_if(taken_, [&](const auto& kv) { return kv.second.deadline.expired(now); });
   }
 }
 
@@ -357,7 +379,10 @@ void BatcherHub::dispatch(const Now& now, Outbox& out) {
   wakeup_ = kIdleWakeup;
   for (auto& [model, l] : lanes_) {
     // Downstream first: sequences taken by decoders make room for new batches (backpressure).
+    drop_late_encoded(l, now, out);
+    const size_t first = out.sends.size();
     dispatch_queue(l, l.decoders, l.decode_queue, now, out);
+    note_decoding(first, now, out);
     dispatch_queue(l, l.postprocessors, l.postprocess_queue, now, out);
     dispatch_batches(l, now, out);
     l.metrics.set_queue_depth(
@@ -392,6 +417,81 @@ void BatcherHub::set_queue_metrics(Lane& l, const Now& now) {
                      waited(oldest(l.postprocess_queue), now));
 }
 
+bool BatcherHub::Lane::serving() const {
+  const common::CreditQueue& e = encoders.credits();
+  const common::CreditQueue& d = decoders.credits();
+  return e.total_free() != e.total_capacity() || d.total_free() != d.total_capacity() ||
+         !decode_queue.empty();
+}
+
+void BatcherHub::measure(Lane& l, const std::vector<stage::DecodedItem>& items, const Now& now) {
+  Clock::duration total{};
+  int answered = 0;
+  for (const auto& item : items) {
+    if (item.partial || item.deadline.none()) continue;
+    auto it = taken_.find(hub::item_key(item));
+    if (it == taken_.end() || !it->second.dispatched) continue;
+    total += now.steady - *it->second.dispatched;
+    ++answered;
+    if (it->second.decoding) l.estimate.decoded_in(now.steady - *it->second.decoding);
+  }
+  if (answered > 0)
+    l.estimate.answered(now.steady, answered, total / answered,
+                        l.batcher.size() + l.decode_queue.size());
+}
+
+void BatcherHub::drop_expired(Lane& l, const Now& now, Outbox& out) {
+  for (const auto& e : expired_) {
+    auto it = batch_items_.find(e.id);
+    if (it == batch_items_.end()) continue;
+    l.metrics.error(protocol::ErrorCode::kDeadlineExceeded);
+    l.metrics.expired_before_compute();
+    if (e.deadline > now.steady) {  // not answered yet: its gateway hears now, not at the deadline
+      fail(it->second.item,
+           {protocol::ErrorCode::kDeadlineExceeded,
+            "dropped before computing: serving takes about " +
+                millis(l.estimate.latency().value_or(Clock::duration::zero())) +
+                " now and its deadline is in " + millis(e.deadline - now.steady) + " (" +
+                kDeadlineKeys + ")"},
+           out);
+    }
+    batch_items_.erase(it);
+  }
+}
+
+void BatcherHub::drop_late_encoded(Lane& l, const Now& now, Outbox& out) {
+  const auto decode = l.estimate.decode_latency();
+  const common::CreditQueue& slots = l.decoders.credits();
+  // With idle decoders the estimate may be stale, and what waits goes now anyway.
+  if (!decode || l.decode_queue.empty() || slots.total_free() == slots.total_capacity()) return;
+  const Clock::time_point too_late = now.steady + *decode;
+  std::erase_if(l.decode_queue, [&](const Waiting<stage::EncodedItem>& w) {
+    const Clock::time_point deadline = w.item.deadline.on_steady_clock(now);
+    if (deadline > too_late || deadline <= now.steady) return false;  // passed: dispatch_queue's
+    l.metrics.error(protocol::ErrorCode::kDeadlineExceeded);
+    l.metrics.expired_before_compute();
+    fail(w.item,
+         {protocol::ErrorCode::kDeadlineExceeded,
+          "dropped before decoding: decoding takes about " + millis(*decode) +
+              " now and its deadline is in " + millis(deadline - now.steady) + " (" +
+              kDeadlineKeys + ")"},
+         out);
+    return true;
+  });
+}
+
+void BatcherHub::note_decoding(size_t first, const Now& now, const Outbox& out) {
+  for (size_t i = first; i < out.sends.size(); ++i) {
+    const auto* decode = std::get_if<stage::Decode>(&out.sends[i].message);
+    if (!decode) continue;
+    for (const auto& item : decode->items) {
+      if (item.deadline.none()) continue;
+      auto it = taken_.find(hub::item_key(item));
+      if (it != taken_.end()) it->second.decoding = now.steady;
+    }
+  }
+}
+
 void BatcherHub::dispatch_batches(Lane& l, const Now& now, Outbox& out) {
   // Deciding takes sequences out of the queue, so decide only when an encoder can take a batch;
   // until then the queue keeps growing toward a fuller batch.
@@ -402,11 +502,14 @@ void BatcherHub::dispatch_batches(Lane& l, const Now& now, Outbox& out) {
     const common::CreditQueue& encoders = l.encoders.credits();
     const int in_flight =
         encoders.total_capacity() - encoders.total_free();  // an encoder's credit: a batch
-    const BatchDecision& decision = l.batcher.poll(now.steady, in_flight, batch_, expired_);
-    for (const auto& e : expired_) {
-      batch_items_.erase(e.id);  // the gateway answers deadline_exceeded
-      l.metrics.error(protocol::ErrorCode::kDeadlineExceeded);
-    }
+    // With nothing being served the estimate may be stale (measured under another load), and
+    // a sequence sent now meets no queue: only deadlines passed count.
+    const Clock::duration service = l.serving()
+                                        ? l.estimate.latency().value_or(Clock::duration::zero())
+                                        : Clock::duration::zero();
+    const BatchDecision& decision =
+        l.batcher.poll(now.steady, in_flight, batch_, expired_, service);
+    drop_expired(l, now, out);
     if (decision.action != BatchDecision::Action::kSend) {
       if (decision.action == BatchDecision::Action::kWait)
         wakeup_ = std::min(wakeup_, decision.wait);
@@ -420,6 +523,10 @@ void BatcherHub::dispatch_batches(Lane& l, const Now& now, Outbox& out) {
       const uint64_t waited = micros(now.steady - w.since);
       w.item.timings.batch_wait_us += waited;
       l.metrics.queue_time(static_cast<double>(waited) * 1e-6);
+      if (!w.item.deadline.none()) {
+        auto taken = taken_.find(hub::item_key(w.item));
+        if (taken != taken_.end()) taken->second.dispatched = now.steady;
+      }
       encode.items.push_back(std::move(w.item));
       batch_items_.erase(it);
     }
@@ -439,6 +546,7 @@ void BatcherHub::dispatch_queue(Lane& l, hub::WorkerPool<Work>& pool,
     auto& w = queue.front();
     if (w.item.deadline.expired(now)) {
       l.metrics.error(protocol::ErrorCode::kDeadlineExceeded);
+      l.metrics.expired_before_compute();
       queue.pop_front();
       continue;
     }

@@ -13,13 +13,19 @@
 //  - A batch holds sequences of one model version, and goes to an encoder serving it; so does
 //    every item to a decoder or postprocessor. Work for a version no replica serves waits (and
 //    expires) without holding up the other versions.
-//  - Everything waiting here for one model version (sequences waiting for a batch plus encoded
-//    ones waiting for decoder slots) is at most batcher.max_queue_size: beyond it a sequence is
-//    answered `overloaded`. No new batch of a version is formed while 2 x max_batch_size of its
-//    encoded sequences wait for slots.
+//  - Admission is by deadline: a sequence that could not be answered before its deadline behind
+//    the sequences queued ahead of it (the lane's ServiceEstimate) is answered `overloaded` at
+//    once, so the queue holds what the pipeline can serve in time and no more. Everything
+//    waiting here for one model version (sequences waiting for a batch plus encoded ones waiting
+//    for decoder slots) is also at most batcher.max_queue_size (a memory bound). No new batch of
+//    a version is formed while 2 x max_batch_size of its encoded sequences wait for slots.
 //  - Both queues serve priority level 1 first, in arrival order within a level; a sequence
 //    waiting for slots is never overtaken by its own level.
-//  - An item past its deadline is dropped, never sent (its gateway has answered it).
+//  - An item past its deadline is dropped, never sent (its gateway has answered it); so is a
+//    queued sequence that can no longer be answered in time (its deadline comes before now +
+//    the measured service time), answered `deadline_exceeded` at once. While a version's workers
+//    are idle, nothing is refused or dropped on an estimate (it may be stale: only serving
+//    measures it again).
 //  - A cancelled request (remembered until its deadline) has no more work sent anywhere; the
 //    decoders running its sequences get a `cancel` and give their slots back.
 //  - Failed items (overloaded, unavailable, invalid priority, no ids) are answered straight to
@@ -111,6 +117,9 @@ class BatcherHub {
     std::deque<Waiting<stage::DecodedItem>> postprocess_queue;
     // What waits for each worker stage (by Role): depth and oldest wait, for autoscalers.
     std::array<metrics::StageQueueMetrics, 3> queue_metrics;
+    ServiceEstimate estimate;
+    // Whether any of its sequences is being encoded or decoded, or waits for decoder slots.
+    bool serving() const;
   };
   // The lane of `model`, made on first use.
   Lane& lane(const std::string& model);
@@ -161,8 +170,23 @@ class BatcherHub {
   int default_priority_;          // the level of items without params.priority
   std::string ingress_endpoint_;  // names this batcher in its heartbeats to gateways
   uint64_t incarnation_;          // drawn at start, never 0
-  // Items taken in, by hub::item_key, until their deadline: a second copy is dropped.
-  std::unordered_map<std::string, Deadline> taken_;
+  // Items taken in, by hub::item_key, until their deadline: a second copy is dropped. And when
+  // each went to an encoder, for the service time measured when it comes back decoded.
+  struct Taken {
+    Deadline deadline;
+    std::optional<Clock::time_point> dispatched, decoding;  // to an encoder, to a decoder
+  };
+  std::unordered_map<std::string, Taken> taken_;
+  // Answers for ServiceEstimate: the decoded items' service times, and the lane's estimate.
+  void measure(Lane& lane, const std::vector<stage::DecodedItem>& items, const Now& now);
+  // Answers `expired` (taken from the batch queue): those still before their deadline are
+  // answered deadline_exceeded now (the others were answered by their gateway).
+  void drop_expired(Lane& lane, const Now& now, Outbox& out);
+  // Drops the encoded sequences waiting for decoder slots that could no longer be decoded in
+  // time (deadline before now + the measured decode time), answering them deadline_exceeded.
+  void drop_late_encoded(Lane& lane, const Now& now, Outbox& out);
+  // Notes when the items of the decoder messages in out.sends[first..] went to their decoder.
+  void note_decoding(size_t first, const Now& now, const Outbox& out);
   std::chrono::milliseconds heartbeat_interval_;
   // Encoded sequences waiting for decoder slots before batching pauses.
   size_t decode_backlog_limit_;

@@ -8,13 +8,15 @@
 namespace seqpipe::batcher {
 
 void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point now,
-                  const BatchPolicy& policy, int batches_in_flight, BatchDecision& d) {
+                  const BatchPolicy& policy, int batches_in_flight, BatchDecision& d,
+                  Clock::duration service) {
   d.batch.clear();
   d.expired.clear();
   d.candidates.clear();
   d.wait = std::chrono::microseconds{0};
+  const Clock::time_point too_late = now + service;  // a deadline before it cannot be met
   for (size_t i = 0; i < queue.size(); ++i) {
-    if (queue[i].deadline <= now) {
+    if (queue[i].deadline <= too_late) {
       d.expired.push_back(i);
     } else {
       d.candidates.push_back(i);
@@ -76,6 +78,34 @@ void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point no
   d.action = BatchDecision::Action::kSend;
 }
 
+namespace {
+// Recent samples weigh 1/8: a change of speed shows within a few dozen answers, one slow batch
+// does not swing it.
+constexpr double kWeight = 0.125;
+Clock::duration ewma(const std::optional<Clock::duration>& old, Clock::duration sample) {
+  if (!old) return sample;
+  return std::chrono::duration_cast<Clock::duration>(*old + (sample - *old) * kWeight);
+}
+}  // namespace
+
+void ServiceEstimate::answered(Clock::time_point now, int count, Clock::duration service,
+                               size_t queued) {
+  if (count <= 0) return;
+  latency_ = ewma(latency_, service);
+  if (paced_since_) per_sequence_ = ewma(per_sequence_, (now - *paced_since_) / count);
+  paced_since_ = queued > 0 ? std::optional(now) : std::nullopt;
+}
+
+void ServiceEstimate::decoded_in(Clock::duration decode) {
+  decode_latency_ = ewma(decode_latency_, decode);
+}
+
+Clock::time_point ServiceEstimate::finish(Clock::time_point now, size_t ahead) const {
+  const Clock::duration per = per_sequence_.value_or(Clock::duration::zero());
+  return now + latency_.value_or(Clock::duration::zero()) +
+         per * static_cast<Clock::duration::rep>(ahead);
+}
+
 DynamicBatcher::DynamicBatcher(BatchPolicy policy) : policy_(std::move(policy)) {
   if (policy_.max_batch_size < 1)
     throw std::invalid_argument("BatchPolicy.max_batch_size must be >= 1");
@@ -118,10 +148,11 @@ Clock::time_point DynamicBatcher::oldest() const {
 
 const BatchDecision& DynamicBatcher::poll(Clock::time_point now, int batches_in_flight,
                                           std::vector<QueuedSequence>& batch,
-                                          std::vector<QueuedSequence>& expired) {
+                                          std::vector<QueuedSequence>& expired,
+                                          Clock::duration service) {
   batch.clear();
   expired.clear();
-  decide_batch(queue_, now, policy_, batches_in_flight, decision_);
+  decide_batch(queue_, now, policy_, batches_in_flight, decision_, service);
   if (decision_.expired.empty() && decision_.action != BatchDecision::Action::kSend)
     return decision_;
   taken_.assign(queue_.size(), false);

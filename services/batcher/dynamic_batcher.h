@@ -5,6 +5,7 @@
 // time.
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace seqpipe::batcher {
@@ -40,7 +41,9 @@ struct BatchDecision {
 
 // The batching decision for `queue` (in dispatch order: by priority level, highest first, then
 // arrival order within a level) at `now`:
-//  - sequences past their deadline are listed in `expired` and take no part;
+//  - sequences that cannot finish in time are listed in `expired` and take no part: those past
+//    their deadline, and those whose deadline comes before `now + service` (`service`: how long
+//    a sequence takes from dispatch to its answer, ServiceEstimate::latency; 0: unknown);
 //  - the batch is anchored on the first live sequence (the oldest of the highest level) and
 //    filled level by level, highest first, and within a level with the sequences closest to the
 //    anchor in length (less padding), while count <= max_batch_size and count x longest <=
@@ -57,7 +60,43 @@ struct BatchDecision {
 // at once; under load the encoders are rarely idle and batches form as before.
 // With one level this is plain arrival order.
 void decide_batch(const std::vector<QueuedSequence>& queue, Clock::time_point now,
-                  const BatchPolicy& policy, int batches_in_flight, BatchDecision& decision);
+                  const BatchPolicy& policy, int batches_in_flight, BatchDecision& decision,
+                  Clock::duration service = Clock::duration::zero());
+
+// How fast one model version's pipeline serves, measured by its batcher, for deadline-aware
+// admission and dispatch: a sequence is admitted only if it can finish before its deadline
+// behind the sequences queued ahead of it, and a queued sequence is dispatched only if it can
+// still finish (a deadline missed by computing costs the compute and answers nobody). Pure: the
+// batcher tells it what happened and when.
+//  - latency(): EWMA of the time from a batch's dispatch to its sequences' decoded answers (the
+//    encode, the wait for decoder slots and the decoding, under the load of the moment);
+//  - per_sequence(): EWMA of the time between answers while sequences were queued (so the
+//    pipeline, not the arrivals, set the pace): 1 / throughput. Not sampled at light load,
+//    where the gaps measure the arrivals; until sampled, admission does not use it;
+//  - decode_latency(): EWMA of the time from a sequence's dispatch to a decoder to its answer
+//    (what an encoded sequence waiting for decoder slots still needs).
+// The queue then never holds more than the pipeline can serve within the deadline: its bound
+// is capacity x deadline, measured, and batcher.max_queue_size only caps memory.
+class ServiceEstimate {
+ public:
+  // `count` sequences came back decoded at `now`, dispatched `service` ago on average;
+  // `queued`: sequences still waiting (for a batch or for decoder slots) after them.
+  void answered(Clock::time_point now, int count, Clock::duration service, size_t queued);
+  // A sequence's time on a decoder, dispatch to answer.
+  void decoded_in(Clock::duration decode);
+  std::optional<Clock::duration> latency() const { return latency_; }
+  std::optional<Clock::duration> decode_latency() const { return decode_latency_; }
+  std::optional<Clock::duration> per_sequence() const { return per_sequence_; }
+  // When a sequence queued now behind `ahead` others would be answered: now + latency + ahead x
+  // per_sequence (the parts not measured yet count 0: admission errs towards admitting, and
+  // dispatch drops what it let in and cannot finish).
+  Clock::time_point finish(Clock::time_point now, size_t ahead) const;
+
+ private:
+  std::optional<Clock::duration> latency_, per_sequence_, decode_latency_;
+  // The last answer after which sequences were still queued: the next gap is the pipeline's.
+  std::optional<Clock::time_point> paced_since_;
+};
 
 // The queues (one per priority level) and their policy. Not thread-safe: the batcher's loop owns
 // it. The per-level queues are consecutive segments of one array, level 1 first, each in arrival
@@ -79,12 +118,14 @@ class DynamicBatcher {
   // (the batcher checks it before).
   bool enqueue(const QueuedSequence& sequence);
 
-  // Runs decide_batch (`batches_in_flight`: batches sent to encoders and not answered yet);
-  // moves the batch (oldest first) into `batch` and the expired sequences into `expired`,
-  // removing both from the queue. Returns the decision (its wait for kWait).
+  // Runs decide_batch (`batches_in_flight`: batches sent to encoders and not answered yet;
+  // `service`: its service time); moves the batch (oldest first) into `batch` and the expired
+  // sequences into `expired`, removing both from the queue. Returns the decision (its wait for
+  // kWait).
   const BatchDecision& poll(Clock::time_point now, int batches_in_flight,
                             std::vector<QueuedSequence>& batch,
-                            std::vector<QueuedSequence>& expired);
+                            std::vector<QueuedSequence>& expired,
+                            Clock::duration service = Clock::duration::zero());
 
   // Removes a queued sequence (cancellation); false when it is not queued.
   bool remove(uint64_t id);

@@ -123,6 +123,7 @@ void DecoderStage::admit(stage::EncodedItem&& item, worker::WorkerOutbox& out, i
   const Now now = time_.now();
   if (item.deadline.expired(now)) {
     metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
+    metrics_.expired_before_compute();
     credits += slots;
     return;
   }
@@ -198,6 +199,7 @@ void DecoderStage::work(worker::WorkerOutbox& out) {
     if (running_[i].item.deadline.expired(now)) {
       generator_.cancel(running_[i].handle);
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
+      metrics_.expired_computing();
       decoded_for(out, first, running_[i].hub).credits += running_[i].slots;
       running_[i] = std::move(running_.back());
       running_.pop_back();

@@ -38,6 +38,7 @@ void EncoderStage::handle(stage::StageMessage&& message, worker::WorkerOutbox& o
   for (auto& item : items) {
     if (item.deadline.expired(now)) {
       metrics_.error(protocol::ErrorCode::kDeadlineExceeded);
+      metrics_.expired_before_compute();
     } else if (item.ids.empty()) {
       out.fail(item, {protocol::ErrorCode::kInternal, "encoder received an item without input ids"},
                "encoder", metrics_);

@@ -174,6 +174,15 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   auto admitted = admit(frames, payload, now, out);
   if (!admitted) return;
   protocol::Request& request = admitted->request;
+  if (throttle_.refuse(admitted->model, now.steady)) {
+    const int taken = static_cast<int>(100 * throttle_.accepted_share(admitted->model));
+    reply_error(std::move(frames), request.id.value_or(""),
+                {protocol::ErrorCode::kOverloaded,
+                 "refused at the gateway: the pipeline is overloaded (it took " +
+                     std::to_string(taken) + "% of this model's recent requests); retry later"},
+                now.steady, now.steady, out);
+    return;
+  }
   if (waiting() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
     reply_error(std::move(frames), request.id.value_or(""),
                 {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"},
@@ -292,6 +301,8 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
     }
     Request& r = it->second;
     if (item.error) {
+      if (item.error->code == protocol::ErrorCode::kOverloaded)
+        throttle_.refused_downstream(r.model, now.steady);
       reply(item.request, protocol::error_reply(r.client_id, std::move(*item.error)), now.steady,
             out);
       continue;
@@ -473,7 +484,8 @@ void Gateway::expire(const Now& now, Outbox& out) {
         std::chrono::duration_cast<std::chrono::milliseconds>(r.expires - r.received).count();
     reply(id,
           protocol::error_reply(r.client_id, {protocol::ErrorCode::kDeadlineExceeded,
-                                              "no result within " + std::to_string(ms) + " ms"}),
+                                              "no result within " + std::to_string(ms) + " ms (" +
+                                                  std::string(config::kDeadlineSources) + ")"}),
           now.steady, out);
   }
 }

@@ -17,6 +17,8 @@
 //  - The work a dead tokenizer held goes once more to another; a second loss, or no tokenizer
 //    left, answers the request `unavailable`.
 //  - The work a dead or restarted batcher held is submitted again, once (BatcherFailover).
+//  - While the batcher refuses a model version's requests (`overloaded`), the gateway refuses a
+//    share of them itself, at once, before tokenizing (AdmissionThrottle).
 //  - A cancel names the client's own request (routing frames + id): the request is answered
 //    `cancelled` and every batcher gets a `cancel` for it (a re-submitted request may have work at
 //    two).
@@ -30,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gateway/admission_throttle.h"
 #include "gateway/batcher_failover.h"
 #include "gateway/model_settings.h"
 #include "gateway/response_cache.h"
@@ -166,6 +169,7 @@ class Gateway {
   hub::ModelPools<stage::Tokenize> tokenizers_;  // per model version
   BatcherFailover batchers_;
   ResponseCache cache_;
+  AdmissionThrottle throttle_;  // refuses here what the batcher would refuse
   // Request ids start at a random point: batchers remember the ids they took until their
   // deadlines, and a restarted gateway (on the same results endpoint) must not repeat them.
   uint64_t next_id_;

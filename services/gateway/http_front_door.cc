@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "gateway/handler_boundary.h"
+#include "gateway/http_deadline.h"
 #include "gateway/http_models.h"
 #include "gateway/http_openai.h"
 #include "gateway/http_tgi.h"
@@ -50,6 +51,10 @@ const char* reason(int status) {
       return "Payload Too Large";
     case 429:
       return "Too Many Requests";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 499:
       return "Client Closed Request";
     case 503:
@@ -329,6 +334,11 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
     if (route) {
       ++next_id_;
       if (auto* a = std::get_if<HttpAnswer>(&request)) return send_answer(req, *a);
+      const auto* headers = evhttp_request_get_input_headers(req);
+      auto timeout = request_timeout(evhttp_find_header(headers, kRequestTimeoutHeader));
+      if (auto* a = std::get_if<HttpAnswer>(&timeout)) return send_answer(req, *a);
+      if (auto ms = std::get<std::optional<uint32_t>>(timeout))
+        set_timeout(std::get<HttpRequest>(request), *ms);
       return submit(req, std::move(std::get<HttpRequest>(request)), *route);
     }
   }
@@ -501,12 +511,18 @@ void HttpFrontDoor::ask_ready(evhttp_request* req, std::string model) {
 
 void HttpFrontDoor::ask_repository(evhttp_request* req, std::string_view path,
                                    std::string_view body) {
+  const auto refused = repository_refusal(
+      options_.repository_api, options_.repository_token,
+      evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization"));
+  if (refused && refused->status == 401)
+    evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
+  if (refused) return send_answer(req, *refused);
   auto request = repository_request(path, body);
   if (auto* answer = std::get_if<HttpAnswer>(&request)) return send_answer(req, *answer);
   if (!repository_)
     return send_answer(req, {.status = 503, .body = R"({"error":"no model control here"})"});
   const auto& asked = std::get<model_control::ControlRequest>(request);
-  repository_->ask(asked, [this, req, asked](model_control::ControlReply reply) {
+  const bool taken = repository_->ask(asked, [this, req, asked](model_control::ControlReply reply) {
     // On the repository client's thread: inside the boundary too.
     HttpAnswer answer;
     guard_handler(
@@ -515,6 +531,10 @@ void HttpFrontDoor::ask_repository(evhttp_request* req, std::string_view path,
         [&] { answer = kserve_error(500, "internal: the answer could not be translated"); });
     post([this, req, answer = std::move(answer)] { send_answer(req, answer); });
   });
+  if (!taken) {
+    send_answer(req, kserve_error(503, std::to_string(RepositoryClient::kMaxCalls) +
+                                           " repository calls are in flight; retry later"));
+  }
 }
 
 void HttpFrontDoor::start_probe() {

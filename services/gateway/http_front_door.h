@@ -66,6 +66,10 @@ struct HttpOptions {
   std::string control_endpoint = {};
   // Where handler exceptions are counted (handler_boundary.h); none: only logged.
   metrics::FrontDoorMetrics* metrics = nullptr;
+  // Whether the repository extension is served here (false: 403 naming
+  // gateway.repository_api_public), and the bearer token its calls must carry (empty: none).
+  bool repository_api = true;
+  std::string repository_token = {};
 };
 
 class HttpFrontDoor {

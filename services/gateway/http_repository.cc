@@ -1,8 +1,13 @@
 #include "gateway/http_repository.h"
 
+#include <sodium.h>
+#include <strings.h>
+
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "gateway/json_body.h"
+#include "seqpipe/config/config.h"
 
 namespace seqpipe::gateway {
 namespace {
@@ -67,44 +72,100 @@ HttpAnswer repository_answer(const model_control::ControlRequest& request,
                      {"state", model_control::state_name(m.state)},
                      {"reason", m.reason}});
   }
+  if (reply.more > 0) {  // a bounded answer says so, in the shape of its entries
+    index.push_back({{"name", ""},
+                     {"version", ""},
+                     {"state", ""},
+                     {"reason", std::to_string(reply.more) + " more entries not shown: an index " +
+                                    "answer holds at most " +
+                                    std::to_string(model_control::kMaxIndexEntries)}});
+  }
   return {.status = 200, .body = index.dump()};
+}
+
+bool bearer_token_matches(const char* authorization, const std::string& token) {
+  constexpr std::string_view kScheme = "Bearer ";
+  if (authorization == nullptr) return false;
+  std::string_view given(authorization);
+  if (given.size() < kScheme.size() ||
+      strncasecmp(given.data(), kScheme.data(), kScheme.size()) != 0)
+    return false;
+  given.remove_prefix(kScheme.size());
+  if (sodium_init() < 0) return false;  // the library cannot work: nobody is let in
+  unsigned char a[crypto_generichash_BYTES], b[crypto_generichash_BYTES];
+  crypto_generichash(a, sizeof a, reinterpret_cast<const unsigned char*>(given.data()),
+                     given.size(), nullptr, 0);
+  crypto_generichash(b, sizeof b, reinterpret_cast<const unsigned char*>(token.data()),
+                     token.size(), nullptr, 0);
+  return sodium_memcmp(a, b, sizeof a) == 0;
+}
+
+std::optional<HttpAnswer> repository_refusal(bool served, const std::string& token,
+                                             const char* authorization) {
+  if (!served) {
+    return error_answer(403,
+                        "the model repository API is not served beyond loopback: set "
+                        "gateway.repository_api_public: true (with gateway.repository_token_file) "
+                        "to serve it on this HTTP endpoint");
+  }
+  if (!token.empty() && !bearer_token_matches(authorization, token)) {
+    return error_answer(401,
+                        "the model repository API needs the bearer token of "
+                        "gateway.repository_token_file (Authorization: Bearer <token>)");
+  }
+  return std::nullopt;
+}
+
+std::string read_repository_token(const std::string& path) {
+  constexpr size_t kMinLength = 16;
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line))
+    throw config::ConfigError("gateway.repository_token_file: " + path + " cannot be read");
+  const size_t first = line.find_first_not_of(" \t\r");
+  const size_t last = line.find_last_not_of(" \t\r");
+  const std::string token = first == line.npos ? "" : line.substr(first, last - first + 1);
+  if (token.size() < kMinLength)
+    throw config::ConfigError("gateway.repository_token_file: " + path +
+                              ": the token (its first line) must be at least " +
+                              std::to_string(kMinLength) + " characters");
+  return token;
 }
 
 RepositoryClient::RepositoryClient(zmq::context_t& context, std::string endpoint,
                                    std::chrono::milliseconds wait)
-    : context_(context), endpoint_(std::move(endpoint)), wait_(wait) {
-  thread_ = std::thread([this] { loop(); });
-}
+    : context_(context), endpoint_(std::move(endpoint)), wait_(wait) {}
 
 RepositoryClient::~RepositoryClient() {
+  std::list<Call> calls;
   {
     std::lock_guard lock(mutex_);
-    stopping_ = true;
+    calls.swap(calls_);
   }
-  wake_.notify_all();
-  thread_.join();
+  for (Call& call : calls) call.thread.join();
 }
 
-void RepositoryClient::ask(model_control::ControlRequest request,
+bool RepositoryClient::ask(model_control::ControlRequest request,
                            std::function<void(model_control::ControlReply)> done) {
-  {
-    std::lock_guard lock(mutex_);
-    calls_.emplace_back(std::move(request), std::move(done));
+  std::lock_guard lock(mutex_);
+  for (auto it = calls_.begin(); it != calls_.end();) {  // the finished ones leave
+    if (!it->finished) {
+      ++it;
+      continue;
+    }
+    it->thread.join();
+    it = calls_.erase(it);
   }
-  wake_.notify_one();
-}
-
-void RepositoryClient::loop() {
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    wake_.wait(lock, [this] { return stopping_ || !calls_.empty(); });
-    if (stopping_) return;
-    auto [request, done] = std::move(calls_.front());
-    calls_.pop_front();
-    lock.unlock();
+  if (calls_.size() >= kMaxCalls) return false;
+  auto call = calls_.emplace(calls_.end());
+  // The thread marks its call finished under the lock this function holds: never before the
+  // thread object is stored.
+  call->thread = std::thread([this, call, request = std::move(request), done = std::move(done)] {
     done(model_control::ask_supervisor(context_, endpoint_, request, wait_));
-    lock.lock();
-  }
+    std::lock_guard finished(mutex_);
+    call->finished = true;
+  });
+  return true;
 }
 
 }  // namespace seqpipe::gateway

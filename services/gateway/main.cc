@@ -54,6 +54,10 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config:
   options.catalog = &catalog;
   // Only `seqpipe up` with a repository answers on the control socket.
   if (!c.model.repository.empty()) options.control_endpoint = config::control_endpoint(c);
+  // Whoever reaches HTTP beyond loopback could load and unload models: only when asked for.
+  options.repository_api = config::loopback_host(address->host) || c.gateway.repository_api_public;
+  if (!c.gateway.repository_token_file.empty())
+    options.repository_token = read_repository_token(c.gateway.repository_token_file);
   options.max_body_bytes = max_body_bytes;
   options.metrics = &door_metrics;
   options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);

@@ -240,5 +240,50 @@ TEST(DynamicBatcher, InvalidPolicyIsRefusedAtStartUp) {
   EXPECT_THROW(DynamicBatcher{no_levels}, std::invalid_argument);
 }
 
+TEST(DynamicBatcherDecision, SequencesThatCannotBeServedInTimeAreExpiredNotBatched) {
+  // Serving takes 300 ms: a sequence due in 200 ms cannot make it, one due in 1 s can.
+  std::vector<QueuedSequence> q = {seq(1, 9, microseconds{0}, milliseconds{200}),
+                                   seq(2, 9, microseconds{0}, milliseconds{1000})};
+  BatchDecision d;
+  decide_batch(q, t0, policy(), kIdle, d, milliseconds{300});
+  ASSERT_EQ(d.action, Action::kSend);
+  EXPECT_EQ(ids(q, d.batch), std::vector<uint64_t>{2});
+  EXPECT_EQ(ids(q, d.expired), std::vector<uint64_t>{1});
+  // Without a service time (none measured) only deadlines passed count.
+  decide_batch(q, t0, policy(), kIdle, d);
+  EXPECT_EQ(d.batch.size(), 2u);
+  EXPECT_TRUE(d.expired.empty());
+}
+
+TEST(ServiceEstimate, LatencyIsAnAverageOfRecentServiceTimes) {
+  ServiceEstimate e;
+  EXPECT_FALSE(e.latency());
+  EXPECT_EQ(e.finish(t0, 10), t0);  // nothing measured: nothing refused
+  e.answered(t0, 1, milliseconds{100}, 0);
+  EXPECT_EQ(*e.latency(), milliseconds{100});
+  e.answered(t0 + milliseconds{10}, 1, milliseconds{180}, 0);
+  EXPECT_EQ(*e.latency(), milliseconds{110});  // one sample weighs 1/8
+  EXPECT_FALSE(e.per_sequence());              // nothing was queued: the gaps are the arrivals'
+  EXPECT_EQ(e.finish(t0, 10), t0 + milliseconds{110});
+}
+
+TEST(ServiceEstimate, ThePaceIsMeasuredOnlyWhileSequencesWait) {
+  ServiceEstimate e;
+  e.answered(t0, 2, milliseconds{100}, /*queued=*/5);
+  EXPECT_FALSE(e.per_sequence());  // the first gap starts here
+  e.answered(t0 + milliseconds{40}, 4, milliseconds{100}, 3);
+  EXPECT_EQ(*e.per_sequence(), milliseconds{10});              // 4 answered in 40 ms
+  e.answered(t0 + milliseconds{60}, 0, milliseconds{100}, 3);  // nothing answered: no sample
+  EXPECT_EQ(*e.per_sequence(), milliseconds{10});
+  e.answered(t0 + milliseconds{500}, 1, milliseconds{100}, 0);  // the gap ran while 3 waited
+  EXPECT_EQ(*e.per_sequence(),
+            Clock::duration(milliseconds{10}) + Clock::duration(milliseconds{450}) / 8);
+  const auto per = *e.per_sequence();
+  e.answered(t0 + milliseconds{900}, 1, milliseconds{100}, 0);  // nothing waited: an idle gap
+  EXPECT_EQ(*e.per_sequence(), per);
+  // A sequence behind 20 others: served once they are, then its own service time.
+  EXPECT_EQ(e.finish(t0, 20), t0 + *e.latency() + 20 * per);
+}
+
 }  // namespace
 }  // namespace seqpipe::batcher

@@ -178,6 +178,41 @@ TEST_F(GatewayTest, ItemsCarryTheDeadlineOfTheMomentGivenOnTheWallClock) {
             Deadline::after(t0 + milliseconds(10), milliseconds(250)));
 }
 
+TEST_F(GatewayTest, WhileTheBatcherRefusesTheGatewayRefusesAShareAtOnce) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("tok", stage::Ready{64}, t0);
+  // Twenty requests go out (nothing refused yet: nothing is shed) and the batcher refuses them.
+  for (int i = 0; i < 20; ++i) g.on_client(request("A", texts({"a"})), t0, out);
+  EXPECT_TRUE(out.replies.empty());
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.sends.size(), 20u);
+  for (const auto& send : out.sends) {
+    stage::Result refused = result_for(send.message, {"A"});
+    refused.items[0].error = protocol::Error{protocol::ErrorCode::kOverloaded, "full"};
+    g.on_results(std::move(refused), t0, out);
+  }
+  ASSERT_EQ(out.replies.size(), 20u);
+  out.clear();
+  // Now most new requests are refused here, before any tokenizer, saying why; a few still go.
+  for (int i = 0; i < 20; ++i) g.on_client(request("B", texts({"b"})), t0 + milliseconds(1), out);
+  int shed = 0;
+  for (size_t i = 0; i < out.replies.size(); ++i) {
+    const protocol::Reply r = reply_of(out, i);
+    ASSERT_TRUE(r.error);
+    EXPECT_EQ(r.error->code, protocol::ErrorCode::kOverloaded);
+    EXPECT_NE(r.error->message.find("refused at the gateway"), std::string::npos);
+    ++shed;
+  }
+  EXPECT_GE(shed, 12);
+  EXPECT_LT(shed, 20);
+  EXPECT_EQ(g.waiting(), static_cast<size_t>(20 - shed));
+  // Seconds later, the counts have decayed: requests go out again.
+  out.clear();
+  g.on_client(request("C", texts({"c"})), t0 + std::chrono::seconds(30), out);
+  EXPECT_TRUE(out.replies.empty());
+}
+
 TEST_F(GatewayTest, AllResultsMakeOneOkReplyInIndexOrder) {
   Gateway& g = gateway();
   Outbox out;
@@ -232,6 +267,10 @@ TEST_F(GatewayTest, DeadlineAnswersOnceAndTheLateResultIsDropped) {
   g.expire(t0 + milliseconds(1000), out);
   ASSERT_EQ(out.replies.size(), 1u);
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kDeadlineExceeded);
+  // It says where the deadline came from and how a client sets its own.
+  EXPECT_EQ(reply_of(out).error->message,
+            "no result within 1000 ms (gateway.default_timeout_ms; timeout_ms or HTTP's "
+            "X-Request-Timeout per request)");
   g.on_results(result_for(work, {"A"}), t0 + milliseconds(1200), out);
   g.expire(t0 + milliseconds(5000), out);
   EXPECT_EQ(out.replies.size(), 1u);

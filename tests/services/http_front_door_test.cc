@@ -282,5 +282,44 @@ TEST_F(HttpFrontDoorTest, KServeHealthMetadataAndInfer) {
   EXPECT_EQ(out["outputs"][0]["data"], json::array({"HELLO"}));
 }
 
+TEST_F(HttpFrontDoorTest, XRequestTimeoutSetsTheDeadlineOfEveryRoute) {
+  const httplib::Headers header = {{"X-Request-Timeout", "1234"}};
+  auto res = http.Post("/v1/generate", header, R"({"text": "timeout?"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["text"], "1234");
+  // It takes the place of the body's own.
+  res = http.Post("/v1/generate", header, R"({"text": "timeout?", "timeout_ms": 99})",
+                  "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["text"], "1234");
+  res = http.Post("/v1/completions", header, R"({"prompt": "timeout?"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], "1234") << res->body;
+  res = http.Post("/generate", header, R"({"inputs": "timeout?"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["generated_text"], "1234") << res->body;
+  res = http.Post("/v2/models/speller/infer", header,
+                  R"({"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES",
+                      "data": ["timeout?"]}]})",
+                  "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["outputs"][0]["data"][0], "1234") << res->body;
+  // Without it, the body's or none (the gateway's default).
+  res = http.Post("/v1/generate", R"({"text": "timeout?"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["text"], "0");
+  // Not a whole number of milliseconds: 400 naming the header, and the door keeps serving.
+  for (const char* bad : {"soon", "-5", "1.5", "99999999999", ""}) {
+    res = http.Post("/v1/completions", {{"X-Request-Timeout", bad}}, R"({"prompt": "x"})",
+                    "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << bad;
+    EXPECT_NE(res->body.find("X-Request-Timeout"), std::string::npos) << res->body;
+  }
+  res = http.Post("/v1/generate", R"({"text": "still serving"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["text"], "STILL SERVING");
+}
+
 }  // namespace
 }  // namespace seqpipe::gateway

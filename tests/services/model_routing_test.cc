@@ -6,6 +6,7 @@
 #include <prometheus/registry.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -371,6 +372,95 @@ TEST(HttpRepository, CallsParseAndAnswerAsKServesExtension) {
   EXPECT_EQ(answer.status, 404);
   EXPECT_EQ(nlohmann::json::parse(answer.body)["error"], "model 'x' is not in the repository");
   EXPECT_EQ(gateway::repository_answer(load, index).body, "{}");
+}
+
+TEST(HttpRepository, BearerTokensAreComparedWholeAndTokenFilesChecked) {
+  const std::string token = "s3cret-token-0123456789";
+  EXPECT_TRUE(gateway::bearer_token_matches(("Bearer " + token).c_str(), token));
+  EXPECT_TRUE(gateway::bearer_token_matches(("bearer " + token).c_str(), token));  // any case
+  EXPECT_FALSE(gateway::bearer_token_matches(nullptr, token));
+  EXPECT_FALSE(gateway::bearer_token_matches(token.c_str(), token));  // no scheme
+  EXPECT_FALSE(gateway::bearer_token_matches(("Basic " + token).c_str(), token));
+  EXPECT_FALSE(gateway::bearer_token_matches(("Bearer " + token + "x").c_str(), token));
+  EXPECT_FALSE(gateway::bearer_token_matches(("Bearer " + token.substr(1)).c_str(), token));
+  EXPECT_FALSE(gateway::bearer_token_matches("Bearer ", token));
+
+  const std::string path = ::testing::TempDir() + "token-" + std::to_string(::getpid());
+  std::ofstream(path) << "  " << token << "  \nsecond line\n";
+  EXPECT_EQ(gateway::read_repository_token(path), token);
+  std::ofstream(path) << "short\n";
+  EXPECT_THROW(gateway::read_repository_token(path), config::ConfigError);
+  std::filesystem::remove(path);
+  try {
+    gateway::read_repository_token(path);
+    ADD_FAILURE() << "a missing token file must stop the gateway";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("gateway.repository_token_file"), std::string::npos);
+  }
+}
+
+TEST(HttpRepository, AnIndexBeyondTheBoundIsAnsweredBoundedNotFailed) {
+  model_control::ControlReply big;
+  for (int i = 0; i < 5000; ++i)
+    big.models.push_back(
+        {"m" + std::to_string(i), 1, model_control::State::kReady, std::string(2000, 'r')});
+  const auto decoded = model_control::decode_reply(model_control::encode(big));
+  ASSERT_TRUE(decoded);  // the operation's answer arrives, whatever the repository holds
+  EXPECT_EQ(decoded->models.size(), model_control::kMaxIndexEntries);
+  EXPECT_EQ(decoded->more, 5000 - model_control::kMaxIndexEntries);
+  EXPECT_EQ(decoded->models[0].reason.size(), model_control::kMaxReasonBytes);
+  const auto listed =
+      gateway::repository_answer({model_control::Op::kIndex, "", std::nullopt}, *decoded);
+  EXPECT_EQ(listed.status, 200);
+  const auto index = nlohmann::json::parse(listed.body);
+  ASSERT_EQ(index.size(), model_control::kMaxIndexEntries + 1);
+  EXPECT_NE(index.back()["reason"].get<std::string>().find("4000 more entries not shown"),
+            std::string::npos);
+}
+
+TEST(HttpRepository, CallsDoNotWaitForOneAnother) {
+  zmq::context_t context;
+  transport::Socket supervisor(context, zmq::socket_type::router);
+  supervisor.bind("inproc://test-supervisor");
+  gateway::RepositoryClient client(context, "inproc://test-supervisor", std::chrono::seconds(20));
+  std::mutex mutex;
+  std::condition_variable answered;
+  std::vector<std::string> order;
+  auto note = [&](std::string what) {
+    return [&, what](model_control::ControlReply) {
+      std::lock_guard lock(mutex);
+      order.push_back(what);
+      answered.notify_all();
+    };
+  };
+  using model_control::Op;
+  ASSERT_TRUE(client.ask({Op::kLoad, "slow", std::nullopt}, note("load")));
+  ASSERT_TRUE(client.ask({Op::kIndex, "", std::nullopt}, note("index")));
+  // The supervisor holds the load (a slow, failing one) and answers the index at once.
+  std::optional<transport::Frames> load;
+  for (int received = 0; received < 2;) {
+    auto frames = supervisor.recv(std::chrono::seconds(10));
+    ASSERT_TRUE(frames);
+    ++received;
+    const auto request = model_control::decode_request(frames->back());
+    if (std::get<model_control::ControlRequest>(request).op == Op::kLoad) {
+      load = std::move(frames);
+      continue;
+    }
+    frames->back() = model_control::encode(model_control::ControlReply{});
+    supervisor.send(*frames);
+  }
+  {
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(answered.wait_for(lock, std::chrono::seconds(10), [&] { return !order.empty(); }));
+    EXPECT_EQ(order, std::vector<std::string>{"index"});  // while the load still waits
+  }
+  load->back() = model_control::encode(model_control::ControlReply{
+      protocol::Error{protocol::ErrorCode::kUnavailable, "its replicas kept failing"}, {}});
+  supervisor.send(*load);
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(answered.wait_for(lock, std::chrono::seconds(10), [&] { return order.size() == 2; }));
+  EXPECT_EQ(order, (std::vector<std::string>{"index", "load"}));
 }
 
 }  // namespace

@@ -44,6 +44,8 @@ class TestGateway {
           for (char& c : t) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
           reply.texts.push_back(t);
         }
+        if (request.texts.front() == "timeout?")  // what deadline came: for the header's test
+          reply.texts = {std::to_string(request.timeout_ms.value_or(0))};
         if (request.texts.front() == "busy")
           reply = protocol::error_reply(reply.id, {protocol::ErrorCode::kOverloaded, "full"});
       }

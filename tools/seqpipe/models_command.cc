@@ -28,6 +28,9 @@ void print_index(const model_control::ControlReply& reply) {
                 m.version > 0 ? std::to_string(m.version).c_str() : "-",
                 std::string(model_control::state_name(m.state)).c_str(), m.reason.c_str());
   }
+  if (reply.more > 0)
+    std::printf("(%zu more not shown: an answer holds at most %zu)\n", reply.more,
+                model_control::kMaxIndexEntries);
 }
 
 }  // namespace

@@ -73,8 +73,7 @@ class Origins {
 // (an IPv4 literal 127.x, localhost, [::1], the interface lo): another machine may reach it.
 // ipc:// and inproc:// never are.
 bool beyond_loopback(std::string_view endpoint);
-// A host or interface name that is loopback, as beyond_loopback judges it.
-bool loopback_host(std::string_view host);
+// loopback_host (config.h) judges the address.
 
 // Two binding endpoints that are the same address (after defaults) are an error.
 void check_distinct_endpoints(const PipelineConfig& c, const Origins& origins);

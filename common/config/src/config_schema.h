@@ -117,6 +117,9 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"gateway", "split_words", kPerModel}, g.split_words, IntRule{0, 4096});
   visit(Key{"gateway", "batcher_endpoints"}, g.batcher_endpoints, EndpointListRule{});
   visit(Key{"gateway", "http_endpoint"}, g.http_endpoint, TextRule{TextKind::kHttpAddress});
+  visit(Key{"gateway", "repository_api_public"}, g.repository_api_public, BoolRule{});
+  visit(Key{"gateway", "repository_token_file"}, g.repository_token_file,
+        TextRule{TextKind::kOptionalPath});
   visit(Key{"gateway", "grpc_endpoint"}, g.grpc_endpoint, TextRule{TextKind::kHttpAddress});
   visit(Key{"gateway", "replicas"}, g.replicas, IntRule{1, 16});
 

@@ -28,10 +28,24 @@ std::optional<int> parse_version(const std::string& name) {
   return value;
 }
 
+// What a link out of the repository is answered with: nothing of where it points, or of what
+// reading there said, is shown (the index is served over HTTP).
+constexpr const char* kOutside = "refused: a symbolic link out of the repository";
+
+// Whether `path`, its links followed, stays inside `root` (canonical).
+bool inside(const fs::path& root, const fs::path& path) {
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(path, ec);
+  if (ec) return false;
+  const fs::path relative = real.lexically_relative(root);
+  return !relative.empty() && *relative.begin() != "..";
+}
+
 // Why `dir` cannot be served as a model version; empty when it can.
-std::string missing_files(const fs::path& dir) {
+std::string missing_files(const fs::path& root, const fs::path& dir) {
   std::string missing;
   for (const char* file : kModelFiles) {
+    if (!inside(root, dir / file)) return std::string(file) + ": " + kOutside;
     std::error_code ec;
     if (!fs::is_regular_file(dir / file, ec))
       missing += (missing.empty() ? "" : ", ") + std::string(file);
@@ -83,8 +97,13 @@ std::string incomplete_weights(const fs::path& path) {
          std::to_string(8 + header_len + end) + ")";
 }
 
-void add_version(ModelRepository& repo, const std::string& name, int version, const fs::path& dir) {
-  std::string why = missing_files(dir);
+void add_version(ModelRepository& repo, const fs::path& root, const std::string& name, int version,
+                 const fs::path& dir) {
+  if (!inside(root, dir)) {
+    repo.bad.push_back({dir.string(), kOutside});
+    return;
+  }
+  std::string why = missing_files(root, dir);
   if (why.empty()) why = incomplete_weights(dir / "model.safetensors");
   if (!why.empty()) {
     repo.bad.push_back({dir.string(), why});
@@ -93,15 +112,19 @@ void add_version(ModelRepository& repo, const std::string& name, int version, co
   repo.models.push_back({name, version, dir.string()});
 }
 
-void scan_model(ModelRepository& repo, const fs::path& model_dir) {
+void scan_model(ModelRepository& repo, const fs::path& root, const fs::path& model_dir) {
   const std::string name = model_dir.filename().string();
   std::error_code ec;
   if (!valid_model_name(name)) {
     repo.bad.push_back({model_dir.string(), "not a model name (1 to 128 of A-Z a-z 0-9 _ . -)"});
     return;
   }
+  if (!inside(root, model_dir)) {
+    repo.bad.push_back({model_dir.string(), kOutside});
+    return;
+  }
   if (fs::exists(model_dir / "config.json", ec)) {  // the flat layout: version 1
-    add_version(repo, name, 1, model_dir);
+    add_version(repo, root, name, 1, model_dir);
     return;
   }
   std::vector<std::pair<int, fs::path>> versions;
@@ -123,7 +146,7 @@ void scan_model(ModelRepository& repo, const fs::path& model_dir) {
     return;
   }
   std::sort(versions.begin(), versions.end());
-  for (const auto& [version, dir] : versions) add_version(repo, name, version, dir);
+  for (const auto& [version, dir] : versions) add_version(repo, root, name, version, dir);
 }
 
 }  // namespace
@@ -244,8 +267,10 @@ ModelRepository scan_repository(const std::string& dir) {
     repo.bad.push_back({dir, "cannot be read: " + ec.message()});
     return repo;
   }
+  // Links inside the repository are followed; links out of it are refused (kOutside).
+  const fs::path root = fs::canonical(dir, ec);
   for (const fs::path& child : children) {
-    if (fs::is_directory(child, ec)) scan_model(repo, child);
+    if (fs::is_directory(child, ec)) scan_model(repo, root, child);
   }
   std::sort(repo.bad.begin(), repo.bad.end(),
             [](const BadEntry& a, const BadEntry& b) { return a.path < b.path; });

@@ -211,6 +211,16 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name,
                     .Help("Work items dropped because their client cancelled the request")
                     .Register(r)
                     .Add(stage);
+  auto& expired = prometheus::BuildCounter()
+                      .Name(std::string(kExpired))
+                      .Help("Work items dropped for their deadline: before compute, or during it")
+                      .Register(r);
+  for (auto [when, counter] :
+       {std::pair{"queued", &expired_queued_}, std::pair{"computing", &expired_computing_}}) {
+    prometheus::Labels labels = stage;
+    labels["when"] = when;
+    *counter = &expired.Add(labels);
+  }
   heartbeats_missed_ = &prometheus::BuildCounter()
                             .Name(std::string(kHeartbeatsMissed))
                             .Help("Heartbeat intervals in which a worker sent the hub nothing")
@@ -272,6 +282,14 @@ void StageMetrics::heartbeats_missed(double n) {
 }
 void StageMetrics::cancelled(double n) {
   cancelled_->Increment(n);
+}
+
+void StageMetrics::expired_before_compute(double n) {
+  expired_queued_->Increment(n);
+}
+
+void StageMetrics::expired_computing(double n) {
+  expired_computing_->Increment(n);
 }
 void StageMetrics::queue_time(double s) {
   queue_->Observe(s);

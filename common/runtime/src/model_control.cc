@@ -1,5 +1,6 @@
 #include "seqpipe/runtime/model_control.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <msgpack.hpp>
 #include <tuple>
@@ -131,17 +132,21 @@ std::variant<ControlRequest, std::string> decode_request(std::string_view bytes)
 std::string encode(const ControlReply& reply) {
   std::string bytes;
   msgpack_io::Writer out(bytes);
-  out.map(3);
+  const size_t shown = std::min(reply.models.size(), kMaxIndexEntries);
+  out.map(4);
   out.str("error");
   reply.error ? out.str(protocol::wire_name(reply.error->code)) : out.nil();
-  out.str("message"), out.str(reply.error ? reply.error->message : "");
+  out.str("message"), out.str(reply.error ? reply.error->message.substr(0, kMaxReasonBytes) : "");
   out.str("models");
-  out.array(reply.models.size());
-  for (const ModelEntry& m : reply.models) {
+  out.array(shown);
+  for (size_t i = 0; i < shown; ++i) {
+    const ModelEntry& m = reply.models[i];
     out.map(4);
     out.str("name"), out.str(m.name), out.str("version"), out.i64(m.version);
-    out.str("state"), out.str(state_name(m.state)), out.str("reason"), out.str(m.reason);
+    out.str("state"), out.str(state_name(m.state));
+    out.str("reason"), out.str(std::string_view(m.reason).substr(0, kMaxReasonBytes));
   }
+  out.str("more"), out.i64(static_cast<int64_t>(reply.more + reply.models.size() - shown));
   return bytes;
 }
 
@@ -163,6 +168,7 @@ std::optional<ControlReply> decode_reply(std::string_view bytes) {
         if (name == state) e.state = s;
       reply.models.push_back(std::move(e));
     }
+    reply.more = static_cast<size_t>(std::max<int64_t>(0, field<int64_t>(map, "more").value_or(0)));
     return reply;
   } catch (const std::exception&) {
     return std::nullopt;

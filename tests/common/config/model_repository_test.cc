@@ -107,6 +107,34 @@ TEST_F(ModelRepositoryTest, BadEntriesNameTheirPathAndReasonAndSpareTheOthers) {
   EXPECT_NE(repo.bad[4].reason.find("not a version number"), std::string::npos);
 }
 
+TEST_F(ModelRepositoryTest, LinksOutOfTheRepositoryAreRefusedAndSayNothingOfTheirTarget) {
+  const fs::path outside = root_.string() + "-outside";
+  fs::remove_all(outside);
+  model(outside / "secret" / "1");
+  model(root_ / "real" / "1");
+  model(root_ / "mixed" / "1");
+  fs::create_directory_symlink(root_ / "real", root_ / "alias");                 // inside: served
+  fs::create_directory_symlink(outside / "secret", root_ / "stolen");            // a model dir
+  fs::create_directory_symlink(outside / "secret" / "1", root_ / "real" / "2");  // a version
+  fs::remove(root_ / "mixed" / "1" / "model.safetensors");
+  fs::create_symlink(outside / "secret" / "1" / "model.safetensors",
+                     root_ / "mixed" / "1" / "model.safetensors");  // one file
+  const ModelRepository repo = scan_repository(root_.string());
+  fs::remove_all(outside);
+  ASSERT_EQ(repo.models.size(), 2u);
+  EXPECT_EQ(repo.models[0].name, "alias");
+  EXPECT_EQ(repo.models[1], (ModelVersion{"real", 1, (root_ / "real" / "1").string()}));
+  ASSERT_EQ(repo.bad.size(), 4u);  // alias/2 is real/2 seen through the link
+  for (const BadEntry& bad : repo.bad) {
+    EXPECT_NE(bad.reason.find("refused: a symbolic link out of the repository"), std::string::npos)
+        << bad.path << ": " << bad.reason;
+    EXPECT_EQ(bad.reason.find(outside.string()), std::string::npos) << bad.reason;
+    EXPECT_EQ(bad.path.find(outside.string()), std::string::npos) << bad.path;
+  }
+  EXPECT_EQ(repo.bad[2].path, (root_ / "real" / "2").string());
+  EXPECT_EQ(repo.bad[3].path, (root_ / "stolen").string());
+}
+
 TEST_F(ModelRepositoryTest, MissingRepositoryIsOneBadEntry) {
   const ModelRepository repo = scan_repository((root_ / "nowhere").string());
   EXPECT_TRUE(repo.models.empty());

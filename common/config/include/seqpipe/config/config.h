@@ -104,6 +104,10 @@ struct MetricsConfig {
   bool operator==(const MetricsConfig&) const = default;
 };
 
+// Where a request's deadline comes from, as errors about it name it.
+inline constexpr std::string_view kDeadlineSources =
+    "gateway.default_timeout_ms; timeout_ms or HTTP's X-Request-Timeout per request";
+
 struct GatewayConfig {
   // Where clients connect (bound by the gateway). Default: loopback only.
   std::string client_endpoint = "tcp://127.0.0.1:5555";
@@ -112,8 +116,10 @@ struct GatewayConfig {
   // Bound by the gateway; postprocessors connect and send results. Empty:
   // ipc://{runtime_dir}/results.sock.
   std::string results_endpoint;
-  // Deadline of a request that names none, in milliseconds.
-  uint32_t default_timeout_ms = 1000;
+  // Deadline of a request that names none, in milliseconds: long enough for a request to wait
+  // its turn behind a queue the server measured it can serve (admission is by deadline), short
+  // enough that a client without a pipeline behind the gateway hears within seconds.
+  uint32_t default_timeout_ms = 10000;
   // Largest deadline a request may ask for, in milliseconds; a request asking for more is
   // refused with an error reply.
   // The client-message limits default to the protocol's own (protocol::Limits), defined there
@@ -145,6 +151,14 @@ struct GatewayConfig {
   // HTTP/JSON and KServe v2 on this IPV4:PORT (port 0: any free port, logged); empty: no HTTP.
   // Default: loopback only. docs/PROTOCOL.md, "HTTP".
   std::string http_endpoint = "127.0.0.1:8000";
+  // The model repository API (POST /v2/repository/...: index, load, unload) on HTTP beyond
+  // loopback. false: served only when http_endpoint is a loopback address (anyone who reaches
+  // it could load and unload models); true: served wherever HTTP is.
+  bool repository_api_public = false;
+  // A file holding the bearer token every repository API call must carry
+  // (`Authorization: Bearer <token>`; the file's first line, at least 16 characters), read once
+  // at start. Empty: no token asked.
+  std::string repository_token_file;
   // KServe v2 over gRPC on this IPV4:PORT (port 0: any free port, logged); empty: no gRPC.
   // Default: off (127.0.0.1:8001 is Triton's and the usual choice). docs/PROTOCOL.md, "gRPC".
   std::string grpc_endpoint;
@@ -204,7 +218,8 @@ struct BatcherConfig {
   uint32_t max_queue_delay_us = 2000;
   // Most padded tokens in one batch (batch size x longest sequence).
   int max_batch_tokens = 4096;
-  // Most sequences queued; beyond it requests are refused as overloaded.
+  // Most sequences queued (a memory bound); beyond it requests are refused as overloaded. Within
+  // it admission is by deadline (BatcherHub): what could not be served in time is refused.
   int max_queue_size = 1024;
   // Priority levels (as Triton's dynamic batcher): a request's params.priority is 1 (highest)
   // .. priority_levels; each level is its own queue and a batch takes from the highest level
@@ -362,6 +377,9 @@ struct HttpAddress {
   int port = 0;
 };
 std::optional<HttpAddress> parse_http_address(std::string_view endpoint);
+// A host or interface name that is loopback (an IPv4 literal 127.x, localhost, [::1], the
+// interface lo): only this machine reaches it.
+bool loopback_host(std::string_view host);
 
 // Replica k's endpoint of a hub endpoint: k = 0 the endpoint itself, else tcp://HOST:PORT + k
 // or ipc://DIR/NAME-<k+1>.sock (ipc://x/gateway.sock, ipc://x/gateway-2.sock, ...).

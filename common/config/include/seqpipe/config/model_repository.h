@@ -37,6 +37,9 @@ struct ModelRepository {
 inline constexpr const char* kModelFiles[] = {"config.json", "model.safetensors", "spiece.model"};
 
 // Scans `dir`. A missing or unreadable `dir` is one bad entry.
+// A symbolic link inside it (a model, a version or a model file) is followed only where it stays
+// in the repository; one pointing out of it is a bad entry, "refused: a symbolic link out of the
+// repository", which says nothing of its target.
 ModelRepository scan_repository(const std::string& dir);
 
 // The --set assignments that make the pipeline's config a model version's: its model.dir,

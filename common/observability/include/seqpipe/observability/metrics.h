@@ -38,6 +38,7 @@ inline constexpr std::string_view kWorkersDead = "seqpipe_hub_workers_declared_d
 inline constexpr std::string_view kRedispatched = "seqpipe_hub_items_redispatched_total";
 inline constexpr std::string_view kHeartbeatsMissed = "seqpipe_hub_heartbeats_missed_total";
 inline constexpr std::string_view kCancelled = "seqpipe_stage_cancelled_items_total";
+inline constexpr std::string_view kExpired = "seqpipe_stage_expired_items_total";
 inline constexpr std::string_view kQueueSeconds = "seqpipe_stage_queue_seconds";
 inline constexpr std::string_view kComputeSeconds = "seqpipe_stage_compute_seconds";
 inline constexpr std::string_view kBatchSize = "seqpipe_stage_batch_size";
@@ -161,6 +162,11 @@ class StageMetrics {
   // Work items dropped because their request was cancelled by its client (a decoder: sequences
   // stopped, their KV-cache slots freed).
   void cancelled(double n = 1);
+  // Work items whose deadline passed, or could not be met, dropped before any compute on them
+  // (`when`="queued"), or stopped while being computed, the compute spent for nothing
+  // (`when`="computing": a decoder's sequence stopped between steps).
+  void expired_before_compute(double n = 1);
+  void expired_computing(double n = 1);
   void queue_time(double seconds);
   void compute_time(double seconds);
   void batch_size(double size);
@@ -186,6 +192,8 @@ class StageMetrics {
   prometheus::Counter* drained_;
   prometheus::Counter* heartbeats_missed_;
   prometheus::Counter* cancelled_;
+  prometheus::Counter* expired_queued_;
+  prometheus::Counter* expired_computing_;
   prometheus::Histogram* queue_;
   prometheus::Histogram* compute_;
   prometheus::Histogram* batch_;

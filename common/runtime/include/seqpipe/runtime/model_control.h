@@ -61,9 +61,15 @@ struct ControlRequest {
   std::optional<int> version;  // load: that version (else the highest on disk); unload: only it
   bool operator==(const ControlRequest&) const = default;
 };
+// A reply carries at most this many index entries (by name, then version), each reason cut to
+// kMaxReasonBytes: whatever the repository holds, a reply decodes within the control messages'
+// limits, so an operation that happened is never answered as if no answer came.
+inline constexpr size_t kMaxIndexEntries = 1000;
+inline constexpr size_t kMaxReasonBytes = 512;
 struct ControlReply {
   std::optional<protocol::Error> error;  // nullopt: done
   std::vector<ModelEntry> models;        // the index after the operation
+  size_t more = 0;  // entries of the index left out (past kMaxIndexEntries), set by encode
   bool operator==(const ControlReply&) const = default;
 };
 std::string encode(const ControlRequest& request);
