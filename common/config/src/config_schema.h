@@ -162,6 +162,8 @@ void for_each_field(Config&& c, Visit&& visit) {
         IntRule{0, 16});
   visit(Key{"postprocessor", "known_word_margin", kPerModel}, c.postprocessor.known_word_margin,
         IntRule{0, 10'000});
+  visit(Key{"postprocessor", "user_words", kPerModel}, c.postprocessor.user_words,
+        TextRule{TextKind::kPathList});
   visit(Key{"postprocessor", "aspell_dictionary", kPerModel}, c.postprocessor.aspell_dictionary,
         TextRule{TextKind::kPathList});
   visit(Key{"postprocessor", "aspell_left_words", kPerModel}, c.postprocessor.aspell_left_words,

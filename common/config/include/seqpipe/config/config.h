@@ -264,6 +264,10 @@ struct PostprocessorConfig : WorkerConfig {
   // (HF sequences_score) is at least this many hundredths above that of every hypothesis that
   // keeps it (one must). 0: never.
   int known_word_margin = 0;
+  // With model.lower_case_words: the user's word lists (one word a line, compared lower-cased;
+  // paths separated by ':'), words the speller keeps as typed whatever the model makes of them
+  // (product names, jargon: "nginx"; services/text/text_frame.h). Empty: none.
+  std::string user_words;
   // An Aspell dictionary (e.g. /usr/lib/aspell/en_US.multi): for input words Aspell does not
   // know, the model's word stands when Aspell suggests it too, else Aspell's first suggestion
   // (postprocessor/spell_suggester.h). Empty: off.
