@@ -392,6 +392,7 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
   } else {
     metrics_.error(reply.error->code);
     ++errors_answered_;
+    client_errors_answered_ += protocol::is_client_error(reply.error->code);
     spdlog::info("gateway: request {} (id '{}'): {}: {}", id, r.client_id,
                  protocol::wire_name(reply.error->code), reply.error->message);
   }
@@ -424,6 +425,7 @@ void Gateway::reply_error(Envelope envelope, std::string client_id, protocol::Er
                           Outbox& out) {
   metrics_.error(error.code);
   ++errors_answered_;
+  client_errors_answered_ += protocol::is_client_error(error.code);
   spdlog::info("gateway: rejected request (id '{}'): {}: {}", client_id,
                protocol::wire_name(error.code), error.message);
   protocol::Reply reply = protocol::error_reply(std::move(client_id), std::move(error));
@@ -554,7 +556,8 @@ std::vector<status::StageStatus> Gateway::status() const {
                                              .queued = static_cast<int>(waiting()),
                                              .free_credits = status::kNoCredits,
                                              .requests = requests_received_,
-                                             .errors = errors_answered_}};
+                                             .errors = errors_answered_,
+                                             .client_errors = client_errors_answered_}};
   for (auto& line : tokenizers_.status([](const std::string&) { return 0; }))
     lines.push_back(std::move(line));
   return lines;

@@ -173,8 +173,10 @@ class Gateway {
   std::set<std::pair<SteadyClock::time_point, uint64_t>> deadlines_;
   // Tokenize messages waiting for a tokenizer credit of their model version.
   std::map<std::string, std::deque<stage::Tokenize>> waiting_;
-  int64_t requests_received_ = 0;  // for the status: requests and those answered with an error
-  int64_t errors_answered_ = 0;    // tokenize messages without a tokenizer credit yet
+  // For the status: requests, those answered with an error, and of those the client's.
+  int64_t requests_received_ = 0;
+  int64_t errors_answered_ = 0;
+  int64_t client_errors_answered_ = 0;
   // Requests in flight by client_key, for cancels (a client may reuse an id: a cancel names all).
   std::unordered_multimap<std::string, uint64_t> by_client_;
 };

@@ -80,6 +80,7 @@ void model_fields(Model& m, Visit& visit) {
   visit(Key{"model", "version"}, m.version, IntRule{1, protocol::kMaxModelVersion});
   visit(Key{"model", "repository"}, m.repository, TextRule{TextKind::kOptionalPath});
   visit(Key{"model", "repository_poll_ms"}, m.repository_poll_ms, IntRule{0, 3'600'000});
+  visit(Key{"model", "repository_versions"}, m.repository_versions, IntRule{0, 1000});
 }
 
 // Calls visit(Key, member, rule) for every field, in file order. `Config` is PipelineConfig or

@@ -166,6 +166,14 @@ class WorkerLoop {
       flush();
       if (tend_hubs(SteadyClock::now(), dropped)) rebuild_poller();
     }
+    // 0 credits tell each hub this replica leaves on purpose (an unload, a shutdown): no "dead"
+    // warning there, and no more work sent here meanwhile.
+    // Up to 100 ms for it to leave: the sockets drop what is unsent on close otherwise.
+    for (Hub& hub : hubs_) {
+      if (!hub.socket || !hub.announced) continue;
+      hub.socket->raw().set(zmq::sockopt::linger, 100);
+      send_to_hub(hub, stage::Ready{0, options_.model});
+    }
     spdlog::info("{}: stopping", options_.stage_name);
     return 0;
   }

@@ -62,13 +62,17 @@ struct ModelConfig {
   std::string name;
   int version = 1;
   // A model repository (<repository>/<name>/<version>/, seqpipe/config/model_repository.h):
-  // `seqpipe up` starts replicas for every model version in it (each with model.dir, model.name
+  // `seqpipe up` starts replicas for its model versions (each with model.dir, model.name
   // and model.version set) and the gateway serves every name in it. Empty: model.dir alone.
   std::string repository;
   // With a repository, how often `seqpipe up` rescans it (ms), as Triton's poll model-control
   // mode: a new newest version of a name is loaded (a reload), a removed version unloaded. 0:
   // only explicit control (`seqpipe models`, POST /v2/repository/...).
   int repository_poll_ms = 0;
+  // With a repository, how many of each name's newest versions `seqpipe up` loads at start (as
+  // Triton's version_policy latest: N); the others load on request (`seqpipe models load`).
+  // 0: every version.
+  int repository_versions = 1;
 
   bool operator==(const ModelConfig&) const = default;
 };

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -71,9 +72,17 @@ class WorkerPool {
 
   // --- What the workers say ---
   // A worker announced `credits` (on connect, or reconnecting with a new routing id).
+  // A worker announced its capacity. 0 credits: it is stopping (an unload, a shutdown): it gets
+  // no more work, and its leaving is no loss (no "dead" warning, not counted as lost).
   void ready(const std::string& worker, int credits, SteadyClock::time_point now) {
     credits_.announce(worker, credits);
     liveness_.seen(worker, now);
+    if (credits == 0) {
+      stopping_.insert(worker);
+      spdlog::info("{}: a {} replica is stopping", info_.hub, info_.stage);
+      return;
+    }
+    stopping_.erase(worker);
     spdlog::info("{}: {} joined with {} credits ({} now)", info_.hub, info_.stage, credits,
                  credits_.size());
   }
@@ -158,16 +167,21 @@ class WorkerPool {
     Lost lost;
     if (!credits_.remove(worker)) return lost;
     liveness_.forget(worker);
-    metrics_.worker_dead();
-    ++lost_;
     auto node = held_.extract(worker);
     size_t held = 0;
     if (!node.empty()) {
       for (const auto& m : node.mapped()) held += m.items.size();
     }
-    spdlog::warn(
-        "{}: a {} replica is dead ({} left); {} item(s) it held are sent again or answered",
-        info_.hub, info_.stage, credits_.size(), held);
+    if (stopping_.erase(worker) > 0) {
+      spdlog::info("{}: a {} replica stopped ({} left); {} item(s) it held are sent again",
+                   info_.hub, info_.stage, credits_.size(), held);
+    } else {
+      metrics_.worker_dead();
+      ++lost_;
+      spdlog::warn(
+          "{}: a {} replica is dead ({} left); {} item(s) it held are sent again or answered",
+          info_.hub, info_.stage, credits_.size(), held);
+    }
     if (node.empty()) return lost;
     for (auto& m : node.mapped()) {
       for (auto& item : m.items) {
@@ -218,7 +232,8 @@ class WorkerPool {
   }
 
   PoolInfo info_;
-  int lost_ = 0;  // replicas removed as dead, for the status
+  int lost_ = 0;                              // replicas removed as dead, for the status
+  std::unordered_set<std::string> stopping_;  // announced 0 credits: leaving on purpose
   common::CreditQueue credits_;
   common::HubLiveness liveness_;
   metrics::StageMetrics& metrics_;
