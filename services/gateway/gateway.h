@@ -123,6 +123,9 @@ class Gateway {
     protocol::GenerateParams params;
     std::string model;  // the model version that runs it (config::model_key)
     bool stream = false;
+    // The pipeline sends its partials: a stream of a version that does not rewrite its text
+    // (ModelSettings::rewrites_text); else the final text goes as one partial.
+    bool partials = false;
     std::string streamed;  // a streamed request's text sent so far in partial replies
   };
   // A client's generate request decoded under the limits of the model version that runs it, with

@@ -80,7 +80,7 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::WorkerOut
     }
     const auto start = time_.now().steady;
     const std::vector<int> ids(item.ids.begin(), item.ids.end());
-    if (item.partial) {  // the gateway refuses streams where the text is rewritten below
+    if (item.partial) {  // the gateway asks for none where the text is rewritten below
       stage::ResultItem result;
       result.request = item.request;
       result.index = item.index;

@@ -163,6 +163,13 @@ class SpellerPipelineTest(PipelineTestCase):
         for text, want in TEXTS:
             self.assertEqual(self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=8)["text"], want, text)
 
+    def test_a_stream_is_answered_with_the_whole_text(self):
+        # The speller rewrites words after decoding: a stream gets its answer as one partial.
+        parts = list(self.client.stream("Teh speling", max_new_tokens=MAX_NEW))
+        self.assertEqual([p["status"] for p in parts], ["partial", "ok"])
+        self.assertEqual(parts[0]["text"], "The spelling")
+        self.assertEqual(parts[1]["text"], "The spelling")
+
     def test_the_users_words_are_kept_in_any_case(self):
         for text in ["restart nginx now", "Nginx is up"]:
             self.assertEqual(self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=8)["text"], text)
