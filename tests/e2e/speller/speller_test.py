@@ -102,7 +102,8 @@ TEXTS = [
     # Names and terms the model does not know are kept: all-caps words, capitalised words inside
     # a sentence (the first word of one is corrected like any other).
     ("Sign teh NDA today", "Sign the NDA today"),
-    ("Send JSON from teh SDK or CLI", "Send JSON from the SDK or CLI"),
+    ("Teh JSON file is mising", "The JSON file is missing"),
+    ("Use teh SDK and teh CLI", "Use the SDK and the CLI"),
     ("I met Kowalski and Siobhan", "I met Kowalski and Siobhan"),
     ("Ask Kowalski. Teh plan is clear", "Ask Kowalski. The plan is clear"),
 ]

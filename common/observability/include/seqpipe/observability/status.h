@@ -35,7 +35,7 @@ struct StageStatus {
   int64_t client_errors = 0;  // the gateway: of those, the client's (protocol::is_client_error)
   // A hub's own row: what it serves as it runs ("models speller-t5/1 (models/speller-t5); HTTP
   // 127.0.0.1:8000; ..."), its bound ports and, the batcher, its workers' compute types.
-  std::string about;
+  std::string about{};
 
   bool operator==(const StageStatus&) const = default;
 };

@@ -71,9 +71,9 @@ class WorkerPool {
         metrics_(metrics) {}
 
   // --- What the workers say ---
-  // A worker announced `credits` (on connect, or reconnecting with a new routing id).
-  // A worker announced its capacity. 0 credits: it is stopping (an unload, a shutdown): it gets
-  // no more work, and its leaving is no loss (no "dead" warning, not counted as lost).
+  // A worker announced `credits` (on connect, or reconnecting with a new routing id). 0: it is
+  // stopping (an unload, a shutdown): it gets no more work, and its leaving is no loss (no
+  // "dead" warning, not counted as lost).
   void ready(const std::string& worker, int credits, SteadyClock::time_point now) {
     credits_.announce(worker, credits);
     liveness_.seen(worker, now);
