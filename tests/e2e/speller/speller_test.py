@@ -11,8 +11,8 @@ SpellerPipelineTest turns the noisy channel, the confusion sets and split_words 
 model and its known-words guard alone: texts as users type them come back with only their
 misspellings changed (capitals, digits, punctuation, URLs, code, non-Latin scripts, emoji and
 whitespace kept: model.lower_case_words), names and terms it does not know kept (NDA, Kowalski,
-and nginx from postprocessor.user_words); known misspellings are corrected ("teh speling" -> "the
-spelling"); replies equal seqpipe-generate's greedy output where the guard has nothing to do, and
+and nginx from postprocessor.user_words), a stream answered with the whole text as one partial;
+known misspellings are corrected ("teh speling" -> "the spelling"); replies equal seqpipe-generate's greedy output where the guard has nothing to do, and
 keep the known input word where the model changed one ("wether", a word, stays), unless all 8 beam
 hypotheses change it (postprocessor.known_word_votes); a burst of concurrent requests from several
 clients is answered completely, each with its own correction. ServedSpellerTest serves the speller
