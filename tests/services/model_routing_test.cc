@@ -163,6 +163,7 @@ class GatewayModelsTest : public ::testing::Test {
       for (const char* file : config::kModelFiles) std::ofstream(root_ / version / file) << "x";
     }
     config_.model.repository = root_.string();
+    config_.model.repository_versions = 0;  // both of speller's versions (the default: the newest)
     config_.model.name = "speller";
   }
   ~GatewayModelsTest() override { std::filesystem::remove_all(root_); }
