@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds what the one-call GPU check (scripts/gpu-check.sh, docs/GPU.md) runs and lays it out in
+# Builds what the one-call GPU check (scripts/gpu-check.sh, docs/dev/GPU-CHECK.md) runs and lays it out in
 # .gpu-carry/ (git-ignored), the folder a GPU machine is sent with the working tree:
 #   bin.tar.xz  the stripped executables (CMake preset gpu: CUDA on, -march=x86-64-v3), in one
 #               solid archive: they share the engine, so they compress to a sixth

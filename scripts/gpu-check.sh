@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check in one command, on a machine lent with a GPU (docs/GPU.md):
+# The GPU check in one command, on a machine lent with a GPU (docs/dev/GPU-CHECK.md):
 #   bash scripts/gpu-check.sh          with .gpu-carry/ (scripts/gpu-carry.sh) beside it
 # Unpacks the carried Debian libraries into a private prefix (never /), then runs each step under
 # its own time limit, going on after a failed one: the GPU tests (the engine's, on every

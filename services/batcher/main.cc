@@ -46,6 +46,14 @@ int serve(const config::PipelineConfig& c) {
   // Ready once bound: a batcher's part needs no worker (they connect to it; waiting for them
   // would deadlock an orchestrator that routes only to ready pods).
   exporter.readiness().set(true);
+  // The batcher's line of `seqpipe status`: how its engine stages were configured to run (the
+  // same config and --set as they, under `seqpipe up`, systemd and compose) and its bound port.
+  auto compute = [&](const std::string& stage_type) {
+    return (stage_type.empty() ? c.model.compute_type : stage_type) + " on " + c.model.device;
+  };
+  const std::string about = "encoder " + compute(c.encoder.compute_type) + "; decoder " +
+                            compute(c.decoder.compute_type) +
+                            "; /metrics :" + std::to_string(exporter.port());
   transport::Poller poller;
   const size_t kIngress = poller.add(ingress);
   const std::vector<transport::Socket*> worker_sockets{&encoders, &decoders,
@@ -79,7 +87,7 @@ int serve(const config::PipelineConfig& c) {
       if (!poller.readable(kIngress + 1 + r)) continue;
       hub::read_workers(
           *worker_sockets[r], worker_names[r], limits, stage_metrics,
-          [&] { return status::with_uptime(batcher.status(), started); },
+          [&] { return status::with_uptime(batcher.status(), started, about); },
           [&](const std::string& worker, stage::StageMessage&& m) {
             batcher.on_worker(static_cast<Role>(r), worker, std::move(m), now);
           });

@@ -77,7 +77,7 @@ stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
     item.batcher = batchers_.target(id);
     item.deadline = r.deadline;
     item.params = r.params;
-    item.stream = r.stream;
+    item.stream = r.partials;
     item.model = r.model;
     item.text = r.sources[i];
     work.items.push_back(std::move(item));
@@ -156,12 +156,6 @@ std::optional<Gateway::Admitted> Gateway::admit(Envelope& frames, std::string_vi
       return rejected(std::move(r->error), std::move(r->id));
     request = &std::get<protocol::Request>(decoded);
   }
-  if (request->stream && !settings.no_stream.empty()) {
-    return rejected({protocol::ErrorCode::kInvalidArgument,
-                     "stream is not served here: " + settings.no_stream +
-                         " rewrites the text after decoding, so partial texts could change"},
-                    request->id.value_or(""));
-  }
   return Admitted{std::move(*request), std::move(std::get<std::string>(model)), &settings};
 }
 
@@ -204,8 +198,9 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.batch_form = request.batch_form;
   r.return_scores = request.params.return_scores;
   r.stream = request.stream;
-  // A streamed text is not split: its partials are the prefixes of one output.
-  const size_t split_words = request.stream ? 0 : admitted->settings->split_words;
+  r.partials = request.stream && admitted->settings->rewrites_text.empty();
+  // A text streamed in partials is not split: they are the prefixes of one output.
+  const size_t split_words = r.partials ? 0 : admitted->settings->split_words;
   add_texts(r, std::move(request.texts), split_words);
   const size_t items = r.sources.size();
   if (items > static_cast<size_t>(config_.batcher.max_queue_size)) {  // it could never be queued
@@ -291,7 +286,7 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
     const bool answered = it == requests_.end() || item.index >= it->second.done.size() ||
                           it->second.done[item.index];
     if (item.partial) {  // a partial of a request answered already just goes
-      if (!answered && it->second.stream) stream_partial(it->second, item.text, out);
+      if (!answered && it->second.partials) stream_partial(it->second, item.text, out);
       continue;
     }
     if (answered) {
@@ -385,7 +380,7 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
   auto it = requests_.find(id);
   Request& r = it->second;
   // A streamed text's partials add up to the final text: the rest goes as a last partial (all
-  // of it for a response cache hit).
+  // of it for a response cache hit, or for a version that rewrites its text after decoding).
   if (r.stream && reply.ok && !reply.texts.empty()) {
     if (!reply.texts[0].starts_with(r.streamed))
       spdlog::warn("gateway: request {} (id '{}'): its partials are not a prefix of its text", id,
@@ -403,6 +398,7 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
   } else {
     metrics_.error(reply.error->code);
     ++errors_answered_;
+    client_errors_answered_ += protocol::is_client_error(reply.error->code);
     spdlog::info("gateway: request {} (id '{}'): {}: {}", id, r.client_id,
                  protocol::wire_name(reply.error->code), reply.error->message);
   }
@@ -435,6 +431,7 @@ void Gateway::reply_error(Envelope envelope, std::string client_id, protocol::Er
                           Outbox& out) {
   metrics_.error(error.code);
   ++errors_answered_;
+  client_errors_answered_ += protocol::is_client_error(error.code);
   spdlog::info("gateway: rejected request (id '{}'): {}: {}", client_id,
                protocol::wire_name(error.code), error.message);
   protocol::Reply reply = protocol::error_reply(std::move(client_id), std::move(error));
@@ -566,7 +563,8 @@ std::vector<status::StageStatus> Gateway::status() const {
                                              .queued = static_cast<int>(waiting()),
                                              .free_credits = status::kNoCredits,
                                              .requests = requests_received_,
-                                             .errors = errors_answered_}};
+                                             .errors = errors_answered_,
+                                             .client_errors = client_errors_answered_}};
   for (auto& line : tokenizers_.status([](const std::string&) { return 0; }))
     lines.push_back(std::move(line));
   return lines;

@@ -126,6 +126,9 @@ class Gateway {
     protocol::GenerateParams params;
     std::string model;  // the model version that runs it (config::model_key)
     bool stream = false;
+    // The pipeline sends its partials: a stream of a version that does not rewrite its text
+    // (ModelSettings::rewrites_text); else the final text goes as one partial.
+    bool partials = false;
     std::string streamed;  // a streamed request's text sent so far in partial replies
   };
   // A client's generate request decoded under the limits of the model version that runs it, with
@@ -177,8 +180,10 @@ class Gateway {
   std::set<std::pair<SteadyClock::time_point, uint64_t>> deadlines_;
   // Tokenize messages waiting for a tokenizer credit of their model version.
   std::map<std::string, std::deque<stage::Tokenize>> waiting_;
-  int64_t requests_received_ = 0;  // for the status: requests and those answered with an error
-  int64_t errors_answered_ = 0;    // tokenize messages without a tokenizer credit yet
+  // For the status: requests, those answered with an error, and of those the client's.
+  int64_t requests_received_ = 0;
+  int64_t errors_answered_ = 0;
+  int64_t client_errors_answered_ = 0;
   // Requests in flight by client_key, for cancels (a client may reuse an id: a cancel names all).
   std::unordered_multimap<std::string, uint64_t> by_client_;
 };

@@ -121,13 +121,25 @@ void send_replies(Outbox& out, transport::Socket& clients, GrpcFrontDoor* grpc) 
   }
 }
 
-// What the repository holds, as the gateway starts.
-void log_repository(const std::string& dir) {
-  const config::ModelRepository repo = config::scan_repository(dir);
-  for (const auto& m : repo.models)
+// What the repository holds and the gateway serves, as it starts.
+void log_repository(const config::ModelConfig& model) {
+  const config::ModelRepository repo = config::scan_repository(model.repository);
+  for (const auto& m : config::newest_versions(repo.models, model.repository_versions))
     spdlog::info("gateway: serving model {} from {}", config::model_key(m.name, m.version), m.dir);
   for (const auto& bad : repo.bad)
     spdlog::warn("gateway: model repository entry {} is not served: {}", bad.path, bad.reason);
+}
+
+// The gateway's line of `seqpipe status`: the models it serves and where it listens, as bound.
+std::string about_line(const config::ModelCatalog& catalog, const std::string& clients,
+                       const HttpFrontDoor* http, const GrpcFrontDoor* grpc, int metrics_port) {
+  std::string line = "models";
+  for (const auto& m : catalog.models())
+    line += " " + config::model_key(m.name, m.version) + " (" + m.dir + ")";
+  line += "; clients " + clients;
+  line += "; HTTP " + (http ? ":" + std::to_string(http->port()) : std::string("off"));
+  line += "; gRPC " + (grpc ? ":" + std::to_string(grpc->port()) : std::string("off"));
+  return line + "; /metrics :" + std::to_string(metrics_port);
 }
 
 int serve(const config::LoadedConfig& loaded) {
@@ -139,7 +151,7 @@ int serve(const config::LoadedConfig& loaded) {
   metrics::StageMetrics stage_metrics(exporter.registry(), "gateway");
   metrics::GatewayMetrics gateway_metrics(exporter.registry());
   metrics::FrontDoorMetrics door_metrics(exporter.registry());
-  if (!c.model.repository.empty()) log_repository(c.model.repository);
+  if (!c.model.repository.empty()) log_repository(c.model);
 
   zmq::context_t context(1);
   const security::HubSecurity security(context, c.security, "gateway", exporter.registry());
@@ -185,6 +197,9 @@ int serve(const config::LoadedConfig& loaded) {
   const size_t kClients = poller.add(clients), kTokenizers = poller.add(tokenizers),
                kResults = poller.add(results);
   const size_t kGrpc = grpc ? poller.add(grpc->wake_fd()) : 0;
+  const auto about = [&] {
+    return about_line(*catalog.get(), client_endpoint, http.get(), grpc.get(), exporter.port());
+  };
   const std::vector<transport::Socket*> worker_sockets{&tokenizers};  // by link: kTokenizerLink
   const stage::Limits limits;
   Outbox out;
@@ -204,7 +219,7 @@ int serve(const config::LoadedConfig& loaded) {
     if (poller.readable(kTokenizers)) {
       hub::read_workers(
           tokenizers, "a tokenizer", limits, stage_metrics,
-          [&] { return status::with_uptime(gateway.status(), started); },
+          [&] { return status::with_uptime(gateway.status(), started, about()); },
           [&](const std::string& worker, stage::StageMessage&& m) {
             gateway.on_tokenizer(worker, m, now);
           },

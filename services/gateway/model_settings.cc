@@ -9,7 +9,7 @@
 namespace seqpipe::gateway {
 
 namespace {
-// The config keys whose postprocessing rewrites words anywhere in the text after decoding.
+// The config key whose postprocessing rewrites words anywhere in the text after decoding.
 std::string text_rewriting(const config::PipelineConfig& c) {
   if (!c.postprocessor.known_words.empty()) return "postprocessor.known_words";
   if (!c.postprocessor.word_counts.empty()) return "postprocessor.word_counts";

@@ -33,21 +33,20 @@ KnownWords::KnownWords(const std::vector<std::string>& words) {
   for (const auto& w : words) words_.insert(text::lower_ascii(w));
 }
 
-KnownWords KnownWords::load(std::string_view paths) {
+KnownWords KnownWords::load(std::string_view paths, std::string_view key) {
   std::vector<std::string> words;
   size_t start = 0;
   while (start <= paths.size()) {
     const size_t end = std::min(paths.find(':', start), paths.size());
     const std::string path(paths.substr(start, end - start));
     std::ifstream in(path);
-    if (!in)
-      throw std::runtime_error("postprocessor.known_words: cannot read word list '" + path + "'");
+    if (!in) throw std::runtime_error(std::string(key) + ": cannot read word list '" + path + "'");
     const size_t before = words.size();
     for (std::string line; std::getline(in, line);) {
       for (const auto word : split_words(line)) words.emplace_back(word);
     }
     if (words.size() == before)
-      throw std::runtime_error("postprocessor.known_words: '" + path + "' holds no word");
+      throw std::runtime_error(std::string(key) + ": '" + path + "' holds no word");
     start = end + 1;
   }
   return KnownWords(words);

@@ -26,9 +26,10 @@ struct SureChange {
 class KnownWords {
  public:
   // Reads the word lists (one word a line, compared ASCII-lower-cased). `paths` is a
-  // ':'-separated list, as postprocessor.known_words; throws std::runtime_error naming the file
-  // that cannot be read or holds no word.
-  static KnownWords load(std::string_view paths);
+  // ':'-separated list, as postprocessor.known_words; throws std::runtime_error naming the config
+  // `key` and the file that cannot be read or holds no word.
+  static KnownWords load(std::string_view paths,
+                         std::string_view key = "postprocessor.known_words");
   explicit KnownWords(const std::vector<std::string>& words);
 
   bool contains(std::string_view word) const;

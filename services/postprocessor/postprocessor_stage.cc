@@ -48,6 +48,10 @@ PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> 
                  config.postprocessor.known_words);
   }
   const auto& p = config.postprocessor;
+  if (!p.user_words.empty()) {
+    user_words_.emplace(KnownWords::load(p.user_words, "postprocessor.user_words"));
+    spdlog::info("postprocessor: {} user words from {}", user_words_->size(), p.user_words);
+  }
   if (!p.word_counts.empty()) {
     suggester_ = std::make_unique<const SpellSuggester>(
         p.aspell_dictionary,
@@ -76,7 +80,7 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::WorkerOut
     }
     const auto start = time_.now().steady;
     const std::vector<int> ids(item.ids.begin(), item.ids.end());
-    if (item.partial) {  // the gateway refuses streams where the text is rewritten below
+    if (item.partial) {  // the gateway asks for none where the text is rewritten below
       stage::ResultItem result;
       result.request = item.request;
       result.index = item.index;
@@ -91,7 +95,11 @@ void PostprocessorStage::handle(stage::StageMessage&& message, worker::WorkerOut
     std::string seen_text;
     size_t seen = 0;
     if (lower_case_words_) {
-      frame.emplace(item.text);
+      if (user_words_) {
+        frame.emplace(item.text, [&](std::string_view w) { return user_words_->contains(w); });
+      } else {
+        frame.emplace(item.text);
+      }
       seen = frame->words_that_fit([&](std::string_view t) { return tokenizer_->encode(t).size(); },
                                    max_input_tokens_);
       seen_text = frame->model_text(seen);

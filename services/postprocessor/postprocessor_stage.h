@@ -45,6 +45,7 @@ class PostprocessorStage : public worker::WorkerStage {
  private:
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
   std::optional<KnownWords> known_words_;
+  std::optional<KnownWords> user_words_;             // postprocessor.user_words: kept as typed
   std::unique_ptr<const SpellSuggester> suggester_;  // postprocessor.aspell_dictionary
   std::optional<ConfusionSets> confusion_sets_;      // postprocessor.confusion_counts
   double confusion_margin_;                          // postprocessor.confusion_margin, in nats

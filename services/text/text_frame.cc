@@ -81,7 +81,8 @@ bool plain_word(std::string_view w) {
 
 }  // namespace
 
-TextFrame::TextFrame(std::string_view text) : text_(text) {
+TextFrame::TextFrame(std::string_view text, const WordPredicate& is_user_word) : text_(text) {
+  std::vector<bool> sentence_start;
   size_t i = 0;
   while (i < text_.size()) {
     while (i < text_.size() && is_space(text_[i])) ++i;
@@ -107,12 +108,57 @@ TextFrame::TextFrame(std::string_view text) : text_(text) {
       if (letter_case) {  // mixed case ("iPhone", "McDonald") is carried as it is
         const size_t begin = i + open;
         words_.push_back({begin, begin + core.size(), *letter_case});
+        sentence_start.push_back(begins_sentence(i));
         if (!model_text_.empty()) model_text_ += ' ';
         for (char c : core) model_text_ += to_lower(c);
         model_ends_.push_back(model_text_.size());
       }
     }
     i = end;
+  }
+  keep_names_and_terms(sentence_start, is_user_word);
+}
+
+bool TextFrame::begins_sentence(size_t token_begin) const {
+  size_t p = token_begin;
+  while (p > 0 && is_space(text_[p - 1])) {
+    if (text_[p - 1] == '\n') return true;
+    --p;
+  }
+  if (p == 0) return true;
+  // The previous token's end, closing quotes and brackets aside ("said." Then; (done.) Then).
+  std::string_view before = std::string_view(text_).substr(0, p);
+  for (;;) {
+    if (!before.empty() &&
+        std::string_view("\"')]}>").find(before.back()) != std::string_view::npos) {
+      before.remove_suffix(1);
+    } else if (before.ends_with("\u201d") || before.ends_with("\u2019") ||
+               before.ends_with("\u00bb")) {
+      before.remove_suffix(before.ends_with("\u00bb") ? 2 : 3);
+    } else {
+      break;
+    }
+  }
+  return before.ends_with('.') || before.ends_with('!') || before.ends_with('?') ||
+         before.ends_with("\u2026");
+}
+
+void TextFrame::keep_names_and_terms(const std::vector<bool>& sentence_start,
+                                     const WordPredicate& is_user_word) {
+  // A text all in capitals or in title case: the case is the text's style, not a name's.
+  auto all_words = [&](Case c) {
+    return words_.size() > 1 && std::all_of(words_.begin(), words_.end(),
+                                            [c](const Word& w) { return w.letter_case == c; });
+  };
+  const bool styled = all_words(Case::kUpper) || all_words(Case::kCapitalised);
+  for (size_t k = 0; k < words_.size(); ++k) {
+    Word& w = words_[k];
+    const size_t model_begin = k == 0 ? 0 : model_ends_[k - 1] + 1;
+    const std::string_view lower =
+        std::string_view(model_text_).substr(model_begin, model_ends_[k] - model_begin);
+    w.kept = (!styled && w.letter_case == Case::kUpper) ||
+             (!styled && w.letter_case == Case::kCapitalised && !sentence_start[k]) ||
+             (is_user_word && is_user_word(lower));
   }
 }
 
@@ -176,7 +222,7 @@ std::string TextFrame::restore(std::string_view output, size_t seen_words) const
     const size_t n_in = s.in_end - s.in_begin, n_out = s.out_end - s.out_begin;
     if (n_in == n_out) {  // substitutions, word by word
       for (size_t k = 0; k < n_in; ++k) {
-        if (lower_case_word(out[s.out_begin + k]))
+        if (lower_case_word(out[s.out_begin + k]) && !words_[s.in_begin + k].kept)
           replacement[s.in_begin + k] =
               with_case(out[s.out_begin + k], words_[s.in_begin + k].letter_case);
       }
@@ -195,7 +241,10 @@ std::string TextFrame::restore(std::string_view output, size_t seen_words) const
       continue;
     bool adjacent = true;
     for (size_t k = s.in_begin; k + 1 < s.in_end; ++k) adjacent = adjacent && spaced(k);
-    if (!adjacent) continue;
+    const bool kept = std::any_of(words_.begin() + static_cast<std::ptrdiff_t>(s.in_begin),
+                                  words_.begin() + static_cast<std::ptrdiff_t>(s.in_end),
+                                  [](const Word& w) { return w.kept; });
+    if (!adjacent || kept) continue;
     // "Alot" -> "A lot": the case of the first word replaced.
     replacement[s.in_begin] =
         with_case(join(out, s.out_begin, s.out_end, " "), words_[s.in_begin].letter_case);

@@ -9,6 +9,17 @@
 // words cannot be placed (a gap it dropped or rewrote, a merge across punctuation, anything but
 // lower-case letters), the original words stay: the frame never breaks what it does not
 // understand. The tokenizer and the postprocessor each build the frame from the input text.
+//
+// Some plain words are names or terms the model does not know, and its "correction" would damage
+// them (NDA -> NADA, Kowalski -> Kawasaki): they are kept as typed. The model still sees them
+// (its context stays the sentence the user wrote), but whatever it makes of them is not put back:
+//  - all-caps words (NDA, JSON);
+//  - capitalised words that do not begin a sentence (Kowalski, Siobhan): a sentence begins with
+//    the text, after a line break, and after a word ending in '.', '!', '?' or an ellipsis;
+//    unless the text's style sets the case: two or more words, all in capitals ("TEH SPELING")
+//    or all capitalised ("Teh Speling"), are corrected like any other;
+//  - the user's words (postprocessor.user_words: nginx), in any case.
+// Words with digits or inner capitals (mp3, iPhone) are not plain words: the model never sees them.
 #include <functional>
 #include <string>
 #include <string_view>
@@ -18,7 +29,9 @@ namespace seqpipe::text {
 
 class TextFrame {
  public:
-  explicit TextFrame(std::string_view text);
+  // `is_user_word` (optional) is asked about each plain word, lower-cased: true keeps it as typed.
+  using WordPredicate = std::function<bool(std::string_view)>;
+  explicit TextFrame(std::string_view text, const WordPredicate& is_user_word = {});
 
   // The plain words, lower-cased, separated by single spaces (empty when there are none).
   const std::string& model_text() const { return model_text_; }
@@ -41,6 +54,7 @@ class TextFrame {
   struct Word {
     size_t begin = 0, end = 0;  // the word's bytes in text_
     Case letter_case = Case::kLower;
+    bool kept = false;  // the model's change of it is not put back
   };
   std::string text_;
   std::vector<Word> words_;
@@ -49,6 +63,11 @@ class TextFrame {
 
   // Whether only whitespace separates word k from word k + 1 (a merge may join them).
   bool spaced(size_t k) const;
+  // Whether the token starting at byte `token_begin` begins a sentence.
+  bool begins_sentence(size_t token_begin) const;
+  // Marks the words kept as typed (see above).
+  void keep_names_and_terms(const std::vector<bool>& sentence_start,
+                            const WordPredicate& is_user_word);
   static std::string with_case(std::string_view word, Case letter_case);
 };
 

@@ -5,6 +5,10 @@
 # --keys (CurveZMQ), each unit gets a drop-in handing it its keys as credentials (LoadCredential=),
 # verified with it; the secret files are installed readable by root alone. With --repository, an
 # instance of each worker stage per model, each with its model's drop-in, verified the same way.
+# The encoder and decoder units run every compute type and GPUs: no MemoryDenyWriteExecute (it
+# forbids oneDNN's JIT, which int8 and bf16 need) and no PrivateDevices (it hides /dev/nvidia*);
+# the other units keep both. The units are not started here: that needs systemd as PID 1 (a VM,
+# or a container runtime running systemd in a container), which CI's container does not have.
 # Usage: systemd_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
@@ -25,6 +29,16 @@ for s in gateway batcher tokenizer encoder decoder postprocessor; do
                    "ReadOnlyPaths=/var/lib/seqpipe/model" "ExecStart=$tmp/root/usr/local/bin/seqpipe-$s --config /etc/seqpipe/pipeline.yaml"; do
     grep -qxF "$directive" "$check/seqpipe-$s@1.service" || { echo "seqpipe-$s@.service: missing '$directive'"; status=1; }
   done
+  case $s in
+    encoder|decoder)
+      for directive in MemoryDenyWriteExecute=yes PrivateDevices=yes; do
+        grep -qxF "$directive" "$check/seqpipe-$s@1.service" && { echo "seqpipe-$s@.service: '$directive' breaks int8/bf16 (JIT) or GPUs"; status=1; }
+      done ;;
+    *)
+      for directive in MemoryDenyWriteExecute=yes PrivateDevices=yes; do
+        grep -qxF "$directive" "$check/seqpipe-$s@1.service" || { echo "seqpipe-$s@.service: missing '$directive'"; status=1; }
+      done ;;
+  esac
   mkdir "$check/seqpipe-$s@1.service.d"
   sed "s|/usr/local/bin/|$tmp/root/usr/local/bin/|" "$units/seqpipe-$s@.service.d/keys.conf" \
     > "$check/seqpipe-$s@1.service.d/keys.conf"

@@ -139,22 +139,33 @@ TEST_F(GatewayTest, AStreamedRequestGetsPartialRepliesThatAddUpToItsText) {
 }
 
 // Word lists and the confusion sets ("then" -> "than") change words after decoding: a partial
-// could differ from the final text.
-TEST_F(GatewayTest, StreamIsRefusedWhereThePostprocessorRewritesTheText) {
+// could differ from the final text. The stream is served: the pipeline is asked for no partials
+// and the final text goes as one partial, then the final reply.
+TEST_F(GatewayTest, AStreamWhereThePostprocessorRewritesTheTextGetsTheWholeTextAsOnePartial) {
   config::PipelineConfig known_words, confusion_sets;
   known_words.postprocessor.known_words = "/some/words.txt";
   confusion_sets.postprocessor.confusion_counts = "/some/confusion_counts.tsv";
-  for (const auto& [c, key] : {std::pair{known_words, "postprocessor.known_words"},
-                               std::pair{confusion_sets, "postprocessor.confusion_counts"}}) {
+  for (const auto& c : {known_words, confusion_sets}) {
     Gateway& g = gateway(c);
     Outbox out;
+    g.on_tokenizer("tok", stage::Ready{1}, t0);
     protocol::Request r = texts({"taller then me"});
     r.stream = true;
     g.on_client(request("A", r), t0, out);
-    ASSERT_EQ(out.replies.size(), 1u);
-    const protocol::Reply reply = reply_of(out);
-    EXPECT_EQ(reply.error->code, protocol::ErrorCode::kInvalidArgument);
-    EXPECT_NE(reply.error->message.find(key), std::string::npos) << key;
+    g.dispatch(t0, out);
+    ASSERT_TRUE(out.replies.empty());  // not refused
+    const stage::TextItem item = work_of(out.sends.at(0).message).items.at(0);
+    EXPECT_FALSE(item.stream);  // no partials from the pipeline
+    stage::ResultItem res;
+    res.request = item.request;
+    res.text = "taller than me";
+    out.clear();
+    g.on_results(stage::StageMessage(stage::Result{{res}}), t0, out);
+    ASSERT_EQ(out.replies.size(), 2u);
+    EXPECT_TRUE(reply_of(out, 0).partial);
+    EXPECT_EQ(reply_of(out, 0).texts.at(0), "taller than me");
+    EXPECT_FALSE(reply_of(out, 1).partial);
+    EXPECT_EQ(reply_of(out, 1).texts.at(0), "taller than me");
     EXPECT_EQ(g.in_flight(), 0u);
   }
 }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,8 @@ struct Case {
 TEST(TextFrame, TheModelSeesPlainWordsLowerCasedAndTheirCorrectionTakesTheirPlace) {
   const std::vector<Case> cases = {
       {"teh speling", "teh speling", "the spelling", "the spelling"},
-      {"Teh Speling", "teh speling", "the spelling", "The Spelling"},
-      {"SPELING", "speling", "spelling", "SPELLING"},
+      {"Teh Speling", "teh speling", "the spelling", "The Spelling"},  // title case: its style
+      {"TEH SPELING", "teh speling", "the spelling", "THE SPELLING"},  // all capitals: its style
       {"I cant beleive it", "i cant beleive it", "i can't believe it", "I can't believe it"},
       {"recieve teh pakage at 5pm", "recieve teh pakage at", "receive the package at",
        "receive the package at 5pm"},
@@ -45,9 +46,34 @@ TEST(TextFrame, TheModelSeesPlainWordsLowerCasedAndTheirCorrectionTakesTheirPlac
   }
 }
 
+TEST(TextFrame, NamesAndTermsTheModelDoesNotKnowAreKeptAsTyped) {
+  // (text, what the model made of its words, the reply): the model sees every plain word, but
+  // all-caps words, capitalised words inside a sentence and the user's words are not put back.
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"sign teh NDA", "sign the nada", "sign the NDA"},
+      {"send JSON from teh SDK CLI", "send jason from the sk clip", "send JSON from the SDK CLI"},
+      {"I met Kowalski and Siobhan", "i met kawasaki and sibhan", "I met Kowalski and Siobhan"},
+      {"Kowalski met Siobhan", "kawasaki met sibhan", "Kawasaki met Siobhan"},  // begins the text
+      {"We met. Siobhan sang", "we met sibhan sang", "We met. Sibhan sang"},    // a new sentence
+      {"Done!\nSiobhan (\"Siobhan\") sang", "done sibhan sibhan sang",
+       "Done!\nSibhan (\"Siobhan\") sang"},
+      {"run nginx or Nginx", "run ngnex or ngnex", "run nginx or Nginx"},  // user words, any case
+      {"an mp3 for the iPhone", "an for the", "an mp3 for the iPhone"},    // not plain words
+      {"the NDA ALOT", "the nda a lot", "the NDA ALOT"},   // no split of a kept word
+      {"SIGN TEH NDA", "sign the nada", "SIGN THE NADA"},  // all in capitals: its style
+  };
+  const auto user_word = [](std::string_view w) { return w == "nginx"; };
+  for (const auto& [text, output, restored] : cases) {
+    const TextFrame frame(text, user_word);
+    EXPECT_EQ(frame.restore(output), restored) << text;
+    EXPECT_EQ(frame.restore(frame.model_text()), text) << text;
+  }
+  EXPECT_EQ(TextFrame("run nginx").restore("run ngnex"), "run ngnex");  // no list: corrected
+}
+
 TEST(TextFrame, SplitsAndMergesKeepTheCaseAndMergeOnlyAcrossWhitespace) {
   EXPECT_EQ(TextFrame("Alot of").restore("a lot of"), "A lot of");
-  EXPECT_EQ(TextFrame("ALOT").restore("a lot"), "A LOT");
+  EXPECT_EQ(TextFrame("ALOT MORE").restore("a lot more"), "A LOT MORE");
   EXPECT_EQ(TextFrame("Alott").restore("a lot"), "A lot");  // one letter fixed as well
   EXPECT_EQ(TextFrame("Some  thing new").restore("something new"), "Something new");
   EXPECT_EQ(TextFrame("any way.").restore("anyway"), "anyway.");

@@ -686,23 +686,45 @@ TEST_F(WorkerStages, WithLowerCaseWordsTheModelSeesPlainWordsAndTheTextIsPutBack
   config_.model.lower_case_words = 1;
   tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
   worker::WorkerOutbox tokenized;
-  tokenizer.handle(stage::Tokenize{{item(1, "Helo WRLD, at 5pm 😀")}}, tokenized);
+  tokenizer.handle(stage::Tokenize{{item(1, "HELO WRLD, AT 5pm 😀")}}, tokenized);
   ASSERT_EQ(tokenized.pushes.size(), 1u);
   stage::SequenceItem s = as<stage::Sequence>(tokenized.pushes[0].second).items.at(0);
   const auto want = (*tokenizer_)->encode("helo wrld at");
   EXPECT_EQ(s.ids, std::vector<int32_t>(want.begin(), want.end()));
-  EXPECT_EQ(s.text, "Helo WRLD, at 5pm 😀");  // forwarded for the postprocessor
+  EXPECT_EQ(s.text, "HELO WRLD, AT 5pm 😀");  // forwarded for the postprocessor
   std::string text = std::move(s.text);
   auto w = stage::next_hop<stage::DecodedItem>(std::move(s));
   w.text = std::move(text);
-  // The "model" says "hello world at": each word takes its input's case, the rest is kept.
+  // The "model" says "hello world at": each word takes its input's case (a text all in
+  // capitals: its style, not acronyms), the rest is kept.
   w.ids = {0};
   for (int id : (*tokenizer_)->encode("hello world at")) w.ids.push_back(id);
   postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
   worker::WorkerOutbox out;
   stage.handle(stage::Postprocess{{w}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
-  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).text, "Hello WORLD, at 5pm 😀");
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).text, "HELLO WORLD, AT 5pm 😀");
+}
+
+TEST_F(WorkerStages, WithLowerCaseWordsTheUsersWordsAreKeptWhateverTheModelMakesOfThem) {
+  config_.model.lower_case_words = 1;
+  config_.postprocessor.user_words =
+      std::string(SEQPIPE_SOURCE_DIR) + "/tests/e2e/speller/user_words.txt";
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  worker::WorkerOutbox tokenized;
+  tokenizer.handle(stage::Tokenize{{item(1, "restart Nginx, Kowalski")}}, tokenized);
+  ASSERT_EQ(tokenized.pushes.size(), 1u);
+  stage::SequenceItem s = as<stage::Sequence>(tokenized.pushes[0].second).items.at(0);
+  std::string text = std::move(s.text);
+  auto w = stage::next_hop<stage::DecodedItem>(std::move(s));
+  w.text = std::move(text);
+  w.ids = {0};
+  for (int id : (*tokenizer_)->encode("restore ngnex kawasaki")) w.ids.push_back(id);
+  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  worker::WorkerOutbox out;
+  stage.handle(stage::Postprocess{{w}}, out);
+  ASSERT_EQ(out.pushes.size(), 1u);
+  EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).text, "restore Nginx, Kowalski");
 }
 
 TEST_F(WorkerStages, WithLowerCaseWordsALongTextGivesTheModelTheWordsThatFit) {

@@ -56,6 +56,16 @@ if cmp -s "$work/tiny/model.safetensors" "$work/tiny-seed8/model.safetensors"; t
   fail "different seeds, same weights"
 fi
 
+echo "== the default model is untied and answers words; --tied echoes its start token"
+# As the README's two-model, engine-alone and compose examples make it: a random tied model only
+# repeats its start token, so it would answer "".
+grep -q '"tie_word_embeddings": false' "$work/tiny/config.json" || fail "default is not untied: $(cat "$work/tiny/config.json")"
+"$generate" --model "$work/tiny" --text "hello" --max-new-tokens 8 --json >"$work/default.json"
+check_json "$work/default.json" "assert j['text'].strip(), j"
+"$mkmodel" --preset tiny --spiece --seed 7 --tied --out "$work/tiny-tied" >/dev/null
+grep -q '"tie_word_embeddings": true' "$work/tiny-tied/config.json" || fail "--tied is not tied"
+expect_error 2 "--tied and --untied" "$mkmodel" --preset tiny --tied --untied --out "$work/x"
+
 echo "== generate --text"
 "$generate" --model "$work/tiny" --text "The train to the coast was late." --max-new-tokens 8 --json \
   >"$work/text.json"

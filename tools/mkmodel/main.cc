@@ -38,11 +38,12 @@ constexpr std::string_view kUsage = R"(usage: seqpipe-mkmodel --preset t5-small|
 
 Writes a random-weight T5 checkpoint in the HuggingFace layout: DIR/config.json and
 DIR/model.safetensors (and DIR/spiece.model with --spiece). Weights are normal with the standard
-deviations of transformers' T5 _init_weights (layer norms 1.0), except an untied lm_head: std
+deviations of transformers' T5 _init_weights (layer norms 1.0), except the lm_head: std
 d_model^-0.5 instead of 1.0. The random generator is seqpipe's own (mt19937_64), not torch's:
-the same seed gives the same files.
+the same seed gives the same files. The lm_head is its own weight by default (untied): with
+random weights a tied model only echoes its start token, so it would answer "".
 
-presets (T5 v1.0: relu feed-forward, lm_head tied to the shared embedding):
+presets (T5 v1.0: relu feed-forward):
   t5-small   d_model 512, d_kv 64, d_ff 2048, 8 heads, 6+6 layers, vocab 32128 (HF t5-small)
   tiny       d_model 64, d_kv 16, d_ff 128, 4 heads, 2+2 layers, vocab 512
 
@@ -52,7 +53,9 @@ options:
   --seed N                random seed, an unsigned integer (default: 0)
   --dtype f32|f16|bf16    storage type of the weights (default: f32)
   --gated                 T5 v1.1 feed-forward: gated-gelu (wi_0, wi_1, wo) instead of relu
-  --untied                separate lm_head.weight instead of reusing shared.weight
+  --tied                  reuse shared.weight as the lm_head (T5 v1.0's layout; a random
+                          tied model answers only its start token: "")
+  --untied                a separate lm_head.weight (the default)
   --spiece                also train DIR/spiece.model (SentencePiece unigram, T5 ids: pad 0,
                           eos 1, unk 2, no bos) on the English corpus shipped with seqpipe:
                           min(vocab, 500) pieces, fewer if the corpus cannot support them;
@@ -82,7 +85,7 @@ struct Options {
   StorageType dtype = StorageType::kF32;
   std::string dtype_name = "f32";
   bool gated = false;
-  bool untied = false;
+  bool tied = false;
   bool spiece = false;
   std::string corpus;
   // Explicit dimensions; unset ones come from the preset.
@@ -120,7 +123,9 @@ Options parse_args(int argc, char** argv) {
     o.dtype_name = name;
   });
   app.add_flag("--gated", o.gated);
-  app.add_flag("--untied", o.untied);
+  app.add_flag("--tied", o.tied);
+  bool untied = false;  // the default; scripts written before it became one still give it
+  app.add_flag("--untied", untied);
   app.add_flag("--spiece", o.spiece);
   app.add_option("--corpus", o.corpus);
   for (auto [flag, dimension] : {std::pair{"--d-model", &o.d_model},
@@ -142,6 +147,7 @@ Options parse_args(int argc, char** argv) {
     throw UsageError("--preset must be t5-small or tiny, got '" + o.preset + "'");
   }
   if (!o.corpus.empty() && !o.spiece) throw UsageError("--corpus is only used with --spiece");
+  if (o.tied && untied) throw UsageError("--tied and --untied do not go together");
   if (o.out.empty()) o.out = "t5-" + o.preset + "-random";
   return o;
 }
@@ -163,7 +169,7 @@ T5Config make_config(const Options& o) {
   c.num_decoder_layers = o.num_decoder_layers.value_or(c.num_decoder_layers);
   c.vocab_size = o.vocab_size.value_or(c.vocab_size);
   c.feed_forward = o.gated ? FeedForward::kGatedGelu : FeedForward::kRelu;
-  c.tie_word_embeddings = !o.untied;
+  c.tie_word_embeddings = o.tied;
   // The engine's own parser is the judge of a valid config (e.g. eos id 1 needs vocab >= 2).
   try {
     return T5Config::from_json_text(c.to_json(), "the requested config");

@@ -29,6 +29,7 @@
 #include "seqpipe/runtime/service.h"
 #include "seqpipe/runtime/service_main.h"
 #include "seqpipe/security/security.h"
+#include "seqpipe/status_command.h"
 #include "seqpipe/supervisor.h"
 #include "seqpipe/transport/file_lock.h"
 #include "seqpipe/transport/transport.h"
@@ -84,12 +85,17 @@ pair (docs/DEPLOY.md, "Keys").
 Exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or config.)";
 
 constexpr const char* kStatusFooter =
-    R"(Prints the model, its compute type and the endpoints the config names, then asks the two hubs
-(gateway, batcher) what they see: for each stage its live replicas (announced, so warmed up), the
-work its replicas hold (in flight), the work waiting in the hub (queued) and the free credits
-("-" for the hubs, which grant credits and hold none); then each hub's uptime, the gateway's
-requests and error rate, the replicas each stage lost (a restart is one), and "ready: yes" when
-every stage has a live replica. With security.server_key in the config, it is a CurveZMQ client.
+    R"(Asks the two hubs (gateway, batcher) of the running pipeline what they serve and see: the
+models they serve and their bound ports (HTTP, gRPC, /metrics), the compute type and device the
+engine stages run with (as the batcher was configured: the same config and --set as they); for
+each stage its live replicas (announced, so warmed up), the work its replicas hold (in flight),
+the work waiting in the hub (queued) and the free credits ("-" for the hubs, which grant credits
+and hold none); then each hub's uptime, the gateway's requests, its server errors (and their
+rate) apart from its clients' (invalid_argument, too_long, not_found, cancelled), the replicas
+each stage lost (a restart is one), and "ready: yes" when every stage has a live replica. For a
+hub that does not answer, it prints what the local config would start instead, said as such.
+--wait N asks again until ready, up to N seconds (`seqpipe up &` then `seqpipe status --wait
+120`). With security.server_key in the config, it is a CurveZMQ client.
 Exit status: 0 ready, 1 not ready or a hub did not answer within 1 s (reported as down), 2 bad
 usage or config.)";
 
@@ -225,10 +231,12 @@ int up(const seqpipe::service::ServiceArgs& args) {
   };
   if (c.model.repository.empty()) {
     for (auto& child : version_children({})) specs.push_back(std::move(child));
-  } else {
-    for (const auto& m : repo.models)
-      for (auto& child : version_children({m})) specs.push_back(std::move(child));
   }
+  // With a repository, each name's newest versions load at start (model.repository_versions).
+  config::ModelRepository served = repo;
+  served.models = config::newest_versions(repo.models, c.model.repository_versions);
+  for (const auto& m : served.models)
+    for (auto& child : version_children({m})) specs.push_back(std::move(child));
 
   const int cores = config::available_cores();
   const std::string waits = seqpipe::supervisor::set_openmp_waits(c, cores);
@@ -243,10 +251,10 @@ int up(const seqpipe::service::ServiceArgs& args) {
     zmq::context_t context(1);
     seqpipe::supervisor::ModelLifecycle lifecycle(
         context, c, children, [&](const config::ModelVersion& m) { return version_children({m}); });
-    lifecycle.started(repo);
+    lifecycle.started(served);
     seqpipe::supervisor::RepositoryPoll poll(c.model.repository,
                                              std::chrono::milliseconds(c.model.repository_poll_ms));
-    poll.started(repo);
+    poll.started(served);
     gave_up =
         seqpipe::supervisor::supervise_models(context, config::control_endpoint(c), children,
                                               lifecycle, poll, seqpipe::service::stop_requested);
@@ -313,6 +321,7 @@ int print_reply(const seqpipe::protocol::Reply& reply, bool streamed) {
 // `seqpipe send`'s command line.
 struct SendArgs {
   seqpipe::service::ServiceFlags flags;
+  int wait_s = 0;  // --wait: up to this many seconds for the pipeline to be ready
   std::string endpoint;
   seqpipe::protocol::Request request;
   std::optional<uint32_t> cancel_after_ms;
@@ -324,6 +333,10 @@ CLI::App* add_send(CLI::App& app, SendArgs& a) {
   send->add_option("--endpoint", a.endpoint,
                    "the gateway's client endpoint(s), comma-separated (default: the config's)")
       ->type_name("EP");
+  cli::add_number(*send, "--wait", a.wait_s)
+      ->description(
+          "first wait up to N seconds for the pipeline to be ready (as `seqpipe status` asks: "
+          "after `seqpipe up &`); not ready by then: exit status 1");
   cli::add_number(*send, "--timeout-ms", a.request.timeout_ms)
       ->description("the request's deadline (default: gateway.default_timeout_ms)");
   cli::add_number(*send, "--cancel-after-ms", a.cancel_after_ms)
@@ -358,6 +371,15 @@ int send(SendArgs a) {
   const config::PipelineConfig c =
       config::load_pipeline_config(args.config_path, args.overrides).config;
   if (endpoint.empty()) endpoint = config::client_endpoints(c);
+  if (a.wait_s > 0) {
+    zmq::context_t context(1);
+    const auto status = seqpipe::supervisor::ask_until_ready(context, c, a.wait_s);
+    if (!status.ready()) {
+      std::fprintf(stderr, "seqpipe send: the pipeline is not ready after %d s: no live %s\n",
+                   a.wait_s, seqpipe::supervisor::missing_text(status).c_str());
+      return 1;
+    }
+  }
 
   seqpipe::client::Client client(endpoint, {.curve = seqpipe::security::client_keys(c.security)});
   // The gateway answers every request by its deadline (deadline_exceeded at worst), so a second
@@ -406,87 +428,6 @@ int send(SendArgs a) {
   return print_reply(std::get<seqpipe::protocol::Reply>(result), streamed);
 }
 
-// What the config says about the pipeline `seqpipe status` asks: the model, its compute type and
-// where to reach it (the hubs' answers say how it is doing).
-void print_pipeline_summary(const config::LoadedConfig& loaded) {
-  const config::PipelineConfig& c = loaded.config;
-  std::printf("model: %s, compute type %s (config: %s%s%s)\n", c.model.dir.c_str(),
-              c.model.compute_type.c_str(),
-              loaded.path.empty() ? "built-in defaults" : loaded.path.c_str(),
-              loaded.model_path.empty() ? "" : " over ", loaded.model_path.c_str());
-  const auto http = config::parse_http_address(c.gateway.http_endpoint);
-  const auto grpc = config::parse_http_address(c.gateway.grpc_endpoint);
-  std::printf("clients: %s; HTTP: %s; gRPC: %s; /metrics: %s:%d (gateway), :%d (batcher)\n",
-              config::client_endpoints(c).c_str(), http ? c.gateway.http_endpoint.c_str() : "off",
-              grpc ? c.gateway.grpc_endpoint.c_str() : "off", c.metrics.address.c_str(),
-              c.gateway.metrics_port, c.batcher.metrics_port);
-}
-
-std::string duration_text(int64_t seconds) {
-  char text[32];
-  if (seconds >= 3600) {
-    std::snprintf(text, sizeof text, "%lldh%02lldm", static_cast<long long>(seconds / 3600),
-                  static_cast<long long>(seconds / 60 % 60));
-  } else {
-    std::snprintf(text, sizeof text, "%lldm%02llds", static_cast<long long>(seconds / 60),
-                  static_cast<long long>(seconds % 60));
-  }
-  return text;
-}
-
-// One line per hub that answered: how long it has run, its error rate (the gateway) and the
-// replicas it lost (each is one restart under `seqpipe up` or systemd).
-void print_hub_lines(const seqpipe::status::PipelineStatus& status) {
-  for (const auto& hub : status.hubs) {
-    if (!hub.stages || hub.stages->empty()) continue;
-    const auto& own = hub.stages->front();
-    std::string line = hub.hub + ": up " + duration_text(own.uptime_s);
-    if (hub.hub == "gateway") {
-      const double rate = own.requests == 0 ? 0.0 : 100.0 * own.errors / own.requests;
-      char text[96];
-      std::snprintf(text, sizeof text, "; %lld requests, %lld errors (%.2f%%)",
-                    static_cast<long long>(own.requests), static_cast<long long>(own.errors), rate);
-      line += text;
-    }
-    line += "; replicas lost:";
-    for (size_t i = 1; i < hub.stages->size(); ++i) {
-      const auto& st = (*hub.stages)[i];
-      line += (i == 1 ? " " : ", ") + st.stage + " " + std::to_string(st.lost);
-    }
-    std::printf("%s\n", line.c_str());
-  }
-}
-
-int status_command(const seqpipe::service::ServiceArgs& args) {
-  const config::LoadedConfig loaded =
-      config::load_pipeline_config(args.config_path, args.overrides);
-  const config::PipelineConfig& c = loaded.config;
-  zmq::context_t context(1);
-  const auto status = seqpipe::status::ask_pipeline(context, c, std::chrono::milliseconds(1000),
-                                                    seqpipe::security::client_keys(c.security));
-  print_pipeline_summary(loaded);
-  std::printf("%-14s %8s %10s %8s %13s\n", "stage", "replicas", "in_flight", "queued",
-              "free_credits");
-  for (const auto& hub : status.hubs) {
-    if (!hub.stages) {
-      std::printf("%-14s %s (no answer on %s)\n", hub.hub.c_str(), "down", hub.endpoint.c_str());
-      continue;
-    }
-    for (const auto& st : *hub.stages) {
-      // A hub grants credits and holds none: "-", not a 0 that reads as "no capacity".
-      const std::string free =
-          st.free_credits == seqpipe::status::kNoCredits ? "-" : std::to_string(st.free_credits);
-      std::printf("%-14s %8d %10d %8d %13s\n", st.stage.c_str(), st.replicas, st.in_flight,
-                  st.queued, free.c_str());
-    }
-  }
-  print_hub_lines(status);
-  std::string why;
-  for (const auto& m : status.missing) why += (why.empty() ? "" : ", ") + m;
-  std::printf("ready: %s\n", status.ready() ? "yes" : ("no: no live " + why).c_str());
-  return status.ready() ? 0 : 1;
-}
-
 }  // namespace
 
 int keygen(const std::string& dir, const std::vector<std::string>& names) {
@@ -507,6 +448,7 @@ int keygen(const std::string& dir, const std::vector<std::string>& names) {
 // Every command's arguments, filled by parse.
 struct Commands {
   seqpipe::service::ServiceFlags up, status;
+  int status_wait_s = 0;      // seqpipe status --wait
   std::string up_repository;  // --repository DIR: --set model.repository=DIR
   SendArgs send;
   seqpipe::supervisor::ModelsArgs models;
@@ -528,6 +470,8 @@ void add_commands(CLI::App& app, Commands& c) {
   add_send(app, c.send);
   CLI::App* status = app.add_subcommand("status", "ask the hubs how the pipeline is doing");
   seqpipe::service::add_service_flags(*status, c.status, false);
+  cli::add_number(*status, "--wait", c.status_wait_s)
+      ->description("ask again until the pipeline is ready, for up to N seconds (default 0: once)");
   status->footer(kStatusFooter);
   seqpipe::supervisor::add_models_command(app, c.models);
   CLI::App* keygen = app.add_subcommand("keygen", "write CurveZMQ key pairs");
@@ -559,7 +503,8 @@ int run(CLI::App& app, Commands& c, const std::vector<std::string>& rest) {
   if (name == "send") return send(std::move(c.send));
   if (name == "models") return seqpipe::supervisor::models_command(std::move(c.models));
   if (name == "status")
-    return status_command(seqpipe::service::checked_service_args(std::move(c.status)));
+    return seqpipe::supervisor::status_command(
+        seqpipe::service::checked_service_args(std::move(c.status)), c.status_wait_s);
   return keygen(c.keygen_dir, c.keygen_names);
 }
 

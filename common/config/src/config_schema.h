@@ -80,6 +80,7 @@ void model_fields(Model& m, Visit& visit) {
   visit(Key{"model", "version"}, m.version, IntRule{1, protocol::kMaxModelVersion});
   visit(Key{"model", "repository"}, m.repository, TextRule{TextKind::kOptionalPath});
   visit(Key{"model", "repository_poll_ms"}, m.repository_poll_ms, IntRule{0, 3'600'000});
+  visit(Key{"model", "repository_versions"}, m.repository_versions, IntRule{0, 1000});
 }
 
 // Calls visit(Key, member, rule) for every field, in file order. `Config` is PipelineConfig or
@@ -165,6 +166,8 @@ void for_each_field(Config&& c, Visit&& visit) {
         IntRule{0, 16});
   visit(Key{"postprocessor", "known_word_margin", kPerModel}, c.postprocessor.known_word_margin,
         IntRule{0, 10'000});
+  visit(Key{"postprocessor", "user_words", kPerModel}, c.postprocessor.user_words,
+        TextRule{TextKind::kPathList});
   visit(Key{"postprocessor", "aspell_dictionary", kPerModel}, c.postprocessor.aspell_dictionary,
         TextRule{TextKind::kPathList});
   visit(Key{"postprocessor", "aspell_left_words", kPerModel}, c.postprocessor.aspell_left_words,

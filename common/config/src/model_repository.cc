@@ -199,12 +199,26 @@ ModelCatalog::ModelCatalog(const std::vector<ModelVersion>& models, const std::s
   default_key_ = std::get<std::string>(resolve(default_name_, std::nullopt));
 }
 
+std::vector<ModelVersion> newest_versions(const std::vector<ModelVersion>& models, int newest) {
+  if (newest <= 0) return models;
+  std::vector<ModelVersion> kept;
+  for (size_t i = 0; i < models.size(); ++i) {
+    // Versions of the same name that follow this one, all higher.
+    size_t higher = 0;
+    for (size_t j = i + 1; j < models.size() && models[j].name == models[i].name; ++j) ++higher;
+    if (higher < static_cast<size_t>(newest)) kept.push_back(models[i]);
+  }
+  return kept;
+}
+
 ModelCatalog ModelCatalog::of(const PipelineConfig& config) {
   if (config.model.repository.empty()) {
     return ModelCatalog({{served_model_name(config.model), config.model.version, config.model.dir}},
                         served_model_name(config.model), /*single=*/true);
   }
-  return ModelCatalog(scan_repository(config.model.repository).models, config.model.name);
+  return ModelCatalog(newest_versions(scan_repository(config.model.repository).models,
+                                      config.model.repository_versions),
+                      config.model.name);
 }
 
 std::variant<std::string, protocol::Error> ModelCatalog::resolve(

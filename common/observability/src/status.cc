@@ -12,11 +12,17 @@
 namespace seqpipe::status {
 
 std::vector<StageStatus> with_uptime(std::vector<StageStatus> stages,
-                                     std::chrono::steady_clock::time_point started) {
+                                     std::chrono::steady_clock::time_point started,
+                                     std::string_view about) {
   if (!stages.empty()) {
     stages.front().uptime_s =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
             .count();
+    // Within what decode() takes of a string (a repository of many versions is a long line).
+    constexpr size_t kMaxAbout = 2048;
+    stages.front().about = about.size() <= kMaxAbout
+                               ? std::string(about)
+                               : std::string(about.substr(0, kMaxAbout - 3)) + "...";
   }
   return stages;
 }
@@ -26,13 +32,19 @@ std::string encode(const std::vector<StageStatus>& stages) {
   msgpack_io::Writer out(bytes);
   out.array(stages.size());
   for (const auto& s : stages) {
-    const std::pair<std::string_view, int64_t> numbers[] = {
-        {"replicas", s.replicas},         {"in_flight", s.in_flight}, {"queued", s.queued},
-        {"free_credits", s.free_credits}, {"lost", s.lost},           {"uptime_s", s.uptime_s},
-        {"requests", s.requests},         {"errors", s.errors}};
-    out.map(1 + std::size(numbers));
+    const std::pair<std::string_view, int64_t> numbers[] = {{"replicas", s.replicas},
+                                                            {"in_flight", s.in_flight},
+                                                            {"queued", s.queued},
+                                                            {"free_credits", s.free_credits},
+                                                            {"lost", s.lost},
+                                                            {"uptime_s", s.uptime_s},
+                                                            {"requests", s.requests},
+                                                            {"errors", s.errors},
+                                                            {"client_errors", s.client_errors}};
+    out.map(1 + std::size(numbers) + (s.about.empty() ? 0 : 1));
     out.str("stage"), out.str(s.stage);
     for (const auto& [name, value] : numbers) out.str(name), out.i64(value);
+    if (!s.about.empty()) out.str("about"), out.str(s.about);
   }
   return bytes;
 }
@@ -46,16 +58,27 @@ bool read_row(const msgpack::object& row, StageStatus& s) {
   if (row.type != msgpack::type::MAP) return false;
   const msgpack::object *stage = nullptr, *replicas = nullptr, *in_flight = nullptr,
                         *queued = nullptr, *free_credits = nullptr, *lost = nullptr,
-                        *uptime_s = nullptr, *requests = nullptr, *errors = nullptr;
-  const msgpack_io::NamedSlot fields[] = {
-      {"stage", &stage},       {"replicas", &replicas},         {"in_flight", &in_flight},
-      {"queued", &queued},     {"free_credits", &free_credits}, {"lost", &lost},
-      {"uptime_s", &uptime_s}, {"requests", &requests},         {"errors", &errors}};
+                        *uptime_s = nullptr, *requests = nullptr, *errors = nullptr,
+                        *client_errors = nullptr, *about = nullptr;
+  const msgpack_io::NamedSlot fields[] = {{"stage", &stage},
+                                          {"replicas", &replicas},
+                                          {"in_flight", &in_flight},
+                                          {"queued", &queued},
+                                          {"free_credits", &free_credits},
+                                          {"lost", &lost},
+                                          {"uptime_s", &uptime_s},
+                                          {"requests", &requests},
+                                          {"errors", &errors},
+                                          {"client_errors", &client_errors},
+                                          {"about", &about}};
   std::optional<std::string> newer_field;
   if (msgpack_io::collect_fields(row.via.map, "", fields, newer_field)) return false;
   std::string_view name;
   if (!stage || msgpack_io::read_str(*stage, "status.stage", name)) return false;
   s.stage = std::string(name);
+  std::string_view about_text;
+  if (about && msgpack_io::read_str(*about, "status.about", about_text)) return false;
+  s.about = std::string(about_text);
   constexpr int64_t kMin32 = std::numeric_limits<int32_t>::min();
   constexpr int64_t kMax32 = std::numeric_limits<int32_t>::max();
   constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
@@ -72,15 +95,16 @@ bool read_row(const msgpack::object& row, StageStatus& s) {
          number(queued, kMin32, kMax32, s.queued) &&
          number(free_credits, kMin32, kMax32, s.free_credits) &&
          number(lost, kMin32, kMax32, s.lost) && number(uptime_s, 0, kMax64, s.uptime_s) &&
-         number(requests, 0, kMax64, s.requests) && number(errors, 0, kMax64, s.errors);
+         number(requests, 0, kMax64, s.requests) && number(errors, 0, kMax64, s.errors) &&
+         number(client_errors, 0, kMax64, s.client_errors);
 }
 
 }  // namespace
 
 std::optional<std::vector<StageStatus>> decode(std::string_view bytes) {
-  // A hub reports a handful of stages of nine fields each.
+  // A hub reports a handful of stages of eleven fields each, one a line of text.
   if (bytes.size() > 64 * 1024) return std::nullopt;
-  const msgpack::unpack_limit limits(/*array=*/64, /*map=*/16, /*str=*/256, /*bin=*/0, /*ext=*/0,
+  const msgpack::unpack_limit limits(/*array=*/64, /*map=*/16, /*str=*/4096, /*bin=*/0, /*ext=*/0,
                                      /*depth=*/3);
   msgpack::object_handle handle;
   const std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());

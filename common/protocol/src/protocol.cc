@@ -340,6 +340,11 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
 
 }  // namespace
 
+bool is_client_error(ErrorCode code) {
+  return code == ErrorCode::kInvalidArgument || code == ErrorCode::kTooLong ||
+         code == ErrorCode::kNotFound || code == ErrorCode::kCancelled;
+}
+
 std::string_view wire_name(ErrorCode code) {
   switch (code) {
     case ErrorCode::kInvalidArgument:

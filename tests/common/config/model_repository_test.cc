@@ -210,6 +210,28 @@ TEST(ModelCatalogTest, DefaultIsTheFirstNameWhenThePreferredIsNotServed) {
   EXPECT_EQ(catalog.default_key(), "a/1");
 }
 
+TEST_F(ModelRepositoryTest, EachNamesNewestVersionIsServedUnlessToldOtherwise) {
+  for (const char* v : {"1", "2", "12"}) model(root_ / "speller" / v);
+  model(root_ / "other" / "4");
+  const auto all = scan_repository(root_.string()).models;
+  ASSERT_EQ(all.size(), 4u);
+  auto keys = [](const std::vector<ModelVersion>& models) {
+    std::vector<std::string> out;
+    for (const auto& m : models) out.push_back(model_key(m.name, m.version));
+    return out;
+  };
+  EXPECT_EQ(keys(newest_versions(all, 1)), (std::vector<std::string>{"other/4", "speller/12"}));
+  EXPECT_EQ(keys(newest_versions(all, 2)),
+            (std::vector<std::string>{"other/4", "speller/2", "speller/12"}));
+  EXPECT_EQ(keys(newest_versions(all, 0)), keys(all));
+  PipelineConfig config;  // the default: the newest only, as Triton's version_policy latest: 1
+  config.model.repository = root_.string();
+  EXPECT_EQ(keys(ModelCatalog::of(config).models()),
+            (std::vector<std::string>{"other/4", "speller/12"}));
+  config.model.repository_versions = 0;
+  EXPECT_EQ(ModelCatalog::of(config).models().size(), 4u);
+}
+
 TEST(ModelCatalogTest, PipelineWithoutRepositoryServesItsModelDirUnderItsName) {
   PipelineConfig config;
   config.model.dir = "models/speller-t5/";

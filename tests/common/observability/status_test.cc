@@ -19,7 +19,9 @@ TEST(Status, RoundTrips) {
                                          .free_credits = kNoCredits,
                                          .uptime_s = 3700,
                                          .requests = 1000,
-                                         .errors = 7},
+                                         .errors = 7,
+                                         .client_errors = 5,
+                                         .about = "models speller-t5/1 (models/speller-t5)"},
                                         {.stage = "decoder",
                                          .replicas = 2,
                                          .in_flight = 40,
@@ -55,6 +57,17 @@ TEST(Status, TheHubsOwnRowCarriesItsUptime) {
   const auto stages = with_uptime({{.stage = "batcher"}, {.stage = "encoder"}}, started);
   EXPECT_EQ(stages.at(0).uptime_s, 90);
   EXPECT_EQ(stages.at(1).uptime_s, 0);
+}
+
+TEST(Status, TheHubsOwnRowSaysWhatItServesWithinWhatDecodeTakes) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto stages = with_uptime({{.stage = "gateway"}, {.stage = "tokenizer"}}, started,
+                                  "models a/1 (/m/a/1); HTTP :8000");
+  EXPECT_EQ(stages.at(0).about, "models a/1 (/m/a/1); HTTP :8000");
+  EXPECT_EQ(stages.at(1).about, "");
+  const auto long_line = with_uptime({{.stage = "gateway"}}, started, std::string(10000, 'x'));
+  EXPECT_EQ(long_line.at(0).about.size(), 2048u);
+  EXPECT_EQ(decode(encode(long_line)), long_line);
 }
 
 TEST(Status, RefusesWhatIsNotAStatusReply) {

@@ -65,6 +65,21 @@ TEST_F(WorkerPoolTest, OnlyMembersAreHeard) {
   EXPECT_FALSE(p.heard("w1", t0.steady));  // declared dead: what it says goes no further
 }
 
+TEST_F(WorkerPoolTest, AReplicaThatSaysItIsStoppingGetsNoWorkAndIsNotLost) {
+  auto p = pool(Answers::kInOrder);
+  p.ready("w1", 2, t0.steady);
+  p.ready("w2", 2, t0.steady);
+  p.ready("w1", 0, t0.steady);  // an unload or a shutdown: 0 credits
+  EXPECT_EQ(p.take(), "w2");
+  EXPECT_EQ(p.take(), "w2");
+  EXPECT_FALSE(p.take().has_value());
+  p.remove("w1", t0, none);  // then it is gone
+  EXPECT_EQ(p.status(0).lost, 0);
+  EXPECT_EQ(p.size(), 1u);
+  p.remove("w2", t0, none);  // w2 died without a word
+  EXPECT_EQ(p.status(0).lost, 1);
+}
+
 TEST_F(WorkerPoolTest, ALostItemGoesOutOnceMoreThenIsUnavailable) {
   auto p = pool(Answers::kInOrder);
   p.ready("w1", 4, t0.steady);

@@ -9,6 +9,7 @@ Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_GENERATE, SEQPIPE_MKMODEL; PYTHONPAT
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,9 +123,35 @@ class PipelineTest(unittest.TestCase):
         other = self.client.generate("a text seen twice", max_new_tokens=11)  # other params: a miss
         self.assertGreater(other["timings_us"]["encode"], 0)
 
+    def status(self):
+        return subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={self.run_dir}"], capture_output=True,
+                              text=True, timeout=30)
+
+    def test_status_says_what_the_running_pipeline_serves(self):
+        # Asked with only the runtime dir: the hubs, not the local config, say which model, which
+        # compute type and which bound ports.
+        out = self.status().stdout
+        self.assertRegex(out, r"(?m)^gateway serves: models \S+ \(" + re.escape(self.model) + r"\); "
+                              r"clients ipc://\S+; HTTP (off|:\d+); gRPC (off|:\d+); "
+                              rf"/metrics :{self.gateway_metrics}$")
+        self.assertRegex(out, rf"(?m)^batcher runs: encoder float32 on cpu; decoder float32 on cpu; "
+                              rf"/metrics :{self.batcher_metrics}$")
+        self.assertNotIn("local config", out)
+
+    def test_status_counts_client_errors_apart_from_server_errors(self):
+        def counts():
+            out = self.status().stdout
+            m = re.search(r"(?m)^gateway: up \S+; \d+ requests, (\d+) server errors \(\d+\.\d\d%\), "
+                          r"(\d+) client errors;", out)
+            self.assertIsNotNone(m, out)
+            return int(m.group(1)), int(m.group(2))
+        server, client = counts()
+        with self.assertRaises(SeqpipeError):
+            self.client.generate("x", num_beams=0)  # invalid_argument: the client's error
+        self.assertEqual(counts(), (server, client + 1))
+
     def test_status_shows_every_stage(self):
-        out = subprocess.run([SEQPIPE, "status", "--set", f"runtime_dir={self.run_dir}"], capture_output=True,
-                             text=True, timeout=30)
+        out = self.status()
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         self.assertIn("ready: yes", out.stdout)
         rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()
@@ -136,10 +163,8 @@ class PipelineTest(unittest.TestCase):
         # The hubs grant credits and hold none; the summary says what runs and how it is doing.
         self.assertEqual(rows["gateway"][3], "-", out.stdout)
         self.assertEqual(rows["batcher"][3], "-", out.stdout)
-        self.assertRegex(out.stdout, r"(?m)^model: \S+, compute type float32 ")
-        self.assertRegex(out.stdout, r"(?m)^clients: \S+; HTTP: \S+; gRPC: \S+; /metrics: ")
-        self.assertRegex(out.stdout, r"(?m)^gateway: up \d+m\d\ds; \d+ requests, \d+ errors \(\d+\.\d\d%\); "
-                                     r"replicas lost: tokenizer 0$")
+        self.assertRegex(out.stdout, r"(?m)^gateway: up \d+m\d\ds; \d+ requests, \d+ server errors "
+                                     r"\(\d+\.\d\d%\), \d+ client errors; replicas lost: tokenizer 0$")
         self.assertRegex(out.stdout, r"(?m)^batcher: up \d+m\d\ds; replicas lost: encoder 0, decoder 0, "
                                      r"postprocessor 0$")
 

@@ -31,7 +31,8 @@ except ImportError:  # run on a machine without them: the gRPC test says so rath
     grpc = None
 
 TEXTS = [f"the {w} is here" for w in ("cat", "dog", "house", "tree", "river", "stone")]
-SETTINGS = [*ONE_REPLICA_EACH, "gateway.default_timeout_ms=30000"]
+# Both of alpha's versions from the start (the default loads each name's newest only).
+SETTINGS = [*ONE_REPLICA_EACH, "gateway.default_timeout_ms=30000", "model.repository_versions=0"]
 
 
 def processes_of(model_dir):

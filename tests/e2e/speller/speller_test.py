@@ -10,8 +10,9 @@ several texts, one a 60-word paragraph, is answered whole.
 SpellerPipelineTest turns the noisy channel, the confusion sets and split_words off to check the
 model and its known-words guard alone: texts as users type them come back with only their
 misspellings changed (capitals, digits, punctuation, URLs, code, non-Latin scripts, emoji and
-whitespace kept: model.lower_case_words); known misspellings are corrected ("teh speling" -> "the
-spelling"); replies equal seqpipe-generate's greedy output where the guard has nothing to do, and
+whitespace kept: model.lower_case_words), names and terms it does not know kept (NDA, Kowalski,
+and nginx from postprocessor.user_words), a stream answered with the whole text as one partial;
+known misspellings are corrected ("teh speling" -> "the spelling"); replies equal seqpipe-generate's greedy output where the guard has nothing to do, and
 keep the known input word where the model changed one ("wether", a word, stays), unless all 8 beam
 hypotheses change it (postprocessor.known_word_votes); a burst of concurrent requests from several
 clients is answered completely, each with its own correction. ServedSpellerTest serves the speller
@@ -98,7 +99,16 @@ TEXTS = [
     ("Recieve teh pakage", "Receive the package"),
     ("Seperate teh files", "Separate the files"),
     ("Acommodation is expensive", "Accommodation is expensive"),
+    # Names and terms the model does not know are kept: all-caps words, capitalised words inside
+    # a sentence (the first word of one is corrected like any other).
+    ("Sign teh NDA today", "Sign the NDA today"),
+    ("Teh JSON file is mising", "The JSON file is missing"),
+    ("Use teh SDK and teh CLI", "Use the SDK and the CLI"),
+    ("I met Kowalski and Siobhan", "I met Kowalski and Siobhan"),
+    ("Ask Kowalski. Teh plan is clear", "Ask Kowalski. The plan is clear"),
 ]
+# postprocessor.user_words: the user's terms, kept in any case (SpellerPipelineTest sets it).
+USER_WORDS = os.path.join(HERE, "user_words.txt")
 
 # 301 words in 8 lines, with a double space and a tab between sentences; misspelled near the start
 # ("recieve"), two thirds in ("diferent") and in the last sentence ("beleive").
@@ -147,12 +157,23 @@ class SpellerPipelineTest(PipelineTestCase):
         return ["gateway.metrics_port=0", "batcher.metrics_port=0", "gateway.default_timeout_ms=30000",
                 "postprocessor.known_word_votes=8", "gateway.split_words=0",
                 "postprocessor.word_counts=", "postprocessor.edit_counts=",
-                "postprocessor.confusion_counts="]
+                "postprocessor.confusion_counts=", f"postprocessor.user_words={USER_WORDS}"]
 
     def test_texts_keep_everything_but_their_misspellings(self):
         self.assertGreaterEqual(len(TEXTS), 40)
         for text, want in TEXTS:
             self.assertEqual(self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=8)["text"], want, text)
+
+    def test_a_stream_is_answered_with_the_whole_text(self):
+        # The speller rewrites words after decoding: a stream gets its answer as one partial.
+        parts = list(self.client.stream("Teh speling", max_new_tokens=MAX_NEW))
+        self.assertEqual([p["status"] for p in parts], ["partial", "ok"])
+        self.assertEqual(parts[0]["text"], "The spelling")
+        self.assertEqual(parts[1]["text"], "The spelling")
+
+    def test_the_users_words_are_kept_in_any_case(self):
+        for text in ["restart nginx now", "Nginx is up"]:
+            self.assertEqual(self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=8)["text"], text)
 
     def test_a_text_over_the_token_limit_is_answered_with_its_tail_as_it_was(self):
         # 200 words, over model.max_input_tokens (128): the model sees the words that fit, the

@@ -62,13 +62,17 @@ struct ModelConfig {
   std::string name;
   int version = 1;
   // A model repository (<repository>/<name>/<version>/, seqpipe/config/model_repository.h):
-  // `seqpipe up` starts replicas for every model version in it (each with model.dir, model.name
+  // `seqpipe up` starts replicas for its model versions (each with model.dir, model.name
   // and model.version set) and the gateway serves every name in it. Empty: model.dir alone.
   std::string repository;
   // With a repository, how often `seqpipe up` rescans it (ms), as Triton's poll model-control
   // mode: a new newest version of a name is loaded (a reload), a removed version unloaded. 0:
   // only explicit control (`seqpipe models`, POST /v2/repository/...).
   int repository_poll_ms = 0;
+  // With a repository, how many of each name's newest versions `seqpipe up` loads at start (as
+  // Triton's version_policy latest: N); the others load on request (`seqpipe models load`).
+  // 0: every version.
+  int repository_versions = 1;
 
   bool operator==(const ModelConfig&) const = default;
 };
@@ -279,6 +283,10 @@ struct PostprocessorConfig : WorkerConfig {
   // (HF sequences_score) is at least this many hundredths above that of every hypothesis that
   // keeps it (one must). 0: never.
   int known_word_margin = 0;
+  // With model.lower_case_words: the user's word lists (one word a line, compared lower-cased;
+  // paths separated by ':'), words the speller keeps as typed whatever the model makes of them
+  // (product names, jargon: "nginx"; services/text/text_frame.h). Empty: none.
+  std::string user_words;
   // An Aspell dictionary (e.g. /usr/lib/aspell/en_US.multi): for input words Aspell does not
   // know, the model's word stands when Aspell suggests it too, else Aspell's first suggestion
   // (postprocessor/spell_suggester.h). Empty: off.

@@ -42,6 +42,11 @@ inline constexpr const char* kModelFiles[] = {"config.json", "model.safetensors"
 // repository", which says nothing of its target.
 ModelRepository scan_repository(const std::string& dir);
 
+// The versions a pipeline serves from the start (model.repository_versions, as Triton's
+// version_policy latest: N): each name's `newest` highest versions of `models` (by name, then
+// version); 0: all. Others load on request (`seqpipe models load`).
+std::vector<ModelVersion> newest_versions(const std::vector<ModelVersion>& models, int newest);
+
 // The --set assignments that make the pipeline's config a model version's: its model.dir,
 // model.name and model.version. `seqpipe up` gives them to the version's replicas, after the
 // pipeline's own --set, so the version's seqpipe.yaml goes under the pipeline's config file and

@@ -27,18 +27,23 @@ struct StageStatus {
   int replicas = 0;   // live workers (hubs: 1)
   int in_flight = 0;  // work held by the workers (credits in use), or requests in flight (gateway)
   int queued = 0;     // work waiting in the hub for credit
-  int free_credits = 0;  // capacity left across the replicas (hubs: kNoCredits)
-  int lost = 0;          // replicas declared dead since the hub started (a restart is one)
-  int64_t uptime_s = 0;  // hubs: seconds since the hub started; worker stages: 0
-  int64_t requests = 0;  // the gateway: requests received since it started; others: 0
-  int64_t errors = 0;    // the gateway: requests answered with an error since it started
+  int free_credits = 0;       // capacity left across the replicas (hubs: kNoCredits)
+  int lost = 0;               // replicas declared dead since the hub started (a restart is one)
+  int64_t uptime_s = 0;       // hubs: seconds since the hub started; worker stages: 0
+  int64_t requests = 0;       // the gateway: requests received since it started; others: 0
+  int64_t errors = 0;         // the gateway: requests answered with an error since it started
+  int64_t client_errors = 0;  // the gateway: of those, the client's (protocol::is_client_error)
+  // A hub's own row: what it serves as it runs ("models speller-t5/1 (models/speller-t5); HTTP
+  // 127.0.0.1:8000; ..."), its bound ports and, the batcher, its workers' compute types.
+  std::string about{};
 
   bool operator==(const StageStatus&) const = default;
 };
 
-// A hub's answer with its own row (the first) given the seconds since `started`.
+// A hub's answer with its own row (the first) given the seconds since `started` and `about`.
 std::vector<StageStatus> with_uptime(std::vector<StageStatus> stages,
-                                     std::chrono::steady_clock::time_point started);
+                                     std::chrono::steady_clock::time_point started,
+                                     std::string_view about = {});
 
 std::string encode(const std::vector<StageStatus>& stages);
 // nullopt for bytes that are not a status reply.

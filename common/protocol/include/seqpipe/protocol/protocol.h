@@ -42,6 +42,9 @@ enum class ErrorCode {
 };
 
 std::string_view wire_name(ErrorCode code);
+// Whether the client caused it (a malformed, too long or cancelled request, or an unknown
+// model: HTTP 4xx but 429), not the server: `seqpipe status` counts the two apart.
+bool is_client_error(ErrorCode code);
 // nullopt for a string that is not a v1 code (clients treat such codes like kInternal).
 std::optional<ErrorCode> parse_error_code(std::string_view name);
 
