@@ -59,6 +59,7 @@ class Backend {
   // --- Fused attention of a decoder step ---
   // ops::decode_attention: every sequence's q has one row (ops.cc checked).
   virtual void decode_attention(const ops::AttentionArgs& args) = 0;
+
   // --- GEMM inputs in half precision (ops::linear_input_type) ---
   // Whether linear takes x in its weight's half type (bf16 / fp16) and rms_norm and
   // feed_forward_activation write one; else every activation is f32.

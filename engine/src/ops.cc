@@ -353,40 +353,42 @@ void decode_attention(const AttentionArgs& args) {
   OpTimer timer(profiler::Op::kAttention, args.workspace.device());
   if (args.num_seqs == 0) return;
   check_attention(args, "decode_attention", true).decode_attention(args);
-  DataType linear_input_type(const LinearWeight& w) {
-    require(w.defined(), "linear_input_type", "weight is empty");
-    const bool half =
-        is_half(w.dtype) && backend_for(w.device, "linear_input_type").reads_half_inputs();
-    return half ? w.dtype : DataType::kF32;
-  }
+}
 
-  void feed_forward_activation(const TensorView& a, const TensorView& b, const TensorView& y) {
-    OpTimer timer(profiler::Op::kActivation, a.device());
-    require(a.numel() == y.numel() && (!b.defined() || b.numel() == a.numel()),
-            "feed_forward_activation", [&] {
-              return "a " + shape_string(a.shape()) + " b " + shape_string(b.shape()) + " y " +
-                     shape_string(y.shape());
-            });
-    if (a.numel() == 0) return;
-    Backend& backend = b.defined()
-                           ? dispatch("feed_forward_activation", a.device(), {{"a", a}, {"b", b}})
-                           : dispatch("feed_forward_activation", a.device(), {{"a", a}});
-    require_f32_or_half("feed_forward_activation", backend, a.device(), "y", y, true);
-    backend.feed_forward_activation(a, b, y);
-  }
+DataType linear_input_type(const LinearWeight& w) {
+  require(w.defined(), "linear_input_type", "weight is empty");
+  const bool half =
+      is_half(w.dtype) && backend_for(w.device, "linear_input_type").reads_half_inputs();
+  return half ? w.dtype : DataType::kF32;
+}
 
-  void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs) {
-    OpTimer timer(profiler::Op::kSearch, logits.device());
-    require(logits.rank() == 2 && logits.dim(1) > 0, "top_k_log_softmax",
-            [&] { return "logits " + shape_string(logits.shape()) + " is not [rows, vocab]"; });
-    require(k >= 1 && k <= kMaxTopK && k <= logits.dim(1), "top_k_log_softmax", [&] {
-      return "k " + std::to_string(k) + " is outside [1, min(" + std::to_string(kMaxTopK) +
-             ", vocab)]";
-    });
-    if (logits.dim(0) == 0) return;
-    dispatch("top_k_log_softmax", logits.device(), {{"logits", logits}})
-        .top_k_log_softmax(logits, k, ids, logprobs);
-  }
+void feed_forward_activation(const TensorView& a, const TensorView& b, const TensorView& y) {
+  OpTimer timer(profiler::Op::kActivation, a.device());
+  require(a.numel() == y.numel() && (!b.defined() || b.numel() == a.numel()),
+          "feed_forward_activation", [&] {
+            return "a " + shape_string(a.shape()) + " b " + shape_string(b.shape()) + " y " +
+                   shape_string(y.shape());
+          });
+  if (a.numel() == 0) return;
+  Backend& backend = b.defined()
+                         ? dispatch("feed_forward_activation", a.device(), {{"a", a}, {"b", b}})
+                         : dispatch("feed_forward_activation", a.device(), {{"a", a}});
+  require_f32_or_half("feed_forward_activation", backend, a.device(), "y", y, true);
+  backend.feed_forward_activation(a, b, y);
+}
+
+void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs) {
+  OpTimer timer(profiler::Op::kSearch, logits.device());
+  require(logits.rank() == 2 && logits.dim(1) > 0, "top_k_log_softmax",
+          [&] { return "logits " + shape_string(logits.shape()) + " is not [rows, vocab]"; });
+  require(k >= 1 && k <= kMaxTopK && k <= logits.dim(1), "top_k_log_softmax", [&] {
+    return "k " + std::to_string(k) + " is outside [1, min(" + std::to_string(kMaxTopK) +
+           ", vocab)]";
+  });
+  if (logits.dim(0) == 0) return;
+  dispatch("top_k_log_softmax", logits.device(), {{"logits", logits}})
+      .top_k_log_softmax(logits, k, ids, logprobs);
+}
 
 }  // namespace ops
 }  // namespace seqpipe::engine
