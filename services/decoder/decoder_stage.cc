@@ -117,7 +117,7 @@ void DecoderStage::cancel(const stage::Cancel& message, worker::WorkerOutbox& ou
 }
 
 void DecoderStage::admit(stage::EncodedItem&& item, worker::WorkerOutbox& out, int& credits) {
-  const int slots = engine::slot_cost(item.params.num_beams);  // what the batcher charged
+  const int slots = generation::slot_cost(item.params.num_beams);  // what the batcher charged
   const int64_t d_model = model_->config().d_model;
   // `decode` starts here: the copy of the encoder rows and the cross-attention keys and values
   // (Generator::add) are the decoder's work too, as they are part of the engine's generate.
