@@ -63,6 +63,24 @@ void check_float(const char* name, float value, const generation::OptionRange& r
 
 }  // namespace
 
+DecodingOptions decoding_options(const generation::SearchOptions& s) {
+  DecodingOptions o;
+  o.max_new_tokens = s.max_new_tokens;
+  o.num_beams = s.num_beams;
+  o.length_penalty = s.length_penalty;
+  o.min_new_tokens = s.min_new_tokens;
+  o.return_scores = s.return_scores;
+  o.num_return_sequences = s.num_return_sequences;
+  o.repetition_penalty = s.repetition_penalty;
+  o.no_repeat_ngram_size = s.no_repeat_ngram_size;
+  o.do_sample = s.do_sample;
+  o.temperature = s.temperature;
+  o.top_k = s.top_k;
+  o.top_p = s.top_p;
+  o.seed = s.seed;
+  return o;
+}
+
 void DecodingOptions::validate(int64_t max_target_len) const {
   namespace range = generation::range;
   check_int("max_new_tokens", max_new_tokens, range::kMaxNewTokens);

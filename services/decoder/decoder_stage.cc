@@ -34,8 +34,7 @@ uint64_t micros_between(SteadyClock::time_point start, SteadyClock::time_point e
 }  // namespace
 
 engine::DecodingOptions decoding_options(const protocol::GenerateParams& p, bool all_hypotheses) {
-  engine::DecodingOptions o;
-  static_cast<generation::SearchOptions&>(o) = p;  // the engine takes the search's as they are
+  engine::DecodingOptions o = engine::decoding_options(p);
   if (all_hypotheses) o.num_return_sequences = p.num_beams;
   return o;
 }

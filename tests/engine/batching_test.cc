@@ -116,8 +116,8 @@ TEST_P(BatchingTest, BatchedAddWithMixedOptionsMatchesDecodingAlone) {
     EXPECT_EQ(f.result.ids, generate(model_, {kInputs[i]}, options[i])[0].ids) << "sequence " << i;
   }
   // All or none: a batch that does not fit takes no slot.
-  const std::vector<DecodingOptions> too_many(
-      4, DecodingOptions{{.max_new_tokens = 4, .num_beams = 3}});
+  const std::vector<DecodingOptions> too_many(4,
+                                              DecodingOptions{.max_new_tokens = 4, .num_beams = 3});
   EXPECT_THROW(gen.add(enc, too_many), EngineError);
   EXPECT_EQ(gen.free_slots(), 10);
   EXPECT_THROW(gen.add(enc, std::vector<DecodingOptions>(2)), EngineError);  // count mismatch
@@ -245,9 +245,8 @@ TEST_P(BatchingTest, MalformedEncoderOutputIsRefusedWithoutHoldingSlots) {
   bad.offsets = {0, 5, 5};  // an empty sequence
   EXPECT_THROW(gen.add(bad, 1, {.max_new_tokens = 4}), EngineError);
   bad.offsets = {0, 5, 400};  // past the hidden rows
-  EXPECT_THROW(
-      gen.add(bad, std::vector<DecodingOptions>(2, DecodingOptions{{.max_new_tokens = 4}})),
-      EngineError);
+  EXPECT_THROW(gen.add(bad, std::vector<DecodingOptions>(2, DecodingOptions{.max_new_tokens = 4})),
+               EngineError);
   EXPECT_EQ(gen.free_slots(), 4);
   EXPECT_EQ(gen.active(), 0);
 }

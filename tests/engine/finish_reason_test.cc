@@ -36,9 +36,9 @@ TEST_F(FinishReasonTest, MinTokensUpToTheLimitEndByLength) {
 
 TEST_F(FinishReasonTest, EosOrLengthAsTheIdsShow) {
   for (const DecodingOptions& o :
-       {DecodingOptions{{.max_new_tokens = 12}},
-        DecodingOptions{{.max_new_tokens = 12, .num_beams = 4}},
-        DecodingOptions{{.max_new_tokens = 12, .do_sample = true, .seed = 7}}}) {
+       {DecodingOptions{.max_new_tokens = 12},
+        DecodingOptions{.max_new_tokens = 12, .num_beams = 4},
+        DecodingOptions{.max_new_tokens = 12, .do_sample = true, .seed = 7}}) {
     for (const auto& r : generate(model_, kInputs, o)) EXPECT_EQ(r.finish_reason, by_ids(r));
   }
 }

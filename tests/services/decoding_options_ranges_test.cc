@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "option_samples.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/protocol/generate_options.h"
@@ -39,8 +40,7 @@ bool engine_accepts(const GenerateOption& option, double value) {
         if constexpr (std::is_same_v<V, T>) params.*member = static_cast<T>(value);
       },
       option.member);
-  engine::DecodingOptions options;
-  static_cast<generation::SearchOptions&>(options) = params;
+  const engine::DecodingOptions options = engine::decoding_options(params);
   try {
     options.validate(int64_t{generation::kMaxNewTokens} + 1);
     return true;
@@ -101,9 +101,19 @@ TEST(DecodingOptionsRanges, TheCrossOptionRulesStayTheEngines) {
 }
 
 TEST(DecodingOptionsRanges, TheEnginesDefaultsAreARequestsDefaults) {
-  // One struct: a request that sets nothing decodes as the engine does by default.
-  EXPECT_EQ(static_cast<const generation::SearchOptions&>(protocol::GenerateParams{}),
-            static_cast<const generation::SearchOptions&>(engine::DecodingOptions{}));
+  // A request that sets nothing decodes as the engine does by default.
+  EXPECT_EQ(engine::decoding_options(protocol::GenerateParams{}), engine::DecodingOptions{});
+}
+
+TEST(DecodingOptionsRanges, EverySearchOptionReachesTheEngine) {
+  const engine::DecodingOptions defaults = engine::decoding_options(protocol::GenerateParams{});
+  for (const GenerateOption& option : protocol::generate_options()) {
+    if (!protocol::is_search_option(option)) continue;
+    SCOPED_TRACE(option.name);
+    const protocol::GenerateParams sample =
+        testing::with_sample(protocol::GenerateParams{}, option);
+    EXPECT_NE(engine::decoding_options(sample), defaults);
+  }
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ Options parse_args(int argc, char** argv) {
   app.add_flag("--json", o.json);
   const std::vector<std::string> unknown = cli::parse(app, argc, argv);
   if (o.help) return o;
-  o.decoding = seqpipe::protocol::decoding_options(params);
+  o.decoding = seqpipe::engine::decoding_options(params);
   o.decoding.early_stopping = early_stopping;
   if (!unknown.empty()) throw UsageError("unknown argument '" + unknown.front() + "'");
   if (o.threads < 0) throw UsageError("--threads must be >= 0");

@@ -1,9 +1,10 @@
 #pragma once
 // The generation options that the client protocol and the engine share, and the values each one
-// accepts: written here once. protocol::GenerateParams (what a request asks for) and
-// engine::DecodingOptions (what a sequence decodes with) both extend SearchOptions, the client
-// protocol's option table (common/protocol/src/generate_options.cc) takes each row's range from
-// `range::`, and DecodingOptions::validate checks the same ranges. Header-only, below both.
+// accepts: written here once. protocol::GenerateParams (what a request asks for) extends
+// SearchOptions and engine::decoding_options turns it into what a sequence decodes with; the
+// client protocol's option table (common/protocol/src/generate_options.cc) takes each row's range
+// from `range::`, and engine::DecodingOptions::validate checks the same ranges. Header-only,
+// below both.
 #include <cstdint>
 #include <limits>
 #include <optional>
