@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Fails when a file includes across the library layering the wrong way. Each library under
 # common/ may include only itself and the libraries listed for it below (the arrows of
-# docs/ARCHITECTURE.md, "Layout"); the engine includes none of them; the C++ client only the
-# wire format and its sockets. Usage: check-layering.sh [SOURCE_DIR]
+# docs/ARCHITECTURE.md, "Libraries and their layering"); the engine includes only `generation`
+# (what it shares with the protocol, below both); the C++ client only the wire format and its
+# sockets; and nothing under common/ or clients/cpp includes an engine header.
+# Usage: check-layering.sh [SOURCE_DIR]
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 
-# library: the libraries it may include (besides itself and the engine's public headers).
+# library: the libraries it may include (besides itself).
 declare -A allowed=(
-  [cli]="protocol"
-  [protocol]=""
-  [config]="protocol"
-  [transport]="config"
-  [messages]="protocol"
+  [generation]=""
+  [cli]="protocol generation"
+  [protocol]="generation"
+  [config]="protocol generation"
+  [transport]=""
+  [messages]="protocol generation"
   [observability]="protocol config transport"
   [security]="config observability transport"
   [runtime]="cli config messages observability protocol security transport"
@@ -45,8 +48,15 @@ if find common -maxdepth 1 -type f \( -name '*.h' -o -name '*.cc' \) | grep .; t
   echo "common/: sources belong in a library folder (common/<library>/)" >&2
   bad=1
 fi
-check engine "" ""
-check clients/cpp "" protocol transport
+check engine "" generation
+check clients/cpp "" protocol transport generation
+# The engine is not a common library: the serving layers' libraries and the client reach it only
+# through the services that link it.
+if grep -rnE '^#include "seqpipe/engine/' common clients/cpp --include='*.h' --include='*.cc'; then
+  echo "common/, clients/cpp: may not include seqpipe/engine/ (what they share with the engine" \
+    "lives in common/generation) (layering)" >&2
+  bad=1
+fi
 
 if [ "$bad" = 0 ]; then echo "layering: ok ($libraries)"; fi
 exit "$bad"

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <span>
+#include <string>
 
 #include "ops.h"
 #include "search.h"
@@ -22,39 +24,91 @@ void SearchStrategy::advance_top_k(const int*, const float*, int, KvCache&) {
   throw EngineError("SearchStrategy::advance_top_k: this search reads its logits");
 }
 
-void DecodingOptions::validate(int64_t max_target_len) const {
-  auto fail = [](const std::string& what) { throw EngineError("decoding options: " + what); };
-  if (max_new_tokens < 1 || max_new_tokens > kMaxNewTokens) {
-    fail("max_new_tokens must be in [1, " + std::to_string(kMaxNewTokens) + "], got " +
-         std::to_string(max_new_tokens));
+namespace {
+
+// The engine's value of a range's named upper bound: the hard limits (a server configures lower
+// ones, which the protocol checks before a request gets here).
+double engine_upper(const generation::OptionRange& r) {
+  switch (r.upper) {
+    case generation::UpperBound::kMaxNewTokens:
+      return generation::kMaxNewTokens;
+    case generation::UpperBound::kMaxBeams:
+      return generation::kMaxBeams;
+    default:
+      return r.hi;
   }
+}
+
+std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  throw EngineError("decoding options: " + what);
+}
+
+void check_int(const char* name, int value, const generation::OptionRange& r) {
+  if (generation::in_range(r, value, engine_upper(r))) return;
+  fail(std::string(name) + " must be in [" + number_text(r.lo) + ", " +
+       number_text(engine_upper(r)) + "], got " + std::to_string(value));
+}
+
+void check_float(const char* name, float value, const generation::OptionRange& r) {
+  if (std::isfinite(value) && generation::in_range(r, value, engine_upper(r))) return;
+  const std::string lo = (r.lo_open ? "(" : "[") + number_text(r.lo);
+  if (std::isinf(r.lo)) fail(std::string(name) + " must be a finite number");
+  if (std::isinf(r.hi))
+    fail(std::string(name) + " must be a finite number " + (r.lo_open ? "> " : ">= ") +
+         number_text(r.lo));
+  fail(std::string(name) + " must be in " + lo + ", " + number_text(r.hi) + "]");
+}
+
+}  // namespace
+
+DecodingOptions decoding_options(const generation::SearchOptions& s) {
+  DecodingOptions o;
+  o.max_new_tokens = s.max_new_tokens;
+  o.num_beams = s.num_beams;
+  o.length_penalty = s.length_penalty;
+  o.min_new_tokens = s.min_new_tokens;
+  o.return_scores = s.return_scores;
+  o.num_return_sequences = s.num_return_sequences;
+  o.repetition_penalty = s.repetition_penalty;
+  o.no_repeat_ngram_size = s.no_repeat_ngram_size;
+  o.do_sample = s.do_sample;
+  o.temperature = s.temperature;
+  o.top_k = s.top_k;
+  o.top_p = s.top_p;
+  o.seed = s.seed;
+  return o;
+}
+
+void DecodingOptions::validate(int64_t max_target_len) const {
+  namespace range = generation::range;
+  check_int("max_new_tokens", max_new_tokens, range::kMaxNewTokens);
   if (int64_t{max_new_tokens} + 1 > max_target_len) {
     fail("max_new_tokens " + std::to_string(max_new_tokens) + " exceeds the KV cache's limit of " +
          std::to_string(max_target_len - 1));
   }
-  if (min_new_tokens < 0 || min_new_tokens > max_new_tokens) {
+  check_int("min_new_tokens", min_new_tokens, range::kMinNewTokens);
+  if (min_new_tokens > max_new_tokens) {
     fail("min_new_tokens must be in [0, max_new_tokens], got " + std::to_string(min_new_tokens));
   }
-  if (num_beams < 1 || num_beams > kMaxBeams) {
-    fail("num_beams must be in [1, " + std::to_string(kMaxBeams) + "], got " +
-         std::to_string(num_beams));
-  }
-  if (!std::isfinite(length_penalty)) fail("length_penalty must be a finite number");
-  if (num_return_sequences < 1 || num_return_sequences > num_beams) {
+  check_int("num_beams", num_beams, range::kNumBeams);
+  check_float("length_penalty", length_penalty, range::kLengthPenalty);
+  check_int("num_return_sequences", num_return_sequences, range::kNumReturnSequences);
+  if (num_return_sequences > num_beams) {
     fail("num_return_sequences must be in [1, num_beams], got " +
          std::to_string(num_return_sequences));
   }
-  if (!std::isfinite(repetition_penalty) || !(repetition_penalty > 0.0f))
-    fail("repetition_penalty must be a finite number > 0");
-  if (no_repeat_ngram_size < 0 || no_repeat_ngram_size > kMaxNoRepeatNgramSize) {
-    fail("no_repeat_ngram_size must be in [0, " + std::to_string(kMaxNoRepeatNgramSize) +
-         "], got " + std::to_string(no_repeat_ngram_size));
-  }
+  check_float("repetition_penalty", repetition_penalty, range::kRepetitionPenalty);
+  check_int("no_repeat_ngram_size", no_repeat_ngram_size, range::kNoRepeatNgramSize);
   if (do_sample && num_beams != 1) fail("do_sample needs num_beams 1 (beam sampling is not done)");
-  if (!std::isfinite(temperature) || !(temperature > 0.0f))
-    fail("temperature must be a finite number > 0");
-  if (top_k < 0) fail("top_k must be >= 0, got " + std::to_string(top_k));
-  if (!(top_p > 0.0f && top_p <= 1.0f)) fail("top_p must be in (0, 1]");
+  check_float("temperature", temperature, range::kTemperature);
+  check_int("top_k", top_k, range::kTopK);
+  check_float("top_p", top_p, range::kTopP);
 }
 
 Generator::Generator(std::shared_ptr<const T5Model> model, const GeneratorOptions& options)
@@ -89,7 +143,7 @@ const EncoderOutput& Generator::on_model_device(const EncoderOutput& encoded,
 }
 
 bool Generator::can_admit(const DecodingOptions& options) const {
-  return cache_.free_slots() >= slot_cost(options.num_beams) &&
+  return cache_.free_slots() >= generation::slot_cost(options.num_beams) &&
          options.num_beams <= cache_.options().max_beams;
 }
 
@@ -143,7 +197,7 @@ std::vector<uint64_t> Generator::add_prepared(const EncoderOutput& sent,
   int needed = 0;
   for (size_t i = 0; i < indices.size(); ++i) {
     check_admission(sent, indices[i], options[i]);
-    needed += slot_cost(options[i].num_beams);
+    needed += generation::slot_cost(options[i].num_beams);
   }
   if (cache_.free_slots() < needed) {
     throw EngineError("Generator::add: " + std::to_string(needed) + " slots needed, " +
@@ -284,7 +338,7 @@ void Generator::step(std::vector<Finished>& finished) {
 std::vector<GenerationResult> generate(std::shared_ptr<const T5Model> model,
                                        const std::vector<std::vector<int>>& batch,
                                        const DecodingOptions& options) {
-  options.validate(int64_t{kMaxNewTokens} + 1);
+  options.validate(int64_t{generation::kMaxNewTokens} + 1);
   if (batch.empty()) return {};
   Encoder encoder(model);
   EncoderOutput encoded = encoder.encode(batch);

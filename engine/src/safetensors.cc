@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "seqpipe/engine/error.h"
-#include "seqpipe/engine/model_files.h"
+#include "seqpipe/generation/model_files.h"
 
 namespace seqpipe::engine {
 
@@ -148,10 +148,10 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path) {
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | length[i];
   // Both checked before the header is read or parsed: its length alone sizes no memory.
-  if (header_len > kMaxSafetensorsHeaderBytes || header_len > file_size - 8) {
+  if (header_len > generation::kMaxSafetensorsHeaderBytes || header_len > file_size - 8) {
     throw EngineError(path + ": truncated or corrupt safetensors file (header length " +
                       std::to_string(header_len) + ", file size " + std::to_string(file_size) +
-                      ", at most " + std::to_string(kMaxSafetensorsHeaderBytes) +
+                      ", at most " + std::to_string(generation::kMaxSafetensorsHeaderBytes) +
                       " bytes of header)");
   }
   data_offset_ = 8 + header_len;

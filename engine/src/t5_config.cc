@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "seqpipe/engine/error.h"
-#include "seqpipe/engine/model_files.h"
+#include "seqpipe/generation/model_files.h"
 
 namespace seqpipe::engine {
 
@@ -154,12 +154,12 @@ T5Config T5Config::from_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw EngineError(path + ": cannot open (a model directory needs config.json)");
   // At most one byte over the cap is read, whatever the file's size (it may grow meanwhile).
-  std::string text(kMaxModelConfigBytes + 1, '\0');
+  std::string text(generation::kMaxModelConfigBytes + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) throw EngineError(path + ": cannot read");
   text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxModelConfigBytes) {
-    throw EngineError(path + ": larger than " + std::to_string(kMaxModelConfigBytes) +
+  if (text.size() > generation::kMaxModelConfigBytes) {
+    throw EngineError(path + ": larger than " + std::to_string(generation::kMaxModelConfigBytes) +
                       " bytes; not a model config (refused unparsed)");
   }
   return from_json_text(text, path);

@@ -20,7 +20,7 @@ std::string millis(Clock::duration d) {
 const std::string kDeadlineKeys(config::kDeadlineSources);
 // Credits an item costs a worker: its KV-cache slots on a decoder, else 1.
 int cost(const hub::WorkerPool<stage::Decode>&, const stage::WorkHeader& item) {
-  return engine::slot_cost(item.params.num_beams);
+  return generation::slot_cost(item.params.num_beams);
 }
 int cost(const hub::WorkerPool<stage::Postprocess>&, const stage::WorkHeader&) {
   return 1;

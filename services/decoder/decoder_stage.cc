@@ -34,7 +34,7 @@ uint64_t micros_between(SteadyClock::time_point start, SteadyClock::time_point e
 }  // namespace
 
 engine::DecodingOptions decoding_options(const protocol::GenerateParams& p, bool all_hypotheses) {
-  engine::DecodingOptions o = protocol::decoding_options(p);
+  engine::DecodingOptions o = engine::decoding_options(p);
   if (all_hypotheses) o.num_return_sequences = p.num_beams;
   return o;
 }
@@ -116,7 +116,7 @@ void DecoderStage::cancel(const stage::Cancel& message, worker::WorkerOutbox& ou
 }
 
 void DecoderStage::admit(stage::EncodedItem&& item, worker::WorkerOutbox& out, int& credits) {
-  const int slots = engine::slot_cost(item.params.num_beams);  // what the batcher charged
+  const int slots = generation::slot_cost(item.params.num_beams);  // what the batcher charged
   const int64_t d_model = model_->config().d_model;
   // `decode` starts here: the copy of the encoder rows and the cross-attention keys and values
   // (Generator::add) are the decoder's work too, as they are part of the engine's generate.

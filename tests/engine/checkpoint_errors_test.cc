@@ -14,8 +14,8 @@
 
 #include "file_test_util.h"
 #include "seqpipe/engine/model.h"
-#include "seqpipe/engine/model_files.h"
 #include "seqpipe/engine/safetensors.h"
+#include "seqpipe/generation/model_files.h"
 #include "test_util.h"
 
 namespace seqpipe::engine {
@@ -217,7 +217,8 @@ TEST(CheckpointErrorsTest, OversizedConfigIsRefusedUnparsed) {
   CheckpointCopy copy("t5-tiny-random");
   const std::string path = copy.dir() + "/config.json";
   std::string text = test::read_file(path);
-  text.insert(text.find('{') + 1, "\"junk\": \"" + std::string(kMaxModelConfigBytes, 'x') + "\",");
+  text.insert(text.find('{') + 1,
+              "\"junk\": \"" + std::string(generation::kMaxModelConfigBytes, 'x') + "\",");
   test::write_file(path, text);
   EXPECT_THAT(copy.load_error(), AllOf(HasSubstr(path), HasSubstr("larger than")));
 }

@@ -1,7 +1,7 @@
-// One home for each limit and default: the engine's (engine/limits.h), which the client protocol,
+// One home for each limit and default (generation/limits.h), which the engine, the client protocol,
 // the stage messages, the config, the batcher and the decoder refer to; and the one mapping of
 // a request's parameters to the engine's decoding options.
-#include "seqpipe/engine/limits.h"
+#include "seqpipe/generation/limits.h"
 
 #include <gtest/gtest.h>
 
@@ -19,52 +19,53 @@ std::span<const uint8_t> bytes_of(const std::string& s) {
 }
 
 TEST(Limits, OneDefaultMaxNewTokensFromTheClientToTheEngine) {
-  EXPECT_EQ(protocol::GenerateParams{}.max_new_tokens, engine::kDefaultMaxNewTokens);
-  EXPECT_EQ(engine::DecodingOptions{}.max_new_tokens, engine::kDefaultMaxNewTokens);
+  EXPECT_EQ(protocol::GenerateParams{}.max_new_tokens, generation::kDefaultMaxNewTokens);
+  EXPECT_EQ(engine::DecodingOptions{}.max_new_tokens, generation::kDefaultMaxNewTokens);
   // {"v": 1, "text": "hello"}: no params, so the server's default.
   const std::string bare = "\x82\xa1v\x01\xa4text\xa5hello";
   protocol::Limits limits;
   auto decoded = protocol::decode_request(bytes_of(bare), limits);
   ASSERT_TRUE(std::holds_alternative<protocol::Request>(decoded));
   EXPECT_EQ(std::get<protocol::Request>(decoded).params.max_new_tokens,
-            engine::kDefaultMaxNewTokens);
-  limits.max_new_tokens_cap = engine::kDefaultMaxNewTokens - 1;  // a server configured lower
+            generation::kDefaultMaxNewTokens);
+  limits.max_new_tokens_cap = generation::kDefaultMaxNewTokens - 1;  // a server configured lower
   decoded = protocol::decode_request(bytes_of(bare), limits);
   EXPECT_EQ(std::get<protocol::Request>(decoded).params.max_new_tokens,
-            engine::kDefaultMaxNewTokens - 1);
+            generation::kDefaultMaxNewTokens - 1);
 }
 
 TEST(Limits, TheConfigAndTheStageMessagesTakeTheEnginesBounds) {
   config::PipelineConfig c;
   c.decoder.num_slots = 64;
-  c.decoder.max_beams = engine::kMaxBeams;
+  c.decoder.max_beams = generation::kMaxBeams;
   EXPECT_NO_THROW(config::validate(c));
-  EXPECT_THROW(config::load_config_text(
-                   "decoder:\n  max_beams: " + std::to_string(engine::kMaxBeams + 1) + "\n", "t"),
-               config::ConfigError);
   EXPECT_THROW(
       config::load_config_text(
-          "decoder:\n  max_new_tokens: " + std::to_string(engine::kMaxNewTokens + 1) + "\n", "t"),
+          "decoder:\n  max_beams: " + std::to_string(generation::kMaxBeams + 1) + "\n", "t"),
       config::ConfigError);
+  EXPECT_THROW(config::load_config_text("decoder:\n  max_new_tokens: " +
+                                            std::to_string(generation::kMaxNewTokens + 1) + "\n",
+                                        "t"),
+               config::ConfigError);
 
   stage::DecodedItem item;
-  item.params.num_beams = engine::kMaxBeams;
-  item.alternatives.assign(engine::kMaxBeams - 1, {0, 1});
+  item.params.num_beams = generation::kMaxBeams;
+  item.alternatives.assign(generation::kMaxBeams - 1, {0, 1});
   EXPECT_TRUE(std::holds_alternative<stage::StageMessage>(
       stage::decode(stage::encode(stage::Decoded{0, {item}}))));
-  item.params.num_beams = engine::kMaxBeams + 1;
+  item.params.num_beams = generation::kMaxBeams + 1;
   EXPECT_TRUE(std::holds_alternative<protocol::Error>(
       stage::decode(stage::encode(stage::Decoded{0, {item}}))));
   item.params.num_beams = 1;
-  item.params.max_new_tokens = engine::kMaxNewTokens + 1;
+  item.params.max_new_tokens = generation::kMaxNewTokens + 1;
   EXPECT_TRUE(std::holds_alternative<protocol::Error>(
       stage::decode(stage::encode(stage::Decoded{0, {item}}))));
 }
 
 TEST(Limits, ASequenceCostsItsSlots) {
-  EXPECT_EQ(engine::slot_cost(1), 1);
-  EXPECT_EQ(engine::slot_cost(4), 4);
-  EXPECT_EQ(engine::slot_cost(0), 1);  // never free
+  EXPECT_EQ(generation::slot_cost(1), 1);
+  EXPECT_EQ(generation::slot_cost(4), 4);
+  EXPECT_EQ(generation::slot_cost(0), 1);  // never free
 }
 
 TEST(Limits, TheOneMappingOfParamsToDecodingOptions) {

@@ -65,7 +65,7 @@ exit status: 0 done, 1 the model or the run failed, 2 bad usage
 // return_scores (--scores prints what it collects, always on) nor num_return_sequences (one
 // output is printed).
 bool engine_option(const seqpipe::protocol::GenerateOption& option) {
-  return !std::holds_alternative<std::monostate>(option.engine) && option.name != "return_scores" &&
+  return seqpipe::protocol::is_search_option(option) && option.name != "return_scores" &&
          option.name != "num_return_sequences";
 }
 
@@ -141,7 +141,7 @@ Options parse_args(int argc, char** argv) {
   app.add_flag("--json", o.json);
   const std::vector<std::string> unknown = cli::parse(app, argc, argv);
   if (o.help) return o;
-  o.decoding = seqpipe::protocol::decoding_options(params);
+  o.decoding = seqpipe::engine::decoding_options(params);
   o.decoding.early_stopping = early_stopping;
   if (!unknown.empty()) throw UsageError("unknown argument '" + unknown.front() + "'");
   if (o.threads < 0) throw UsageError("--threads must be >= 0");

@@ -17,7 +17,7 @@
 #include "config_check.h"
 #include "config_schema.h"
 #include "seqpipe/config/config.h"
-#include "seqpipe/engine/model_files.h"
+#include "seqpipe/generation/model_files.h"
 
 namespace seqpipe::config {
 namespace {
@@ -337,7 +337,7 @@ std::vector<std::string> model_overrides(const std::string& model_dir) {
   // Read as any config file (types, ranges, unknown keys, file:line), then turned back into
   // assignments so that the file, the config file and --set apply in one order.
   Loader loader(path);
-  loader.load_document(read_model_file(path, engine::kMaxModelSettingsBytes));
+  loader.load_document(read_model_file(path, generation::kMaxModelSettingsBytes));
   std::vector<std::string> sets;
   for_each_field(loader.config(), [&](Key key, const auto& member, const auto& rule) {
     const std::string name = key.path();

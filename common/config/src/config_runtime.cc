@@ -17,7 +17,7 @@
 #include "config_check.h"
 #include "config_schema.h"
 #include "seqpipe/config/config.h"
-#include "seqpipe/engine/model_files.h"
+#include "seqpipe/generation/model_files.h"
 
 namespace seqpipe::config {
 namespace {
@@ -181,8 +181,9 @@ Sizing size_for_cores(int cores, int64_t step_params) {
 int64_t decoder_step_params(const std::string& model_dir) {
   try {
     // Read capped and parsed as JSON (a YAML parser took seconds over a 1 MB file).
-    const auto json = nlohmann::json::parse(read_model_file(
-        (std::filesystem::path(model_dir) / "config.json").string(), engine::kMaxModelConfigBytes));
+    const auto json = nlohmann::json::parse(
+        read_model_file((std::filesystem::path(model_dir) / "config.json").string(),
+                        generation::kMaxModelConfigBytes));
     const int64_t d = json.at("d_model").get<int64_t>(), f = json.at("d_ff").get<int64_t>();
     const int64_t layers =
         json.contains("num_decoder_layers") && !json["num_decoder_layers"].is_null()

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "seqpipe/config/config.h"
-#include "seqpipe/engine/limits.h"
+#include "seqpipe/generation/limits.h"
 
 namespace seqpipe::config {
 
@@ -154,9 +154,10 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"decoder", "threads"}, c.decoder.threads, IntRule{0, 256});
   visit(Key{"decoder", "compute_type"}, c.decoder.compute_type, TextRule{TextKind::kName});
   visit(Key{"decoder", "num_slots"}, c.decoder.num_slots, IntRule{1, 4096});
-  visit(Key{"decoder", "max_beams", kPerModel}, c.decoder.max_beams, IntRule{1, engine::kMaxBeams});
+  visit(Key{"decoder", "max_beams", kPerModel}, c.decoder.max_beams,
+        IntRule{1, generation::kMaxBeams});
   visit(Key{"decoder", "max_new_tokens", kPerModel}, c.decoder.max_new_tokens,
-        IntRule{1, engine::kMaxNewTokens});
+        IntRule{1, generation::kMaxNewTokens});
   visit(Key{"decoder", "warmup_batch_size"}, c.decoder.warmup_batch_size, IntRule{0, 4096});
 
   worker_fields("postprocessor", c.postprocessor, visit);

@@ -9,7 +9,7 @@
 #include <system_error>
 #include <tuple>
 
-#include "seqpipe/engine/model_files.h"
+#include "seqpipe/generation/model_files.h"
 
 namespace seqpipe::config {
 
@@ -81,7 +81,8 @@ std::string incomplete_weights(const fs::path& path) {
   const std::string length = read_at(in, 0, 8);
   uint64_t header_len = 0;
   for (size_t i = length.size(); i-- > 0;) header_len = header_len << 8 | uint8_t(length[i]);
-  if (length.size() < 8 || header_len > engine::kMaxSafetensorsHeaderBytes || header_len > size - 8)
+  if (length.size() < 8 || header_len > generation::kMaxSafetensorsHeaderBytes ||
+      header_len > size - 8)
     return "model.safetensors is incomplete (" + std::to_string(size) + " bytes, no whole header)";
   uint64_t end = 0;
   try {

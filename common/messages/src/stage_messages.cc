@@ -6,7 +6,7 @@
 #include <limits>
 #include <msgpack.hpp>
 
-#include "seqpipe/engine/limits.h"
+#include "seqpipe/generation/limits.h"
 #include "seqpipe/protocol/msgpack_io.h"
 
 namespace seqpipe::stage {
@@ -26,12 +26,12 @@ constexpr std::string_view kKindNames[] = {"ready",       "credit",  "tokenize",
 static_assert(std::size(kKindNames) == std::variant_size_v<StageMessage>);
 
 // Beam search's other hypotheses a decoder returns at most.
-constexpr uint32_t kMaxAlternatives = engine::kMaxBeams - 1;
+constexpr uint32_t kMaxAlternatives = generation::kMaxBeams - 1;
 // Bounds of the generation parameters an item may carry: the gateway checked the client's against
 // its configuration, and these keep a peer's message within what the engine takes. Priority
 // levels are checked by the batcher against its own (a gateway may be configured apart).
 constexpr int kMaxPriorityLevels = 1024;
-constexpr msgpack_io::ParamBounds kParamBounds{engine::kMaxNewTokens, engine::kMaxBeams,
+constexpr msgpack_io::ParamBounds kParamBounds{generation::kMaxNewTokens, generation::kMaxBeams,
                                                kMaxPriorityLevels};
 // Longest gateway or batcher endpoint an item may name.
 constexpr size_t kMaxEndpointBytes = 256;
@@ -301,7 +301,7 @@ class Reader {
     if (key == "dl") return deadline(v, f, w.deadline);
     if (key == "tm") return timings(v, f, w.timings);
     if (key == "st") return flag(v, f, w.stream);
-    if (key == "sid") return id_arrays(v, f, engine::kMaxStopSequences, w.stop_ids);
+    if (key == "sid") return id_arrays(v, f, generation::kMaxStopSequences, w.stop_ids);
     if (key == "pn") return count(v, f, w.prompt_tokens);
     if (key == "m") return model_name(v, f, w.model);
     if (key == "p") {

@@ -2,18 +2,16 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <initializer_list>
 #include <limits>
-
-#include "seqpipe/engine/decoding.h"
 
 namespace seqpipe::protocol {
 
 namespace {
 
 using P = GenerateParams;
-using E = engine::DecodingOptions;
-constexpr double kInf = std::numeric_limits<double>::infinity();
+namespace range = generation::range;
 constexpr FrontName kNo = FrontName::unsupported();
 
 // The rows, in the order encoders write them and the docs list them. The five options of the
@@ -21,48 +19,44 @@ constexpr FrontName kNo = FrontName::unsupported();
 constexpr GenerateOption kOptions[] = {
     {.name = "max_new_tokens",
      .member = &P::max_new_tokens,
-     .range = {.lo = 1, .hi = 0, .upper = UpperBound::kMaxNewTokens},
+     .range = range::kMaxNewTokens,
      .always_written = true,
      .changes_output = true,
      .flag = "--max-new-tokens",
      .default_text = "32 (or the cap, if lower)",
      .help = "tokens generated, eos included",
      .openai = {"max_tokens", "max_completion_tokens"},
-     .tgi = {"max_new_tokens"},
-     .engine = &E::max_new_tokens},
+     .tgi = {"max_new_tokens"}},
     {.name = "num_beams",
      .member = &P::num_beams,
-     .range = {.lo = 1, .hi = 0, .upper = UpperBound::kMaxBeams},
+     .range = range::kNumBeams,
      .always_written = true,
      .changes_output = true,
      .flag = "--num-beams",
      .default_text = "",
      .help = "1 is greedy search, more is beam search with that many beams",
      .openai = kNo,
-     .tgi = kNo,
-     .engine = &E::num_beams},
+     .tgi = kNo},
     {.name = "length_penalty",
      .member = &P::length_penalty,
-     .range = {.lo = -kInf, .hi = kInf},
+     .range = range::kLengthPenalty,
      .always_written = true,
      .changes_output = true,
      .flag = "--length-penalty",
      .default_text = "",
      .help = "beam score = sum of log-probs / length^length_penalty",
      .openai = kNo,
-     .tgi = kNo,
-     .engine = &E::length_penalty},
+     .tgi = kNo},
     {.name = "min_new_tokens",
      .member = &P::min_new_tokens,
-     .range = {.lo = 0, .hi = 0, .upper = UpperBound::kMaxNewTokens},
+     .range = range::kMinNewTokens,
      .always_written = true,
      .changes_output = true,
      .flag = "--min-new-tokens",
      .default_text = "",
      .help = "eos is suppressed until this many tokens (at most max_new_tokens)",
      .openai = {"min_tokens"},  // vLLM's extension
-     .tgi = kNo,
-     .engine = &E::min_new_tokens},
+     .tgi = kNo},
     {.name = "return_scores",
      .member = &P::return_scores,
      .range = {},
@@ -72,8 +66,7 @@ constexpr GenerateOption kOptions[] = {
      .default_text = "",
      .help = "the reply carries one score per text (and --scores prints it)",
      .openai = kNo,
-     .tgi = kNo,
-     .engine = &E::return_scores},
+     .tgi = kNo},
     {.name = "priority",
      .member = &P::priority,
      .range = {.lo = 1, .hi = 0, .upper = UpperBound::kPriorityLevels},
@@ -84,41 +77,37 @@ constexpr GenerateOption kOptions[] = {
      .help = "1 the highest: batched before queued lower-priority requests; never changes the "
              "output",
      .openai = kNo,
-     .tgi = kNo,
-     .engine = std::monostate{}},
+     .tgi = kNo},
     {.name = "num_return_sequences",
      .member = &P::num_return_sequences,
-     .range = {.lo = 1, .hi = engine::kMaxBeams},
+     .range = range::kNumReturnSequences,
      .always_written = false,
      .changes_output = true,
      .flag = "--num-return-sequences",
      .default_text = "",
      .help = "beam hypotheses per text in the reply's sequences, best first (at most num_beams)",
      .openai = kNo,
-     .tgi = kNo,
-     .engine = &E::num_return_sequences},
+     .tgi = kNo},
     {.name = "repetition_penalty",
      .member = &P::repetition_penalty,
-     .range = {.lo = 0, .hi = kInf, .lo_open = true},
+     .range = range::kRepetitionPenalty,
      .always_written = false,
      .changes_output = true,
      .flag = "--repetition-penalty",
      .default_text = "",
      .help = "a seen token's logit is divided by it, multiplied when negative (1: none)",
      .openai = kNo,
-     .tgi = {"repetition_penalty"},
-     .engine = &E::repetition_penalty},
+     .tgi = {"repetition_penalty"}},
     {.name = "no_repeat_ngram_size",
      .member = &P::no_repeat_ngram_size,
-     .range = {.lo = 0, .hi = engine::kMaxNoRepeatNgramSize},
+     .range = range::kNoRepeatNgramSize,
      .always_written = false,
      .changes_output = true,
      .flag = "--no-repeat-ngram-size",
      .default_text = "",
      .help = "no n-gram of this many tokens occurs twice (0: none)",
      .openai = kNo,
-     .tgi = kNo,
-     .engine = &E::no_repeat_ngram_size},
+     .tgi = kNo},
     {.name = "do_sample",
      .member = &P::do_sample,
      .range = {},
@@ -128,52 +117,47 @@ constexpr GenerateOption kOptions[] = {
      .default_text = "",
      .help = "draw each token from the softmax instead of taking the most likely (num_beams 1)",
      .openai = kNo,  // OpenAI's temperature > 0 turns it on
-     .tgi = {"do_sample"},
-     .engine = &E::do_sample},
+     .tgi = {"do_sample"}},
     {.name = "temperature",
      .member = &P::temperature,
-     .range = {.lo = 0, .hi = kInf, .lo_open = true},
+     .range = range::kTemperature,
      .always_written = false,
      .changes_output = true,
      .flag = "--temperature",
      .default_text = "",
      .help = "sampling: the logits are divided by it",
      .openai = {"temperature"},
-     .tgi = {"temperature"},
-     .engine = &E::temperature},
+     .tgi = {"temperature"}},
     {.name = "top_k",
      .member = &P::top_k,
-     .range = {.lo = 0, .hi = std::numeric_limits<int32_t>::max()},
+     .range = range::kTopK,
      .always_written = false,
      .changes_output = true,
      .flag = "--top-k",
      .default_text = "",
      .help = "sampling: only the k most likely tokens (0: all)",
      .openai = kNo,
-     .tgi = {"top_k"},
-     .engine = &E::top_k},
+     .tgi = {"top_k"}},
     {.name = "top_p",
      .member = &P::top_p,
-     .range = {.lo = 0, .hi = 1, .lo_open = true},
+     .range = range::kTopP,
      .always_written = false,
      .changes_output = true,
      .flag = "--top-p",
      .default_text = "",
      .help = "sampling: only the smallest set of most likely tokens reaching this probability",
      .openai = {"top_p"},
-     .tgi = {"top_p"},
-     .engine = &E::top_p},
+     .tgi = {"top_p"}},
     {.name = "seed",
      .member = &P::seed,
-     .range = {.lo = 0, .hi = 0, .upper = UpperBound::kInt64Max},
+     .range = range::kSeed,
      .always_written = false,
      .changes_output = true,
      .flag = "--seed",
      .default_text = "a random one",
      .help = "sampling: the same seed gives the same text",
      .openai = {"seed"},
-     .tgi = {"seed"},
-     .engine = &E::seed},
+     .tgi = {"seed"}},
     {.name = "stop",
      .member = &P::stop,
      .range = {},
@@ -183,8 +167,7 @@ constexpr GenerateOption kOptions[] = {
      .default_text = "none",
      .help = "each text is cut before the first of these strings (repeatable)",
      .openai = {"stop"},
-     .tgi = {"stop"},
-     .engine = std::monostate{}},  // the tokenizer turns them into the engine's stop_ids
+     .tgi = {"stop"}},
 };
 static_assert(std::size(kOptions) == kGenerateOptionCount);
 
@@ -241,8 +224,8 @@ std::string range_text(const GenerateOption& option, const Limits* limits) {
   const OptionRange& r = option.range;
   if (std::holds_alternative<bool GenerateParams::*>(option.member)) return "";
   if (std::holds_alternative<std::vector<std::string> GenerateParams::*>(option.member)) {
-    return join({"at most ", std::to_string(engine::kMaxStopSequences), " strings of 1..",
-                 std::to_string(engine::kMaxStopBytes), " bytes of UTF-8"});
+    return join({"at most ", std::to_string(generation::kMaxStopSequences), " strings of 1..",
+                 std::to_string(generation::kMaxStopBytes), " bytes of UTF-8"});
   }
   if (!std::holds_alternative<float GenerateParams::*>(option.member))
     return join({"[", std::to_string(static_cast<int64_t>(r.lo)), ", ", hi_text(r, limits), "]"});
@@ -284,24 +267,17 @@ bool is_default(const GenerateOption& option, const GenerateParams& params) {
                     option.member);
 }
 
-engine::DecodingOptions decoding_options(const GenerateParams& params) {
-  engine::DecodingOptions options;
-  for (const GenerateOption& option : kOptions) {
-    std::visit(
-        [&](auto from) {
-          std::visit(
-              [&](auto to) {
-                using From = std::decay_t<decltype(params.*from)>;
-                if constexpr (!std::is_same_v<decltype(to), std::monostate>) {
-                  using To = std::decay_t<decltype(options.*to)>;
-                  if constexpr (std::is_same_v<From, To>) options.*to = params.*from;
-                }
-              },
-              option.engine);
-        },
-        option.member);
-  }
-  return options;
+bool is_search_option(const GenerateOption& option) {
+  static const GenerateParams params;
+  const auto* search =
+      reinterpret_cast<const char*>(static_cast<const generation::SearchOptions*>(&params));
+  return std::visit(
+      [&](auto member) {
+        const auto* field = reinterpret_cast<const char*>(&(params.*member));
+        return std::less_equal<>()(search, field) &&
+               std::less<>()(field, search + sizeof(generation::SearchOptions));
+      },
+      option.member);
 }
 
 std::string options_markdown() {

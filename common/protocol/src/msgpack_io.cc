@@ -238,9 +238,10 @@ std::optional<Error> collect_fields(const msgpack::object_map& map, std::string_
 namespace {
 
 std::optional<Error> read_stop(const msgpack::object& value, std::vector<std::string>& out) {
-  if (value.type != msgpack::type::ARRAY || value.via.array.size > engine::kMaxStopSequences) {
+  if (value.type != msgpack::type::ARRAY || value.via.array.size > generation::kMaxStopSequences) {
     return invalid("params.stop must be an array of at most " +
-                   std::to_string(engine::kMaxStopSequences) + " strings, got " + describe(value));
+                   std::to_string(generation::kMaxStopSequences) + " strings, got " +
+                   describe(value));
   }
   out.clear();
   for (uint32_t i = 0; i < value.via.array.size; ++i) {
@@ -249,8 +250,8 @@ std::optional<Error> read_stop(const msgpack::object& value, std::vector<std::st
     if (s.type != msgpack::type::STR)
       return invalid(path + " must be a string, got " + describe(s));
     const std::string_view text = as_string_view(s);
-    if (text.empty() || text.size() > static_cast<size_t>(engine::kMaxStopBytes)) {
-      return invalid(path + " must be 1.." + std::to_string(engine::kMaxStopBytes) +
+    if (text.empty() || text.size() > static_cast<size_t>(generation::kMaxStopBytes)) {
+      return invalid(path + " must be 1.." + std::to_string(generation::kMaxStopBytes) +
                      " bytes, got " + std::to_string(text.size()));
     }
     if (auto bad = protocol::find_invalid_utf8(text)) {

@@ -16,6 +16,7 @@
 
 #include "seqpipe/cli/cli.h"
 #include "seqpipe/observability/metrics.h"
+#include "seqpipe/transport/transport.h"
 
 namespace seqpipe::service {
 namespace {
@@ -158,6 +159,9 @@ int run_service_main_layers(int argc, char** argv, std::string_view service_name
         pipeline.metrics.latency_buckets_us);  // before any metric is built
     return run(loaded);
   } catch (const config::ConfigError& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    return exit_with_reason(2, e.what());
+  } catch (const transport::EndpointError& e) {  // as a bad config: a restart would not help
     std::cerr << program << ": " << e.what() << "\n";
     return exit_with_reason(2, e.what());
   } catch (const std::exception& e) {

@@ -14,7 +14,6 @@
 #include <stdexcept>
 #include <zmq_addon.hpp>
 
-#include "seqpipe/config/config.h"
 #include "seqpipe/transport/file_lock.h"
 
 namespace seqpipe::transport {
@@ -90,7 +89,7 @@ void lock_ipc_path(const std::filesystem::path& path, const std::string& endpoin
         endpoint + " is bound by another process (pid " + std::to_string(holder) + ", locking " +
         lock_path + "): another pipeline serves on runtime dir " + path.parent_path().string() +
         "; stop it or choose another runtime_dir";
-    if (!key.empty()) throw config::ConfigError(std::string(key) + ": " + problem);
+    if (!key.empty()) throw EndpointError(std::string(key) + ": " + problem);
     throw std::runtime_error("bind " + problem);
   }
   held.emplace(lock_path, std::move(*lock));
@@ -116,7 +115,7 @@ std::string Socket::bind(const std::string& endpoint, std::string_view key) {
     socket_.bind(wanted);
   } catch (const zmq::error_t& e) {
     if (!key.empty()) {
-      throw config::ConfigError(std::string(key) + ": " + endpoint + " " + bind_problem(e.num()));
+      throw EndpointError(std::string(key) + ": " + endpoint + " " + bind_problem(e.num()));
     }
     throw std::runtime_error("bind " + endpoint + ": " + e.what());
   }

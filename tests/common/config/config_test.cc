@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "../test_util.h"
-#include "seqpipe/engine/model_files.h"
+#include "seqpipe/generation/model_files.h"
 
 namespace seqpipe::config {
 namespace {
@@ -835,7 +835,7 @@ TEST(ConfigModelSettings, ADirectoryWithoutTheFileHasNone) {
 // sizing (the engine refuses it too), seqpipe.yaml is an error naming the file.
 TEST(ConfigModelSettings, ConfigFilesOverTheCapAreRefusedUnparsed) {
   TempDir dir;
-  std::string junk(engine::kMaxModelConfigBytes, '0');
+  std::string junk(generation::kMaxModelConfigBytes, '0');
   for (size_t i = 1; i < junk.size(); i += 2) junk[i] = ',';
   const std::string fields =
       R"("d_model": 64, "d_ff": 128, "num_layers": 2, "vocab_size": 512, "d_kv": 16)";
@@ -843,7 +843,7 @@ TEST(ConfigModelSettings, ConfigFilesOverTheCapAreRefusedUnparsed) {
   EXPECT_GT(decoder_step_params(dir.path()), 0);
   dir.write("config.json", "{" + fields + R"(, "junk": [)" + junk + "0]}");
   EXPECT_EQ(decoder_step_params(dir.path()), 0);
-  const std::string comment(engine::kMaxModelSettingsBytes, '#');
+  const std::string comment(generation::kMaxModelSettingsBytes, '#');
   dir.write("seqpipe.yaml", "model:\n  lower_case_words: 1\n" + comment.substr(30) + "\n");
   EXPECT_EQ(model_overrides(dir.path()).size(), 1u);  // just under the cap
   const std::string file =

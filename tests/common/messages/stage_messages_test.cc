@@ -22,12 +22,12 @@ WorkHeader full_header() {
       "1",
       4);
   h.deadline = Deadline::at_unix_us(1'700'000'000'000'000);
-  h.params = {.max_new_tokens = 11,
-              .num_beams = 4,
-              .length_penalty = 1.0f,
-              .min_new_tokens = 2,
-              .return_scores = true,
-              .priority = 3};
+  h.params.max_new_tokens = 11;
+  h.params.num_beams = 4;
+  h.params.length_penalty = 1.0f;
+  h.params.min_new_tokens = 2;
+  h.params.return_scores = true;
+  h.params.priority = 3;
   h.timings = {1, 2, 3, 4, 5, 6};
   h.prompt_tokens = 17;
   return h;

@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "option_samples.h"
-#include "seqpipe/engine/decoding.h"
 
 namespace seqpipe::protocol {
 namespace {
@@ -93,32 +92,23 @@ TEST(GenerateOptionsTest, ARangeErrorNamesTheOptionAndItsRange) {
   EXPECT_EQ(range_text(*find_generate_option("num_beams"), &limits), "[1, 4]");
 }
 
-TEST(GenerateOptionsTest, TheEngineColumnCarriesEveryEngineOption) {
+TEST(GenerateOptionsTest, TheSearchOptionsAreTheRowsOfSearchOptionsMembers) {
+  // A row is a search option exactly when its sample changes the SearchOptions part of the
+  // params, the part the engine takes as it is.
+  int search_rows = 0;
   for (const GenerateOption& option : generate_options()) {
-    if (std::holds_alternative<std::monostate>(option.engine)) continue;
     SCOPED_TRACE(option.name);
     const GenerateParams params = testing::with_sample(GenerateParams{}, option);
-    const engine::DecodingOptions by_table = decoding_options(params);
-    const engine::DecodingOptions defaults = decoding_options(GenerateParams{});
-    // The sample changed exactly the engine field the row names.
-    std::visit(
-        [&](auto to) {
-          if constexpr (!std::is_same_v<decltype(to), std::monostate>) {
-            EXPECT_NE(by_table.*to, defaults.*to);
-          }
-        },
-        option.engine);
+    const bool changes_search =
+        static_cast<const generation::SearchOptions&>(params) != generation::SearchOptions{};
+    EXPECT_EQ(is_search_option(option), changes_search);
+    search_rows += is_search_option(option);
   }
-  // The engine's defaults are GenerateParams': a request that sets nothing decodes as the engine
-  // would by default.
-  const engine::DecodingOptions defaults = decoding_options(GenerateParams{});
-  const engine::DecodingOptions engine_defaults;
-  EXPECT_EQ(defaults.max_new_tokens, engine_defaults.max_new_tokens);
-  EXPECT_EQ(defaults.top_k, engine_defaults.top_k);
-  EXPECT_EQ(defaults.temperature, engine_defaults.temperature);
+  EXPECT_EQ(search_rows, 13);  // every option but priority and stop
+  EXPECT_FALSE(is_search_option(*find_generate_option("priority")));
+  EXPECT_FALSE(is_search_option(*find_generate_option("stop")));
 }
 
-// docs/PROTOCOL.md holds the table between two markers; SEQPIPE_UPDATE_DOCS=1 rewrites it.
 TEST(GenerateOptionsTest, TheProtocolDocsTableIsTheTables) {
   const std::string path = std::string(SEQPIPE_SOURCE_DIR) + "/docs/PROTOCOL.md";
   std::stringstream text;

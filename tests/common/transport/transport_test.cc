@@ -94,6 +94,19 @@ TEST(Transport, BindErrorNamesTheEndpoint) {
   }
 }
 
+TEST(Transport, ABusyEndpointNamedByAKeyIsAnEndpointErrorNamingTheKey) {
+  zmq::context_t ctx;
+  Socket first(ctx, zmq::socket_type::pull), second(ctx, zmq::socket_type::pull);
+  const std::string endpoint = first.bind("tcp://127.0.0.1:0");
+  try {
+    second.bind(endpoint, "gateway.client_endpoint");
+    FAIL() << "bind should fail";
+  } catch (const EndpointError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("gateway.client_endpoint: " + endpoint + " ", 0), 0u)
+        << e.what();
+  }
+}
+
 TEST(Transport, PollerSaysWhichSocketIsReadable) {
   zmq::context_t ctx;
   Socket a(ctx, zmq::socket_type::pull), b(ctx, zmq::socket_type::pull);

@@ -9,16 +9,23 @@
 
 #include "seqpipe/engine/decoder.h"
 #include "seqpipe/engine/encoder.h"
-#include "seqpipe/engine/finish_reason.h"
-#include "seqpipe/engine/limits.h"
+#include "seqpipe/generation/finish_reason.h"
+#include "seqpipe/generation/limits.h"
+#include "seqpipe/generation/search_options.h"
 
 namespace seqpipe::engine {
 
+// The engine's results say why they ended in the serving layers' words.
+using generation::FinishReason;
+
+// A sequence's options. The search's are generation::SearchOptions' (a request's, which
+// decoding_options() copies in) with their ranges in generation::range; the rest the engine's.
 struct DecodingOptions {
-  // Tokens generated after the start token, eos included; [1, kMaxNewTokens].
-  int max_new_tokens = kDefaultMaxNewTokens;
+  // Tokens generated after the start token, eos included; [1, generation::kMaxNewTokens].
+  int max_new_tokens = generation::kDefaultMaxNewTokens;
   int min_new_tokens = 0;  // eos is suppressed until this many tokens were generated
-  // 1: greedy; > 1: beam search, holding slot_cost(num_beams) cache slots; [1, kMaxBeams].
+  // 1: greedy; > 1: beam search, holding slot_cost(num_beams) cache slots; [1,
+  // generation::kMaxBeams].
   int num_beams = 1;
   float length_penalty = 1.0f;  // beam score = sum of log-probs / length^length_penalty
   bool early_stopping = false;  // beam: stop as soon as num_beams hypotheses finished
@@ -29,12 +36,12 @@ struct DecodingOptions {
 
   // HF generate()'s logits processors (engine/logits_processors.h), for every search.
   float repetition_penalty = 1.0f;  // > 0; 1: none
-  int no_repeat_ngram_size = 0;     // 0: none; [0, kMaxNoRepeatNgramSize]
+  int no_repeat_ngram_size = 0;     // 0: none; [0, generation::kMaxNoRepeatNgramSize]
   // Sampling (greedy search only, num_beams == 1): draws each token from the warped softmax.
   bool do_sample = false;
-  float temperature = 1.0f;  // > 0
-  int top_k = kDefaultTopK;  // >= 0; 0: every token
-  float top_p = 1.0f;        // (0, 1]; 1: every token
+  float temperature = 1.0f;              // > 0
+  int top_k = generation::kDefaultTopK;  // >= 0; 0: every token
+  float top_p = 1.0f;                    // (0, 1]; 1: every token
   // The sequence's own random generator's seed: the same seed, the same tokens, whatever else
   // runs in the batch. Not given: one from std::random_device.
   std::optional<uint64_t> seed = std::nullopt;
@@ -42,9 +49,18 @@ struct DecodingOptions {
   // with one of these (each non-empty): a stop string's tokens. Beam search ignores them.
   std::vector<std::vector<int>> stop_ids = {};
 
-  // Throws EngineError naming the field at fault. `max_target_len` is the KV cache's limit.
+  // Throws EngineError naming the field at fault: a value outside its generation::range (named
+  // upper bounds: kMaxNewTokens, kMaxBeams), min_new_tokens above max_new_tokens,
+  // num_return_sequences above num_beams, sampling with beams. `max_target_len` is the KV
+  // cache's limit.
   void validate(int64_t max_target_len) const;
+
+  bool operator==(const DecodingOptions&) const = default;
 };
+
+// The engine's options for a request's search options, field by field (early_stopping and
+// stop_ids at their defaults: stop strings become ids with the tokenizer).
+DecodingOptions decoding_options(const generation::SearchOptions& search);
 
 struct GenerationResult {
   std::vector<int> ids;  // the decoder start token first, as HF generate() returns them

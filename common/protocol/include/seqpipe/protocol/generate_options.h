@@ -3,7 +3,8 @@
 // how every front door and the engine name it). The msgpack codec, the response cache key, the
 // OpenAI, TGI and KServe v2 (HTTP and gRPC) front doors, `seqpipe send`, `seqpipe-generate` and
 // docs/PROTOCOL.md's option table all read it; their defaults are GenerateParams' own.
-// Adding an option: a GenerateParams member, a row in generate_options.cc, the engine's code.
+// Adding an option: a member of GenerateParams (or of generation::SearchOptions, with its range
+// there, when the engine takes it), a row in generate_options.cc, the engine's code.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -15,10 +16,6 @@
 
 #include "seqpipe/protocol/protocol.h"
 
-namespace seqpipe::engine {
-struct DecodingOptions;
-}
-
 namespace seqpipe::protocol {
 
 // Where an option lives in GenerateParams; the alternative is its type.
@@ -26,25 +23,11 @@ using OptionMember = std::variant<int GenerateParams::*, float GenerateParams::*
                                   bool GenerateParams::*, std::optional<uint64_t> GenerateParams::*,
                                   std::vector<std::string> GenerateParams::*>;
 
-// Where the engine takes it; monostate: not a DecodingOptions field (a scheduling hint, or a
-// value another stage turns into the engine's form, as the tokenizer does with stop strings).
-using EngineMember = std::variant<std::monostate, int engine::DecodingOptions::*,
-                                  float engine::DecodingOptions::*, bool engine::DecodingOptions::*,
-                                  std::optional<uint64_t> engine::DecodingOptions::*>;
-
-// An upper bound by name instead of a number: one the server configures (protocol::Limits), or
-// int64's largest (which a double does not hold).
-enum class UpperBound { kNone, kMaxNewTokens, kMaxBeams, kPriorityLevels, kInt64Max };
-
-// The values accepted. Integers: [lo, hi]. Floats: finite, above lo (or at it when !lo_open),
-// at most hi. Booleans: none. Strings (stop): at most engine::kMaxStopSequences of
-// 1..engine::kMaxStopBytes bytes of UTF-8.
-struct OptionRange {
-  double lo = 0;
-  double hi = 0;
-  bool lo_open = false;
-  UpperBound upper = UpperBound::kNone;  // replaces hi when set
-};
+// The values an option accepts: the engine's own ranges for the search's options
+// (generation::range). Strings (stop): at most generation::kMaxStopSequences of
+// 1..generation::kMaxStopBytes bytes of UTF-8.
+using generation::OptionRange;
+using generation::UpperBound;
 
 // How one front door names an option: by one or two names of its own, or not at all (an
 // explicit choice, so that a new row cannot go unmapped unnoticed: there is no default).
@@ -71,7 +54,6 @@ struct GenerateOption {
   std::string_view help;          // one line, for --help and the docs
   FrontName openai;               // /v1/completions and /v1/chat/completions
   FrontName tgi;                  // /generate, /generate_stream: `parameters`
-  EngineMember engine;
 };
 
 inline constexpr size_t kGenerateOptionCount = 15;
@@ -99,9 +81,10 @@ std::string value_text(const GenerateOption& option, const GenerateParams& param
 // Whether the option holds GenerateParams' default in `params`.
 bool is_default(const GenerateOption& option, const GenerateParams& params);
 
-// The engine's options for `params`, field by field through the table. num_return_sequences is
-// the request's; stop_ids are left to the caller (they need the tokenizer).
-engine::DecodingOptions decoding_options(const GenerateParams& params);
+// Whether the option is one of the search's (a generation::SearchOptions member, which the
+// engine takes as it is), not one of the serving layers' own (priority; stop, which the
+// tokenizer turns into the engine's stop ids).
+bool is_search_option(const GenerateOption& option);
 
 // docs/PROTOCOL.md's option table, as markdown.
 std::string options_markdown();

@@ -14,8 +14,9 @@
 #include <variant>
 #include <vector>
 
-#include "seqpipe/engine/finish_reason.h"
-#include "seqpipe/engine/limits.h"
+#include "seqpipe/generation/finish_reason.h"
+#include "seqpipe/generation/limits.h"
+#include "seqpipe/generation/search_options.h"
 
 namespace seqpipe::protocol {
 
@@ -55,36 +56,17 @@ struct Error {
   bool operator==(const Error&) const = default;
 };
 
-struct GenerateParams {
-  // Tokens generated, eos included; [1, Limits::max_new_tokens_cap]. Not given: the engine's
-  // default, or the cap if that is lower.
-  int max_new_tokens = engine::kDefaultMaxNewTokens;
-  int num_beams = 1;            // 1 greedy, > 1 beam search; [1, Limits::max_beams]
-  float length_penalty = 1.0f;  // beam score = sum of log-probs / length^length_penalty; finite
-  int min_new_tokens = 0;       // eos suppressed until this many tokens; [0, max_new_tokens]
-  bool return_scores = false;   // the reply carries one score per text
+// What a request asks for: the search's options (generation::SearchOptions, which the engine
+// takes as they are; ranges in the option table, generate_options.h) and the serving layers'.
+// Configured limits bound some: max_new_tokens to Limits::max_new_tokens_cap (not given: the
+// engine's default, or the cap if that is lower), num_beams to Limits::max_beams.
+struct GenerateParams : generation::SearchOptions {
   // Scheduling priority, 1 = highest .. Limits::priority_levels (as Triton's dynamic batcher);
   // 0 = not given: the batcher's default level (batcher.default_priority_level). It orders the
   // batcher's queue and never changes the output (the response cache ignores it).
   int priority = 0;
-  // Beam hypotheses the reply carries in `sequences`, best first, with their scores;
-  // [1, num_beams].
-  int num_return_sequences = 1;
-  // HF generate()'s logits processors: a seen token's logit is divided (or, when negative,
-  // multiplied) by repetition_penalty (> 0, 1 none); no n-gram of no_repeat_ngram_size tokens
-  // (0 none) comes twice.
-  float repetition_penalty = 1.0f;
-  int no_repeat_ngram_size = 0;
-  // Sampling (num_beams 1): each token drawn from the softmax of logits / temperature (> 0),
-  // kept to the top_k (0 all) most likely and to the smallest set reaching top_p (in (0, 1]).
-  bool do_sample = false;
-  float temperature = 1.0f;
-  int top_k = engine::kDefaultTopK;
-  float top_p = 1.0f;
-  // Sampling's seed: the same seed, the same text. Not given: a random one.
-  std::optional<uint64_t> seed{};
-  // Each text is cut before the first of these (non-empty, at most engine::kMaxStopSequences of
-  // at most engine::kMaxStopBytes UTF-8 bytes).
+  // Each text is cut before the first of these (non-empty, at most
+  // generation::kMaxStopSequences of at most generation::kMaxStopBytes UTF-8 bytes).
   std::vector<std::string> stop{};
 
   bool operator==(const GenerateParams&) const = default;
@@ -170,10 +152,10 @@ struct Timings {
   bool operator==(const Timings&) const = default;
 };
 
-// Why a text ended, as the engine says (engine/finish_reason.h). wire_name() and
+// Why a text ended, as the engine says (generation/finish_reason.h). wire_name() and
 // parse_finish_reason() are the one place it meets the client protocol's strings ("eos",
 // "length", "stop"); the OpenAI and TGI front doors map it to their names in theirs.
-using engine::FinishReason;
+using generation::FinishReason;
 std::string_view wire_name(FinishReason reason);
 // nullopt for a string that is not a v1 reason (clients read such reasons as kStop).
 std::optional<FinishReason> parse_finish_reason(std::string_view name);

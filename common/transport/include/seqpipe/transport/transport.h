@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -54,15 +55,21 @@ std::string bind_problem(int error_number);
 // on HOST:PORT (an IPv4 address) and says what that bind says ("cannot be bound" if it works).
 std::string tcp_bind_problem(const std::string& host, int port);
 
+// A bind of an endpoint that a config key names failed: "<key>: <endpoint> <why>". The same
+// address will be as busy after a restart, so a service exits as for a bad config (status 2,
+// run_service_main) and is not restarted.
+struct EndpointError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class Socket {
  public:
   Socket(zmq::context_t& context, zmq::socket_type type, const SocketOptions& options = {});
 
   // Binds and returns the endpoint actually bound: tcp://HOST:0 or :* comes back with its port.
   // For ipc://PATH the directory is created first. Throws std::runtime_error naming the endpoint;
-  // with `key` (the config key that names it), a config::ConfigError
-  // "gateway.client_endpoint: tcp://127.0.0.1:5555 is in use": the same address will be as busy
-  // after a restart, so the process exits as for a bad config and is not restarted.
+  // with `key` (the config key that names it), an EndpointError
+  // "gateway.client_endpoint: tcp://127.0.0.1:5555 is in use".
   std::string bind(const std::string& endpoint, std::string_view key = {});
   void connect(const std::string& endpoint);
 

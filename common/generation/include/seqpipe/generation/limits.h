@@ -1,11 +1,11 @@
 #pragma once
-// The engine's decoding limits and the default length of a generation: the one definition that
-// the serving layers (client protocol, stage messages, config, batcher, decoder) refer to instead
-// of retyping. Header-only and without dependencies, so code that does not link the engine (the
-// protocol codecs, the config) includes it too. decoding.h includes it.
-namespace seqpipe::engine {
+// The decoding limits and the default length of a generation: the one definition that the engine
+// and the serving layers (client protocol, stage messages, config, batcher, decoder) refer to
+// instead of retyping. Header-only and without dependencies, below both the engine and the
+// protocol, so that neither includes the other.
+namespace seqpipe::generation {
 
-// Largest num_beams a sequence may use (DecodingOptions::validate).
+// Largest num_beams a sequence may use (engine::DecodingOptions::validate).
 inline constexpr int kMaxBeams = 16;
 // Largest max_new_tokens: far above any T5 use; it keeps a typo from sizing a KV cache of
 // gigabytes.
@@ -31,4 +31,4 @@ constexpr int slot_cost(int num_beams) {
   return num_beams > 1 ? num_beams : 1;
 }
 
-}  // namespace seqpipe::engine
+}  // namespace seqpipe::generation

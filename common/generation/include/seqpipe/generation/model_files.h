@@ -1,7 +1,7 @@
 #pragma once
 // Limits on the files of a model directory, the one definition that the engine and the config
 // (which does not link the engine) both refer to. Header-only and without dependencies.
-namespace seqpipe::engine {
+namespace seqpipe::generation {
 
 // Largest config.json read (real ones are a few KB): a larger one is refused before it is read
 // or parsed, so that a file in a model directory cannot make a process spend seconds and
@@ -15,4 +15,4 @@ inline constexpr unsigned long long kMaxModelSettingsBytes = 64ull << 10;
 // one is refused before it is read or parsed.
 inline constexpr unsigned long long kMaxSafetensorsHeaderBytes = 16ull << 20;
 
-}  // namespace seqpipe::engine
+}  // namespace seqpipe::generation

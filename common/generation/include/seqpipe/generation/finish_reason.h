@@ -1,10 +1,10 @@
 #pragma once
 // Why a generated sequence ended: the one definition that the serving layers (client protocol,
-// stage messages, the OpenAI and TGI front doors) map to their own names. Header-only and without
-// dependencies, like limits.h, so code that does not link the engine includes it too.
+// stage messages, the OpenAI and TGI front doors) map to their own names, and the engine's results
+// carry. Header-only and without dependencies, like limits.h.
 #include <cstdint>
 
-namespace seqpipe::engine {
+namespace seqpipe::generation {
 
 enum class FinishReason : uint8_t {
   kEos,     // the model produced its end token
@@ -12,4 +12,4 @@ enum class FinishReason : uint8_t {
   kStop,    // the output ended with a stop sequence (the search's stop ids, or the cut text)
 };
 
-}  // namespace seqpipe::engine
+}  // namespace seqpipe::generation
