@@ -125,6 +125,34 @@ void Decoder::fill_cross(const TensorView& encoder_rows, const int64_t* offsets,
   }
 }
 
+namespace {
+
+// Each slot once, held, started and not full: a bad slot list would corrupt another sequence's
+// cache. positions[i] <- slot i's next position.
+void check_step_slots(const KvCache& cache, const int* slots, int n, uint64_t stamp,
+                      std::vector<uint64_t>& slot_stamp, std::vector<int64_t>& positions) {
+  for (int i = 0; i < n; ++i) {
+    const int s = slots[i];
+    if (!cache.held(s) || cache.source_length(s) == 0 ||
+        slot_stamp[static_cast<size_t>(s)] == stamp) {
+      throw EngineError("Decoder::step: slot " + std::to_string(s) +
+                        " is not held, not started or given twice");
+    }
+    slot_stamp[static_cast<size_t>(s)] = stamp;
+  }
+  for (int i = 0; i < n; ++i) {
+    const int64_t pos = cache.length(slots[i]);
+    if (pos >= cache.options().max_target_len) {
+      throw EngineError("Decoder::step: slot " + std::to_string(slots[i]) +
+                        " is full (max_target_len " +
+                        std::to_string(cache.options().max_target_len) + ")");
+    }
+    positions[static_cast<size_t>(i)] = pos;
+  }
+}
+
+}  // namespace
+
 TensorView Decoder::step(const int* slots, const int* tokens, int n) {
   Workspace& ws = *ws_;
   if (n < 1 || n > cache_.num_slots())
@@ -134,26 +162,7 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
   const float eps = c.layer_norm_epsilon;
   const int64_t inner = c.inner_dim();
 
-  // Each slot once, held, started: a bad slot list would corrupt another sequence's cache.
-  const uint64_t stamp = ++ws.step_count;
-  for (int i = 0; i < n; ++i) {
-    const int s = slots[i];
-    if (!cache_.held(s) || cache_.source_length(s) == 0 ||
-        ws.slot_stamp[static_cast<size_t>(s)] == stamp) {
-      throw EngineError("Decoder::step: slot " + std::to_string(s) +
-                        " is not held, not started or given twice");
-    }
-    ws.slot_stamp[static_cast<size_t>(s)] = stamp;
-  }
-  for (int i = 0; i < n; ++i) {
-    const int64_t pos = cache_.length(slots[i]);
-    if (pos >= cache_.options().max_target_len) {
-      throw EngineError("Decoder::step: slot " + std::to_string(slots[i]) +
-                        " is full (max_target_len " +
-                        std::to_string(cache_.options().max_target_len) + ")");
-    }
-    ws.positions[static_cast<size_t>(i)] = pos;
-  }
+  check_step_slots(cache_, slots, n, ++ws.step_count, ws.slot_stamp, ws.positions);
 
   ops::AttentionArgs self_args;
   self_args.seqs = ws.seqs.data();

@@ -142,6 +142,28 @@ std::string about_line(const config::ModelCatalog& catalog, const std::string& c
   return line + "; /metrics :" + std::to_string(metrics_port);
 }
 
+// How long a round may wait: a heartbeat interval (at most 100 ms), less when a request's
+// deadline comes first.
+std::chrono::milliseconds poll_timeout(Gateway& gateway, int heartbeat_interval_ms) {
+  auto timeout =
+      std::min(std::chrono::milliseconds(100), std::chrono::milliseconds(heartbeat_interval_ms));
+  if (auto d = gateway.next_deadline()) {
+    timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*d - SteadyClock::now()),
+                         std::chrono::milliseconds(0), timeout);
+  }
+  return timeout;
+}
+
+// The postprocessors' results waiting on `results`, to the gateway.
+void read_results(transport::Socket& results, const stage::Limits& limits,
+                  metrics::StageMetrics& stage_metrics, Gateway& gateway, const Now& now,
+                  Outbox& out) {
+  while (auto frames = results.try_recv()) {
+    if (auto m = worker::decode_frames(*frames, 1, "the results socket", limits, stage_metrics))
+      gateway.on_results(std::move(*m), now, out);
+  }
+}
+
 int serve(const config::LoadedConfig& loaded) {
   const config::PipelineConfig& c = loaded.config;
   service::init_logging("gateway");
@@ -204,13 +226,7 @@ int serve(const config::LoadedConfig& loaded) {
   const stage::Limits limits;
   Outbox out;
   while (!service::stop_requested()) {
-    auto timeout = std::min(std::chrono::milliseconds(100),
-                            std::chrono::milliseconds(c.liveness.heartbeat_interval_ms));
-    if (auto d = gateway.next_deadline()) {
-      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*d - SteadyClock::now()),
-                           std::chrono::milliseconds(0), timeout);
-    }
-    poller.poll(timeout);
+    poller.poll(poll_timeout(gateway, c.liveness.heartbeat_interval_ms));
     const Now now = Now::read();  // the one reading of the clocks per round
     if (poller.readable(kClients)) {
       while (auto frames = clients.try_recv()) gateway.on_client(std::move(*frames), now, out);
@@ -225,14 +241,7 @@ int serve(const config::LoadedConfig& loaded) {
           },
           [&](std::string_view bytes) { return apply_catalog(bytes, gateway, catalog); });
     }
-    if (poller.readable(kResults)) {
-      while (auto frames = results.try_recv()) {
-        if (auto m =
-                worker::decode_frames(*frames, 1, "the results socket", limits, stage_metrics)) {
-          gateway.on_results(std::move(*m), now, out);
-        }
-      }
-    }
+    if (poller.readable(kResults)) read_results(results, limits, stage_metrics, gateway, now, out);
     gateway.tick(now, out);
     gateway.expire(now, out);
     hub::send_rounds(

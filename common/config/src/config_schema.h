@@ -83,24 +83,9 @@ void model_fields(Model& m, Visit& visit) {
   visit(Key{"model", "repository_versions"}, m.repository_versions, IntRule{0, 1000});
 }
 
-// Calls visit(Key, member, rule) for every field, in file order. `Config` is PipelineConfig or
-// const PipelineConfig.
-template <typename Config, typename Visit>
-void for_each_field(Config&& c, Visit&& visit) {
-  visit(Key{"", "runtime_dir"}, c.runtime_dir, TextRule{TextKind::kRuntimeDir});
-
-  model_fields(c.model, visit);
-
-  visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms,
-        IntRule{10, 60'000});
-  visit(Key{"liveness", "heartbeat_liveness"}, c.liveness.heartbeat_liveness, IntRule{1, 100});
-  visit(Key{"liveness", "reconnect_max_ms"}, c.liveness.reconnect_max_ms, IntRule{10, 600'000});
-
-  visit(Key{"metrics", "address"}, c.metrics.address, TextRule{TextKind::kIpv4});
-  visit(Key{"metrics", "latency_buckets_us"}, c.metrics.latency_buckets_us,
-        IntRule{1, 600'000'000});
-
-  auto& g = c.gateway;
+// The gateway's fields (for_each_field's).
+template <typename Gateway, typename Visit>
+void gateway_fields(Gateway& g, Visit&& visit) {
   visit(Key{"gateway", "client_endpoint"}, g.client_endpoint,
         TextRule{TextKind::kEndpoint, "gateway.sock"});
   visit(Key{"gateway", "tokenizer_endpoint"}, g.tokenizer_endpoint,
@@ -123,6 +108,48 @@ void for_each_field(Config&& c, Visit&& visit) {
         TextRule{TextKind::kOptionalPath});
   visit(Key{"gateway", "grpc_endpoint"}, g.grpc_endpoint, TextRule{TextKind::kHttpAddress});
   visit(Key{"gateway", "replicas"}, g.replicas, IntRule{1, 16});
+}
+
+// The postprocessor's own fields, after worker_fields' (for_each_field's).
+template <typename Postprocessor, typename Visit>
+void postprocessor_fields(Postprocessor& p, Visit&& visit) {
+  visit(Key{"postprocessor", "known_words", kPerModel}, p.known_words,
+        TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "known_word_votes", kPerModel}, p.known_word_votes, IntRule{0, 16});
+  visit(Key{"postprocessor", "known_word_margin", kPerModel}, p.known_word_margin,
+        IntRule{0, 10'000});
+  visit(Key{"postprocessor", "user_words", kPerModel}, p.user_words, TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "aspell_dictionary", kPerModel}, p.aspell_dictionary,
+        TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "aspell_left_words", kPerModel}, p.aspell_left_words, IntRule{0, 1});
+  visit(Key{"postprocessor", "word_counts", kPerModel}, p.word_counts,
+        TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "edit_counts", kPerModel}, p.edit_counts,
+        TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "confusion_counts", kPerModel}, p.confusion_counts,
+        TextRule{TextKind::kPathList});
+  visit(Key{"postprocessor", "confusion_margin", kPerModel}, p.confusion_margin,
+        IntRule{0, 10'000});
+}
+
+// Calls visit(Key, member, rule) for every field, in file order. `Config` is PipelineConfig or
+// const PipelineConfig.
+template <typename Config, typename Visit>
+void for_each_field(Config&& c, Visit&& visit) {
+  visit(Key{"", "runtime_dir"}, c.runtime_dir, TextRule{TextKind::kRuntimeDir});
+
+  model_fields(c.model, visit);
+
+  visit(Key{"liveness", "heartbeat_interval_ms"}, c.liveness.heartbeat_interval_ms,
+        IntRule{10, 60'000});
+  visit(Key{"liveness", "heartbeat_liveness"}, c.liveness.heartbeat_liveness, IntRule{1, 100});
+  visit(Key{"liveness", "reconnect_max_ms"}, c.liveness.reconnect_max_ms, IntRule{10, 600'000});
+
+  visit(Key{"metrics", "address"}, c.metrics.address, TextRule{TextKind::kIpv4});
+  visit(Key{"metrics", "latency_buckets_us"}, c.metrics.latency_buckets_us,
+        IntRule{1, 600'000'000});
+
+  gateway_fields(c.gateway, visit);
 
   worker_fields("tokenizer", c.tokenizer, visit);
 
@@ -161,26 +188,7 @@ void for_each_field(Config&& c, Visit&& visit) {
   visit(Key{"decoder", "warmup_batch_size"}, c.decoder.warmup_batch_size, IntRule{0, 4096});
 
   worker_fields("postprocessor", c.postprocessor, visit);
-  visit(Key{"postprocessor", "known_words", kPerModel}, c.postprocessor.known_words,
-        TextRule{TextKind::kPathList});
-  visit(Key{"postprocessor", "known_word_votes", kPerModel}, c.postprocessor.known_word_votes,
-        IntRule{0, 16});
-  visit(Key{"postprocessor", "known_word_margin", kPerModel}, c.postprocessor.known_word_margin,
-        IntRule{0, 10'000});
-  visit(Key{"postprocessor", "user_words", kPerModel}, c.postprocessor.user_words,
-        TextRule{TextKind::kPathList});
-  visit(Key{"postprocessor", "aspell_dictionary", kPerModel}, c.postprocessor.aspell_dictionary,
-        TextRule{TextKind::kPathList});
-  visit(Key{"postprocessor", "aspell_left_words", kPerModel}, c.postprocessor.aspell_left_words,
-        IntRule{0, 1});
-  visit(Key{"postprocessor", "word_counts", kPerModel}, c.postprocessor.word_counts,
-        TextRule{TextKind::kPathList});
-  visit(Key{"postprocessor", "edit_counts", kPerModel}, c.postprocessor.edit_counts,
-        TextRule{TextKind::kPathList});
-  visit(Key{"postprocessor", "confusion_counts", kPerModel}, c.postprocessor.confusion_counts,
-        TextRule{TextKind::kPathList});
-  visit(Key{"postprocessor", "confusion_margin", kPerModel}, c.postprocessor.confusion_margin,
-        IntRule{0, 10'000});
+  postprocessor_fields(c.postprocessor, visit);
 
   auto& s = c.security;
   visit(Key{"security", "server_key"}, s.server_key, TextRule{TextKind::kOptionalPath});
