@@ -10,10 +10,10 @@
 #include <span>
 
 #include "seqpipe/engine/device.h"
-#include "seqpipe/engine/limits.h"
 #include "seqpipe/engine/model.h"
 #include "seqpipe/engine/profiler.h"
 #include "seqpipe/engine/tensor.h"
+#include "seqpipe/generation/limits.h"
 
 namespace seqpipe::engine {
 class Backend;
@@ -137,7 +137,7 @@ void feed_forward_activation(const TensorView& a, const TensorView& b, const Ten
 // --- The lm_head's choices on the logits' device ---
 // The largest k that top_k_log_softmax takes: a beam step's candidates, 2 x the most beams, and
 // one more for the eos a beam search may have to leave out (min_new_tokens).
-inline constexpr int kMaxTopK = 2 * kMaxBeams + 1;
+inline constexpr int kMaxTopK = 2 * generation::kMaxBeams + 1;
 // Per logits row r, its k best tokens, best first (the lower id among equals, as argmax), into
 // ids[r * k + j], and their log-softmax (x - (max + log(sum exp(x - max))), fp32) into
 // logprobs[r * k + j]: what a beam step without logits processors needs (2 x beams per beam),
