@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -217,6 +218,18 @@ TEST(ClientTest, OneGatewayIsAskedAgainAfterItsRestart) {
   restarted.answer(got->first, "a1", "back");
   EXPECT_EQ(text_of(client.receive("a1", milliseconds(5000))), "back");
   std::filesystem::remove_all(dir);
+}
+
+TEST(ClientTest, ConnectedSaysWhetherAnyGatewayListens) {
+  zmq::context_t context;
+  TestGateway a(context);
+  Client listening(a.endpoint);
+  EXPECT_TRUE(listening.connected(milliseconds(2000)));
+  const std::string nowhere = "ipc:///tmp/seqpipe-client-test-nobody-" + std::to_string(getpid());
+  Client alone(nowhere);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(alone.connected(milliseconds(100)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(2000));
 }
 
 }  // namespace

@@ -4,8 +4,9 @@ becomes ready (/ready, asked inside its pod's network namespace), the pipeline a
 under load one decoder pod is stopped (SIGTERM: it drains) and another one added: 0 requests lost.
 
 Needs root, podman, kubectl, nsenter, curl and the image localhost/seqpipe:latest (built by
-deploy/image/build.sh); prints "SKIP: <why>" without them. Run by hand (docs/DEPLOY.md):
-    python3 tests/deploy/podman_test.py
+deploy/image/build.sh), and SEQPIPE_IMAGE_TESTS=1 to say that image is this checkout's; prints
+"SKIP: <why>" without them. Run by hand (docs/DEPLOY.md):
+    deploy/image/build.sh && SEQPIPE_IMAGE_TESTS=1 python3 tests/deploy/podman_test.py
 """
 import json
 import os
@@ -27,6 +28,10 @@ def run(*args, check=True, timeout=120):
 
 
 def missing():
+    # An image left by an earlier build would test other binaries than this checkout's.
+    if os.environ.get("SEQPIPE_IMAGE_TESTS") != "1":
+        return ("set SEQPIPE_IMAGE_TESTS=1 once deploy/image/build.sh has built this checkout's "
+                "image")
     if os.geteuid() != 0:
         return "needs root (nsenter into the pods' network namespaces)"
     for tool in ("podman", "kubectl", "nsenter", "curl"):

@@ -11,7 +11,7 @@ src=$1 out=$2/fuzz runs=${3:-200000} seconds=${4:-150}
 mkdir -p "$out"
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
   -I"$src/engine/include" -I"$src/services")
-for library in protocol messages observability config transport; do
+for library in generation protocol messages observability config transport; do
   flags+=(-I"$src/common/$library/include")
 done
 build() {  # target sources...

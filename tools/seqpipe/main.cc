@@ -43,6 +43,9 @@ using Clock = std::chrono::steady_clock;
 
 // What each command does, beyond its flags (CLI11 lists those, with their help): the footers of
 // `seqpipe COMMAND --help`.
+// How long `send` waits for a connection to the gateway before it says none listens.
+constexpr int64_t kConnectWaitMs = 1000;
+
 constexpr const char* kUpFooter =
     R"(Starts the whole pipeline on this machine as child processes: gateway.replicas gateways and
 batcher.replicas batchers (default 1 each; replica k on the endpoints and ports k after the
@@ -386,6 +389,16 @@ int send(SendArgs a) {
   // past it with nothing back means no gateway is there: say so then, not after a long wait.
   const uint32_t deadline_ms = request.timeout_ms.value_or(c.gateway.default_timeout_ms);
   const auto wait = std::chrono::milliseconds(deadline_ms + 1000);
+  // Nothing listening is said at once, not after the whole deadline (10 s by default).
+  const auto connect_wait = std::min(wait, std::chrono::milliseconds(kConnectWaitMs));
+  if (!client.connected(connect_wait)) {
+    std::fprintf(stderr,
+                 "seqpipe send: no connection to %s within %lld ms: is the pipeline running? "
+                 "Start it with `seqpipe up` (with the same --config and --set), or give its "
+                 "gateway with --endpoint\n",
+                 endpoint.c_str(), static_cast<long long>(connect_wait.count()));
+    return 1;
+  }
   std::variant<seqpipe::protocol::Reply, seqpipe::protocol::Error> result;
   bool streamed = false;  // the text went out in pieces as it came
   if (request.stream) {

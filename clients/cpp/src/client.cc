@@ -1,5 +1,6 @@
 #include "seqpipe/client.h"
 
+#include <algorithm>
 #include <deque>
 #include <stdexcept>
 #include <unordered_map>
@@ -181,6 +182,22 @@ Client::Client(const std::string& endpoints, ClientOptions options)
 }
 
 Client::~Client() = default;
+
+bool Client::connected(std::chrono::milliseconds wait) {
+  Impl& m = *impl_;
+  const auto until = Clock::now() + wait;
+  for (;;) {
+    for (size_t g = 0; g < m.gateways.size(); ++g) {
+      while (auto event = m.watches[g]->next()) m.on_connection_event(g, *event);
+    }
+    if (std::find(m.connected.begin(), m.connected.end(), true) != m.connected.end()) return true;
+    const auto now = Clock::now();
+    if (now >= until) return false;
+    // Short rounds: a reply already waiting would make every poll return at once.
+    m.poller.poll(std::min(std::chrono::ceil<std::chrono::milliseconds>(until - now),
+                           std::chrono::milliseconds(10)));
+  }
+}
 
 Answer Client::call(const protocol::Request& request, std::chrono::milliseconds wait) {
   // Every request carries an id, so that a late reply to an earlier (timed-out) call is skipped.

@@ -10,6 +10,7 @@ Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -17,7 +18,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import (ONE_REPLICA_EACH, Pipeline, RepositoryTestCase, answers,  # noqa: E402
+from harness import (ONE_REPLICA_EACH, SEQPIPE, Pipeline, RepositoryTestCase, answers,  # noqa: E402
                      free_port, make_tiny_model)
 from seqpipe_client import Client  # noqa: E402
 
@@ -61,6 +62,10 @@ class AccessTestCase(RepositoryTestCase):
             model_dir=os.path.join(cls.repo, "alpha", "1"))
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=20000)
         cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass, timeout=90)
+        # Answering comes before the supervisor's next look at the hubs marks the version READY.
+        cls.pipeline.wait_until(lambda: " READY" in subprocess.run(
+            [SEQPIPE, "models", "list", "--set", f"runtime_dir={cls.pipeline.run_dir}"],
+            capture_output=True, text=True, timeout=60).stdout, cls.tearDownClass, timeout=90)
 
 
 class OffBeyondLoopbackTest(AccessTestCase):

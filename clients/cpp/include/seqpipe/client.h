@@ -49,6 +49,9 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
+  // Whether a connection to some gateway is made within `wait` (a connection, not yet an
+  // answer): false says at once that nothing listens there, before any deadline runs out.
+  bool connected(std::chrono::milliseconds wait);
   // Sends `request` and waits up to `wait` for its reply (for a streamed request, its first
   // partial: use submit() and receive(id) instead). A transport-level failure (no reply
   // in time, an undecodable reply) comes back as an Error value with code kUnavailable or
