@@ -122,20 +122,18 @@ void Gateway::answer_from_cache(Request& r) {
   }
 }
 
-std::optional<Gateway::Admitted> Gateway::admit(Envelope& frames, std::string_view payload,
-                                                const Now& now, Outbox& out) {
-  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()),
-                                       payload.size());
-  auto decoded = protocol::decode_request(bytes, settings_.decode_limits());
+std::optional<Gateway::Admitted> Gateway::admit(
+    Caller& caller, std::variant<protocol::Request, protocol::RejectedRequest>& decoded,
+    const OwnDecode& own_decode, const Now& now, Outbox& out) {
   auto rejected = [&](protocol::Error&& error, std::string&& id) {
-    reply_error(std::move(frames), std::move(id), std::move(error), now.steady, now.steady, out);
+    reply_error(std::move(caller), std::move(id), std::move(error), now.steady, now.steady, out);
     return std::nullopt;
   };
   if (auto* r = std::get_if<protocol::RejectedRequest>(&decoded))
     return rejected(std::move(r->error), std::move(r->id));
   auto* request = &std::get<protocol::Request>(decoded);
   if (request->op == protocol::Op::kCancel) {
-    cancel(frames, *request->id, now, out);
+    cancel(caller.envelope, *request->id, now, out);
     return std::nullopt;
   }
   auto model = models_.resolve(request->model, request->version);
@@ -150,8 +148,8 @@ std::optional<Gateway::Admitted> Gateway::admit(Envelope& frames, std::string_vi
         request->id.value_or(""));
   }
   // Its version's token and beam caps are below the loosest: its own rules, its own messages.
-  if (settings_.needs_own_decode(settings)) {
-    decoded = protocol::decode_request(bytes, settings.limits);
+  if (own_decode && settings_.needs_own_decode(settings)) {
+    decoded = own_decode(settings.limits);
     if (auto* r = std::get_if<protocol::RejectedRequest>(&decoded))
       return rejected(std::move(r->error), std::move(r->id));
     request = &std::get<protocol::Request>(decoded);
@@ -165,12 +163,30 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   frames.pop_back();
   metrics_.request();
   ++requests_received_;
-  auto admitted = admit(frames, payload, now, out);
-  if (!admitted) return;
-  protocol::Request& request = admitted->request;
-  if (throttle_.refuse(admitted->model, now.steady)) {
-    const int taken = static_cast<int>(100 * throttle_.accepted_share(admitted->model));
-    reply_error(std::move(frames), request.id.value_or(""),
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()),
+                                       payload.size());
+  auto decoded = protocol::decode_request(bytes, settings_.decode_limits());
+  Caller caller{std::move(frames), {}};
+  auto admitted = admit(
+      caller, decoded,
+      [&](const protocol::Limits& limits) { return protocol::decode_request(bytes, limits); }, now,
+      out);
+  if (admitted) start(std::move(caller), std::move(*admitted), now, out);
+}
+
+void Gateway::submit(Submission&& submission, const Now& now, Outbox& out) {
+  metrics_.request();
+  ++requests_received_;
+  Caller caller{{}, std::move(submission.sink)};
+  auto admitted = admit(caller, submission.request, {}, now, out);
+  if (admitted) start(std::move(caller), std::move(*admitted), now, out);
+}
+
+void Gateway::start(Caller&& caller, Admitted&& admitted, const Now& now, Outbox& out) {
+  protocol::Request& request = admitted.request;
+  if (throttle_.refuse(admitted.model, now.steady)) {
+    const int taken = static_cast<int>(100 * throttle_.accepted_share(admitted.model));
+    reply_error(std::move(caller), request.id.value_or(""),
                 {protocol::ErrorCode::kOverloaded,
                  "refused at the gateway: the pipeline is overloaded (it took " +
                      std::to_string(taken) + "% of this model's recent requests); retry later"},
@@ -178,14 +194,14 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
     return;
   }
   if (waiting() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
-    reply_error(std::move(frames), request.id.value_or(""),
+    reply_error(std::move(caller), request.id.value_or(""),
                 {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"},
                 now.steady, now.steady, out);
     return;
   }
   const uint64_t id = next_id_;
   if (!batchers_.assign(id)) {
-    reply_error(std::move(frames), request.id.value_or(""),
+    reply_error(std::move(caller), request.id.value_or(""),
                 {protocol::ErrorCode::kUnavailable, "no batcher is live; retry later"}, now.steady,
                 now.steady, out);
     return;
@@ -193,22 +209,22 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   ++next_id_;
   const uint32_t timeout_ms = request.timeout_ms.value_or(config_.gateway.default_timeout_ms);
   Request r;
-  r.envelope = std::move(frames);
+  r.caller = std::move(caller);
   r.client_id = request.id.value_or("");
   r.batch_form = request.batch_form;
   r.return_scores = request.params.return_scores;
   r.stream = request.stream;
-  r.partials = request.stream && admitted->settings->rewrites_text.empty();
+  r.partials = request.stream && admitted.settings->rewrites_text.empty();
   // A text streamed in partials is not split: they are the prefixes of one output.
-  const size_t split_words = r.partials ? 0 : admitted->settings->split_words;
+  const size_t split_words = r.partials ? 0 : admitted.settings->split_words;
   add_texts(r, std::move(request.texts), split_words);
   const size_t items = r.sources.size();
   if (items > static_cast<size_t>(config_.batcher.max_queue_size)) {  // it could never be queued
     batchers_.forget(id);
-    reply_error(std::move(r.envelope), std::move(r.client_id),
+    reply_error(std::move(r.caller), std::move(r.client_id),
                 {protocol::ErrorCode::kTooLong,
                  "the texts make " + std::to_string(items) + " pieces of at most " +
-                     std::to_string(admitted->settings->split_words) +
+                     std::to_string(admitted.settings->split_words) +
                      " words (gateway.split_words); one request may hold at most "
                      "batcher.max_queue_size = " +
                      std::to_string(config_.batcher.max_queue_size)},
@@ -225,12 +241,12 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.expires = now.steady + std::chrono::milliseconds(timeout_ms);
   r.deadline = Deadline::after(now, std::chrono::milliseconds(timeout_ms));
   r.params = request.params;
-  r.model = std::move(admitted->model);
+  r.model = std::move(admitted.model);
   answer_from_cache(r);
   // Every item not answered from the cache.
   stage::Tokenize work = tokenize_work(id, r);
   if (request.id) {
-    r.cancel_key = client_key(r.envelope, *request.id);
+    r.cancel_key = client_key(r.caller.envelope, *request.id);
     by_client_.emplace(r.cancel_key, id);
   }
   deadlines_.emplace(r.expires, id);
@@ -371,7 +387,7 @@ void Gateway::stream_partial(Request& r, std::string_view text, Outbox& out) {
   partial.id = r.client_id;
   partial.partial = true;
   partial.texts.emplace_back(text.substr(r.streamed.size()));
-  out.replies.emplace_back(r.envelope, protocol::encode_reply(partial));
+  send(r.caller, std::move(partial), false, out);
   r.streamed = text;
 }
 
@@ -402,7 +418,7 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
     spdlog::info("gateway: request {} (id '{}'): {}: {}", id, r.client_id,
                  protocol::wire_name(reply.error->code), reply.error->message);
   }
-  out.replies.emplace_back(std::move(r.envelope), protocol::encode_reply(reply));
+  send(r.caller, std::move(reply), true, out);
   deadlines_.erase({r.expires, id});
   if (!r.cancel_key.empty()) {
     auto [first, last] = by_client_.equal_range(r.cancel_key);
@@ -426,7 +442,7 @@ void Gateway::unavailable(uint64_t id, const std::string& why, SteadyClock::time
         now, out);
 }
 
-void Gateway::reply_error(Envelope envelope, std::string client_id, protocol::Error error,
+void Gateway::reply_error(Caller caller, std::string client_id, protocol::Error error,
                           SteadyClock::time_point received, SteadyClock::time_point now,
                           Outbox& out) {
   metrics_.error(error.code);
@@ -437,7 +453,13 @@ void Gateway::reply_error(Envelope envelope, std::string client_id, protocol::Er
   protocol::Reply reply = protocol::error_reply(std::move(client_id), std::move(error));
   reply.timings.total_us = micros(now - received);
   gateway_metrics_.request_seconds(false, static_cast<double>(reply.timings.total_us) * 1e-6);
-  out.replies.emplace_back(std::move(envelope), protocol::encode_reply(reply));
+  send(caller, std::move(reply), true, out);
+}
+
+void Gateway::send(Caller& caller, protocol::Reply&& reply, bool last, Outbox& out) {
+  if (caller.sink) return caller.sink(std::move(reply));
+  out.replies.emplace_back(last ? std::move(caller.envelope) : caller.envelope,
+                           protocol::encode_reply(reply));
 }
 
 std::string Gateway::client_key(const Envelope& envelope, const std::string& client_id) {

@@ -25,11 +25,13 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "gateway/admission_throttle.h"
@@ -52,6 +54,19 @@ namespace seqpipe::gateway {
 
 using Envelope = std::vector<std::string>;  // the client's routing frames, sent back with its reply
 
+// Where a front door's request is answered: each reply, typed (partials, then the final one or
+// an error), on the gateway's thread. A door hands it over to its own thread when it must.
+using ReplySink = std::function<void(protocol::Reply&&)>;
+
+// A front door's request, as its door's validator made it (json_request.h: the option table's
+// ranges and the model version's limits, as decode_request's for the msgpack door), or why it was
+// refused: a refused one is answered and counted by the gateway too, as the msgpack door's is.
+// Its id is the door's own tag (unique per door): a cancel names it.
+struct Submission {
+  std::variant<protocol::Request, protocol::RejectedRequest> request;
+  ReplySink sink;
+};
+
 // The gateway's one worker socket: Outbox::Send::link of the messages to tokenizers.
 inline constexpr size_t kTokenizerLink = 0;
 
@@ -67,6 +82,11 @@ class Gateway {
   // A client message: `frames` as the ROUTER received them (routing frames, then the payload).
   // Replies go to out.replies.
   void on_client(std::vector<std::string>&& frames, const Now& now, Outbox& out);
+  // A front door's request (or a cancel of its request), typed: the one in-process way in, as
+  // Triton's doors call TRITONSERVER_ServerInferAsync. Admission, limits of the version,
+  // deadlines, the response cache, cancellation and metrics are on_client's; the replies go to
+  // the sink, typed, never through out.replies.
+  void submit(Submission&& submission, const Now& now, Outbox& out);
   // ready / credit / heartbeat from a tokenizer.
   void on_tokenizer(const std::string& worker, const stage::StageMessage& message, const Now& now);
   // Results (or failed items) from the postprocessors and other stages; batchers' heartbeats.
@@ -89,6 +109,8 @@ class Gateway {
   std::vector<status::StageStatus> status() const;
   size_t waiting() const;
   const config::ModelCatalog& models() const { return models_; }
+  // What the front doors' validators check a request under, per model version (SharedCatalog).
+  RequestLimits request_limits() const { return settings_.request_limits(); }
   // With a repository: the model versions to route to from now on (the supervisor's catalog; a
   // request in flight keeps its version). Answers the requests in flight per model version.
   model_control::InFlight set_models(const std::vector<config::ModelVersion>& models);
@@ -102,8 +124,13 @@ class Gateway {
   };
   // Items are the client's texts, or their pieces: texts, scores, usage, sequences, done,
   // cache_keys and sources are per item, and the reply joins a text's pieces back (ok_reply).
-  struct Request {
+  // Who a request's replies go to: a ROUTER client by its routing frames, or a door's sink.
+  struct Caller {
     Envelope envelope;
+    ReplySink sink;  // set: a front door's request
+  };
+  struct Request {
+    Caller caller;
     std::string client_id;
     bool batch_form = false;
     bool return_scores = false;
@@ -138,8 +165,18 @@ class Gateway {
     std::string model;                // config::model_key of the version
     const ModelSettings* settings{};  // in settings_: valid until the catalog changes
   };
-  std::optional<Admitted> admit(Envelope& frames, std::string_view payload, const Now& now,
-                                Outbox& out);
+  // `decoded` under the loosest limits; `own_decode` decodes again under a version's limits (the
+  // msgpack door's bytes; a door's request was checked under its version's by its validator).
+  using OwnDecode = std::function<std::variant<protocol::Request, protocol::RejectedRequest>(
+      const protocol::Limits&)>;
+  std::optional<Admitted> admit(Caller& caller,
+                                std::variant<protocol::Request, protocol::RejectedRequest>& decoded,
+                                const OwnDecode& own_decode, const Now& now, Outbox& out);
+  // An admitted request into the pipeline (or answered at once: refused, or from the cache).
+  void start(Caller&& caller, Admitted&& admitted, const Now& now, Outbox& out);
+  // A reply to `caller`: its sink, or out.replies for its ROUTER client (`last`: the envelope is
+  // not needed again).
+  static void send(Caller& caller, protocol::Reply&& reply, bool last, Outbox& out);
   // Answers the lost requests of a batcher that died or restarted and submits the moved ones
   // again, first in line, in arrival order.
   void submit_again(const BatcherFailover::Failover& failover, const Now& now, Outbox& out);
@@ -160,7 +197,7 @@ class Gateway {
   // A streamed request's text so far: a partial reply with what `text` adds to the text sent
   // already (nothing when it adds nothing or does not extend it: a stale or reordered partial).
   static void stream_partial(Request& r, std::string_view text, Outbox& out);
-  void reply_error(Envelope envelope, std::string client_id, protocol::Error error,
+  void reply_error(Caller caller, std::string client_id, protocol::Error error,
                    SteadyClock::time_point received, SteadyClock::time_point now, Outbox& out);
 
   config::PipelineConfig config_;

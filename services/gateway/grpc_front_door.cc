@@ -10,6 +10,7 @@
 #include <set>
 
 #include "gateway/handler_boundary.h"
+#include "gateway/json_request.h"
 #include "gateway/kserve_grpc.h"
 #include "grpc_predict_v2.grpc.pb.h"
 #include "seqpipe/config/config.h"
@@ -22,11 +23,6 @@ namespace {
 using Clock = GrpcFrontDoor::Clock;
 constexpr std::chrono::seconds kReplyMargin{2};   // the trip back after the gateway's deadline
 constexpr std::chrono::milliseconds kRound{100};  // how often calls are looked at for expiry
-// The routing frame of the door's requests into the gateway: empty, which no ZeroMQ peer's can
-// be (a ROUTER gives a peer that names no routing id one of its own, never an empty one, and a
-// peer may name any other bytes, so only the empty frame cannot be forged).
-const std::string kRoute;
-
 grpc::Status internal_status() {
   return {grpc::StatusCode::INTERNAL, "internal: the call could not be handled"};
 }
@@ -365,7 +361,7 @@ GrpcFrontDoor::~GrpcFrontDoor() {
     left.swap(posted_);
   }
   probe_wake_.notify_all();
-  const ToGateway nowhere = [](std::vector<std::string>&&) {};
+  const ToGateway nowhere = [](Submission&&) {};
   for (auto& task : left) task(nowhere);
   for (const auto& [tag, pending] : pending_) {
     fail(tag, pending, {grpc::StatusCode::UNAVAILABLE, "unavailable: the gateway is stopping"});
@@ -424,9 +420,10 @@ void GrpcFrontDoor::start(HttpRequest request, Pending pending, const ToGateway&
         }
       },
       [] {});  // the call's own names then
-  std::string tag = request.internal_id;
+  const std::string tag = request.internal_id;
   pending_.emplace(tag, std::move(pending));
-  to_gateway({kRoute, std::move(tag), std::string(), std::move(request.msgpack)});
+  to_gateway({typed_request(request, catalog_),
+              [this, tag](protocol::Reply&& reply) { on_reply(tag, reply); }});
 }
 
 void GrpcFrontDoor::serve(const ToGateway& to_gateway) {
@@ -440,18 +437,11 @@ void GrpcFrontDoor::serve(const ToGateway& to_gateway) {
   for (auto& task : tasks) task(to_gateway);
 }
 
-bool GrpcFrontDoor::answer(const std::vector<std::string>& envelope, const std::string& payload) {
-  if (envelope.size() < 2 || envelope.front() != kRoute) return false;
-  on_reply(envelope[1], payload);
-  return true;
-}
-
-void GrpcFrontDoor::on_reply(const std::string& tag, const std::string& body) {
+void GrpcFrontDoor::on_reply(const std::string& tag, const protocol::Reply& reply) {
   auto it = pending_.find(tag);
   if (it == pending_.end()) return;  // a late reply: the call was given up or cancelled
   const Pending& pending = it->second;
   const ResponseModel model{pending.model, pending.version};
-  const protocol::Reply reply = read_reply(body, tag);  // the reply's one decode
   // The translation runs inside the one boundary; the call is answered whatever it does.
   if (pending.stream != nullptr) {
     KserveStreamReply out;
@@ -483,7 +473,7 @@ void GrpcFrontDoor::on_cancel(const std::string& tag, const ToGateway& to_gatewa
   protocol::Request cancel;
   cancel.op = protocol::Op::kCancel;
   cancel.id = tag;
-  to_gateway({kRoute, tag, std::string(), protocol::encode_request(cancel)});
+  to_gateway({std::move(cancel), [](protocol::Reply&&) {}});  // a cancel has no reply
   if (it->second.stream != nullptr) {
     it->second.stream->drop(tag);
   } else {

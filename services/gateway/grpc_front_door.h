@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/gateway.h"
 #include "gateway/http_json.h"
 #include "gateway/shared_catalog.h"
 #include "seqpipe/observability/metrics.h"
@@ -59,9 +60,8 @@ struct GrpcOptions {
 class GrpcFrontDoor {
  public:
   using Clock = std::chrono::steady_clock;
-  // A request's frames into the gateway, as its client ROUTER gives them: routing frames, then
-  // the payload.
-  using ToGateway = std::function<void(std::vector<std::string>&& frames)>;
+  // A request into the gateway, typed (Gateway::submit); its sink is the door's.
+  using ToGateway = std::function<void(Submission&&)>;
 
   // Serves until destroyed the models of `catalog` (the gateway's loop keeps it current; it
   // outlives the door). `ready(key)`: whether every stage has a live replica of that model
@@ -79,11 +79,10 @@ class GrpcFrontDoor {
   int wake_fd() const { return wake_fd_; }
 
   // The rest on the gateway's thread.
-  // Hands what gRPC's threads handed over (requests, cancels) to `to_gateway`.
+  // Hands what gRPC's threads handed over (requests, cancels) to `to_gateway`, each request
+  // typed by json_request.h's validator; the gateway answers each on this thread, through the
+  // request's sink (the call is finished, or a stream gets its response).
   void serve(const ToGateway& to_gateway);
-  // A reply from the gateway: true when its routing frames are this door's (the call is
-  // finished, or a stream gets its response), false when it is some other client's.
-  bool answer(const std::vector<std::string>& envelope, const std::string& payload);
   // Gives up (unavailable) on calls the gateway has not answered long after their deadline
   // (looked at every 100 ms at most: call it every round).
   void expire(Clock::time_point now);
@@ -114,7 +113,7 @@ class GrpcFrontDoor {
 
   // On the gateway's thread.
   void start(HttpRequest request, Pending pending, const ToGateway& to_gateway);
-  void on_reply(const std::string& tag, const std::string& body);
+  void on_reply(const std::string& tag, const protocol::Reply& reply);
   void on_cancel(const std::string& tag, const ToGateway& to_gateway);
   void fail(const std::string& tag, const Pending& pending, const grpc::Status& status);
 

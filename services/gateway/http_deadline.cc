@@ -23,10 +23,7 @@ std::variant<std::optional<uint32_t>, HttpAnswer> request_timeout(const char* va
 }
 
 void set_timeout(HttpRequest& request, uint32_t timeout_ms) {
-  nlohmann::json fields = nlohmann::json::from_msgpack(request.msgpack);
-  fields["timeout_ms"] = timeout_ms;
-  const std::vector<uint8_t> bytes = nlohmann::json::to_msgpack(fields);
-  request.msgpack.assign(bytes.begin(), bytes.end());
+  request.fields["timeout_ms"] = timeout_ms;
   request.timeout_ms = timeout_ms;
 }
 

@@ -18,8 +18,8 @@ inline constexpr const char* kRequestTimeoutHeader = "X-Request-Timeout";
 // gateway.max_timeout_ms) is the gateway's to check, answered in the route's own shape.
 std::variant<std::optional<uint32_t>, HttpAnswer> request_timeout(const char* value);
 
-// `request` with the deadline `timeout_ms` in place of any timeout_ms of its body (the msgpack
-// request is its JSON object, as every route builds it).
+// `request` with the deadline `timeout_ms` in place of any timeout_ms of its body (its fields, as
+// every route builds them).
 void set_timeout(HttpRequest& request, uint32_t timeout_ms);
 
 }  // namespace seqpipe::gateway

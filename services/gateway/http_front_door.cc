@@ -24,6 +24,7 @@
 #include "gateway/http_models.h"
 #include "gateway/http_openai.h"
 #include "gateway/http_tgi.h"
+#include "gateway/json_request.h"
 #include "seqpipe/config/config.h"
 #include "seqpipe/transport/transport.h"
 
@@ -31,9 +32,8 @@ namespace seqpipe::gateway {
 
 namespace {
 
-// Replies are routed back by a frame of their own ahead of the delimiter (the gateway keeps the
-// whole envelope), not by the id in the reply: a request refused before the gateway could read
-// its id is still answered on its connection.
+// Replies come back to the sink of their request (by its tag), not by the id in the reply: a
+// request refused before its id was read is still answered on its connection.
 constexpr std::chrono::seconds kReplyMargin{2};  // the trip back after the gateway's deadline
 constexpr timeval kHeartbeat{1, 0};  // a streamed request's check that its client is still there
 
@@ -165,18 +165,17 @@ struct HttpFrontDoor::Pending {
   }
 };
 
-HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoint,
-                             HttpOptions options, std::function<bool(const std::string&)> ready)
+HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, Submissions& gateway, HttpOptions options,
+                             std::function<bool(const std::string&)> ready)
     : context_(context),
       options_(std::move(options)),
       own_catalog_(options_.catalog ? nullptr : SharedCatalog::only(options_.model_name)),
       catalog_(options_.catalog ? options_.catalog : own_catalog_.get()),
       ready_(std::move(ready)),
-      gateway_(context, zmq::socket_type::dealer) {
+      gateway_(gateway) {
   // Readiness answers and the stop come from other threads: the base must be lockable.
   static std::once_flag threads;
   std::call_once(threads, [] { evthread_use_pthreads(); });
-  gateway_.connect(gateway_endpoint);
   base_ = event_base_new();
   http_ = evhttp_new(base_);
   evhttp_set_max_headers_size(http_, static_cast<ev_ssize_t>(options_.max_header_bytes));
@@ -213,13 +212,6 @@ HttpFrontDoor::HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoi
   getsockname(evhttp_bound_socket_get_fd(bound), reinterpret_cast<sockaddr*>(&address), &length);
   port_ = ntohs(address.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&address)->sin6_port
                                               : reinterpret_cast<sockaddr_in*>(&address)->sin_port);
-  // The DEALER stays on the loop thread: its ZMQ_FD is polled with the HTTP sockets.
-  const int fd = gateway_.raw().get(zmq::sockopt::fd);
-  gateway_event_ = event_new(
-      base_, fd, EV_READ | EV_PERSIST,
-      [](evutil_socket_t, short, void* self) { static_cast<HttpFrontDoor*>(self)->on_gateway(); },
-      this);
-  event_add(gateway_event_, nullptr);
   wake_ = event_new(
       base_, -1, 0,
       [](evutil_socket_t, short, void* self) { static_cast<HttpFrontDoor*>(self)->run_posted(); },
@@ -255,7 +247,6 @@ HttpFrontDoor::~HttpFrontDoor() {
     if (evhttp_request_get_connection(p->req) == nullptr) evhttp_request_free(p->req);
   }
   pending_.clear();
-  event_free(gateway_event_);
   event_free(wake_);
   event_free(sweep_);
   evhttp_free(http_);
@@ -334,6 +325,7 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
     if (route) {
       ++next_id_;
       if (auto* a = std::get_if<HttpAnswer>(&request)) return send_answer(req, *a);
+      std::get<HttpRequest>(request).message_bytes = body.size();
       const auto* headers = evhttp_request_get_input_headers(req);
       auto timeout = request_timeout(evhttp_find_header(headers, kRequestTimeoutHeader));
       if (auto* a = std::get_if<HttpAnswer>(&timeout)) return send_answer(req, *a);
@@ -347,8 +339,13 @@ void HttpFrontDoor::on_request(evhttp_request* req) {
 
 void HttpFrontDoor::submit(evhttp_request* req, HttpRequest request, Route route) {
   const std::string tag = request.internal_id;
-  if (!gateway_.send({std::string_view(tag), std::string_view(), std::string_view(request.msgpack)},
-                     /*dontwait=*/true)) {
+  // The gateway's thread calls the sink; the reply is answered on this loop's thread.
+  Submission submission{typed_request(request, *catalog_), [this, tag](protocol::Reply&& reply) {
+                          post([this, tag, reply = std::move(reply)] {
+                            if (pending_.count(tag) != 0) on_reply_guarded(tag, reply);
+                          });
+                        }};
+  if (!gateway_.push(std::move(submission))) {
     Pending refused;
     refused.req = req;
     refused.request = std::move(request);
@@ -368,18 +365,6 @@ void HttpFrontDoor::submit(evhttp_request* req, HttpRequest request, Route route
                    static_cast<suseconds_t>(wait.count() % 1000 * 1000)};
   event_add(p->deadline, &tv);
   pending_.emplace(tag, std::move(p));
-  // After a send ZeroMQ may not signal its descriptor for messages already queued: look now.
-  event_active(gateway_event_, EV_READ, 0);
-}
-
-void HttpFrontDoor::on_gateway() {
-  // ZMQ_FD is edge-triggered: read until nothing is left, or no wake-up comes again.
-  while (auto frames = gateway_.try_recv()) {
-    if (frames->size() < 3) continue;  // not [tag, "", reply]: not ours
-    // The reply's one decode (read_reply), only for a request still waiting for it.
-    const std::string& tag = frames->front();
-    if (pending_.count(tag) != 0) on_reply_guarded(tag, read_reply(frames->back(), tag));
-  }
 }
 
 void HttpFrontDoor::on_reply_guarded(const std::string& tag, const protocol::Reply& reply) {
@@ -486,12 +471,9 @@ void HttpFrontDoor::on_heartbeat(std::string tag) {
   protocol::Request cancel;
   cancel.op = protocol::Op::kCancel;
   cancel.id = tag;
-  const std::string bytes = protocol::encode_request(cancel);
-  (void)gateway_.send({std::string_view(tag), std::string_view(), std::string_view(bytes)},
-                      /*dontwait=*/true);
+  (void)gateway_.push({std::move(cancel), [](protocol::Reply&&) {}});  // a cancel has no reply
   evhttp_send_reply_end(p.req);  // frees the request
   pending_.erase(it);
-  event_active(gateway_event_, EV_READ, 0);
 }
 
 std::optional<std::string> HttpFrontDoor::model_key(std::string_view path,

@@ -3,10 +3,11 @@
 // reply as JSON) and the KServe v2 endpoints Triton and KServe share (health, model metadata,
 // infer). One event loop thread serves every connection: a slow or idle client costs a socket
 // and a few KiB, never a thread, so it cannot stall anyone else. Each HTTP request enters the
-// gateway as a protocol request, over an inproc DEALER into the gateway's own client ROUTER:
-// admission, deadlines, the response cache, cancellation and metrics are the msgpack path's
-// exactly, and the gateway's loop stays single-threaded. The JSON translations are in
-// http_json.h.
+// gateway as a typed protocol request (json_request.h's validator), handed over to the gateway's
+// loop (Submissions, then Gateway::submit): admission, deadlines, the response cache,
+// cancellation and metrics are the msgpack path's exactly, and the gateway's loop stays
+// single-threaded. Its typed replies come back to this door's loop thread. The JSON
+// translations are in http_json.h.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include "gateway/http_json.h"
 #include "gateway/http_repository.h"
 #include "gateway/shared_catalog.h"
+#include "gateway/submissions.h"
 #include "seqpipe/observability/metrics.h"
 #include "seqpipe/transport/transport.h"
 
@@ -74,12 +76,11 @@ struct HttpOptions {
 
 class HttpFrontDoor {
  public:
-  // Serves on its own thread until destroyed. `gateway_endpoint`: an inproc endpoint the
-  // gateway's client ROUTER binds in `context`. `ready`: whether every stage has a live replica
-  // (GET /v2/health/ready); it may block, so it runs on a thread of its own.
+  // Serves on its own thread until destroyed. `gateway`: where its requests go to the gateway's
+  // loop (which outlives the door). `context`: the repository extension's sockets'.
   // `ready(model)`: whether the pipeline serves that model version's key now ("": the whole
   // pipeline); asked on a thread of its own, as it may block.
-  HttpFrontDoor(zmq::context_t& context, std::string gateway_endpoint, HttpOptions options,
+  HttpFrontDoor(zmq::context_t& context, Submissions& gateway, HttpOptions options,
                 std::function<bool(const std::string&)> ready);
   ~HttpFrontDoor();
   HttpFrontDoor(const HttpFrontDoor&) = delete;
@@ -95,7 +96,6 @@ class HttpFrontDoor {
   void on_request_guarded(evhttp_request* req);
   void on_request(evhttp_request* req);
   void submit(evhttp_request* req, HttpRequest request, Route route);
-  void on_gateway();  // drains the DEALER's replies
   // A reply (or the door's own no_reply) to request `tag`, inside the handler boundary.
   void on_reply_guarded(const std::string& tag, const protocol::Reply& reply);
   void on_reply(const std::string& tag, const protocol::Reply& reply);
@@ -126,12 +126,11 @@ class HttpFrontDoor {
   std::unique_ptr<SharedCatalog> own_catalog_;  // model_name's alone, when options_ has none
   const SharedCatalog* catalog_ = nullptr;      // options_.catalog, or own_catalog_
   std::function<bool(const std::string&)> ready_;
-  transport::Socket gateway_;  // the loop thread's DEALER into the gateway
+  Submissions& gateway_;
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
-  event* gateway_event_ = nullptr;  // the DEALER's ZMQ_FD
-  event* wake_ = nullptr;           // posted tasks are waiting
-  event* sweep_ = nullptr;          // the connection guard's round
+  event* wake_ = nullptr;   // posted tasks (the gateway's replies among them) are waiting
+  event* sweep_ = nullptr;  // the connection guard's round
   std::unique_ptr<ConnectionGuard> guard_;
   int port_ = 0;
   uint64_t next_id_ = 1;

@@ -12,10 +12,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string_view as_view(const std::vector<uint8_t>& bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
-
 HttpAnswer error_answer(protocol::ErrorCode code, std::string message, const std::string& id) {
   return generate_reply(protocol::error_reply(id, {code, std::move(message)}), id);
 }
@@ -145,7 +141,7 @@ HttpRequest to_gateway(json request, const std::string& internal_id, std::string
   out.client_id = std::move(client_id);
   out.internal_id = internal_id;
   request["id"] = internal_id;
-  out.msgpack = std::string(as_view(json::to_msgpack(request)));
+  out.fields = std::move(request);
   return out;
 }
 

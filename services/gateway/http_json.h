@@ -1,10 +1,12 @@
 #pragma once
-// The gateway's HTTP bodies as the client protocol: JSON in, a msgpack request for the gateway;
+// The gateway's HTTP bodies as the client protocol: JSON in, the request's fields for the gateway;
 // the gateway's reply in, read once as a typed protocol::Reply (read_reply), JSON out, for POST
 // /v1/generate and KServe v2 infer. Pure functions: tested and fuzzed without sockets
 // (http_front_door.h serves them). Each reply writer also takes the reply's msgpack bytes (read
 // with read_reply), for tests and fuzzers.
+#include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,10 +27,12 @@ protocol::ErrorCode error_code(const protocol::Reply& reply);
 // error. `id`: that error reply's.
 protocol::Reply read_reply(std::string_view msgpack_reply, const std::string& id = "");
 
-// A request translated for the gateway: msgpack bytes carrying `internal_id` as the id (so a
-// reply is matched to its HTTP request), and what the reply needs back.
+// A request translated for the gateway: the msgpack request's fields, as JSON, carrying
+// `internal_id` as the id (a door's tag: a cancel names it), made typed by json_request.h's
+// validator; and what the reply needs back.
 struct HttpRequest {
-  std::string msgpack;
+  nlohmann::json fields;
+  size_t message_bytes = 0;  // the body (gRPC: the message) it came in: max_message_bytes applies
   std::string internal_id;             // the id the gateway sees and answers with
   std::string client_id;               // the JSON's "id" ("" when absent), echoed in the reply
   std::optional<uint32_t> timeout_ms;  // the request's own, for how long to wait

@@ -1,6 +1,6 @@
 #pragma once
 // What every JSON front end shares (http_json.cc, http_openai.cc, http_tgi.cc, kserve_grpc.cc):
-// reading a body and handing a request to the gateway as msgpack.
+// reading a body and handing a request's fields to the gateway's validator (json_request.h).
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -19,8 +19,8 @@ std::optional<nlohmann::json> parse_object(std::string_view body);
 // answer a door gives instead of its "must be a JSON object" for a body parse_object refused.
 std::optional<std::string> not_utf8(std::string_view body);
 
-// `request` (a msgpack request's fields as JSON) as the gateway's msgpack request, its id
-// replaced by `internal_id`.
+// `request` (a msgpack request's fields as JSON) as the gateway's request, its id replaced by
+// `internal_id`.
 HttpRequest to_gateway(nlohmann::json request, const std::string& internal_id,
                        std::string client_id);
 

@@ -179,7 +179,9 @@ std::variant<HttpRequest, grpc::Status> kserve_grpc_request(
   }
   auto out = kserve_infer_json(j, internal_id, stream);
   if (auto* problem = std::get_if<std::string>(&out)) return invalid(*problem);
-  return std::move(std::get<HttpRequest>(out));
+  HttpRequest& translated = std::get<HttpRequest>(out);
+  translated.message_bytes = request.ByteSizeLong();
+  return std::move(translated);
 }
 
 std::variant<inference::ModelInferResponse, grpc::Status> kserve_grpc_reply(

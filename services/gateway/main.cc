@@ -12,6 +12,7 @@
 #include "gateway/grpc_front_door.h"
 #include "gateway/http_front_door.h"
 #include "gateway/shared_catalog.h"
+#include "gateway/submissions.h"
 #include "seqpipe/config/config.h"
 #include "seqpipe/observability/metrics.h"
 #include "seqpipe/observability/status.h"
@@ -25,9 +26,6 @@
 namespace seqpipe::gateway {
 namespace {
 
-// The HTTP front door's requests come in on the clients' socket, over inproc.
-constexpr const char* kFrontDoorInproc = "inproc://seqpipe-gateway-http";
-
 // The front doors' readiness check: the whole pipeline (""), or one model version's replicas.
 std::function<bool(const std::string&)> model_ready(zmq::context_t& context,
                                                     const config::PipelineConfig& c,
@@ -40,7 +38,8 @@ std::function<bool(const std::string&)> model_ready(zmq::context_t& context,
 }
 
 // The HTTP front door on gateway.http_endpoint (none when it is off).
-std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config::PipelineConfig& c,
+std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, Submissions& gateway,
+                                          const config::PipelineConfig& c,
                                           const security::HubSecurity& security,
                                           size_t max_body_bytes, const SharedCatalog& catalog,
                                           metrics::FrontDoorMetrics& door_metrics) {
@@ -61,7 +60,7 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, const config:
   options.max_body_bytes = max_body_bytes;
   options.metrics = &door_metrics;
   options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
-  auto http = std::make_unique<HttpFrontDoor>(context, kFrontDoorInproc, options,
+  auto http = std::make_unique<HttpFrontDoor>(context, gateway, options,
                                               model_ready(context, c, security));
   spdlog::info("gateway: HTTP on {}:{} (model '{}')", options.host, http->port(),
                options.model_name);
@@ -98,24 +97,20 @@ std::string apply_catalog(std::string_view bytes, Gateway& gateway, SharedCatalo
     return model_control::encode_in_flight({});
   }
   const auto in_flight = gateway.set_models(*models);
-  shared.set(gateway.models());
+  shared.set(gateway.models(), gateway.request_limits());
   return model_control::encode_in_flight(in_flight);
 }
 
 // A round of the gRPC door: the requests and cancels it took from gRPC's threads (when its
-// eventfd woke the loop) into the gateway, as a client's; its calls left unanswered too long.
+// eventfd woke the loop) into the gateway, typed; its calls left unanswered too long.
 void serve_grpc(GrpcFrontDoor& grpc, bool woken, Gateway& gateway, const Now& now, Outbox& out) {
-  if (woken) {
-    grpc.serve(
-        [&](std::vector<std::string>&& frames) { gateway.on_client(std::move(frames), now, out); });
-  }
+  if (woken) grpc.serve([&](Submission&& s) { gateway.submit(std::move(s), now, out); });
   grpc.expire(now.steady);
 }
 
-// The round's replies: the gRPC door's to it, every other one to its client over the ROUTER.
-void send_replies(Outbox& out, transport::Socket& clients, GrpcFrontDoor* grpc) {
+// The round's replies to the msgpack clients, over the ROUTER (the doors' went to their sinks).
+void send_replies(Outbox& out, transport::Socket& clients) {
   for (auto& [envelope, payload] : out.replies) {
-    if (grpc != nullptr && grpc->answer(envelope, payload)) continue;
     envelope.push_back(std::move(payload));
     if (!clients.send(envelope)) spdlog::info("gateway: a client left before its reply");
   }
@@ -183,7 +178,6 @@ int serve(const config::LoadedConfig& loaded) {
   client_options.max_message_bytes = static_cast<int64_t>(c.gateway.max_message_bytes) * 4;
   client_options.curve = security.server();
   transport::Socket clients(context, zmq::socket_type::router, client_options);
-  clients.bind(kFrontDoorInproc);
   transport::SocketOptions worker_options;
   worker_options.curve = security.server();
   transport::Socket tokenizers(context, zmq::socket_type::router, worker_options);
@@ -195,10 +189,17 @@ int serve(const config::LoadedConfig& loaded) {
       results.bind(c.gateway.results_endpoint, "gateway.results_endpoint");
   spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}",
                client_endpoint, c.gateway.tokenizer_endpoint, results_endpoint, exporter.port());
-  SharedCatalog catalog(config::ModelCatalog::of(c));
+  // Each model version's requests get its own per-model settings, from its config loaded as its
+  // replicas load theirs.
+  Gateway gateway(c, results_endpoint, stage_metrics, gateway_metrics,
+                  [&loaded](const config::ModelVersion& m) {
+                    return config::load_model_version_config(loaded, m);
+                  });
+  SharedCatalog catalog(gateway.models(), gateway.request_limits());
+  Submissions submissions;  // the HTTP door's requests, to the loop
   const std::unique_ptr<HttpFrontDoor> http =
-      start_http(context, c, security, static_cast<size_t>(client_options.max_message_bytes),
-                 catalog, door_metrics);
+      start_http(context, submissions, c, security,
+                 static_cast<size_t>(client_options.max_message_bytes), catalog, door_metrics);
   const std::unique_ptr<GrpcFrontDoor> grpc =
       start_grpc(context, c, security, static_cast<size_t>(client_options.max_message_bytes),
                  catalog, door_metrics);
@@ -209,16 +210,11 @@ int serve(const config::LoadedConfig& loaded) {
   transport::SocketOptions batcher_options;
   batcher_options.curve = security.client();
   transport::PushSockets batchers(context, batcher_options);
-  // Each model version's requests get its own per-model settings, from its config loaded as its
-  // replicas load theirs.
-  Gateway gateway(c, results_endpoint, stage_metrics, gateway_metrics,
-                  [&loaded](const config::ModelVersion& m) {
-                    return config::load_model_version_config(loaded, m);
-                  });
   transport::Poller poller;
   const size_t kClients = poller.add(clients), kTokenizers = poller.add(tokenizers),
                kResults = poller.add(results);
   const size_t kGrpc = grpc ? poller.add(grpc->wake_fd()) : 0;
+  const size_t kDoors = poller.add(submissions.wake_fd());
   const auto about = [&] {
     return about_line(*catalog.get(), client_endpoint, http.get(), grpc.get(), exporter.port());
   };
@@ -230,6 +226,9 @@ int serve(const config::LoadedConfig& loaded) {
     const Now now = Now::read();  // the one reading of the clocks per round
     if (poller.readable(kClients)) {
       while (auto frames = clients.try_recv()) gateway.on_client(std::move(*frames), now, out);
+    }
+    if (poller.readable(kDoors)) {
+      for (Submission& s : submissions.take()) gateway.submit(std::move(s), now, out);
     }
     if (grpc) serve_grpc(*grpc, poller.readable(kGrpc), gateway, now, out);
     if (poller.readable(kTokenizers)) {
@@ -249,7 +248,7 @@ int serve(const config::LoadedConfig& loaded) {
         [&](size_t, const std::string& worker, Outbox& o) {
           gateway.tokenizer_dead(worker, now, o);
         });
-    send_replies(out, clients, grpc.get());
+    send_replies(out, clients);
     out.clear();
   }
   spdlog::info("gateway: stopping with {} requests in flight", gateway.in_flight());

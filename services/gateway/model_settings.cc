@@ -97,4 +97,13 @@ bool ModelSettingsTable::needs_own_decode(const ModelSettings& settings) const {
          settings.limits.max_beams != decode_limits_.max_beams;
 }
 
+RequestLimits ModelSettingsTable::request_limits() const {
+  RequestLimits limits{decode_limits_, {}};
+  for (const auto& [key, v] : versions_) {
+    if (v.settings.not_loaded.empty() && needs_own_decode(v.settings))
+      limits.own.emplace(key, v.settings.limits);
+  }
+  return limits;
+}
+
 }  // namespace seqpipe::gateway

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "seqpipe/config/config.h"
+#include "gateway/shared_catalog.h"
 #include "seqpipe/config/model_repository.h"
 #include "seqpipe/protocol/protocol.h"
 
@@ -53,6 +54,8 @@ class ModelSettingsTable {
   // decoded again under its own (needs_own_decode).
   const protocol::Limits& decode_limits() const { return decode_limits_; }
   bool needs_own_decode(const ModelSettings& settings) const;
+  // The same, for the front doors' validators (SharedCatalog).
+  RequestLimits request_limits() const;
 
  private:
   struct Version {

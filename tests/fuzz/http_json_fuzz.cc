@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "gateway/http_json.h"
+#include "gateway/json_request.h"
 #include "gateway/http_openai.h"
 #include "gateway/http_tgi.h"
 
@@ -21,10 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         gateway::openai_request(bytes, "http-4", true, 0),
         gateway::tgi_request(bytes, "http-5", true)}) {
     if (auto* request = std::get_if<gateway::HttpRequest>(&translated)) {
-      const std::string& m = request->msgpack;
-      (void)protocol::decode_request(
-          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(m.data()), m.size()),
-          protocol::Limits{});
+      (void)gateway::typed_request(*request, *gateway::SharedCatalog::only("model"));
     } else if (std::get<gateway::HttpAnswer>(translated).status < 400) {
       std::abort();  // an answer without a request is an error answer
     }

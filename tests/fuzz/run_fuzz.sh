@@ -24,7 +24,7 @@ build() {  # target sources...
 build request_fuzz "$src/tests/fuzz/request_fuzz.cc" "$src/common/protocol/src/protocol.cc" \
   "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/generate_options.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc"
 build http_json_fuzz "$src/tests/fuzz/http_json_fuzz.cc" "$src/services/gateway/http_json.cc" \
-  "$src/services/gateway/http_openai.cc" "$src/services/gateway/http_tgi.cc" \
+  "$src/services/gateway/json_request.cc" "$src/services/gateway/http_openai.cc" "$src/services/gateway/http_tgi.cc" \
   "$src/common/config/src/model_repository.cc" "$src/common/config/src/config_load.cc" \
   "$src/common/config/src/config_check.cc" "$src/common/config/src/config_runtime.cc" \
   "$src/common/protocol/src/protocol.cc" "$src/common/protocol/src/msgpack_io.cc" "$src/common/protocol/src/generate_options.cc" "$src/common/protocol/src/codec.cc" "$src/common/protocol/src/reply.cc"

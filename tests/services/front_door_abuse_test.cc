@@ -223,10 +223,10 @@ TEST(HandlerBoundaryTest, AThrowingHandlerIsAnsweredCountedAndContained) {
 
 TEST(HttpFrontDoorAbuseTest, EveryPostRouteAnswersMutatedBodiesAndKeepsServing) {
   zmq::context_t context;
-  TestGateway gateway(context);
+  TestGateway gateway;
   prometheus::Registry registry;
   metrics::FrontDoorMetrics counted(registry);
-  HttpFrontDoor door(context, TestGateway::kEndpoint,
+  HttpFrontDoor door(context, gateway.submissions(),
                      HttpOptions{.host = "127.0.0.1",
                                  .port = 0,
                                  .model_name = "speller",
@@ -274,23 +274,18 @@ class EchoLoop {
     while (!stop_) {
       pollfd fd{door_.wake_fd(), POLLIN, 0};
       if (::poll(&fd, 1, 10) <= 0) continue;
-      std::vector<std::pair<std::vector<std::string>, std::string>> replies;
-      door_.serve([&](std::vector<std::string>&& frames) {
-        const std::string payload = std::move(frames.back());
-        frames.pop_back();
+      std::vector<std::pair<ReplySink, protocol::Reply>> replies;
+      door_.serve([&](Submission&& s) {
         ++requests_;
-        for (std::string& reply : answer(payload)) replies.emplace_back(frames, std::move(reply));
+        for (protocol::Reply& reply : answer(s)) replies.emplace_back(s.sink, std::move(reply));
       });
-      for (const auto& [envelope, reply] : replies) door_.answer(envelope, reply);
+      for (auto& [sink, reply] : replies) sink(std::move(reply));
     }
   }
-  std::vector<std::string> answer(const std::string& payload) const {
-    const auto decoded = protocol::decode_request(
-        std::span(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()),
-        protocol::Limits{});
-    if (const auto* rejected = std::get_if<protocol::RejectedRequest>(&decoded))
-      return {protocol::encode_reply(protocol::error_reply(*rejected))};
-    const auto& request = std::get<protocol::Request>(decoded);
+  std::vector<protocol::Reply> answer(const Submission& s) const {
+    if (const auto* rejected = std::get_if<protocol::RejectedRequest>(&s.request))
+      return {protocol::error_reply(*rejected)};
+    const auto& request = std::get<protocol::Request>(s.request);
     if (request.op == protocol::Op::kCancel) return {};
     protocol::Reply ok;
     ok.id = request.id.value_or("");
@@ -299,13 +294,13 @@ class EchoLoop {
     if (reply_bytes_ > 0) {
       for (std::string& text : ok.texts) text.assign(reply_bytes_, 'r');
     }
-    std::vector<std::string> out;
+    std::vector<protocol::Reply> out;
     if (request.stream) {
       protocol::Reply partial = ok;
       partial.partial = true;
-      out.push_back(protocol::encode_reply(partial));
+      out.push_back(std::move(partial));
     }
-    out.push_back(protocol::encode_reply(ok));
+    out.push_back(std::move(ok));
     return out;
   }
 

@@ -58,31 +58,24 @@ class Loop {
         if (holding_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         continue;
       }
-      std::vector<std::pair<std::vector<std::string>, std::string>> replies;
-      door_.serve([&](std::vector<std::string>&& frames) {
-        const std::string payload = std::move(frames.back());
-        frames.pop_back();
-        replies.emplace_back(std::move(frames), answer(payload));
-      });
-      for (const auto& [envelope, reply] : replies) door_.answer(envelope, reply);
+      std::vector<std::pair<ReplySink, protocol::Reply>> replies;
+      door_.serve([&](Submission&& s) { replies.emplace_back(std::move(s.sink), answer(s)); });
+      for (auto& [sink, reply] : replies) sink(std::move(reply));
     }
   }
-  std::string answer(const std::string& payload) {
-    const auto decoded = protocol::decode_request(
-        std::span(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()),
-        protocol::Limits{});
-    const auto& request = std::get<protocol::Request>(decoded);
+  protocol::Reply answer(const Submission& s) {
+    const auto& request = std::get<protocol::Request>(s.request);
     {
       std::lock_guard lock(mutex_);
       requests_.push_back(request);
     }
     const auto key = catalog_.get()->resolve(request.model, request.version);
     if (const auto* error = std::get_if<protocol::Error>(&key))
-      return protocol::encode_reply(protocol::error_reply(*request.id, *error));
+      return protocol::error_reply(*request.id, *error);
     protocol::Reply ok;
     ok.id = *request.id;
     ok.texts = {std::get<std::string>(key)};
-    return protocol::encode_reply(ok);
+    return ok;
   }
 
   GrpcFrontDoor& door_;

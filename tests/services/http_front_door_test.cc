@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "gateway/json_request.h"
 #include "test_gateway.h"
 
 namespace seqpipe::gateway {
@@ -18,7 +19,7 @@ namespace {
 using nlohmann::json;
 
 json request_json(const HttpRequest& r) {
-  return json::from_msgpack(r.msgpack);
+  return r.fields;
 }
 
 TEST(HttpTranslationTest, GenerateBodyBecomesTheProtocolRequestWithTheInternalId) {
@@ -34,11 +35,8 @@ TEST(HttpTranslationTest, GenerateBodyBecomesTheProtocolRequestWithTheInternalId
   EXPECT_EQ(j["v"], 1);
   EXPECT_EQ(j["text"], "teh speling");
   EXPECT_EQ(j["params"]["max_new_tokens"], 8);
-  // And the protocol decoder accepts it as the msgpack path would.
-  auto decoded = protocol::decode_request(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r.msgpack.data()),
-                               r.msgpack.size()),
-      protocol::Limits{});
+  // And the protocol's validator accepts it as the msgpack path would.
+  auto decoded = typed_request(r, *SharedCatalog::only("speller"));
   ASSERT_TRUE(std::holds_alternative<protocol::Request>(decoded));
   EXPECT_EQ(std::get<protocol::Request>(decoded).params.max_new_tokens, 8);
 }
@@ -184,9 +182,9 @@ TEST(HttpTranslationTest, KServeInferRequestsThatDoNotFitAreRefused) {
 class HttpFrontDoorTest : public ::testing::Test {
  protected:
   zmq::context_t context;
-  TestGateway gateway{context};
+  TestGateway gateway;
   std::atomic<bool> ready{false};
-  HttpFrontDoor door{context, TestGateway::kEndpoint,
+  HttpFrontDoor door{context, gateway.submissions(),
                      HttpOptions{.host = "127.0.0.1",
                                  .port = 0,
                                  .model_name = "speller",

@@ -10,6 +10,7 @@
 #include "gateway/http_models.h"
 #include "gateway/http_openai.h"
 #include "gateway/http_tgi.h"
+#include "gateway/json_request.h"
 
 namespace seqpipe::gateway {
 namespace {
@@ -20,10 +21,7 @@ using nlohmann::json;
 protocol::Request decoded(const std::variant<HttpRequest, HttpAnswer>& out) {
   EXPECT_TRUE(std::holds_alternative<HttpRequest>(out))
       << std::get<HttpAnswer>(out).status << " " << std::get<HttpAnswer>(out).body;
-  const std::string& bytes = std::get<HttpRequest>(out).msgpack;
-  auto request = protocol::decode_request(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
-      protocol::Limits{});
+  auto request = typed_request(std::get<HttpRequest>(out), *SharedCatalog::only("speller"));
   EXPECT_TRUE(std::holds_alternative<protocol::Request>(request))
       << std::get<protocol::RejectedRequest>(request).error.message;
   return std::get<protocol::Request>(request);

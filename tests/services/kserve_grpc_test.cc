@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/protocol/option_samples.h"
+#include "gateway/json_request.h"
 
 namespace seqpipe::gateway {
 namespace {
@@ -31,7 +32,7 @@ inference::ModelInferRequest infer(std::initializer_list<std::string> texts) {
 json gateway_json(const std::variant<HttpRequest, grpc::Status>& out) {
   EXPECT_TRUE(std::holds_alternative<HttpRequest>(out))
       << std::get<grpc::Status>(out).error_message();
-  return json::from_msgpack(std::get<HttpRequest>(out).msgpack);
+  return std::get<HttpRequest>(out).fields;
 }
 
 TEST(KserveGrpcTest, InferBecomesTheSameRequestAsHttpKserve) {
@@ -54,7 +55,7 @@ TEST(KserveGrpcTest, InferBecomesTheSameRequestAsHttpKserve) {
           "data": ["teh speling", "hello"]}], "parameters": {"max_new_tokens": 8,
           "length_penalty": 0.5, "return_scores": true}})",
       "grpc-3", "m");  // as POST /v2/models/m/infer
-  EXPECT_EQ(json::from_msgpack(std::get<HttpRequest>(http).msgpack), j);
+  EXPECT_EQ(std::get<HttpRequest>(http).fields, j);
 }
 
 // model_name and model_version become the protocol request's model and version, which the
@@ -74,7 +75,7 @@ TEST(KserveGrpcTest, ModelNameAndVersionBecomeTheRequestsModel) {
       R"({"id": "mine", "inputs": [{"name": "text", "datatype": "BYTES", "shape": [1],
           "data": ["hello"]}]})",
       "g", "beta", 2u);  // POST /v2/models/beta/versions/2/infer
-  EXPECT_EQ(json::from_msgpack(std::get<HttpRequest>(http).msgpack), j);
+  EXPECT_EQ(std::get<HttpRequest>(http).fields, j);
   for (const char* bad : {"x", "0", "-1", "2.0", "1000001"}) {
     r.set_model_version(bad);
     const auto out = kserve_grpc_request(r, "g", std::nullopt);
@@ -275,11 +276,9 @@ TEST(KserveGrpcTest, EveryGenerationOptionIsAParameter) {
     } else {
       p.set_int64_param(sample.get<int64_t>());
     }
-    const std::string bytes =
-        std::get<HttpRequest>(kserve_grpc_request(r, "g", std::nullopt)).msgpack;
-    const auto decoded = protocol::decode_request(
-        std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
-        protocol::Limits{});
+    const auto decoded = typed_request(
+        std::get<HttpRequest>(kserve_grpc_request(r, "g", std::nullopt)),
+        *SharedCatalog::only("speller"));
     ASSERT_TRUE(std::holds_alternative<protocol::Request>(decoded))
         << std::get<protocol::RejectedRequest>(decoded).error.message;
     const auto& params = std::get<protocol::Request>(decoded).params;

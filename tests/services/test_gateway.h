@@ -1,61 +1,56 @@
 #pragma once
-// For the HTTP front door's tests: a stand-in for the gateway's client ROUTER.
+// For the HTTP front door's tests: a stand-in for the gateway's loop, taking the door's typed
+// requests from a Submissions queue and answering each through its sink.
+#include <poll.h>
+
 #include <atomic>
 #include <cctype>
-#include <span>
 #include <string>
 #include <thread>
-#include <zmq.hpp>
 
+#include "gateway/submissions.h"
 #include "seqpipe/protocol/protocol.h"
-#include "seqpipe/transport/transport.h"
 
 namespace seqpipe::gateway {
 
-// A test gateway: a ROUTER on inproc that upper-cases each text, or answers `overloaded` for the
-// text "busy", on its own thread.
+// A test gateway on its own thread: upper-cases each text, or answers `overloaded` for the text
+// "busy"; a request the door's validator refused is answered with its error.
 class TestGateway {
  public:
-  explicit TestGateway(zmq::context_t& context)
-      : socket_(context, zmq::socket_type::router), thread_([this] { serve(); }) {}
+  TestGateway() : thread_([this] { serve(); }) {}
   ~TestGateway() {
     stop_ = true;
     thread_.join();
   }
-  static constexpr const char* kEndpoint = "inproc://test-gateway";
+  Submissions& submissions() { return submissions_; }
 
  private:
   void serve() {
     while (!stop_) {
-      auto frames = socket_.recv(std::chrono::milliseconds(20));
-      if (!frames) continue;
-      const std::string& body = frames->back();
-      auto decoded = protocol::decode_request(
-          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()),
-          protocol::Limits{});
-      protocol::Reply reply;
-      if (auto* rejected = std::get_if<protocol::RejectedRequest>(&decoded)) {
-        reply = protocol::error_reply(*rejected);
-      } else {
-        const auto& request = std::get<protocol::Request>(decoded);
-        reply.id = request.id.value_or("");
-        reply.batch_form = request.batch_form;
-        for (std::string t : request.texts) {
-          for (char& c : t) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-          reply.texts.push_back(t);
-        }
-        if (request.texts.front() == "timeout?")  // what deadline came: for the header's test
-          reply.texts = {std::to_string(request.timeout_ms.value_or(0))};
-        if (request.texts.front() == "busy")
-          reply = protocol::error_reply(reply.id, {protocol::ErrorCode::kOverloaded, "full"});
-      }
-      // The whole envelope back, as the gateway does: the front door routes by it.
-      frames->back() = protocol::encode_reply(reply);
-      socket_.send(*frames);
+      pollfd fd{submissions_.wake_fd(), POLLIN, 0};
+      if (::poll(&fd, 1, 20) <= 0) continue;
+      for (Submission& s : submissions_.take()) s.sink(answer(s));
     }
   }
-  transport::Socket socket_;
-  std::atomic<bool> bound_{(socket_.bind(kEndpoint), true)};
+  static protocol::Reply answer(const Submission& s) {
+    if (const auto* rejected = std::get_if<protocol::RejectedRequest>(&s.request))
+      return protocol::error_reply(*rejected);
+    const auto& request = std::get<protocol::Request>(s.request);
+    protocol::Reply reply;
+    reply.id = request.id.value_or("");
+    if (request.op == protocol::Op::kCancel) return reply;  // no sink listens for it
+    reply.batch_form = request.batch_form;
+    for (std::string t : request.texts) {
+      for (char& c : t) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      reply.texts.push_back(t);
+    }
+    if (request.texts.front() == "timeout?")  // what deadline came: for the header's test
+      reply.texts = {std::to_string(request.timeout_ms.value_or(0))};
+    if (request.texts.front() == "busy")
+      reply = protocol::error_reply(reply.id, {protocol::ErrorCode::kOverloaded, "full"});
+    return reply;
+  }
+  Submissions submissions_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -272,6 +272,9 @@ std::string readable_id(std::span<const uint8_t> bytes, const Limits& limits) {
   }
 }
 
+std::variant<Request, RejectedRequest> read_request_or_throw(const msgpack::object& root,
+                                                             const Limits& limits);
+
 std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const uint8_t> bytes,
                                                                const Limits& limits) {
   auto reject = [](Error error, std::string id = {}) {
@@ -295,7 +298,14 @@ std::variant<Request, RejectedRequest> decode_request_or_throw(std::span<const u
     }
     return reject(std::move(*error), readable_id(bytes, limits));
   }
-  const msgpack::object& root = handle.get();
+  return read_request_or_throw(handle.get(), limits);
+}
+
+std::variant<Request, RejectedRequest> read_request_or_throw(const msgpack::object& root,
+                                                             const Limits& limits) {
+  auto reject = [](Error error, std::string id = {}) {
+    return RejectedRequest{std::move(error), std::move(id)};
+  };
   if (root.type != msgpack::type::MAP) {
     return reject(invalid("request must be a msgpack map, got " + describe(root)));
   }
@@ -442,6 +452,17 @@ std::variant<Request, RejectedRequest> decode_request(std::span<const uint8_t> b
   // here is the server's, never a reason to drop the connection or the process.
   try {
     return decode_request_or_throw(bytes, limits);
+  } catch (const std::exception& e) {
+    RejectedRequest rejected;
+    rejected.error = Error{ErrorCode::kInternal, std::string("decoding failed: ") + e.what()};
+    return rejected;
+  }
+}
+
+std::variant<Request, RejectedRequest> read_request(const msgpack::object& root,
+                                                    const Limits& limits) {
+  try {
+    return read_request_or_throw(root, limits);
   } catch (const std::exception& e) {
     RejectedRequest rejected;
     rejected.error = Error{ErrorCode::kInternal, std::string("decoding failed: ") + e.what()};
