@@ -345,6 +345,7 @@ void HttpFrontDoor::submit(evhttp_request* req, HttpRequest request, Route route
                             if (pending_.count(tag) != 0) on_reply_guarded(tag, reply);
                           });
                         }};
+  request.fields = nullptr;  // typed now: the reply needs only the rest
   if (!gateway_.push(std::move(submission))) {
     Pending refused;
     refused.req = req;
@@ -472,7 +473,7 @@ void HttpFrontDoor::on_heartbeat(std::string tag) {
   cancel.op = protocol::Op::kCancel;
   cancel.id = tag;
   (void)gateway_.push({std::move(cancel), [](protocol::Reply&&) {}});  // a cancel has no reply
-  evhttp_send_reply_end(p.req);  // frees the request
+  evhttp_send_reply_end(p.req);                                        // frees the request
   pending_.erase(it);
 }
 

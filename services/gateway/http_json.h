@@ -33,8 +33,8 @@ protocol::Reply read_reply(std::string_view msgpack_reply, const std::string& id
 struct HttpRequest {
   nlohmann::json fields;
   size_t message_bytes = 0;  // the body (gRPC: the message) it came in: max_message_bytes applies
-  std::string internal_id;             // the id the gateway sees and answers with
-  std::string client_id;               // the JSON's "id" ("" when absent), echoed in the reply
+  std::string internal_id;   // the id the gateway sees and answers with
+  std::string client_id;     // the JSON's "id" ("" when absent), echoed in the reply
   std::optional<uint32_t> timeout_ms;  // the request's own, for how long to wait
   bool stream = false;                 // "stream": true: answered as server-sent events
   // OpenAI requests (http_openai.h): a chat completion rather than a completion, and when the

@@ -3,7 +3,7 @@
 #include <msgpack.hpp>
 #include <nlohmann/json.hpp>
 
-#include "seqpipe/protocol/msgpack_io.h"
+#include "seqpipe/protocol/request_reader.h"
 
 namespace seqpipe::gateway {
 

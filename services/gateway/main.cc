@@ -60,8 +60,8 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, Submissions& 
   options.max_body_bytes = max_body_bytes;
   options.metrics = &door_metrics;
   options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
-  auto http = std::make_unique<HttpFrontDoor>(context, gateway, options,
-                                              model_ready(context, c, security));
+  auto http =
+      std::make_unique<HttpFrontDoor>(context, gateway, options, model_ready(context, c, security));
   spdlog::info("gateway: HTTP on {}:{} (model '{}')", options.host, http->port(),
                options.model_name);
   return http;

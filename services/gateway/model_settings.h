@@ -10,8 +10,8 @@
 #include <map>
 #include <string>
 
-#include "seqpipe/config/config.h"
 #include "gateway/shared_catalog.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/config/model_repository.h"
 #include "seqpipe/protocol/protocol.h"
 

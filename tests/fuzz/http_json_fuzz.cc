@@ -9,9 +9,9 @@
 #include <variant>
 
 #include "gateway/http_json.h"
-#include "gateway/json_request.h"
 #include "gateway/http_openai.h"
 #include "gateway/http_tgi.h"
+#include "gateway/json_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace seqpipe;

@@ -276,9 +276,9 @@ TEST(KserveGrpcTest, EveryGenerationOptionIsAParameter) {
     } else {
       p.set_int64_param(sample.get<int64_t>());
     }
-    const auto decoded = typed_request(
-        std::get<HttpRequest>(kserve_grpc_request(r, "g", std::nullopt)),
-        *SharedCatalog::only("speller"));
+    const auto decoded =
+        typed_request(std::get<HttpRequest>(kserve_grpc_request(r, "g", std::nullopt)),
+                      *SharedCatalog::only("speller"));
     ASSERT_TRUE(std::holds_alternative<protocol::Request>(decoded))
         << std::get<protocol::RejectedRequest>(decoded).error.message;
     const auto& params = std::get<protocol::Request>(decoded).params;

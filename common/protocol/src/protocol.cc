@@ -10,6 +10,7 @@
 
 #include "codec.h"
 #include "seqpipe/protocol/msgpack_io.h"
+#include "seqpipe/protocol/request_reader.h"
 
 namespace seqpipe::protocol {
 namespace {

@@ -12,7 +12,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <variant>
 
 #include "seqpipe/protocol/protocol.h"
 
@@ -110,14 +109,3 @@ std::optional<Error> read_params(const msgpack::object& value, const ParamBounds
                                  protocol::GenerateParams& params);
 
 }  // namespace seqpipe::msgpack_io
-
-namespace seqpipe::protocol {
-
-// The request validator under decode_request, after the bytes are unpacked: every field of
-// `root` checked as decode_request checks it, with the same messages. The gateway's JSON and
-// gRPC doors give it their request as a msgpack-c object built in memory (no bytes encoded or
-// decoded), so one validator answers every door.
-std::variant<Request, RejectedRequest> read_request(const msgpack::object& root,
-                                                    const Limits& limits);
-
-}  // namespace seqpipe::protocol
