@@ -470,16 +470,19 @@ void GrpcFrontDoor::on_cancel(const std::string& tag, const ToGateway& to_gatewa
   auto it = pending_.find(tag);
   if (it == pending_.end()) return;  // already answered: nothing to stop
   spdlog::info("grpc: call {} was cancelled by its client or its deadline; cancelling it", tag);
+  // Forgotten first: the gateway answers the cancelled request at once, through its sink, which
+  // then finds nothing to answer.
+  const Pending p = std::move(it->second);
+  pending_.erase(it);
   protocol::Request cancel;
   cancel.op = protocol::Op::kCancel;
   cancel.id = tag;
   to_gateway({std::move(cancel), [](protocol::Reply&&) {}});  // a cancel has no reply
-  if (it->second.stream != nullptr) {
-    it->second.stream->drop(tag);
+  if (p.stream != nullptr) {
+    p.stream->drop(tag);
   } else {
-    it->second.reactor->Finish({grpc::StatusCode::CANCELLED, "cancelled: the call was cancelled"});
+    p.reactor->Finish({grpc::StatusCode::CANCELLED, "cancelled: the call was cancelled"});
   }
-  pending_.erase(it);
 }
 
 void GrpcFrontDoor::fail(const std::string& tag, const Pending& pending,

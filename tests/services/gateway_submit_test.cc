@@ -72,8 +72,9 @@ TEST_F(GatewaySubmitTest, ADoorsRequestRunsAndItsRepliesComeBackTypedToItsSink) 
 TEST_F(GatewaySubmitTest, ARefusedRequestIsAnsweredAndCountedByTheGateway) {
   Gateway& g = *gateway_;
   Outbox out;
-  protocol::RejectedRequest refused{{protocol::ErrorCode::kInvalidArgument, "text is empty"},
-                                    "http-2"};
+  protocol::RejectedRequest refused;
+  refused.error = {protocol::ErrorCode::kInvalidArgument, "text is empty"};
+  refused.id = "http-2";
   g.submit({refused, [this](protocol::Reply&& r) { replies.push_back(std::move(r)); }}, t0, out);
   protocol::Request unknown;
   unknown.id = "http-3";
