@@ -52,6 +52,7 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
                   stage_metrics),
       batchers_(config, results_endpoint_),
       cache_(config.gateway.cache_bytes),
+      in_flight_(static_cast<size_t>(std::max(config.batcher.max_queue_size, 1))),
       next_id_((hub::draw_incarnation() >> 8) + 1) {
   settings_.update(models_);
 }
@@ -213,6 +214,18 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
                      "batcher.max_queue_size = " +
                      std::to_string(config_.batcher.max_queue_size)},
                 now.steady, now.steady, out);
+    return;
+  }
+  if (!in_flight_.take(admitted->model, items)) {  // the batcher would refuse it after the trip
+    batchers_.forget(id);
+    reply_error(
+        std::move(r.envelope), std::move(r.client_id),
+        {protocol::ErrorCode::kOverloaded,
+         "refused at the gateway: " + std::to_string(in_flight_.in_flight(admitted->model)) +
+             " sequences of this model are in the pipeline, the most a batcher queues "
+             "(batcher.max_queue_size = " +
+             std::to_string(in_flight_.limit()) + "); retry later"},
+        now.steady, now.steady, out);
     return;
   }
   if (request.params.num_return_sequences > 1) r.sequences.emplace(items);
@@ -413,6 +426,7 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
       }
     }
   }
+  in_flight_.give_back(r.model, r.sources.size());
   requests_.erase(it);
   batchers_.forget(id);
   metrics_.set_in_flight(static_cast<double>(requests_.size()));

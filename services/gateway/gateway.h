@@ -17,6 +17,9 @@
 //  - The work a dead tokenizer held goes once more to another; a second loss, or no tokenizer
 //    left, answers the request `unavailable`.
 //  - The work a dead or restarted batcher held is submitted again, once (BatcherFailover).
+//  - A model version has at most batcher.max_queue_size sequences in flight (waiting here
+//    included): beyond, a request is refused `overloaded` at once (InFlightLimit), not after a
+//    trip to the batcher whose queue that bounds.
 //  - While the batcher refuses a model version's requests (`overloaded`), the gateway refuses a
 //    share of them itself, at once, before tokenizing (AdmissionThrottle).
 //  - A cancel names the client's own request (routing frames + id): the request is answered
@@ -34,6 +37,7 @@
 
 #include "gateway/admission_throttle.h"
 #include "gateway/batcher_failover.h"
+#include "gateway/in_flight_limit.h"
 #include "gateway/model_settings.h"
 #include "gateway/response_cache.h"
 #include "seqpipe/config/config.h"
@@ -173,6 +177,7 @@ class Gateway {
   BatcherFailover batchers_;
   ResponseCache cache_;
   AdmissionThrottle throttle_;  // refuses here what the batcher would refuse
+  InFlightLimit in_flight_;     // per model version, at most batcher.max_queue_size sequences
   // Request ids start at a random point: batchers remember the ids they took until their
   // deadlines, and a restarted gateway (on the same results endpoint) must not repeat them.
   uint64_t next_id_;

@@ -330,6 +330,55 @@ TEST_F(GatewayTest, FullQueueAnswersOverloaded) {
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kOverloaded);
 }
 
+TEST(InFlightLimit, CountsPerModelVersionAndRefusesBeyondTheLimit) {
+  InFlightLimit limit(4);
+  EXPECT_TRUE(limit.take("m/1", 3));
+  EXPECT_FALSE(limit.take("m/1", 2));  // 5 > 4: nothing counted
+  EXPECT_EQ(limit.in_flight("m/1"), 3u);
+  EXPECT_TRUE(limit.take("m/1", 1));
+  EXPECT_TRUE(limit.take("m/2", 4));  // another version has its own bound
+  EXPECT_FALSE(limit.take("m/2", 1));
+  limit.give_back("m/1", 2);
+  EXPECT_EQ(limit.in_flight("m/1"), 2u);
+  EXPECT_TRUE(limit.take("m/1", 2));
+  limit.give_back("m/2", 9);  // more than it holds: none left, never negative
+  EXPECT_EQ(limit.in_flight("m/2"), 0u);
+  limit.give_back("unknown", 1);
+  EXPECT_EQ(limit.in_flight("unknown"), 0u);
+}
+
+// What is in the pipeline counts, not only what waits here: with max_queue_size sequences of a
+// model at its tokenizers and batcher, the next request is refused at once (the batcher would
+// refuse it after the trip), and one answer makes room again.
+TEST_F(GatewayTest, AModelsSequencesInFlightAreBoundedByTheBatchersQueue) {
+  config::PipelineConfig c;
+  c.batcher.max_queue_size = 3;
+  Gateway& g = gateway(c);
+  Outbox out;
+  g.on_tokenizer("tok", stage::Ready{64}, t0);
+  g.on_client(request("A", texts({"a", "b"})), t0, out);
+  g.on_client(request("B", texts({"c"})), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.sends.size(), 2u);  // both at the tokenizer: nothing waits at the gateway
+  EXPECT_EQ(g.waiting(), 0u);
+  ASSERT_TRUE(out.replies.empty());
+  g.on_client(request("C", texts({"d"})), t0, out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(out.replies[0].first[0], "C");
+  const protocol::Reply refused = reply_of(out);
+  ASSERT_TRUE(refused.error);
+  EXPECT_EQ(refused.error->code, protocol::ErrorCode::kOverloaded);
+  EXPECT_NE(refused.error->message.find("batcher.max_queue_size = 3"), std::string::npos);
+  EXPECT_EQ(g.in_flight(), 2u);
+  // B's answer frees its sequence: the next request goes in.
+  g.on_results(result_for(out.sends[1].message, {"C"}), t0, out);
+  ASSERT_EQ(out.replies.size(), 2u);
+  EXPECT_TRUE(reply_of(out, 1).ok);
+  g.on_client(request("D", texts({"e"})), t0, out);
+  EXPECT_EQ(out.replies.size(), 2u);
+  EXPECT_EQ(g.in_flight(), 2u);
+}
+
 TEST_F(GatewayTest, ADeadTokenizersWorkGoesToAnotherOnceThenUnavailable) {
   Gateway& g = gateway();
   Outbox out;
