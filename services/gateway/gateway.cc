@@ -37,6 +37,13 @@ protocol::Usage joined_usage(std::span<const protocol::Usage> pieces) {
   }
   return joined;
 }
+
+// An error reply's log line: load shedding (`overloaded`, half the requests at twice capacity)
+// only at debug, counted by seqpipe_stage_errors_total; a line a refusal would cost the CPU the
+// served requests need. Every other error at info.
+spdlog::level::level_enum log_level(protocol::ErrorCode code) {
+  return code == protocol::ErrorCode::kOverloaded ? spdlog::level::debug : spdlog::level::info;
+}
 }  // namespace
 
 Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpoint,
@@ -52,7 +59,8 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
                   stage_metrics),
       batchers_(config, results_endpoint_),
       cache_(config.gateway.cache_bytes),
-      in_flight_(static_cast<size_t>(std::max(config.batcher.max_queue_size, 1))),
+      in_flight_(static_cast<size_t>(std::max(config.batcher.max_queue_size, 1)),
+                 2 * static_cast<size_t>(std::max(config.batcher.max_batch_size, 1))),
       next_id_((hub::draw_incarnation() >> 8) + 1) {
   settings_.update(models_);
 }
@@ -216,16 +224,8 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
                 now.steady, now.steady, out);
     return;
   }
-  if (!in_flight_.take(admitted->model, items)) {  // the batcher would refuse it after the trip
+  if (!admit_in_flight(r, admitted->model, timeout_ms, now, out)) {
     batchers_.forget(id);
-    reply_error(
-        std::move(r.envelope), std::move(r.client_id),
-        {protocol::ErrorCode::kOverloaded,
-         "refused at the gateway: " + std::to_string(in_flight_.in_flight(admitted->model)) +
-             " sequences of this model are in the pipeline, the most a batcher queues "
-             "(batcher.max_queue_size = " +
-             std::to_string(in_flight_.limit()) + "); retry later"},
-        now.steady, now.steady, out);
     return;
   }
   if (request.params.num_return_sequences > 1) r.sequences.emplace(items);
@@ -294,6 +294,8 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
     metrics_.malformed();
     return;
   }
+  size_t answered_here = 0;  // final answers of requests in flight: a pace sample
+  std::string answered_model;
   for (auto& item : results->items) {
     auto it = requests_.find(item.request);
     const bool answered = it == requests_.end() || item.index >= it->second.done.size() ||
@@ -308,6 +310,8 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
       continue;
     }
     Request& r = it->second;
+    ++answered_here;
+    if (answered_model.empty()) answered_model = r.model;
     if (item.error) {
       if (item.error->code == protocol::ErrorCode::kOverloaded)
         throttle_.refused_downstream(r.model, now.steady);
@@ -330,6 +334,32 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
     keep_max(r.timings, item.timings);
     if (--r.remaining == 0) reply(item.request, ok_reply(r), now.steady, out);
   }
+  in_flight_.answered(answered_model, answered_here, now.steady);
+}
+
+bool Gateway::admit_in_flight(Request& r, const std::string& model, uint32_t timeout_ms,
+                              const Now& now, Outbox& out) {
+  const size_t items = r.sources.size();
+  const auto deadline = now.steady + std::chrono::milliseconds(timeout_ms);
+  const InFlightLimit::Verdict verdict = in_flight_.take(model, items, now.steady, deadline);
+  if (verdict == InFlightLimit::Verdict::kAdmit) return true;
+  const std::string ahead =
+      std::to_string(in_flight_.in_flight(model)) + " sequences of this model are in the pipeline";
+  std::string why =
+      verdict == InFlightLimit::Verdict::kFull
+          ? ahead + ", the most a batcher queues (batcher.max_queue_size = " +
+                std::to_string(in_flight_.limit()) + ")"
+          : "it could not be answered before its deadline (in " + std::to_string(timeout_ms) +
+                " ms; " + std::string(config::kDeadlineSources) + "): " + ahead + ", about " +
+                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   in_flight_.wait(model).value_or(SteadyClock::duration{}))
+                                   .count()) +
+                " ms of work at the measured pace";
+  reply_error(
+      std::move(r.envelope), std::move(r.client_id),
+      {protocol::ErrorCode::kOverloaded, "refused at the gateway: " + why + "; retry later"},
+      now.steady, now.steady, out);
+  return false;
 }
 
 protocol::Reply Gateway::ok_reply(Request& r) {
@@ -412,8 +442,8 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
     metrics_.error(reply.error->code);
     ++errors_answered_;
     client_errors_answered_ += protocol::is_client_error(reply.error->code);
-    spdlog::info("gateway: request {} (id '{}'): {}: {}", id, r.client_id,
-                 protocol::wire_name(reply.error->code), reply.error->message);
+    spdlog::log(log_level(reply.error->code), "gateway: request {} (id '{}'): {}: {}", id,
+                r.client_id, protocol::wire_name(reply.error->code), reply.error->message);
   }
   out.replies.emplace_back(std::move(r.envelope), protocol::encode_reply(reply));
   deadlines_.erase({r.expires, id});
@@ -446,8 +476,8 @@ void Gateway::reply_error(Envelope envelope, std::string client_id, protocol::Er
   metrics_.error(error.code);
   ++errors_answered_;
   client_errors_answered_ += protocol::is_client_error(error.code);
-  spdlog::info("gateway: rejected request (id '{}'): {}: {}", client_id,
-               protocol::wire_name(error.code), error.message);
+  spdlog::log(log_level(error.code), "gateway: rejected request (id '{}'): {}: {}", client_id,
+              protocol::wire_name(error.code), error.message);
   protocol::Reply reply = protocol::error_reply(std::move(client_id), std::move(error));
   reply.timings.total_us = micros(now - received);
   gateway_metrics_.request_seconds(false, static_cast<double>(reply.timings.total_us) * 1e-6);

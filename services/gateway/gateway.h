@@ -18,8 +18,9 @@
 //    left, answers the request `unavailable`.
 //  - The work a dead or restarted batcher held is submitted again, once (BatcherFailover).
 //  - A model version has at most batcher.max_queue_size sequences in flight (waiting here
-//    included): beyond, a request is refused `overloaded` at once (InFlightLimit), not after a
-//    trip to the batcher whose queue that bounds.
+//    included), and while the pipeline is busy a request that could not be answered before its
+//    deadline at the measured pace is not let in: both are refused `overloaded` at once
+//    (InFlightLimit), not after a trip to the batcher.
 //  - While the batcher refuses a model version's requests (`overloaded`), the gateway refuses a
 //    share of them itself, at once, before tokenizing (AdmissionThrottle).
 //  - A cancel names the client's own request (routing frames + id): the request is answered
@@ -157,6 +158,10 @@ class Gateway {
   void cancel(const Envelope& envelope, const std::string& client_id, const Now& now, Outbox& out);
   // Which requests a cancel may name: the client's routing frames and its id.
   static std::string client_key(const Envelope& envelope, const std::string& client_id);
+  // Whether the new request `r` (its items) may go into `model`'s pipeline (InFlightLimit);
+  // false when answered `overloaded`, at once.
+  bool admit_in_flight(Request& r, const std::string& model, uint32_t timeout_ms, const Now& now,
+                       Outbox& out);
   void reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now, Outbox& out);
   // Answers request `id` `unavailable` (when still in flight).
   void unavailable(uint64_t id, const std::string& why, SteadyClock::time_point now, Outbox& out);
@@ -177,7 +182,7 @@ class Gateway {
   BatcherFailover batchers_;
   ResponseCache cache_;
   AdmissionThrottle throttle_;  // refuses here what the batcher would refuse
-  InFlightLimit in_flight_;     // per model version, at most batcher.max_queue_size sequences
+  InFlightLimit in_flight_;     // per model version: sequences in flight, the pipeline's pace
   // Request ids start at a random point: batchers remember the ids they took until their
   // deadlines, and a restarted gateway (on the same results endpoint) must not repeat them.
   uint64_t next_id_;

@@ -331,20 +331,55 @@ TEST_F(GatewayTest, FullQueueAnswersOverloaded) {
 }
 
 TEST(InFlightLimit, CountsPerModelVersionAndRefusesBeyondTheLimit) {
-  InFlightLimit limit(4);
-  EXPECT_TRUE(limit.take("m/1", 3));
-  EXPECT_FALSE(limit.take("m/1", 2));  // 5 > 4: nothing counted
+  using V = InFlightLimit::Verdict;
+  const SteadyClock::time_point now = t0.steady, later = now + std::chrono::hours(1);
+  InFlightLimit limit(4, 2);
+  EXPECT_EQ(limit.take("m/1", 3, now, later), V::kAdmit);
+  EXPECT_EQ(limit.take("m/1", 2, now, later), V::kFull);  // 5 > 4: nothing counted
   EXPECT_EQ(limit.in_flight("m/1"), 3u);
-  EXPECT_TRUE(limit.take("m/1", 1));
-  EXPECT_TRUE(limit.take("m/2", 4));  // another version has its own bound
-  EXPECT_FALSE(limit.take("m/2", 1));
+  EXPECT_EQ(limit.take("m/1", 1, now, later), V::kAdmit);
+  EXPECT_EQ(limit.take("m/2", 4, now, later), V::kAdmit);  // another version: its own bound
+  EXPECT_EQ(limit.take("m/2", 1, now, later), V::kFull);
   limit.give_back("m/1", 2);
   EXPECT_EQ(limit.in_flight("m/1"), 2u);
-  EXPECT_TRUE(limit.take("m/1", 2));
+  EXPECT_EQ(limit.take("m/1", 2, now, later), V::kAdmit);
   limit.give_back("m/2", 9);  // more than it holds: none left, never negative
   EXPECT_EQ(limit.in_flight("m/2"), 0u);
   limit.give_back("unknown", 1);
   EXPECT_EQ(limit.in_flight("unknown"), 0u);
+}
+
+// The pace is measured only over gaps while the pipeline was busy (>= `busy` in flight); with a
+// pace, a request that could not be answered before its deadline behind those in flight is
+// refused; below `busy` in flight nothing is refused on the estimate.
+TEST(InFlightLimit, RefusesWhatThePipelinesPaceCannotAnswerBeforeItsDeadline) {
+  using V = InFlightLimit::Verdict;
+  const SteadyClock::time_point now = t0.steady;
+  InFlightLimit limit(100, 4);
+  // A burst on an idle pipeline: no pace yet, all in, however near the deadline.
+  EXPECT_EQ(limit.take("m", 10, now, now + milliseconds(1)), V::kAdmit);
+  EXPECT_FALSE(limit.wait("m"));
+  limit.give_back("m", 2);
+  limit.answered("m", 2, now + milliseconds(10));  // 8 still in flight: the next gap is busy
+  EXPECT_FALSE(limit.wait("m"));
+  limit.give_back("m", 2);
+  limit.answered("m", 2, now + milliseconds(30));  // 2 in 20 ms: 10 ms a sequence
+  ASSERT_TRUE(limit.wait("m"));
+  EXPECT_EQ(*limit.wait("m"), milliseconds(70));  // 6 in flight + this one
+  const SteadyClock::time_point t = now + milliseconds(30);
+  EXPECT_EQ(limit.take("m", 1, t, t + milliseconds(50)), V::kTooLate);
+  EXPECT_EQ(limit.in_flight("m"), 6u);
+  EXPECT_EQ(limit.take("m", 1, t, t + milliseconds(100)), V::kAdmit);
+  // Light load: below `busy` in flight the estimate refuses nothing, and the gaps after an
+  // answer that left the pipeline idle-ish are the arrivals', not sampled.
+  limit.give_back("m", 5);
+  limit.answered("m", 5, t + milliseconds(40));
+  EXPECT_EQ(limit.take("m", 1, t, t + milliseconds(1)), V::kAdmit);
+  limit.give_back("m", 1);
+  limit.answered("m", 1, t + std::chrono::seconds(5));
+  // 9.75 ms a sequence (the busy gap of 40 ms for 5, 8 ms each, weighed in at 1/8), the 5 s gap
+  // not sampled; 2 in flight + 1.
+  EXPECT_EQ(*limit.wait("m"), std::chrono::microseconds(29250));
 }
 
 // What is in the pipeline counts, not only what waits here: with max_queue_size sequences of a
