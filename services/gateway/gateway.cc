@@ -131,43 +131,6 @@ void Gateway::answer_from_cache(Request& r) {
   }
 }
 
-std::optional<Gateway::Admitted> Gateway::admit(Envelope& frames, std::string_view payload,
-                                                const Now& now, Outbox& out) {
-  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()),
-                                       payload.size());
-  auto decoded = protocol::decode_request(bytes, settings_.decode_limits());
-  auto rejected = [&](protocol::Error&& error, std::string&& id) {
-    reply_error(std::move(frames), std::move(id), std::move(error), now.steady, now.steady, out);
-    return std::nullopt;
-  };
-  if (auto* r = std::get_if<protocol::RejectedRequest>(&decoded))
-    return rejected(std::move(r->error), std::move(r->id));
-  auto* request = &std::get<protocol::Request>(decoded);
-  if (request->op == protocol::Op::kCancel) {
-    cancel(frames, *request->id, now, out);
-    return std::nullopt;
-  }
-  auto model = models_.resolve(request->model, request->version);
-  if (auto* unknown = std::get_if<protocol::Error>(&model))
-    return rejected(std::move(*unknown), request->id.value_or(""));
-  const std::string& key = std::get<std::string>(model);
-  const ModelSettings& settings = settings_.of(key);
-  if (!settings.not_loaded.empty()) {
-    return rejected(
-        {protocol::ErrorCode::kUnavailable,
-         "model " + key + " is not served: its config does not load: " + settings.not_loaded},
-        request->id.value_or(""));
-  }
-  // Its version's token and beam caps are below the loosest: its own rules, its own messages.
-  if (settings_.needs_own_decode(settings)) {
-    decoded = protocol::decode_request(bytes, settings.limits);
-    if (auto* r = std::get_if<protocol::RejectedRequest>(&decoded))
-      return rejected(std::move(r->error), std::move(r->id));
-    request = &std::get<protocol::Request>(decoded);
-  }
-  return Admitted{std::move(*request), std::move(std::get<std::string>(model)), &settings};
-}
-
 void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbox& out) {
   if (frames.size() < 2) return;  // no routing frame: nobody to answer
   std::string payload = std::move(frames.back());
@@ -335,31 +298,6 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
     if (--r.remaining == 0) reply(item.request, ok_reply(r), now.steady, out);
   }
   in_flight_.answered(answered_model, answered_here, now.steady);
-}
-
-bool Gateway::admit_in_flight(Request& r, const std::string& model, uint32_t timeout_ms,
-                              const Now& now, Outbox& out) {
-  const size_t items = r.sources.size();
-  const auto deadline = now.steady + std::chrono::milliseconds(timeout_ms);
-  const InFlightLimit::Verdict verdict = in_flight_.take(model, items, now.steady, deadline);
-  if (verdict == InFlightLimit::Verdict::kAdmit) return true;
-  const std::string ahead =
-      std::to_string(in_flight_.in_flight(model)) + " sequences of this model are in the pipeline";
-  std::string why =
-      verdict == InFlightLimit::Verdict::kFull
-          ? ahead + ", the most a batcher queues (batcher.max_queue_size = " +
-                std::to_string(in_flight_.limit()) + ")"
-          : "it could not be answered before its deadline (in " + std::to_string(timeout_ms) +
-                " ms; " + std::string(config::kDeadlineSources) + "): " + ahead + ", about " +
-                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   in_flight_.wait(model).value_or(SteadyClock::duration{}))
-                                   .count()) +
-                " ms of work at the measured pace";
-  reply_error(
-      std::move(r.envelope), std::move(r.client_id),
-      {protocol::ErrorCode::kOverloaded, "refused at the gateway: " + why + "; retry later"},
-      now.steady, now.steady, out);
-  return false;
 }
 
 protocol::Reply Gateway::ok_reply(Request& r) {
