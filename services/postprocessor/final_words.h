@@ -6,12 +6,17 @@
 //
 // Each rewrite aligns the input's words with a word sequence (the model's output, then each
 // step's correction of it) and resolves the gaps between aligned words: a gap with as many words
-// on both sides word by word, any other as a whole. So an input word's rewrite is known once
-// every alignment is one to one up to it and a decoded word the output repeats from the input
-// closes any gap before it (an open gap could still become an insertion, a split or a merge),
-// and once its context is decoded where a confusion set decides by the two words after it. The
+// on both sides word by word, any other as a whole. The alignment (text::align_words) matches
+// equal words as it meets them, so the words the output repeats from the input's start are
+// settled as they are decoded; after a changed word, a later output could still make the gap an
+// insertion, a split or a merge, or move the alignment to a later repeat of a word, so a gap
+// whose words occur nowhere else (in the input or the output) is settled by a decoded word the
+// output repeats that occurs once in the input and in the output, and any other gap stops it.
+// A word of a confusion set also waits for the two words after it (its context). The
 // postprocessor computes the alignments as if the model copied the rest of the input (its usual
-// continuation).
+// continuation). This is what the greedy outputs show (the speller's stream test, 400 texts),
+// not a proof: a model that reorders words could still break it, and then the gateway warns
+// that the partials are not a prefix of the text.
 #include <cstddef>
 #include <functional>
 #include <string_view>
@@ -20,12 +25,13 @@
 namespace seqpipe::postprocessor {
 
 // How many of the input's first words are final: up to the last word that each of the
-// `alignments` (the word sequences the rewrites aligned with `input`) repeats among its first
-// `decoded_words` (the output's complete words) before a gap that is not one to one, and up to
-// the first word of which `needs_context` says so (of it or a word in its place) that has fewer
-// than two decoded words after it.
+// `alignments` (the word sequences the rewrites aligned with `input`) settles among its first
+// `decoded_words` (the output's complete words) as above, before a gap that is not one to one,
+// and up to the first word of which `needs_context` says so (of it or a word in its place) that
+// has fewer than two decoded words after it.
 size_t final_words(const std::vector<std::string_view>& input,
                    const std::vector<std::vector<std::string_view>>& alignments,
-                   size_t decoded_words, const std::function<bool(std::string_view)>& needs_context);
+                   size_t decoded_words,
+                   const std::function<bool(std::string_view)>& needs_context);
 
 }  // namespace seqpipe::postprocessor

@@ -103,8 +103,7 @@ std::string PostprocessorStage::rewrite(const std::string& seen, std::string out
     if (steps) steps->push_back(output);
   }
   if (suggester_) {
-    output =
-        suggester_->choose(seen, output, known_words_ ? &*known_words_ : nullptr, hypotheses);
+    output = suggester_->choose(seen, output, known_words_ ? &*known_words_ : nullptr, hypotheses);
     if (steps) steps->push_back(output);
   }
   // After the choices above: the context decides between real words they all know.
@@ -120,11 +119,13 @@ std::string PostprocessorStage::partial_text(const stage::DecodedItem& item,
   const std::string decoded = tokenizer_->decode(ids);
   const std::string_view stable = stable_prefix(decoded, item.params.stop);
   if (!rewrites_text()) return std::string(stable);
+  // Each partial is worked out whole (the batcher keeps only a sequence's newest one waiting, so
+  // the one that completed a word may never come here).
+  const size_t decoded_words = text::split_words(stable).size();
   // The output as if the model copied the rest of the input after its complete words: the
   // rewrites of the final words do not depend on what comes after them (final_words.h).
   const Seen seen = seen_input(item.text);
   const auto input = text::split_words(seen.text);
-  const size_t decoded_words = text::split_words(stable).size();
   std::string copied(stable);
   for (size_t k = decoded_words; k < input.size(); ++k) (copied += ' ') += input[k];
   std::vector<std::string> steps;

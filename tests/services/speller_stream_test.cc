@@ -46,10 +46,25 @@ TEST(FinalWords, ASubstitutionIsFinalOnlyOnceADecodedRepeatedWordClosesIt) {
   EXPECT_EQ(final_of("teh speling", {"the spelling"}, 2), 0u);
 }
 
+TEST(FinalWords, AWordThatRepeatsInTheInputDoesNotCloseAGap) {
+  // A shorter output could align "cat" with its second place: "sat" settles it.
+  EXPECT_EQ(final_of("teh cat sat on a cat", {"the cat sat on a cat"}, 2), 0u);
+  EXPECT_EQ(final_of("teh cat sat on a cat", {"the cat sat on a cat"}, 3), 3u);
+  // A changed word that occurs again in the input, or a word put for it that occurs in it, stops
+  // the final words: a longer output could align it there.
+  EXPECT_EQ(final_of("daffodlis galore and daffodlis galore",
+                     {"daffodils galore and daffodlis galore"}, 3),
+            0u);
+  EXPECT_EQ(final_of("teh cat saw the dog", {"the cat saw the dog"}, 3), 0u);
+  EXPECT_EQ(final_of("a teh cat", {"a the cat"}, 3), 3u);
+  // Before any gap, the output's first words are matched as they come, repeats or not.
+  EXPECT_EQ(final_of("the cat and the dog", {"the cat and the dgo"}, 4), 4u);
+}
+
 TEST(FinalWords, ASplitMergeOrInsertionStopsTheFinalWords) {
   EXPECT_EQ(final_of("i want alot of tea", {"i want a lot of tea"}, 5), 2u);  // a split
-  EXPECT_EQ(final_of("go any way you like", {"go anyway you like"}, 4), 1u);   // a merge
-  EXPECT_EQ(final_of("a b c", {"a x b c"}, 4), 1u);                            // an insertion
+  EXPECT_EQ(final_of("go any way you like", {"go anyway you like"}, 4), 1u);  // a merge
+  EXPECT_EQ(final_of("a b c", {"a x b c"}, 4), 1u);                           // an insertion
 }
 
 TEST(FinalWords, EveryRewritesAlignmentMustSettleTheWord) {
@@ -80,7 +95,8 @@ TEST(JoinedSoFar, IsTheDonePiecesJoinedThenThePartialOfTheNext) {
   EXPECT_EQ(text::joined_so_far(whole, pieces, outputs, 2), "  ONE TWO. THREE FOUR.\nFI");
   outputs[2] = "FIVE";
   EXPECT_EQ(text::joined_so_far(whole, pieces, outputs, 3), "  ONE TWO. THREE FOUR.\nFIVE  ");
-  EXPECT_EQ(text::joined_so_far(whole, pieces, outputs, 3), text::join_pieces(whole, pieces, outputs));
+  EXPECT_EQ(text::joined_so_far(whole, pieces, outputs, 3),
+            text::join_pieces(whole, pieces, outputs));
   EXPECT_THROW(text::joined_so_far(whole, pieces, outputs, 4), std::invalid_argument);
 }
 
@@ -111,8 +127,18 @@ TEST(SpellerStream, PartialsOfRealOutputsAddUpToTheFinalText) {
       // The second form's model text differs: its ids are only those of the first part, which
       // is what a model that stops early gives too; the texts still must add up.
       const std::vector<int32_t> ids = c.at("ids");
+      // A partial's text depends only on the complete words decoded (stable_prefix): the steps
+      // that complete none would repeat the one before, so only the others are sent.
       stage::Postprocess work;
+      size_t words = 0;
       for (size_t n = 2; n <= ids.size(); ++n) {
+        if (n < ids.size()) {
+          const std::string decoded =
+              tokenizer->decode(std::vector<int>(ids.begin(), ids.begin() + n));
+          const size_t now = split_words(postprocessor::stable_prefix(decoded, {})).size();
+          if (now == words) continue;
+          words = now;
+        }
         stage::DecodedItem item;
         item.request = 1;
         item.gateway = "gw";
@@ -128,7 +154,7 @@ TEST(SpellerStream, PartialsOfRealOutputsAddUpToTheFinalText) {
       std::vector<stage::ResultItem> results;
       for (const auto& [gateway, m] : out.pushes)
         for (const auto& r : std::get<stage::Result>(m).items) results.push_back(r);
-      ASSERT_EQ(results.size(), ids.size() - 1);
+      ASSERT_FALSE(results.empty());
       const std::string final_text = results.back().text;
       std::string sent;
       for (size_t k = 0; k + 1 < results.size(); ++k) {
