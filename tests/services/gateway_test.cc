@@ -699,22 +699,26 @@ TEST_F(GatewaySplitTest, HypothesisKJoinsEachPiecesKthOrItsLast) {
   EXPECT_EQ(r.sequences->at(0)[1], (protocol::Sequence{"ten cat. sat on", -2.0f}));
 }
 
-// A streamed text goes whole: its partials are prefixes of one output.
-TEST_F(GatewaySplitTest, AStreamedTextIsNotSplit) {
+// A streamed text is split as any other (its text is the one without `stream`), each piece
+// streamed: the gateway sends them in turn (GatewayTest,
+// AStreamOfASplitTextSendsEachPieceInTurnAndAddsUpToTheJoinedText).
+TEST_F(GatewaySplitTest, AStreamedTextIsSplitAsWithoutStream) {
   config::PipelineConfig c;
   c.gateway.split_words = 2;
   Gateway& g = gateway(c);
   Outbox out;
-  g.on_tokenizer("tok", stage::Ready{1}, t0);
+  g.on_tokenizer("tok", stage::Ready{4}, t0);
   protocol::Request r = texts({"teh cat sat on"});
   r.stream = true;
   g.on_client(request("A", r), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.sends.size(), 1u);
-  const auto& items = work_of(out.sends[0].message).items;
-  ASSERT_EQ(items.size(), 1u);
-  EXPECT_EQ(items[0].text, "teh cat sat on");
-  EXPECT_TRUE(items[0].stream);
+  std::vector<stage::TextItem> items;
+  for (const auto& send : out.sends)
+    for (const auto& i : work_of(send.message).items) items.push_back(i);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].text, "teh cat");
+  EXPECT_EQ(items[1].text, "sat on");
+  EXPECT_TRUE(items[0].stream && items[1].stream);
 }
 
 TEST_F(GatewaySplitTest, MorePiecesThanTheBatcherCanQueueAreAnsweredTooLongAtOnce) {
