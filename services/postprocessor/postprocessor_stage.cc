@@ -126,8 +126,8 @@ std::string PostprocessorStage::partial_text(const stage::DecodedItem& item,
   // rewrites of the final words do not depend on what comes after them (final_words.h).
   const Seen seen = seen_input(item.text);
   const auto input = text::split_words(seen.text);
-  std::string copied(stable);
-  for (size_t k = decoded_words; k < input.size(); ++k) (copied += ' ') += input[k];
+  std::string copied(stable);  // ends with a space where it has words
+  for (size_t k = decoded_words; k < input.size(); ++k) (copied += input[k]) += ' ';
   std::vector<std::string> steps;
   const std::string output = rewrite(seen.text, copied, {copied}, {item.score}, &steps);
   std::vector<std::vector<std::string_view>> alignments;
@@ -143,10 +143,11 @@ std::string PostprocessorStage::partial_text(const stage::DecodedItem& item,
     text = seen.frame->restore(output, seen.words, &begins);
     if (final < begins.size()) text.resize(begins[final]);
   } else {
+    // Up to the next word, or to the end of the last one (a longer output goes on after it).
     const auto words = text::split_words(output);
-    text = final < words.size()
-               ? output.substr(0, static_cast<size_t>(words[final].data() - output.data()))
-               : output;
+    const char* end = final < words.size() ? words[final].data()
+                                           : words[final - 1].data() + words[final - 1].size();
+    text = output.substr(0, static_cast<size_t>(end - output.data()));
   }
   // Before anything that is or may become a stop sequence.
   if (!item.params.stop.empty()) text = stable_prefix(text, item.params.stop);

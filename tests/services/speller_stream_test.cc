@@ -105,11 +105,12 @@ TEST(JoinedSoFar, IsTheDonePiecesJoinedThenThePartialOfTheNext) {
 // inputs (tests/data/speller-t5-greedy.json), each also as a user types it (capitalised, with
 // punctuation): the partials after every decoder step, as the gateway streams them (what
 // extends the text sent so far), add up to exactly the final text.
-TEST(SpellerStream, PartialsOfRealOutputsAddUpToTheFinalText) {
+void expect_partials_add_up(bool lower_case_words) {
   const std::string model = SEQPIPE_SOURCE_DIR "/models/speller-t5";
   config::PipelineConfig config = config::load_config(SEQPIPE_SOURCE_DIR "/config/pipeline.yaml",
                                                       config::model_overrides(model));
   ASSERT_NE(config.model.lower_case_words, 0);
+  config.model.lower_case_words = lower_case_words ? 1 : 0;
   ASSERT_FALSE(config.postprocessor.confusion_counts.empty());
   auto registry = metrics::make_registry();
   metrics::StageMetrics metrics(*registry, "test");
@@ -118,7 +119,7 @@ TEST(SpellerStream, PartialsOfRealOutputsAddUpToTheFinalText) {
   std::ifstream in(SEQPIPE_SOURCE_DIR "/tests/data/speller-t5-greedy.json");
   const auto cases = nlohmann::json::parse(in).at("cases");
   ASSERT_GE(cases.size(), 200u);
-  size_t texts = 0, streamed_early = 0, words_early = 0;
+  size_t texts = 0, streamed_early = 0, words_early = 0, partials = 0;
   for (const auto& c : cases) {
     const std::string text = c.at("text");
     std::string typed = text;
@@ -165,14 +166,24 @@ TEST(SpellerStream, PartialsOfRealOutputsAddUpToTheFinalText) {
       EXPECT_TRUE(final_text.starts_with(sent))
           << input << ": streamed '" << sent << "', final '" << final_text << "'";
       ++texts;
+      partials += results.size() - 1;
       if (!sent.empty()) ++streamed_early;
       words_early += split_words(sent).size();
     }
   }
   // Streaming is more than the whole text at the end: many texts send words before it.
-  std::printf("%zu texts, %zu streamed words before the end, %zu words in all\n", texts,
-              streamed_early, words_early);
+  std::printf("%zu texts, %zu partials, %zu texts streamed words before the end, %zu words\n",
+              texts, partials, streamed_early, words_early);
   EXPECT_GT(streamed_early, texts / 5);
+}
+
+TEST(SpellerStream, PartialsOfRealOutputsAddUpToTheFinalText) {
+  expect_partials_add_up(true);
+}
+
+// The rewrites without the text frame: the output's words are the text.
+TEST(SpellerStream, PartialsAddUpWithoutTheTextFrameToo) {
+  expect_partials_add_up(false);
 }
 
 }  // namespace
