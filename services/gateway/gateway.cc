@@ -86,7 +86,7 @@ stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
     item.batcher = batchers_.target(id);
     item.deadline = r.deadline;
     item.params = r.params;
-    item.stream = r.partials;
+    item.stream = r.stream;
     item.model = r.model;
     item.text = r.sources[i];
     work.items.push_back(std::move(item));
@@ -170,10 +170,7 @@ void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbo
   r.batch_form = request.batch_form;
   r.return_scores = request.params.return_scores;
   r.stream = request.stream;
-  r.partials = request.stream && admitted->settings->rewrites_text.empty();
-  // A text streamed in partials is not split: they are the prefixes of one output.
-  const size_t split_words = r.partials ? 0 : admitted->settings->split_words;
-  add_texts(r, std::move(request.texts), split_words);
+  add_texts(r, std::move(request.texts), admitted->settings->split_words);
   const size_t items = r.sources.size();
   if (items > static_cast<size_t>(config_.batcher.max_queue_size)) {  // it could never be queued
     batchers_.forget(id);
@@ -264,7 +261,10 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
     const bool answered = it == requests_.end() || item.index >= it->second.done.size() ||
                           it->second.done[item.index];
     if (item.partial) {  // a partial of a request answered already just goes
-      if (!answered && it->second.partials) stream_partial(it->second, item.text, out);
+      if (!answered && it->second.stream) {
+        it->second.texts[item.index] = std::move(item.text);  // until its final text comes
+        stream_partial(it->second, streamed_so_far(it->second), out);
+      }
       continue;
     }
     if (answered) {
@@ -295,7 +295,11 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
     r.usage[item.index] = usage;
     r.done[item.index] = true;
     keep_max(r.timings, item.timings);
-    if (--r.remaining == 0) reply(item.request, ok_reply(r), now.steady, out);
+    if (--r.remaining == 0) {
+      reply(item.request, ok_reply(r), now.steady, out);
+    } else if (r.stream) {  // a piece done: the text up to the next piece is final
+      stream_partial(r, streamed_so_far(r), out);
+    }
   }
   in_flight_.answered(answered_model, answered_here, now.steady);
 }
@@ -346,6 +350,17 @@ protocol::Reply Gateway::ok_reply(Request& r) {
   return ok;
 }
 
+std::string Gateway::streamed_so_far(const Request& r) {
+  const ClientText& c = r.client_texts.front();  // a stream has one text
+  if (c.pieces.empty()) return r.texts[c.first_item];
+  size_t done = 0;
+  while (done < c.items && r.done[c.first_item + done]) ++done;
+  const auto begin = r.texts.begin() + static_cast<std::ptrdiff_t>(c.first_item);
+  return text::joined_so_far(
+      c.whole, c.pieces,
+      std::vector<std::string>(begin, begin + static_cast<std::ptrdiff_t>(c.items)), done);
+}
+
 void Gateway::stream_partial(Request& r, std::string_view text, Outbox& out) {
   if (text.size() <= r.streamed.size() || !text.starts_with(r.streamed)) return;
   protocol::Reply partial;
@@ -361,7 +376,7 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
   auto it = requests_.find(id);
   Request& r = it->second;
   // A streamed text's partials add up to the final text: the rest goes as a last partial (all
-  // of it for a response cache hit, or for a version that rewrites its text after decoding).
+  // of it for a response cache hit).
   if (r.stream && reply.ok && !reply.texts.empty()) {
     if (!reply.texts[0].starts_with(r.streamed))
       spdlog::warn("gateway: request {} (id '{}'): its partials are not a prefix of its text", id,

@@ -130,10 +130,8 @@ class Gateway {
     std::vector<std::string> sources;
     protocol::GenerateParams params;
     std::string model;  // the model version that runs it (config::model_key)
+    // Streamed: the pipeline sends partials (texts holds an item's latest until its final one).
     bool stream = false;
-    // The pipeline sends its partials: a stream of a version that does not rewrite its text
-    // (ModelSettings::rewrites_text); else the final text goes as one partial.
-    bool partials = false;
     std::string streamed;  // a streamed request's text sent so far in partial replies
   };
   // A client's generate request decoded under the limits of the model version that runs it, with
@@ -169,6 +167,9 @@ class Gateway {
   // A streamed request's text so far: a partial reply with what `text` adds to the text sent
   // already (nothing when it adds nothing or does not extend it: a stale or reordered partial).
   static void stream_partial(Request& r, std::string_view text, Outbox& out);
+  // A streamed request's text as far as it is final: its pieces done, then the partial text of
+  // the first piece not done (text::joined_so_far), or the one text's partial text.
+  static std::string streamed_so_far(const Request& r);
   void reply_error(Envelope envelope, std::string client_id, protocol::Error error,
                    SteadyClock::time_point received, SteadyClock::time_point now, Outbox& out);
 

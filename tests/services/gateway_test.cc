@@ -138,36 +138,53 @@ TEST_F(GatewayTest, AStreamedRequestGetsPartialRepliesThatAddUpToItsText) {
   EXPECT_EQ(g.in_flight(), 0u);
 }
 
-// Word lists and the confusion sets ("then" -> "than") change words after decoding: a partial
-// could differ from the final text. The stream is served: the pipeline is asked for no partials
-// and the final text goes as one partial, then the final reply.
-TEST_F(GatewayTest, AStreamWhereThePostprocessorRewritesTheTextGetsTheWholeTextAsOnePartial) {
-  config::PipelineConfig known_words, confusion_sets;
-  known_words.postprocessor.known_words = "/some/words.txt";
-  confusion_sets.postprocessor.confusion_counts = "/some/confusion_counts.tsv";
-  for (const auto& c : {known_words, confusion_sets}) {
-    Gateway& g = gateway(c);
-    Outbox out;
-    g.on_tokenizer("tok", stage::Ready{1}, t0);
-    protocol::Request r = texts({"taller then me"});
-    r.stream = true;
-    g.on_client(request("A", r), t0, out);
-    g.dispatch(t0, out);
-    ASSERT_TRUE(out.replies.empty());  // not refused
-    const stage::TextItem item = work_of(out.sends.at(0).message).items.at(0);
-    EXPECT_FALSE(item.stream);  // no partials from the pipeline
+// A model whose postprocessor rewrites words (the bundled speller) streams too: its text goes in
+// pieces (gateway.split_words) as without `stream`, each piece's partials (its final words) go
+// out once the pieces before it are done, with the bytes between pieces, and they add up to the
+// joined text.
+TEST_F(GatewayTest, AStreamOfASplitTextSendsEachPieceInTurnAndAddsUpToTheJoinedText) {
+  config::PipelineConfig c;
+  c.postprocessor.known_words = "/some/words.txt";
+  c.gateway.split_words = 2;
+  Gateway& g = gateway(c);
+  Outbox out;
+  g.on_tokenizer("tok", stage::Ready{4}, t0);
+  protocol::Request r = texts({"one two three four"});
+  r.stream = true;
+  g.on_client(request("A", r), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_TRUE(out.replies.empty());  // not refused
+  std::vector<stage::TextItem> items;
+  for (const auto& send : out.sends)
+    for (const auto& i : work_of(send.message).items) items.push_back(i);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].text, "one two");
+  EXPECT_EQ(items[1].text, "three four");
+  EXPECT_TRUE(items[0].stream && items[1].stream);  // the pipeline sends partials
+  auto result = [&](uint32_t index, std::string text, bool partial) {
     stage::ResultItem res;
-    res.request = item.request;
-    res.text = "taller than me";
-    out.clear();
-    g.on_results(stage::StageMessage(stage::Result{{res}}), t0, out);
-    ASSERT_EQ(out.replies.size(), 2u);
-    EXPECT_TRUE(reply_of(out, 0).partial);
-    EXPECT_EQ(reply_of(out, 0).texts.at(0), "taller than me");
-    EXPECT_FALSE(reply_of(out, 1).partial);
-    EXPECT_EQ(reply_of(out, 1).texts.at(0), "taller than me");
-    EXPECT_EQ(g.in_flight(), 0u);
+    res.request = items[index].request;
+    res.index = index;
+    res.text = std::move(text);
+    res.partial = partial;
+    return stage::StageMessage(stage::Result{{res}});
+  };
+  out.clear();
+  g.on_results(result(1, "THREE ", true), t0, out);  // its piece waits for the first
+  EXPECT_TRUE(out.replies.empty());
+  g.on_results(result(0, "ONE ", true), t0, out);
+  g.on_results(result(0, "ONE TWO", false), t0, out);
+  g.on_results(result(1, "THREE FOUR", false), t0, out);
+  ASSERT_EQ(out.replies.size(), 4u);
+  std::vector<std::string> pieces;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(reply_of(out, i).partial);
+    pieces.push_back(reply_of(out, i).texts.at(0));
   }
+  EXPECT_EQ(pieces, (std::vector<std::string>{"ONE ", "TWO THREE ", "FOUR"}));
+  EXPECT_FALSE(reply_of(out, 3).partial);
+  EXPECT_EQ(reply_of(out, 3).texts.at(0), "ONE TWO THREE FOUR");
+  EXPECT_EQ(g.in_flight(), 0u);
 }
 
 TEST_F(GatewayTest, ItemsCarryTheDeadlineOfTheMomentGivenOnTheWallClock) {
@@ -766,22 +783,26 @@ TEST_F(GatewaySplitTest, HypothesisKJoinsEachPiecesKthOrItsLast) {
   EXPECT_EQ(r.sequences->at(0)[1], (protocol::Sequence{"ten cat. sat on", -2.0f}));
 }
 
-// A streamed text goes whole: its partials are prefixes of one output.
-TEST_F(GatewaySplitTest, AStreamedTextIsNotSplit) {
+// A streamed text is split as any other (its text is the one without `stream`), each piece
+// streamed: the gateway sends them in turn (GatewayTest,
+// AStreamOfASplitTextSendsEachPieceInTurnAndAddsUpToTheJoinedText).
+TEST_F(GatewaySplitTest, AStreamedTextIsSplitAsWithoutStream) {
   config::PipelineConfig c;
   c.gateway.split_words = 2;
   Gateway& g = gateway(c);
   Outbox out;
-  g.on_tokenizer("tok", stage::Ready{1}, t0);
+  g.on_tokenizer("tok", stage::Ready{4}, t0);
   protocol::Request r = texts({"teh cat sat on"});
   r.stream = true;
   g.on_client(request("A", r), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.sends.size(), 1u);
-  const auto& items = work_of(out.sends[0].message).items;
-  ASSERT_EQ(items.size(), 1u);
-  EXPECT_EQ(items[0].text, "teh cat sat on");
-  EXPECT_TRUE(items[0].stream);
+  std::vector<stage::TextItem> items;
+  for (const auto& send : out.sends)
+    for (const auto& i : work_of(send.message).items) items.push_back(i);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].text, "teh cat");
+  EXPECT_EQ(items[1].text, "sat on");
+  EXPECT_TRUE(items[0].stream && items[1].stream);
 }
 
 TEST_F(GatewaySplitTest, MorePiecesThanTheBatcherCanQueueAreAnsweredTooLongAtOnce) {
