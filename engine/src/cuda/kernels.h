@@ -8,8 +8,6 @@
 
 namespace seqpipe::engine::cuda {
 
-void launch_rms_norm(const float* x, int64_t m, int64_t d, const float* w, float eps, float scale,
-                     float* y, cudaStream_t stream);
 void launch_embedding(const int* ids, int64_t n, const float* table, int64_t d, float* out,
                       cudaStream_t stream);
 void launch_relu(float* x, int64_t n, cudaStream_t stream);

@@ -10,6 +10,7 @@
 
 namespace seqpipe::engine::cuda::reference {
 
+// src/cuda/norm_cast.cu's rms_norm kernel writing fp32.
 void rms_norm(const float* x, int64_t m, int64_t d, const float* w, float eps, float scale,
               float* y);
 void embedding(const int* ids, int64_t n, const float* table, int64_t d, float* out);
