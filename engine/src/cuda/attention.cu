@@ -2,7 +2,8 @@
 // decoder masked multi-head attention. The block writes its head's slice of the step's key and
 // value into the cache (no other block reads that slice), then scores every key it sees with a
 // group of kKeyLanes lanes per key, takes the softmax in fp32 and sums the values with the
-// block's threads split over the head's dimensions and `value_parts` groups of keys.
+// block's threads split over the head's dimensions and `value_parts` groups of keys. The cache
+// is fp32, bf16 or fp16 (a kernel instance each): half the bytes read per key in half.
 // src/cuda/reference.cc's decode_attention is its host twin.
 #include <algorithm>
 #include <cstdint>
@@ -22,8 +23,8 @@ constexpr int kPartials = kThreads > kMaxHeadDim ? kThreads : kMaxHeadDim;
 // block's threads after the caller's __syncthreads.
 template <typename Cache>
 __device__ void append_head(const AttentionJob& job, int64_t head, int64_t d) {
-  Cache* k = reinterpret_cast<Cache*>(const_cast<float*>(job.k));
-  Cache* v = reinterpret_cast<Cache*>(const_cast<float*>(job.v));
+  Cache* k = static_cast<Cache*>(job.k);
+  Cache* v = static_cast<Cache*>(job.v);
   const int64_t row = job.q_pos * job.kv_stride + head * d;
   for (int64_t i = threadIdx.x; i < d; i += kThreads) {
     math::cache_store(k[row + i], job.new_k[head * d + i]);
@@ -69,7 +70,7 @@ __global__ void decode_attention_kernel(const AttentionJob* jobs, AttentionShape
   const int64_t keys = math::keys_seen(job.k_rows, position, shape.causal);
   const float* bias_row =
       shape.bias == nullptr ? nullptr : shape.bias + head * (2 * shape.max_distance + 1);
-  const Cache* k = reinterpret_cast<const Cache*>(job.k) + head * d;
+  const Cache* k = static_cast<const Cache*>(job.k) + head * d;
   score_keys<Cache>(k, job.kv_stride, query, keys, position, bias_row, shape.max_distance, d,
                     scores);
   float local_max = -INFINITY;
@@ -84,7 +85,7 @@ __global__ void decode_attention_kernel(const AttentionJob* jobs, AttentionShape
       1.0f / block_reduce<kThreads, false>(local_sum, scratch);  // syncs: scores are set
 
   // Values: thread t sums dimension t % d over keys part, part + parts, ... (part = t / d).
-  const Cache* v = reinterpret_cast<const Cache*>(job.v) + head * d;
+  const Cache* v = static_cast<const Cache*>(job.v) + head * d;
   const int parts = math::value_parts(kThreads, d);
   const int part = d <= kThreads ? static_cast<int>(threadIdx.x / d) : 0;
   if (part < parts) {
@@ -120,12 +121,16 @@ void launch_decode(const AttentionJob* jobs, const AttentionShape& shape, cudaSt
   decode_attention_kernel<Cache><<<grid, kThreads, shared, stream>>>(jobs, shape);
 }
 
-// The bf16 cache's kernel is compiled (and so kept warning-free) before a caller needs it.
-template void launch_decode<math::Bf16>(const AttentionJob*, const AttentionShape&, cudaStream_t);
-
-void launch_decode_attention(const AttentionJob* jobs, const AttentionShape& shape,
+void launch_decode_attention(const AttentionJob* jobs, const AttentionShape& shape, CacheType cache,
                              cudaStream_t stream) {
-  launch_decode<float>(jobs, shape, stream);
+  switch (cache) {
+    case CacheType::kF32:
+      return launch_decode<float>(jobs, shape, stream);
+    case CacheType::kBF16:
+      return launch_decode<math::Bf16>(jobs, shape, stream);
+    case CacheType::kF16:
+      return launch_decode<math::F16>(jobs, shape, stream);
+  }
 }
 
 }  // namespace seqpipe::engine::cuda

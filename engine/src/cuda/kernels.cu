@@ -43,8 +43,8 @@ __global__ void append_kv_kernel(const AttentionJob* jobs, int64_t width) {
   const AttentionJob& job = jobs[blockIdx.y];
   if (job.new_k == nullptr || blockIdx.x >= job.q_rows) return;
   const int64_t row = blockIdx.x;
-  float* k = const_cast<float*>(job.k) + (job.q_pos + row) * job.kv_stride;
-  float* v = const_cast<float*>(job.v) + (job.q_pos + row) * job.kv_stride;
+  float* k = static_cast<float*>(job.k) + (job.q_pos + row) * job.kv_stride;
+  float* v = static_cast<float*>(job.v) + (job.q_pos + row) * job.kv_stride;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
     k[i] = job.new_k[row * width + i];
     v[i] = job.new_v[row * width + i];
@@ -70,7 +70,7 @@ __global__ void attention_kernel(const AttentionJob* jobs, AttentionShape shape)
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
   const int64_t bias_width = 2 * shape.max_distance + 1;
   for (int64_t j = warp; j < keys; j += warps) {
-    const float* k = job.k + j * job.kv_stride + head * d;
+    const float* k = static_cast<const float*>(job.k) + j * job.kv_stride + head * d;
     float dot = 0.0f;
     for (int64_t i = lane; i < d; i += kWarp) dot += query[i] * k[i];
     dot = lanes_reduce<false>(dot);
@@ -92,9 +92,10 @@ __global__ void attention_kernel(const AttentionJob* jobs, AttentionShape shape)
   const float inverse =
       1.0f / block_reduce<kThreads, false>(local_sum, scratch);  // syncs: scores are set
   float* out = job.out + row * job.out_stride + head * d;
+  const float* v = static_cast<const float*>(job.v) + head * d;
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     float sum = 0.0f;
-    for (int64_t j = 0; j < keys; ++j) sum += scores[j] * job.v[j * job.kv_stride + head * d + i];
+    for (int64_t j = 0; j < keys; ++j) sum += scores[j] * v[j * job.kv_stride + i];
     out[i] = sum * inverse;
   }
 }
