@@ -1,0 +1,129 @@
+"""What the container tests share: this checkout's image (built under a tag named by its content,
+or reused when that tag exists) and Docker engines (Debian's dockerd) each in a network
+namespace the test makes, so nothing they publish or route reaches the host's interfaces.
+Every wait is bounded; Dockerd.stop() undoes all that start() did, also after a failure."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD_DIR = os.environ.get("SEQPIPE_BUILD_DIR", os.path.join(ROOT, "build/release"))
+BUILD_SH = os.path.join(ROOT, "deploy/image/build.sh")
+DOCKER = "/usr/bin/docker"  # Debian's docker.io CLI (another `docker` may come first in PATH)
+SKIP = 77  # ctest's SKIP_RETURN_CODE
+
+
+def run(*args, check=True, timeout=120, **kwargs):
+    return subprocess.run(list(args), capture_output=True, text=True, check=check, timeout=timeout, **kwargs)
+
+
+def missing(tools):
+    """Why this machine cannot run a container test, or None."""
+    if os.geteuid() != 0:
+        return "needs root (the image's root file system, network namespaces, the engines)"
+    for tool in tools:
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (scripts/install-deps.sh installs all but kubectl)"
+    return None
+
+
+def this_checkouts_image():
+    """The podman image of this build's binaries: reused when its content tag exists, else built
+    by deploy/image/build.sh (minutes). Other content-tagged images are removed."""
+    tag = run(BUILD_SH, "--print-content-tag", "--build-dir", BUILD_DIR).stdout.strip()
+    for old in run("podman", "images", "--format", "{{.Repository}}:{{.Tag}}",
+                   "--filter", "reference=localhost/seqpipe:src-*").stdout.split():
+        if old != tag:
+            run("podman", "rmi", "-f", old, check=False)
+    if run("podman", "image", "exists", tag, check=False).returncode == 0:
+        print(f"reusing {tag} (the same binaries, model and image inputs)", flush=True)
+        return tag
+    started = time.monotonic()
+    built = subprocess.run([BUILD_SH, "--engine", "podman", "--build-dir", BUILD_DIR, "--tag", tag],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    if built.returncode != 0:
+        raise RuntimeError(f"deploy/image/build.sh failed:\n{built.stdout[-4000:]}")
+    print(f"built {tag} in {time.monotonic() - started:.0f} s", flush=True)
+    return tag
+
+
+class Dockerd:
+    """A dockerd of its own (data, state, socket, config under a temporary folder) in the network
+    namespace `netns` (made by the caller), entered with nsenter --net: `ip netns exec` would
+    remount /sys and hide the cgroup hierarchy dockerd needs."""
+
+    def __init__(self, netns, extra_args=()):
+        self.netns, self.extra_args = netns, list(extra_args)
+        self.work = tempfile.mkdtemp(prefix="seqpipe-dockerd-")
+        self.sock = os.path.join(self.work, "docker.sock")
+        self.env = dict(os.environ, DOCKER_HOST=f"unix://{self.sock}")
+        self.process = None
+
+    def start(self, within_s=90):
+        config = os.path.join(self.work, "daemon.json")
+        with open(config, "w") as f:
+            json.dump({}, f)  # not the host's /etc/docker/daemon.json
+        self.log = open(os.path.join(self.work, "dockerd.log"), "w")
+        self.process = subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{self.netns}", "dockerd", "--config-file", config,
+             "--data-root", os.path.join(self.work, "data"), "--exec-root", os.path.join(self.work, "x"),
+             "--pidfile", os.path.join(self.work, "dockerd.pid"), "-H", f"unix://{self.sock}",
+             *self.extra_args], stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"dockerd in {self.netns} exited: {self.tail()}")
+            if self.docker("info", check=False, timeout=10).returncode == 0:
+                return self
+            time.sleep(0.5)
+        raise RuntimeError(f"dockerd in {self.netns} not up after {within_s} s: {self.tail()}")
+
+    def tail(self):
+        with open(os.path.join(self.work, "dockerd.log")) as f:
+            return f.read()[-3000:]
+
+    def docker(self, *args, check=True, timeout=120, **kwargs):
+        return run(DOCKER, *args, check=check, timeout=timeout, env=self.env, **kwargs)
+
+    def load(self, podman_tag, *names):
+        """Copies a podman image into this engine under `names`."""
+        archive = os.path.join(self.work, "image.tar")
+        run("podman", "save", "--format", "docker-archive", "-o", archive, podman_tag, timeout=300)
+        self.docker("load", "-i", archive, timeout=300)
+        os.remove(archive)
+        for name in names:
+            self.docker("tag", podman_tag, name)
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            ids = self.docker("ps", "-aq", check=False, timeout=30).stdout.split()
+            if ids:
+                self.docker("rm", "-f", *ids, check=False, timeout=120)
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
+        if self.process is not None:
+            self.log.close()
+        # What a killed dockerd may leave mounted under its folders (overlays, namespaces).
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split()[1] for line in f if self.work in line.split()[1]]
+        for mount in sorted(mounts, key=len, reverse=True):
+            run("umount", "-l", mount, check=False)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def make_netns(name):
+    run("ip", "netns", "add", name)
+    run("ip", "-n", name, "link", "set", "lo", "up")
+
+
+def remove_netns(name):
+    run("ip", "netns", "del", name, check=False)
