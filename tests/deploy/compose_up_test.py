@@ -19,7 +19,7 @@ import tempfile
 import time
 import unittest
 
-from engines import BUILD_DIR, HERE, ROOT, SKIP, Dockerd, make_netns, missing, remove_netns, run, \
+from engines import HERE, ROOT, SKIP, Dockerd, make_keys, make_netns, missing, remove_netns, run, save_image, \
     this_checkouts_image
 
 NETNS = f"seqpipe-compose-{os.getpid()}"
@@ -37,23 +37,16 @@ class ComposeUpTest(unittest.TestCase):
         cls.engine = None
         make_netns(NETNS)
         try:
-            cls.make_keys()
+            make_keys(cls.keys)
             cls.engine = Dockerd(NETNS).start()
-            cls.engine.load(image, "seqpipe:latest")
+            archive = os.path.join(cls.keys, "image.tar")
+            save_image(image, archive)
+            cls.engine.load(archive, image, "seqpipe:latest")
+            os.remove(archive)
             cls.compose("up", "-d", "--no-build", *SEQPIPE_SERVICES, timeout=300)
         except Exception:
             cls.tearDownClass()
             raise
-
-    @classmethod
-    def make_keys(cls):
-        seqpipe = os.path.join(BUILD_DIR, "tools/seqpipe")
-        run(seqpipe, "keygen", "--dir", cls.keys, "hub", "client", "me")
-        os.mkdir(os.path.join(cls.keys, "allowed"))
-        for name in ("client", "me"):
-            shutil.copy(os.path.join(cls.keys, name), os.path.join(cls.keys, "allowed"))
-        for secret in ("hub_secret", "client_secret"):  # the image's user reads them
-            os.chown(os.path.join(cls.keys, secret), 10001, 10001)
 
     @classmethod
     def compose(cls, *args, check=True, timeout=120):

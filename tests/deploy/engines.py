@@ -52,6 +52,23 @@ def this_checkouts_image():
     return tag
 
 
+def make_keys(folder):
+    """CurveZMQ keys as docs/DEPLOY.md makes them for compose: the hubs' pair, the containers'
+    client pair and the test's own ("me"), both clients allowed; the secret keys the containers
+    read belong to the image's user (uid 10001)."""
+    run(os.path.join(BUILD_DIR, "tools/seqpipe"), "keygen", "--dir", folder, "hub", "client", "me")
+    os.mkdir(os.path.join(folder, "allowed"))
+    for name in ("client", "me"):
+        shutil.copy(os.path.join(folder, name), os.path.join(folder, "allowed"))
+    for secret in ("hub_secret", "client_secret"):
+        os.chown(os.path.join(folder, secret), 10001, 10001)
+
+
+def save_image(podman_tag, archive):
+    """Writes a podman image as a docker-archive, for Dockerd.load."""
+    run("podman", "save", "--format", "docker-archive", "-o", archive, podman_tag, timeout=300)
+
+
 class Dockerd:
     """A dockerd of its own (data, state, socket, config under a temporary folder) in the network
     namespace `netns` (made by the caller), entered with nsenter --net: `ip netns exec` would
@@ -90,14 +107,11 @@ class Dockerd:
     def docker(self, *args, check=True, timeout=120, **kwargs):
         return run(DOCKER, *args, check=check, timeout=timeout, env=self.env, **kwargs)
 
-    def load(self, podman_tag, *names):
-        """Copies a podman image into this engine under `names`."""
-        archive = os.path.join(self.work, "image.tar")
-        run("podman", "save", "--format", "docker-archive", "-o", archive, podman_tag, timeout=300)
+    def load(self, archive, image, *names):
+        """Loads `image` from a docker-archive (save_image) into this engine under `names`."""
         self.docker("load", "-i", archive, timeout=300)
-        os.remove(archive)
         for name in names:
-            self.docker("tag", podman_tag, name)
+            self.docker("tag", image, name)
 
     def stop(self):
         if self.process is not None and self.process.poll() is None:
