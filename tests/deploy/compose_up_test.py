@@ -20,7 +20,7 @@ import time
 import unittest
 
 from engines import (HERE, ROOT, SKIP, Dockerd, check_load, make_keys, make_netns, missing, remove_netns,
-                     run, save_image, this_checkouts_image)
+                     run, save_image, sweep_stale, this_checkouts_image)
 
 NETNS = f"seqpipe-compose-{os.getpid()}"
 PROJECT = "seqpipe-compose-test"
@@ -32,6 +32,7 @@ CONFIG = "/etc/seqpipe/pipeline.yaml"  # where compose.yaml mounts config/compos
 class ComposeUpTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        sweep_stale()
         image = this_checkouts_image()
         cls.keys = tempfile.mkdtemp(prefix="seqpipe-compose-keys-")
         cls.engine = None

@@ -2,8 +2,10 @@
 or reused when that tag exists) and Docker engines (Debian's dockerd) each in a network
 namespace the test makes, so nothing they publish or route reaches the host's interfaces.
 Every wait is bounded; Dockerd.stop() undoes all that start() did, also after a failure."""
+import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -137,11 +139,64 @@ class Dockerd:
         if self.process is not None:
             self.log.close()
         # What a killed dockerd may leave mounted under its folders (overlays, namespaces).
-        with open("/proc/self/mounts") as f:
-            mounts = [line.split()[1] for line in f if self.work in line.split()[1]]
-        for mount in sorted(mounts, key=len, reverse=True):
-            run("umount", "-l", mount, check=False)
+        unmount_under(self.work)
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+def sweep_stale():
+    """Removes what an earlier run killed before its clean-up (a ctest timeout) left: its
+    namespaces (named with the pid of a test no longer running) and the processes in them (its
+    dockerd and containerd), its dockerd folders (their dockerd gone, made over 10 minutes ago)
+    and the processes whose mount table still names them
+    (its containers)."""
+    for name in run("ip", "netns", "list").stdout.split():
+        match = re.fullmatch(r"seqpipe-(?:compose|swarm-[ab])-(\d+)", name)
+        if match and not running(match.group(1)):
+            inode = os.stat(f"/run/netns/{name}").st_ino
+            kill_where(lambda pid: os.stat(f"/proc/{pid}/ns/net").st_ino == inode)
+            remove_netns(name)
+    own_mounts = os.stat("/proc/self/ns/mnt").st_ino
+    for work in glob.glob(os.path.join(tempfile.gettempdir(), "seqpipe-dockerd-*")):
+        try:
+            with open(os.path.join(work, "dockerd.pid")) as f:
+                alive = running(f.read().strip())
+        except OSError:
+            alive = False
+        if not alive and time.time() - os.stat(work).st_mtime > 600:  # not one starting now
+            unmount_under(work)  # first: then only the containers' own mount tables name it
+            kill_where(lambda pid: os.stat(f"/proc/{pid}/ns/mnt").st_ino != own_mounts
+                       and work + "/" in read(f"/proc/{pid}/mountinfo"))
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def running(pid):
+    """Whether process `pid` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def kill_where(test):
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(pid) != os.getpid() and test(pid):
+                os.kill(int(pid), signal.SIGKILL)
+        except OSError:
+            pass  # gone meanwhile
+
+
+def unmount_under(folder):
+    with open("/proc/self/mounts") as f:
+        mounts = [line.split()[1] for line in f if line.split()[1].startswith(folder)]
+    for mount in sorted(mounts, key=len, reverse=True):
+        run("umount", "-l", mount, check=False)
 
 
 def make_netns(name):

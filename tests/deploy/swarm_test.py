@@ -21,7 +21,7 @@ import time
 import unittest
 
 from engines import (HERE, ROOT, SKIP, Dockerd, check_load, make_keys, make_netns, missing, remove_netns,
-                     run, save_image, this_checkouts_image)
+                     run, save_image, sweep_stale, this_checkouts_image)
 
 NODES = {"a": f"seqpipe-swarm-a-{os.getpid()}", "b": f"seqpipe-swarm-b-{os.getpid()}"}
 ADDRESS = {"a": "198.18.213.1", "b": "198.18.213.2"}  # the veth pair's ends, in the namespaces
@@ -44,6 +44,7 @@ def wait_for(what, check, within_s, every_s=1.0):
 class SwarmTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        sweep_stale()
         image = this_checkouts_image()
         cls.work = tempfile.mkdtemp(prefix="seqpipe-swarm-")
         cls.keys = os.path.join(cls.work, "keys")
