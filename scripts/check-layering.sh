@@ -16,9 +16,10 @@ declare -A allowed=(
   [config]="protocol generation"
   [transport]=""
   [messages]="protocol generation"
+  [control]="config protocol generation"
   [observability]="protocol config transport"
   [security]="config observability transport"
-  [runtime]="cli config messages observability protocol security transport"
+  [runtime]="cli config control messages observability protocol security transport"
 )
 libraries="${!allowed[*]}"
 

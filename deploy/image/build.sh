@@ -6,6 +6,10 @@
 # model, config/pipeline.yaml. Podman or Docker (whichever is installed; --engine to choose).
 #   deploy/image/build.sh [--engine podman|docker] [--build-dir build/release]
 #                         [--model models/speller-t5] [--tag localhost/seqpipe:latest]
+#   deploy/image/build.sh --print-content-tag [--build-dir DIR] [--model DIR]
+# --print-content-tag prints the tag that names these inputs' image (localhost/seqpipe:src-<hash
+# of the binaries, the model, config/pipeline.yaml and this folder's and the runtime package
+# list's files>), builds nothing: tests build under it, or reuse an image only when it is there.
 # The binaries are the build directory's: configure it with -DSEQPIPE_MARCH=x86-64-v3 (as
 # deploy/compose/Dockerfile does) for an image that runs on machines other than this one.
 # Needs root (mmdebstrap), mmdebstrap, and podman or docker.io (scripts/debian-packages.txt).
@@ -14,7 +18,7 @@
 # (SEQPIPE_DEBIAN_MIRROR).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-engine="" build_dir="$root/build/release" model="$root/models/speller-t5"
+engine="" print_tag=0 build_dir="$root/build/release" model="$root/models/speller-t5"
 tag="localhost/seqpipe:latest" runtime_tag="localhost/seqpipe-runtime:bookworm"
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -22,9 +26,25 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build_dir=$(cd "$2" && pwd); shift 2 ;;
     --model) model=$(cd "$2" && pwd); shift 2 ;;
     --tag) tag=$2; shift 2 ;;
-    *) echo "usage: $0 [--engine podman|docker] [--build-dir DIR] [--model DIR] [--tag TAG]" >&2; exit 2 ;;
+    --print-content-tag) print_tag=1; shift ;;
+    *) echo "usage: $0 [--engine podman|docker] [--build-dir DIR] [--model DIR] [--tag TAG | --print-content-tag]" >&2; exit 2 ;;
   esac
 done
+binaries=(tools/seqpipe services/gateway/seqpipe-gateway services/tokenizer/seqpipe-tokenizer
+          services/batcher/seqpipe-batcher services/encoder/seqpipe-encoder
+          services/decoder/seqpipe-decoder services/postprocessor/seqpipe-postprocessor)
+for b in "${binaries[@]}"; do
+  [[ -x "$build_dir/$b" ]] || { echo "$0: $build_dir/$b is not built" >&2; exit 2; }
+done
+if [[ $print_tag == 1 ]]; then
+  # Each input file's hash under a name that does not depend on where the checkout is.
+  {
+    (cd "$build_dir" && sha256sum "${binaries[@]}")
+    (cd "$model" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+    (cd "$root" && sha256sum config/pipeline.yaml deploy/image/* deploy/compose/runtime-packages.txt)
+  } | sha256sum | cut -c1-16 | sed 's/^/localhost\/seqpipe:src-/'
+  exit 0
+fi
 if [[ -z "$engine" ]]; then
   if command -v podman >/dev/null; then engine=podman; elif command -v docker >/dev/null; then engine=docker; fi
 fi
@@ -33,12 +53,6 @@ for tool in mmdebstrap "$engine"; do
     echo "$0: needs mmdebstrap and podman or docker (apt-get install mmdebstrap podman)" >&2
     exit 2
   fi
-done
-binaries=(tools/seqpipe services/gateway/seqpipe-gateway services/tokenizer/seqpipe-tokenizer
-          services/batcher/seqpipe-batcher services/encoder/seqpipe-encoder
-          services/decoder/seqpipe-decoder services/postprocessor/seqpipe-postprocessor)
-for b in "${binaries[@]}"; do
-  [[ -x "$build_dir/$b" ]] || { echo "$0: $build_dir/$b is not built" >&2; exit 2; }
 done
 [[ "$engine" == podman ]] && "$(dirname "$0")/podman-setup.sh"
 

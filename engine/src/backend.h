@@ -67,6 +67,12 @@ class Backend {
   // y <- relu(a) (b undefined) or gated_gelu(a, b), in y's type; y may be a when f32.
   virtual void feed_forward_activation(const TensorView& a, const TensorView& b,
                                        const TensorView& y) = 0;
+  // --- The KV cache in half precision (ops::kv_cache_type) ---
+  // Whether decode_attention reads and appends to a bf16 / fp16 cache; else caches are f32.
+  virtual bool holds_half_kv_cache() { return false; }
+  // y <- x (f32) in y's type: f32, or bf16 / fp16 where holds_half_kv_cache.
+  virtual void convert(const TensorView& x, const TensorView& y) = 0;
+
   // ops::top_k_log_softmax; ids and logprobs are host memory of logits.dim(0) x k entries.
   virtual void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs) = 0;
 };

@@ -14,6 +14,7 @@ struct Decoder::Workspace {
   Tensor hidden, normed, q, qkv, attn, ff_a, ff_b, logits, attention;
   Tensor ff_in;          // the FFN's activation in its GEMM's input type (undefined: ff_a, f32)
   Tensor cross_kv;       // start's every-layer K/V: grows to its largest GEMM's rows
+  Tensor cross_kv_half;  // ... in a half cache's type (undefined: the cache is f32)
   Tensor staged_tokens;  // the step's tokens on the model's device (off the CPU)
   std::vector<TensorCopy> copies;  // start's cross K/V rows into the slots
   std::vector<ops::AttentionSequence> seqs;
@@ -31,6 +32,12 @@ Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
   const Device dev = model_->device();
   if (cache.device() != dev)
     throw EngineError("Decoder: the KV cache is not on the model's device");
+  const DataType half = ops::kv_cache_type(dev, model_->compute_type());
+  if (cache.dtype() != DataType::kF32 && cache.dtype() != half) {
+    throw EngineError("Decoder: the KV cache holds " + std::string(data_type_name(cache.dtype())) +
+                      "; this model's decoder reads f32" +
+                      (half != DataType::kF32 ? " or " + std::string(data_type_name(half)) : ""));
+  }
   const int64_t n = cache.num_slots();
   Workspace& ws = *ws_;
   ws.device = dev;
@@ -96,24 +103,20 @@ void Decoder::fill_cross(const TensorView& encoder_rows, const int64_t* offsets,
     for (last = first + 1; last < count && offsets[last + 1] - offsets[first] <= kCrossRowsPerGemm;)
       ++last;
     const int64_t rows = offsets[last] - offsets[first];
-    if (!ws.cross_kv.defined() || ws.cross_kv.dim(0) < rows)
-      ws.cross_kv = Tensor::empty({rows, layers * 2 * inner}, m.device());
     // Cross-attention K/V depend only on the encoder output: computed once per sequence, every
     // layer's in one GEMM, whose row r holds layer l's K at 2 l inner and its V after it.
-    const TensorView kv = ws.cross_kv.rows(0, rows);
-    ops::linear(encoder_rows.rows(offsets[first], rows), m.decoder_cross_kv(), kv);
+    const TensorView kv = cross_kv_rows(encoder_rows.rows(offsets[first], rows));
     profiler::ScopedOp timer(profiler::Op::kCacheUpdate);
     ws.copies.clear();
-    const auto slice = [&](int64_t row, int64_t column) {
-      return TensorView(kv.row(row) + column, {1, inner}, DataType::kF32, m.device());
-    };
+    // kv as [rows x layers x 2, inner]: (row, layer l's K) is row (row x layers + l) x 2.
+    const TensorView pieces(kv.data_as<void>(), {rows * layers * 2, inner}, kv.dtype(), m.device());
     for (size_t i = first; i < last; ++i) {
       for (int64_t l = 0; l < layers; ++l) {
         const TensorView k = cache_.cross_k(slots[i], l), v = cache_.cross_v(slots[i], l);
         for (int64_t r = 0; r < offsets[i + 1] - offsets[i]; ++r) {
-          const int64_t row = offsets[i] - offsets[first] + r;
-          ws.copies.push_back({k.rows(r, 1), slice(row, 2 * l * inner)});
-          ws.copies.push_back({v.rows(r, 1), slice(row, (2 * l + 1) * inner)});
+          const int64_t piece = ((offsets[i] - offsets[first] + r) * layers + l) * 2;
+          ws.copies.push_back({k.rows(r, 1), pieces.rows(piece, 1)});
+          ws.copies.push_back({v.rows(r, 1), pieces.rows(piece + 1, 1)});
         }
       }
     }
@@ -123,6 +126,22 @@ void Decoder::fill_cross(const TensorView& encoder_rows, const int64_t* offsets,
     cache_.set_source_length(slots[i], offsets[i + 1] - offsets[i]);
     cache_.set_length(slots[i], 0);
   }
+}
+
+TensorView Decoder::cross_kv_rows(const TensorView& encoder_rows) {
+  const T5Model& m = *model_;
+  Workspace& ws = *ws_;
+  const int64_t rows = encoder_rows.dim(0), width = m.decoder_cross_kv().out;
+  if (!ws.cross_kv.defined() || ws.cross_kv.dim(0) < rows)
+    ws.cross_kv = Tensor::empty({rows, width}, m.device());
+  const TensorView kv = ws.cross_kv.rows(0, rows);
+  ops::linear(encoder_rows, m.decoder_cross_kv(), kv);
+  if (cache_.dtype() == DataType::kF32) return kv;
+  if (!ws.cross_kv_half.defined() || ws.cross_kv_half.dim(0) < rows)
+    ws.cross_kv_half = Tensor::empty({rows, width}, m.device(), cache_.dtype());
+  const TensorView half = ws.cross_kv_half.rows(0, rows);
+  ops::convert(kv, half);
+  return half;
 }
 
 namespace {

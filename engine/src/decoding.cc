@@ -113,7 +113,8 @@ void DecodingOptions::validate(int64_t max_target_len) const {
 
 Generator::Generator(std::shared_ptr<const T5Model> model, const GeneratorOptions& options)
     : model_(std::move(model)),
-      cache_(model_->config(), options.cache, model_->device()),
+      cache_(model_->config(), options.cache, model_->device(),
+             ops::kv_cache_type(model_->device(), model_->compute_type())),
       decoder_(model_, cache_) {
   const size_t n = static_cast<size_t>(cache_.num_slots());
   // The searches read the logits on the host: a model elsewhere copies them into this buffer.

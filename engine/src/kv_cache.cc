@@ -7,8 +7,13 @@
 
 namespace seqpipe::engine {
 
-KvCache::KvCache(const T5Config& config, const KvCacheOptions& options, Device device)
+KvCache::KvCache(const T5Config& config, const KvCacheOptions& options, Device device,
+                 DataType element)
     : options_(options), layers_(config.num_decoder_layers), inner_(config.inner_dim()) {
+  if (element != DataType::kF32 && element != DataType::kBF16 && element != DataType::kF16) {
+    throw EngineError("KvCache: elements are f32, bf16 or f16, not " +
+                      std::string(data_type_name(element)));
+  }
   if (options.num_slots < 1) throw EngineError("KvCacheOptions.num_slots must be >= 1");
   if (options.max_beams < 1) throw EngineError("KvCacheOptions.max_beams must be >= 1");
   if (options.max_target_len < 2) throw EngineError("KvCacheOptions.max_target_len must be >= 2");
@@ -20,13 +25,13 @@ KvCache::KvCache(const T5Config& config, const KvCacheOptions& options, Device d
         "max_source_len <= 65536");
   }
   const int64_t slots = options.num_slots;
-  self_k_ = Tensor::empty({slots * layers_ * options.max_target_len, inner_}, device);
-  self_v_ = Tensor::empty({slots * layers_ * options.max_target_len, inner_}, device);
-  cross_k_ = Tensor::empty({slots * layers_ * options.max_source_len, inner_}, device);
-  cross_v_ = Tensor::empty({slots * layers_ * options.max_source_len, inner_}, device);
+  self_k_ = Tensor::empty({slots * layers_ * options.max_target_len, inner_}, device, element);
+  self_v_ = Tensor::empty({slots * layers_ * options.max_target_len, inner_}, device, element);
+  cross_k_ = Tensor::empty({slots * layers_ * options.max_source_len, inner_}, device, element);
+  cross_v_ = Tensor::empty({slots * layers_ * options.max_source_len, inner_}, device, element);
   const int64_t staged = std::min<int64_t>(options.max_beams, slots);
-  scratch_k_ = Tensor::empty({staged * layers_ * options.max_target_len, inner_}, device);
-  scratch_v_ = Tensor::empty({staged * layers_ * options.max_target_len, inner_}, device);
+  scratch_k_ = Tensor::empty({staged * layers_ * options.max_target_len, inner_}, device, element);
+  scratch_v_ = Tensor::empty({staged * layers_ * options.max_target_len, inner_}, device, element);
   scratch_length_.assign(static_cast<size_t>(staged), 0);
   copies_.reserve(static_cast<size_t>(std::max<int64_t>(staged, 1) * layers_ * 2));
   length_.assign(static_cast<size_t>(slots), 0);

@@ -83,7 +83,8 @@ struct Operand {
 };
 
 // The one place operands are checked against the op's device and type: every operand defined,
-// fp32 (activations, norms and the KV cache are fp32 in every compute type) and on `device`.
+// fp32 (the residual stream, norms' weights, logits; the half types a GEMM input or a KV cache
+// may be are checked by require_f32_or_half) and on `device`.
 // Returns that device's backend.
 Backend& dispatch(const char* op, Device device, std::initializer_list<Operand> operands) {
   for (const Operand& o : operands) {
@@ -144,23 +145,22 @@ bool is_half(DataType t) {
   return t == DataType::kBF16 || t == DataType::kF16;
 }
 
-// An activation that is f32, or (half_allowed) bf16 / fp16 on a backend whose GEMMs read half
-// inputs (ops::linear_input_type), on `device`.
-void require_f32_or_half(const char* op, Backend& backend, Device device, const char* name,
-                         const TensorView& t, bool half_allowed) {
+// An operand that is f32, or (half_ok: the op and the backend take one here) bf16 / fp16 (what:
+// which half type that is), on `device`.
+void require_f32_or_half(const char* op, Device device, const char* name, const TensorView& t,
+                         bool half_ok, const char* what) {
   require(t.defined(), op, [&] { return std::string(name) + " is empty"; });
   require(t.device() == device, op, [&] {
     return std::string(name) + " is on " + std::string(device_name(t.device())) +
            ", the op runs on " + std::string(device_name(device));
   });
-  require(t.dtype() == DataType::kF32 ||
-              (half_allowed && is_half(t.dtype()) && backend.reads_half_inputs()),
-          op, [&] {
-            return std::string(name) + " is " + std::string(data_type_name(t.dtype())) +
-                   ", not f32" +
-                   (backend.reads_half_inputs() ? " or the linear layer's input type" : "");
-          });
+  require(t.dtype() == DataType::kF32 || (half_ok && is_half(t.dtype())), op, [&] {
+    return std::string(name) + " is " + std::string(data_type_name(t.dtype())) + ", not f32" +
+           (half_ok ? std::string(" or ") + what : std::string());
+  });
 }
+
+constexpr const char* kLinearInput = "the linear layer's input type";
 
 }  // namespace
 
@@ -176,7 +176,8 @@ void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, flo
           });
   if (x.dim(0) == 0) return;
   Backend& backend = dispatch("linear", w.device, {{"y", y}});
-  require_f32_or_half("linear", backend, w.device, "x", x, x.dtype() == w.dtype);
+  require_f32_or_half("linear", w.device, "x", x,
+                      x.dtype() == w.dtype && backend.reads_half_inputs(), kLinearInput);
   backend.linear(x, w, y, beta);
 }
 
@@ -206,7 +207,7 @@ void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
           });
   if (x.dim(0) == 0) return;
   Backend& backend = dispatch("rms_norm", x.device(), {{"x", x}, {"w", w}});
-  require_f32_or_half("rms_norm", backend, x.device(), "y", y, true);
+  require_f32_or_half("rms_norm", x.device(), "y", y, backend.reads_half_inputs(), kLinearInput);
   backend.rms_norm(x, w, eps, scale, y);
 }
 
@@ -263,7 +264,9 @@ Tensor attention_workspace(Device device, int64_t max_keys) {
 namespace {
 
 // attention()'s and decode_attention()'s one check of their arguments; returns the backend.
+// one_query_row: decode_attention, whose k and v may also be a half KV cache.
 Backend& check_attention(const AttentionArgs& args, const char* op, bool one_query_row) {
+  const bool half_cache = one_query_row;
   const Device device = args.workspace.device();
   const int64_t width = args.num_heads * args.head_dim;
   Backend* backend = nullptr;
@@ -284,12 +287,14 @@ Backend& check_attention(const AttentionArgs& args, const char* op, bool one_que
     require(!one_query_row || seq.q.dim(0) == 1, op, [&] {
       return "a decoder step's query is one row, not " + shape_string(seq.q.shape());
     });
-    backend = &dispatch(op, device,
-                        {{"q", seq.q},
-                         {"k", seq.k},
-                         {"v", seq.v},
-                         {"out", seq.out},
-                         {"workspace", args.workspace}});
+    backend =
+        &dispatch(op, device, {{"q", seq.q}, {"out", seq.out}, {"workspace", args.workspace}});
+    // The cache: f32, or (a decoder step's op) the device's half KV cache type; one type for all.
+    const bool half_ok = half_cache && backend->holds_half_kv_cache();
+    require_f32_or_half(op, device, "k", seq.k, half_ok, "the KV cache's half type");
+    require_f32_or_half(op, device, "v", seq.v, half_ok, "the KV cache's half type");
+    require(seq.v.dtype() == seq.k.dtype() && seq.k.dtype() == args.seqs[0].k.dtype(), op,
+            "the sequences' k and v differ in type");
     if (seq.new_k.defined() || seq.new_v.defined()) {
       require(seq.new_k.same_shape(seq.q) && seq.new_v.same_shape(seq.q) && seq.q_pos >= 0 &&
                   seq.q_pos + seq.q.dim(0) <= seq.k.dim(0),
@@ -355,6 +360,23 @@ void decode_attention(const AttentionArgs& args) {
   check_attention(args, "decode_attention", true).decode_attention(args);
 }
 
+DataType kv_cache_type(Device device, ComputeType compute) {
+  const bool half = compute == ComputeType::kBFloat16 || compute == ComputeType::kFloat16;
+  if (!half || !backend_for(device, "kv_cache_type").holds_half_kv_cache()) return DataType::kF32;
+  return compute == ComputeType::kBFloat16 ? DataType::kBF16 : DataType::kF16;
+}
+
+void convert(const TensorView& x, const TensorView& y) {
+  OpTimer timer(profiler::Op::kCacheUpdate, x.device());
+  require(x.numel() == y.numel(), "convert",
+          [&] { return "x " + shape_string(x.shape()) + " y " + shape_string(y.shape()); });
+  if (x.numel() == 0) return;
+  Backend& backend = dispatch("convert", x.device(), {{"x", x}});
+  require_f32_or_half("convert", x.device(), "y", y, backend.holds_half_kv_cache(),
+                      "the KV cache's half type");
+  backend.convert(x, y);
+}
+
 DataType linear_input_type(const LinearWeight& w) {
   require(w.defined(), "linear_input_type", "weight is empty");
   const bool half =
@@ -373,7 +395,8 @@ void feed_forward_activation(const TensorView& a, const TensorView& b, const Ten
   Backend& backend = b.defined()
                          ? dispatch("feed_forward_activation", a.device(), {{"a", a}, {"b", b}})
                          : dispatch("feed_forward_activation", a.device(), {{"a", a}});
-  require_f32_or_half("feed_forward_activation", backend, a.device(), "y", y, true);
+  require_f32_or_half("feed_forward_activation", a.device(), "y", y, backend.reads_half_inputs(),
+                      kLinearInput);
   backend.feed_forward_activation(a, b, y);
 }
 

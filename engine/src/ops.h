@@ -115,12 +115,24 @@ void forget_recorded_steps(Device device, const void* owner);
 
 // --- Fused attention of a decoder step ---
 
+// The type the decoder's KV cache (self and cross K/V) holds on `device` for a model of
+// `compute` type: the compute type's bf16 / fp16 on a backend whose decode_attention reads a
+// half cache (CUDA), halving the cache's memory and the bytes a step reads; else f32 (the CPU,
+// and fp32 or int8 compute). Scores, softmax and sums stay fp32 either way.
+DataType kv_cache_type(Device device, ComputeType compute);
+
+// y <- x (f32) in y's type: f32, or a kv_cache_type (values rounded as a half GEMM input is,
+// math::half_input_bits). Same element count, one device. The cross-attention K/V GEMM's fp32
+// output on its way into a half cache.
+void convert(const TensorView& x, const TensorView& y);
+
 // attention() for a decoder step: every sequence has one query row (at q_pos), so a GPU runs it
 // as one fused launch, FasterTransformer's decoder masked multi-head attention: the new key and
 // value (new_k / new_v, when given) into the cache, the scores with the position bias, the
 // causal mask, the fp32 softmax and the values' weighted sum for every sequence and head. The
 // self-attention of a step (bias, causal, append) and its cross-attention (neither) alike. The
-// CPU runs attention()'s loop, which does the same per sequence.
+// CPU runs attention()'s loop, which does the same per sequence. k and v: f32, or both the
+// device's kv_cache_type (new_k / new_v stay f32 and are rounded as they are stored).
 void decode_attention(const AttentionArgs& args);
 // --- GEMM inputs in half precision, written by the op before the GEMM ---
 // The type in which a linear layer of weight `w` takes its input from the op that writes it

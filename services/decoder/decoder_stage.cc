@@ -216,6 +216,7 @@ void DecoderStage::work(worker::WorkerOutbox& out) {
     stage::DecodedItem partial;
     static_cast<stage::WorkHeader&>(partial) = r.item;
     partial.ids.assign(ids.begin(), ids.end());
+    partial.text = r.item.text;  // the input, where the postprocessor rewrites words (else empty)
     partial.partial = true;
     decoded_for(out, first, r.hub).items.push_back(std::move(partial));
   }

@@ -37,6 +37,13 @@ protocol::Usage joined_usage(std::span<const protocol::Usage> pieces) {
   }
   return joined;
 }
+
+// An error reply's log line: load shedding (`overloaded`, half the requests at twice capacity)
+// only at debug, counted by seqpipe_stage_errors_total; a line a refusal would cost the CPU the
+// served requests need. Every other error at info.
+spdlog::level::level_enum log_level(protocol::ErrorCode code) {
+  return code == protocol::ErrorCode::kOverloaded ? spdlog::level::debug : spdlog::level::info;
+}
 }  // namespace
 
 Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpoint,
@@ -52,6 +59,8 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
                   stage_metrics),
       batchers_(config, results_endpoint_),
       cache_(config.gateway.cache_bytes),
+      in_flight_(static_cast<size_t>(std::max(config.batcher.max_queue_size, 1)),
+                 2 * static_cast<size_t>(std::max(config.batcher.max_batch_size, 1))),
       next_id_((hub::draw_incarnation() >> 8) + 1) {
   settings_.update(models_);
 }
@@ -77,7 +86,7 @@ stage::Tokenize Gateway::tokenize_work(uint64_t id, const Request& r) const {
     item.batcher = batchers_.target(id);
     item.deadline = r.deadline;
     item.params = r.params;
-    item.stream = r.partials;
+    item.stream = r.stream;
     item.model = r.model;
     item.text = r.sources[i];
     work.items.push_back(std::move(item));
@@ -120,41 +129,6 @@ void Gateway::answer_from_cache(Request& r) {
       }
     }
   }
-}
-
-std::optional<Gateway::Admitted> Gateway::admit(
-    Caller& caller, std::variant<protocol::Request, protocol::RejectedRequest>& decoded,
-    const OwnDecode& own_decode, const Now& now, Outbox& out) {
-  auto rejected = [&](protocol::Error&& error, std::string&& id) {
-    reply_error(std::move(caller), std::move(id), std::move(error), now.steady, now.steady, out);
-    return std::nullopt;
-  };
-  if (auto* r = std::get_if<protocol::RejectedRequest>(&decoded))
-    return rejected(std::move(r->error), std::move(r->id));
-  auto* request = &std::get<protocol::Request>(decoded);
-  if (request->op == protocol::Op::kCancel) {
-    cancel(caller.envelope, *request->id, now, out);
-    return std::nullopt;
-  }
-  auto model = models_.resolve(request->model, request->version);
-  if (auto* unknown = std::get_if<protocol::Error>(&model))
-    return rejected(std::move(*unknown), request->id.value_or(""));
-  const std::string& key = std::get<std::string>(model);
-  const ModelSettings& settings = settings_.of(key);
-  if (!settings.not_loaded.empty()) {
-    return rejected(
-        {protocol::ErrorCode::kUnavailable,
-         "model " + key + " is not served: its config does not load: " + settings.not_loaded},
-        request->id.value_or(""));
-  }
-  // Its version's token and beam caps are below the loosest: its own rules, its own messages.
-  if (own_decode && settings_.needs_own_decode(settings)) {
-    decoded = own_decode(settings.limits);
-    if (auto* r = std::get_if<protocol::RejectedRequest>(&decoded))
-      return rejected(std::move(r->error), std::move(r->id));
-    request = &std::get<protocol::Request>(decoded);
-  }
-  return Admitted{std::move(*request), std::move(std::get<std::string>(model)), &settings};
 }
 
 void Gateway::on_client(std::vector<std::string>&& frames, const Now& now, Outbox& out) {
@@ -214,10 +188,7 @@ void Gateway::start(Caller&& caller, Admitted&& admitted, const Now& now, Outbox
   r.batch_form = request.batch_form;
   r.return_scores = request.params.return_scores;
   r.stream = request.stream;
-  r.partials = request.stream && admitted.settings->rewrites_text.empty();
-  // A text streamed in partials is not split: they are the prefixes of one output.
-  const size_t split_words = r.partials ? 0 : admitted.settings->split_words;
-  add_texts(r, std::move(request.texts), split_words);
+  add_texts(r, std::move(request.texts), admitted.settings->split_words);
   const size_t items = r.sources.size();
   if (items > static_cast<size_t>(config_.batcher.max_queue_size)) {  // it could never be queued
     batchers_.forget(id);
@@ -229,6 +200,10 @@ void Gateway::start(Caller&& caller, Admitted&& admitted, const Now& now, Outbox
                      "batcher.max_queue_size = " +
                      std::to_string(config_.batcher.max_queue_size)},
                 now.steady, now.steady, out);
+    return;
+  }
+  if (!admit_in_flight(r, admitted.model, timeout_ms, now, out)) {
+    batchers_.forget(id);
     return;
   }
   if (request.params.num_return_sequences > 1) r.sequences.emplace(items);
@@ -297,12 +272,17 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
     metrics_.malformed();
     return;
   }
+  size_t answered_here = 0;  // final answers of requests in flight: a pace sample
+  std::string answered_model;
   for (auto& item : results->items) {
     auto it = requests_.find(item.request);
     const bool answered = it == requests_.end() || item.index >= it->second.done.size() ||
                           it->second.done[item.index];
     if (item.partial) {  // a partial of a request answered already just goes
-      if (!answered && it->second.partials) stream_partial(it->second, item.text, out);
+      if (!answered && it->second.stream) {
+        it->second.texts[item.index] = std::move(item.text);  // until its final text comes
+        stream_partial(it->second, streamed_so_far(it->second), out);
+      }
       continue;
     }
     if (answered) {
@@ -311,6 +291,8 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
       continue;
     }
     Request& r = it->second;
+    ++answered_here;
+    if (answered_model.empty()) answered_model = r.model;
     if (item.error) {
       if (item.error->code == protocol::ErrorCode::kOverloaded)
         throttle_.refused_downstream(r.model, now.steady);
@@ -331,8 +313,13 @@ void Gateway::on_results(stage::StageMessage&& message, const Now& now, Outbox& 
     r.usage[item.index] = usage;
     r.done[item.index] = true;
     keep_max(r.timings, item.timings);
-    if (--r.remaining == 0) reply(item.request, ok_reply(r), now.steady, out);
+    if (--r.remaining == 0) {
+      reply(item.request, ok_reply(r), now.steady, out);
+    } else if (r.stream) {  // a piece done: the text up to the next piece is final
+      stream_partial(r, streamed_so_far(r), out);
+    }
   }
+  in_flight_.answered(answered_model, answered_here, now.steady);
 }
 
 protocol::Reply Gateway::ok_reply(Request& r) {
@@ -381,6 +368,17 @@ protocol::Reply Gateway::ok_reply(Request& r) {
   return ok;
 }
 
+std::string Gateway::streamed_so_far(const Request& r) {
+  const ClientText& c = r.client_texts.front();  // a stream has one text
+  if (c.pieces.empty()) return r.texts[c.first_item];
+  size_t done = 0;
+  while (done < c.items && r.done[c.first_item + done]) ++done;
+  const auto begin = r.texts.begin() + static_cast<std::ptrdiff_t>(c.first_item);
+  return text::joined_so_far(
+      c.whole, c.pieces,
+      std::vector<std::string>(begin, begin + static_cast<std::ptrdiff_t>(c.items)), done);
+}
+
 void Gateway::stream_partial(Request& r, std::string_view text, Outbox& out) {
   if (text.size() <= r.streamed.size() || !text.starts_with(r.streamed)) return;
   protocol::Reply partial;
@@ -396,7 +394,7 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
   auto it = requests_.find(id);
   Request& r = it->second;
   // A streamed text's partials add up to the final text: the rest goes as a last partial (all
-  // of it for a response cache hit, or for a version that rewrites its text after decoding).
+  // of it for a response cache hit).
   if (r.stream && reply.ok && !reply.texts.empty()) {
     if (!reply.texts[0].starts_with(r.streamed))
       spdlog::warn("gateway: request {} (id '{}'): its partials are not a prefix of its text", id,
@@ -415,8 +413,8 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
     metrics_.error(reply.error->code);
     ++errors_answered_;
     client_errors_answered_ += protocol::is_client_error(reply.error->code);
-    spdlog::info("gateway: request {} (id '{}'): {}: {}", id, r.client_id,
-                 protocol::wire_name(reply.error->code), reply.error->message);
+    spdlog::log(log_level(reply.error->code), "gateway: request {} (id '{}'): {}: {}", id,
+                r.client_id, protocol::wire_name(reply.error->code), reply.error->message);
   }
   send(r.caller, std::move(reply), true, out);
   deadlines_.erase({r.expires, id});
@@ -429,6 +427,7 @@ void Gateway::reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_poin
       }
     }
   }
+  in_flight_.give_back(r.model, r.sources.size());
   requests_.erase(it);
   batchers_.forget(id);
   metrics_.set_in_flight(static_cast<double>(requests_.size()));
@@ -448,8 +447,8 @@ void Gateway::reply_error(Caller caller, std::string client_id, protocol::Error 
   metrics_.error(error.code);
   ++errors_answered_;
   client_errors_answered_ += protocol::is_client_error(error.code);
-  spdlog::info("gateway: rejected request (id '{}'): {}: {}", client_id,
-               protocol::wire_name(error.code), error.message);
+  spdlog::log(log_level(error.code), "gateway: rejected request (id '{}'): {}: {}", client_id,
+              protocol::wire_name(error.code), error.message);
   protocol::Reply reply = protocol::error_reply(std::move(client_id), std::move(error));
   reply.timings.total_us = micros(now - received);
   gateway_metrics_.request_seconds(false, static_cast<double>(reply.timings.total_us) * 1e-6);

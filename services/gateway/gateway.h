@@ -17,6 +17,10 @@
 //  - The work a dead tokenizer held goes once more to another; a second loss, or no tokenizer
 //    left, answers the request `unavailable`.
 //  - The work a dead or restarted batcher held is submitted again, once (BatcherFailover).
+//  - A model version has at most batcher.max_queue_size sequences in flight (waiting here
+//    included), and while the pipeline is busy a request that could not be answered before its
+//    deadline at the measured pace is not let in: both are refused `overloaded` at once
+//    (InFlightLimit), not after a trip to the batcher.
 //  - While the batcher refuses a model version's requests (`overloaded`), the gateway refuses a
 //    share of them itself, at once, before tokenizing (AdmissionThrottle).
 //  - A cancel names the client's own request (routing frames + id): the request is answered
@@ -36,6 +40,7 @@
 
 #include "gateway/admission_throttle.h"
 #include "gateway/batcher_failover.h"
+#include "gateway/in_flight_limit.h"
 #include "gateway/model_settings.h"
 #include "gateway/response_cache.h"
 #include "seqpipe/config/config.h"
@@ -152,10 +157,8 @@ class Gateway {
     std::vector<std::string> sources;
     protocol::GenerateParams params;
     std::string model;  // the model version that runs it (config::model_key)
+    // Streamed: the pipeline sends partials (texts holds an item's latest until its final one).
     bool stream = false;
-    // The pipeline sends its partials: a stream of a version that does not rewrite its text
-    // (ModelSettings::rewrites_text); else the final text goes as one partial.
-    bool partials = false;
     std::string streamed;  // a streamed request's text sent so far in partial replies
   };
   // A client's generate request decoded under the limits of the model version that runs it, with
@@ -190,6 +193,10 @@ class Gateway {
   void cancel(const Envelope& envelope, const std::string& client_id, const Now& now, Outbox& out);
   // Which requests a cancel may name: the client's routing frames and its id.
   static std::string client_key(const Envelope& envelope, const std::string& client_id);
+  // Whether the new request `r` (its items) may go into `model`'s pipeline (InFlightLimit);
+  // false when answered `overloaded`, at once.
+  bool admit_in_flight(Request& r, const std::string& model, uint32_t timeout_ms, const Now& now,
+                       Outbox& out);
   void reply(uint64_t id, protocol::Reply&& reply, SteadyClock::time_point now, Outbox& out);
   // Answers request `id` `unavailable` (when still in flight).
   void unavailable(uint64_t id, const std::string& why, SteadyClock::time_point now, Outbox& out);
@@ -197,6 +204,9 @@ class Gateway {
   // A streamed request's text so far: a partial reply with what `text` adds to the text sent
   // already (nothing when it adds nothing or does not extend it: a stale or reordered partial).
   static void stream_partial(Request& r, std::string_view text, Outbox& out);
+  // A streamed request's text as far as it is final: its pieces done, then the partial text of
+  // the first piece not done (text::joined_so_far), or the one text's partial text.
+  static std::string streamed_so_far(const Request& r);
   void reply_error(Caller caller, std::string client_id, protocol::Error error,
                    SteadyClock::time_point received, SteadyClock::time_point now, Outbox& out);
 
@@ -210,6 +220,7 @@ class Gateway {
   BatcherFailover batchers_;
   ResponseCache cache_;
   AdmissionThrottle throttle_;  // refuses here what the batcher would refuse
+  InFlightLimit in_flight_;     // per model version: sequences in flight, the pipeline's pace
   // Request ids start at a random point: batchers remember the ids they took until their
   // deadlines, and a restarted gateway (on the same results endpoint) must not repeat them.
   uint64_t next_id_;

@@ -8,18 +8,6 @@
 
 namespace seqpipe::gateway {
 
-namespace {
-// The config key whose postprocessing rewrites words anywhere in the text after decoding.
-std::string text_rewriting(const config::PipelineConfig& c) {
-  if (!c.postprocessor.known_words.empty()) return "postprocessor.known_words";
-  if (!c.postprocessor.word_counts.empty()) return "postprocessor.word_counts";
-  if (!c.postprocessor.aspell_dictionary.empty()) return "postprocessor.aspell_dictionary";
-  if (!c.postprocessor.confusion_counts.empty()) return "postprocessor.confusion_counts";
-  if (c.model.lower_case_words != 0) return "model.lower_case_words";
-  return "";
-}
-}  // namespace
-
 protocol::Limits protocol_limits(const config::PipelineConfig& c) {
   protocol::Limits limits;
   limits.max_message_bytes = c.gateway.max_message_bytes;
@@ -33,7 +21,7 @@ protocol::Limits protocol_limits(const config::PipelineConfig& c) {
 }
 
 ModelSettings model_settings(const config::PipelineConfig& c) {
-  return {protocol_limits(c), static_cast<size_t>(c.gateway.split_words), text_rewriting(c), ""};
+  return {protocol_limits(c), static_cast<size_t>(c.gateway.split_words), ""};
 }
 
 ModelSettingsTable::ModelSettingsTable(const config::PipelineConfig& pipeline,

@@ -23,10 +23,6 @@ protocol::Limits protocol_limits(const config::PipelineConfig& config);
 struct ModelSettings {
   protocol::Limits limits;  // protocol_limits of the version's config
   size_t split_words = 0;   // gateway.split_words (0: texts are not split)
-  // The key whose postprocessing rewrites words of the whole text after decoding (a partial
-  // text might not be a prefix of the final one): a stream of this version is answered with the
-  // whole text as one partial, then the final reply. Empty: partials as they are decoded.
-  std::string rewrites_text;
   // Why the version's config does not load at the gateway; empty: it loads. Its replicas refuse
   // the same config, so its requests are answered `unavailable` at once.
   std::string not_loaded;

@@ -26,6 +26,8 @@ class ConfusionSets {
   // replaced by the member whose score beats it by more than `margin` (nats).
   std::string correct(std::string_view text, double margin) const;
   size_t sets() const { return sets_; }
+  // Whether `word` is in a set: its correction depends on the words around it.
+  bool contains(std::string_view word) const { return members_.count(std::string(word)) > 0; }
 
  private:
   using Counts = std::unordered_map<std::string, int64_t>;  // context -> count; "*": all

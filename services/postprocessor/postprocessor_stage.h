@@ -17,6 +17,7 @@
 #include "seqpipe/config/config.h"
 #include "seqpipe/engine/tokenizer.h"
 #include "seqpipe/runtime/worker.h"
+#include "text/text_frame.h"
 
 namespace seqpipe::postprocessor {
 
@@ -43,6 +44,31 @@ class PostprocessorStage : public worker::WorkerStage {
   void handle(stage::StageMessage&& message, worker::WorkerOutbox& out) override;
 
  private:
+  // What the model saw of an item's input: the text frame (model.lower_case_words) and how many
+  // of its words fit, or the input as it is.
+  struct Seen {
+    std::optional<text::TextFrame> frame;
+    std::string text;  // the words the rewrites compare the output with
+    size_t words = 0;  // with a frame: how many of its words the model saw
+  };
+  Seen seen_input(const std::string& input) const;
+  // `output` with its words rewritten (known words, Aspell, confusion sets), lower-case words one
+  // space apart; `steps` (optional) gets the output and each rewrite's result, in order.
+  std::string rewrite(const std::string& seen, std::string output,
+                      const std::vector<std::string>& hypotheses, const std::vector<float>& scores,
+                      std::vector<std::string>* steps) const;
+  // A streamed sequence's text so far: the words no later token changes (final_words.h where
+  // the text is rewritten, else stable_prefix).
+  std::string partial_text(const stage::DecodedItem& item, const std::vector<int>& ids) const;
+  // The item's final text: the best output rewritten, put back into the input text, cut before
+  // a stop sequence (which then sets the finish reason); its other hypotheses in `alternatives`.
+  std::string final_text(stage::DecodedItem& item, const std::vector<int>& ids,
+                         std::vector<std::string>& alternatives,
+                         std::vector<float>& alternative_scores) const;
+  bool rewrites_text() const {
+    return lower_case_words_ || known_words_ || suggester_ || confusion_sets_;
+  }
+
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
   std::optional<KnownWords> known_words_;
   std::optional<KnownWords> user_words_;             // postprocessor.user_words: kept as typed

@@ -197,7 +197,8 @@ size_t TextFrame::words_that_fit(const std::function<size_t(std::string_view)>& 
   return n;
 }
 
-std::string TextFrame::restore(std::string_view output, size_t seen_words) const {
+std::string TextFrame::restore(std::string_view output, size_t seen_words,
+                               std::vector<size_t>* word_begins) const {
   const std::string seen = model_text(seen_words);
   const auto in = split_words(seen);
   const auto out = split_words(output);
@@ -252,12 +253,15 @@ std::string TextFrame::restore(std::string_view output, size_t seen_words) const
   }
   std::string result;
   size_t from = 0;  // next byte of text_ to copy
+  if (word_begins) word_begins->clear();
   for (size_t k = 0; k < words_.size(); ++k) {
     if (removed[k]) {  // merged into the word before: its leading whitespace goes too
+      if (word_begins) word_begins->push_back(result.size());
       from = words_[k].end;
       continue;
     }
     result.append(text_, from, words_[k].begin - from);
+    if (word_begins) word_begins->push_back(result.size());
     if (replacement[k]) {
       result += *replacement[k];
     } else {

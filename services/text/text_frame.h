@@ -47,7 +47,13 @@ class TextFrame {
 
   // The original text with the model's correction of model_text(seen_words) put in.
   std::string restore(std::string_view output) const { return restore(output, words_.size()); }
-  std::string restore(std::string_view output, size_t seen_words) const;
+  std::string restore(std::string_view output, size_t seen_words) const {
+    return restore(output, seen_words, nullptr);
+  }
+  // The same, with where each word (or its replacement) begins in the result put in
+  // `word_begins` (one per word): a stream cuts the text there.
+  std::string restore(std::string_view output, size_t seen_words,
+                      std::vector<size_t>* word_begins) const;
 
  private:
   enum class Case { kLower, kCapitalised, kUpper };

@@ -104,4 +104,20 @@ std::string join_pieces(std::string_view text, const std::vector<Piece>& pieces,
   return joined;
 }
 
+std::string joined_so_far(std::string_view text, const std::vector<Piece>& pieces,
+                          const std::vector<std::string>& outputs, size_t done) {
+  if (outputs.size() != pieces.size() || done > pieces.size())
+    throw std::invalid_argument("joined_so_far: " + std::to_string(outputs.size()) +
+                                " outputs for " + std::to_string(pieces.size()) + " pieces");
+  if (done == pieces.size()) return join_pieces(text, pieces, outputs);
+  std::string joined;
+  size_t from = 0;  // next byte of text to copy
+  for (size_t k = 0; k <= done; ++k) {
+    joined.append(text.substr(from, pieces[k].begin - from));
+    joined += outputs[k];
+    from = pieces[k].end;
+  }
+  return joined;
+}
+
 }  // namespace seqpipe::text

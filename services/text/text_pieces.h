@@ -27,4 +27,11 @@ std::vector<Piece> split_text(std::string_view text, size_t max_words);
 std::string join_pieces(std::string_view text, const std::vector<Piece>& pieces,
                         const std::vector<std::string>& outputs);
 
+// What a stream of the joined text can send while only the first `done` pieces are finished:
+// join_pieces up to piece `done`, whose output so far is outputs[done] (a prefix of its final
+// output). With every piece done, join_pieces itself. So it is always a prefix of the joined
+// text when each outputs[k] is a prefix of piece k's final output.
+std::string joined_so_far(std::string_view text, const std::vector<Piece>& pieces,
+                          const std::vector<std::string>& outputs, size_t done);
+
 }  // namespace seqpipe::text

@@ -1,7 +1,9 @@
-"""Load for tests/deploy/podman_test.py, run inside the gateway pod's network namespace (nsenter):
-COUNT requests at RATE/s to tcp://127.0.0.1:5555 from one DEALER (tests/e2e/faults' Load); prints
-the figures, then one JSON line: sent, ok, lost, twice, p99_ms.
-    python3 kube_load.py COUNT RATE"""
+"""Load for the container tests (tests/deploy/podman_test.py, compose_up_test.py), run inside a
+network namespace that reaches the gateway on 127.0.0.1:5555 (nsenter): COUNT requests at RATE/s
+from one DEALER (tests/e2e/faults' Load), CurveZMQ with the gateways' public certificate file and
+this client's certificate NAME when given (as `seqpipe keygen` writes them); prints the figures,
+then one JSON line: sent, ok, lost, twice, p99_ms.
+    python3 kube_load.py COUNT RATE [SERVER_KEY CLIENT_KEY]"""
 import json
 import os
 import sys
@@ -9,12 +11,15 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e", "faults"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
 os.environ.setdefault("SEQPIPE_BIN", "seqpipe")  # (harness.py reads them; unused here)
 os.environ.setdefault("SEQPIPE_MKMODEL", "seqpipe-mkmodel")
 from faults_test import Load  # noqa: E402
+from seqpipe_client import _curve_keys  # noqa: E402
 
 count, rate = int(sys.argv[1]), float(sys.argv[2])
-load = Load("tcp://127.0.0.1:5555", count, rate)
+curve = _curve_keys(sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else None
+load = Load("tcp://127.0.0.1:5555", count, rate, curve=curve)
 load._run()
 first = {rid: answers[0] for rid, answers in load.replies.items()}
 ok = sorted(t - load.sent[rid] for rid, (status, _, t) in first.items() if status == "ok")

@@ -1,45 +1,29 @@
-"""deploy/k8s under `podman kube play`, for real: the podman overlay of the same base, the image of
-deploy/image/build.sh, the pods on an internal podman network this test creates. Every process
-becomes ready (/ready, asked inside its pod's network namespace), the pipeline answers, and
-under load one decoder pod is stopped (SIGTERM: it drains) and another one added: 0 requests lost.
+"""deploy/k8s under `podman kube play`, for real: the podman overlay of the same base, run with this
+checkout's image, on an internal podman network this test creates. Every process becomes ready
+(/ready, asked inside its pod's network namespace), the pipeline answers, and under load one
+decoder pod is stopped (SIGTERM: it drains) and another one added (20 requests/s): 0 requests lost
+(engines.check_load).
 
-Needs root, podman, kubectl, nsenter, curl and the image localhost/seqpipe:latest (built by
-deploy/image/build.sh), and SEQPIPE_IMAGE_TESTS=1 to say that image is this checkout's; prints
-"SKIP: <why>" without them. Run by hand (docs/DEPLOY.md):
-    deploy/image/build.sh && SEQPIPE_IMAGE_TESTS=1 python3 tests/deploy/podman_test.py
+The image is named by its content (deploy/image/build.sh --print-content-tag: a hash of the
+binaries of SEQPIPE_BUILD_DIR, the model and the image's inputs): built by deploy/image/build.sh
+when no image has that tag (minutes; needs the Debian mirror), reused when one does, so an image
+of other binaries is never tested. Older content-tagged images are removed.
+
+Needs root, podman, runc, mmdebstrap (scripts/debian-packages.txt), kubectl, nsenter and curl;
+prints "SKIP: <why>" (exit 77) without them. Run by hand (docs/DEPLOY.md):
+    SEQPIPE_BUILD_DIR=build/release python3 tests/deploy/podman_test.py
 """
-import json
 import os
 import subprocess
 import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-IMAGE = "localhost/seqpipe:latest"
+from engines import HERE, ROOT, SKIP, check_load, missing, run, this_checkouts_image
+
 NETWORK = f"seqpipe-kube-test-{os.getpid()}"
 METRICS = {"gateway": 9100, "batcher": 9101, "tokenizer": 9110, "encoder": 9120, "decoder": 9130,
            "postprocessor": 9140}
-
-
-def run(*args, check=True, timeout=120):
-    return subprocess.run(list(args), capture_output=True, text=True, check=check, timeout=timeout)
-
-
-def missing():
-    # An image left by an earlier build would test other binaries than this checkout's.
-    if os.environ.get("SEQPIPE_IMAGE_TESTS") != "1":
-        return ("set SEQPIPE_IMAGE_TESTS=1 once deploy/image/build.sh has built this checkout's "
-                "image")
-    if os.geteuid() != 0:
-        return "needs root (nsenter into the pods' network namespaces)"
-    for tool in ("podman", "kubectl", "nsenter", "curl"):
-        if run("sh", "-c", f"command -v {tool}", check=False).returncode != 0:
-            return f"{tool} is not installed"
-    if run("podman", "image", "exists", IMAGE, check=False).returncode != 0:
-        return f"no image {IMAGE}: build it with deploy/image/build.sh"
-    return None
 
 
 def pid_of(pod):
@@ -54,10 +38,14 @@ def in_pod(pod, *args, timeout=120):
 class PodmanKubeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        image = this_checkouts_image()
         cls.work = run("mktemp", "-d").stdout.strip()
         cls.yaml = os.path.join(cls.work, "seqpipe.yaml")
+        rendered = run("kubectl", "kustomize", os.path.join(ROOT, "deploy/k8s/overlays/podman")).stdout
+        named = "image: localhost/seqpipe:latest\n"  # the base's kustomization names it
+        assert rendered.count(named) == 6, "not the base's image in each Deployment"
         with open(cls.yaml, "w") as f:
-            f.write(run("kubectl", "kustomize", os.path.join(ROOT, "deploy/k8s/overlays/podman")).stdout)
+            f.write(rendered.replace(named, f"image: {image}\n"))
         run("podman", "network", "create", "--internal", NETWORK)
         cls.played = [cls.yaml]
         try:
@@ -101,7 +89,7 @@ class PodmanKubeTest(unittest.TestCase):
             f.write(config + "\n---\n" + decoder.replace("name: seqpipe-decoder\n", "name: seqpipe-decoder-2\n", 1)
                     .replace("replicas: 2\n", "replicas: 1\n", 1))
         load = subprocess.Popen(["nsenter", f"--net=/proc/{pid_of('seqpipe-gateway-pod-0')}/ns/net",
-                                 "/usr/bin/python3", os.path.join(HERE, "kube_load.py"), "600", "40"],
+                                 "/usr/bin/python3", os.path.join(HERE, "kube_load.py"), "600", "20"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         time.sleep(2)
         self.played.append(second)
@@ -111,15 +99,11 @@ class PodmanKubeTest(unittest.TestCase):
         run("podman", "pod", "stop", "-t", "30", "seqpipe-decoder-pod-0", timeout=60)
         out, _ = load.communicate(timeout=120)
         print(out, flush=True)
-        figures = json.loads(out.strip().splitlines()[-1])
-        self.assertEqual(figures["lost"], 0, out)
-        self.assertEqual(figures["twice"], 0, out)
-        self.assertEqual(figures["ok"], figures["sent"], out)
-
+        check_load(self, out)
 
 if __name__ == "__main__":
-    why = missing()
+    why = missing(("podman", "runc", "mmdebstrap", "kubectl", "nsenter", "curl"))
     if why:
         print(f"SKIP: {why}")
-        sys.exit(0)
+        sys.exit(SKIP)
     unittest.main(verbosity=2)

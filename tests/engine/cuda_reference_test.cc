@@ -94,11 +94,7 @@ struct AttentionCase {
 // decode: the fused decode-step kernel's twin against ops::decode_attention on the CPU.
 void check_attention(const AttentionCase& c, unsigned seed, bool decode = false) {
   const int64_t width = c.heads * c.d, seqs = static_cast<int64_t>(c.q_rows.size());
-  PositionBias bias;
-  bias.max_distance = 4;
-  bias.table = Tensor::empty({c.heads, 2 * bias.max_distance + 1});
-  const std::vector<float> table = random_values(static_cast<size_t>(bias.table.numel()), seed);
-  std::copy(table.begin(), table.end(), bias.table.data());
+  const PositionBias bias = test::random_bias(c.heads, 4, seed);
 
   struct Side {
     std::vector<std::vector<float>> q, k, v, out, new_k, new_v;

@@ -1,5 +1,6 @@
 #pragma once
 // Helpers shared by the engine tests.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 
 #include "ops.h"
 #include "seqpipe/engine/error.h"
+#include "seqpipe/engine/model.h"
 
 namespace seqpipe::engine::test {
 
@@ -36,6 +38,16 @@ inline std::vector<float> random_values(size_t n, unsigned seed, float scale = 1
   std::vector<float> v(n);
   for (auto& x : v) x = dist(rng) * scale;
   return v;
+}
+
+// A host position-bias table [heads, 2 * max_distance + 1] of random_values(.., seed).
+inline PositionBias random_bias(int64_t heads, int64_t max_distance, unsigned seed) {
+  PositionBias bias;
+  bias.max_distance = max_distance;
+  bias.table = Tensor::empty({heads, 2 * max_distance + 1});
+  const std::vector<float> table = random_values(static_cast<size_t>(bias.table.numel()), seed);
+  std::copy(table.begin(), table.end(), bias.table.data());
+  return bias;
 }
 
 // Why `device` cannot run here (this build or this machine has no such device), or nullopt.

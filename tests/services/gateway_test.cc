@@ -138,36 +138,53 @@ TEST_F(GatewayTest, AStreamedRequestGetsPartialRepliesThatAddUpToItsText) {
   EXPECT_EQ(g.in_flight(), 0u);
 }
 
-// Word lists and the confusion sets ("then" -> "than") change words after decoding: a partial
-// could differ from the final text. The stream is served: the pipeline is asked for no partials
-// and the final text goes as one partial, then the final reply.
-TEST_F(GatewayTest, AStreamWhereThePostprocessorRewritesTheTextGetsTheWholeTextAsOnePartial) {
-  config::PipelineConfig known_words, confusion_sets;
-  known_words.postprocessor.known_words = "/some/words.txt";
-  confusion_sets.postprocessor.confusion_counts = "/some/confusion_counts.tsv";
-  for (const auto& c : {known_words, confusion_sets}) {
-    Gateway& g = gateway(c);
-    Outbox out;
-    g.on_tokenizer("tok", stage::Ready{1}, t0);
-    protocol::Request r = texts({"taller then me"});
-    r.stream = true;
-    g.on_client(request("A", r), t0, out);
-    g.dispatch(t0, out);
-    ASSERT_TRUE(out.replies.empty());  // not refused
-    const stage::TextItem item = work_of(out.sends.at(0).message).items.at(0);
-    EXPECT_FALSE(item.stream);  // no partials from the pipeline
+// A model whose postprocessor rewrites words (the bundled speller) streams too: its text goes in
+// pieces (gateway.split_words) as without `stream`, each piece's partials (its final words) go
+// out once the pieces before it are done, with the bytes between pieces, and they add up to the
+// joined text.
+TEST_F(GatewayTest, AStreamOfASplitTextSendsEachPieceInTurnAndAddsUpToTheJoinedText) {
+  config::PipelineConfig c;
+  c.postprocessor.known_words = "/some/words.txt";
+  c.gateway.split_words = 2;
+  Gateway& g = gateway(c);
+  Outbox out;
+  g.on_tokenizer("tok", stage::Ready{4}, t0);
+  protocol::Request r = texts({"one two three four"});
+  r.stream = true;
+  g.on_client(request("A", r), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_TRUE(out.replies.empty());  // not refused
+  std::vector<stage::TextItem> items;
+  for (const auto& send : out.sends)
+    for (const auto& i : work_of(send.message).items) items.push_back(i);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].text, "one two");
+  EXPECT_EQ(items[1].text, "three four");
+  EXPECT_TRUE(items[0].stream && items[1].stream);  // the pipeline sends partials
+  auto result = [&](uint32_t index, std::string text, bool partial) {
     stage::ResultItem res;
-    res.request = item.request;
-    res.text = "taller than me";
-    out.clear();
-    g.on_results(stage::StageMessage(stage::Result{{res}}), t0, out);
-    ASSERT_EQ(out.replies.size(), 2u);
-    EXPECT_TRUE(reply_of(out, 0).partial);
-    EXPECT_EQ(reply_of(out, 0).texts.at(0), "taller than me");
-    EXPECT_FALSE(reply_of(out, 1).partial);
-    EXPECT_EQ(reply_of(out, 1).texts.at(0), "taller than me");
-    EXPECT_EQ(g.in_flight(), 0u);
+    res.request = items[index].request;
+    res.index = index;
+    res.text = std::move(text);
+    res.partial = partial;
+    return stage::StageMessage(stage::Result{{res}});
+  };
+  out.clear();
+  g.on_results(result(1, "THREE ", true), t0, out);  // its piece waits for the first
+  EXPECT_TRUE(out.replies.empty());
+  g.on_results(result(0, "ONE ", true), t0, out);
+  g.on_results(result(0, "ONE TWO", false), t0, out);
+  g.on_results(result(1, "THREE FOUR", false), t0, out);
+  ASSERT_EQ(out.replies.size(), 4u);
+  std::vector<std::string> pieces;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(reply_of(out, i).partial);
+    pieces.push_back(reply_of(out, i).texts.at(0));
   }
+  EXPECT_EQ(pieces, (std::vector<std::string>{"ONE ", "TWO THREE ", "FOUR"}));
+  EXPECT_FALSE(reply_of(out, 3).partial);
+  EXPECT_EQ(reply_of(out, 3).texts.at(0), "ONE TWO THREE FOUR");
+  EXPECT_EQ(g.in_flight(), 0u);
 }
 
 TEST_F(GatewayTest, ItemsCarryTheDeadlineOfTheMomentGivenOnTheWallClock) {
@@ -328,6 +345,90 @@ TEST_F(GatewayTest, FullQueueAnswersOverloaded) {
   ASSERT_EQ(out.replies.size(), 1u);
   EXPECT_EQ(out.replies[0].first[0], "C");
   EXPECT_EQ(reply_of(out).error->code, protocol::ErrorCode::kOverloaded);
+}
+
+TEST(InFlightLimit, CountsPerModelVersionAndRefusesBeyondTheLimit) {
+  using V = InFlightLimit::Verdict;
+  const SteadyClock::time_point now = t0.steady, later = now + std::chrono::hours(1);
+  InFlightLimit limit(4, 2);
+  EXPECT_EQ(limit.take("m/1", 3, now, later), V::kAdmit);
+  EXPECT_EQ(limit.take("m/1", 2, now, later), V::kFull);  // 5 > 4: nothing counted
+  EXPECT_EQ(limit.in_flight("m/1"), 3u);
+  EXPECT_EQ(limit.take("m/1", 1, now, later), V::kAdmit);
+  EXPECT_EQ(limit.take("m/2", 4, now, later), V::kAdmit);  // another version: its own bound
+  EXPECT_EQ(limit.take("m/2", 1, now, later), V::kFull);
+  limit.give_back("m/1", 2);
+  EXPECT_EQ(limit.in_flight("m/1"), 2u);
+  EXPECT_EQ(limit.take("m/1", 2, now, later), V::kAdmit);
+  limit.give_back("m/2", 9);  // more than it holds: none left, never negative
+  EXPECT_EQ(limit.in_flight("m/2"), 0u);
+  limit.give_back("unknown", 1);
+  EXPECT_EQ(limit.in_flight("unknown"), 0u);
+}
+
+// The pace is measured only over gaps while the pipeline was busy (>= `busy` in flight); with a
+// pace, a request that could not be answered before its deadline behind those in flight is
+// refused; below `busy` in flight nothing is refused on the estimate.
+TEST(InFlightLimit, RefusesWhatThePipelinesPaceCannotAnswerBeforeItsDeadline) {
+  using V = InFlightLimit::Verdict;
+  const SteadyClock::time_point now = t0.steady;
+  InFlightLimit limit(100, 4);
+  // A burst on an idle pipeline: no pace yet, all in, however near the deadline.
+  EXPECT_EQ(limit.take("m", 10, now, now + milliseconds(1)), V::kAdmit);
+  EXPECT_FALSE(limit.wait("m"));
+  limit.give_back("m", 2);
+  limit.answered("m", 2, now + milliseconds(10));  // 8 still in flight: the next gap is busy
+  EXPECT_FALSE(limit.wait("m"));
+  limit.give_back("m", 2);
+  limit.answered("m", 2, now + milliseconds(30));  // 2 in 20 ms: 10 ms a sequence
+  ASSERT_TRUE(limit.wait("m"));
+  EXPECT_EQ(*limit.wait("m"), milliseconds(70));  // 6 in flight + this one
+  const SteadyClock::time_point t = now + milliseconds(30);
+  EXPECT_EQ(limit.take("m", 1, t, t + milliseconds(50)), V::kTooLate);
+  EXPECT_EQ(limit.in_flight("m"), 6u);
+  EXPECT_EQ(limit.take("m", 1, t, t + milliseconds(100)), V::kAdmit);
+  // Light load: below `busy` in flight the estimate refuses nothing, and the gaps after an
+  // answer that left the pipeline idle-ish are the arrivals', not sampled.
+  limit.give_back("m", 5);
+  limit.answered("m", 5, t + milliseconds(40));
+  EXPECT_EQ(limit.take("m", 1, t, t + milliseconds(1)), V::kAdmit);
+  limit.give_back("m", 1);
+  limit.answered("m", 1, t + std::chrono::seconds(5));
+  // 9.75 ms a sequence (the busy gap of 40 ms for 5, 8 ms each, weighed in at 1/8), the 5 s gap
+  // not sampled; 2 in flight + 1.
+  EXPECT_EQ(*limit.wait("m"), std::chrono::microseconds(29250));
+}
+
+// What is in the pipeline counts, not only what waits here: with max_queue_size sequences of a
+// model at its tokenizers and batcher, the next request is refused at once (the batcher would
+// refuse it after the trip), and one answer makes room again.
+TEST_F(GatewayTest, AModelsSequencesInFlightAreBoundedByTheBatchersQueue) {
+  config::PipelineConfig c;
+  c.batcher.max_queue_size = 3;
+  Gateway& g = gateway(c);
+  Outbox out;
+  g.on_tokenizer("tok", stage::Ready{64}, t0);
+  g.on_client(request("A", texts({"a", "b"})), t0, out);
+  g.on_client(request("B", texts({"c"})), t0, out);
+  g.dispatch(t0, out);
+  ASSERT_EQ(out.sends.size(), 2u);  // both at the tokenizer: nothing waits at the gateway
+  EXPECT_EQ(g.waiting(), 0u);
+  ASSERT_TRUE(out.replies.empty());
+  g.on_client(request("C", texts({"d"})), t0, out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(out.replies[0].first[0], "C");
+  const protocol::Reply refused = reply_of(out);
+  ASSERT_TRUE(refused.error);
+  EXPECT_EQ(refused.error->code, protocol::ErrorCode::kOverloaded);
+  EXPECT_NE(refused.error->message.find("batcher.max_queue_size = 3"), std::string::npos);
+  EXPECT_EQ(g.in_flight(), 2u);
+  // B's answer frees its sequence: the next request goes in.
+  g.on_results(result_for(out.sends[1].message, {"C"}), t0, out);
+  ASSERT_EQ(out.replies.size(), 2u);
+  EXPECT_TRUE(reply_of(out, 1).ok);
+  g.on_client(request("D", texts({"e"})), t0, out);
+  EXPECT_EQ(out.replies.size(), 2u);
+  EXPECT_EQ(g.in_flight(), 2u);
 }
 
 TEST_F(GatewayTest, ADeadTokenizersWorkGoesToAnotherOnceThenUnavailable) {
@@ -682,22 +783,26 @@ TEST_F(GatewaySplitTest, HypothesisKJoinsEachPiecesKthOrItsLast) {
   EXPECT_EQ(r.sequences->at(0)[1], (protocol::Sequence{"ten cat. sat on", -2.0f}));
 }
 
-// A streamed text goes whole: its partials are prefixes of one output.
-TEST_F(GatewaySplitTest, AStreamedTextIsNotSplit) {
+// A streamed text is split as any other (its text is the one without `stream`), each piece
+// streamed: the gateway sends them in turn (GatewayTest,
+// AStreamOfASplitTextSendsEachPieceInTurnAndAddsUpToTheJoinedText).
+TEST_F(GatewaySplitTest, AStreamedTextIsSplitAsWithoutStream) {
   config::PipelineConfig c;
   c.gateway.split_words = 2;
   Gateway& g = gateway(c);
   Outbox out;
-  g.on_tokenizer("tok", stage::Ready{1}, t0);
+  g.on_tokenizer("tok", stage::Ready{4}, t0);
   protocol::Request r = texts({"teh cat sat on"});
   r.stream = true;
   g.on_client(request("A", r), t0, out);
   g.dispatch(t0, out);
-  ASSERT_EQ(out.sends.size(), 1u);
-  const auto& items = work_of(out.sends[0].message).items;
-  ASSERT_EQ(items.size(), 1u);
-  EXPECT_EQ(items[0].text, "teh cat sat on");
-  EXPECT_TRUE(items[0].stream);
+  std::vector<stage::TextItem> items;
+  for (const auto& send : out.sends)
+    for (const auto& i : work_of(send.message).items) items.push_back(i);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].text, "teh cat");
+  EXPECT_EQ(items[1].text, "sat on");
+  EXPECT_TRUE(items[0].stream && items[1].stream);
 }
 
 TEST_F(GatewaySplitTest, MorePiecesThanTheBatcherCanQueueAreAnsweredTooLongAtOnce) {

@@ -265,7 +265,7 @@ TEST_F(GatewayModelsTest, RequestLatenciesAreLabelledWithTheirModelVersion) {
 
 // Each version's requests get the per-model settings of its own seqpipe.yaml, layered as its
 // replicas layer theirs (config::load_model_version_config): speller/1 splits texts into pieces of
-// two words, caps max_new_tokens at 8 and streams whole texts (it lower-cases words after
+// two words, caps max_new_tokens at 8 and streams its pieces too (it lower-cases words after
 // decoding); rewriter/1 has the defaults; speller/2's seqpipe.yaml does not load.
 TEST_F(GatewayModelsTest, EachVersionGetsItsOwnPerModelSettings) {
   std::ofstream(root_ / "speller" / "1" / config::kModelConfigName)
@@ -309,14 +309,14 @@ TEST_F(GatewayModelsTest, EachVersionGetsItsOwnPerModelSettings) {
       items_by_tokenizer[send.peer].push_back(i);
   }
   // speller/1: its text in three pieces of at most two words, under its own cap; a stream the
-  // same, the pipeline asked for no partials (the whole text goes as one at the end).
+  // same, each piece streamed (the gateway sends them in turn).
   ASSERT_EQ(items_by_tokenizer["t-sp1"].size(), 6u);
   std::vector<std::string> pieces;
   for (const auto& i : items_by_tokenizer["t-sp1"]) pieces.push_back(i.text);
   EXPECT_EQ(pieces, (std::vector<std::string>{"one", "two three", "four five", "one", "two three",
                                               "four five"}));
   EXPECT_EQ(items_by_tokenizer["t-sp1"][0].params.max_new_tokens, 6);
-  for (const auto& i : items_by_tokenizer["t-sp1"]) EXPECT_FALSE(i.stream);
+  for (size_t k = 0; k < 6; ++k) EXPECT_EQ(items_by_tokenizer["t-sp1"][k].stream, k >= 3);
   // rewriter/1: whole texts; a cap over speller/1's and a stream are its to serve.
   ASSERT_EQ(items_by_tokenizer["t-rw"].size(), 3u);
   EXPECT_EQ(items_by_tokenizer["t-rw"][0].text, "one two three four five");

@@ -1,91 +1,28 @@
 // seqpipe: run the pipeline on this machine and talk to it. One CLI11 subcommand per command
 // (up, send, status, models, keygen); `seqpipe [COMMAND] --help` is CLI11's help from the flags
 // registered here, send's generation options from the option table.
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <optional>
+#include <stdexcept>
 #include <string>
-#include <thread>
-#include <variant>
+#include <utility>
 #include <vector>
 
-#include "seqpipe/child_processes.h"
 #include "seqpipe/cli/cli.h"
-#include "seqpipe/cli/generate_flags.h"
-#include "seqpipe/client.h"
 #include "seqpipe/config/config.h"
-#include "seqpipe/model_lifecycle.h"
 #include "seqpipe/models_command.h"
-#include "seqpipe/observability/status.h"
-#include "seqpipe/runtime/service.h"
 #include "seqpipe/runtime/service_main.h"
 #include "seqpipe/security/security.h"
+#include "seqpipe/send_command.h"
 #include "seqpipe/status_command.h"
-#include "seqpipe/supervisor.h"
-#include "seqpipe/transport/file_lock.h"
-#include "seqpipe/transport/transport.h"
+#include "seqpipe/up_command.h"
 
 namespace {
 
 namespace cli = seqpipe::cli;
 namespace config = seqpipe::config;
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-// What each command does, beyond its flags (CLI11 lists those, with their help): the footers of
-// `seqpipe COMMAND --help`.
-// How long `send` waits for a connection to the gateway before it says none listens.
-constexpr int64_t kConnectWaitMs = 1000;
-
-constexpr const char* kUpFooter =
-    R"(Starts the whole pipeline on this machine as child processes: gateway.replicas gateways and
-batcher.replicas batchers (default 1 each; replica k on the endpoints and ports k after the
-configured ones), and `replicas` copies of the tokenizer, encoder, decoder and postprocessor
-(config/pipeline.yaml, docs/CONFIG.md; 0, the default, sizes them and the encoders' and decoders'
-threads from the cores and the model, and GOMP_SPINCOUNT=3000 is set when those threads
-outnumber the cores: docs/CONFIG.md, "Sizing"), every one with the same --config and --set
-arguments. It prints the sizing, the client endpoint and the metrics ports, restarts a child that
-dies (after 0.5 s, doubling while it keeps failing), and stops everything on Ctrl-C or SIGTERM.
-It checks the config and the model directory before starting anything, and stops with the error
-(exit status 1) when a child exits with status 2 (bad usage or config, or an address in use) or
-exits 5 times in a row within 5 s of its start. Its children die with it, even when it is
-killed. It prints the config files in force: the model directory's seqpipe.yaml (the model's own
-settings), then the config file, then --set (docs/CONFIG.md, "The model's settings").
---repository DIR (model.repository) serves a model repository: DIR/<name>/<version>/ (a model
-directory directly in DIR is version 1); the worker stages' replicas are started for every model
-version in it, and a request names its model (`model`, `version`); entries that cannot be served
-are printed and left out. It then answers `seqpipe models list|load|unload` (and the gateway's
-POST /v2/repository/...) on ipc://<runtime_dir>/control.sock: a load starts a version's replicas
-and routes to it once warm, an unload stops routing, waits for its requests, then stops them; a
-model version whose replica is given up is not served, and the others go on. With
-model.repository_poll_ms > 0 it rescans DIR that often and loads a name's new newest version (a
-reload), unloads a removed one; a version that failed is tried again when its files change.
-Exit status: 0 stopped, 1 a child kept failing (a hub, with a repository), 2 bad usage, config or
-model directory.)";
-
-constexpr const char* kSendFooter =
-    R"(Sends one request to the gateway (every gateway replica's client endpoint of the config, or
---endpoint: one or several, comma-separated; the request goes again, with its id, to the next
-gateway when one dies or does not answer within 5 s; with no reply a second past the request's
-deadline, --timeout-ms or gateway.default_timeout_ms, it says to start `seqpipe up`) and prints
-the text(s), the score(s) with --scores, the per-stage timings, and each text's tokens and why
-it ended (`tokens: prompt 5, completion 3 (length)`). --model and --version pick one of a model
-repository's models (`not_found` when it serves no such model or version). The generation
-options are HF generate()'s, the request's params (docs/PROTOCOL.md, "Generation options"; the
-server checks their ranges); with --num-return-sequences N it prints N hypotheses per text, best
-first, each with its score.
-With security.server_key in the config, it is a CurveZMQ client with security.client_key's key
-pair (docs/DEPLOY.md, "Keys").
-Exit status: 0 ok, 1 the pipeline answered an error or did not answer, 2 bad usage or config.)";
 
 constexpr const char* kStatusFooter =
     R"(Asks the two hubs (gateway, batcher) of the running pipeline what they serve and see: the
@@ -108,339 +45,6 @@ allow lists, or to the clients of a hub), and DIR/NAME_secret, both keys, mode 0
 certificate format; docs/DEPLOY.md). It never overwrites a file.
 Exit status: 0 written, 1 a file could not be written, 2 bad usage.)";
 
-// Where the service executables are: next to this binary, or in the build tree's services/.
-std::string service_binary(const std::string& name) {
-  const fs::path self = fs::read_symlink("/proc/self/exe").parent_path();
-  for (const fs::path& candidate :
-       {self / ("seqpipe-" + name), self.parent_path() / "services" / name / ("seqpipe-" + name)}) {
-    if (fs::exists(candidate)) return candidate.string();
-  }
-  return "seqpipe-" + name;  // from PATH (installed)
-}
-
-void print_metrics_ports(const config::PipelineConfig& c);
-
-// The runtime dir's pipeline lock, held while `up` runs; nullopt (with the reason printed)
-// when another pipeline holds it or the dir cannot be made.
-std::optional<seqpipe::FileLock> lock_runtime_dir(const std::string& dir) {
-  std::error_code ec;
-  if (fs::create_directories(dir, ec)) fs::permissions(dir, fs::perms::owner_all, ec);
-  if (ec) {
-    std::fprintf(stderr, "seqpipe up: runtime_dir: cannot create '%s': %s\n", dir.c_str(),
-                 ec.message().c_str());
-    return std::nullopt;
-  }
-  pid_t holder = 0;
-  auto lock = seqpipe::FileLock::try_acquire(dir + "/seqpipe.lock", &holder);
-  if (!lock) {
-    std::fprintf(stderr,
-                 "seqpipe up: runtime dir %s is in use by the pipeline of pid %d (its "
-                 "seqpipe.lock); stop it first, or give this one another runtime_dir\n",
-                 dir.c_str(), static_cast<int>(holder));
-  }
-  return lock;
-}
-
-// Whether `up` has something to serve: model.dir holds a model, or the repository at least one
-// (its bad entries printed: they are left out). The problems go to stderr.
-bool models_servable(const config::PipelineConfig& c, const config::ModelRepository& repo) {
-  if (c.model.repository.empty()) {
-    const auto problems = seqpipe::supervisor::check_model_dir(c.model.dir);
-    for (const std::string& p : problems) std::fprintf(stderr, "seqpipe up: %s\n", p.c_str());
-    return problems.empty();
-  }
-  for (const auto& bad : repo.bad)
-    std::fprintf(stderr, "seqpipe up: model repository: %s: %s (not served)\n", bad.path.c_str(),
-                 bad.reason.c_str());
-  if (repo.models.empty()) {
-    std::fprintf(stderr, "seqpipe up: model.repository '%s' holds no model to serve\n",
-                 c.model.repository.c_str());
-  }
-  return !repo.models.empty();
-}
-
-// What `up` started and with which settings.
-void print_started(const config::LoadedConfig& loaded, size_t processes, size_t overrides,
-                   int cores, const std::string& openmp_waits) {
-  const config::PipelineConfig& c = loaded.config;
-  std::printf("seqpipe up: %zu processes; clients connect to %s (runtime dir %s); Ctrl-C stops\n",
-              processes, config::client_endpoints(c).c_str(), c.runtime_dir.c_str());
-  // Which settings are in force, lowest layer first (config::load_pipeline_config).
-  std::printf("seqpipe up: model %s; config: built-in defaults < %s < %s < %zu --set\n",
-              c.model.dir.c_str(),
-              loaded.model_path.empty() ? "(no model seqpipe.yaml)" : loaded.model_path.c_str(),
-              loaded.path.empty() ? "(no config file)" : loaded.path.c_str(), overrides);
-  std::printf(
-      "seqpipe up: %d cores: %d tokenizer(s), %d encoder(s) x %d threads, %d decoder(s) x %d "
-      "threads, %d postprocessor(s); OpenMP waits: %s\n",
-      cores, c.tokenizer.replicas, c.encoder.replicas, c.encoder.threads, c.decoder.replicas,
-      c.decoder.threads, c.postprocessor.replicas, openmp_waits.c_str());
-  print_metrics_ports(c);
-  if (!c.model.repository.empty()) {
-    std::printf("seqpipe up: model control on %s (seqpipe models; POST /v2/repository/...)\n",
-                config::control_endpoint(c).c_str());
-    std::fflush(stdout);
-  }
-}
-
-int up(const seqpipe::service::ServiceArgs& args) {
-  const config::LoadedConfig loaded =
-      config::load_pipeline_config(args.config_path, args.overrides);
-  const config::PipelineConfig& c = loaded.config;
-  if (args.print_config) {
-    std::cout << config::to_yaml(c) << std::flush;
-    return 0;
-  }
-  const config::ModelRepository repo = c.model.repository.empty()
-                                           ? config::ModelRepository{}
-                                           : config::scan_repository(c.model.repository);
-  if (!models_servable(c, repo)) return 2;
-  // One pipeline per runtime dir: a second would take the first's socket files from under it.
-  const auto lock = lock_runtime_dir(c.runtime_dir);
-  if (!lock) return 2;
-  // A bad key file found now, not after every process has started and the hubs exited.
-  seqpipe::security::check_key_files(c.security);
-  std::vector<std::string> common_args;
-  if (!loaded.path.empty()) common_args = {"--config", loaded.path};
-  for (const auto& o : args.overrides) common_args.insert(common_args.end(), {"--set", o});
-  common_args.insert(common_args.end(), {"--set", "runtime_dir=" + c.runtime_dir});
-
-  std::vector<seqpipe::supervisor::ChildSpec> specs;
-  // Hub replica i gets its own endpoints and ports (config::*_replica_overrides).
-  using Overrides = std::vector<std::string> (*)(const config::PipelineConfig&, int);
-  auto add = [&](const std::string& stage, int replicas, Overrides overrides = nullptr) {
-    for (int i = 0; i < replicas; ++i) {
-      seqpipe::supervisor::ChildSpec child{stage, i, {service_binary(stage)}};
-      child.argv.insert(child.argv.end(), common_args.begin(), common_args.end());
-      for (const std::string& o : overrides ? overrides(c, i) : std::vector<std::string>{})
-        child.argv.insert(child.argv.end(), {"--set", o});
-      specs.push_back(std::move(child));
-    }
-  };
-  add("batcher", c.batcher.replicas, config::batcher_replica_overrides);
-  add("gateway", c.gateway.replicas, config::gateway_replica_overrides);
-  // A model version's replicas: started with the pipeline, or by a load (`seqpipe models load`).
-  const auto version_children = [&](const std::vector<config::ModelVersion>& versions) {
-    std::vector<seqpipe::supervisor::ChildSpec> children;
-    for (const auto& w : seqpipe::supervisor::worker_specs(c, versions)) {
-      seqpipe::supervisor::ChildSpec child{w.stage, w.replica, {service_binary(w.stage)}};
-      child.argv.insert(child.argv.end(), common_args.begin(), common_args.end());
-      for (const std::string& o : w.sets) child.argv.insert(child.argv.end(), {"--set", o});
-      if (versions.size() == 1)
-        child.group = config::model_key(versions[0].name, versions[0].version);
-      children.push_back(std::move(child));
-    }
-    return children;
-  };
-  if (c.model.repository.empty()) {
-    for (auto& child : version_children({})) specs.push_back(std::move(child));
-  }
-  // With a repository, each name's newest versions load at start (model.repository_versions).
-  config::ModelRepository served = repo;
-  served.models = config::newest_versions(repo.models, c.model.repository_versions);
-  for (const auto& m : served.models)
-    for (auto& child : version_children({m})) specs.push_back(std::move(child));
-
-  const int cores = config::available_cores();
-  const std::string waits = seqpipe::supervisor::set_openmp_waits(c, cores);
-  seqpipe::service::install_stop_handlers();
-  seqpipe::supervisor::ChildProcesses children(std::move(specs));
-  children.start();
-  print_started(loaded, children.size(), args.overrides.size(), cores, waits);
-  bool gave_up = false;
-  if (c.model.repository.empty()) {
-    gave_up = children.supervise(seqpipe::service::stop_requested);
-  } else {
-    zmq::context_t context(1);
-    seqpipe::supervisor::ModelLifecycle lifecycle(
-        context, c, children, [&](const config::ModelVersion& m) { return version_children({m}); });
-    lifecycle.started(served);
-    seqpipe::supervisor::RepositoryPoll poll(c.model.repository,
-                                             std::chrono::milliseconds(c.model.repository_poll_ms));
-    poll.started(served);
-    gave_up =
-        seqpipe::supervisor::supervise_models(context, config::control_endpoint(c), children,
-                                              lifecycle, poll, seqpipe::service::stop_requested);
-  }
-  children.stop(std::chrono::seconds(5));  // SIGTERM, up to 5 s to drain, then SIGKILL
-  std::printf("seqpipe up: stopped\n");
-  return gave_up ? 1 : 0;
-}
-
-// Metrics: the configured ports (a replica takes the first free one from its stage's base;
-// each process logs the port it got, and 0 means any free port).
-void print_metrics_ports(const config::PipelineConfig& c) {
-  auto ports = [](int base, int replicas) {
-    if (base == 0) return std::string("any free port");
-    return replicas == 1 ? ":" + std::to_string(base)
-                         : ":" + std::to_string(base) + "-" + std::to_string(base + replicas - 1);
-  };
-  std::printf(
-      "seqpipe up: /metrics on 127.0.0.1 gateway %s, batcher %s, tokenizer %s, encoder %s, decoder "
-      "%s, "
-      "postprocessor %s\n",
-      ports(c.gateway.metrics_port, 1).c_str(), ports(c.batcher.metrics_port, 1).c_str(),
-      ports(c.tokenizer.metrics_port, c.tokenizer.replicas).c_str(),
-      ports(c.encoder.metrics_port, c.encoder.replicas).c_str(),
-      ports(c.decoder.metrics_port, c.decoder.replicas).c_str(),
-      ports(c.postprocessor.metrics_port, c.postprocessor.replicas).c_str());
-  std::fflush(stdout);
-}
-
-// A reply as `seqpipe send` prints it: the texts (unless they went out streamed), scores,
-// hypotheses, then the per-stage timings and each text's usage. 1 for an error reply.
-int print_reply(const seqpipe::protocol::Reply& reply, bool streamed) {
-  if (!reply.ok) {
-    std::fprintf(stderr, "seqpipe send: error %s: %s\n",
-                 std::string(seqpipe::protocol::wire_name(reply.error->code)).c_str(),
-                 reply.error->message.c_str());
-    return 1;
-  }
-  for (size_t i = 0; i < reply.texts.size(); ++i) {
-    if (!streamed) std::printf("%s", reply.texts[i].c_str());
-    if (reply.scores && i < reply.scores->size()) std::printf("\t(score %.4f)", (*reply.scores)[i]);
-    std::printf("\n");
-    if (!reply.sequences || i >= reply.sequences->size()) continue;
-    for (size_t k = 0; k < (*reply.sequences)[i].size(); ++k) {
-      const auto& h = (*reply.sequences)[i][k];
-      std::printf("  %zu: %s\t(score %.4f)\n", k + 1, h.text.c_str(), h.score);
-    }
-  }
-  const auto& t = reply.timings;
-  std::printf(
-      "timings (us): queue %llu, tokenize %llu, batch_wait %llu, encode %llu, decode %llu, "
-      "postprocess %llu, total %llu\n",
-      (unsigned long long)t.queue_us, (unsigned long long)t.tokenize_us,
-      (unsigned long long)t.batch_wait_us, (unsigned long long)t.encode_us,
-      (unsigned long long)t.decode_us, (unsigned long long)t.postprocess_us,
-      (unsigned long long)t.total_us);
-  for (const auto& u : reply.usage) {
-    std::printf("tokens: prompt %u, completion %u (%s)\n", u.prompt_tokens, u.completion_tokens,
-                std::string(seqpipe::protocol::wire_name(u.finish_reason)).c_str());
-  }
-  return 0;
-}
-
-// `seqpipe send`'s command line.
-struct SendArgs {
-  seqpipe::service::ServiceFlags flags;
-  int wait_s = 0;  // --wait: up to this many seconds for the pipeline to be ready
-  std::string endpoint;
-  seqpipe::protocol::Request request;
-  std::optional<uint32_t> cancel_after_ms;
-};
-
-CLI::App* add_send(CLI::App& app, SendArgs& a) {
-  CLI::App* send = app.add_subcommand("send", "send one request to the gateway, print the reply");
-  seqpipe::service::add_service_flags(*send, a.flags, false);
-  send->add_option("--endpoint", a.endpoint,
-                   "the gateway's client endpoint(s), comma-separated (default: the config's)")
-      ->type_name("EP");
-  cli::add_number(*send, "--wait", a.wait_s)
-      ->description(
-          "first wait up to N seconds for the pipeline to be ready (as `seqpipe status` asks: "
-          "after `seqpipe up &`); not ready by then: exit status 1");
-  cli::add_number(*send, "--timeout-ms", a.request.timeout_ms)
-      ->description("the request's deadline (default: gateway.default_timeout_ms)");
-  cli::add_number(*send, "--cancel-after-ms", a.cancel_after_ms)
-      ->description(
-          "cancel the request if no reply came within N ms, and print the reply that follows: "
-          "`error cancelled`, or the result when it finished first");
-  send->add_option_function<std::string>(
-          "--model", [&a](const std::string& name) { a.request.model = name; },
-          "the model to run, by its name in the server's repository (default: the server's "
-          "default model)")
-      ->type_name("NAME");
-  cli::add_number(*send, "--version", a.request.version)
-      ->description("the model's version to run (default: its highest)");
-  send->add_flag("--stream", a.request.stream,
-                 "print the text as it is decoded, word by word (one TEXT, greedy search; "
-                 "docs/PROTOCOL.md, \"Streaming\")");
-  cli::add_generate_options(*send, a.request.params);
-  send->add_option("TEXT", a.request.texts, "the text(s) to send; several make a texts[] request");
-  send->footer(kSendFooter);
-  return send;
-}
-
-int send(SendArgs a) {
-  seqpipe::protocol::Request& request = a.request;
-  std::string& endpoint = a.endpoint;
-  const std::optional<uint32_t> cancel_after_ms = a.cancel_after_ms;
-  const seqpipe::service::ServiceArgs args = seqpipe::service::checked_service_args(a.flags);
-  if (request.texts.empty()) throw cli::UsageError("give the text to send");
-  if (request.stream && cancel_after_ms)
-    throw cli::UsageError("--stream and --cancel-after-ms do not go together");
-  request.batch_form = request.texts.size() > 1;
-  const config::PipelineConfig c =
-      config::load_pipeline_config(args.config_path, args.overrides).config;
-  if (endpoint.empty()) endpoint = config::client_endpoints(c);
-  if (a.wait_s > 0) {
-    zmq::context_t context(1);
-    const auto status = seqpipe::supervisor::ask_until_ready(context, c, a.wait_s);
-    if (!status.ready()) {
-      std::fprintf(stderr, "seqpipe send: the pipeline is not ready after %d s: no live %s\n",
-                   a.wait_s, seqpipe::supervisor::missing_text(status).c_str());
-      return 1;
-    }
-  }
-
-  seqpipe::client::Client client(endpoint, {.curve = seqpipe::security::client_keys(c.security)});
-  // The gateway answers every request by its deadline (deadline_exceeded at worst), so a second
-  // past it with nothing back means no gateway is there: say so then, not after a long wait.
-  const uint32_t deadline_ms = request.timeout_ms.value_or(c.gateway.default_timeout_ms);
-  const auto wait = std::chrono::milliseconds(deadline_ms + 1000);
-  // Nothing listening is said at once, not after the whole deadline (10 s by default).
-  const auto connect_wait = std::min(wait, std::chrono::milliseconds(kConnectWaitMs));
-  if (!client.connected(connect_wait)) {
-    std::fprintf(stderr,
-                 "seqpipe send: no connection to %s within %lld ms: is the pipeline running? "
-                 "Start it with `seqpipe up` (with the same --config and --set), or give its "
-                 "gateway with --endpoint\n",
-                 endpoint.c_str(), static_cast<long long>(connect_wait.count()));
-    return 1;
-  }
-  std::variant<seqpipe::protocol::Reply, seqpipe::protocol::Error> result;
-  bool streamed = false;  // the text went out in pieces as it came
-  if (request.stream) {
-    const auto id = client.submit(request);
-    result = seqpipe::protocol::Error{seqpipe::protocol::ErrorCode::kUnavailable,
-                                      "could not send the request"};
-    while (id) {
-      result = client.receive(*id, wait);
-      const auto* partial = std::get_if<seqpipe::protocol::Reply>(&result);
-      if (!partial || !partial->partial) break;
-      std::fputs(partial->texts.at(0).c_str(), stdout);
-      std::fflush(stdout);
-      streamed = true;
-    }
-  } else if (!cancel_after_ms) {
-    result = client.call(request, wait);
-  } else if (const auto id = client.submit(request); !id) {
-    result = seqpipe::protocol::Error{seqpipe::protocol::ErrorCode::kUnavailable,
-                                      "could not send the request"};
-  } else {
-    result = client.receive(*id, std::chrono::milliseconds(*cancel_after_ms));
-    if (auto* e = std::get_if<seqpipe::protocol::Error>(&result);
-        e && e->code == seqpipe::protocol::ErrorCode::kUnavailable) {
-      client.cancel(*id);  // no reply yet
-      result = client.receive(*id, wait);
-    }
-  }
-  if (auto* e = std::get_if<seqpipe::protocol::Error>(&result)) {
-    if (e->code == seqpipe::protocol::ErrorCode::kUnavailable) {
-      std::fprintf(stderr,
-                   "seqpipe send: no reply from %s within %lld ms: is the pipeline running? Start "
-                   "it with `seqpipe up` (with the same --config and --set), or give its gateway "
-                   "with --endpoint\n",
-                   endpoint.c_str(), static_cast<long long>(wait.count()));
-    } else {
-      std::fprintf(stderr, "seqpipe send: %s (%s)\n", e->message.c_str(), endpoint.c_str());
-    }
-    return 1;
-  }
-  return print_reply(std::get<seqpipe::protocol::Reply>(result), streamed);
-}
-
 }  // namespace
 
 int keygen(const std::string& dir, const std::vector<std::string>& names) {
@@ -460,10 +64,10 @@ int keygen(const std::string& dir, const std::vector<std::string>& names) {
 
 // Every command's arguments, filled by parse.
 struct Commands {
-  seqpipe::service::ServiceFlags up, status;
-  int status_wait_s = 0;      // seqpipe status --wait
-  std::string up_repository;  // --repository DIR: --set model.repository=DIR
-  SendArgs send;
+  seqpipe::supervisor::UpArgs up;
+  seqpipe::service::ServiceFlags status;
+  int status_wait_s = 0;  // seqpipe status --wait
+  seqpipe::supervisor::SendArgs send;
   seqpipe::supervisor::ModelsArgs models;
   std::string keygen_dir = ".";
   std::vector<std::string> keygen_names;
@@ -474,13 +78,8 @@ void add_commands(CLI::App& app, Commands& c) {
   cli::set_up(app);  // seqpipe's wording and TakeLast, which the subcommands inherit
   app.set_help_flag("-h,--help", "print this help and exit");
   app.require_subcommand(0, 1);
-  CLI::App* up = app.add_subcommand("up", "start every stage as child processes");
-  seqpipe::service::add_service_flags(*up, c.up, true);
-  up->add_option("--repository", c.up_repository,
-                 "serve the model repository DIR/<name>/<version>/ (model.repository)")
-      ->type_name("DIR");
-  up->footer(kUpFooter);
-  add_send(app, c.send);
+  seqpipe::supervisor::add_up_command(app, c.up);
+  seqpipe::supervisor::add_send_command(app, c.send);
   CLI::App* status = app.add_subcommand("status", "ask the hubs how the pipeline is doing");
   seqpipe::service::add_service_flags(*status, c.status, false);
   cli::add_number(*status, "--wait", c.status_wait_s)
@@ -508,12 +107,8 @@ int run(CLI::App& app, Commands& c, const std::vector<std::string>& rest) {
   }
   if (!rest.empty()) throw cli::UsageError("unknown argument '" + rest.front() + "'");
   const std::string name = chosen.front()->get_name();
-  if (name == "up") {
-    seqpipe::service::ServiceArgs args = seqpipe::service::checked_service_args(std::move(c.up));
-    if (!c.up_repository.empty()) args.overrides.push_back("model.repository=" + c.up_repository);
-    return up(args);
-  }
-  if (name == "send") return send(std::move(c.send));
+  if (name == "up") return seqpipe::supervisor::up_command(std::move(c.up));
+  if (name == "send") return seqpipe::supervisor::send_command(std::move(c.send));
   if (name == "models") return seqpipe::supervisor::models_command(std::move(c.models));
   if (name == "status")
     return seqpipe::supervisor::status_command(

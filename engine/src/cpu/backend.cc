@@ -213,6 +213,11 @@ class CpuBackend final : public Backend {
     cpu::attention(args);
   }
 
+  // The CPU's KV cache is fp32 (holds_half_kv_cache: no), so y is f32 here.
+  void convert(const TensorView& x, const TensorView& y) override {
+    if (y.data() != x.data()) std::memcpy(y.data(), x.data(), static_cast<size_t>(x.bytes()));
+  }
+
  private:
   CpuAllocator allocator_;
 };

@@ -2,46 +2,29 @@
 // decoder masked multi-head attention. The block writes its head's slice of the step's key and
 // value into the cache (no other block reads that slice), then scores every key it sees with a
 // group of kKeyLanes lanes per key, takes the softmax in fp32 and sums the values with the
-// block's threads split over the head's dimensions and `value_parts` groups of keys.
+// block's threads split over the head's dimensions and `value_parts` groups of keys. The cache
+// is fp32, bf16 or fp16 (a kernel instance each): half the bytes read per key in half.
 // src/cuda/reference.cc's decode_attention is its host twin.
 #include <algorithm>
 #include <cstdint>
 
 #include "cuda/attention.h"
 #include "cuda/attention_math.h"
+#include "cuda/reduce.cuh"
 
 namespace seqpipe::engine::cuda {
 
 namespace {
 
 constexpr int kThreads = 128;  // per block: four warps
-constexpr int kWarp = 32;
 constexpr int kPartials = kThreads > kMaxHeadDim ? kThreads : kMaxHeadDim;
-
-template <bool kMax>
-__device__ float block_reduce(float v, float* scratch) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = kMax ? fmaxf(v, other) : v + other;
-  }
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < kThreads / kWarp ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = kMax ? fmaxf(v, other) : v + other;
-  }
-  __syncthreads();  // scratch may be reused by the next reduction
-  return v;
-}
 
 // The block's head slice of the step's key and value into cache row q_pos; visible to the
 // block's threads after the caller's __syncthreads.
 template <typename Cache>
 __device__ void append_head(const AttentionJob& job, int64_t head, int64_t d) {
-  Cache* k = reinterpret_cast<Cache*>(const_cast<float*>(job.k));
-  Cache* v = reinterpret_cast<Cache*>(const_cast<float*>(job.v));
+  Cache* k = static_cast<Cache*>(job.k);
+  Cache* v = static_cast<Cache*>(job.v);
   const int64_t row = job.q_pos * job.kv_stride + head * d;
   for (int64_t i = threadIdx.x; i < d; i += kThreads) {
     math::cache_store(k[row + i], job.new_k[head * d + i]);
@@ -65,8 +48,7 @@ __device__ void score_keys(const Cache* k, int64_t kv_stride, const float* query
       for (int64_t i = lane; i < d; i += math::kKeyLanes)
         dot += query[i] * math::cache_load(key[i]);
     }
-    for (int offset = math::kKeyLanes / 2; offset > 0; offset /= 2)
-      dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    dot = lanes_reduce<false, math::kKeyLanes>(dot);
     if (lane == 0 && j < keys)
       scores[j] = math::biased_score(dot, bias_row, j, position, max_distance);
   }
@@ -88,21 +70,22 @@ __global__ void decode_attention_kernel(const AttentionJob* jobs, AttentionShape
   const int64_t keys = math::keys_seen(job.k_rows, position, shape.causal);
   const float* bias_row =
       shape.bias == nullptr ? nullptr : shape.bias + head * (2 * shape.max_distance + 1);
-  const Cache* k = reinterpret_cast<const Cache*>(job.k) + head * d;
+  const Cache* k = static_cast<const Cache*>(job.k) + head * d;
   score_keys<Cache>(k, job.kv_stride, query, keys, position, bias_row, shape.max_distance, d,
                     scores);
   float local_max = -INFINITY;
   for (int64_t j = threadIdx.x; j < keys; j += kThreads) local_max = fmaxf(local_max, scores[j]);
-  const float max_score = block_reduce<true>(local_max, scratch);
+  const float max_score = block_reduce<kThreads, true>(local_max, scratch);
   float local_sum = 0.0f;
   for (int64_t j = threadIdx.x; j < keys; j += kThreads) {
     scores[j] = math::softmax_weight(scores[j], max_score);
     local_sum += scores[j];
   }
-  const float inverse = 1.0f / block_reduce<false>(local_sum, scratch);  // syncs: scores are set
+  const float inverse =
+      1.0f / block_reduce<kThreads, false>(local_sum, scratch);  // syncs: scores are set
 
   // Values: thread t sums dimension t % d over keys part, part + parts, ... (part = t / d).
-  const Cache* v = reinterpret_cast<const Cache*>(job.v) + head * d;
+  const Cache* v = static_cast<const Cache*>(job.v) + head * d;
   const int parts = math::value_parts(kThreads, d);
   const int part = d <= kThreads ? static_cast<int>(threadIdx.x / d) : 0;
   if (part < parts) {
@@ -132,20 +115,22 @@ size_t decode_attention_shared_bytes(int64_t max_k_rows) {
 template <typename Cache>
 void launch_decode(const AttentionJob* jobs, const AttentionShape& shape, cudaStream_t stream) {
   const size_t shared = static_cast<size_t>(shape.max_k_rows) * sizeof(float);  // the scores
-  if (decode_attention_shared_bytes(shape.max_k_rows) > 48 * 1024) {  // past the default: opt in
-    cudaFuncSetAttribute(decode_attention_kernel<Cache>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-  }
+  allow_shared_bytes(decode_attention_kernel<Cache>,
+                     decode_attention_shared_bytes(shape.max_k_rows), shared);
   const dim3 grid(static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(shape.num_seqs));
   decode_attention_kernel<Cache><<<grid, kThreads, shared, stream>>>(jobs, shape);
 }
 
-// The bf16 cache's kernel is compiled (and so kept warning-free) before a caller needs it.
-template void launch_decode<math::Bf16>(const AttentionJob*, const AttentionShape&, cudaStream_t);
-
-void launch_decode_attention(const AttentionJob* jobs, const AttentionShape& shape,
+void launch_decode_attention(const AttentionJob* jobs, const AttentionShape& shape, CacheType cache,
                              cudaStream_t stream) {
-  launch_decode<float>(jobs, shape, stream);
+  switch (cache) {
+    case CacheType::kF32:
+      return launch_decode<float>(jobs, shape, stream);
+    case CacheType::kBF16:
+      return launch_decode<math::Bf16>(jobs, shape, stream);
+    case CacheType::kF16:
+      return launch_decode<math::F16>(jobs, shape, stream);
+  }
 }
 
 }  // namespace seqpipe::engine::cuda

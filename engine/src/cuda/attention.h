@@ -18,10 +18,15 @@ namespace seqpipe::engine::cuda {
 // query, the value partial sums and the reductions' scratch (static).
 size_t decode_attention_shared_bytes(int64_t max_k_rows);
 
-// jobs: one per sequence, q_rows 1 (src/ops.cc checked), in device memory; shape.append: the
-// jobs' new_k / new_v are written to row q_pos of k / v first. The cache is fp32 today; the
-// kernel is a template on its element type (src/cuda/attention_math.h) for a half one.
-void launch_decode_attention(const AttentionJob* jobs, const AttentionShape& shape,
+// The KV cache's element type: fp32, or the bits of a bf16 / fp16 cache (ops::kv_cache_type),
+// each read by its own instance of the kernel (src/cuda/attention_math.h's cache_load /
+// cache_store); scores, softmax and sums are fp32 in all three.
+enum class CacheType { kF32, kBF16, kF16 };
+
+// jobs: one per sequence, q_rows 1 (src/ops.cc checked), in device memory, every job's k and v
+// in `cache`'s type; shape.append: the jobs' new_k / new_v (fp32) are stored to row q_pos of k
+// and v first.
+void launch_decode_attention(const AttentionJob* jobs, const AttentionShape& shape, CacheType cache,
                              cudaStream_t stream);
 
 }  // namespace seqpipe::engine::cuda

@@ -1,19 +1,24 @@
 #pragma once
 // The per-element arithmetic of the fused decode-step attention kernel (src/cuda/attention.cu)
-// beside src/cuda/math.h's: written once for the kernel and its host twin
-// (src/cuda/reference.cc), which CI tests against the CPU backend. Plain C++ without CUDA
+// beside src/cuda/math.h's and src/cuda/half_math.h's: written once for the kernel and its host
+// twin (src/cuda/reference.cc), which CI tests against the CPU backend. Plain C++ without CUDA
 // headers, as math.h.
 #include <cstdint>
-#include <cstring>
 
+#include "cuda/half_math.h"
 #include "cuda/math.h"
 
 namespace seqpipe::engine::cuda::math {
 
-// A KV-cache element as the attention kernel stores and reads it: fp32 (today's cache), or bf16
-// bits for a half-precision cache (rounded to nearest even as bf16_bits; read back exactly). The
-// kernel is a template on this type, its sums fp32 either way.
+// A KV-cache element as the attention kernel stores and reads it: fp32, or the bits of a bf16 /
+// fp16 cache (the model's compute type on a GPU, ops::kv_cache_type). A value is stored as a
+// half GEMM input is rounded (math::half_input_bits: nearest even, fp16 clamped as HF clamps
+// T5's fp16 hidden states) and read back exactly; the kernel is a template on this type, its
+// scores, softmax and sums fp32 whichever it is.
 struct Bf16 {
+  uint16_t bits;
+};
+struct F16 {
   uint16_t bits;
 };
 
@@ -21,27 +26,20 @@ SEQPIPE_HD float cache_load(float x) {
   return x;
 }
 SEQPIPE_HD float cache_load(Bf16 x) {
-  const uint32_t bits = static_cast<uint32_t>(x.bits) << 16;
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-#endif
+  return bf16_float(x.bits);
+}
+SEQPIPE_HD float cache_load(F16 x) {
+  return f16_float(x.bits);
 }
 
 SEQPIPE_HD void cache_store(float& slot, float x) {
   slot = x;
 }
 SEQPIPE_HD void cache_store(Bf16& slot, float x) {
-#if defined(__CUDA_ARCH__)
-  slot.bits = bf16_bits(__float_as_uint(x));
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  slot.bits = bf16_bits(bits);
-#endif
+  slot.bits = half_input_bits(x, false);
+}
+SEQPIPE_HD void cache_store(F16& slot, float x) {
+  slot.bits = half_input_bits(x, true);
 }
 
 // How the decode kernel's block splits its work: each key's dot product over kKeyLanes lanes

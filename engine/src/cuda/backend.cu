@@ -130,15 +130,11 @@ class CudaBackend final : public Backend {
                 const TensorView& y) override {
     bind();
     if (replaying()) return;
-    if (y.dtype() != DataType::kF32) {  // the norm and the next GEMM's cast in one kernel
-      const KernelTimer::Scope timed(timer_, "rms_norm (to half)", stream_, eager());
-      launch_rms_norm_to(x.data(), x.dim(0), w.dim(0), w.data(), eps, scale, y.data_as<void>(),
-                         out_type(y.dtype()), stream_);
-      check(cudaGetLastError(), "rms_norm");
-      return;
-    }
-    const KernelTimer::Scope timed(timer_, "rms_norm", stream_, eager());
-    launch_rms_norm(x.data(), x.dim(0), w.dim(0), w.data(), eps, scale, y.data(), stream_);
+    // In y's type: the norm and the next GEMM's cast in one kernel when that is half.
+    const KernelTimer::Scope timed(
+        timer_, y.dtype() == DataType::kF32 ? "rms_norm" : "rms_norm (to half)", stream_, eager());
+    launch_rms_norm_to(x.data(), x.dim(0), w.dim(0), w.data(), eps, scale, y.data_as<void>(),
+                       out_type(y.dtype()), stream_);
     check(cudaGetLastError(), "rms_norm");
   }
 
@@ -188,6 +184,23 @@ class CudaBackend final : public Backend {
   void decode_attention(const ops::AttentionArgs& args) override;
 
   bool reads_half_inputs() override { return true; }
+  bool holds_half_kv_cache() override { return true; }
+
+  void convert(const TensorView& x, const TensorView& y) override {
+    bind();
+    if (replaying()) return;
+    if (y.dtype() == DataType::kF32) {
+      const KernelTimer::Scope timed(timer_, "memcpy", stream_, eager());
+      check(cudaMemcpyAsync(y.data(), x.data(), static_cast<size_t>(x.bytes()),
+                            cudaMemcpyDeviceToDevice, stream_),
+            "convert");
+      return;
+    }
+    const KernelTimer::Scope timed(timer_, "cast to half (KV cache)", stream_, eager());
+    launch_to_half_input(x.data(), x.numel(), y.data_as<uint16_t>(), y.dtype() == DataType::kF16,
+                         stream_);
+    check(cudaGetLastError(), "convert");
+  }
 
   // Only rows x k ids and log-probs cross to the host.
   void top_k_log_softmax(const TensorView& logits, int k, int* ids, float* logprobs) override {
@@ -411,9 +424,9 @@ const AttentionJob* CudaBackend::stage_attention(const ops::AttentionArgs& args,
   shape = {args.num_seqs, args.num_heads, args.head_dim, 0, 0, nullptr, 0, args.causal};
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     const ops::AttentionSequence& seq = args.seqs[s];
-    jobs[s] = {seq.q.data(),     seq.k.data(),     seq.v.data(),     seq.out.data(),
-               seq.new_k.data(), seq.new_v.data(), seq.q.dim(0),     seq.q_pos,
-               seq.k.dim(0),     seq.q.row_size(), seq.k.row_size(), seq.out.row_size()};
+    jobs[s] = {seq.q.data(),     seq.k.data_as<void>(), seq.v.data_as<void>(), seq.out.data(),
+               seq.new_k.data(), seq.new_v.data(),      seq.q.dim(0),          seq.q_pos,
+               seq.k.dim(0),     seq.q.row_size(),      seq.k.row_size(),      seq.out.row_size()};
     shape.max_q_rows = std::max(shape.max_q_rows, seq.q.dim(0));
     shape.max_k_rows = std::max(shape.max_k_rows, seq.k.dim(0));
     shape.append = shape.append || seq.new_k.defined();
@@ -527,8 +540,16 @@ void CudaBackend::decode_attention(const ops::AttentionArgs& args) {
   AttentionShape shape{};
   const AttentionJob* jobs = stage_attention(args, shape, decode_attention_shared_bytes);
   if (jobs == nullptr) return;
-  const KernelTimer::Scope timed(timer_, "decode attention (fused)", stream_, eager());
-  launch_decode_attention(jobs, shape, stream_);
+  const DataType cache = args.seqs[0].k.dtype();  // one type for every job (ops.cc checked)
+  const KernelTimer::Scope timed(
+      timer_,
+      cache == DataType::kF32 ? "decode attention (fused)" : "decode attention (fused, half KV)",
+      stream_, eager());
+  launch_decode_attention(jobs, shape,
+                          cache == DataType::kBF16  ? CacheType::kBF16
+                          : cache == DataType::kF16 ? CacheType::kF16
+                                                    : CacheType::kF32,
+                          stream_);
   check(cudaGetLastError(), "decode_attention");
 }
 

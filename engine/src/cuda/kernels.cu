@@ -7,56 +7,13 @@
 
 #include "cuda/kernels.h"
 #include "cuda/math.h"
+#include "cuda/reduce.cuh"
 
 namespace seqpipe::engine::cuda {
 
 namespace {
 
 constexpr int kThreads = 256;  // per block, a multiple of the warp
-constexpr int kWarp = 32;
-
-int blocks_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < 65535 ? blocks : 65535);  // grid-stride loops cover the rest
-}
-
-__device__ float warp_sum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-__device__ float warp_max(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-
-// The sum (or max) of one value per thread of the block, returned to every thread.
-template <bool kMax>
-__device__ float block_reduce(float v, float* scratch) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  v = kMax ? warp_max(v) : warp_sum(v);
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  const int warps = blockDim.x / kWarp;
-  v = lane < warps ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
-  v = kMax ? warp_max(v) : warp_sum(v);
-  __syncthreads();  // scratch may be reused by the next reduction
-  return v;
-}
-
-__global__ void rms_norm_kernel(const float* x, int64_t d, const float* w, float eps, float scale,
-                                float* y) {
-  __shared__ float scratch[kWarp];
-  const float* xr = x + blockIdx.x * d;
-  float* yr = y + blockIdx.x * d;
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) sum += xr[i] * xr[i];
-  const float inverse = math::rms_inverse(block_reduce<false>(sum, scratch), d, eps);
-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
-    yr[i] = math::rms_norm_value(xr[i], w[i], inverse, scale);
-}
 
 __global__ void embedding_kernel(const int* ids, const float* table, int64_t d, float* out) {
   const float* src = table + static_cast<int64_t>(ids[blockIdx.x]) * d;
@@ -64,26 +21,20 @@ __global__ void embedding_kernel(const int* ids, const float* table, int64_t d, 
 }
 
 __global__ void relu_kernel(float* x, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
-    x[i] = math::relu(x[i]);
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) x[i] = math::relu(x[i]);
 }
 
 __global__ void gated_gelu_kernel(float* a, const float* b, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
-    a[i] = math::gated_gelu(a[i], b[i]);
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) a[i] = math::gated_gelu(a[i], b[i]);
 }
 
 __global__ void to_bf16_kernel(const float* x, int64_t n, uint16_t* out) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t i = grid_first(); i < n; i += grid_stride())
     out[i] = math::bf16_bits(__float_as_uint(x[i]));
 }
 
 __global__ void to_f16_kernel(const float* x, int64_t n, uint16_t* out) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t i = grid_first(); i < n; i += grid_stride())
     out[i] = __half_as_ushort(__float2half_rn(x[i]));
 }
 
@@ -92,8 +43,8 @@ __global__ void append_kv_kernel(const AttentionJob* jobs, int64_t width) {
   const AttentionJob& job = jobs[blockIdx.y];
   if (job.new_k == nullptr || blockIdx.x >= job.q_rows) return;
   const int64_t row = blockIdx.x;
-  float* k = const_cast<float*>(job.k) + (job.q_pos + row) * job.kv_stride;
-  float* v = const_cast<float*>(job.v) + (job.q_pos + row) * job.kv_stride;
+  float* k = static_cast<float*>(job.k) + (job.q_pos + row) * job.kv_stride;
+  float* v = static_cast<float*>(job.v) + (job.q_pos + row) * job.kv_stride;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
     k[i] = job.new_k[row * width + i];
     v[i] = job.new_v[row * width + i];
@@ -119,10 +70,10 @@ __global__ void attention_kernel(const AttentionJob* jobs, AttentionShape shape)
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
   const int64_t bias_width = 2 * shape.max_distance + 1;
   for (int64_t j = warp; j < keys; j += warps) {
-    const float* k = job.k + j * job.kv_stride + head * d;
+    const float* k = static_cast<const float*>(job.k) + j * job.kv_stride + head * d;
     float dot = 0.0f;
     for (int64_t i = lane; i < d; i += kWarp) dot += query[i] * k[i];
-    dot = warp_sum(dot);
+    dot = lanes_reduce<false>(dot);
     if (lane == 0) {
       if (shape.bias != nullptr)
         dot += shape.bias[head * bias_width + math::bias_column(j, position, shape.max_distance)];
@@ -132,23 +83,23 @@ __global__ void attention_kernel(const AttentionJob* jobs, AttentionShape shape)
   __syncthreads();
   float local_max = -INFINITY;
   for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) local_max = fmaxf(local_max, scores[j]);
-  const float max_score = block_reduce<true>(local_max, scratch);
+  const float max_score = block_reduce<kThreads, true>(local_max, scratch);
   float local_sum = 0.0f;
   for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
     scores[j] = math::softmax_weight(scores[j], max_score);
     local_sum += scores[j];
   }
-  const float inverse = 1.0f / block_reduce<false>(local_sum, scratch);  // syncs: scores are set
+  const float inverse =
+      1.0f / block_reduce<kThreads, false>(local_sum, scratch);  // syncs: scores are set
   float* out = job.out + row * job.out_stride + head * d;
+  const float* v = static_cast<const float*>(job.v) + head * d;
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     float sum = 0.0f;
-    for (int64_t j = 0; j < keys; ++j) sum += scores[j] * job.v[j * job.kv_stride + head * d + i];
+    for (int64_t j = 0; j < keys; ++j) sum += scores[j] * v[j * job.kv_stride + i];
     out[i] = sum * inverse;
   }
 }
 
-// Block per row: each thread's first maximum over its stride, then the block's, pairs compared
-// by math::argmax_prefers so that the lowest index wins among equals.
 // A block per job (looping when there are more jobs than blocks); 16 bytes a thread at a time
 // where both ends allow it.
 __global__ void copy_all_kernel(const CopyJob* jobs, int64_t count) {
@@ -167,6 +118,8 @@ __global__ void copy_all_kernel(const CopyJob* jobs, int64_t count) {
   }
 }
 
+// Block per row: each thread's first maximum over its stride, then the block's, pairs compared
+// by math::argmax_prefers so that the lowest index wins among equals.
 __global__ void argmax_kernel(const float* logits, int64_t vocab, const int* banned, int* ids) {
   __shared__ float values[kThreads];
   __shared__ int64_t indices[kThreads];
@@ -180,29 +133,11 @@ __global__ void argmax_kernel(const float* logits, int64_t vocab, const int* ban
       best_index = i;
     }
   }
-  values[threadIdx.x] = best;
-  indices[threadIdx.x] = best_index;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) {
-      const int other = threadIdx.x + half;
-      if (math::argmax_prefers(values[other], indices[other], values[threadIdx.x],
-                               indices[threadIdx.x])) {
-        values[threadIdx.x] = values[other];
-        indices[threadIdx.x] = indices[other];
-      }
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) ids[blockIdx.x] = static_cast<int>(indices[0] < vocab ? indices[0] : 0);
+  block_argmax<kThreads>(best, best_index, values, indices);
+  if (threadIdx.x == 0) ids[blockIdx.x] = static_cast<int>(best_index < vocab ? best_index : 0);
 }
 
 }  // namespace
-
-void launch_rms_norm(const float* x, int64_t m, int64_t d, const float* w, float eps, float scale,
-                     float* y, cudaStream_t stream) {
-  rms_norm_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, d, w, eps, scale, y);
-}
 
 void launch_embedding(const int* ids, int64_t n, const float* table, int64_t d, float* out,
                       cudaStream_t stream) {
@@ -210,19 +145,19 @@ void launch_embedding(const int* ids, int64_t n, const float* table, int64_t d, 
 }
 
 void launch_relu(float* x, int64_t n, cudaStream_t stream) {
-  relu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n);
+  relu_kernel<<<blocks_for<kThreads>(n), kThreads, 0, stream>>>(x, n);
 }
 
 void launch_gated_gelu(float* a, const float* b, int64_t n, cudaStream_t stream) {
-  gated_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, n);
+  gated_gelu_kernel<<<blocks_for<kThreads>(n), kThreads, 0, stream>>>(a, b, n);
 }
 
 void launch_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream) {
-  to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, out);
+  to_bf16_kernel<<<blocks_for<kThreads>(n), kThreads, 0, stream>>>(x, n, out);
 }
 
 void launch_to_f16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream) {
-  to_f16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, out);
+  to_f16_kernel<<<blocks_for<kThreads>(n), kThreads, 0, stream>>>(x, n, out);
 }
 
 size_t attention_shared_bytes(int64_t max_k_rows) {
@@ -236,10 +171,7 @@ void launch_attention(const AttentionJob* jobs, const AttentionShape& shape, cud
     append_kv_kernel<<<append_grid, kThreads, 0, stream>>>(jobs, shape.num_heads * shape.head_dim);
   }
   const size_t shared = static_cast<size_t>(shape.max_k_rows) * sizeof(float);  // the scores
-  if (attention_shared_bytes(shape.max_k_rows) > 48 * 1024) {  // past the default: opt in
-    cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(shared));
-  }
+  allow_shared_bytes(attention_kernel, attention_shared_bytes(shape.max_k_rows), shared);
   const dim3 grid(static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(shape.max_q_rows),
                   static_cast<unsigned>(shape.num_seqs));
   attention_kernel<<<grid, kThreads, shared, stream>>>(jobs, shape);

@@ -8,8 +8,6 @@
 
 namespace seqpipe::engine::cuda {
 
-void launch_rms_norm(const float* x, int64_t m, int64_t d, const float* w, float eps, float scale,
-                     float* y, cudaStream_t stream);
 void launch_embedding(const int* ids, int64_t n, const float* table, int64_t d, float* out,
                       cudaStream_t stream);
 void launch_relu(float* x, int64_t n, cudaStream_t stream);
@@ -20,10 +18,12 @@ void launch_to_f16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream
 
 // One sequence of an attention call, as the kernel reads it (ops::AttentionSequence with the
 // views reduced to pointers and strides).
+// k and v: the cache's elements, fp32 for launch_attention, fp32, bf16 or fp16 for the decode
+// kernel (src/cuda/attention.h); written where a job appends.
 struct AttentionJob {
   const float* q;
-  const float* k;
-  const float* v;
+  void* k;
+  void* v;
   float* out;
   const float* new_k;  // null: nothing to append
   const float* new_v;

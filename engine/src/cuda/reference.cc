@@ -117,7 +117,8 @@ namespace {
 
 // q . k as the kernel's kKeyLanes lanes sum it: lane l takes dimensions l, l + kKeyLanes, ...,
 // then the lanes' sums meet in the butterfly of the shuffles (lane 0's order).
-float lanes_dot(const float* q, const float* k, int64_t d) {
+template <typename Cache>
+float lanes_dot(const float* q, const Cache* k, int64_t d) {
   float lane[math::kKeyLanes] = {};
   for (int l = 0; l < math::kKeyLanes; ++l) {
     for (int64_t i = l; i < d; i += math::kKeyLanes) lane[l] += q[i] * math::cache_load(k[i]);
@@ -128,14 +129,18 @@ float lanes_dot(const float* q, const float* k, int64_t d) {
   return lane[0];
 }
 
-// One (sequence, head): the work of one block of the decode kernel.
+// One (sequence, head): the work of one block of the decode kernel, over a cache of Cache
+// elements.
+template <typename Cache>
 void decode_head(const ops::AttentionArgs& args, const ops::AttentionSequence& seq, int64_t head,
                  int threads, std::vector<float>& scores, std::vector<float>& partials) {
   const int64_t d = args.head_dim, position = seq.q_pos, stride = seq.k.row_size();
+  Cache* const k = seq.k.data_as<Cache>() + head * d;
+  Cache* const v = seq.v.data_as<Cache>() + head * d;
   if (seq.new_k.defined()) {
     for (int64_t i = 0; i < d; ++i) {
-      math::cache_store(seq.k.row(position)[head * d + i], seq.new_k.data()[head * d + i]);
-      math::cache_store(seq.v.row(position)[head * d + i], seq.new_v.data()[head * d + i]);
+      math::cache_store(k[position * stride + i], seq.new_k.data()[head * d + i]);
+      math::cache_store(v[position * stride + i], seq.new_v.data()[head * d + i]);
     }
   }
   const int64_t keys = math::keys_seen(seq.k.dim(0), position, args.causal);
@@ -144,7 +149,7 @@ void decode_head(const ops::AttentionArgs& args, const ops::AttentionSequence& s
   const float* q = seq.q.data() + head * d;
   float max_score = -INFINITY;
   for (int64_t j = 0; j < keys; ++j) {
-    const float dot = lanes_dot(q, seq.k.data() + j * stride + head * d, d);
+    const float dot = lanes_dot(q, k + j * stride, d);
     scores[static_cast<size_t>(j)] = math::biased_score(dot, bias_row, j, position, max_distance);
     max_score = std::fmax(max_score, scores[static_cast<size_t>(j)]);
   }
@@ -161,7 +166,7 @@ void decode_head(const ops::AttentionArgs& args, const ops::AttentionSequence& s
     for (int64_t i = 0; i < d; ++i) {
       float sum = 0.0f;
       for (int64_t j = p; j < keys; j += parts)
-        sum += scores[static_cast<size_t>(j)] * math::cache_load(seq.v.row(j)[head * d + i]);
+        sum += scores[static_cast<size_t>(j)] * math::cache_load(v[j * stride + i]);
       partials[static_cast<size_t>(p * d + i)] = sum;
     }
   }
@@ -180,8 +185,18 @@ void decode_attention(const ops::AttentionArgs& args, int threads) {
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     const ops::AttentionSequence& seq = args.seqs[s];
     scores.resize(static_cast<size_t>(seq.k.dim(0)));
-    for (int64_t h = 0; h < args.num_heads; ++h)
-      decode_head(args, seq, h, threads, scores, partials);
+    for (int64_t h = 0; h < args.num_heads; ++h) {
+      switch (seq.k.dtype()) {  // the kernel instance the backend launches for this cache
+        case DataType::kBF16:
+          decode_head<math::Bf16>(args, seq, h, threads, scores, partials);
+          break;
+        case DataType::kF16:
+          decode_head<math::F16>(args, seq, h, threads, scores, partials);
+          break;
+        default:
+          decode_head<float>(args, seq, h, threads, scores, partials);
+      }
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 
 namespace seqpipe::engine::cuda::reference {
 
+// src/cuda/norm_cast.cu's rms_norm kernel writing fp32.
 void rms_norm(const float* x, int64_t m, int64_t d, const float* w, float eps, float scale,
               float* y);
 void embedding(const int* ids, int64_t n, const float* table, int64_t d, float* out);
@@ -21,7 +22,8 @@ void to_bf16(const float* x, int64_t n, uint16_t* out);
 void attention(const ops::AttentionArgs& args);
 void argmax(const float* logits, int64_t rows, int64_t vocab, const int* banned, int* ids);
 // The fused decode-step kernel (src/cuda/attention.cu): one query row per sequence, a
-// `threads`-thread block per (head, sequence) as launched.
+// `threads`-thread block per (head, sequence) as launched; k and v f32, or bf16 / f16 (the
+// kernel's half-cache instances: math::cache_store / cache_load).
 void decode_attention(const ops::AttentionArgs& args, int threads = 128);
 
 }  // namespace seqpipe::engine::cuda::reference

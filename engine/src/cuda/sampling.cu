@@ -6,6 +6,7 @@
 
 #include "cuda/half_math.h"
 #include "cuda/math.h"
+#include "cuda/reduce.cuh"
 #include "cuda/sampling.h"
 
 namespace seqpipe::engine::cuda {
@@ -13,26 +14,6 @@ namespace seqpipe::engine::cuda {
 namespace {
 
 constexpr int kThreads = 256;  // per block, a power of two (the pair reduction halves it)
-constexpr int kWarp = 32;
-
-// The sum (or max) of one value per thread of the block, returned to every thread.
-template <bool kMax>
-__device__ float block_reduce(float v, float* scratch) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = kMax ? fmaxf(v, other) : v + other;
-  }
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < static_cast<int>(blockDim.x / kWarp) ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = kMax ? fmaxf(v, other) : v + other;
-  }
-  __syncthreads();  // scratch may be reused by the next reduction
-  return v;
-}
 
 __global__ void top_k_log_softmax_kernel(const float* logits, int64_t vocab, int k, int* ids,
                                          float* logprobs) {
@@ -42,11 +23,11 @@ __global__ void top_k_log_softmax_kernel(const float* logits, int64_t vocab, int
   const float* row = logits + blockIdx.x * vocab;
   float local = -INFINITY;
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) local = fmaxf(local, row[i]);
-  const float max_value = block_reduce<true>(local, scratch);
+  const float max_value = block_reduce<kThreads, true>(local, scratch);
   float sum = 0.0f;
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x)
     sum += math::softmax_weight(row[i], max_value);
-  const float log_sum = logf(block_reduce<false>(sum, scratch));
+  const float log_sum = logf(block_reduce<kThreads, false>(sum, scratch));
   float previous = INFINITY;
   int64_t previous_index = -1;
   for (int j = 0; j < k; ++j) {
@@ -59,23 +40,9 @@ __global__ void top_k_log_softmax_kernel(const float* logits, int64_t vocab, int
         best_index = i;
       }
     }
-    values[threadIdx.x] = best;
-    indices[threadIdx.x] = best_index;
-    __syncthreads();
-    for (int half = blockDim.x / 2; half > 0; half /= 2) {
-      if (threadIdx.x < half) {
-        const int other = threadIdx.x + half;
-        if (math::argmax_prefers(values[other], indices[other], values[threadIdx.x],
-                                 indices[threadIdx.x])) {
-          values[threadIdx.x] = values[other];
-          indices[threadIdx.x] = indices[other];
-        }
-      }
-      __syncthreads();
-    }
-    previous = values[0];
-    previous_index = indices[0];
-    __syncthreads();  // every thread has read the pass's result before the next pass writes
+    block_argmax<kThreads>(best, best_index, values, indices);
+    previous = best;
+    previous_index = best_index;
     if (threadIdx.x == 0) {
       const bool found = previous_index < vocab;
       ids[blockIdx.x * k + j] = found ? static_cast<int>(previous_index) : -1;

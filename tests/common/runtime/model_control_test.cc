@@ -1,5 +1,5 @@
-// The model control messages: their codecs, and the catalog's round trip to a hub's worker socket
-// (hub::read_workers) and the control request's to a ROUTER, over real sockets.
+// The model control messages over real sockets: the catalog's round trip to a hub's worker socket
+// (hub::read_workers) and the control request's to a ROUTER. Their codecs: control_tests.
 #include "seqpipe/runtime/model_control.h"
 
 #include <gtest/gtest.h>
@@ -13,47 +13,6 @@ namespace seqpipe::model_control {
 namespace {
 
 using std::chrono::milliseconds;
-
-TEST(ModelControl, CatalogAndInFlightRoundTrip) {
-  const std::vector<config::ModelVersion> models = {{"alpha", 1, "/r/alpha/1"},
-                                                    {"beta", 12, "/r/beta"}};
-  EXPECT_EQ(decode_catalog(encode_catalog(models)), models);
-  EXPECT_EQ(decode_catalog(encode_catalog({})), std::vector<config::ModelVersion>{});
-  const InFlight in_flight = {{"alpha/1", 3}, {"beta/12", 0}};
-  EXPECT_EQ(decode_in_flight(encode_in_flight(in_flight)), in_flight);
-}
-
-TEST(ModelControl, BadCatalogsAreRefused) {
-  EXPECT_FALSE(decode_catalog("\x93").has_value());                          // an array cut short
-  EXPECT_FALSE(decode_catalog(encode_in_flight({{"a/1", 1}})).has_value());  // a map
-  EXPECT_FALSE(decode_catalog(encode_catalog({{"../x", 1, "/r"}})).has_value());  // a bad name
-}
-
-TEST(ModelControl, RequestsAndRepliesRoundTrip) {
-  for (const ControlRequest& r :
-       {ControlRequest{Op::kIndex, "", std::nullopt}, ControlRequest{Op::kLoad, "alpha", 2},
-        ControlRequest{Op::kUnload, "alpha", std::nullopt}}) {
-    const auto decoded = decode_request(encode(r));
-    ASSERT_TRUE(std::holds_alternative<ControlRequest>(decoded));
-    EXPECT_EQ(std::get<ControlRequest>(decoded), r);
-  }
-  const ControlReply reply{protocol::Error{protocol::ErrorCode::kNotFound, "no 'x'"},
-                           {{"alpha", 1, State::kReady, ""},
-                            {"alpha", 2, State::kUnavailable, "unloaded"},
-                            {"beta", 1, State::kUnloading, ""}}};
-  EXPECT_EQ(decode_reply(encode(reply)), reply);
-  EXPECT_EQ(decode_reply(encode(ControlReply{})), ControlReply{});
-}
-
-TEST(ModelControl, ABadRequestSaysWhy) {
-  auto why = [](const ControlRequest& r) {
-    return std::get<std::string>(decode_request(encode(r)));
-  };
-  EXPECT_EQ(why({Op::kLoad, "", std::nullopt}), "'' is not a model name");
-  EXPECT_EQ(why({Op::kUnload, "a/b", 1}), "'a/b' is not a model name");
-  EXPECT_NE(std::get<std::string>(decode_request("\xc1")).find("not a control request"),
-            std::string::npos);
-}
 
 TEST(ModelControl, AHubAnswersTheCatalogWithItsHandlerOverRealSockets) {
   zmq::context_t context(1);

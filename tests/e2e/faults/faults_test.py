@@ -29,10 +29,12 @@ TEXTS = ["teh speling is bad", "hello world", "i cant beleive teh wether", "a b 
 
 
 class Load:
-    """Sends `count` requests at `rate` per second from one DEALER and collects every reply."""
+    """Sends `count` requests at `rate` per second from one DEALER and collects every reply.
+    `curve`: (server public, public, secret) keys for a CurveZMQ gateway, or None."""
 
-    def __init__(self, endpoint, count, rate, max_new_tokens=8):
+    def __init__(self, endpoint, count, rate, max_new_tokens=8, curve=None):
         self.endpoint, self.count, self.rate, self.max_new_tokens = endpoint, count, rate, max_new_tokens
+        self.curve = curve
         self.sent = {}                                  # id -> send time
         self.replies = collections.defaultdict(list)    # id -> [(status, code, receive time)]
         self.thread = threading.Thread(target=self._run, daemon=True)  # a failed test must not hang on it
@@ -48,6 +50,8 @@ class Load:
         context = zmq.Context.instance()
         sock = context.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
+        if self.curve:
+            sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = self.curve
         sock.connect(self.endpoint)
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)

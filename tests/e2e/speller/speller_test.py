@@ -11,7 +11,7 @@ SpellerPipelineTest turns the noisy channel, the confusion sets and split_words 
 model and its known-words guard alone: texts as users type them come back with only their
 misspellings changed (capitals, digits, punctuation, URLs, code, non-Latin scripts, emoji and
 whitespace kept: model.lower_case_words), names and terms it does not know kept (NDA, Kowalski,
-and nginx from postprocessor.user_words), a stream answered with the whole text as one partial;
+and nginx from postprocessor.user_words), a stream whose changed words come at its end;
 known misspellings are corrected ("teh speling" -> "the spelling"); replies equal seqpipe-generate's greedy output where the guard has nothing to do, and
 keep the known input word where the model changed one ("wether", a word, stays), unless all 8 beam
 hypotheses change it (postprocessor.known_word_votes); a burst of concurrent requests from several
@@ -164,8 +164,9 @@ class SpellerPipelineTest(PipelineTestCase):
         for text, want in TEXTS:
             self.assertEqual(self.client.generate(text, max_new_tokens=MAX_NEW, num_beams=8)["text"], want, text)
 
-    def test_a_stream_is_answered_with_the_whole_text(self):
-        # The speller rewrites words after decoding: a stream gets its answer as one partial.
+    def test_a_stream_of_changed_words_only_sends_them_at_its_end(self):
+        # Both words changed and nothing the model repeats after them: neither is final before
+        # the end (tests/e2e/stream_examples streams word by word).
         parts = list(self.client.stream("Teh speling", max_new_tokens=MAX_NEW))
         self.assertEqual([p["status"] for p in parts], ["partial", "ok"])
         self.assertEqual(parts[0]["text"], "The spelling")

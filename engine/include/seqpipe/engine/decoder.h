@@ -36,6 +36,9 @@ class Decoder {
   // offsets[i + 1]) in one GEMM, then into slots[i]'s cache rows.
   void fill_cross(const TensorView& encoder_rows, const int64_t* offsets, size_t count,
                   const int* slots);
+  // The rows' every-layer K/V [rows, layers x 2 x inner] from the one GEMM (fp32), in the
+  // cache's element type (converted when that is half); valid until the next call.
+  TensorView cross_kv_rows(const TensorView& encoder_rows);
 
   struct Workspace;
   std::shared_ptr<const T5Model> model_;

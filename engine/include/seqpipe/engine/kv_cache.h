@@ -2,7 +2,8 @@
 // The decoder's key/value cache as a pool of slots. A sequence (or each beam of a beam search)
 // holds one slot from its first decoder step to its last; the slot keeps the self-attention K/V
 // of every position so far and the cross-attention K/V computed once from the encoder output.
-// Memory is allocated once, at construction, on the model's device, and bounded by num_slots.
+// Memory is allocated once, at construction, on the model's device, and bounded by num_slots;
+// its elements are f32, or the model's bf16 / fp16 on a GPU (half the bytes).
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -22,10 +23,15 @@ struct KvCacheOptions {
 
 class KvCache {
  public:
-  KvCache(const T5Config& config, const KvCacheOptions& options, Device device = Device::kCpu);
+  // element: f32, or bf16 / f16 where the device's decoder reads a half cache (the Generator
+  // passes ops::kv_cache_type: on a GPU, the model's half compute type; a Decoder refuses a
+  // half cache its device does not read).
+  KvCache(const T5Config& config, const KvCacheOptions& options, Device device = Device::kCpu,
+          DataType element = DataType::kF32);
 
   const KvCacheOptions& options() const { return options_; }
   Device device() const { return self_k_.device(); }
+  DataType dtype() const { return self_k_.dtype(); }
   int num_slots() const { return options_.num_slots; }
   int free_slots() const { return static_cast<int>(free_.size()); }
   uint64_t bytes() const;

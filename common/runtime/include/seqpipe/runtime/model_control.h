@@ -1,81 +1,23 @@
 #pragma once
-// Live model lifecycle, the messages between its three parties. The supervisor (`seqpipe up`)
-// owns which model versions run: it binds a control socket (config::control_endpoint) where
-// `seqpipe models` and the gateway's KServe repository API ask it to list, load and unload. It
-// tells every gateway which versions to route to with a catalog message on the gateway's
-// tokenizer endpoint (beside the status probe), and the gateway answers with its requests in
-// flight per version, so an unload stops the replicas only once every gateway has stopped routing
-// to them and finished what it held.
+// The sockets of the model control messages (control/model_control.h): the supervisor's catalog
+// to a gateway, and a client's request to the supervisor's control socket.
 #include <chrono>
-#include <map>
 #include <optional>
 #include <string>
-#include <string_view>
-#include <variant>
 #include <vector>
 #include <zmq.hpp>
 
-#include "seqpipe/config/model_repository.h"
+#include "seqpipe/control/model_control.h"
 #include "seqpipe/transport/transport.h"
 
 namespace seqpipe::model_control {
 
-// How long a load may take to warm its replicas up before it is given up (state UNAVAILABLE), and
-// so how long a client waits for the supervisor's answer to a load (an unload waits for the
-// requests in flight, each within its deadline).
-inline constexpr std::chrono::seconds kLoadTimeout{120};
-inline constexpr std::chrono::seconds kAnswerWait = kLoadTimeout + std::chrono::seconds(60);
-
-// The first frame of a catalog message (the second: encode_catalog's bytes).
-inline constexpr std::string_view kCatalogCommand = "seqpipe-catalog-v1";
-
-// The versions a gateway routes to, and its answer: requests in flight per model key.
-std::string encode_catalog(const std::vector<config::ModelVersion>& models);
-std::optional<std::vector<config::ModelVersion>> decode_catalog(std::string_view bytes);
-using InFlight = std::map<std::string, int>;
-std::string encode_in_flight(const InFlight& in_flight);
-std::optional<InFlight> decode_in_flight(std::string_view bytes);
 // Sends the catalog to the gateway whose tokenizer endpoint is `endpoint`; nullopt when it did not
 // answer within `wait`.
 std::optional<InFlight> send_catalog(zmq::context_t& context, const std::string& endpoint,
                                      const std::vector<config::ModelVersion>& models,
                                      std::chrono::milliseconds wait,
                                      const transport::CurveKeys& curve);
-
-// A model version's state, with Triton's names.
-enum class State { kLoading, kReady, kUnloading, kUnavailable };
-std::string_view state_name(State state);
-
-struct ModelEntry {
-  std::string name;
-  int version = 0;
-  State state = State::kUnavailable;
-  std::string reason;  // why unavailable (a bad entry's path and reason, a replica's exit)
-  bool operator==(const ModelEntry&) const = default;
-};
-
-enum class Op { kIndex, kLoad, kUnload };
-struct ControlRequest {
-  Op op = Op::kIndex;
-  std::string name;            // load, unload
-  std::optional<int> version;  // load: that version (else the highest on disk); unload: only it
-  bool operator==(const ControlRequest&) const = default;
-};
-// A reply carries at most this many index entries (by name, then version), each reason cut to
-// kMaxReasonBytes: whatever the repository holds, a reply decodes within the control messages'
-// limits, so an operation that happened is never answered as if no answer came.
-inline constexpr size_t kMaxIndexEntries = 1000;
-inline constexpr size_t kMaxReasonBytes = 512;
-struct ControlReply {
-  std::optional<protocol::Error> error;  // nullopt: done
-  std::vector<ModelEntry> models;        // the index after the operation
-  size_t more = 0;  // entries of the index left out (past kMaxIndexEntries), set by encode
-  bool operator==(const ControlReply&) const = default;
-};
-std::string encode(const ControlRequest& request);
-std::variant<ControlRequest, std::string> decode_request(std::string_view bytes);
-std::string encode(const ControlReply& reply);
-std::optional<ControlReply> decode_reply(std::string_view bytes);
 
 // Asks the supervisor on `endpoint`; an error (kUnavailable) when it did not answer in `wait`.
 ControlReply ask_supervisor(zmq::context_t& context, const std::string& endpoint,

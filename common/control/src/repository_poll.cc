@@ -1,4 +1,4 @@
-#include "seqpipe/repository_poll.h"
+#include "seqpipe/control/repository_poll.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -6,7 +6,7 @@
 #include <set>
 #include <utility>
 
-namespace seqpipe::supervisor {
+namespace seqpipe::control {
 namespace {
 
 namespace fs = std::filesystem;
@@ -59,7 +59,7 @@ void log(const std::string& line) {
 RepositoryPoll::RepositoryPoll(std::string repository, std::chrono::milliseconds interval)
     : repository_(std::move(repository)), interval_(interval) {}
 
-void RepositoryPoll::started(const config::ModelRepository& repository) {
+void RepositoryPoll::started(const config::ModelRepository& repository, Clock::time_point now) {
   for (const auto& m : repository.models) {
     const std::string key = config::model_key(m.name, m.version);
     seen_[key] = fingerprint(m.dir);
@@ -67,7 +67,7 @@ void RepositoryPoll::started(const config::ModelRepository& repository) {
   }
   for (const auto& entry : repository.bad)  // `seqpipe up` printed them
     reported_[entry.path] = as_reported(entry);
-  last_ = Clock::now();
+  last_ = now;
 }
 
 bool RepositoryPoll::due(Clock::time_point now) const {
@@ -154,4 +154,4 @@ void RepositoryPoll::report_bad(const std::vector<config::BadEntry>& bad) {
   reported_ = std::move(now);
 }
 
-}  // namespace seqpipe::supervisor
+}  // namespace seqpipe::control

@@ -1,35 +1,14 @@
-#include "seqpipe/model_lifecycle.h"
+#include "seqpipe/control/model_lifecycle.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <tuple>
 #include <utility>
 
-#include "seqpipe/observability/status.h"
-#include "seqpipe/runtime/service_main.h"
-#include "seqpipe/security/security.h"
-
-namespace seqpipe::supervisor {
+namespace seqpipe::control {
 namespace {
 
 using model_control::State;
-
-// How long a round waits for a hub's or gateway's answer, and how often an unchanged catalog goes
-// to the gateways again (for a gateway that restarted with its config's catalog).
-constexpr std::chrono::milliseconds kAnswerWait{300};
-constexpr std::chrono::seconds kCatalogRefresh{1};
-// How often a load or unload asks the hubs whether its replicas came or left.
-constexpr std::chrono::milliseconds kHubCheck{250};
-// A loading version's replicas start this far apart: each one's start (loading, warming up) takes
-// a core for tens of milliseconds, and all at once they would take every core from the versions
-// serving (on 2 cores, a 150 ms stall of every request in flight).
-constexpr std::chrono::milliseconds kReplicaStartGap{150};
-// An unloaded version's replicas have this long to finish and exit before SIGKILL (they hold no
-// request by then).
-constexpr std::chrono::seconds kStopDrain{5};
-// The hubs see a stopped replica leave at once (its connection drops) or after missed heartbeats;
-// an unload waits that long at most for them (a hub that does not answer cannot say).
-constexpr std::chrono::seconds kLeaveWait{30};
 
 bool served(State s) {
   return s == State::kReady || s == State::kLoading;
@@ -37,36 +16,33 @@ bool served(State s) {
 
 }  // namespace
 
-ModelLifecycle::ModelLifecycle(zmq::context_t& context, const config::PipelineConfig& config,
-                               ChildProcesses& children, Replicas replicas)
-    : context_(context),
-      config_(config),
-      children_(children),
-      replicas_(std::move(replicas)),
-      idle_starts_(service::can_leave_idle()) {}
+ModelLifecycle::ModelLifecycle(std::string repository, World& world)
+    : repository_(std::move(repository)), world_(world) {}
 
-void ModelLifecycle::started(const config::ModelRepository& repository) {
+void ModelLifecycle::started(const config::ModelRepository& repository, Clock::time_point now) {
   for (const auto& m : repository.models) {
     versions_[config::model_key(m.name, m.version)] =
-        Version{m, State::kLoading, "", /*routed=*/true, /*stopped=*/false, Clock::now()};
+        Version{m, State::kLoading, "", /*routed=*/true, /*stopped=*/false, now};
   }
 }
 
 void ModelLifecycle::on_request(const std::string& client,
-                                const model_control::ControlRequest& request) {
+                                const model_control::ControlRequest& request,
+                                Clock::time_point now) {
   switch (request.op) {
     case model_control::Op::kIndex:
       replies_.emplace_back(client, index());
       return;
     case model_control::Op::kLoad:
-      return load(client, request);
+      return load(client, request, now);
     case model_control::Op::kUnload:
-      return unload(client, request);
+      return unload(client, request, now);
   }
 }
 
-void ModelLifecycle::load(const std::string& client, const model_control::ControlRequest& request) {
-  const config::ModelRepository repo = config::scan_repository(config_.model.repository);
+void ModelLifecycle::load(const std::string& client, const model_control::ControlRequest& request,
+                          Clock::time_point now) {
+  const config::ModelRepository repo = world_.scan();
   const config::ModelVersion* chosen = nullptr;
   for (const auto& m : repo.models) {  // by version: the last match is the highest
     if (m.name == request.name && (!request.version || m.version == *request.version)) chosen = &m;
@@ -74,8 +50,8 @@ void ModelLifecycle::load(const std::string& client, const model_control::Contro
   if (!chosen) {
     std::string why = "model '" + request.name + "'" +
                       (request.version ? " version " + std::to_string(*request.version) : "") +
-                      " is not in the repository " + config_.model.repository;
-    const std::string dir = config_.model.repository + "/" + request.name;
+                      " is not in the repository " + repository_;
+    const std::string dir = repository_ + "/" + request.name;
     for (const auto& bad : repo.bad) {
       if (bad.path == dir || bad.path.starts_with(dir + "/"))
         why += "; " + bad.path + ": " + bad.reason;
@@ -92,10 +68,8 @@ void ModelLifecycle::load(const std::string& client, const model_control::Contro
     std::printf("seqpipe up: loading model %s from %s\n", key.c_str(), chosen->dir.c_str());
     std::fflush(stdout);
     versions_[key] =
-        Version{*chosen, State::kLoading, "", /*routed=*/false, /*stopped=*/false, Clock::now()};
-    std::vector<ChildSpec> replicas = replicas_(*chosen);
-    for (ChildSpec& replica : replicas) replica.start_idle = idle_starts_;
-    children_.add(std::move(replicas), kReplicaStartGap);
+        Version{*chosen, State::kLoading, "", /*routed=*/false, /*stopped=*/false, now};
+    world_.start_replicas(*chosen);
   }
   Pending pending{client, key, {}};
   for (const auto& [other, v] : versions_) {
@@ -105,8 +79,8 @@ void ModelLifecycle::load(const std::string& client, const model_control::Contro
   pending_.push_back(std::move(pending));
 }
 
-void ModelLifecycle::unload(const std::string& client,
-                            const model_control::ControlRequest& request) {
+void ModelLifecycle::unload(const std::string& client, const model_control::ControlRequest& request,
+                            Clock::time_point now) {
   Pending pending{client, "", {}};
   for (const auto& [key, v] : versions_) {
     if (v.model.name == request.name && served(v.state) &&
@@ -119,18 +93,18 @@ void ModelLifecycle::unload(const std::string& client,
                            (request.version ? " version " + std::to_string(*request.version) : "") +
                            " is not loaded");
   }
-  for (const std::string& key : pending.unloads) start_unloading(key);
+  for (const std::string& key : pending.unloads) start_unloading(key, now);
   pending_.push_back(std::move(pending));
 }
 
-void ModelLifecycle::start_unloading(const std::string& key) {
+void ModelLifecycle::start_unloading(const std::string& key, Clock::time_point now) {
   Version& v = versions_.at(key);
   if (!served(v.state)) return;
   std::printf("seqpipe up: unloading model %s\n", key.c_str());
   std::fflush(stdout);
   v.state = State::kUnloading;
   v.routed = false;
-  v.since = Clock::now();
+  v.since = now;
   changed_ = true;
 }
 
@@ -144,19 +118,19 @@ void ModelLifecycle::fail(const std::string& key, const std::string& reason) {
   v.state = State::kUnavailable;
   v.reason = v.model.dir + ": " + reason;
   v.routed = false;
-  children_.stop_group(key, std::chrono::seconds(1));
+  world_.stop_replicas(key, kFailedStopDrain);
 }
 
-void ModelLifecycle::given_up(const std::vector<GivenUp>& given_up) {
-  for (const GivenUp& g : given_up) fail(g.group, g.reason);
+void ModelLifecycle::given_up(const std::string& key, const std::string& reason) {
+  fail(key, reason);
 }
 
 void ModelLifecycle::tick(Clock::time_point now) {
   check_loads(now);
-  finish_pending();  // a load that became ready starts unloading the versions it replaces
+  finish_pending(now);  // a load that became ready starts unloading the versions it replaces
   push_catalog(now);
   check_unloads(now);
-  finish_pending();
+  finish_pending(now);
 }
 
 void ModelLifecycle::check_loads(Clock::time_point now) {
@@ -172,10 +146,9 @@ void ModelLifecycle::check_loads(Clock::time_point now) {
   }
   if (loading.empty() || now - last_load_check_ < kHubCheck) return;
   last_load_check_ = now;
-  const auto status =
-      status::ask_pipeline(context_, config_, kAnswerWait, security::client_keys(config_.security));
+  const HubView hubs = world_.ask_hubs(loading);
   for (const std::string& key : loading) {
-    if (!status.ready_for(key)) continue;
+    if (!hubs.ready.contains(key)) continue;
     Version& v = versions_.at(key);
     std::printf("seqpipe up: model %s is ready\n", key.c_str());
     std::fflush(stdout);
@@ -194,20 +167,12 @@ void ModelLifecycle::push_catalog(Clock::time_point now) {
   std::vector<config::ModelVersion> catalog;
   for (const auto& [key, v] : versions_)
     if (v.routed) catalog.push_back(v.model);
-  model_control::InFlight in_flight;
-  bool all_answered = true;
-  for (int k = 0; k < config_.gateway.replicas; ++k) {
-    const auto answer = model_control::send_catalog(
-        context_, config::replica_endpoint(config_.gateway.tokenizer_endpoint, k), catalog,
-        kAnswerWait, security::client_keys(config_.security));
-    all_answered = all_answered && answer.has_value();
-    for (const auto& [key, n] : answer.value_or(model_control::InFlight{})) in_flight[key] += n;
-  }
-  if (!all_answered) return;  // a gateway may still route to what is unloading: next round
+  std::optional<model_control::InFlight> in_flight = world_.send_catalog(catalog);
+  if (!in_flight) return;  // a gateway may still route to what is unloading: next round
   changed_ = false;
   for (auto& [key, v] : versions_) {
-    if (v.state != State::kUnloading || v.stopped || in_flight[key] > 0) continue;
-    children_.stop_group(key, kStopDrain);
+    if (v.state != State::kUnloading || v.stopped || (*in_flight)[key] > 0) continue;
+    world_.stop_replicas(key, kStopDrain);
     v.stopped = true;
     v.since = now;
   }
@@ -219,13 +184,10 @@ void ModelLifecycle::check_unloads(Clock::time_point now) {
     if (v.state == State::kUnloading && v.stopped) stopped.push_back(key);
   if (stopped.empty() || now - last_unload_check_ < kHubCheck) return;
   last_unload_check_ = now;
-  const auto status =
-      status::ask_pipeline(context_, config_, kAnswerWait, security::client_keys(config_.security));
-  const bool answered = std::all_of(status.hubs.begin(), status.hubs.end(),
-                                    [](const auto& hub) { return hub.stages.has_value(); });
+  const HubView hubs = world_.ask_hubs(stopped);
   for (const std::string& key : stopped) {
     Version& v = versions_.at(key);
-    if ((!answered || status.has_replicas_of(key)) && now - v.since < kLeaveWait) continue;
+    if ((!hubs.all_answered || hubs.present.contains(key)) && now - v.since < kLeaveWait) continue;
     std::printf("seqpipe up: model %s unloaded\n", key.c_str());
     std::fflush(stdout);
     v.state = State::kUnavailable;
@@ -234,7 +196,7 @@ void ModelLifecycle::check_unloads(Clock::time_point now) {
   }
 }
 
-void ModelLifecycle::finish_pending() {
+void ModelLifecycle::finish_pending(Clock::time_point now) {
   std::vector<Pending> waiting;
   for (Pending& p : pending_) {
     if (!p.load.empty()) {
@@ -248,7 +210,7 @@ void ModelLifecycle::finish_pending() {
         waiting.push_back(std::move(p));
         continue;
       }
-      for (const std::string& key : p.unloads) start_unloading(key);
+      for (const std::string& key : p.unloads) start_unloading(key, now);
     }
     const bool done = std::all_of(p.unloads.begin(), p.unloads.end(), [&](const std::string& k) {
       return versions_.at(k).state == State::kUnavailable;
@@ -274,7 +236,7 @@ std::vector<std::pair<std::string, model_control::ControlReply>> ModelLifecycle:
 
 model_control::ControlReply ModelLifecycle::index() const {
   model_control::ControlReply reply;
-  const config::ModelRepository repo = config::scan_repository(config_.model.repository);
+  const config::ModelRepository repo = world_.scan();
   for (const auto& m : repo.models) {
     const auto it = versions_.find(config::model_key(m.name, m.version));
     if (it == versions_.end())
@@ -282,7 +244,7 @@ model_control::ControlReply ModelLifecycle::index() const {
   }
   for (const auto& [key, v] : versions_)
     reply.models.push_back({v.model.name, v.model.version, v.state, v.reason});
-  const std::string prefix = config_.model.repository + "/";
+  const std::string prefix = repository_ + "/";
   for (const auto& bad : repo.bad) {
     std::string name = bad.path.starts_with(prefix) ? bad.path.substr(prefix.size()) : bad.path;
     name = name.substr(0, name.find('/'));
@@ -294,53 +256,4 @@ model_control::ControlReply ModelLifecycle::index() const {
   return reply;
 }
 
-}  // namespace seqpipe::supervisor
-
-namespace seqpipe::supervisor {
-
-namespace {
-// The poll's requests come from this client: no ZeroMQ routing id is empty.
-const std::string kPollClient;
-}  // namespace
-
-bool supervise_models(zmq::context_t& context, const std::string& control_endpoint,
-                      ChildProcesses& children, ModelLifecycle& lifecycle, RepositoryPoll& poll,
-                      const std::function<bool()>& stop_requested) {
-  transport::Socket control(context, zmq::socket_type::router, {});
-  control.bind(control_endpoint);
-  while (!stop_requested()) {
-    // A DEALER's request: its routing id, the empty delimiter, the request.
-    if (auto frames = control.recv(std::chrono::milliseconds(50)); frames && frames->size() == 3) {
-      const std::string& client = frames->front();
-      auto request = model_control::decode_request(frames->back());
-      if (auto* why = std::get_if<std::string>(&request)) {
-        model_control::ControlReply reply{
-            protocol::Error{protocol::ErrorCode::kInvalidArgument, *why}, {}};
-        control.send(transport::Frames{client, "", model_control::encode(reply)});
-      } else {
-        lifecycle.on_request(client, std::get<model_control::ControlRequest>(request));
-      }
-    }
-    std::vector<GivenUp> given_up = children.step();
-    if (std::any_of(given_up.begin(), given_up.end(),
-                    [](const GivenUp& g) { return g.group.empty(); }))
-      return true;
-    lifecycle.given_up(given_up);
-    const Clock::time_point now = Clock::now();
-    if (poll.due(now)) {
-      for (const auto& request : poll.poll(now, lifecycle.index()))
-        lifecycle.on_request(kPollClient, request);
-    }
-    lifecycle.tick(now);
-    for (const auto& [client, reply] : lifecycle.take_replies()) {
-      if (client != kPollClient) {
-        control.send(transport::Frames{client, "", model_control::encode(reply)});
-      } else if (reply.error) {
-        std::fprintf(stderr, "seqpipe up: repository poll: %s\n", reply.error->message.c_str());
-      }
-    }
-  }
-  return false;
-}
-
-}  // namespace seqpipe::supervisor
+}  // namespace seqpipe::control

@@ -1,6 +1,6 @@
 // seqpipe up's poll mode: which loads and unloads a repository's changes on disk call for, on a
 // real directory tree and an injected clock and index.
-#include "seqpipe/repository_poll.h"
+#include "seqpipe/control/repository_poll.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../common/test_util.h"
+#include "../test_util.h"
 
-namespace seqpipe::supervisor {
+namespace seqpipe::control {
 namespace {
 
 namespace fs = std::filesystem;
@@ -38,8 +38,8 @@ class RepositoryPollTest : public ::testing::Test {
   // Starts a poll on the repository as it is now, every version in it served.
   RepositoryPoll start() {
     RepositoryPoll poll(root_.string(), kInterval);
-    poll.started(config::scan_repository(root_.string()));
     now_ = Clock::now();
+    poll.started(config::scan_repository(root_.string()), now_);
     return poll;
   }
   // One scan, one interval after the last.
@@ -168,9 +168,9 @@ TEST_F(RepositoryPollTest, ARepositoryThatCannotBeReadUnloadsNothing) {
 
 TEST_F(RepositoryPollTest, ZeroIsOff) {
   RepositoryPoll poll(root_.string(), milliseconds(0));
-  poll.started(config::scan_repository(root_.string()));
+  poll.started(config::scan_repository(root_.string()), Clock::now());
   EXPECT_FALSE(poll.due(Clock::now() + std::chrono::hours(1)));
 }
 
 }  // namespace
-}  // namespace seqpipe::supervisor
+}  // namespace seqpipe::control

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "seqpipe/config/model_repository.h"
-#include "seqpipe/runtime/model_control.h"
-#include "seqpipe/supervisor.h"
+#include "seqpipe/control/model_control.h"
+#include "seqpipe/control/model_lifecycle.h"
 
-namespace seqpipe::supervisor {
+namespace seqpipe::control {
 
 class RepositoryPoll {
  public:
@@ -31,7 +31,7 @@ class RepositoryPoll {
   RepositoryPoll(std::string repository, std::chrono::milliseconds interval);
 
   // What `seqpipe up` started with: served as it is, not loaded again.
-  void started(const config::ModelRepository& repository);
+  void started(const config::ModelRepository& repository, Clock::time_point now);
   // Whether a scan is due at `now` (one interval since the last).
   bool due(Clock::time_point now) const;
   // Scans the repository: the requests its changes call for, given what the lifecycle serves
@@ -65,4 +65,4 @@ class RepositoryPoll {
   std::map<std::string, std::string> reported_;  // bad entries logged: path -> reason and files
 };
 
-}  // namespace seqpipe::supervisor
+}  // namespace seqpipe::control
