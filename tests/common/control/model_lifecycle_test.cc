@@ -96,6 +96,12 @@ class ModelLifecycleTest : public ::testing::Test {
     EXPECT_EQ(replies.front().first, "client");
     return replies.front().second;
   }
+  // The reply due now says the request succeeded.
+  void expect_answered_ok() {
+    const auto done = reply();
+    ASSERT_TRUE(done.has_value());
+    EXPECT_FALSE(done->error.has_value());
+  }
 
   FakeWorld world_;
   ModelLifecycle lifecycle_{"/repo", world_};
@@ -113,9 +119,7 @@ TEST_F(ModelLifecycleTest, ALoadIsReadyOnlyOnceEveryStageHasALiveReplica) {
   EXPECT_FALSE(routed("beta", 1));
   world_.ready.insert("beta/1");
   tick();
-  const auto done = reply();
-  ASSERT_TRUE(done.has_value());
-  EXPECT_FALSE(done->error.has_value());
+  expect_answered_ok();
   EXPECT_EQ(state_of("beta", 1), State::kReady);
   EXPECT_TRUE(routed("beta", 1));
   EXPECT_TRUE(routed("alpha", 1));
@@ -139,9 +143,7 @@ TEST_F(ModelLifecycleTest, AReloadUnloadsTheOldVersionOnlyAfterTheNewOneIsReady)
   EXPECT_EQ(reply(), std::nullopt);  // answered once the old version is gone
   world_.present.erase("alpha/1");
   tick();
-  const auto done = reply();
-  ASSERT_TRUE(done.has_value());
-  EXPECT_FALSE(done->error.has_value());
+  expect_answered_ok();
   EXPECT_EQ(state_of("alpha", 1), State::kUnavailable);
   EXPECT_EQ(state_of("alpha", 2), State::kReady);
 }
@@ -163,9 +165,7 @@ TEST_F(ModelLifecycleTest, AnUnloadWaitsForTheRequestsInFlightThenStopsTheReplic
   EXPECT_EQ(world_.actions, std::vector<std::string>{"stop alpha/1 5000ms"});
   world_.present.erase("alpha/1");
   tick();
-  const auto done = reply();
-  ASSERT_TRUE(done.has_value());
-  EXPECT_FALSE(done->error.has_value());
+  expect_answered_ok();
   EXPECT_EQ(state_of("alpha", 1), State::kUnavailable);
   EXPECT_EQ(state_of("beta", 1), State::kReady);
 }
