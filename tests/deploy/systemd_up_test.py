@@ -1,0 +1,196 @@
+"""deploy/systemd's units started for real, under systemd as PID 1: a podman container of
+deploy/image/build.sh --systemd's image (Debian 12, the runtime libraries and systemd; named by its
+content, built when no image has that tag, reused when one does), booted with
+`podman run --systemd=always` and no network but its loopback. In it, as a user would on a
+Debian 12 machine: deploy/systemd/install.sh as root from this checkout (mounted read-only, the
+bundled model, this build's binaries), then `systemctl start seqpipe.target`.
+
+Checked, each step timed: every stage becomes live (`seqpipe status`), `seqpipe send` is answered
+with the correction, each encoder and decoder reports its compute type (seqpipe_engine_info),
+and every unit seqpipe.target wants is active and was never restarted (a unit that crashes and
+restarts can look active between its crashes). Then the same with model.compute_type int8 (the
+encoders and decoders restarted): oneDNN's int8 kernels are compiled at run time (JIT), which
+MemoryDenyWriteExecute= forbids. The batcher's encoder endpoint is a tcp:// one, so both hubs
+bind a tcp:// endpoint under the units' RestrictAddressFamilies=.
+
+Needs root, podman, runc, mmdebstrap, nsenter and curl; prints "SKIP: <why>" (exit 77) without
+them, or when systemd as PID 1 does not come up in a podman container here. By hand:
+    SEQPIPE_BUILD_DIR=build/release python3 tests/deploy/systemd_up_test.py
+"""
+import contextlib
+import os
+import re
+import sys
+import time
+
+from engines import BUILD_DIR, ROOT, SKIP, missing, run, running, this_checkouts_image
+
+BUILD = os.path.abspath(BUILD_DIR)  # install.sh's --build, mounted at the same path
+
+PREFIX = "seqpipe-systemd-test-"
+NAME = f"{PREFIX}{os.getpid()}"
+CONFIG = "/etc/seqpipe/pipeline.yaml"
+# The metrics ports of the encoders' and decoders' first and second replica (a second process of
+# a stage on one machine takes the next free port).
+ENGINE_PORTS = {"encoder": (9120, 9121), "decoder": (9130, 9131)}
+TEXT, CORRECTED = "teh speling", "the spelling"
+
+
+@contextlib.contextmanager
+def step(what):
+    started = time.monotonic()
+    yield
+    print(f"{what}: {time.monotonic() - started:.1f} s", flush=True)
+
+
+def inside(*args, timeout=60):
+    return run("podman", "exec", NAME, *args, check=False, timeout=timeout)
+
+
+def expect(ok, message):
+    if not ok:
+        raise AssertionError(message)
+
+
+def sweep_stale():
+    """Removes the containers of earlier runs killed before their clean-up (a ctest timeout)."""
+    names = run("podman", "ps", "-a", "--format", "{{.Names}}", "--filter", f"name={PREFIX}").stdout.split()
+    for name in names:
+        if name.startswith(PREFIX) and not running(name[len(PREFIX):]):
+            run("podman", "rm", "-f", "-t", "5", name, check=False)
+
+
+def boot(image, within_s=60):
+    """Starts the container with systemd as PID 1; None once it is up, else why it is not."""
+    mounts = ["-v", f"{ROOT}:{ROOT}:ro"]
+    if not BUILD.startswith(ROOT + os.sep):
+        mounts += ["-v", f"{BUILD}:{BUILD}:ro"]
+    run("podman", "run", "-d", "--name", NAME, "--systemd=always", "--network", "none", *mounts, image, "/sbin/init")
+    deadline, state = time.monotonic() + within_s, None
+    while time.monotonic() < deadline and state not in ("running", "degraded"):
+        # Until PID 1 has made its socket, systemctl cannot connect ("Failed to connect to bus").
+        asked = inside("systemctl", "is-system-running", "--wait", timeout=within_s)
+        state = asked.stdout.strip() or asked.stderr.strip()
+        if state not in ("running", "degraded"):
+            time.sleep(0.2)
+    if state not in ("running", "degraded"):
+        logs = run("podman", "logs", NAME, check=False).stdout[-1000:]
+        return f"systemd as PID 1 did not come up in a podman container in {within_s} s (last: {state!r}) {logs}"
+    if state == "degraded":
+        print(inside("systemctl", "--failed", "--no-pager").stdout, flush=True)
+    return None
+
+
+def wait_live(units, within_s=90):
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        status = inside("seqpipe", "status", "--config", CONFIG, timeout=30)
+        if status.returncode == 0:
+            return
+        # A unit that crashed is restarting (Restart=on-failure), or failed after 5 starts in 10 s.
+        restarts = inside("systemctl", "show", "--property", "NRestarts", "--value", *units).stdout.split()
+        failed = inside("systemctl", "is-failed", *units).stdout.split()
+        crashed = [u for u, n, state in zip(units, restarts, failed) if n != "0" or state == "failed"]
+        expect(not crashed, f"crashed while starting: {' '.join(crashed)}")
+        time.sleep(0.5)
+    raise AssertionError(f"not every stage live after {within_s} s:\n{status.stdout}{status.stderr}")
+
+
+def check_answer():
+    answer = inside("seqpipe", "send", "--config", CONFIG, TEXT, timeout=30)
+    first = answer.stdout.splitlines()[0] if answer.stdout else ""
+    expect(answer.returncode == 0 and first == CORRECTED,
+           f"seqpipe send {TEXT!r}: {answer.stdout}{answer.stderr} (wanted {CORRECTED!r})")
+
+
+def engine_compute_types(pid):
+    """stage:port -> the compute type the process reports (seqpipe_engine_info)."""
+    found = {}
+    for stage, ports in ENGINE_PORTS.items():
+        for port in ports:
+            metrics = run("nsenter", f"--net=/proc/{pid}/ns/net", "curl", "-s", f"http://127.0.0.1:{port}/metrics",
+                          check=False, timeout=10).stdout
+            match = re.search(r'seqpipe_engine_info\{compute_type="([^"]+)",stage="' + stage + '"', metrics)
+            found[f"{stage}:{port}"] = match.group(1) if match else None
+    return found
+
+
+def check_units(units):
+    """Every unit active, and never restarted by systemd since it was last started."""
+    states = inside("systemctl", "is-active", *units).stdout.split()
+    restarts = inside("systemctl", "show", "--property", "NRestarts", "--value", *units).stdout.split()
+    expect(states == ["active"] * len(units), f"is-active: {dict(zip(units, states))}")
+    expect(restarts == ["0"] * len(units), f"NRestarts: {dict(zip(units, restarts))}")
+
+
+def serve(compute_type, units, pid):
+    """Waits until the pipeline serves `compute_type`, then checks an answer and every unit."""
+    with step(f"{compute_type}: every stage live"):
+        wait_live(units)
+    with step(f"{compute_type}: '{TEXT}' answered '{CORRECTED}'"):
+        check_answer()
+    types = engine_compute_types(pid)
+    expect(set(types.values()) == {compute_type}, f"the engines' compute types: {types}")
+    time.sleep(3)  # a unit in a crash loop (RestartSec=1) restarts within this
+    check_units(units)
+    print(f"{compute_type}: every unit active, none restarted ({len(units)}: {' '.join(units)})", flush=True)
+
+
+def install_and_start():
+    with step("install.sh (as root in the container)"):
+        installed = inside(os.path.join(ROOT, "deploy/systemd/install.sh"), "--build", BUILD, timeout=120)
+        expect(installed.returncode == 0, f"install.sh: {installed.stdout}{installed.stderr}")
+        # The batcher's encoder endpoint over tcp: both hubs then bind a tcp:// endpoint.
+        inside("sh", "-c", f"printf 'batcher:\\n  encoder_endpoint: tcp://127.0.0.1:5601\\n' >> {CONFIG}")
+    with step("systemctl start seqpipe.target"):
+        started = inside("systemctl", "start", "seqpipe.target")
+        expect(started.returncode == 0, f"systemctl start: {started.stderr}")
+    return sorted(inside("systemctl", "show", "--property", "Wants", "--value", "seqpipe.target").stdout.split())
+
+
+def to_int8(units):
+    engines = [u for u in units if u.startswith(("seqpipe-encoder@", "seqpipe-decoder@"))]
+    with step("model.compute_type int8, encoders and decoders restarted"):
+        inside("sed", "-i", r"s/^model:$/model:\n  compute_type: int8/", CONFIG)
+        restarted = inside("systemctl", "restart", *engines)
+        expect(restarted.returncode == 0, f"systemctl restart: {restarted.stderr}")
+
+
+def test(image):
+    with step("boot (systemd as PID 1)"):
+        why = boot(image)
+    if why:
+        print(f"SKIP: {why}")
+        return SKIP
+    pid = run("podman", "inspect", NAME, "--format", "{{.State.Pid}}").stdout.strip()
+    try:
+        units = install_and_start()
+        expect(len(units) == 10, f"seqpipe.target wants {units}")
+        serve("float32", units, pid)
+        to_int8(units)
+        serve("int8", units, pid)
+    except AssertionError as failure:
+        print(f"FAILED: {failure}")
+        print(inside("systemctl", "list-units", "seqpipe*", "--all", "--no-pager").stdout)
+        print(inside("journalctl", "--no-pager", "-n", "60", "-u", "seqpipe-*").stdout)
+        return 1
+    return 0
+
+
+def main():
+    why = missing(("podman", "runc", "mmdebstrap", "nsenter", "curl"))
+    if why:
+        print(f"SKIP: {why}")
+        return SKIP
+    sweep_stale()
+    with step("image"):
+        image = this_checkouts_image(systemd=True)
+    try:
+        return test(image)
+    finally:
+        with step("stop (systemd shuts the units down)"):
+            run("podman", "rm", "-f", "-t", "20", NAME, check=False, timeout=60)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
