@@ -54,8 +54,8 @@ def expect(ok, message):
 
 def sweep_stale():
     """Removes the containers of earlier runs killed before their clean-up (a ctest timeout)."""
-    names = run("podman", "ps", "-a", "--format", "{{.Names}}", "--filter", f"name={PREFIX}").stdout.split()
-    for name in names:
+    names = run("podman", "ps", "-a", "--format", "{{.Names}}", "--filter", f"name={PREFIX}").stdout
+    for name in names.split():
         if name.startswith(PREFIX) and not running(name[len(PREFIX):]):
             run("podman", "rm", "-f", "-t", "5", name, check=False)
 
@@ -65,7 +65,8 @@ def boot(image, within_s=60):
     mounts = ["-v", f"{ROOT}:{ROOT}:ro"]
     if not BUILD.startswith(ROOT + os.sep):
         mounts += ["-v", f"{BUILD}:{BUILD}:ro"]
-    run("podman", "run", "-d", "--name", NAME, "--systemd=always", "--network", "none", *mounts, image, "/sbin/init")
+    run("podman", "run", "-d", "--name", NAME, "--systemd=always", "--network", "none", *mounts, image,
+        "/sbin/init")
     deadline, state = time.monotonic() + within_s, None
     while time.monotonic() < deadline and state not in ("running", "degraded"):
         # Until PID 1 has made its socket, systemctl cannot connect ("Failed to connect to bus").
@@ -75,7 +76,7 @@ def boot(image, within_s=60):
             time.sleep(0.2)
     if state not in ("running", "degraded"):
         logs = run("podman", "logs", NAME, check=False).stdout[-1000:]
-        return f"systemd as PID 1 did not come up in a podman container in {within_s} s (last: {state!r}) {logs}"
+        return f"systemd as PID 1 did not come up in a podman container in {within_s} s ({state!r}) {logs}"
     if state == "degraded":
         print(inside("systemctl", "--failed", "--no-pager").stdout, flush=True)
     return None
@@ -108,8 +109,9 @@ def engine_compute_types(pid):
     found = {}
     for stage, ports in ENGINE_PORTS.items():
         for port in ports:
-            metrics = run("nsenter", f"--net=/proc/{pid}/ns/net", "curl", "-s", f"http://127.0.0.1:{port}/metrics",
-                          check=False, timeout=10).stdout
+            url = f"http://127.0.0.1:{port}/metrics"
+            metrics = run("nsenter", f"--net=/proc/{pid}/ns/net", "curl", "-s", url, check=False,
+                          timeout=10).stdout
             match = re.search(r'seqpipe_engine_info\{compute_type="([^"]+)",stage="' + stage + '"', metrics)
             found[f"{stage}:{port}"] = match.group(1) if match else None
     return found
@@ -145,7 +147,8 @@ def install_and_start():
     with step("systemctl start seqpipe.target"):
         started = inside("systemctl", "start", "seqpipe.target")
         expect(started.returncode == 0, f"systemctl start: {started.stderr}")
-    return sorted(inside("systemctl", "show", "--property", "Wants", "--value", "seqpipe.target").stdout.split())
+    wanted = inside("systemctl", "show", "--property", "Wants", "--value", "seqpipe.target").stdout
+    return sorted(wanted.split())
 
 
 def to_int8(units):
