@@ -20,7 +20,9 @@ them, or when systemd as PID 1 does not come up in a podman container here. By h
 import contextlib
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 
 from engines import BUILD_DIR, ROOT, SKIP, missing, run, running, this_checkouts_image
@@ -30,6 +32,10 @@ BUILD = os.path.abspath(BUILD_DIR)  # install.sh's --build, mounted at the same 
 PREFIX = "seqpipe-systemd-test-"
 NAME = f"{PREFIX}{os.getpid()}"
 CONFIG = "/etc/seqpipe/pipeline.yaml"
+KEYS_INSIDE = "/keys"  # the keys install.sh --keys installs, made by the test
+# What `seqpipe send` and `status` need in the container once the pipeline runs CurveZMQ.
+CLIENT_KEYS = ["--set", "security.server_key=/etc/seqpipe/keys/hub",
+               "--set", "security.client_key=/etc/seqpipe/keys/client"]
 # The metrics ports of the encoders' and decoders' first and second replica (a second process of
 # a stage on one machine takes the next free port).
 ENGINE_PORTS = {"encoder": (9120, 9121), "decoder": (9130, 9131)}
@@ -60,13 +66,17 @@ def sweep_stale():
             run("podman", "rm", "-f", "-t", "5", name, check=False)
 
 
-def boot(image, within_s=60):
-    """Starts the container with systemd as PID 1; None once it is up, else why it is not."""
-    mounts = ["-v", f"{ROOT}:{ROOT}:ro"]
+def boot(image, keys, within_s=60):
+    """Starts the container with systemd as PID 1; None once it is up, else why it is not.
+    As on a machine: systemd sets up each unit's mount sandbox (ProtectSystem=, PrivateTmp=, the
+    credentials) only with CAP_SYS_ADMIN, and in a container without it skips that silently
+    ("assuming containerized execution"); it marks / shared only when not in a container, and the
+    credentials' ramfs, mounted in a helper namespace, reaches the unit only through a shared /."""
+    mounts = ["-v", f"{ROOT}:{ROOT}:ro", "-v", f"{keys}:{KEYS_INSIDE}:ro"]
     if not BUILD.startswith(ROOT + os.sep):
         mounts += ["-v", f"{BUILD}:{BUILD}:ro"]
-    run("podman", "run", "-d", "--name", NAME, "--systemd=always", "--network", "none", *mounts, image,
-        "/sbin/init")
+    run("podman", "run", "-d", "--name", NAME, "--systemd=always", "--cap-add", "SYS_ADMIN",
+        "--network", "none", *mounts, image, "/bin/sh", "-c", "mount --make-rshared / && exec /sbin/init")
     deadline, state = time.monotonic() + within_s, None
     while time.monotonic() < deadline and state not in ("running", "degraded"):
         # Until PID 1 has made its socket, systemctl cannot connect ("Failed to connect to bus").
@@ -82,10 +92,10 @@ def boot(image, within_s=60):
     return None
 
 
-def wait_live(units, within_s=90):
+def wait_live(units, client, within_s=90):
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        status = inside("seqpipe", "status", "--config", CONFIG, timeout=30)
+        status = inside("seqpipe", "status", "--config", CONFIG, *client, timeout=30)
         if status.returncode == 0:
             return
         # A unit that crashed is restarting (Restart=on-failure), or failed after 5 starts in 10 s.
@@ -97,8 +107,8 @@ def wait_live(units, within_s=90):
     raise AssertionError(f"not every stage live after {within_s} s:\n{status.stdout}{status.stderr}")
 
 
-def check_answer():
-    answer = inside("seqpipe", "send", "--config", CONFIG, TEXT, timeout=30)
+def check_answer(client):
+    answer = inside("seqpipe", "send", "--config", CONFIG, *client, TEXT, timeout=30)
     first = answer.stdout.splitlines()[0] if answer.stdout else ""
     expect(answer.returncode == 0 and first == CORRECTED,
            f"seqpipe send {TEXT!r}: {answer.stdout}{answer.stderr} (wanted {CORRECTED!r})")
@@ -125,53 +135,74 @@ def check_units(units):
     expect(restarts == ["0"] * len(units), f"NRestarts: {dict(zip(units, restarts))}")
 
 
-def serve(compute_type, units, pid):
+def check_sandbox(units):
+    """Each unit's process sees the system read-only (ProtectSystem=strict) and a /tmp of its own
+    (PrivateTmp=): systemd applied the units' mount sandbox."""
+    script = "; ".join(f"echo '== {u}'; cat /proc/$(systemctl show -p MainPID --value {u})/mountinfo"
+                       for u in units)
+    tables = inside("sh", "-c", script).stdout.split("== ")[1:]
+    for unit, table in (t.split("\n", 1) for t in tables):
+        mounts = {fields[4]: fields for fields in (line.split() for line in table.splitlines())}
+        expect("/" in mounts and "ro" in mounts["/"][5].split(","), f"{unit}: / is not read-only")
+        expect("/tmp" in mounts and "systemd-private-" in mounts["/tmp"][3], f"{unit}: /tmp is not its own")
+
+
+def serve(compute_type, units, pid, client):
     """Waits until the pipeline serves `compute_type`, then checks an answer and every unit."""
     with step(f"{compute_type}: every stage live"):
-        wait_live(units)
+        wait_live(units, client)
     with step(f"{compute_type}: '{TEXT}' answered '{CORRECTED}'"):
-        check_answer()
+        check_answer(client)
     types = engine_compute_types(pid)
     expect(set(types.values()) == {compute_type}, f"the engines' compute types: {types}")
+    check_sandbox(units)
     time.sleep(3)  # a unit in a crash loop (RestartSec=1) restarts within this
     check_units(units)
-    print(f"{compute_type}: every unit active, none restarted ({len(units)}: {' '.join(units)})", flush=True)
+    print(f"{compute_type}: every unit active, none restarted, sandboxed ({len(units)} units)", flush=True)
 
 
-def install_and_start():
-    with step("install.sh (as root in the container)"):
-        installed = inside(os.path.join(ROOT, "deploy/systemd/install.sh"), "--build", BUILD, timeout=120)
+def install(compute_type, keys):
+    """install.sh as root in the container (with --keys: CurveZMQ, the keys as credentials), and
+    over its config the compute type and the batcher's encoder endpoint on tcp:// (so that both
+    hubs bind a tcp:// endpoint)."""
+    with step(f"install.sh{' --keys' if keys else ''} (as root in the container)"):
+        args = ["--keys", KEYS_INSIDE] if keys else []
+        script = os.path.join(ROOT, "deploy/systemd/install.sh")
+        installed = inside(script, "--build", BUILD, *args, timeout=120)
         expect(installed.returncode == 0, f"install.sh: {installed.stdout}{installed.stderr}")
-        # The batcher's encoder endpoint over tcp: both hubs then bind a tcp:// endpoint.
+        inside("sed", "-i", f"s/^model:$/model:\\n  compute_type: {compute_type}/", CONFIG)
         inside("sh", "-c", f"printf 'batcher:\\n  encoder_endpoint: tcp://127.0.0.1:5601\\n' >> {CONFIG}")
-    with step("systemctl start seqpipe.target"):
-        started = inside("systemctl", "start", "seqpipe.target")
-        expect(started.returncode == 0, f"systemctl start: {started.stderr}")
-    wanted = inside("systemctl", "show", "--property", "Wants", "--value", "seqpipe.target").stdout
-    return sorted(wanted.split())
+        inside("systemctl", "daemon-reload")
 
 
-def to_int8(units):
-    engines = [u for u in units if u.startswith(("seqpipe-encoder@", "seqpipe-decoder@"))]
-    with step("model.compute_type int8, encoders and decoders restarted"):
-        inside("sed", "-i", r"s/^model:$/model:\n  compute_type: int8/", CONFIG)
-        restarted = inside("systemctl", "restart", *engines)
-        expect(restarted.returncode == 0, f"systemctl restart: {restarted.stderr}")
+def make_keys(folder):
+    """The hubs' and the clients' key pairs (docs/DEPLOY.md, Keys), the clients' allowed."""
+    run(os.path.join(BUILD, "tools/seqpipe"), "keygen", "--dir", folder, "hub", "client")
+    os.mkdir(os.path.join(folder, "allowed"))
+    shutil.copy(os.path.join(folder, "client"), os.path.join(folder, "allowed"))
 
 
-def test(image):
+def test(image, keys):
     with step("boot (systemd as PID 1)"):
-        why = boot(image)
+        why = boot(image, keys)
     if why:
         print(f"SKIP: {why}")
         return SKIP
     pid = run("podman", "inspect", NAME, "--format", "{{.State.Pid}}").stdout.strip()
     try:
-        units = install_and_start()
+        install("float32", keys=False)
+        with step("systemctl start seqpipe.target"):
+            started = inside("systemctl", "start", "seqpipe.target")
+            expect(started.returncode == 0, f"systemctl start: {started.stderr}")
+        wanted = inside("systemctl", "show", "--property", "Wants", "--value", "seqpipe.target").stdout
+        units = sorted(wanted.split())
         expect(len(units) == 10, f"seqpipe.target wants {units}")
-        serve("float32", units, pid)
-        to_int8(units)
-        serve("int8", units, pid)
+        serve("float32", units, pid, client=[])
+        install("int8", keys=True)
+        with step("systemctl restart seqpipe.target (int8, CurveZMQ)"):
+            restarted = inside("systemctl", "restart", "seqpipe.target")
+            expect(restarted.returncode == 0, f"systemctl restart: {restarted.stderr}")
+        serve("int8", units, pid, client=CLIENT_KEYS)
     except AssertionError as failure:
         print(f"FAILED: {failure}")
         print(inside("systemctl", "list-units", "seqpipe*", "--all", "--no-pager").stdout)
@@ -188,11 +219,14 @@ def main():
     sweep_stale()
     with step("image"):
         image = this_checkouts_image(systemd=True)
+    keys = tempfile.mkdtemp(prefix="seqpipe-systemd-keys-")
     try:
-        return test(image)
+        make_keys(keys)
+        return test(image, keys)
     finally:
         with step("stop (systemd shuts the units down)"):
             run("podman", "rm", "-f", "-t", "20", NAME, check=False, timeout=60)
+        shutil.rmtree(keys, ignore_errors=True)
 
 
 if __name__ == "__main__":
