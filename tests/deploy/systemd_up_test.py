@@ -82,6 +82,8 @@ def boot(image, keys, within_s=60):
         # Until PID 1 has made its socket, systemctl cannot connect ("Failed to connect to bus").
         asked = inside("systemctl", "is-system-running", "--wait", timeout=within_s)
         state = asked.stdout.strip() or asked.stderr.strip()
+        if run("podman", "inspect", NAME, "--format", "{{.State.Running}}").stdout.strip() != "true":
+            break
         if state not in ("running", "degraded"):
             time.sleep(0.2)
     if state not in ("running", "degraded"):
