@@ -1,17 +1,20 @@
 """deploy/systemd's units started for real, under systemd as PID 1: a podman container of
 deploy/image/build.sh --systemd's image (Debian 12, the runtime libraries and systemd; named by its
 content, built when no image has that tag, reused when one does), booted with
-`podman run --systemd=always` and no network but its loopback. In it, as a user would on a
-Debian 12 machine: deploy/systemd/install.sh as root from this checkout (mounted read-only, the
-bundled model, this build's binaries), then `systemctl start seqpipe.target`.
+`podman run --systemd=always`, CAP_SYS_ADMIN and a shared / (what systemd has on a machine, see
+boot()), no network but its loopback. In it, as a user would on a Debian 12 machine:
+deploy/systemd/install.sh as root from this checkout (mounted read-only: the bundled model, this
+build's binaries), then `systemctl start seqpipe.target`.
 
 Checked, each step timed: every stage becomes live (`seqpipe status`), `seqpipe send` is answered
-with the correction, each encoder and decoder reports its compute type (seqpipe_engine_info),
-and every unit seqpipe.target wants is active and was never restarted (a unit that crashes and
-restarts can look active between its crashes). Then the same with model.compute_type int8 (the
-encoders and decoders restarted): oneDNN's int8 kernels are compiled at run time (JIT), which
-MemoryDenyWriteExecute= forbids. The batcher's encoder endpoint is a tcp:// one, so both hubs
-bind a tcp:// endpoint under the units' RestrictAddressFamilies=.
+with the correction, each encoder and decoder reports the compute type asked
+(seqpipe_engine_info), every unit seqpipe.target wants is active and was never restarted (a unit
+that crashes and restarts can look active between its crashes), and each unit's process sees /
+read-only and a /tmp of its own (systemd applied the mount sandbox). First in float32, then in
+int8 with install.sh --keys (CurveZMQ; the keys reach the units as systemd credentials) and the
+target restarted: oneDNN's int8 kernels are compiled at run time (JIT), which
+MemoryDenyWriteExecute= forbids. The batcher's encoder endpoint is a tcp:// one, so both hubs bind
+a tcp:// endpoint under the units' RestrictAddressFamilies=.
 
 Needs root, podman, runc, mmdebstrap, nsenter and curl; prints "SKIP: <why>" (exit 77) without
 them, or when systemd as PID 1 does not come up in a podman container here. By hand:
