@@ -143,8 +143,11 @@ class StreamExamplesTest(PipelineTestCase):
         if not shutil.which("node") or not shutil.which("npm"):
             self.skipTest("node and npm are needed to run the official OpenAI client")
         command = doc_line(README, r"^npm ci --prefix clients/node")
-        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
-                              timeout=300, cwd=ROOT)
+        try:
+            done = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                                  timeout=300, cwd=ROOT)
+        except subprocess.TimeoutExpired:  # a registry that does not answer
+            self.skipTest(f"{command} did not finish in 300 s")
         if done.returncode != 0:
             self.skipTest(f"{command} could not install the client: {done.stderr[-500:]}")
 
