@@ -449,8 +449,14 @@ TEST_P(FusedOpsTest, OneQkvGemmIsTheThreeGemmsAndAttentionReadsItsThirdsInPlace)
     ops::attention({copied_seqs.data(), 3, heads, hd, &bias, false, workspace});
     EXPECT_EQ(to_host(in_place), to_host(copied));
   }
+}
 
-  // What the stride is not for: a width that is not three of out's, an append, a decoder step.
+// What fused_qkv_sequence's row stride is not for: a width that is not three of out's, an
+// append (new_k / new_v), a decoder step's attention.
+TEST_P(FusedOpsTest, AFusedQkvSequenceIsRefusedWhereItsStrideCannotBeRead) {
+  const Device dev = GetParam();
+  SEQPIPE_SKIP_WITHOUT(dev);
+  const int64_t heads = 4, hd = 16, inner = heads * hd;
   const Tensor fused = Tensor::empty({4, 3 * inner}, dev), out = Tensor::empty({4, inner}, dev);
   EXPECT_THROW(ops::fused_qkv_sequence(fused.rows(0, 4), Tensor::empty({4, 2 * inner}, dev)),
                EngineError);
