@@ -170,6 +170,38 @@ void check_step_slots(const KvCache& cache, const int* slots, int n, uint64_t st
   }
 }
 
+// Slot i's query, key and value are thirds of qkv's row i. The new key and value join the
+// cache inside the attention op.
+void self_attention_jobs(KvCache& cache, const int* slots, int n, int64_t layer,
+                         const std::vector<int64_t>& positions, const TensorView& qkv,
+                         const TensorView& attn, std::vector<ops::AttentionSequence>& seqs) {
+  const int64_t inner = qkv.dim(1) / 3;
+  for (int i = 0; i < n; ++i) {
+    const int64_t keys = positions[static_cast<size_t>(i)] + 1;
+    const auto third = [&](int64_t part) {
+      return TensorView(qkv.row(i) + part * inner, {1, inner}, DataType::kF32, qkv.device());
+    };
+    seqs[static_cast<size_t>(i)] = {third(0),
+                                    keys - 1,
+                                    cache.self_k(slots[i], layer).rows(0, keys),
+                                    cache.self_v(slots[i], layer).rows(0, keys),
+                                    attn.rows(i, 1),
+                                    third(1),
+                                    third(2)};
+  }
+}
+
+// Cross-attention over each sequence's own encoder rows (no padding, so no mask).
+void cross_attention_jobs(KvCache& cache, const int* slots, int n, int64_t layer,
+                          const TensorView& q, const TensorView& attn,
+                          std::vector<ops::AttentionSequence>& seqs) {
+  for (int i = 0; i < n; ++i) {
+    const int64_t keys = cache.source_length(slots[i]);
+    seqs[static_cast<size_t>(i)] = {q.rows(i, 1), 0, cache.cross_k(slots[i], layer).rows(0, keys),
+                                    cache.cross_v(slots[i], layer).rows(0, keys), attn.rows(i, 1)};
+  }
+}
+
 }  // namespace
 
 TensorView Decoder::step(const int* slots, const int* tokens, int n) {
@@ -179,7 +211,6 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
   const T5Model& m = *model_;
   const T5Config& c = m.config();
   const float eps = c.layer_norm_epsilon;
-  const int64_t inner = c.inner_dim();
 
   check_step_slots(cache_, slots, n, ++ws.step_count, ws.slot_stamp, ws.positions);
 
@@ -209,33 +240,14 @@ TensorView Decoder::step(const int* slots, const int* tokens, int n) {
     // Self-attention over this sequence's cached positions plus the new one.
     ops::rms_norm(hidden, blk.self_attention_norm, eps, 1.0f, normed);
     ops::linear(normed, blk.self_attention.qkv, qkv);
-    // Slot i's query, key and value are thirds of qkv's row i. The new key and value join the
-    // cache inside the attention op.
-    for (int i = 0; i < n; ++i) {
-      const int64_t keys = ws.positions[static_cast<size_t>(i)] + 1;
-      const auto third = [&](int64_t part) {
-        return TensorView(qkv.row(i) + part * inner, {1, inner}, DataType::kF32, m.device());
-      };
-      ws.seqs[static_cast<size_t>(i)] = {third(0),
-                                         keys - 1,
-                                         cache_.self_k(slots[i], layer).rows(0, keys),
-                                         cache_.self_v(slots[i], layer).rows(0, keys),
-                                         attn.rows(i, 1),
-                                         third(1),
-                                         third(2)};
-    }
+    self_attention_jobs(cache_, slots, n, layer, ws.positions, qkv, attn, ws.seqs);
     ops::decode_attention(self_args);
     ops::linear(attn, blk.self_attention.o, hidden, 1.0f);
 
     // Cross-attention over the sequence's own encoder rows (no padding, so no mask).
     ops::rms_norm(hidden, blk.cross_attention_norm, eps, 1.0f, normed);
     ops::linear(normed, blk.cross_attention.q, q);
-    for (int i = 0; i < n; ++i) {
-      const int64_t keys = cache_.source_length(slots[i]);
-      ws.seqs[static_cast<size_t>(i)] = {
-          q.rows(i, 1), 0, cache_.cross_k(slots[i], layer).rows(0, keys),
-          cache_.cross_v(slots[i], layer).rows(0, keys), attn.rows(i, 1)};
-    }
+    cross_attention_jobs(cache_, slots, n, layer, q, attn, ws.seqs);
     ops::decode_attention(cross_args);
     ops::linear(attn, blk.cross_attention.o, hidden, 1.0f);
 
