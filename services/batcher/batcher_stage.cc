@@ -19,20 +19,14 @@ std::string about_line(const config::PipelineConfig& c, int metrics_port) {
          compute(c.decoder.compute_type) + "; /metrics :" + std::to_string(metrics_port);
 }
 
-transport::SocketOptions bound_options(const hub::HubContext& hub) {
-  transport::SocketOptions bound;
-  bound.curve = hub.security.server();
-  return bound;
-}
-
 }  // namespace
 
 BatcherStage::BatcherStage(const config::PipelineConfig& c, hub::HubContext& hub)
     : metrics_(hub.metrics),
-      ingress_(hub.context, zmq::socket_type::pull, bound_options(hub)),
-      encoders_(hub.context, zmq::socket_type::router, bound_options(hub)),
-      decoders_(hub.context, zmq::socket_type::router, bound_options(hub)),
-      postprocessors_(hub.context, zmq::socket_type::router, bound_options(hub)),
+      ingress_(hub.context, zmq::socket_type::pull, hub.bound_options()),
+      encoders_(hub.context, zmq::socket_type::router, hub.bound_options()),
+      decoders_(hub.context, zmq::socket_type::router, hub.bound_options()),
+      postprocessors_(hub.context, zmq::socket_type::router, hub.bound_options()),
       batcher_(c, hub.metrics),
       about_(about_line(c, hub.exporter.port())) {
   ingress_.bind(c.batcher.ingress_endpoint, "batcher.ingress_endpoint");

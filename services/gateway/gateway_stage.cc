@@ -89,15 +89,8 @@ void log_repository(const config::ModelConfig& model) {
 // one makes ZeroMQ drop the connection before buffering it, so no client can exhaust the
 // gateway's memory.
 transport::SocketOptions client_options(size_t max_frame_bytes, const hub::HubContext& hub) {
-  transport::SocketOptions options;
+  transport::SocketOptions options = hub.bound_options();
   options.max_message_bytes = static_cast<int64_t>(max_frame_bytes);
-  options.curve = hub.security.server();
-  return options;
-}
-
-transport::SocketOptions worker_options(const hub::HubContext& hub) {
-  transport::SocketOptions options;
-  options.curve = hub.security.server();
   return options;
 }
 
@@ -110,8 +103,8 @@ GatewayStage::GatewayStage(const config::LoadedConfig& loaded, hub::HubContext& 
       metrics_port_(hub.exporter.port()),
       max_frame_bytes_(static_cast<size_t>(loaded.config.gateway.max_message_bytes) * 4),
       clients_(hub.context, zmq::socket_type::router, client_options(max_frame_bytes_, hub)),
-      tokenizers_(hub.context, zmq::socket_type::router, worker_options(hub)),
-      results_(hub.context, zmq::socket_type::pull, worker_options(hub)),
+      tokenizers_(hub.context, zmq::socket_type::router, hub.bound_options()),
+      results_(hub.context, zmq::socket_type::pull, hub.bound_options()),
       results_endpoint_(bind_sockets(loaded.config)),
       gateway_(loaded.config, results_endpoint_, hub.metrics, gateway_metrics_,
                [&loaded](const config::ModelVersion& m) {

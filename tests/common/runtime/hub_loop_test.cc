@@ -15,11 +15,13 @@
 
 #include "seqpipe/runtime/service.h"
 #include "seqpipe/runtime/worker.h"
+#include "socket_wait.h"
 
 namespace seqpipe::hub {
 namespace {
 
 using std::chrono::milliseconds;
+using test_util::parts_within;
 
 constexpr std::string_view kInput = "inproc://hub-loop-test-input";
 constexpr std::string_view kWorkers = "inproc://hub-loop-test-workers";
@@ -34,7 +36,7 @@ class ProbeStage : public HubStage {
   }
 
   void watch(HubSockets& sockets) override {
-    input_id_ = sockets.input(input_);
+    sockets.input(input_);
     link_ = sockets.workers(workers_, "a test worker");
   }
   std::optional<std::chrono::nanoseconds> until_next_timer() const override {
@@ -85,18 +87,10 @@ class ProbeStage : public HubStage {
 
  private:
   transport::Socket input_, workers_;
-  size_t input_id_ = 0, link_ = 0;
+  size_t link_ = 0;
   bool timer_fired_ = false, input_seen_ = false, worker_message_ = false, unreachable_ = false;
   std::string answer_;  // the worker to answer in the next dispatch
 };
-
-// The next message on `socket`, waiting up to 5 s.
-std::optional<transport::Parts> parts_within(transport::Socket& socket) {
-  transport::Poller poller;
-  poller.add(socket);
-  if (poller.poll(milliseconds(5000)) <= 0) return std::nullopt;
-  return socket.try_recv_parts();
-}
 
 TEST(HubLoop, DispatchesInputsWorkersAndTimersAnswersTheProbeAndStops) {
   zmq::context_t context(1);

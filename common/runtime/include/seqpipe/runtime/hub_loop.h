@@ -107,6 +107,14 @@ struct HubContext {
   const security::HubSecurity& security;  // its sockets' keys
   metrics::Exporter& exporter;            // /metrics: its registry and port
   metrics::StageMetrics& metrics;
+
+  // The options of a socket the hub binds: a CurveZMQ server with the hub's keys (plain text
+  // without them).
+  transport::SocketOptions bound_options() const {
+    transport::SocketOptions options;
+    options.curve = security.server();
+    return options;
+  }
 };
 
 // A hub's whole main after the config is loaded: logging and stop handlers, the /metrics exporter
