@@ -27,7 +27,7 @@ size_t HubSockets::workers(transport::Socket& socket, std::string from) {
 }
 
 // run_hub's rounds. The callbacks handed to read_workers and send_rounds are made once and read
-// the round's clocks through `now_`, so a round allocates none.
+// the round's clocks through `now_`: a round makes none of them anew.
 class HubLoop {
  public:
   HubLoop(HubStage& stage, const HubOptions& options, transport::PushSockets& pushes,
