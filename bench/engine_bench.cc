@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "allocation_counter.h"  // the decode loop makes no allocation
-#include "cpu/blas.h"            // the fp32 FMA peak, measured with the BLAS
+#include "machine_limits.h"
 #include "seqpipe/cli/cli.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/encoder.h"
@@ -99,120 +99,10 @@ BatchTiming run_batch(const std::shared_ptr<const T5Model>& model, Encoder& enco
   return t;
 }
 
-// Read bandwidth with `threads` threads, reading the same `bytes` over and over (as decoder steps
-// re-read the same weights).
 // What it is doing now, on stderr (unbuffered): a full run takes minutes, and the report on
 // stdout comes section by section.
 void progress(const char* what) {
   std::fprintf(stderr, "engine_bench: %s...\n", what);
-}
-
-double read_bandwidth_gbs(int threads, size_t bytes) {
-  const size_t n =
-      bytes / sizeof(float) / 64 / static_cast<size_t>(threads) * 64 * static_cast<size_t>(threads);
-  std::vector<float> buf(n, 1.0f);
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    std::vector<std::thread> pool;
-    std::vector<float> sums(static_cast<size_t>(threads));
-    auto t0 = Clock::now();
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        const size_t lo = n / threads * t, hi = n / threads * (t + 1);
-        float acc[64] = {};  // 4 independent vector chains: bound by memory, not add latency
-        for (size_t i = lo; i < hi; i += 64) {
-          for (int j = 0; j < 64; ++j) acc[j] += buf[i + j];
-        }
-        float s = 0;
-        for (float a : acc) s += a;
-        sums[static_cast<size_t>(t)] = s;
-      });
-    }
-    for (auto& th : pool) th.join();
-    const double sec = ms_since(t0) / 1000.0;
-    best = std::max(best, double(n * sizeof(float)) / sec / 1e9);
-  }
-  return best;
-}
-
-// Runs loop(iterations) on `threads` threads at once, three times: the best rate of
-// `ops_per_iteration` operations per second per thread, in G/s over all threads.
-template <typename Loop>
-double peak_rate(int threads, double ops_per_iteration, Loop loop) {
-  constexpr long kIters = 20'000'000;
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    std::vector<std::thread> pool;
-    auto t0 = Clock::now();
-    for (int t = 0; t < threads; ++t) pool.emplace_back([&] { loop(kIters); });
-    for (auto& th : pool) th.join();
-    const double ops = ops_per_iteration * double(kIters) * threads;
-    best = std::max(best, ops / (ms_since(t0) / 1000.0) / 1e9);
-  }
-  return best;
-}
-
-// The FMA units' fp32 peak: independent vector FMA chains on every thread, nothing loaded.
-double fma_peak_gflops(int threads) {
-  typedef float V __attribute__((vector_size(64)));
-  constexpr int kChains = 12;  // more independent chains than FMA latency x FMA ports
-  return peak_rate(threads, 2.0 * 16 * kChains, [](long iterations) {
-    V acc[kChains];
-    for (int c = 0; c < kChains; ++c) acc[c] = V{} + float(c);
-    V a = V{} + 0.999f, b = V{} + 0.001f;
-#ifdef __AVX512F__
-    __asm__("" : "+v"(a), "+v"(b));
-#else  // a 64-byte vector fits no register below AVX-512 (-march=x86-64-v3): opaque via memory
-    __asm__("" : "+m"(a), "+m"(b));
-#endif
-    for (long i = 0; i < iterations; ++i) {
-      for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * a + b;
-    }
-    for (int c = 1; c < kChains; ++c) acc[0] += acc[c];
-    __asm__("" : : "m"(acc[0]));
-  });
-}
-
-// The int8 peak of the instruction the engine's int8 GEMM runs on (AVX512_VNNI's 512-bit
-// vpdpbusd, 64 multiply-adds each), in G multiply-adds/s; 0 without it. Written in asm: GCC 12
-// wraps each _mm512_dpbusd_epi32 in register copies, which would measure the copies.
-double vnni_peak_gmacs(int threads) {
-#ifdef __AVX512VNNI__
-  return peak_rate(threads, 64.0 * 12, [](long iterations) {
-    __asm__ volatile(
-        "vpxord %%zmm30, %%zmm30, %%zmm30\n"
-        "vpxord %%zmm31, %%zmm31, %%zmm31\n"
-        "1:\n"
-        "vpdpbusd %%zmm30, %%zmm31, %%zmm0\n vpdpbusd %%zmm30, %%zmm31, %%zmm1\n"
-        "vpdpbusd %%zmm30, %%zmm31, %%zmm2\n vpdpbusd %%zmm30, %%zmm31, %%zmm3\n"
-        "vpdpbusd %%zmm30, %%zmm31, %%zmm4\n vpdpbusd %%zmm30, %%zmm31, %%zmm5\n"
-        "vpdpbusd %%zmm30, %%zmm31, %%zmm6\n vpdpbusd %%zmm30, %%zmm31, %%zmm7\n"
-        "vpdpbusd %%zmm30, %%zmm31, %%zmm8\n vpdpbusd %%zmm30, %%zmm31, %%zmm9\n"
-        "vpdpbusd %%zmm30, %%zmm31, %%zmm10\n vpdpbusd %%zmm30, %%zmm31, %%zmm11\n"
-        "dec %0\n"
-        "jnz 1b\n"
-        : "+r"(iterations)
-        :
-        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-          "xmm11", "xmm30", "xmm31");
-  });
-#else
-  (void)threads;
-  return 0;
-#endif
-}
-
-// Achievable fp32 GEMM throughput: the BLAS on a large square product.
-double gemm_peak_gflops() {
-  const int64_t n = 1536;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
-  double best = 0;
-  for (int rep = 0; rep < 4; ++rep) {
-    auto t0 = Clock::now();
-    blas::gemm(true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    best = std::max(best, 2.0 * n * n * n / (ms_since(t0) / 1000.0) / 1e9);
-  }
-  return best;
 }
 
 // Per op: its host time (on a GPU, launch plus the wait for the device, since the profiler
@@ -403,210 +293,258 @@ void usage(std::FILE* to) {
       "    for --runs pairs; prints each pair's ratio and their median\n");
 }
 
+// The command line, checked.
+struct BenchArgs {
+  std::string dir, text;
+  int threads = 2, runs = 50, profile_batch = 1;
+  bool profile = false;
+  bool quick = false;  // skip the machine's limits (bandwidth, FMA peak): for side-by-side runs
+  ModelOptions options{.threads = 2};
+  std::optional<ComputeType> versus_type;
+};
+
+// The command line into `args`; false after --help. Throws on a wrong one.
+bool parse_args(int argc, char** argv, BenchArgs& args) {
+  bool help = false, portable = false, no_graphs = false;
+  std::string compute_type = "float32", device = "cpu", versus;
+  CLI::App app;
+  seqpipe::cli::set_up(app);
+  app.add_flag("-h,--help", help);
+  app.add_option("--model", args.dir);
+  seqpipe::cli::add_number(app, "--threads", args.threads);
+  seqpipe::cli::add_number(app, "--runs", args.runs);
+  app.add_flag("--profile", args.profile);
+  seqpipe::cli::add_number(app, "--profile-batch", args.profile_batch);
+  app.add_flag("--quick", args.quick);
+  app.add_option("--text", args.text);
+  app.add_option("--compute-type", compute_type);
+  app.add_flag("--portable-kernels", portable);
+  app.add_option("--device", device);
+  app.add_flag("--no-cuda-graphs", no_graphs);
+  app.add_option("--versus", versus);
+  const std::vector<std::string> unknown = seqpipe::cli::parse(app, argc, argv);
+  if (help) return false;
+  if (!unknown.empty())
+    throw seqpipe::cli::UsageError("unknown argument '" + unknown.front() + "'");
+  if (args.dir.empty()) throw seqpipe::cli::UsageError("--model is required");
+  if (args.threads < 1) throw seqpipe::cli::UsageError("--threads must be at least 1");
+  if (args.runs < 5) throw seqpipe::cli::UsageError("--runs must be at least 5");
+  ModelOptions& options = args.options;
+  options.compute_type = parse_compute_type(compute_type);
+  if (!versus.empty()) args.versus_type = parse_compute_type(versus);
+  if (args.versus_type && (args.profile || !args.text.empty()))
+    throw seqpipe::cli::UsageError("--versus measures batch 32 only: not with --profile or --text");
+  if (portable) options.cpu_kernels = CpuKernels::kPortable;
+  const DeviceSpec spec = parse_device(device);
+  options.device = spec.device;
+  options.device_index = spec.index;
+  options.cuda_graphs = !no_graphs;
+  // The Generator holds the largest batch measured: 32 on the CPU, 64 on a GPU.
+  if (args.profile_batch < 1 || args.profile_batch > (spec.device == Device::kCpu ? 32 : 64))
+    throw seqpipe::cli::UsageError("--profile-batch must be in 1..32 (1..64 on a GPU)");
+  options.threads = args.threads;
+  return true;
+}
+
+void print_model_header(const T5Model& model, const BenchArgs& args, int slots,
+                        size_t cache_bytes) {
+  const T5Config& c = model.config();
+  std::printf(
+      "model %s: d_model %ld, d_ff %ld, %ld+%ld layers, vocab %ld; device %s; %d threads; "
+      "compute type %s%s\n",
+      args.dir.c_str(), long(c.d_model), long(c.d_ff), long(c.num_layers),
+      long(c.num_decoder_layers), long(c.vocab_size),
+      device_string(args.options.device_spec()).c_str(), args.threads,
+      std::string(compute_type_name(model.compute_type())).c_str(),
+      args.options.cpu_kernels == CpuKernels::kPortable ? " (portable kernels)" : "");
+  std::printf("weights: %.1f MB as stored, %.1f MB converted; KV cache (%d slots): %.1f MB\n",
+              model.mapped_weight_bytes() / 1e6, model.converted_weight_bytes() / 1e6, slots,
+              cache_bytes / 1e6);
+}
+
+// Bytes a batch-1 decoder step must stream: every decoder weight but the cross K/V projections
+// (computed once per sequence), plus the lm_head, in the compute type; and the weights' count
+// (one multiply-add each per sequence).
+struct StepTraffic {
+  double bytes = 0, weights = 0;
+};
+
+StepTraffic step_traffic(const T5Model& model) {
+  StepTraffic traffic{.bytes = double(model.lm_head().bytes()),
+                      .weights = double(model.config().vocab_size * model.config().d_model)};
+  for (const auto& b : model.decoder_blocks()) {
+    for (const LinearWeight* w : {&b.self_attention.qkv, &b.self_attention.o, &b.cross_attention.q,
+                                  &b.cross_attention.o, &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo}) {
+      if (!w->defined()) continue;
+      traffic.bytes += double(w->bytes());
+      traffic.weights += double(w->out * w->in);
+    }
+  }
+  return traffic;
+}
+
+// Batch 1, `runs` generates after 5 warm-up ones, printed; the median decoder step in ms, or
+// nothing when a generate did not make its 11 tokens.
+std::optional<double> measure_batch1(const std::shared_ptr<const T5Model>& model, Encoder& encoder,
+                                     Generator& gen, int runs,
+                                     std::vector<Generator::Finished>& finished) {
+  progress("batch 1: 5 warm-up runs, then the measured ones");
+  for (int w = 0; w < 5; ++w) run_batch(model, encoder, gen, 1, finished);  // warm-up
+  std::vector<double> gen_ms, enc_ms, step1_ms;
+  uint64_t loop_allocs = 0;
+  const double cpu0 = process_cpu_ms();
+  for (int r = 0; r < runs; ++r) {
+    BatchTiming t = run_batch(model, encoder, gen, 1, finished);
+    gen_ms.push_back(t.total_ms);
+    enc_ms.push_back(t.encode_ms);
+    step1_ms.insert(step1_ms.end(), t.step_ms.begin() + 1, t.step_ms.end());
+    loop_allocs += t.decode_loop_allocations;
+  }
+  const double cpu_ms = (process_cpu_ms() - cpu0) / runs;
+  if (finished.empty() || finished[0].result.ids.size() != kNewTokens + 1) {
+    std::fprintf(stderr, "engine_bench: expected %d new tokens\n", kNewTokens);
+    return std::nullopt;
+  }
+  std::printf("\n== batch 1 (%d runs after 5 warm-up) ==\n", runs);
+  std::printf("generate      median %8.2f ms   p99 %8.2f ms   process CPU %8.2f ms\n",
+              percentile(gen_ms, 50), percentile(gen_ms, 99), cpu_ms);
+  std::printf("encoder only  median %8.2f ms   p99 %8.2f ms\n", percentile(enc_ms, 50),
+              percentile(enc_ms, 99));
+  std::printf("decoder step  median %8.3f ms   p99 %8.3f ms\n", percentile(step1_ms, 50),
+              percentile(step1_ms, 99));
+  // 0 in every compute type: decoder steps keep out of oneDNN's execute, which allocates
+  // (src/cpu/packed_gemm.h).
+  std::printf("heap allocations inside the decode loop: %lu over %d runs x %d steps\n",
+              (unsigned long)loop_allocs, runs, kNewTokens - 1);
+  return percentile(step1_ms, 50);
+}
+
+// Each of `batches`, printed; (batch, median decoder step in ms) of each.
+std::vector<std::pair<int, double>> measure_batches(const std::shared_ptr<const T5Model>& model,
+                                                    Encoder& encoder, Generator& gen,
+                                                    const std::vector<int>& batches, int runs,
+                                                    std::vector<Generator::Finished>& finished) {
+  const int batch_runs = std::max(5, runs / 5);
+  std::printf("\n== larger batches (median of %d runs) ==\n", batch_runs);
+  std::vector<std::pair<int, double>> step_at;
+  for (int batch : batches) {
+    progress(("batch " + std::to_string(batch)).c_str());
+    for (int w = 0; w < 2; ++w) run_batch(model, encoder, gen, batch, finished);
+    std::vector<double> total, steps, encode;
+    const double batch_cpu0 = process_cpu_ms();
+    for (int r = 0; r < batch_runs; ++r) {
+      BatchTiming t = run_batch(model, encoder, gen, batch, finished);
+      total.push_back(t.total_ms);
+      encode.push_back(t.encode_ms);
+      steps.insert(steps.end(), t.step_ms.begin() + 1, t.step_ms.end());
+    }
+    const double batch_cpu_ms = (process_cpu_ms() - batch_cpu0) / batch_runs;
+    const double sps = batch / (percentile(total, 50) / 1000.0);
+    step_at.emplace_back(batch, percentile(steps, 50));
+    std::printf(
+        "batch %2d: generate %8.2f ms (encoder %7.2f ms), decoder step %7.2f ms, %7.1f "
+        "sequences/s; process CPU %8.2f ms\n",
+        batch, percentile(total, 50), percentile(encode, 50), percentile(steps, 50), sps,
+        batch_cpu_ms);
+  }
+  return step_at;
+}
+
+// This machine's read bandwidth and FMA peaks, measured, and the decoder steps measured as a
+// fraction of each.
+void print_machine_limits(int threads, StepTraffic traffic, double step1_ms,
+                          const std::vector<std::pair<int, double>>& step_at) {
+  progress("measuring this machine's read bandwidth and FMA peak");
+  const double bw = seqpipe::bench::read_bandwidth_gbs(threads, size_t(512) << 20);
+  const double bw_step =
+      seqpipe::bench::read_bandwidth_gbs(threads, static_cast<size_t>(traffic.bytes));
+  const double blas_peak = seqpipe::bench::gemm_peak_gflops();
+  const double peak = seqpipe::bench::fma_peak_gflops(threads);
+  const double step_floor_ms = traffic.bytes / (bw * 1e9) * 1000.0;
+  std::printf("\n== limits of this machine ==\n");
+  std::printf(
+      "read bandwidth (%d threads): %.1f GB/s; a batch-1 decoder step streams %.1f MB -> floor "
+      "%.2f ms\n",
+      threads, bw, traffic.bytes / 1e6, step_floor_ms);
+  std::printf("batch-1 decoder step: %.2f ms = %.0f%% of the bandwidth limit\n", step1_ms,
+              100.0 * step_floor_ms / step1_ms);
+  std::printf(
+      "re-reading a %.1f MB working set (a step's weights): %.1f GB/s -> floor %.2f ms, the step "
+      "is at %.0f%% of it\n",
+      traffic.bytes / 1e6, bw_step, traffic.bytes / (bw_step * 1e9) * 1000.0,
+      100.0 * traffic.bytes / (bw_step * 1e9) * 1000.0 / step1_ms);
+  // FLOPs of one decoder step per sequence ~ 2 * streamed weights (floats); encoder ignored.
+  const double flops_per_seq_step = 2.0 * traffic.weights;
+  std::printf(
+      "fp32 FMA peak (%d threads, measured): %.1f GFLOP/s; OpenBLAS sgemm n=1536: %.1f GFLOP/s\n",
+      threads, peak, blas_peak);
+  // int8 can beat fp32 by no more than this where both are bound by their instructions' rate.
+  const double vnni = seqpipe::bench::vnni_peak_gmacs(threads);
+  if (vnni > 0) {
+    std::printf(
+        "int8 vpdpbusd peak (%d threads, measured): %.1f G multiply-adds/s = %.2fx the fp32 FMA "
+        "peak's\n",
+        threads, vnni, vnni / (peak / 2));
+  }
+  for (auto [batch, ms] : step_at) {
+    const double gflops = flops_per_seq_step * batch / (ms / 1000.0) / 1e9;
+    std::printf("batch-%d decoder step: %.1f GFLOP/s = %.0f%% of the FMA peak", batch, gflops,
+                100.0 * gflops / peak);
+    if (vnni > 0) std::printf(", %.0f%% of vpdpbusd's", 100.0 * gflops / 2 / vnni);
+    std::printf("\n");
+  }
+}
+
+// The seed workload: batch 1, the larger batches, then (on the CPU, without --quick) the
+// machine's limits and the peak resident memory; and --profile's table.
+int run_seed(const std::shared_ptr<const T5Model>& model, const BenchArgs& args) {
+  Encoder encoder(model);
+  const bool on_gpu = args.options.device != Device::kCpu;
+  // A GPU is measured at batch 64 too (the seed's serving batch there).
+  const std::vector<int> batches = on_gpu ? std::vector<int>{8, 32, 64} : std::vector<int>{8, 32};
+  Generator gen(model, seed_generator_options(batches.back()));
+  std::vector<Generator::Finished> finished;
+  finished.reserve(32);
+  print_model_header(*model, args, batches.back(), gen.cache().bytes());
+  const StepTraffic traffic = step_traffic(*model);
+  const std::optional<double> step1_ms = measure_batch1(model, encoder, gen, args.runs, finished);
+  if (!step1_ms) return 1;
+  const auto step_at = measure_batches(model, encoder, gen, batches, args.runs, finished);
+  if (args.quick || on_gpu)
+    return args.profile ? run_profile(model, encoder, gen, args.profile_batch, args.runs) : 0;
+  print_machine_limits(args.threads, traffic, *step1_ms, step_at);
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf(
+      "\npeak resident memory: %.1f MB (includes the 512 MiB bandwidth buffer; weights %.1f MB, "
+      "KV cache %.1f MB)\n",
+      ru.ru_maxrss / 1024.0, (model->mapped_weight_bytes() + model->converted_weight_bytes()) / 1e6,
+      gen.cache().bytes() / 1e6);
+  if (args.profile) run_profile(model, encoder, gen, args.profile_batch, args.runs);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Each line out as soon as it is printed, also into a pipe (`| tee`) and when killed midway.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::string dir;
-  int threads = 2, runs = 50;
-  bool profile = false, help = false, portable = false;
-  int profile_batch = 1;
-  std::string text, compute_type = "float32", device = "cpu", versus;
-  bool quick = false,
-       no_graphs = false;  // skip the machine's limits (bandwidth, FMA peak): for side-by-side runs
-  ModelOptions options{.threads = 2};
-  std::optional<ComputeType> versus_type;
+  BenchArgs args;
   try {
-    CLI::App app;
-    seqpipe::cli::set_up(app);
-    app.add_flag("-h,--help", help);
-    app.add_option("--model", dir);
-    seqpipe::cli::add_number(app, "--threads", threads);
-    seqpipe::cli::add_number(app, "--runs", runs);
-    app.add_flag("--profile", profile);
-    seqpipe::cli::add_number(app, "--profile-batch", profile_batch);
-    app.add_flag("--quick", quick);
-    app.add_option("--text", text);
-    app.add_option("--compute-type", compute_type);
-    app.add_flag("--portable-kernels", portable);
-    app.add_option("--device", device);
-    app.add_flag("--no-cuda-graphs", no_graphs);
-    app.add_option("--versus", versus);
-    const std::vector<std::string> unknown = seqpipe::cli::parse(app, argc, argv);
-    if (help) return usage(stdout), 0;
-    if (!unknown.empty())
-      throw seqpipe::cli::UsageError("unknown argument '" + unknown.front() + "'");
-    if (dir.empty()) throw seqpipe::cli::UsageError("--model is required");
-    if (threads < 1) throw seqpipe::cli::UsageError("--threads must be at least 1");
-    if (runs < 5) throw seqpipe::cli::UsageError("--runs must be at least 5");
-    options.compute_type = parse_compute_type(compute_type);
-    if (!versus.empty()) versus_type = parse_compute_type(versus);
-    if (versus_type && (profile || !text.empty()))
-      throw seqpipe::cli::UsageError(
-          "--versus measures batch 32 only: not with --profile or --text");
-    if (portable) options.cpu_kernels = CpuKernels::kPortable;
-    const DeviceSpec spec = parse_device(device);
-    options.device = spec.device;
-    options.device_index = spec.index;
-    options.cuda_graphs = !no_graphs;
-    // The Generator holds the largest batch measured: 32 on the CPU, 64 on a GPU.
-    if (profile_batch < 1 || profile_batch > (spec.device == Device::kCpu ? 32 : 64))
-      throw seqpipe::cli::UsageError("--profile-batch must be in 1..32 (1..64 on a GPU)");
+    if (!parse_args(argc, argv, args)) return usage(stdout), 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine_bench: %s\n", e.what());
     usage(stderr);
     return 2;
   }
-
   try {
-    options.threads = threads;
-    if (versus_type) return run_versus(dir, options, *versus_type, runs);
+    if (args.versus_type) return run_versus(args.dir, args.options, *args.versus_type, args.runs);
     progress("loading the model");
-    auto model = T5Model::load(dir, options);
-    if (!text.empty()) return run_text(model, text, runs, profile);
-    const T5Config& c = model->config();
-    Encoder encoder(model);
-    const bool on_gpu = options.device != Device::kCpu;
-    // A GPU is measured at batch 64 too (the seed's serving batch there).
-    const std::vector<int> batches = on_gpu ? std::vector<int>{8, 32, 64} : std::vector<int>{8, 32};
-    Generator gen(model, seed_generator_options(batches.back()));
-    std::vector<Generator::Finished> finished;
-    finished.reserve(32);
-
-    std::printf(
-        "model %s: d_model %ld, d_ff %ld, %ld+%ld layers, vocab %ld; device %s; %d threads; "
-        "compute type %s%s\n",
-        dir.c_str(), long(c.d_model), long(c.d_ff), long(c.num_layers), long(c.num_decoder_layers),
-        long(c.vocab_size), device_string(options.device_spec()).c_str(), threads,
-        std::string(compute_type_name(model->compute_type())).c_str(),
-        options.cpu_kernels == CpuKernels::kPortable ? " (portable kernels)" : "");
-    std::printf("weights: %.1f MB as stored, %.1f MB converted; KV cache (%d slots): %.1f MB\n",
-                model->mapped_weight_bytes() / 1e6, model->converted_weight_bytes() / 1e6,
-                batches.back(), gen.cache().bytes() / 1e6);
-
-    // Bytes a batch-1 decoder step must stream: every decoder weight but the cross K/V
-    // projections (computed once per sequence), plus the lm_head, in the compute type; and the
-    // weights' count (one multiply-add each per sequence).
-    double step_bytes = double(model->lm_head().bytes());
-    double step_weights = double(c.vocab_size * c.d_model);
-    for (const auto& b : model->decoder_blocks()) {
-      for (const LinearWeight* w :
-           {&b.self_attention.qkv, &b.self_attention.o, &b.cross_attention.q, &b.cross_attention.o,
-            &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo}) {
-        if (!w->defined()) continue;
-        step_bytes += double(w->bytes());
-        step_weights += double(w->out * w->in);
-      }
-    }
-
-    progress("batch 1: 5 warm-up runs, then the measured ones");
-    for (int w = 0; w < 5; ++w) run_batch(model, encoder, gen, 1, finished);  // warm-up
-    std::vector<double> gen_ms, enc_ms, step1_ms;
-    uint64_t loop_allocs = 0;
-    const double cpu0 = process_cpu_ms();
-    for (int r = 0; r < runs; ++r) {
-      BatchTiming t = run_batch(model, encoder, gen, 1, finished);
-      gen_ms.push_back(t.total_ms);
-      enc_ms.push_back(t.encode_ms);
-      step1_ms.insert(step1_ms.end(), t.step_ms.begin() + 1, t.step_ms.end());
-      loop_allocs += t.decode_loop_allocations;
-    }
-    const double cpu_ms = (process_cpu_ms() - cpu0) / runs;
-    if (finished.empty() || finished[0].result.ids.size() != kNewTokens + 1) {
-      std::fprintf(stderr, "engine_bench: expected %d new tokens\n", kNewTokens);
-      return 1;
-    }
-    std::printf("\n== batch 1 (%d runs after 5 warm-up) ==\n", runs);
-    std::printf("generate      median %8.2f ms   p99 %8.2f ms   process CPU %8.2f ms\n",
-                percentile(gen_ms, 50), percentile(gen_ms, 99), cpu_ms);
-    std::printf("encoder only  median %8.2f ms   p99 %8.2f ms\n", percentile(enc_ms, 50),
-                percentile(enc_ms, 99));
-    std::printf("decoder step  median %8.3f ms   p99 %8.3f ms\n", percentile(step1_ms, 50),
-                percentile(step1_ms, 99));
-    // 0 in every compute type: decoder steps keep out of oneDNN's execute, which allocates
-    // (src/cpu/packed_gemm.h).
-    std::printf("heap allocations inside the decode loop: %lu over %d runs x %d steps\n",
-                (unsigned long)loop_allocs, runs, kNewTokens - 1);
-
-    std::printf("\n== larger batches (median of %d runs) ==\n", std::max(5, runs / 5));
-    std::vector<std::pair<int, double>> seqs_per_s;
-    std::vector<std::pair<int, double>> step_at;
-    for (int batch : batches) {
-      progress(("batch " + std::to_string(batch)).c_str());
-      for (int w = 0; w < 2; ++w) run_batch(model, encoder, gen, batch, finished);
-      std::vector<double> total, steps, encode;
-      const double batch_cpu0 = process_cpu_ms();
-      for (int r = 0; r < std::max(5, runs / 5); ++r) {
-        BatchTiming t = run_batch(model, encoder, gen, batch, finished);
-        total.push_back(t.total_ms);
-        encode.push_back(t.encode_ms);
-        steps.insert(steps.end(), t.step_ms.begin() + 1, t.step_ms.end());
-      }
-      const double batch_cpu_ms = (process_cpu_ms() - batch_cpu0) / std::max(5, runs / 5);
-      const double sps = batch / (percentile(total, 50) / 1000.0);
-      seqs_per_s.emplace_back(batch, sps);
-      step_at.emplace_back(batch, percentile(steps, 50));
-      std::printf(
-          "batch %2d: generate %8.2f ms (encoder %7.2f ms), decoder step %7.2f ms, %7.1f "
-          "sequences/s; process CPU %8.2f ms\n",
-          batch, percentile(total, 50), percentile(encode, 50), percentile(steps, 50), sps,
-          batch_cpu_ms);
-    }
-
-    if (quick || on_gpu) return profile ? run_profile(model, encoder, gen, profile_batch, runs) : 0;
-    progress("measuring this machine's read bandwidth and FMA peak");
-    const double bw = read_bandwidth_gbs(threads, size_t(512) << 20);
-    const double bw_step = read_bandwidth_gbs(threads, static_cast<size_t>(step_bytes));
-    const double blas_peak = gemm_peak_gflops();
-    const double peak = fma_peak_gflops(threads);
-    const double step_floor_ms = step_bytes / (bw * 1e9) * 1000.0;
-    std::printf("\n== limits of this machine ==\n");
-    std::printf(
-        "read bandwidth (%d threads): %.1f GB/s; a batch-1 decoder step streams %.1f MB -> floor "
-        "%.2f ms\n",
-        threads, bw, step_bytes / 1e6, step_floor_ms);
-    std::printf("batch-1 decoder step: %.2f ms = %.0f%% of the bandwidth limit\n",
-                percentile(step1_ms, 50), 100.0 * step_floor_ms / percentile(step1_ms, 50));
-    std::printf(
-        "re-reading a %.1f MB working set (a step's weights): %.1f GB/s -> floor %.2f ms, the step "
-        "is at %.0f%% of it\n",
-        step_bytes / 1e6, bw_step, step_bytes / (bw_step * 1e9) * 1000.0,
-        100.0 * step_bytes / (bw_step * 1e9) * 1000.0 / percentile(step1_ms, 50));
-    // FLOPs of one decoder step per sequence ~ 2 * streamed weights (floats); encoder ignored.
-    const double flops_per_seq_step = 2.0 * step_weights;
-    std::printf(
-        "fp32 FMA peak (%d threads, measured): %.1f GFLOP/s; OpenBLAS sgemm n=1536: %.1f GFLOP/s\n",
-        threads, peak, blas_peak);
-    // int8 can beat fp32 by no more than this where both are bound by their instructions' rate.
-    const double vnni = vnni_peak_gmacs(threads);
-    if (vnni > 0) {
-      std::printf(
-          "int8 vpdpbusd peak (%d threads, measured): %.1f G multiply-adds/s = %.2fx the fp32 FMA "
-          "peak's\n",
-          threads, vnni, vnni / (peak / 2));
-    }
-    for (auto [batch, ms] : step_at) {
-      const double gflops = flops_per_seq_step * batch / (ms / 1000.0) / 1e9;
-      std::printf("batch-%d decoder step: %.1f GFLOP/s = %.0f%% of the FMA peak", batch, gflops,
-                  100.0 * gflops / peak);
-      if (vnni > 0) std::printf(", %.0f%% of vpdpbusd's", 100.0 * gflops / 2 / vnni);
-      std::printf("\n");
-    }
-
-    struct rusage ru {};
-    getrusage(RUSAGE_SELF, &ru);
-    std::printf(
-        "\npeak resident memory: %.1f MB (includes the 512 MiB bandwidth buffer; weights %.1f MB, "
-        "KV cache %.1f MB)\n",
-        ru.ru_maxrss / 1024.0,
-        (model->mapped_weight_bytes() + model->converted_weight_bytes()) / 1e6,
-        gen.cache().bytes() / 1e6);
-
-    if (profile) run_profile(model, encoder, gen, profile_batch, runs);
+    auto model = T5Model::load(args.dir, args.options);
+    if (!args.text.empty()) return run_text(model, args.text, args.runs, args.profile);
+    return run_seed(model, args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine_bench: %s\n", e.what());
     return 1;
   }
-  return 0;
 }

@@ -1,7 +1,7 @@
 // linear_bench: the decoder's linear layer, y = x W^T, on OpenBLAS and on the engine's
 // small-batch kernel, side by side in one run, for the row counts a decoder step sees.
 // The ratio between the two picks ops::linear's dispatch (src/ops.cc).
-//   linear_bench [--threads N] [--cold] [--compute-types]
+//   linear_bench [--threads N] [--cold] [--compute-types] [--qkv]
 // --cold cycles through copies of each weight (256 MiB of them in fp32, a quarter of that in int8),
 // so every call streams its weights from DRAM as a decoder step does (the default measures
 // weights that stay in cache); with --compute-types too.
@@ -10,11 +10,16 @@
 // every row count but on AMX, and bf16 up to cpu::kPackedGemmMaxRows rows, is the engine's
 // packed_gemm); "exec" columns: the same packed weights through oneDNN's matmul execute, for the
 // comparison.
+// --qkv: a self-attention's q, k and v as three GEMMs against one over their concatenated
+// weights (what the encoder and the decoder run), for the encoder's row counts, in each CPU
+// compute type, as process CPU time; the two alternate call by call.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cpu/blas.h"
@@ -120,10 +125,63 @@ int compute_types(bool cold) {
   return 0;
 }
 
+// The process's CPU time of one call of f, in microseconds: unlike the wall time, it leaves out
+// the time other processes held the cores, which on a loaded 2-core machine is most of a 5 ms call.
+template <typename F>
+double cpu_us(F&& f) {
+  timespec t0{}, t1{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+  f();
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+  return double(t1.tv_sec - t0.tv_sec) * 1e6 + double(t1.tv_nsec - t0.tv_nsec) / 1e3;
+}
+
+// The least process CPU time of three [inner x d] GEMMs and of one [3 inner x d] GEMM (t5-small:
+// 512 x 512), alternating, at the encoder's rows for batches of 1, 8 and 32 nine-token inputs.
+int fused_qkv() {
+  using namespace seqpipe::engine;
+  const int64_t d = 512, inner = 512, reps = 50;
+  Tensor w = Tensor::empty({3 * inner, d});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = float(i % 13) * 0.01f - 0.06f;
+  Tensor x = Tensor::empty({288, d}), y = Tensor::empty({288, 3 * inner});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = float(i % 7) * 0.1f - 0.3f;
+  std::printf("%-14s %4s %12s %12s %7s\n", "type", "m", "3 GEMMs us", "1 GEMM us", "ratio");
+  for (const auto& [name, type, kernels] :
+       {std::tuple{"f32", ComputeType::kFloat32, CpuKernels::kBest},
+        std::tuple{"f32 portable", ComputeType::kFloat32, CpuKernels::kPortable},
+        std::tuple{"bf16", ComputeType::kBFloat16, CpuKernels::kBest},
+        std::tuple{"i8", ComputeType::kInt8, CpuKernels::kBest}}) {
+    const ModelOptions options{.compute_type = type, .cpu_kernels = kernels};
+    const LinearWeight fused = ops::prepare_linear(w, options);
+    std::vector<LinearWeight> parts;
+    std::vector<Tensor> outs;
+    for (int64_t p = 0; p < 3; ++p) {
+      Tensor part = Tensor::empty({inner, d});
+      std::copy(w.row(p * inner), w.row((p + 1) * inner), part.data());
+      parts.push_back(ops::prepare_linear(part, options));
+      outs.push_back(Tensor::empty({288, inner}));
+    }
+    for (const int64_t m : {9, 72, 288}) {
+      double three = 1e30, one = 1e30;
+      for (int r = 0; r < reps; ++r) {
+        three =
+            std::min(three, cpu_us([&] {
+                       for (int64_t p = 0; p < 3; ++p)
+                         ops::linear(x.rows(0, m), parts[size_t(p)], outs[size_t(p)].rows(0, m));
+                     }));
+        one = std::min(one, cpu_us([&] { ops::linear(x.rows(0, m), fused, y.rows(0, m)); }));
+      }
+      std::printf("%-14s %4ld %12.1f %12.1f %6.2fx\n", name, long(m), three, one, three / one);
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  constexpr const char* kUsage = "usage: linear_bench [--threads N] [--cold] [--compute-types]\n";
+  constexpr const char* kUsage =
+      "usage: linear_bench [--threads N] [--cold] [--compute-types] [--qkv]\n";
   int threads = 2;
-  bool cold = false, types = false, help = false;
+  bool cold = false, types = false, qkv = false, help = false;
   try {
     CLI::App app;
     seqpipe::cli::set_up(app);
@@ -131,6 +189,7 @@ int main(int argc, char** argv) {
     seqpipe::cli::add_number(app, "--threads", threads);
     app.add_flag("--cold", cold);
     app.add_flag("--compute-types", types);
+    app.add_flag("--qkv", qkv);
     const std::vector<std::string> unknown = seqpipe::cli::parse(app, argc, argv);
     if (help) return std::fputs(kUsage, stdout), 0;
     if (!unknown.empty())
@@ -143,6 +202,7 @@ int main(int argc, char** argv) {
   using namespace seqpipe::engine;
   ops::set_num_threads(Device::kCpu, threads);
   if (types) return compute_types(cold);
+  if (qkv) return fused_qkv();
   std::printf("%-16s %4s %10s %10s %10s %8s %12s %12s\n", "shape [n x k]", "m", "blas us",
               "tiled us", "packed us", "ratio", "tiled GFLOP/s", "packed GFLOP/s");
   for (auto [n, k] :

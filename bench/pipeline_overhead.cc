@@ -7,15 +7,8 @@
 // the msgpack ones, and the HTTP cost is the difference of the two; so do KServe v2 gRPC
 // ModelInfer calls (one channel kept open, from a client process of its own: kserve_grpc_timer).
 //
-//   pipeline_overhead [--model DIR] [--requests N] [--max-new-tokens N] [--text T] [--set key=value
-//   ...]
-// Without --model, a tiny random checkpoint is written with seqpipe-mkmodel. --set passes config
-// overrides to the pipeline (e.g. batcher.max_queue_delay_us=0: no wait for batch company).
-//
-//   pipeline_overhead --batch N [--input-tokens T] [--rounds R] [--threads N] [--model DIR] ...
-// Throughput instead: the engine in-process generates a batch of N texts of about T tokens
-// (engine_bench's generate) and the pipeline answers one request of the same N texts, alternating
-// round by round in one run; sequences/s of each and the pipeline's share of the engine's.
+// With --batch N: throughput instead, the engine in-process and the pipeline alternating round by
+// round on batches of N texts (engine_bench's generate). Options: kUsage below, or --help.
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -422,8 +415,6 @@ void row(const char* what, const std::vector<double>& ms) {
               percentile(ms, 0.99), ms.size());
 }
 
-}  // namespace
-
 // Each path's cost over the engine (against the bare relay chain's), and each HTTP and gRPC
 // API's over msgpack.
 void print_overheads(const PipelineSamples& ipc, const PipelineSamples& tcp,
@@ -447,40 +438,47 @@ void print_overheads(const PipelineSamples& ipc, const PipelineSamples& tcp,
   }
 }
 
-int main(int argc, char** argv) {
+// The command line.
+struct OverheadArgs {
   std::string model, text = "teh speling is bad", seqpipe = SEQPIPE_BIN;
   int requests = 300, max_new_tokens = 12, batch = 1, input_tokens = 64, rounds = 10, threads = 2;
   std::vector<std::string> sets;
+};
+
+constexpr const char* kUsage =
+    "usage: pipeline_overhead [--model DIR] [--requests N] [--max-new-tokens N] [--text T]\n"
+    "                         [--seqpipe PATH] [--set k=v ...]\n"
+    "       pipeline_overhead --batch N [--input-tokens T] [--rounds R] [--threads N]\n"
+    "                         [--model DIR] [--max-new-tokens N] [--seqpipe PATH] [--set k=v "
+    "...]\n\n"
+    "The same batch-1 requests answered by the engine in-process and by the pipeline (`seqpipe\n"
+    "up`) on ipc:// and tcp://127.0.0.1, next to a bare ZeroMQ relay chain: p50, p99 and the\n"
+    "overhead. Defaults: --requests 300, --max-new-tokens 12, --text \"teh speling is bad\";\n"
+    "without --model a tiny random checkpoint is written with seqpipe-mkmodel. --set passes\n"
+    "config overrides to the pipeline (repeatable); --seqpipe runs another build's `seqpipe`.\n\n"
+    "With --batch N (> 1): throughput instead. The engine in-process generates N texts of\n"
+    "about T tokens (default 64) with --threads threads (default 2) and short OpenMP waits\n"
+    "(as `seqpipe up` sets them on a busy machine), and the pipeline (ipc://) answers one\n"
+    "request of the same N texts, alternating for R rounds (default 10); every sequence runs\n"
+    "exactly --max-new-tokens steps. Prints sequences/s of each and their ratio.\n";
+
+// The command line into `args`: nothing to go on, else the exit status (0 after --help, 2 for a
+// wrong one).
+std::optional<int> parse_args(int argc, char** argv, OverheadArgs& args) {
   bool help = false;
   CLI::App app;
   seqpipe::cli::set_up(app);
   app.add_flag("-h,--help", help);
-  app.add_option("--model", model);
-  seqpipe::cli::add_number(app, "--requests", requests);
-  seqpipe::cli::add_number(app, "--max-new-tokens", max_new_tokens);
-  seqpipe::cli::add_number(app, "--batch", batch);
-  seqpipe::cli::add_number(app, "--input-tokens", input_tokens);
-  seqpipe::cli::add_number(app, "--rounds", rounds);
-  seqpipe::cli::add_number(app, "--threads", threads);
-  app.add_option("--text", text);
-  app.add_option("--seqpipe", seqpipe);
-  seqpipe::cli::add_repeated(app, "--set", sets);
-  constexpr const char* kUsage =
-      "usage: pipeline_overhead [--model DIR] [--requests N] [--max-new-tokens N] [--text T]\n"
-      "                         [--seqpipe PATH] [--set k=v ...]\n"
-      "       pipeline_overhead --batch N [--input-tokens T] [--rounds R] [--threads N]\n"
-      "                         [--model DIR] [--max-new-tokens N] [--seqpipe PATH] [--set k=v "
-      "...]\n\n"
-      "The same batch-1 requests answered by the engine in-process and by the pipeline (`seqpipe\n"
-      "up`) on ipc:// and tcp://127.0.0.1, next to a bare ZeroMQ relay chain: p50, p99 and the\n"
-      "overhead. Defaults: --requests 300, --max-new-tokens 12, --text \"teh speling is bad\";\n"
-      "without --model a tiny random checkpoint is written with seqpipe-mkmodel. --set passes\n"
-      "config overrides to the pipeline (repeatable); --seqpipe runs another build's `seqpipe`.\n\n"
-      "With --batch N (> 1): throughput instead. The engine in-process generates N texts of\n"
-      "about T tokens (default 64) with --threads threads (default 2) and short OpenMP waits\n"
-      "(as `seqpipe up` sets them on a busy machine), and the pipeline (ipc://) answers one\n"
-      "request of the same N texts, alternating for R rounds (default 10); every sequence runs\n"
-      "exactly --max-new-tokens steps. Prints sequences/s of each and their ratio.\n";
+  app.add_option("--model", args.model);
+  seqpipe::cli::add_number(app, "--requests", args.requests);
+  seqpipe::cli::add_number(app, "--max-new-tokens", args.max_new_tokens);
+  seqpipe::cli::add_number(app, "--batch", args.batch);
+  seqpipe::cli::add_number(app, "--input-tokens", args.input_tokens);
+  seqpipe::cli::add_number(app, "--rounds", args.rounds);
+  seqpipe::cli::add_number(app, "--threads", args.threads);
+  app.add_option("--text", args.text);
+  app.add_option("--seqpipe", args.seqpipe);
+  seqpipe::cli::add_repeated(app, "--set", args.sets);
   try {
     const std::vector<std::string> unknown = seqpipe::cli::parse(app, argc, argv);
     if (help) {
@@ -490,72 +488,66 @@ int main(int argc, char** argv) {
     if (!unknown.empty()) {
       throw seqpipe::cli::UsageError("unknown argument '" + unknown.front() + "'");
     }
-    if (requests < 1) throw seqpipe::cli::UsageError("--requests must be >= 1");
-    if (batch < 1 || input_tokens < 2 || rounds < 1 || threads < 1)
+    if (args.requests < 1) throw seqpipe::cli::UsageError("--requests must be >= 1");
+    if (args.batch < 1 || args.input_tokens < 2 || args.rounds < 1 || args.threads < 1)
       throw seqpipe::cli::UsageError(
           "--batch, --rounds and --threads must be >= 1, --input-tokens >= 2");
   } catch (const seqpipe::cli::UsageError& e) {
     std::fprintf(stderr, "pipeline_overhead: %s (see --help)\n", e.what());
     return 2;
   }
-  const auto wait = seqpipe::config::kOversubscribedOpenMpWait;
-  if (batch > 1 && !seqpipe::config::openmp_wait_chosen()) {
-    // OpenMP reads it as it loads, so this process starts again with it: the engine alone waits
-    // as the pipeline's processes do, which `seqpipe up` starts with this setting here.
-    ::setenv(wait.name, wait.value, 1);
-    ::execv("/proc/self/exe", argv);
-  }
-  char dir_template[] = "/tmp/seqpipe-overhead.XXXXXX";
-  const std::string dir = ::mkdtemp(dir_template);
-  if (model.empty()) {
-    model = dir + "/model";
-    const std::string cmd = std::string(SEQPIPE_MKMODEL) +
-                            " --preset tiny --gated --untied --spiece --seed 3 --out " + model +
-                            " > /dev/null";
-    if (std::system(cmd.c_str()) != 0) return 1;
-  }
-  if (batch > 1) {
-    const int status = batch_throughput(seqpipe, model, dir, sets, batch, input_tokens,
-                                        max_new_tokens, rounds, threads);
-    if (status == 0) std::filesystem::remove_all(dir);
-    return status;
-  }
-  // Relays first: they fork without exec, before this process has threads of its own.
-  const auto relay_ipc = relay_chain(false, dir, requests * 3);
-  const auto relay_tcp = relay_chain(true, dir, requests * 3);
+  return std::nullopt;
+}
 
-  // The engine in-process, as the services run it (one thread).
+// The engine in-process, as the services run it (one thread): `requests` timed generates of
+// `request` after 20 untimed ones, in ms; the text it answers in `engine_text`.
+std::vector<double> engine_latencies(const std::string& model,
+                                     const seqpipe::protocol::Request& request, int requests,
+                                     std::string& engine_text) {
   auto loaded = seqpipe::engine::T5Model::load(
       model, {.threads = 1, .device = seqpipe::engine::Device::kCpu});
   seqpipe::engine::Tokenizer tokenizer(model + "/spiece.model");
-  // The request the pipeline gets, and the decoding options the decoder makes of it.
-  seqpipe::protocol::Request request;
-  request.texts = {text};
-  request.params.max_new_tokens = max_new_tokens;
+  // The decoding options the decoder makes of the request.
   const seqpipe::engine::DecodingOptions options =
       seqpipe::decoder::decoding_options(request.params, false);
   std::vector<double> engine_ms;
-  std::string engine_text;
   for (int i = 0; i < requests + 20; ++i) {
     const auto start = Clock::now();
-    const auto ids = tokenizer.encode(text);
+    const auto ids = tokenizer.encode(request.texts[0]);
     const auto results = seqpipe::engine::generate(loaded, {ids}, options);
     engine_text = tokenizer.decode(results[0].ids);
     if (i >= 20)
       engine_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
+  return engine_ms;
+}
+
+// The batch-1 latency mode: the same requests through the engine, the bare relay chains and the
+// pipeline on ipc:// and tcp://, one table.
+int batch1_latency(const OverheadArgs& args, const std::string& dir) {
+  // Relays first: they fork without exec, before this process has threads of its own.
+  const auto relay_ipc = relay_chain(false, dir, args.requests * 3);
+  const auto relay_tcp = relay_chain(true, dir, args.requests * 3);
+  // The request the pipeline gets.
+  seqpipe::protocol::Request request;
+  request.texts = {args.text};
+  request.params.max_new_tokens = args.max_new_tokens;
+  std::string engine_text;
+  const std::vector<double> engine_ms =
+      engine_latencies(args.model, request, args.requests, engine_text);
 
   std::string ipc_text, tcp_text;
-  const auto ipc =
-      through_pipeline(false, seqpipe, model, dir + "/ipc", sets, request, requests, ipc_text);
-  const auto tcp =
-      through_pipeline(true, seqpipe, model, dir + "/tcp", sets, request, requests, tcp_text);
+  const auto ipc = through_pipeline(false, args.seqpipe, args.model, dir + "/ipc", args.sets,
+                                    request, args.requests, ipc_text);
+  const auto tcp = through_pipeline(true, args.seqpipe, args.model, dir + "/tcp", args.sets,
+                                    request, args.requests, tcp_text);
 
   std::printf(
       "pipeline_overhead: model %s, text \"%s\", max_new_tokens %d, %d requests one at a time, %u "
       "cores\n",
-      model.c_str(), text.c_str(), max_new_tokens, requests, std::thread::hardware_concurrency());
-  for (const auto& s : sets) std::printf("  pipeline --set %s\n", s.c_str());
+      args.model.c_str(), args.text.c_str(), args.max_new_tokens, args.requests,
+      std::thread::hardware_concurrency());
+  for (const auto& s : args.sets) std::printf("  pipeline --set %s\n", s.c_str());
   row("engine in-process", engine_ms);
   row("pipeline, ipc://", ipc.msgpack_ms);
   row("pipeline, tcp://127.0.0.1", tcp.msgpack_ms);
@@ -570,6 +562,35 @@ int main(int argc, char** argv) {
     return 1;
   }
   print_overheads(ipc, tcp, engine_ms, relay_ipc, relay_tcp);
-  std::filesystem::remove_all(dir);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  OverheadArgs args;
+  if (const std::optional<int> status = parse_args(argc, argv, args)) return *status;
+  const auto wait = seqpipe::config::kOversubscribedOpenMpWait;
+  if (args.batch > 1 && !seqpipe::config::openmp_wait_chosen()) {
+    // OpenMP reads it as it loads, so this process starts again with it: the engine alone waits
+    // as the pipeline's processes do, which `seqpipe up` starts with this setting here.
+    ::setenv(wait.name, wait.value, 1);
+    ::execv("/proc/self/exe", argv);
+  }
+  char dir_template[] = "/tmp/seqpipe-overhead.XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  if (args.model.empty()) {
+    args.model = dir + "/model";
+    const std::string cmd = std::string(SEQPIPE_MKMODEL) +
+                            " --preset tiny --gated --untied --spiece --seed 3 --out " +
+                            args.model + " > /dev/null";
+    if (std::system(cmd.c_str()) != 0) return 1;
+  }
+  const int status =
+      args.batch > 1
+          ? batch_throughput(args.seqpipe, args.model, dir, args.sets, args.batch,
+                             args.input_tokens, args.max_new_tokens, args.rounds, args.threads)
+          : batch1_latency(args, dir);
+  if (status == 0) std::filesystem::remove_all(dir);
+  return status;
 }

@@ -216,58 +216,67 @@ std::string preferred_sizes_for(const std::string& max_batch_size) {
   return list + "]";
 }
 
-}  // namespace
-
-int sweep_main(int argc, char** argv, std::string_view usage) {
+// The command line, checked.
+struct SweepArgs {
   LoadOptions options;
   std::string model, grid_text = kDefaultGrid, seqpipe = default_seqpipe(), write_config;
   int rounds = 1;
+};
+
+// The command line into `args`; false after --help (usage printed). Throws UsageError.
+bool parse_sweep_args(int argc, char** argv, std::string_view usage, SweepArgs& args) {
+  LoadOptions& options = args.options;
   bool help = false;
   CLI::App app;
   cli::set_up(app);
   app.add_flag("-h,--help", help);
   add_load_options(app, options);
-  app.add_option("--model", model);
-  app.add_option("--grid", grid_text);
+  app.add_option("--model", args.model);
+  app.add_option("--grid", args.grid_text);
   app.add_option_function<std::string>("--rounds", [&](const std::string& text) {
-    rounds = cli::parse_number<int>("--rounds", text);
-    if (rounds < 1) throw UsageError("--rounds must be >= 1");
+    args.rounds = cli::parse_number<int>("--rounds", text);
+    if (args.rounds < 1) throw UsageError("--rounds must be >= 1");
   });
-  app.add_option("--seqpipe", seqpipe);
-  app.add_option("--write-config", write_config);
+  app.add_option("--seqpipe", args.seqpipe);
+  app.add_option("--write-config", args.write_config);
   const std::vector<std::string> unknown = cli::parse(app, argc, argv);
   if (help) {
     std::cout << usage;
-    return 0;
+    return false;
   }
   if (!unknown.empty()) throw UsageError("sweep: unknown option '" + unknown.front() + "'");
   if (app.count("--endpoint") > 0) {
     throw UsageError("sweep starts its own pipelines: --endpoint does not apply");
   }
-  if (model.empty()) throw UsageError("sweep needs --model DIR");
-  if (!fs::exists(fs::path(model) / "config.json"))
-    throw UsageError("--model: no config.json in '" + model + "'");
+  if (args.model.empty()) throw UsageError("sweep needs --model DIR");
+  if (!fs::exists(fs::path(args.model) / "config.json"))
+    throw UsageError("--model: no config.json in '" + args.model + "'");
   if (!options.slo_p99_ms) options.slo_p99_ms = 50;
   finish_load_options(options, true);
-  const std::vector<GridAxis> grid = parse_grid(grid_text);
-  const auto configs = combinations(grid);
+  return true;
+}
+
+// One configuration of the grid and what was measured of it.
+struct Measured {
+  std::vector<std::string> values;
+  std::string description;
+  std::vector<std::string> up_args;
+  std::vector<std::vector<Summary>> rounds;  // each round's levels
+  std::vector<Summary> levels;  // the median over the rounds of each level every round ran
+  std::optional<size_t> best;   // under the SLO
+};
+
+// Every configuration of the grid, with the `seqpipe up` arguments that start it.
+std::vector<Measured> plan_configurations(const SweepArgs& args,
+                                          const std::vector<GridAxis>& grid) {
+  const LoadOptions& options = args.options;
   const bool derive_preferred =
       !names_key(options.overrides, grid, "batcher.preferred_batch_sizes");
-  service::install_stop_handlers();
-
-  struct Measured {
-    std::vector<std::string> values;
-    std::string description;
-    std::vector<std::string> up_args;
-    std::vector<std::vector<Summary>> rounds;  // each round's levels
-    std::vector<Summary> levels;  // the median over the rounds of each level every round ran
-    std::optional<size_t> best;   // under the SLO
-  };
   std::vector<Measured> results;
-  for (const auto& values : configs) {
+  for (const auto& values : combinations(grid)) {
     Measured m{values, {}, {}, {}, {}, std::nullopt};
     if (!options.config_path.empty()) m.up_args = {"--config", options.config_path};
-    m.up_args.insert(m.up_args.end(), {"--set", "model.dir=" + fs::absolute(model).string()});
+    m.up_args.insert(m.up_args.end(), {"--set", "model.dir=" + fs::absolute(args.model).string()});
     for (const std::string& o : options.overrides) m.up_args.insert(m.up_args.end(), {"--set", o});
     for (size_t a = 0; a < grid.size(); ++a) {
       m.up_args.insert(m.up_args.end(), {"--set", grid[a].key + "=" + values[a]});
@@ -279,15 +288,22 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
     }
     results.push_back(std::move(m));
   }
+  return results;
+}
+
+// Each round's concurrency sweep of every configuration, printed as it ends; false when a
+// pipeline did not come up.
+bool measure_rounds(const SweepArgs& args, std::vector<Measured>& results) {
+  const LoadOptions& options = args.options;
   // Rounds visit every configuration in turn, so a burst of load from elsewhere on a shared
   // machine hits one round of each configuration rather than all rounds of one.
-  for (int round = 1; round <= rounds && !service::stop_requested(); ++round) {
+  for (int round = 1; round <= args.rounds && !service::stop_requested(); ++round) {
     for (size_t c = 0; c < results.size() && !service::stop_requested(); ++c) {
       Measured& m = results[c];
-      std::fprintf(stderr, "seqpipe-bench sweep: round %d/%d, [%zu/%zu] %s\n", round, rounds, c + 1,
-                   results.size(), m.description.c_str());
-      PrivatePipeline pipeline(seqpipe, m.up_args);
-      if (!pipeline.wait_ready(std::chrono::seconds(90))) return 1;
+      std::fprintf(stderr, "seqpipe-bench sweep: round %d/%d, [%zu/%zu] %s\n", round, args.rounds,
+                   c + 1, results.size(), m.description.c_str());
+      PrivatePipeline pipeline(args.seqpipe, m.up_args);
+      if (!pipeline.wait_ready(std::chrono::seconds(90))) return false;
       Runner runner(make_run_options(options, pipeline.endpoint()));
       LoadStep level;
       level.duration = std::chrono::microseconds(static_cast<int64_t>(options.duration_s * 1e6));
@@ -296,12 +312,18 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
                             {options.concurrency_range->first, options.concurrency_range->second,
                              options.min_gain, options.slo_p99_ms, level});
       m.rounds.push_back(summarize_steps(runner.take_result()));
-      const std::string title =
-          rounds > 1 ? m.description + " (round " + std::to_string(round) + ")" : m.description;
+      const std::string title = args.rounds > 1
+                                    ? m.description + " (round " + std::to_string(round) + ")"
+                                    : m.description;
       print_summaries(stdout, title.c_str(), m.rounds.back());
       std::fflush(stdout);
     }
   }
+  return true;
+}
+
+// Each configuration's levels (the medians over the rounds) and its best one under the SLO.
+void take_medians(std::vector<Measured>& results, double slo_p99_ms) {
   for (Measured& m : results) {
     // A level counts only if every round ran it (a round may stop earlier on the SLO or the gain).
     for (size_t level = 0; !m.rounds.empty(); ++level) {
@@ -312,10 +334,12 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
       if (same_level.size() < m.rounds.size()) break;
       m.levels.push_back(median_of(same_level));
     }
-    m.best = best_under_slo(m.levels, *options.slo_p99_ms);
+    m.best = best_under_slo(m.levels, slo_p99_ms);
   }
+}
 
-  // Ranking: configurations that met the SLO by their best throughput under it, then the rest.
+// Ranking: configurations that met the SLO by their best throughput under it, then the rest.
+std::vector<size_t> rank(const std::vector<Measured>& results) {
   std::vector<size_t> order(results.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   auto score = [&](size_t i) {
@@ -323,9 +347,16 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
   };
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return score(a) > score(b); });
-  std::printf("\nconfigurations by throughput under p99 <= %g ms (no errors)%s:\n",
-              *options.slo_p99_ms,
-              rounds > 1 ? (", medians of " + std::to_string(rounds) + " rounds").c_str() : "");
+  return order;
+}
+
+// The ranked table, the best configuration and (--write-config) its config file.
+void print_ranking(const SweepArgs& args, const std::vector<GridAxis>& grid,
+                   const std::vector<Measured>& results, const std::vector<size_t>& order) {
+  const double slo_p99_ms = *args.options.slo_p99_ms;
+  std::printf(
+      "\nconfigurations by throughput under p99 <= %g ms (no errors)%s:\n", slo_p99_ms,
+      args.rounds > 1 ? (", medians of " + std::to_string(args.rounds) + " rounds").c_str() : "");
   for (size_t i : order) {
     std::string description;
     for (size_t a = 0; a < grid.size(); ++a)
@@ -338,71 +369,92 @@ int sweep_main(int argc, char** argv, std::string_view usage) {
       std::printf("  %-80s  did not meet the SLO at any level\n", description.c_str());
     }
   }
-  if (!order.empty() && results[order.front()].best) {
-    std::string best;
-    for (size_t a = 0; a < grid.size(); ++a)
-      best += " --set " + grid[a].key + "=" + results[order.front()].values[a];
-    std::printf("best configuration under the SLO:%s\n", best.c_str());
-    if (!write_config.empty()) {
-      const Measured& m = results[order.front()];
-      const Summary& s = m.levels[*m.best];
-      char measured[160];
-      std::snprintf(measured, sizeof measured,
-                    "%.1f requests/s at p99 %.2f ms (%s), SLO p99 <= %g ms", s.throughput,
-                    s.latency.p99 / 1e3, s.label.c_str(), *options.slo_p99_ms);
-      write_best_config(write_config, options.config_path, m.up_args, measured);
-      std::printf("wrote the best configuration to %s\n", write_config.c_str());
-    }
-  } else {
+  const std::string& write_config = args.write_config;
+  if (order.empty() || !results[order.front()].best) {
     std::printf("no configuration met the SLO%s\n",
                 write_config.empty() ? "" : (": nothing written to " + write_config).c_str());
+    return;
   }
+  std::string best;
+  for (size_t a = 0; a < grid.size(); ++a)
+    best += " --set " + grid[a].key + "=" + results[order.front()].values[a];
+  std::printf("best configuration under the SLO:%s\n", best.c_str());
+  if (write_config.empty()) return;
+  const Measured& m = results[order.front()];
+  const Summary& s = m.levels[*m.best];
+  char measured[160];
+  std::snprintf(measured, sizeof measured, "%.1f requests/s at p99 %.2f ms (%s), SLO p99 <= %g ms",
+                s.throughput, s.latency.p99 / 1e3, s.label.c_str(), slo_p99_ms);
+  write_best_config(write_config, args.options.config_path, m.up_args, measured);
+  std::printf("wrote the best configuration to %s\n", write_config.c_str());
+}
 
-  if (!options.csv_path.empty()) {
-    std::vector<Summary> rows;
-    ExtraColumns extra;
-    for (const GridAxis& axis : grid) extra.names.push_back(axis.key);
-    extra.names.push_back("Round");
-    for (const Measured& m : results) {
-      for (size_t r = 0; r < m.rounds.size(); ++r) {
-        for (const Summary& s : m.rounds[r]) {
-          rows.push_back(s);
-          extra.values.push_back(m.values);
-          extra.values.back().push_back(std::to_string(r + 1));
-        }
+// --csv: every round's levels of every configuration, with its grid values and round.
+void write_sweep_csv(const std::string& path, const std::vector<GridAxis>& grid,
+                     const std::vector<Measured>& results) {
+  std::vector<Summary> rows;
+  ExtraColumns extra;
+  for (const GridAxis& axis : grid) extra.names.push_back(axis.key);
+  extra.names.push_back("Round");
+  for (const Measured& m : results) {
+    for (size_t r = 0; r < m.rounds.size(); ++r) {
+      for (const Summary& s : m.rounds[r]) {
+        rows.push_back(s);
+        extra.values.push_back(m.values);
+        extra.values.back().push_back(std::to_string(r + 1));
       }
     }
-    write_csv(options.csv_path, rows, extra);
   }
-  if (!options.json_path.empty()) {
-    nlohmann::json doc;
-    doc["settings"] = nlohmann::json::parse(settings_json(options, "private pipelines"));
-    doc["settings"]["model"] = model;
-    doc["settings"]["grid"] = grid_text;
-    doc["settings"]["rounds"] = rounds;
-    doc["slo_p99_ms"] = *options.slo_p99_ms;
-    doc["configurations"] = nlohmann::json::array();
-    for (size_t i : order) {
-      nlohmann::json config = nlohmann::json::object();
-      for (size_t a = 0; a < grid.size(); ++a) config[grid[a].key] = results[i].values[a];
-      nlohmann::json entry = {
-          {"config", config}, {"levels", nlohmann::json::array()}, {"best_level", nullptr}};
-      for (const Summary& s : results[i].levels) {
-        entry["levels"].push_back({{"label", s.label},
-                                   {"concurrency", s.users},
-                                   {"throughput_per_s", s.throughput},
-                                   {"requests", s.requests},
-                                   {"errors", s.errors()},
-                                   {"p50_us", s.latency.p50},
-                                   {"p99_us", s.latency.p99}});
-      }
-      if (results[i].best) entry["best_level"] = *results[i].best;
-      doc["configurations"].push_back(entry);
+  write_csv(path, rows, extra);
+}
+
+// --json: the settings and the ranked configurations with their median levels.
+void write_sweep_json(const SweepArgs& args, const std::vector<GridAxis>& grid,
+                      const std::vector<Measured>& results, const std::vector<size_t>& order) {
+  const LoadOptions& options = args.options;
+  nlohmann::json doc;
+  doc["settings"] = nlohmann::json::parse(settings_json(options, "private pipelines"));
+  doc["settings"]["model"] = args.model;
+  doc["settings"]["grid"] = args.grid_text;
+  doc["settings"]["rounds"] = args.rounds;
+  doc["slo_p99_ms"] = *options.slo_p99_ms;
+  doc["configurations"] = nlohmann::json::array();
+  for (size_t i : order) {
+    nlohmann::json config = nlohmann::json::object();
+    for (size_t a = 0; a < grid.size(); ++a) config[grid[a].key] = results[i].values[a];
+    nlohmann::json entry = {
+        {"config", config}, {"levels", nlohmann::json::array()}, {"best_level", nullptr}};
+    for (const Summary& s : results[i].levels) {
+      entry["levels"].push_back({{"label", s.label},
+                                 {"concurrency", s.users},
+                                 {"throughput_per_s", s.throughput},
+                                 {"requests", s.requests},
+                                 {"errors", s.errors()},
+                                 {"p50_us", s.latency.p50},
+                                 {"p99_us", s.latency.p99}});
     }
-    std::ofstream file(options.json_path);
-    file << doc.dump(2) << "\n";
-    if (!file) throw std::runtime_error("cannot write '" + options.json_path + "'");
+    if (results[i].best) entry["best_level"] = *results[i].best;
+    doc["configurations"].push_back(entry);
   }
+  std::ofstream file(options.json_path);
+  file << doc.dump(2) << "\n";
+  if (!file) throw std::runtime_error("cannot write '" + options.json_path + "'");
+}
+
+}  // namespace
+
+int sweep_main(int argc, char** argv, std::string_view usage) {
+  SweepArgs args;
+  if (!parse_sweep_args(argc, argv, usage, args)) return 0;
+  const std::vector<GridAxis> grid = parse_grid(args.grid_text);
+  std::vector<Measured> results = plan_configurations(args, grid);
+  service::install_stop_handlers();
+  if (!measure_rounds(args, results)) return 1;
+  take_medians(results, *args.options.slo_p99_ms);
+  const std::vector<size_t> order = rank(results);
+  print_ranking(args, grid, results, order);
+  if (!args.options.csv_path.empty()) write_sweep_csv(args.options.csv_path, grid, results);
+  if (!args.options.json_path.empty()) write_sweep_json(args, grid, results, order);
   if (service::stop_requested()) {
     std::fprintf(stderr, "seqpipe-bench sweep: interrupted; the report covers what ran\n");
     return 130;

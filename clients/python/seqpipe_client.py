@@ -16,12 +16,22 @@ Uses Debian's python3-zmq and python3-msgpack:
 """
 import itertools
 import os
+import sys
 import time
 
-import msgpack
-import zmq
-import zmq.auth
-from zmq.utils.monitor import recv_monitor_message
+try:
+    import msgpack
+    import zmq
+    import zmq.auth
+    from zmq.utils.monitor import recv_monitor_message
+except ModuleNotFoundError as missing:
+    # A python3 other than Debian's (pyenv's, a venv) lacks Debian's packages: say which it is,
+    # what it lacks and where to get it, instead of a bare "No module named 'zmq'".
+    raise ModuleNotFoundError(
+        f"seqpipe_client needs the modules zmq and msgpack; {sys.executable} has no "
+        f"{missing.name!r}. On Debian: apt-get install python3-zmq python3-msgpack and run "
+        "/usr/bin/python3; in another Python (a venv, pyenv): pip install pyzmq msgpack",
+        name=missing.name) from None
 
 from seqpipe_options import OPTIONS
 

@@ -10,7 +10,7 @@ namespace seqpipe::engine {
 struct Encoder::Workspace {
   int64_t rows = 0;     // capacity in token rows
   int64_t max_len = 0;  // capacity of the attention workspace in keys
-  Tensor normed, q, k, v, attn, ff_a, ff_b, attention;
+  Tensor normed, qkv, attn, ff_a, ff_b, attention;
   Tensor ff_in;       // the FFN's activation in its GEMM's input type (undefined: ff_a, f32)
   Tensor staged_ids;  // the ids on the model's device (off the CPU)
   std::vector<int> ids;
@@ -22,9 +22,7 @@ struct Encoder::Workspace {
       rows = total;
       normed = Tensor::empty({rows, c.d_model}, device, layers::gemm_input_type(m));
       ff_in = layers::gemm_input_buffer(m, rows, c.d_ff, device);
-      q = Tensor::empty({rows, c.inner_dim()}, device);
-      k = Tensor::empty({rows, c.inner_dim()}, device);
-      v = Tensor::empty({rows, c.inner_dim()}, device);
+      qkv = Tensor::empty({rows, 3 * c.inner_dim()}, device);
       attn = Tensor::empty({rows, c.inner_dim()}, device);
       ff_a = Tensor::empty({rows, c.d_ff}, device);
       ff_b = Tensor::empty({rows, c.d_ff}, device);
@@ -78,14 +76,14 @@ EncoderOutput Encoder::encode(const std::vector<std::vector<int>>& batch) {
   ws.reserve(m, dev, total, longest, batch.size());
   for (const auto& seq : batch) ws.ids.insert(ws.ids.end(), seq.begin(), seq.end());
 
-  const TensorView normed = ws.normed.rows(0, total), q = ws.q.rows(0, total),
-                   k = ws.k.rows(0, total), v = ws.v.rows(0, total), attn = ws.attn.rows(0, total),
-                   ff_a = ws.ff_a.rows(0, total), ff_b = ws.ff_b.rows(0, total),
+  const TensorView normed = ws.normed.rows(0, total), qkv = ws.qkv.rows(0, total),
+                   attn = ws.attn.rows(0, total), ff_a = ws.ff_a.rows(0, total),
+                   ff_b = ws.ff_b.rows(0, total),
                    ff_in = ws.ff_in.defined() ? ws.ff_in.rows(0, total) : ff_a;
+  // Each sequence attends over its own rows of the one Q/K/V GEMM's output, read in place.
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t first = out.offsets[i], len = out.length(i);
-    ws.seqs[i] = {q.rows(first, len), 0, k.rows(first, len), v.rows(first, len),
-                  attn.rows(first, len)};
+    ws.seqs[i] = ops::fused_qkv_sequence(qkv.rows(first, len), attn.rows(first, len));
   }
   ops::AttentionArgs args;
   args.seqs = ws.seqs.data();
@@ -101,9 +99,7 @@ EncoderOutput Encoder::encode(const std::vector<std::vector<int>>& batch) {
                  m.shared_embedding(), hidden);
   for (const EncoderBlockWeights& blk : m.encoder_blocks()) {
     ops::rms_norm(hidden, blk.attention_norm, c.layer_norm_epsilon, 1.0f, normed);
-    ops::linear(normed, blk.attention.q, q);
-    ops::linear(normed, blk.attention.k, k);
-    ops::linear(normed, blk.attention.v, v);
+    ops::linear(normed, blk.attention.qkv, qkv);
     ops::attention(args);
     ops::linear(attn, blk.attention.o, hidden, 1.0f);
     ops::rms_norm(hidden, blk.ffn_norm, c.layer_norm_epsilon, 1.0f, normed);

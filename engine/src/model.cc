@@ -132,12 +132,13 @@ class WeightLoader {
   uint64_t stored_ = 0, converted_ = 0;
 };
 
-AttentionWeights load_attention(WeightLoader& w, const std::string& scope, const T5Config& c) {
-  return {w.linear(scope + ".q.weight", {c.inner_dim(), c.d_model}),
-          w.linear(scope + ".k.weight", {c.inner_dim(), c.d_model}),
-          w.linear(scope + ".v.weight", {c.inner_dim(), c.d_model}),
-          w.linear(scope + ".o.weight", {c.d_model, c.inner_dim()}),
-          {}};
+// A self-attention's weights: q, k and v as one [3 inner, d_model] matrix (one GEMM), and o.
+AttentionWeights load_self_attention(WeightLoader& w, const std::string& scope, const T5Config& c) {
+  AttentionWeights a;
+  a.qkv = w.concatenated({scope + ".q.weight", scope + ".k.weight", scope + ".v.weight"},
+                         c.inner_dim(), c.d_model);
+  a.o = w.linear(scope + ".o.weight", {c.d_model, c.inner_dim()});
+  return a;
 }
 
 FeedForwardWeights load_ffn(WeightLoader& w, const std::string& scope, const T5Config& c) {
@@ -226,7 +227,7 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
     const std::string b = "encoder.block." + std::to_string(i);
     EncoderBlockWeights blk;
     blk.attention_norm = w.get(b + ".layer.0.layer_norm.weight", {c.d_model});
-    blk.attention = load_attention(w, b + ".layer.0.SelfAttention", c);
+    blk.attention = load_self_attention(w, b + ".layer.0.SelfAttention", c);
     blk.ffn_norm = w.get(b + ".layer.1.layer_norm.weight", {c.d_model});
     blk.ffn = load_ffn(w, b + ".layer.1.DenseReluDense", c);
     m->encoder_.push_back(std::move(blk));
@@ -242,9 +243,7 @@ std::shared_ptr<const T5Model> T5Model::load(const std::string& dir, const Model
     DecoderBlockWeights blk;
     blk.self_attention_norm = w.get(b + ".layer.0.layer_norm.weight", {c.d_model});
     const std::string self = b + ".layer.0.SelfAttention", cross = b + ".layer.1.EncDecAttention";
-    blk.self_attention.qkv = w.concatenated(
-        {self + ".q.weight", self + ".k.weight", self + ".v.weight"}, c.inner_dim(), c.d_model);
-    blk.self_attention.o = w.linear(self + ".o.weight", {c.d_model, c.inner_dim()});
+    blk.self_attention = load_self_attention(w, self, c);
     blk.cross_attention_norm = w.get(b + ".layer.1.layer_norm.weight", {c.d_model});
     blk.cross_attention.q = w.linear(cross + ".q.weight", {c.inner_dim(), c.d_model});
     blk.cross_attention.o = w.linear(cross + ".o.weight", {c.d_model, c.inner_dim()});

@@ -287,6 +287,14 @@ Backend& check_attention(const AttentionArgs& args, const char* op, bool one_que
     require(!one_query_row || seq.q.dim(0) == 1, op, [&] {
       return "a decoder step's query is one row, not " + shape_string(seq.q.shape());
     });
+    // A fused projection's thirds: read in place by attention(), never appended to.
+    require(seq.row_stride == 0 || (!one_query_row && seq.row_stride >= width &&
+                                    !seq.new_k.defined() && !seq.new_v.defined()),
+            op, [&] {
+              return "row stride " + std::to_string(seq.row_stride) + " for rows of width " +
+                     std::to_string(width) +
+                     (one_query_row ? " (attention() only)" : " (not with new_k / new_v)");
+            });
     backend =
         &dispatch(op, device, {{"q", seq.q}, {"out", seq.out}, {"workspace", args.workspace}});
     // The cache: f32, or (a decoder step's op) the device's half KV cache type; one type for all.
@@ -311,6 +319,21 @@ Backend& check_attention(const AttentionArgs& args, const char* op, bool one_que
 }
 
 }  // namespace
+
+AttentionSequence fused_qkv_sequence(const TensorView& qkv, const TensorView& out) {
+  require(qkv.rank() == 2 && out.rank() == 2 && qkv.dim(0) == out.dim(0) &&
+              qkv.dim(1) == 3 * out.dim(1) && qkv.dtype() == DataType::kF32,
+          "fused_qkv_sequence", [&] {
+            return "qkv " + shape_string(qkv.shape()) + " (" +
+                   std::string(data_type_name(qkv.dtype())) + ") is not out " +
+                   shape_string(out.shape()) + "'s rows x 3 of its width in f32";
+          });
+  const int64_t rows = qkv.dim(0), width = out.dim(1);
+  const auto third = [&](int64_t part) {
+    return TensorView(qkv.data() + part * width, {rows, width}, DataType::kF32, qkv.device());
+  };
+  return {third(0), 0, third(1), third(2), out, {}, {}, qkv.dim(1)};
+}
 
 void attention(const AttentionArgs& args) {
   OpTimer timer(profiler::Op::kAttention, args.workspace.device());

@@ -68,13 +68,24 @@ void gated_gelu(const TensorView& a, const TensorView& b);
 // With new_k / new_v ([q's rows, heads * d]), they are first written to k's and v's rows q_pos..
 // (a decoder step appending its keys and values to the KV cache, on the op's threads, just before
 // they are read).
+// q, k and v may instead be the column thirds of one Q/K/V GEMM's output rows (row_stride:
+// fused_qkv_sequence), read in place with that stride: attention() only, without new_k / new_v.
 struct AttentionSequence {
   TensorView q;
   int64_t q_pos = 0;
   TensorView k, v;
   TensorView out;
   TensorView new_k = {}, new_v = {};
+  int64_t row_stride = 0;  // elements from a row of q, k or v to the next; 0: their width
+
+  int64_t q_row_stride() const { return row_stride > 0 ? row_stride : q.row_size(); }
+  int64_t kv_row_stride() const { return row_stride > 0 ? row_stride : k.row_size(); }
 };
+
+// A sequence's self-attention over rows of one fused projection, qkv ([rows, 3 * width], q's
+// columns, then k's, then v's: x times AttentionWeights::qkv), into out ([rows, width]): q, k
+// and v are views of qkv's thirds with row stride 3 * width, so no copy splits them.
+AttentionSequence fused_qkv_sequence(const TensorView& qkv, const TensorView& out);
 
 struct AttentionArgs {
   const AttentionSequence* seqs = nullptr;

@@ -5,10 +5,13 @@
 // input text (model.lower_case_words), cut before a stop sequence
 // (params.stop), the other beam hypotheses too when the client asked for them
 // (params.num_return_sequences), sent to the gateway that owns the request. Socket-free.
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "postprocessor/confusion_sets.h"
@@ -43,6 +46,12 @@ class PostprocessorStage : public worker::WorkerStage {
   // Each item costs one credit; the credits go back with the results.
   void handle(stage::StageMessage&& message, worker::WorkerOutbox& out) override;
 
+  // How many streamed sequences keep their final words' rewrites between partials (Stream
+  // below), and the most that do: batcher.max_queue_size, the most sequences of a model version
+  // in flight (the gateway lets no more into the pipeline).
+  size_t streams_kept() const { return streams_.size(); }
+  size_t max_streams() const { return max_streams_; }
+
  private:
   // What the model saw of an item's input: the text frame (model.lower_case_words) and how many
   // of its words fit, or the input as it is.
@@ -54,17 +63,51 @@ class PostprocessorStage : public worker::WorkerStage {
   Seen seen_input(const std::string& input) const;
   // `output` with its words rewritten (known words, Aspell, confusion sets), lower-case words one
   // space apart; `steps` (optional) gets the output and each rewrite's result, in order.
+  // `confusion_left`: the words before `output` (each followed by a space) that the confusion
+  // sets see as its first words' context, when `output` is the rest of a text. `asked`
+  // (optional): Aspell's suggestions kept for the text (SpellSuggester::choose).
   std::string rewrite(const std::string& seen, std::string output,
                       const std::vector<std::string>& hypotheses, const std::vector<float>& scores,
-                      std::vector<std::string>* steps) const;
+                      std::vector<std::string>* steps, std::string_view confusion_left = {},
+                      SpellSuggester::Suggestions* asked = nullptr) const;
+
+  // A streamed sequence between its partials: what the model saw of its input, and each rewrite
+  // step's words for its first `words` input words, which are final (final_words.h: no later
+  // token changes them or their rewrites), so that the next partial rewrites only the words
+  // after them, and Aspell's suggestions for its words (the input's words not yet final are
+  // rewritten at every partial, and the final text once more). Freed by the sequence's final
+  // item; a sequence that never gets one (expired, its decoder died) is dropped, the least
+  // recently used first, once max_streams() are kept: its next partial is then rewritten whole,
+  // which costs time and changes no text.
+  struct Stream {
+    Seen seen;
+    size_t words = 0;
+    std::vector<std::vector<std::string>> steps;  // as rewrite's `steps`, words [0, words) each
+    SpellSuggester::Suggestions suggestions;
+    uint64_t used = 0;  // stream_clock_ when last used
+  };
+  using StreamKey = std::tuple<std::string, uint64_t, uint32_t>;  // gateway, request, index
+  // The item's stream, made (what the model saw of its input) at its first partial.
+  Stream& stream_of(const stage::DecodedItem& item);
+  // The item's stream if it has one (null otherwise), and its end.
+  Stream* find_stream(const stage::DecodedItem& item);
+  void end_stream(const stage::DecodedItem& item);
   // A streamed sequence's text so far: the words no later token changes (final_words.h where
   // the text is rewritten, else stable_prefix).
-  std::string partial_text(const stage::DecodedItem& item, const std::vector<int>& ids) const;
+  std::string partial_text(const stage::DecodedItem& item, const std::vector<int>& ids);
+  // Each rewrite step's words for `output` (the model's words, then the rest of the input as if
+  // copied), those of the stream's final words kept, the rest rewritten.
+  std::vector<std::vector<std::string>> rewritten_steps(Stream& stream,
+                                                        const std::vector<std::string_view>& input,
+                                                        const std::vector<std::string_view>& output,
+                                                        float score) const;
   // The item's final text: the best output rewritten, put back into the input text, cut before
   // a stop sequence (which then sets the finish reason); its other hypotheses in `alternatives`.
+  // `asked` (optional): Aspell's suggestions its stream kept.
   std::string final_text(stage::DecodedItem& item, const std::vector<int>& ids,
                          std::vector<std::string>& alternatives,
-                         std::vector<float>& alternative_scores) const;
+                         std::vector<float>& alternative_scores,
+                         SpellSuggester::Suggestions* asked) const;
   bool rewrites_text() const {
     return lower_case_words_ || known_words_ || suggester_ || confusion_sets_;
   }
@@ -81,6 +124,9 @@ class PostprocessorStage : public worker::WorkerStage {
   metrics::StageMetrics& metrics_;
   const TimeSource& time_;  // read for deadlines and stage timings (tests pass a ManualTime)
   int credits_;
+  size_t max_streams_;
+  std::map<StreamKey, Stream> streams_;
+  uint64_t stream_clock_ = 0;  // counts partials: Stream::used
 };
 
 }  // namespace seqpipe::postprocessor

@@ -78,8 +78,17 @@ std::vector<std::string> SpellSuggester::suggest(std::string_view word, size_t n
   return out;
 }
 
+std::vector<std::string> SpellSuggester::suggest(std::string_view word, size_t n,
+                                                 Suggestions* asked) const {
+  if (asked == nullptr || n > kCandidates) return suggest(word, n);
+  auto it = asked->find(std::string(word));
+  if (it == asked->end()) it = asked->emplace(word, suggest(word, kCandidates)).first;
+  const auto& all = it->second;
+  return {all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(n, all.size()))};
+}
+
 std::string SpellSuggester::rank(std::string_view typed, const std::vector<std::string>& placed,
-                                 const KnownWords* known) const {
+                                 const KnownWords* known, Suggestions* asked) const {
   struct Candidate {
     std::string word;
     size_t aspell_rank = kAbsent, hypothesis_rank = kAbsent;
@@ -91,7 +100,7 @@ std::string SpellSuggester::rank(std::string_view typed, const std::vector<std::
     if (it != candidates.end()) return *it;
     return candidates.emplace_back(Candidate{std::move(word)});
   };
-  const auto suggestions = suggest(typed, kCandidates);
+  const auto suggestions = suggest(typed, kCandidates, asked);
   for (size_t r = 0; r < suggestions.size(); ++r) {
     auto& c = add(suggestions[r]);  // lower-cased, so "Paris" and "paris" are one
     c.aspell_rank = std::min(c.aspell_rank, r);
@@ -127,7 +136,8 @@ std::string SpellSuggester::rank(std::string_view typed, const std::vector<std::
 
 std::string SpellSuggester::choose(std::string_view input, std::string_view output,
                                    const KnownWords* known,
-                                   const std::vector<std::string>& hypotheses) const {
+                                   const std::vector<std::string>& hypotheses,
+                                   Suggestions* asked) const {
   const auto a = text::split_words(input);
   const auto b = text::split_words(output);
   // placed[i][k]: hypothesis k's words in place of input word i, where it substitutes word for
@@ -163,7 +173,7 @@ std::string SpellSuggester::choose(std::string_view input, std::string_view outp
   auto weigh = [&](size_t i, std::string to) {
     auto candidates = placed[i];
     candidates.push_back(std::move(to));  // the output's words compete too, ranked last
-    return rank(a[i], candidates, known);
+    return rank(a[i], candidates, known, asked);
   };
   for (const auto& s : text::align_words(a, b)) {
     const size_t n = s.in_end - s.in_begin;
@@ -186,7 +196,7 @@ std::string SpellSuggester::choose(std::string_view input, std::string_view outp
         emit(weigh(s.in_begin + k, std::string(to)));
         continue;
       }
-      const auto candidates = suggest(from, kAgreeing);
+      const auto candidates = suggest(from, kAgreeing, asked);
       const bool agreed = std::find(candidates.begin(), candidates.end(), text::lower_ascii(to)) !=
                           candidates.end();
       emit(candidates.empty() || agreed ? to : std::string_view(candidates.front()));

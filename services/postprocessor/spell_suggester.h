@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "postprocessor/known_words.h"
@@ -63,13 +64,20 @@ class SpellSuggester {
   // Aspell's first `n` suggestions, lower-cased, best first.
   std::vector<std::string> suggest(std::string_view word, size_t n) const;
 
+  // Aspell's first kCandidates suggestions for each word asked about: a caller that asks about
+  // the same words again (a stream's partials, each rewriting the input's words not yet final)
+  // keeps them, and Aspell, most of a rewrite's time, is asked once per word.
+  using Suggestions = std::unordered_map<std::string, std::vector<std::string>>;
+
   // The output with the words the model left or made for misspelled input words checked against
   // Aspell's first kAgreeing suggestions, or chosen by the noisy channel (see above) among them,
   // the words `hypotheses` (a beam search's, best first; empty: the output alone) have in their
   // place and the input word. Input words `known` knows are left alone, as are gaps that are not
   // word-for-word substitutions (splits, merges). Words are separated by single spaces.
+  // `asked` (optional): suggestions asked for before, which it adds to.
   std::string choose(std::string_view input, std::string_view output, const KnownWords* known,
-                     const std::vector<std::string>& hypotheses = {}) const;
+                     const std::vector<std::string>& hypotheses = {},
+                     Suggestions* asked = nullptr) const;
 
   // How many of Aspell's suggestions the model's word may be among to stand.
   static constexpr size_t kAgreeing = 5;
@@ -91,7 +99,9 @@ class SpellSuggester {
   // The noisy channel's pick for input word `typed`, whose place the hypotheses fill with
   // `placed` (best first; empty where a hypothesis does not replace the word alone).
   std::string rank(std::string_view typed, const std::vector<std::string>& placed,
-                   const KnownWords* known) const;
+                   const KnownWords* known, Suggestions* asked) const;
+  // suggest(), from `asked` where it holds the word (and into it where it does not).
+  std::vector<std::string> suggest(std::string_view word, size_t n, Suggestions* asked) const;
 
   using Speller = std::unique_ptr<AspellSpeller, Delete>;
   // A speller for the dictionary; throws std::runtime_error with Aspell's message.

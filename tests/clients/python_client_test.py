@@ -4,12 +4,16 @@ protocol's option table (seqpipe_options.py, written from it) goes on the wire b
 
 Environment: PYTHONPATH with clients/python.
 """
+import os
+import subprocess
+import sys
 import time
 import unittest
 
 import msgpack
 import zmq
 
+import seqpipe_client
 from seqpipe_client import GENERATION_OPTIONS, Client
 from seqpipe_options import OPTIONS
 
@@ -137,6 +141,22 @@ class PythonClientOptionsTest(unittest.TestCase):
         finally:
             gateway.sock.close()
             context.term()
+
+
+class PythonClientWithoutItsModulesTest(unittest.TestCase):
+    def test_a_python_lacking_its_modules_says_what_is_missing_and_where_to_get_it(self):
+        # -S: without site-packages, this python3 has neither zmq nor msgpack (a pyenv or venv
+        # python3 without Debian's packages).
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.abspath(seqpipe_client.__file__)))
+        done = subprocess.run([sys.executable, "-S", "-c", "import seqpipe_client"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(done.returncode, 0)
+        last = done.stderr.strip().split("\n")[-1]
+        self.assertTrue(last.startswith("ModuleNotFoundError: seqpipe_client needs"), last)
+        self.assertRegex(last, r"has no '(msgpack|zmq)'")
+        for said in (sys.executable, "apt-get install python3-zmq python3-msgpack",
+                     "pip install pyzmq msgpack"):
+            self.assertIn(said, last)
 
 
 if __name__ == "__main__":

@@ -34,19 +34,23 @@ def missing(tools):
     return None
 
 
-def this_checkouts_image():
+def this_checkouts_image(systemd=False):
     """The podman image of this build's binaries: reused when its content tag exists, else built
-    by deploy/image/build.sh (minutes). Other content-tagged images are removed."""
-    tag = run(BUILD_SH, "--print-content-tag", "--build-dir", BUILD_DIR).stdout.strip()
+    by deploy/image/build.sh (minutes). Other content-tagged images of its repository are removed.
+    systemd: build.sh --systemd's image instead (systemd as init; its tag names only the image's
+    inputs, so a change of the binaries keeps it)."""
+    variant = ["--systemd"] if systemd else []
+    tag = run(BUILD_SH, "--print-content-tag", *variant, "--build-dir", BUILD_DIR).stdout.strip()
+    repository = tag.rsplit(":", 1)[0]
     for old in run("podman", "images", "--format", "{{.Repository}}:{{.Tag}}",
-                   "--filter", "reference=localhost/seqpipe:src-*").stdout.split():
+                   "--filter", f"reference={repository}:src-*").stdout.split():
         if old != tag:
             run("podman", "rmi", "-f", old, check=False)
     if run("podman", "image", "exists", tag, check=False).returncode == 0:
-        print(f"reusing {tag} (the same binaries, model and image inputs)", flush=True)
+        print(f"reusing {tag} (the same inputs)", flush=True)
         return tag
     started = time.monotonic()
-    built = subprocess.run([BUILD_SH, "--engine", "podman", "--build-dir", BUILD_DIR, "--tag", tag],
+    built = subprocess.run([BUILD_SH, "--engine", "podman", *variant, "--build-dir", BUILD_DIR, "--tag", tag],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
     if built.returncode != 0:
         raise RuntimeError(f"deploy/image/build.sh failed:\n{built.stdout[-4000:]}")

@@ -7,8 +7,9 @@
 # instance of each worker stage per model, each with its model's drop-in, verified the same way.
 # The encoder and decoder units run every compute type and GPUs: no MemoryDenyWriteExecute (it
 # forbids oneDNN's JIT, which int8 and bf16 need) and no PrivateDevices (it hides /dev/nvidia*);
-# the other units keep both. The units are not started here: that needs systemd as PID 1 (a VM,
-# or a container runtime running systemd in a container), which CI's container does not have.
+# the other units keep both. The gateway and batcher units allow AF_NETLINK (ZeroMQ lists the
+# interfaces to bind a tcp:// endpoint). The units are not started here: tests/deploy/
+# systemd_up_test.py (ctest deploy.systemd_up) starts them under systemd as PID 1 in a container.
 # Usage: systemd_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
@@ -29,6 +30,12 @@ for s in gateway batcher tokenizer encoder decoder postprocessor; do
                    "ReadOnlyPaths=/var/lib/seqpipe/model" "ExecStart=$tmp/root/usr/local/bin/seqpipe-$s --config /etc/seqpipe/pipeline.yaml"; do
     grep -qxF "$directive" "$check/seqpipe-$s@1.service" || { echo "seqpipe-$s@.service: missing '$directive'"; status=1; }
   done
+  case $s in
+    gateway|batcher) families="AF_UNIX AF_INET AF_INET6 AF_NETLINK" ;;
+    *) families="AF_UNIX AF_INET AF_INET6" ;;
+  esac
+  grep -qxF "RestrictAddressFamilies=$families" "$check/seqpipe-$s@1.service" ||
+    { echo "seqpipe-$s@.service: not 'RestrictAddressFamilies=$families'"; status=1; }
   case $s in
     encoder|decoder)
       for directive in MemoryDenyWriteExecute=yes PrivateDevices=yes; do

@@ -255,15 +255,16 @@ TEST(CheckpointErrorsTest, TiedCheckpointDeclaredUntiedNamesLmHead) {
               AllOf(HasSubstr(copy.weights_path()), HasSubstr("lm_head.weight")));
 }
 
-// The portable kernels read fp32 linear weights as stored, but for the decoder's concatenated
-// projections (self-attention's q|k|v, every layer's cross k|v: copies); the best ones on an
-// AVX-512 CPU read a packed copy (packed_gemm_f32), counted as converted.
+// The portable kernels read fp32 linear weights as stored, but for the concatenated projections
+// (every self-attention's q|k|v, the decoder's cross k|v of every layer: copies); the best ones on
+// an AVX-512 CPU read a packed copy (packed_gemm_f32), counted as converted.
 TEST(CheckpointErrorsTest, F32WeightsAreUsedAsStored) {
   auto model = T5Model::load(test::data_dir() + "/t5-tiny-random",
                              {.threads = 1, .cpu_kernels = CpuKernels::kPortable});
   EXPECT_GT(model->mapped_weight_bytes(), 0u);
   int64_t concatenated = model->decoder_cross_kv().bytes();
   for (const auto& b : model->decoder_blocks()) concatenated += b.self_attention.qkv.bytes();
+  for (const auto& b : model->encoder_blocks()) concatenated += b.attention.qkv.bytes();
   EXPECT_EQ(model->converted_weight_bytes(), uint64_t(concatenated));
   auto best = T5Model::load(test::data_dir() + "/t5-tiny-random", {.threads = 1});
   // Packing drops no byte (t5-tiny's dimensions are multiples of 64); a tied lm_head, which the

@@ -285,15 +285,13 @@ INSTANTIATE_TEST_SUITE_P(
 // (row-major weights) every linear weight of the BF16 file is a view of its mapping.
 class Bf16CheckpointTest : public ::testing::TestWithParam<std::tuple<std::string, CpuKernels>> {};
 
-// The linear weights used as the file stores them: all but the decoder's concatenated
-// projections (self-attention's q|k|v, every layer's cross k|v), which are copies.
+// The linear weights used as the file stores them: all but the concatenated projections
+// (every self-attention's q|k|v, the decoder's cross k|v of every layer), which are copies.
 int64_t linear_weight_bytes(const T5Model& m) {
   int64_t total = m.lm_head().bytes();
   auto add = [&](const LinearWeight& w) { total += w.defined() ? w.bytes() : 0; };
   for (const auto& b : m.encoder_blocks()) {
-    for (const auto* w : {&b.attention.q, &b.attention.k, &b.attention.v, &b.attention.o, &b.ffn.wi,
-                          &b.ffn.wi_1, &b.ffn.wo})
-      add(*w);
+    for (const auto* w : {&b.attention.o, &b.ffn.wi, &b.ffn.wi_1, &b.ffn.wo}) add(*w);
   }
   for (const auto& b : m.decoder_blocks()) {
     for (const auto* w : {&b.self_attention.o, &b.cross_attention.q, &b.cross_attention.o,
@@ -337,6 +335,7 @@ TEST_P(Bf16CheckpointTest, IsUsedAsStoredAndGivesTheIdsOfTheSameNumbersStoredAsF
     EXPECT_EQ(from_bf16->lm_head().dtype, DataType::kBF16);
     EXPECT_EQ(from_bf16->decoder_cross_kv().dtype, DataType::kBF16);
     EXPECT_EQ(from_bf16->decoder_blocks()[0].self_attention.qkv.dtype, DataType::kBF16);
+    EXPECT_EQ(from_bf16->encoder_blocks()[0].attention.qkv.dtype, DataType::kBF16);
     EXPECT_EQ(from_bf16->mapped_weight_bytes(), uint64_t(linear_weight_bytes(*from_bf16)));
     EXPECT_EQ(from_bf16->lm_head().bytes(), from_bf16->lm_head().out * from_bf16->lm_head().in * 2);
   }

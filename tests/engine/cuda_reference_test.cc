@@ -148,6 +148,31 @@ TEST(CudaReference, EncoderAttentionOverPackedSequencesMatchesTheCpuBackend) {
   check_attention({.q_rows = {3, 11, 1}, .q_pos = {0, 0, 0}, .k_rows = {3, 11, 1}}, 20);
 }
 
+// The encoder's attention over one Q/K/V GEMM's rows (ops::fused_qkv_sequence): the kernel's
+// twin reads the thirds with their row stride as the CPU backend does.
+TEST(CudaReference, EncoderAttentionOverFusedQkvRowsMatchesTheCpuBackend) {
+  const int64_t heads = 2, d = 8, width = heads * d;
+  const std::vector<int64_t> lengths = {3, 11, 1};
+  std::vector<float> qkv = random_values(15 * 3 * width, 50), cpu_out(15 * width),
+                     ref_out(15 * width);
+  std::vector<ops::AttentionSequence> cpu_seqs, ref_seqs;
+  int64_t first = 0;
+  for (const int64_t len : lengths) {
+    const TensorView rows(qkv.data() + first * 3 * width, {len, 3 * width}, DataType::kF32,
+                          Device::kCpu);
+    cpu_seqs.push_back(ops::fused_qkv_sequence(rows, view(cpu_out, {15, width}).rows(first, len)));
+    ref_seqs.push_back(ops::fused_qkv_sequence(rows, view(ref_out, {15, width}).rows(first, len)));
+    first += len;
+  }
+  const PositionBias bias = test::random_bias(heads, 4, 51);
+  const Tensor workspace = ops::attention_workspace(Device::kCpu, 11);
+  ops::AttentionArgs args{cpu_seqs.data(), 3, heads, d, &bias, false, workspace};
+  ops::attention(args);
+  args.seqs = ref_seqs.data();
+  cuda::reference::attention(args);
+  expect_close(ref_out, cpu_out, 1e-5f, "attention over fused q|k|v rows");
+}
+
 TEST(CudaReference, DecodeStepAttentionMatchesTheCpuBackend) {
   // One query per slot at its own position, its key and value appended first; causal, bias.
   check_attention({.q_rows = {1, 1, 1},

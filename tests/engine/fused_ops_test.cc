@@ -1,8 +1,9 @@
 // Activations written in the next GEMM's half type (ops::linear_input_type, rms_norm into a half
 // y, ops::feed_forward_activation), the half conversions and HF's fp16 clamp of
-// src/cuda/half_math.h, and the profiler's device time. The host math and the kernels' host twins
-// are checked against the compiler's _Float16 and the CPU backend on every machine; the ops run
-// on every device this build has (the GPU's instances skip themselves without one).
+// src/cuda/half_math.h, the profiler's device time, and Q/K/V as one GEMM read in place. The host
+// math and the kernels' host twins are checked against the compiler's _Float16 and the CPU backend
+// on every machine; the ops run on every device this build has (the GPU's instances skip themselves
+// without one).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -363,6 +364,107 @@ TEST_P(FusedOpsTest, TopKLogSoftmaxSendsBackOnlyIdsAndLogProbs) {
   const std::vector<float> after = to_host(on_device);
   EXPECT_EQ(std::memcmp(after.data(), logits.data(), logits.size() * sizeof(float)), 0)
       << "the logits changed";
+}
+
+// A self-attention's q, k and v as one GEMM over their concatenated weights (what the loader makes
+// of them: AttentionWeights::qkv) give the three GEMMs' outputs, in every weight type the device
+// takes (int8 too: its scales are per weight row, so concatenating rows quantises alike), and
+// attention reads the fused output's thirds in place (fused_qkv_sequence's row stride) exactly
+// as it reads them copied out into q, k and v of their own.
+TEST_P(FusedOpsTest, OneQkvGemmIsTheThreeGemmsAndAttentionReadsItsThirdsInPlace) {
+  const Device dev = GetParam();
+  SEQPIPE_SKIP_WITHOUT(dev);
+  const int64_t heads = 4, hd = 16, inner = heads * hd, d_model = 48;
+  const std::vector<int64_t> lengths = {5, 9, 300};  // 300: past oneDNN's 256-row chunk
+  const int64_t rows = 314;
+  const std::vector<float> x = random_values(rows * d_model, 30);
+  std::vector<std::vector<float>> parts;
+  std::vector<float> all;
+  for (unsigned p = 0; p < 3; ++p) {
+    parts.push_back(random_values(inner * d_model, 31 + p, 0.2f));
+    all.insert(all.end(), parts.back().begin(), parts.back().end());
+  }
+  const Tensor xd = on(dev, x, {rows, d_model});
+  for (const ComputeType type :
+       {ComputeType::kFloat32, ComputeType::kBFloat16, ComputeType::kFloat16, ComputeType::kInt8}) {
+    if (dev == Device::kCpu && type == ComputeType::kFloat16) continue;  // not a CPU type
+    if (dev == Device::kCuda && type == ComputeType::kInt8) continue;    // the CPU's only
+    SCOPED_TRACE(std::string(compute_type_name(type)));
+    const ModelOptions options{.device = dev, .compute_type = type};
+    const Tensor fused = Tensor::empty({rows, 3 * inner}, dev);
+    ops::linear(xd, ops::prepare_linear(on(Device::kCpu, all, {3 * inner, d_model}), options),
+                fused);
+    const std::vector<float> got = to_host(fused);
+    std::vector<std::vector<float>> separate;  // q, k, v, each [rows, inner]
+    for (const std::vector<float>& w : parts) {
+      const Tensor y = Tensor::empty({rows, inner}, dev);
+      ops::linear(xd, ops::prepare_linear(on(Device::kCpu, w, {inner, d_model}), options), y);
+      separate.push_back(to_host(y));
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t p = 0; p < 3; ++p) {
+        for (int64_t j = 0; j < inner; ++j) {
+          double abs_sum = 0;  // the bound: fp32 sums in another order, the same rounded inputs
+          for (int64_t i = 0; i < d_model; ++i)
+            abs_sum +=
+                std::abs(x[size_t(r * d_model + i)] * parts[size_t(p)][size_t(j * d_model + i)]);
+          ASSERT_NEAR(got[size_t(r * 3 * inner + p * inner + j)],
+                      separate[size_t(p)][size_t(r * inner + j)], 1e-6 * abs_sum + 1e-7)
+              << "row " << r << " part " << p << " column " << j;
+        }
+      }
+    }
+
+    // The attention over the fused rows in place, and over copies of their thirds.
+    std::vector<float> q, k, v;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto* third : {&q, &k, &v}) {
+        const auto first = got.begin() + r * 3 * inner +
+                           (third == &q   ? 0
+                            : third == &k ? 1
+                                          : 2) *
+                               inner;
+        third->insert(third->end(), first, first + inner);
+      }
+    }
+    const Tensor qd = on(dev, q, {rows, inner}), kd = on(dev, k, {rows, inner}),
+                 vd = on(dev, v, {rows, inner});
+    const Tensor in_place = Tensor::empty({rows, inner}, dev),
+                 copied = Tensor::empty({rows, inner}, dev);
+    const PositionBias host_bias = test::random_bias(heads, 8, 34);
+    const std::vector<float> table(host_bias.table.data(),
+                                   host_bias.table.data() + host_bias.table.numel());
+    const PositionBias bias{on(dev, table, host_bias.table.shape()), host_bias.max_distance};
+    std::vector<ops::AttentionSequence> fused_seqs, copied_seqs;
+    int64_t first = 0;
+    for (const int64_t len : lengths) {
+      fused_seqs.push_back(
+          ops::fused_qkv_sequence(fused.rows(first, len), in_place.rows(first, len)));
+      copied_seqs.push_back({qd.rows(first, len), 0, kd.rows(first, len), vd.rows(first, len),
+                             copied.rows(first, len)});
+      first += len;
+    }
+    const Tensor workspace = ops::attention_workspace(dev, 300);
+    ops::attention({fused_seqs.data(), 3, heads, hd, &bias, false, workspace});
+    ops::attention({copied_seqs.data(), 3, heads, hd, &bias, false, workspace});
+    EXPECT_EQ(to_host(in_place), to_host(copied));
+  }
+}
+
+// What fused_qkv_sequence's row stride is not for: a width that is not three of out's, an
+// append (new_k / new_v), a decoder step's attention.
+TEST_P(FusedOpsTest, AFusedQkvSequenceIsRefusedWhereItsStrideCannotBeRead) {
+  const Device dev = GetParam();
+  SEQPIPE_SKIP_WITHOUT(dev);
+  const int64_t heads = 4, hd = 16, inner = heads * hd;
+  const Tensor fused = Tensor::empty({4, 3 * inner}, dev), out = Tensor::empty({4, inner}, dev);
+  EXPECT_THROW(ops::fused_qkv_sequence(fused.rows(0, 4), Tensor::empty({4, 2 * inner}, dev)),
+               EngineError);
+  const Tensor workspace = ops::attention_workspace(dev, 4);
+  ops::AttentionSequence seq = ops::fused_qkv_sequence(fused.rows(0, 1), out.rows(0, 1));
+  EXPECT_THROW(ops::decode_attention({&seq, 1, heads, hd, nullptr, false, workspace}), EngineError);
+  seq.new_k = seq.new_v = out.rows(1, 1);
+  EXPECT_THROW(ops::attention({&seq, 1, heads, hd, nullptr, false, workspace}), EngineError);
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, FusedOpsTest, ::testing::Values(Device::kCpu, Device::kCuda),

@@ -150,13 +150,37 @@ void expect_partials_add_up(bool lower_case_words) {
         item.stream = true;
         work.items.push_back(std::move(item));
       }
+      const std::vector<stage::DecodedItem> work_copy = work.items;
       worker::WorkerOutbox out;
       post.handle(std::move(work), out);
       std::vector<stage::ResultItem> results;
       for (const auto& [gateway, m] : out.pushes)
         for (const auto& r : std::get<stage::Result>(m).items) results.push_back(r);
       ASSERT_FALSE(results.empty());
+      EXPECT_EQ(post.streams_kept(), 0u) << "the final item ends the stream";
       const std::string final_text = results.back().text;
+      // The same ids without `stream` (no partials before, nothing kept) get the same text, and
+      // each partial worked out whole (its own sequence, ended at once: nothing kept) the same
+      // text as it did with the stream's final words kept.
+      stage::Postprocess alone;
+      alone.items.push_back(work_copy.back());
+      alone.items.back().stream = false;
+      alone.items.back().request = 2;
+      for (size_t k = 0; k + 1 < work_copy.size(); ++k) {
+        alone.items.push_back(work_copy[k]);
+        alone.items.push_back(work_copy.back());
+        alone.items.end()[-2].request = alone.items.end()[-1].request = 3 + k;
+      }
+      worker::WorkerOutbox alone_out;
+      post.handle(std::move(alone), alone_out);
+      EXPECT_EQ(post.streams_kept(), 0u);
+      std::vector<stage::ResultItem> whole;
+      for (const auto& [gateway, m] : alone_out.pushes)
+        for (const auto& r : std::get<stage::Result>(m).items) whole.push_back(r);
+      ASSERT_EQ(whole.size(), 2 * results.size() - 1);
+      EXPECT_EQ(whole[0].text, final_text) << input;
+      for (size_t k = 0; k + 1 < results.size(); ++k)
+        EXPECT_EQ(whole[1 + 2 * k].text, results[k].text) << input << ", partial " << k;
       std::string sent;
       for (size_t k = 0; k + 1 < results.size(); ++k) {
         const std::string& t = results[k].text;
@@ -175,6 +199,57 @@ void expect_partials_add_up(bool lower_case_words) {
   std::printf("%zu texts, %zu partials, %zu texts streamed words before the end, %zu words\n",
               texts, partials, streamed_early, words_early);
   EXPECT_GT(streamed_early, texts / 5);
+}
+
+// A stream's final words are kept from its first partial to its final item (or its deadline),
+// and no more streams at once than batcher.max_queue_size: the least recently used goes first.
+TEST(SpellerStream, KeptStreamsEndWithTheirSequenceAndAreBounded) {
+  const std::string model = SEQPIPE_SOURCE_DIR "/models/speller-t5";
+  config::PipelineConfig config = config::load_config(SEQPIPE_SOURCE_DIR "/config/pipeline.yaml",
+                                                      config::model_overrides(model));
+  config.batcher.max_queue_size = 16;
+  auto registry = metrics::make_registry();
+  metrics::StageMetrics metrics(*registry, "test");
+  const auto tokenizer = std::make_shared<engine::Tokenizer>(model + "/spiece.model");
+  postprocessor::PostprocessorStage post(tokenizer, config, metrics);
+  const auto ids = tokenizer->encode("the spelling is bad");
+  auto item = [&](uint64_t request, bool partial, std::chrono::seconds left) {
+    stage::DecodedItem d;
+    d.request = request;
+    d.gateway = "gw";
+    d.deadline = Deadline::after(Now::read(), left);
+    d.text = "teh speling is bad";
+    d.ids = {0};
+    d.ids.insert(d.ids.end(), ids.begin(), ids.end() - (partial ? 1 : 0));
+    d.partial = partial;
+    d.stream = true;
+    return d;
+  };
+  auto send = [&](stage::DecodedItem d) {
+    stage::Postprocess work;
+    work.items.push_back(std::move(d));
+    worker::WorkerOutbox out;
+    post.handle(std::move(work), out);
+    return out.pushes.empty() ? std::string("(none)")
+                              : std::get<stage::Result>(out.pushes.back().second).items.at(0).text;
+  };
+  const auto partial = send(item(1, true, std::chrono::seconds(60)));
+  EXPECT_EQ(post.streams_kept(), 1u);
+  EXPECT_EQ(send(item(1, true, std::chrono::seconds(60))), partial);  // from what it kept
+  EXPECT_EQ(send(item(1, false, std::chrono::seconds(60))), "the spelling is bad");
+  EXPECT_EQ(post.streams_kept(), 0u);
+  send(item(2, true, std::chrono::seconds(60)));
+  send(item(2, false, std::chrono::seconds(-1)));  // past its deadline: no text, still ended
+  EXPECT_EQ(post.streams_kept(), 0u);
+  const size_t most = post.max_streams();
+  ASSERT_EQ(most, 16u);
+  for (uint64_t r = 10; r < 10 + most + 5; ++r) send(item(r, true, std::chrono::seconds(60)));
+  EXPECT_EQ(post.streams_kept(), most);
+  // The oldest went first: the newest is still kept, and ending it leaves one fewer.
+  send(item(10 + most + 4, false, std::chrono::seconds(60)));
+  EXPECT_EQ(post.streams_kept(), most - 1);
+  send(item(10, false, std::chrono::seconds(60)));  // dropped already: nothing to end
+  EXPECT_EQ(post.streams_kept(), most - 1);
 }
 
 TEST(SpellerStream, PartialsOfRealOutputsAddUpToTheFinalText) {

@@ -24,6 +24,12 @@ constexpr protocol::ErrorCode kCodes[] = {
     protocol::ErrorCode::kDeadlineExceeded, protocol::ErrorCode::kOverloaded,
     protocol::ErrorCode::kInternal,         protocol::ErrorCode::kUnavailable,
     protocol::ErrorCode::kCancelled,        protocol::ErrorCode::kNotFound};
+
+// A counter of one stage (`labels`) in `r`.
+prometheus::Counter& stage_counter(prometheus::Registry& r, std::string_view name, const char* help,
+                                   const prometheus::Labels& labels) {
+  return prometheus::BuildCounter().Name(std::string(name)).Help(help).Register(r).Add(labels);
+}
 }  // namespace
 
 namespace {
@@ -161,11 +167,7 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name,
     : registry_(r), labels_(model) {
   labels_["stage"] = std::string(stage_name);
   const prometheus::Labels& stage = labels_;
-  requests_ = &prometheus::BuildCounter()
-                   .Name(std::string(kRequests))
-                   .Help("Work items received")
-                   .Register(r)
-                   .Add(stage);
+  requests_ = &stage_counter(r, kRequests, "Work items received", stage);
   auto& errors = prometheus::BuildCounter()
                      .Name(std::string(kErrors))
                      .Help("Work items failed, by error code")
@@ -175,42 +177,21 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name,
     labels["code"] = std::string(protocol::wire_name(code));
     errors_.push_back(&errors.Add(labels));
   }
-  malformed_ = &prometheus::BuildCounter()
-                    .Name(std::string(kMalformed))
-                    .Help("Messages dropped because they did not decode")
-                    .Register(r)
-                    .Add(stage);
-  late_ =
-      &prometheus::BuildCounter()
-           .Name(std::string(kLate))
-           .Help("Items from a worker already declared dead, dropped (their work went elsewhere)")
-           .Register(r)
-           .Add(stage);
-  duplicates_ = &prometheus::BuildCounter()
-                     .Name(std::string(kDuplicates))
-                     .Help("Items that arrived a second time (submitted again), dropped")
-                     .Register(r)
-                     .Add(stage);
-  dead_ = &prometheus::BuildCounter()
-               .Name(std::string(kWorkersDead))
-               .Help("Workers declared dead: missed heartbeats or unreachable")
-               .Register(r)
-               .Add(stage);
-  redispatched_ = &prometheus::BuildCounter()
-                       .Name(std::string(kRedispatched))
-                       .Help("Items a dead worker held, given to another replica")
-                       .Register(r)
-                       .Add(stage);
-  drained_ = &prometheus::BuildCounter()
-                  .Name(std::string(kWorkersDrained))
-                  .Help("Workers that withdrew their credit to leave (drained on SIGTERM)")
-                  .Register(r)
-                  .Add(stage);
-  cancelled_ = &prometheus::BuildCounter()
-                    .Name(std::string(kCancelled))
-                    .Help("Work items dropped because their client cancelled the request")
-                    .Register(r)
-                    .Add(stage);
+  malformed_ = &stage_counter(r, kMalformed, "Messages dropped because they did not decode", stage);
+  late_ = &stage_counter(
+      r, kLate, "Items from a worker already declared dead, dropped (their work went elsewhere)",
+      stage);
+  duplicates_ = &stage_counter(
+      r, kDuplicates, "Items that arrived a second time (submitted again), dropped", stage);
+  dead_ = &stage_counter(r, kWorkersDead, "Workers declared dead: missed heartbeats or unreachable",
+                         stage);
+  redispatched_ =
+      &stage_counter(r, kRedispatched, "Items a dead worker held, given to another replica", stage);
+  drained_ =
+      &stage_counter(r, kWorkersDrained,
+                     "Workers that withdrew their credit to leave (drained on SIGTERM)", stage);
+  cancelled_ = &stage_counter(
+      r, kCancelled, "Work items dropped because their client cancelled the request", stage);
   auto& expired = prometheus::BuildCounter()
                       .Name(std::string(kExpired))
                       .Help("Work items dropped for their deadline: before compute, or during it")
@@ -221,11 +202,8 @@ StageMetrics::StageMetrics(prometheus::Registry& r, std::string_view stage_name,
     labels["when"] = when;
     *counter = &expired.Add(labels);
   }
-  heartbeats_missed_ = &prometheus::BuildCounter()
-                            .Name(std::string(kHeartbeatsMissed))
-                            .Help("Heartbeat intervals in which a worker sent the hub nothing")
-                            .Register(r)
-                            .Add(stage);
+  heartbeats_missed_ = &stage_counter(
+      r, kHeartbeatsMissed, "Heartbeat intervals in which a worker sent the hub nothing", stage);
   queue_ = &prometheus::BuildHistogram()
                 .Name(std::string(kQueueSeconds))
                 .Help("Time a work item waited in this stage before compute")

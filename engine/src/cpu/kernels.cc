@@ -450,8 +450,8 @@ void attention(const ops::AttentionArgs& args) {
     for (int64_t s = 0; s < args.num_seqs; ++s) {
       if (s + threads < args.num_seqs) {
         const ops::AttentionSequence& next = args.seqs[s + threads];
-        prefetch_rows(next.k.data(), next.k.dim(0), next.k.row_size(), width);
-        prefetch_rows(next.v.data(), next.v.dim(0), next.v.row_size(), width);
+        prefetch_rows(next.k.data(), next.k.dim(0), next.kv_row_stride(), width);
+        prefetch_rows(next.v.data(), next.v.dim(0), next.kv_row_stride(), width);
       }
       const ops::AttentionSequence& seq = args.seqs[s];
       if (seq.new_k.defined()) {
@@ -460,7 +460,7 @@ void attention(const ops::AttentionArgs& args) {
         std::memcpy(seq.v.row(seq.q_pos), seq.new_v.data(), bytes);
       }
       const int64_t k_rows = seq.k.dim(0);
-      const int64_t q_stride = seq.q.row_size(), kv_stride = seq.k.row_size();
+      const int64_t q_stride = seq.q_row_stride(), kv_stride = seq.kv_row_stride();
       const int64_t out_stride = seq.out.row_size();
       const float *q_rows = seq.q.data(), *k_rows_data = seq.k.data(), *v_rows = seq.v.data();
       float* out_rows = seq.out.data();

@@ -426,7 +426,7 @@ const AttentionJob* CudaBackend::stage_attention(const ops::AttentionArgs& args,
     const ops::AttentionSequence& seq = args.seqs[s];
     jobs[s] = {seq.q.data(),     seq.k.data_as<void>(), seq.v.data_as<void>(), seq.out.data(),
                seq.new_k.data(), seq.new_v.data(),      seq.q.dim(0),          seq.q_pos,
-               seq.k.dim(0),     seq.q.row_size(),      seq.k.row_size(),      seq.out.row_size()};
+               seq.k.dim(0),     seq.q_row_stride(),    seq.kv_row_stride(),   seq.out.row_size()};
     shape.max_q_rows = std::max(shape.max_q_rows, seq.q.dim(0));
     shape.max_k_rows = std::max(shape.max_k_rows, seq.k.dim(0));
     shape.append = shape.append || seq.new_k.defined();

@@ -49,10 +49,12 @@ void attend(const ops::AttentionArgs& args, const ops::AttentionSequence& seq, i
   const int64_t d = args.head_dim;
   const int64_t query = seq.q_pos + row;
   const int64_t keys = math::keys_seen(seq.k.dim(0), query, args.causal);
-  const float* q = seq.q.row(row) + head * d;
+  // The kernel's job strides: a fused projection's thirds are read in place (row_stride).
+  const int64_t kv_stride = seq.kv_row_stride();
+  const float* q = seq.q.data() + row * seq.q_row_stride() + head * d;
   float max_score = -INFINITY;
   for (int64_t j = 0; j < keys; ++j) {
-    const float* k = seq.k.row(j) + head * d;
+    const float* k = seq.k.data() + j * kv_stride + head * d;
     float score = 0.0f;
     for (int64_t i = 0; i < d; ++i) score += q[i] * k[i];
     if (args.bias != nullptr) {
@@ -72,7 +74,7 @@ void attend(const ops::AttentionArgs& args, const ops::AttentionSequence& seq, i
   for (int64_t i = 0; i < d; ++i) {
     float sum = 0.0f;
     for (int64_t j = 0; j < keys; ++j)
-      sum += scores[static_cast<size_t>(j)] * seq.v.row(j)[head * d + i];
+      sum += scores[static_cast<size_t>(j)] * seq.v.data()[j * kv_stride + head * d + i];
     out[i] = sum * inverse;
   }
 }

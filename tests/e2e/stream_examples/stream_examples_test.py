@@ -4,10 +4,11 @@ checkout (config/pipeline.yaml and models/speller-t5 with its seqpipe.yaml, whos
 rewrites words after decoding), HTTP and gRPC on. Each stream must be answered (a refused one is
 a 400 or an error response), its pieces must add up to the text the same request without
 `stream` gets, and where a doc shows the pieces, they must be the pieces sent: curl's SSE
-(README and PROTOCOL), TGI's /generate_stream with curl, the official OpenAI npm client
-(tests/e2e/openai pins it; skipped without node and npm), grpcio's ModelStreamInfer, and msgpack
-partials from the Python client, with 200 held-out noisy inputs (tests/data/speller-t5-greedy.json)
-as typed and capitalised with punctuation too.
+(README and PROTOCOL), TGI's /generate_stream with curl, the official OpenAI npm client (the
+README's one-liner, not a stream, and PROTOCOL's example, each pasted in the checkout's root
+after the README's `npm ci --prefix clients/node`; skipped without node and npm or a registry),
+grpcio's ModelStreamInfer, and msgpack partials from the Python client, with 200 held-out noisy
+inputs (tests/data/speller-t5-greedy.json) as typed and capitalised with punctuation too.
 
 Environment: SEQPIPE_BIN, SEQPIPE_MKMODEL (tests/e2e/harness.py), PYTHONPATH with clients/python.
 """
@@ -15,6 +16,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,9 +24,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "openai"))
 from harness import PipelineTestCase, free_port, kserve_stubs  # noqa: E402
-from openai_test import npm_dir  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 README = os.path.join(ROOT, "README.md")
@@ -137,14 +137,34 @@ class StreamExamplesTest(PipelineTestCase):
         shown = shown_texts(shown, lambda e: e["token"]["text"])
         self.assertTrue(events[-1]["generated_text"].startswith("".join(shown)), shown)
 
+    def install_the_readmes_node_client(self):
+        """The README's `npm ci --prefix clients/node`, run as pasted in the checkout, or a skip
+        where node and npm or a registry to install from are missing."""
+        if not shutil.which("node") or not shutil.which("npm"):
+            self.skipTest("node and npm are needed to run the official OpenAI client")
+        command = doc_line(README, r"^npm ci --prefix clients/node")
+        try:
+            done = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                                  timeout=300, cwd=ROOT)
+        except subprocess.TimeoutExpired:  # a registry that does not answer
+            self.skipTest(f"{command} did not finish in 300 s")
+        if done.returncode != 0:
+            self.skipTest(f"{command} could not install the client: {done.stderr[-500:]}")
+
+    def test_the_readmes_openai_one_liner_as_pasted(self):
+        self.install_the_readmes_node_client()
+        command = doc_line(README, r"^\(cd clients/node && node --input-type=module -e ")
+        self.assertEqual(self.run_shell(command), self.whole("teh speling") + "\n")
+
     def test_protocols_openai_example_with_the_official_client(self):
-        modules = npm_dir()
-        command, _ = doc_block(PROTOCOL, r"^node --input-type=module -e '$",
-                               r"process\.stdout\.write\(c\.choices\[0\]\.text\);'$")
+        self.install_the_readmes_node_client()
+        command, _ = doc_block(PROTOCOL, r"^npm ci --prefix clients/node",
+                               r"process\.stdout\.write\(c\.choices\[0\]\.text\);'\)$")
         self.assertIn("stream: true", command)
-        out = self.run_shell(command, cwd=modules)
+        out = self.run_shell(command)  # from the checkout's root, the install included
         want = self.whole("teh speling")
-        self.assertEqual(out, want + "\n" + want)  # the completion, then the streamed pieces
+        # After npm's lines: the completion, then the streamed pieces.
+        self.assertTrue(out.endswith("\n" + want + "\n" + want), out)
 
     def test_protocols_grpc_stream_example_prints_what_it_shows(self):
         try:

@@ -69,13 +69,13 @@ struct LinearWeight {
   int64_t bytes() const;  // weights and scales as stored
 };
 
-// The encoder's attention has q, k, v and o. The decoder's self-attention has qkv and o: q, k
-// and v concatenated at load ([3 inner, d_model], one GEMM a step); its cross-attention has q
-// and o, every layer's k and v being T5Model::decoder_cross_kv() (one GEMM when a request joins).
+// A self-attention (the encoder's, the decoder's) has qkv and o: q, k and v concatenated at load
+// ([3 inner, d_model], one GEMM a layer or a step). The decoder's cross-attention has q and o,
+// every layer's k and v being T5Model::decoder_cross_kv() (one GEMM when a request joins).
 // The concatenated weights are copies, never used in place from the mapping.
 struct AttentionWeights {
-  LinearWeight q, k, v, o;  // [inner, d_model] x3, o: [d_model, inner]
-  LinearWeight qkv;         // [3 inner, d_model]: q's rows, then k's, then v's
+  LinearWeight q, o;  // q: [inner, d_model] (cross-attention only), o: [d_model, inner]
+  LinearWeight qkv;   // [3 inner, d_model]: q's rows, then k's, then v's (self-attention only)
 };
 
 struct FeedForwardWeights {
