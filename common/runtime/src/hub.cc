@@ -21,17 +21,16 @@ void read_workers(transport::Socket& socket, std::string_view from, const stage:
                   metrics::StageMetrics& metrics,
                   const std::function<std::vector<status::StageStatus>()>& status,
                   const std::function<void(const std::string&, stage::StageMessage&&)>& on_message,
-                  const std::function<std::string(std::string_view)>& catalog) {
+                  const std::function<std::optional<std::string>(std::string_view)>& catalog) {
   while (auto parts = socket.try_recv_parts()) {
     const std::string worker = parts->empty() ? std::string() : (*parts)[0].to_string();
     if (parts->size() == 2 && (*parts)[1].to_string_view() == status::kProbe) {
       socket.send({std::string_view(worker), std::string_view(status::encode(status()))});
     } else if (parts->size() == 3 &&
                (*parts)[1].to_string_view() == model_control::kCatalogCommand) {
-      if (catalog) {
-        socket.send(
-            {std::string_view(worker), std::string_view(catalog((*parts)[2].to_string_view()))});
-      }
+      const std::optional<std::string> answer =
+          catalog ? catalog((*parts)[2].to_string_view()) : std::nullopt;
+      if (answer) socket.send({std::string_view(worker), std::string_view(*answer)});
     } else if (auto message = worker::decode_parts(std::move(*parts), 1, from, limits, metrics)) {
       on_message(worker, std::move(*message));
     }

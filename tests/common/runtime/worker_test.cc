@@ -16,11 +16,13 @@
 #include "seqpipe/runtime/hub.h"
 #include "seqpipe/runtime/service.h"
 #include "seqpipe/transport/transport.h"
+#include "socket_wait.h"
 
 namespace seqpipe::worker {
 namespace {
 
 using std::chrono::milliseconds;
+using test_util::parts_within;
 
 TEST(WorkerHubShare, SharesAddUpToTheCapacityAndDifferByAtMostOne) {
   EXPECT_EQ(hub_share(5, 0, 2), 3);
@@ -36,14 +38,6 @@ TEST(WorkerHubShare, SharesAddUpToTheCapacityAndDifferByAtMostOne) {
   EXPECT_EQ(hubs_or({}, "ipc:///run/b.sock"), std::vector<std::string>{"ipc:///run/b.sock"});
   EXPECT_EQ(hubs_or({"tcp://a:1", "tcp://b:2"}, "ipc:///run/b.sock"),
             (std::vector<std::string>{"tcp://a:1", "tcp://b:2"}));
-}
-
-// The next message on `socket` as ZeroMQ holds it, waiting up to 5 s.
-std::optional<transport::Parts> parts_within(transport::Socket& socket) {
-  transport::Poller poller;
-  poller.add(socket);
-  if (poller.poll(milliseconds(5000)) <= 0) return std::nullopt;
-  return socket.try_recv_parts();
 }
 
 TEST(WorkerFrames, TensorFramesCrossRealSocketsBesideTheHeaderBothWays) {

@@ -326,18 +326,18 @@ class ModelPools {
   std::unordered_map<std::string, std::string> model_of_;  // worker -> model version
 };
 
-// --- The socket side both hub mains share ---
+// --- The socket side of the hub loop (hub::run_hub, seqpipe/runtime/hub_loop.h) ---
 
 // Reads every message waiting on a hub's worker socket (ROUTER: routing id + payload). The
 // status probe is answered with `status()`; other messages are decoded (worker::decode_frames:
 // malformed ones are logged, counted and dropped) and handed to `on_message(worker, message)`.
 // A model catalog message (model_control::kCatalogCommand) is answered with `catalog(bytes)` when
-// given (the gateway), else dropped.
+// that gives an answer (the gateway's), else dropped.
 void read_workers(transport::Socket& socket, std::string_view from, const stage::Limits& limits,
                   metrics::StageMetrics& metrics,
                   const std::function<std::vector<status::StageStatus>()>& status,
                   const std::function<void(const std::string&, stage::StageMessage&&)>& on_message,
-                  const std::function<std::string(std::string_view)>& catalog = {});
+                  const std::function<std::optional<std::string>(std::string_view)>& catalog = {});
 
 // Sends an Outbox's sends (over `sockets[link]`) and pushes, in rounds: `dispatch(out)` runs
 // first in each round, and a send that fails (ROUTER_MANDATORY: the worker left) calls
