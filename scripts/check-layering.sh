@@ -3,7 +3,7 @@
 # common/ may include only itself and the libraries listed for it below (the arrows of
 # docs/ARCHITECTURE.md, "Libraries and their layering"); the engine includes only `generation`
 # (what it shares with the protocol, below both); the C++ client only the wire format and its
-# sockets; and nothing under common/ or clients/cpp includes an engine header.
+# sockets; and nothing under common/ or clients/cpp includes an engine header ("..." or <...>).
 # Usage: check-layering.sh [SOURCE_DIR]
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
@@ -31,12 +31,12 @@ check() {
   local line file included
   while IFS= read -r line; do
     file=${line%%:*}
-    included=$(sed -E 's#.*"seqpipe/([a-z_]+)/.*#\1#' <<<"$line")
+    included=$(sed -E 's#.*[<"]seqpipe/([a-z_]+)/.*#\1#' <<<"$line")
     [[ " $libraries " == *" $included "* ]] || continue  # not a common library (engine, ...)
     [[ $included == "$owner" || " $* " == *" $included "* ]] && continue
     echo "$line: ${owner:-$folder} may not include seqpipe/$included/ (layering)" >&2
     bad=1
-  done < <(grep -rnE '^#include "seqpipe/[a-z_]+/' "$folder" --include='*.h' --include='*.cc' \
+  done < <(grep -rnE '^#include [<"]seqpipe/[a-z_]+/' "$folder" --include='*.h' --include='*.cc' \
              --include='*.cu' --include='*.cuh' || true)
 }
 
@@ -53,7 +53,7 @@ check engine "" generation
 check clients/cpp "" protocol transport generation
 # The engine is not a common library: the serving layers' libraries and the client reach it only
 # through the services that link it.
-if grep -rnE '^#include "seqpipe/engine/' common clients/cpp --include='*.h' --include='*.cc'; then
+if grep -rnE '^#include [<"]seqpipe/engine/' common clients/cpp --include='*.h' --include='*.cc'; then
   echo "common/, clients/cpp: may not include seqpipe/engine/ (what they share with the engine" \
     "lives in common/generation) (layering)" >&2
   bad=1
