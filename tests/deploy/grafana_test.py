@@ -36,6 +36,8 @@ def project_series():
     source = read(os.path.join(SOURCE, "common/observability/src/metrics.cc"))
     kinds = {const: kind for kind, const in
              re.findall(r"Build(Counter|Gauge|Histogram)\(\)\s*\.Name\(std::string\((k\w+)\)\)", source)}
+    # A stage's plain counters are built by one helper, stage_counter(registry, kName, ...).
+    kinds.update({const: "Counter" for const in re.findall(r"stage_counter\(\s*\w+,\s*(k\w+)", source)})
     series = {}
     for const, name in names.items():
         kind = kinds.get(const)
