@@ -19,8 +19,8 @@
 //  - The work a dead or restarted batcher held is submitted again, once (BatcherFailover).
 //  - A model version has at most batcher.max_queue_size sequences in flight (waiting here
 //    included), and while the pipeline is busy a request that could not be answered before its
-//    deadline at the measured pace is not let in: both are refused `overloaded` at once
-//    (InFlightLimit), not after a trip to the batcher.
+//    deadline at the measured pace (with an allowance for its spread) is not let in: both are
+//    refused `overloaded` at once (InFlightLimit), not after a trip to the batcher.
 //  - While the batcher refuses a model version's requests (`overloaded`), the gateway refuses a
 //    share of them itself, at once, before tokenizing (AdmissionThrottle).
 //  - A cancel names the client's own request (routing frames + id): the request is answered
