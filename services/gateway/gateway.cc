@@ -68,10 +68,7 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
 model_control::InFlight Gateway::set_models(
     const std::vector<model_control::CatalogEntry>& catalog) {
   if (!config_.model.repository.empty()) {
-    std::vector<config::ModelVersion> models;
-    models.reserve(catalog.size());
-    for (const auto& entry : catalog) models.push_back(entry.model);
-    models_ = config::ModelCatalog(models, config_.model.name);
+    models_ = config::ModelCatalog(model_control::versions_of(catalog), config_.model.name);
     settings_.set(catalog);
   }
   model_control::InFlight in_flight;

@@ -223,6 +223,13 @@ std::optional<std::vector<CatalogEntry>> decode_catalog(std::string_view bytes) 
   return catalog;
 }
 
+std::vector<config::ModelVersion> versions_of(const std::vector<CatalogEntry>& catalog) {
+  std::vector<config::ModelVersion> versions;
+  versions.reserve(catalog.size());
+  for (const CatalogEntry& entry : catalog) versions.push_back(entry.model);
+  return versions;
+}
+
 std::string encode_in_flight(const InFlight& in_flight) {
   std::string bytes;
   msgpack_io::Writer out(bytes);

@@ -66,6 +66,7 @@ struct CatalogEntry {
 // not_loaded reason goes cut to kMaxReasonBytes.
 std::string encode_catalog(const std::vector<CatalogEntry>& catalog);
 std::optional<std::vector<CatalogEntry>> decode_catalog(std::string_view bytes);
+std::vector<config::ModelVersion> versions_of(const std::vector<CatalogEntry>& catalog);
 using InFlight = std::map<std::string, int>;
 std::string encode_in_flight(const InFlight& in_flight);
 std::optional<InFlight> decode_in_flight(std::string_view bytes);
