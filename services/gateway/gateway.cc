@@ -62,13 +62,14 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
       in_flight_(static_cast<size_t>(std::max(config.batcher.max_queue_size, 1)),
                  2 * static_cast<size_t>(std::max(config.batcher.max_batch_size, 1))),
       next_id_((hub::draw_incarnation() >> 8) + 1) {
-  settings_.update(models_);
+  settings_.load(models_);
 }
 
-model_control::InFlight Gateway::set_models(const std::vector<config::ModelVersion>& models) {
+model_control::InFlight Gateway::set_models(
+    const std::vector<model_control::CatalogEntry>& catalog) {
   if (!config_.model.repository.empty()) {
-    models_ = config::ModelCatalog(models, config_.model.name);
-    settings_.update(models_);
+    models_ = config::ModelCatalog(model_control::versions_of(catalog), config_.model.name);
+    settings_.set(catalog);
   }
   model_control::InFlight in_flight;
   for (const auto& [id, r] : requests_) ++in_flight[r.model];

@@ -19,8 +19,8 @@
 //  - The work a dead or restarted batcher held is submitted again, once (BatcherFailover).
 //  - A model version has at most batcher.max_queue_size sequences in flight (waiting here
 //    included), and while the pipeline is busy a request that could not be answered before its
-//    deadline at the measured pace is not let in: both are refused `overloaded` at once
-//    (InFlightLimit), not after a trip to the batcher.
+//    deadline at the measured pace (with an allowance for its spread) is not let in: both are
+//    refused `overloaded` at once (InFlightLimit), not after a trip to the batcher.
 //  - While the batcher refuses a model version's requests (`overloaded`), the gateway refuses a
 //    share of them itself, at once, before tokenizing (AdmissionThrottle).
 //  - A cancel names the client's own request (routing frames + id): the request is answered
@@ -79,7 +79,8 @@ class Gateway {
  public:
   // `results_endpoint` is where this gateway's results come back (its bound PULL endpoint).
   // `version_config`: the config each model version of a repository is served with, whose
-  // per-model settings its requests get (ModelSettingsTable; empty: this gateway's own config).
+  // per-model settings the versions served at start get (ModelSettingsTable; empty: this
+  // gateway's own config). Called here only: set_models' catalogs carry their settings.
   Gateway(const config::PipelineConfig& config, std::string results_endpoint,
           metrics::StageMetrics& stage_metrics, metrics::GatewayMetrics& gateway_metrics,
           ModelSettingsTable::VersionConfig version_config = {});
@@ -116,9 +117,10 @@ class Gateway {
   const config::ModelCatalog& models() const { return models_; }
   // What the front doors' validators check a request under, per model version (SharedCatalog).
   RequestLimits request_limits() const { return settings_.request_limits(); }
-  // With a repository: the model versions to route to from now on (the supervisor's catalog; a
-  // request in flight keeps its version). Answers the requests in flight per model version.
-  model_control::InFlight set_models(const std::vector<config::ModelVersion>& models);
+  // With a repository: the model versions to route to from now on, with their settings (the
+  // supervisor's catalog; a request in flight keeps its version). Reads no file. Answers the
+  // requests in flight per model version.
+  model_control::InFlight set_models(const std::vector<model_control::CatalogEntry>& catalog);
 
  private:
   // A client text: the items it goes out as, one or its pieces (gateway.split_words).

@@ -59,7 +59,7 @@ bool Gateway::admit_in_flight(Request& r, const std::string& model, uint32_t tim
                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                                    in_flight_.wait(model).value_or(SteadyClock::duration{}))
                                    .count()) +
-                " ms of work at the measured pace";
+                " ms of work at the measured pace and its spread";
   reply_error(
       std::move(r.caller), std::move(r.client_id),
       {protocol::ErrorCode::kOverloaded, "refused at the gateway: " + why + "; retry later"},

@@ -15,7 +15,7 @@ InFlightLimit::Verdict InFlightLimit::take(const std::string& model, size_t sequ
   if (l.in_flight + sequences > limit_) return Verdict::kFull;
   if (l.in_flight >= busy_ && l.pace) {
     const auto ahead = static_cast<SteadyClock::duration::rep>(l.in_flight + sequences);
-    if (now + *l.pace * ahead > deadline) return Verdict::kTooLate;
+    if (now + planned_pace(l) * ahead > deadline) return Verdict::kTooLate;
   }
   l.in_flight += sequences;
   return Verdict::kAdmit;
@@ -34,10 +34,16 @@ void InFlightLimit::answered(const std::string& model, size_t sequences,
   if (l.paced_since) {
     const auto n = static_cast<SteadyClock::duration::rep>(sequences);
     const SteadyClock::duration gap = (now - *l.paced_since) / n;
-    l.pace =
-        l.pace
-            ? std::chrono::duration_cast<SteadyClock::duration>(*l.pace + (gap - *l.pace) * kWeight)
-            : gap;
+    if (l.pace) {
+      // The deviation against the mean before this gap moves it, as TCP's round-trip variance.
+      const SteadyClock::duration deviation = gap > *l.pace ? gap - *l.pace : *l.pace - gap;
+      l.spread = std::chrono::duration_cast<SteadyClock::duration>(
+          l.spread + (deviation - l.spread) * kWeight);
+      l.pace =
+          std::chrono::duration_cast<SteadyClock::duration>(*l.pace + (gap - *l.pace) * kWeight);
+    } else {
+      l.pace = gap;
+    }
   }
   // The next gap is the pipeline's only while enough is in flight to keep it busy.
   l.paced_since = l.in_flight >= busy_ ? std::optional(now) : std::nullopt;
@@ -48,10 +54,16 @@ size_t InFlightLimit::in_flight(const std::string& model) const {
   return it == lanes_.end() ? 0 : it->second.in_flight;
 }
 
+SteadyClock::duration InFlightLimit::planned_pace(const Lane& lane) {
+  return lane.pace.value_or(SteadyClock::duration{}) +
+         std::chrono::duration_cast<SteadyClock::duration>(lane.spread * kPaceSpreads);
+}
+
 std::optional<SteadyClock::duration> InFlightLimit::wait(const std::string& model) const {
   auto it = lanes_.find(model);
   if (it == lanes_.end() || !it->second.pace) return std::nullopt;
-  return *it->second.pace * static_cast<SteadyClock::duration::rep>(it->second.in_flight + 1);
+  return planned_pace(it->second) *
+         static_cast<SteadyClock::duration::rep>(it->second.in_flight + 1);
 }
 
 }  // namespace seqpipe::gateway

@@ -3,71 +3,68 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <exception>
 #include <utility>
 
 namespace seqpipe::gateway {
-
-protocol::Limits protocol_limits(const config::PipelineConfig& c) {
-  protocol::Limits limits;
-  limits.max_message_bytes = c.gateway.max_message_bytes;
-  limits.max_texts = c.gateway.max_texts;
-  limits.max_text_bytes = c.gateway.max_text_bytes;
-  limits.max_new_tokens_cap = c.decoder.max_new_tokens;
-  limits.max_beams = std::min(c.decoder.max_beams, c.decoder.num_slots);
-  limits.max_timeout_ms = c.gateway.max_timeout_ms;
-  limits.priority_levels = c.batcher.priority_levels;
-  return limits;
+namespace {
+void warn_not_loaded(const std::string& key, const std::string& why) {
+  spdlog::warn(
+      "gateway: model {}'s config does not load; its requests are answered unavailable: {}", key,
+      why);
 }
-
-ModelSettings model_settings(const config::PipelineConfig& c) {
-  return {protocol_limits(c), static_cast<size_t>(c.gateway.split_words), ""};
-}
+}  // namespace
 
 ModelSettingsTable::ModelSettingsTable(const config::PipelineConfig& pipeline,
                                        VersionConfig version_config)
-    : pipeline_(model_settings(pipeline)),
+    : pipeline_(model_control::version_settings(pipeline)),
       version_config_(std::move(version_config)),
       decode_limits_(pipeline_.limits) {}
 
-ModelSettingsTable::Version ModelSettingsTable::load_version(const config::ModelVersion& m,
-                                                             const std::string& key) const {
-  Version v{m.dir, pipeline_};
-  try {
-    v.settings = model_settings(version_config_(m));
-  } catch (const std::exception& e) {
-    v.settings.not_loaded = e.what();
-    spdlog::warn(
-        "gateway: model {}'s config does not load; its requests are answered "
-        "unavailable: {}",
-        key, e.what());
+ModelSettings ModelSettingsTable::load_version(const config::ModelVersion& m,
+                                               const std::string& key) const {
+  ModelSettings settings = model_control::load_version_settings(version_config_, m);
+  if (!settings.not_loaded.empty()) {
+    warn_not_loaded(key, settings.not_loaded);
   }
-  return v;
+  return settings;
 }
 
-void ModelSettingsTable::update(const config::ModelCatalog& catalog) {
-  std::map<std::string, Version> versions;
+void ModelSettingsTable::load(const config::ModelCatalog& catalog) {
+  versions_.clear();
   // A single model's requests get the gateway's own settings: of() answers them.
   if (!catalog.single() && version_config_) {
     for (const config::ModelVersion& m : catalog.models()) {
       const std::string key = catalog.key_of(m);
-      auto known = versions_.find(key);
-      if (known != versions_.end() && known->second.dir == m.dir &&
-          known->second.settings.not_loaded.empty()) {  // one that failed is tried again
-        versions.emplace(key, std::move(known->second));
-      } else {
-        versions.emplace(key, load_version(m, key));
-      }
+      versions_.emplace(key, load_version(m, key));
     }
   }
+  update_decode_limits();
+}
+
+void ModelSettingsTable::set(const std::vector<model_control::CatalogEntry>& catalog) {
+  std::map<std::string, ModelSettings> versions;
+  for (const auto& [m, settings] : catalog) {
+    const std::string key = config::model_key(m.name, m.version);
+    const auto known = versions_.find(key);
+    // Said once, not with each refresh of the same catalog.
+    if (!settings.not_loaded.empty() &&
+        (known == versions_.end() || known->second.not_loaded != settings.not_loaded)) {
+      warn_not_loaded(key, settings.not_loaded);
+    }
+    versions.insert_or_assign(key, settings);
+  }
   versions_ = std::move(versions);
+  update_decode_limits();
+}
+
+void ModelSettingsTable::update_decode_limits() {
   // The loosest caps of the versions that load (the gateway's own when none does).
   decode_limits_ = pipeline_.limits;
   int tokens = 0, beams = 0;
-  for (const auto& [key, v] : versions_) {
-    if (!v.settings.not_loaded.empty()) continue;
-    tokens = std::max(tokens, v.settings.limits.max_new_tokens_cap);
-    beams = std::max(beams, v.settings.limits.max_beams);
+  for (const auto& [key, settings] : versions_) {
+    if (!settings.not_loaded.empty()) continue;
+    tokens = std::max(tokens, settings.limits.max_new_tokens_cap);
+    beams = std::max(beams, settings.limits.max_beams);
   }
   if (tokens > 0) {
     decode_limits_.max_new_tokens_cap = tokens;
@@ -77,7 +74,7 @@ void ModelSettingsTable::update(const config::ModelCatalog& catalog) {
 
 const ModelSettings& ModelSettingsTable::of(const std::string& key) const {
   auto it = versions_.find(key);
-  return it == versions_.end() ? pipeline_ : it->second.settings;
+  return it == versions_.end() ? pipeline_ : it->second;
 }
 
 bool ModelSettingsTable::needs_own_decode(const ModelSettings& settings) const {
@@ -87,9 +84,9 @@ bool ModelSettingsTable::needs_own_decode(const ModelSettings& settings) const {
 
 RequestLimits ModelSettingsTable::request_limits() const {
   RequestLimits limits{decode_limits_, {}};
-  for (const auto& [key, v] : versions_) {
-    if (v.settings.not_loaded.empty() && needs_own_decode(v.settings))
-      limits.own.emplace(key, v.settings.limits);
+  for (const auto& [key, settings] : versions_) {
+    if (settings.not_loaded.empty() && needs_own_decode(settings))
+      limits.own.emplace(key, settings.limits);
   }
   return limits;
 }

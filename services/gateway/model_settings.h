@@ -1,48 +1,43 @@
 #pragma once
 // What the gateway applies per model version: the settings of the model that the gateway, not a
-// worker, acts on (the protocol's token and beam caps, gateway.split_words, whether streams are
-// refused). Each version's come from its own config, loaded as its replicas load it (its
-// seqpipe.yaml under the pipeline's config file and --set: config::load_model_version_config),
-// so a repository serving the speller beside another model applies each one's to its own
-// requests. Kept on the gateway's loop thread, rebuilt when the catalog changes.
+// worker, acts on (model_control::VersionSettings: the protocol's token and beam caps,
+// gateway.split_words). Each version's come from its own config, loaded as its replicas load it
+// (its seqpipe.yaml under the pipeline's config file and --set:
+// config::load_model_version_config), so a repository serving the speller beside another model
+// applies each one's to its own requests. The versions served at start are loaded before the
+// loop serves; every catalog after that comes from the supervisor with its versions' settings
+// typed in it, so the loop never reads or parses a model's files (a 1 MB config.json stalled
+// it for seconds). Kept on the gateway's loop thread, rebuilt when the catalog changes.
 #include <cstddef>
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "gateway/shared_catalog.h"
 #include "seqpipe/config/config.h"
 #include "seqpipe/config/model_repository.h"
+#include "seqpipe/control/model_control.h"
 #include "seqpipe/protocol/protocol.h"
 
 namespace seqpipe::gateway {
 
-// The protocol limits this gateway enforces, from the config (docs/PROTOCOL.md, "Limits").
-protocol::Limits protocol_limits(const config::PipelineConfig& config);
-
-struct ModelSettings {
-  protocol::Limits limits;  // protocol_limits of the version's config
-  size_t split_words = 0;   // gateway.split_words (0: texts are not split)
-  // Why the version's config does not load at the gateway; empty: it loads. Its replicas refuse
-  // the same config, so its requests are answered `unavailable` at once.
-  std::string not_loaded;
-};
-ModelSettings model_settings(const config::PipelineConfig& config);
+using ModelSettings = model_control::VersionSettings;
 
 // The settings of every model version in the catalog, by its key (config::ModelCatalog::key_of).
 class ModelSettingsTable {
  public:
-  // The config a version is served with; throws (config::ConfigError) when it does not load.
-  using VersionConfig = std::function<config::PipelineConfig(const config::ModelVersion&)>;
+  using VersionConfig = model_control::VersionConfig;
   // `pipeline`: the gateway's own config, whose settings the one model of a pipeline without a
   // repository takes, and every version when `version_config` is empty (a config built in code,
   // with no layers to load a version's over).
   ModelSettingsTable(const config::PipelineConfig& pipeline, VersionConfig version_config);
 
-  // The settings of `catalog`'s versions: a version seen before (same key and directory) keeps
-  // its own; a new one is loaded (a failure is logged and kept in `not_loaded`, and the load
-  // tried again with the next catalog).
-  void update(const config::ModelCatalog& catalog);
+  // The settings of `catalog`'s versions as the gateway starts, each loaded from its config with
+  // `version_config` (a failure is logged and kept in `not_loaded`). Before the loop serves.
+  void load(const config::ModelCatalog& catalog);
+  // The supervisor's catalog: each version's settings as it sent them; no file is read.
+  void set(const std::vector<model_control::CatalogEntry>& catalog);
   // The version's settings; the gateway's own for a key not in the catalog.
   const ModelSettings& of(const std::string& key) const;
   // What a request is decoded under before its model is known: the gateway's limits with the
@@ -54,16 +49,14 @@ class ModelSettingsTable {
   RequestLimits request_limits() const;
 
  private:
-  struct Version {
-    std::string dir;
-    ModelSettings settings;
-  };
   // The settings of version `m` (`key`), or why its config does not load.
-  Version load_version(const config::ModelVersion& m, const std::string& key) const;
+  ModelSettings load_version(const config::ModelVersion& m, const std::string& key) const;
+  // The loosest caps of the versions (decode_limits_), after versions_ changed.
+  void update_decode_limits();
 
   ModelSettings pipeline_;
   VersionConfig version_config_;
-  std::map<std::string, Version> versions_;
+  std::map<std::string, ModelSettings> versions_;  // by key; none for a single model
   protocol::Limits decode_limits_;
 };
 

@@ -64,7 +64,7 @@ class ProbesTest(unittest.TestCase):
         settings += [f"{stage}.replicas={n}" for stage, n in STAGES.items()
                      if stage not in ("gateway", "batcher")]
         settings += ["decoder.num_slots=8", f"gateway.default_timeout_ms={TIMEOUT_MS}"]
-        cls.pipeline = Pipeline("seqpipe-probes-", settings)
+        cls.pipeline = Pipeline("seqpipe-probes-", settings, owner=cls)
         cls.run_dir, cls.endpoint = cls.pipeline.run_dir, cls.pipeline.endpoint
         cls.pipeline.wait_until(cls._answers, cls.tearDownClass, timeout=90)
 

@@ -31,7 +31,7 @@ class PrometheusTest(unittest.TestCase):
     def setUpClass(cls):
         # The default metrics ports, which the deploy scrape config lists; two replicas each, set
         # (the default sizes them from the cores).
-        cls.pipeline = Pipeline("seqpipe-prom-", settings=TWO_OF_EACH, gated=False)
+        cls.pipeline = Pipeline("seqpipe-prom-", settings=TWO_OF_EACH, gated=False, owner=cls)
         cls.tmp, cls.endpoint = cls.pipeline.tmp, cls.pipeline.endpoint
         with open(os.path.join(SOURCE, "deploy/prometheus/prometheus.yml")) as f:
             config = f.read().replace("scrape_interval: 5s", "scrape_interval: 1s")

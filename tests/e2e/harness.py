@@ -1,8 +1,16 @@
 """What the end-to-end and deployment tests share: a model made with seqpipe-mkmodel, a pipeline
 started with `seqpipe up` in a temp dir and stopped for sure, free ports, /metrics samples.
 
+Stopped for sure: a pipeline (and a process started with start()) stops with its test class when
+the class passes `owner=cls` (a class cleanup, which unittest runs also when setUpClass raises
+halfway), else when this test program exits (atexit), and with the test program when it is
+killed (PR_SET_PDEATHSIG: a ctest timeout's SIGKILL), so no test leaves a pipeline holding the
+metrics ports (9110-9141) for the next.
+
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL.
 """
+import atexit
+import ctypes
 import os
 import re
 import shutil
@@ -41,13 +49,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def post_json(port, path, body):
+def post_json(port, path, body, timeout=20):
     """(status, parsed JSON body) of a POST to the gateway's HTTP front door, as curl sends it."""
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
                                      data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=20) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
@@ -91,8 +99,35 @@ def answers(client):
     return True
 
 
+# The processes start() started and stop() has not stopped yet: stopped at exit.
+_running = []
+
+
+def _die_with_parent(parent):
+    """Runs in the child before exec: SIGTERM when the test program dies (PR_SET_PDEATHSIG is 1),
+    also when it died already."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def start(args, owner=None, **popen_args):
+    """subprocess.Popen(args) in a session of its own, stopped for sure (see the module's doc):
+    with `owner`'s class cleanups when given (a TestCase class), else at exit."""
+    parent = os.getpid()
+    proc = subprocess.Popen(args, start_new_session=True,
+                            preexec_fn=lambda: _die_with_parent(parent), **popen_args)
+    _running.append(proc)
+    if owner is not None:
+        owner.addClassCleanup(stop, proc)
+    return proc
+
+
 def stop(proc, timeout=20):
-    """SIGTERM, then SIGKILL to the whole process group if it does not stop in time."""
+    """SIGTERM, then SIGKILL to the whole process group if it does not stop in time; again, or
+    once it exited: nothing."""
+    if proc in _running:
+        _running.remove(proc)
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -100,6 +135,12 @@ def stop(proc, timeout=20):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@atexit.register
+def _stop_running():
+    for proc in list(_running):
+        stop(proc)
 
 
 class RepositoryTestCase(unittest.TestCase):
@@ -153,9 +194,10 @@ class PipelineTestCase(unittest.TestCase):
     def setUpClass(cls):
         from seqpipe_client import Client  # (clients/python, on the e2e tests' PYTHONPATH)
         cls.pipeline = Pipeline(cls.PREFIX, cls.settings(), model_dir=cls.MODEL_DIR,
-                                checkout=cls.CHECKOUT, model_args=cls.MODEL_ARGS, config=cls.CONFIG)
+                                checkout=cls.CHECKOUT, model_args=cls.MODEL_ARGS, config=cls.CONFIG,
+                                owner=cls)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=cls.CLIENT_TIMEOUT_MS)
-        cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)
+        cls.pipeline.wait_until(lambda: answers(cls.client))
 
     @classmethod
     def tearDownClass(cls):
@@ -168,11 +210,16 @@ class Pipeline:
     client socket on ipc:// in the run dir. `settings` are extra --set overrides; `model_dir` serves
     that model directory instead. `checkout`: run in that source checkout as a newcomer does, its
     config/pipeline.yaml and bundled model as they are (only the sockets and ports moved).
-    `config`: a config file to start from (--config)."""
+    `config`: a config file to start from (--config). `owner`: the TestCase class whose class
+    cleanups close it (also when its setUpClass raises after this); none: closed at exit."""
 
     def __init__(self, prefix, settings=(), gated=True, model_dir=None, checkout=None, config=None,
-                 model_args=()):
+                 model_args=(), owner=None):
+        self.proc = None
+        self.log = None
         self.tmp = tempfile.mkdtemp(prefix=prefix)
+        if owner is not None:
+            owner.addClassCleanup(self.close)
         self.model = model_dir or os.path.join(self.tmp, "model")
         if model_dir is None and checkout is None:
             args = [MKMODEL, "--preset", "tiny", "--spiece", "--seed", "3", "--out", self.model]
@@ -189,15 +236,15 @@ class Pipeline:
                   "gateway.http_endpoint=127.0.0.1:0", *settings]:
             up += ["--set", s]
         self.log = open(os.path.join(self.tmp, "up.log"), "w")
-        self.proc = subprocess.Popen(up, stdout=self.log, stderr=subprocess.STDOUT,
-                                     cwd=checkout or self.tmp, start_new_session=True)
+        self.proc = start(up, stdout=self.log, stderr=subprocess.STDOUT, cwd=checkout or self.tmp)
 
     def alive(self):
         return self.proc.poll() is None
 
-    def wait_until(self, ready, on_fail, timeout=60):
+    def wait_until(self, ready, on_fail=None, timeout=60):
         """Polls ready() (an exception counts as not yet) until it is true. If the pipeline exits or
-        `timeout` seconds pass first, calls on_fail() (the test class's teardown) and raises."""
+        `timeout` seconds pass first, calls on_fail() when given (the test class's teardown; a
+        pipeline with an owner is closed by its cleanups) and raises."""
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -206,8 +253,11 @@ class Pipeline:
             except Exception:  # noqa: BLE001  (not up yet: connection refused, unavailable, ...)
                 pass
             if time.monotonic() > deadline or not self.alive():
-                on_fail()
-                raise RuntimeError("pipeline did not come up; see " + self.log.name)
+                with open(self.log.name) as log:  # before on_fail removes it
+                    tail = "".join(log.readlines()[-20:])
+                if on_fail is not None:
+                    on_fail()
+                raise RuntimeError(f"pipeline did not come up; the end of {self.log.name}:\n{tail}")
             time.sleep(0.2)
 
     def metrics_ports(self, stage, replicas, timeout=30):
@@ -235,7 +285,10 @@ class Pipeline:
         return [scrape(port, sample) for port in self.metrics_ports(stage, replicas)]
 
     def close(self):
-        stop(self.proc)
-        self.log.close()
+        """Stops the pipeline and removes its folder; again (or after a failed start): nothing."""
+        if self.proc is not None:
+            stop(self.proc)
+        if self.log is not None:
+            self.log.close()
         if os.environ.get("SEQPIPE_KEEP_E2E") is None:
             shutil.rmtree(self.tmp, ignore_errors=True)

@@ -395,8 +395,36 @@ TEST(InFlightLimit, RefusesWhatThePipelinesPaceCannotAnswerBeforeItsDeadline) {
   limit.give_back("m", 1);
   limit.answered("m", 1, t + std::chrono::seconds(5));
   // 9.75 ms a sequence (the busy gap of 40 ms for 5, 8 ms each, weighed in at 1/8), the 5 s gap
-  // not sampled; 2 in flight + 1.
-  EXPECT_EQ(*limit.wait("m"), std::chrono::microseconds(29250));
+  // not sampled; its deviation of 2 ms from 10 weighed in the same: a spread of 0.25 ms, planned
+  // with kPaceSpreads of it. 2 in flight + 1.
+  EXPECT_EQ(*limit.wait("m"),
+            std::chrono::microseconds(3 * (9750 + 250 * static_cast<int>(kPaceSpreads))));
+}
+
+// Gaps that vary about the same mean leave the pace there but widen its spread: what is admitted
+// is planned at the slower pace, so fewer requests wait than the mean alone would let in.
+TEST(InFlightLimit, ASpreadOfPacesAdmitsLessThanTheMeanAlone) {
+  using V = InFlightLimit::Verdict;
+  // In flight once the gaps were measured and as many more taken as a 2 s deadline allows.
+  auto admitted = [](milliseconds odd, milliseconds even) {
+    SteadyClock::time_point t = t0.steady;
+    InFlightLimit limit(1000, 1);
+    EXPECT_EQ(limit.take("m", 20, t, t + std::chrono::hours(1)), V::kAdmit);
+    for (int i = 0; i < 80; ++i) {  // one sequence answered per gap, one taken in its place
+      t += i % 2 ? odd : even;
+      limit.give_back("m", 1);
+      limit.answered("m", 1, t);
+      EXPECT_EQ(limit.take("m", 1, t, t + std::chrono::hours(1)), V::kAdmit);
+    }
+    while (limit.take("m", 1, t, t + std::chrono::seconds(2)) == V::kAdmit) {
+    }
+    return limit.in_flight("m");
+  };
+  EXPECT_EQ(admitted(milliseconds(10), milliseconds(10)), 200u);  // 2 s at 10 ms a sequence
+  // The same mean, 10 ms, deviating 8 ms: planned at about 10 + 2 x 8.5 ms.
+  const size_t varying = admitted(milliseconds(2), milliseconds(18));
+  EXPECT_GT(varying, 60u);
+  EXPECT_LT(varying, 90u);
 }
 
 // What is in the pipeline counts, not only what waits here: with max_queue_size sequences of a

@@ -235,7 +235,9 @@ TEST_F(GatewayModelsTest, ANewCatalogReroutesNewRequestsAndCountsThoseInFlight) 
   g.on_client(request("a", "speller"), t0, out);  // speller/2, the highest: in flight
   const std::string dir = (root_ / "speller" / "1").string();
   // speller/2 unloading: only speller/1 is routed; the request already in flight keeps its version.
-  const auto in_flight = g.set_models({{"speller", 1, dir}});
+  const std::vector<model_control::CatalogEntry> speller1 = {
+      {{"speller", 1, dir}, model_control::version_settings(config_)}};
+  const auto in_flight = g.set_models(speller1);
   EXPECT_EQ(in_flight, (model_control::InFlight{{"speller/2", 1}}));
   g.on_client(request("b", "speller"), t0, out);     // now speller/1
   g.on_client(request("c", "speller", 2), t0, out);  // not served any more
@@ -243,8 +245,7 @@ TEST_F(GatewayModelsTest, ANewCatalogReroutesNewRequestsAndCountsThoseInFlight) 
   ASSERT_EQ(out.replies.size(), 2u);
   for (size_t i = 0; i < 2; ++i)
     EXPECT_EQ(reply_of(out, i).error->code, protocol::ErrorCode::kNotFound);
-  EXPECT_EQ(g.set_models({{"speller", 1, dir}}),
-            (model_control::InFlight{{"speller/1", 1}, {"speller/2", 1}}));
+  EXPECT_EQ(g.set_models(speller1), (model_control::InFlight{{"speller/1", 1}, {"speller/2", 1}}));
   EXPECT_EQ(g.models().default_key(), "speller/1");
 }
 
@@ -336,6 +337,59 @@ TEST_F(GatewayModelsTest, EachVersionGetsItsOwnPerModelSettings) {
   EXPECT_EQ(errors["sp2"].code, protocol::ErrorCode::kUnavailable);
   EXPECT_NE(errors["sp2"].message.find("batcher.replicas"), std::string::npos)
       << errors["sp2"].message;
+}
+
+// The supervisor's catalog carries each version's settings: the gateway applies them as sent and
+// reads no model file (its loop stalled for seconds parsing a 1 MB config.json). speller/3 is
+// served with the message's split_words and token cap though its directory holds no files at
+// all; beta/1's config did not load where the supervisor loaded it.
+TEST_F(GatewayModelsTest, ACatalogsSettingsComeFromTheMessageWithNoFileRead) {
+  int configs_loaded = 0;
+  gateway::Gateway g(config_, "ipc:///tmp/results.sock", stage_, gw_,
+                     [&](const config::ModelVersion&) {
+                       ++configs_loaded;
+                       return config_;
+                     });
+  EXPECT_EQ(configs_loaded, 3);  // the versions served at start, before the loop serves
+  model_control::VersionSettings split = model_control::version_settings(config_);
+  split.split_words = 2;
+  split.limits.max_new_tokens_cap = 8;
+  model_control::VersionSettings bad;
+  bad.not_loaded = "config.json: over the cap";
+  const std::string nowhere = (root_ / "not-on-disk").string();
+  g.set_models({{{"speller", 3, nowhere}, split}, {{"beta", 1, nowhere}, bad}});
+  EXPECT_EQ(configs_loaded, 3);
+  g.on_tokenizer("t-sp3", stage::Ready{8, "speller/3"}, t0);
+  auto generate = [](const std::string& id, const std::string& model, int max_new_tokens) {
+    protocol::Request r;
+    r.id = id;
+    r.texts = {"one two three four five"};
+    r.model = model;
+    r.params.max_new_tokens = max_new_tokens;
+    return std::vector<std::string>{"client", "", protocol::encode_request(r)};
+  };
+  Outbox out;
+  g.on_client(generate("sp", "speller", 6), t0, out);
+  g.on_client(generate("sp-long", "speller", 40), t0, out);  // over the message's cap, 8
+  g.on_client(generate("beta", "beta", 6), t0, out);
+  g.dispatch(t0, out);
+  std::vector<std::string> pieces;
+  for (const auto& send : out.sends) {
+    for (const auto& i : std::get<stage::Tokenize>(send.message).items) pieces.push_back(i.text);
+  }
+  EXPECT_EQ(pieces, (std::vector<std::string>{"one", "two three", "four five"}));
+  ASSERT_EQ(out.replies.size(), 2u);
+  std::map<std::string, protocol::Error> errors;
+  for (size_t i = 0; i < out.replies.size(); ++i) {
+    const protocol::Reply reply = reply_of(out, i);
+    ASSERT_TRUE(reply.error);
+    errors[reply.id] = *reply.error;
+  }
+  EXPECT_EQ(errors["sp-long"].code, protocol::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(errors["beta"].code, protocol::ErrorCode::kUnavailable);
+  EXPECT_NE(errors["beta"].message.find("over the cap"), std::string::npos)
+      << errors["beta"].message;
+  EXPECT_EQ(configs_loaded, 3);
 }
 
 TEST(HttpRepository, CallsParseAndAnswerAsKServesExtension) {

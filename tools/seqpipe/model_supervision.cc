@@ -26,18 +26,28 @@ const std::string kPollClient;
 }  // namespace
 
 PipelineWorld::PipelineWorld(zmq::context_t& context, const config::PipelineConfig& config,
-                             ChildProcesses& children, Replicas replicas)
+                             ChildProcesses& children, Replicas replicas,
+                             model_control::VersionConfig version_config)
     : context_(context),
       config_(config),
       children_(children),
       replicas_(std::move(replicas)),
+      version_config_(std::move(version_config)),
       idle_starts_(service::can_leave_idle()) {}
 
 config::ModelRepository PipelineWorld::scan() {
   return config::scan_repository(config_.model.repository);
 }
 
+const model_control::CatalogEntry& PipelineWorld::load_settings(const config::ModelVersion& m) {
+  const model_control::CatalogEntry loaded{
+      m, model_control::load_version_settings(version_config_, m)};
+  return settings_.insert_or_assign(config::model_key(m.name, m.version), loaded).first->second;
+}
+
 void PipelineWorld::start_replicas(const config::ModelVersion& version) {
+  // The config as the replicas about to start read it (a reload reads an edited one again).
+  load_settings(version);
   std::vector<ChildSpec> replicas = replicas_(version);
   for (ChildSpec& replica : replicas) replica.start_idle = idle_starts_;
   children_.add(std::move(replicas), kReplicaStartGap);
@@ -60,8 +70,20 @@ control::HubView PipelineWorld::ask_hubs(const std::vector<std::string>& keys) {
   return view;
 }
 
-std::optional<model_control::InFlight> PipelineWorld::send_catalog(
+std::vector<model_control::CatalogEntry> PipelineWorld::with_settings(
     const std::vector<config::ModelVersion>& catalog) {
+  std::vector<model_control::CatalogEntry> entries;
+  for (const config::ModelVersion& m : catalog) {
+    const auto known = settings_.find(config::model_key(m.name, m.version));
+    entries.push_back(known != settings_.end() && known->second.model == m ? known->second
+                                                                           : load_settings(m));
+  }
+  return entries;
+}
+
+std::optional<model_control::InFlight> PipelineWorld::send_catalog(
+    const std::vector<config::ModelVersion>& versions) {
+  const std::vector<model_control::CatalogEntry> catalog = with_settings(versions);
   model_control::InFlight in_flight;
   bool all_answered = true;
   for (int k = 0; k < config_.gateway.replicas; ++k) {

@@ -197,12 +197,14 @@ class PipelineChildren {
 
 // Runs `children` until a stop is asked or a child is given up: with a repository, with its
 // control plane (`served`: the versions started). True when given up.
-bool supervise(const config::PipelineConfig& c, const config::ModelRepository& served,
+bool supervise(const config::LoadedConfig& loaded, const config::ModelRepository& served,
                const PipelineChildren& specs, ChildProcesses& children) {
+  const config::PipelineConfig& c = loaded.config;
   if (c.model.repository.empty()) return children.supervise(service::stop_requested);
   zmq::context_t context(1);
-  PipelineWorld world(context, c, children,
-                      [&](const config::ModelVersion& m) { return specs.workers({m}); });
+  PipelineWorld world(
+      context, c, children, [&](const config::ModelVersion& m) { return specs.workers({m}); },
+      [&](const config::ModelVersion& m) { return config::load_model_version_config(loaded, m); });
   control::ModelLifecycle lifecycle(c.model.repository, world);
   lifecycle.started(served, Clock::now());
   control::RepositoryPoll poll(c.model.repository,
@@ -246,7 +248,7 @@ int up(const service::ServiceArgs& args) {
   ChildProcesses children(std::move(started));
   children.start();
   print_started(loaded, children.size(), args.overrides.size(), cores, waits);
-  const bool gave_up = supervise(c, served, specs, children);
+  const bool gave_up = supervise(loaded, served, specs, children);
   children.stop(std::chrono::seconds(5));  // SIGTERM, up to 5 s to drain, then SIGKILL
   std::printf("seqpipe up: stopped\n");
   return gave_up ? 1 : 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <msgpack.hpp>
 #include <span>
@@ -107,30 +108,126 @@ std::optional<Error> read_reply(const msgpack::object& root, ControlReply& reply
 
 }  // namespace
 
-std::string encode_catalog(const std::vector<config::ModelVersion>& models) {
+protocol::Limits protocol_limits(const config::PipelineConfig& c) {
+  protocol::Limits limits;
+  limits.max_message_bytes = c.gateway.max_message_bytes;
+  limits.max_texts = c.gateway.max_texts;
+  limits.max_text_bytes = c.gateway.max_text_bytes;
+  limits.max_new_tokens_cap = c.decoder.max_new_tokens;
+  limits.max_beams = std::min(c.decoder.max_beams, c.decoder.num_slots);
+  limits.max_timeout_ms = c.gateway.max_timeout_ms;
+  limits.priority_levels = c.batcher.priority_levels;
+  return limits;
+}
+
+VersionSettings version_settings(const config::PipelineConfig& c) {
+  return {protocol_limits(c), static_cast<size_t>(c.gateway.split_words), ""};
+}
+
+VersionSettings load_version_settings(const VersionConfig& version_config,
+                                      const config::ModelVersion& version) {
+  try {
+    return version_settings(version_config(version));
+  } catch (const std::exception& e) {
+    VersionSettings settings;
+    settings.not_loaded = e.what();
+    return settings;
+  }
+}
+
+bool VersionSettings::operator==(const VersionSettings& o) const {
+  const protocol::Limits &a = limits, &b = o.limits;
+  return a.max_message_bytes == b.max_message_bytes && a.max_texts == b.max_texts &&
+         a.max_text_bytes == b.max_text_bytes && a.max_id_bytes == b.max_id_bytes &&
+         a.max_new_tokens_cap == b.max_new_tokens_cap && a.max_beams == b.max_beams &&
+         a.max_timeout_ms == b.max_timeout_ms && a.priority_levels == b.priority_levels &&
+         split_words == o.split_words && not_loaded == o.not_loaded;
+}
+
+namespace {
+
+constexpr int64_t kSizeMax = std::numeric_limits<int64_t>::max();
+
+void write_settings(msgpack_io::Writer& out, const VersionSettings& s) {
+  const protocol::Limits& l = s.limits;
+  out.map(9);
+  out.str("max_message_bytes"), out.u64(l.max_message_bytes);
+  out.str("max_texts"), out.u64(l.max_texts);
+  out.str("max_text_bytes"), out.u64(l.max_text_bytes);
+  out.str("max_new_tokens"), out.i64(l.max_new_tokens_cap);
+  out.str("max_beams"), out.i64(l.max_beams);
+  out.str("max_timeout_ms"), out.u64(l.max_timeout_ms);
+  out.str("priority_levels"), out.i64(l.priority_levels);
+  out.str("split_words"), out.u64(s.split_words);
+  out.str("not_loaded"), out.str(std::string_view(s.not_loaded).substr(0, kMaxReasonBytes));
+}
+
+// Every field is required: a catalog comes from the same build's supervisor.
+std::optional<Error> read_settings(const msgpack::object& value, VersionSettings& s) {
+  const msgpack::object *message = nullptr, *texts = nullptr, *text = nullptr, *tokens = nullptr,
+                        *beams = nullptr, *timeout = nullptr, *priorities = nullptr,
+                        *split = nullptr, *not_loaded = nullptr;
+  const msgpack_io::NamedSlot fields[] = {
+      {"max_message_bytes", &message},  {"max_texts", &texts},   {"max_text_bytes", &text},
+      {"max_new_tokens", &tokens},      {"max_beams", &beams},   {"max_timeout_ms", &timeout},
+      {"priority_levels", &priorities}, {"split_words", &split}, {"not_loaded", &not_loaded}};
+  if (auto e = fields_of(value, fields)) return e;
+  for (const msgpack::object* field :
+       {message, texts, text, tokens, beams, timeout, priorities, split, not_loaded})
+    if (absent(field)) return Error{ErrorCode::kInvalidArgument, "a version's settings cut short"};
+  protocol::Limits& l = s.limits;
+  std::optional<Error> e =
+      read_number(message, "max_message_bytes", 0, kSizeMax, l.max_message_bytes);
+  if (!e) e = read_number(texts, "max_texts", 0, kSizeMax, l.max_texts);
+  if (!e) e = read_number(text, "max_text_bytes", 0, kSizeMax, l.max_text_bytes);
+  if (!e) e = read_number(tokens, "max_new_tokens", 0, kIntMax, l.max_new_tokens_cap);
+  if (!e) e = read_number(beams, "max_beams", 0, kIntMax, l.max_beams);
+  if (!e)
+    e = read_number(timeout, "max_timeout_ms", 0, std::numeric_limits<uint32_t>::max(),
+                    l.max_timeout_ms);
+  if (!e) e = read_number(priorities, "priority_levels", 0, kIntMax, l.priority_levels);
+  if (!e) e = read_number(split, "split_words", 0, kSizeMax, s.split_words);
+  if (!e) e = read_string(not_loaded, "not_loaded", s.not_loaded);
+  return e;
+}
+
+}  // namespace
+
+std::string encode_catalog(const std::vector<CatalogEntry>& catalog) {
   std::string bytes;
   msgpack_io::Writer out(bytes);
-  out.array(models.size());
-  for (const auto& m : models) out.array(3), out.str(m.name), out.i64(m.version), out.str(m.dir);
+  out.array(catalog.size());
+  for (const auto& [m, settings] : catalog) {
+    out.array(4), out.str(m.name), out.i64(m.version), out.str(m.dir);
+    write_settings(out, settings);
+  }
   return bytes;
 }
 
-std::optional<std::vector<config::ModelVersion>> decode_catalog(std::string_view bytes) {
+std::optional<std::vector<CatalogEntry>> decode_catalog(std::string_view bytes) {
   msgpack::object_handle handle;
   if (unpack(bytes, handle) || handle.get().type != msgpack::type::ARRAY) return std::nullopt;
   const msgpack::object_array& rows = handle.get().via.array;
-  std::vector<config::ModelVersion> models(rows.size);
+  std::vector<CatalogEntry> catalog(rows.size);
   for (uint32_t i = 0; i < rows.size; ++i) {
     const msgpack::object& row = rows.ptr[i];
-    if (row.type != msgpack::type::ARRAY || row.via.array.size != 3) return std::nullopt;
-    config::ModelVersion& m = models[i];
+    if (row.type != msgpack::type::ARRAY || row.via.array.size != 4) return std::nullopt;
+    config::ModelVersion& m = catalog[i].model;
     const msgpack::object* field = row.via.array.ptr;
     if (read_string(&field[0], "catalog[].name", m.name) ||
         read_number(&field[1], "catalog[].version", 0, kIntMax, m.version) ||
-        read_string(&field[2], "catalog[].dir", m.dir) || !config::valid_model_name(m.name))
+        read_string(&field[2], "catalog[].dir", m.dir) || !config::valid_model_name(m.name) ||
+        read_settings(field[3], catalog[i].settings))
       return std::nullopt;
   }
-  return models;
+  return catalog;
+}
+
+std::vector<config::ModelVersion> versions_of(const std::vector<CatalogEntry>& catalog) {
+  std::vector<config::ModelVersion> versions;
+  versions.reserve(catalog.size());
+  for (const CatalogEntry& entry : catalog) versions.push_back(entry.model);
+  return versions;
 }
 
 std::string encode_in_flight(const InFlight& in_flight) {

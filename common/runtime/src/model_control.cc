@@ -5,15 +5,15 @@
 namespace seqpipe::model_control {
 
 std::optional<InFlight> send_catalog(zmq::context_t& context, const std::string& endpoint,
-                                     const std::vector<config::ModelVersion>& models,
+                                     const std::vector<CatalogEntry>& catalog,
                                      std::chrono::milliseconds wait,
                                      const transport::CurveKeys& curve) {
   transport::SocketOptions options;
   options.curve = curve;
   transport::Socket socket(context, zmq::socket_type::dealer, options);
   socket.connect(endpoint);
-  const std::string catalog = encode_catalog(models);
-  if (!socket.send({kCatalogCommand, std::string_view(catalog)}, true)) return std::nullopt;
+  const std::string bytes = encode_catalog(catalog);
+  if (!socket.send({kCatalogCommand, std::string_view(bytes)}, true)) return std::nullopt;
   const auto reply = socket.recv(wait);
   if (!reply || reply->size() != 1) return std::nullopt;
   return decode_in_flight(reply->front());

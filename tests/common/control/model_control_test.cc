@@ -10,18 +10,48 @@ namespace seqpipe::model_control {
 namespace {
 
 TEST(ModelControl, CatalogAndInFlightRoundTrip) {
-  const std::vector<config::ModelVersion> models = {{"alpha", 1, "/r/alpha/1"},
-                                                    {"beta", 12, "/r/beta"}};
-  EXPECT_EQ(decode_catalog(encode_catalog(models)), models);
-  EXPECT_EQ(decode_catalog(encode_catalog({})), std::vector<config::ModelVersion>{});
+  config::PipelineConfig speller;
+  speller.gateway.split_words = 8;
+  speller.decoder.max_new_tokens = 40;
+  speller.batcher.priority_levels = 3;
+  VersionSettings bad;
+  bad.not_loaded = "seqpipe.yaml: batcher.replicas is not a model's setting";
+  const std::vector<CatalogEntry> catalog = {
+      {{"alpha", 1, "/r/alpha/1"}, version_settings(speller)}, {{"beta", 12, "/r/beta"}, bad}};
+  const auto decoded = decode_catalog(encode_catalog(catalog));
+  EXPECT_EQ(decoded, catalog);
+  ASSERT_TRUE(decoded.has_value());
+  EXPECT_EQ(decoded->at(0).settings.split_words, 8u);
+  EXPECT_EQ(decoded->at(0).settings.limits.max_new_tokens_cap, 40);
+  EXPECT_EQ(decoded->at(0).settings.limits.priority_levels, 3);
+  EXPECT_EQ(decode_catalog(encode_catalog({})), std::vector<CatalogEntry>{});
   const InFlight in_flight = {{"alpha/1", 3}, {"beta/12", 0}};
   EXPECT_EQ(decode_in_flight(encode_in_flight(in_flight)), in_flight);
+}
+
+TEST(ModelControl, ALongNotLoadedReasonGoesCut) {
+  VersionSettings bad;
+  bad.not_loaded = std::string(100000, 'x');
+  const auto decoded = decode_catalog(encode_catalog({{{"alpha", 1, "/r/alpha/1"}, bad}}));
+  ASSERT_TRUE(decoded.has_value());
+  EXPECT_EQ(decoded->at(0).settings.not_loaded, std::string(kMaxReasonBytes, 'x'));
 }
 
 TEST(ModelControl, BadCatalogsAreRefused) {
   EXPECT_FALSE(decode_catalog("\x93").has_value());                          // an array cut short
   EXPECT_FALSE(decode_catalog(encode_in_flight({{"a/1", 1}})).has_value());  // a map
-  EXPECT_FALSE(decode_catalog(encode_catalog({{"../x", 1, "/r"}})).has_value());  // a bad name
+  EXPECT_FALSE(
+      decode_catalog(encode_catalog({{{"../x", 1, "/r"}, {}}})).has_value());  // a bad name
+  // A row without its settings (a v1 catalog), and settings missing a field.
+  std::string v1;
+  msgpack_io::Writer rows(v1);
+  rows.array(1), rows.array(3), rows.str("alpha"), rows.i64(1), rows.str("/r/alpha/1");
+  EXPECT_FALSE(decode_catalog(v1).has_value());
+  std::string short_settings;
+  msgpack_io::Writer cut(short_settings);
+  cut.array(1), cut.array(4), cut.str("alpha"), cut.i64(1), cut.str("/r/alpha/1");
+  cut.map(1), cut.str("split_words"), cut.i64(2);
+  EXPECT_FALSE(decode_catalog(short_settings).has_value());
 }
 
 TEST(ModelControl, RequestsAndRepliesRoundTrip) {

@@ -20,7 +20,7 @@ TEST(ModelControl, AHubAnswersTheCatalogWithItsHandlerOverRealSockets) {
   const std::string endpoint = hub.bind("tcp://127.0.0.1:*");
   auto registry = metrics::make_registry();
   metrics::StageMetrics metrics(*registry, "gateway");
-  std::vector<config::ModelVersion> received;
+  std::vector<CatalogEntry> received;
   std::atomic<bool> done = false;
   std::thread serving([&] {
     while (!done) {
@@ -28,19 +28,20 @@ TEST(ModelControl, AHubAnswersTheCatalogWithItsHandlerOverRealSockets) {
           hub, "test", stage::Limits{}, metrics, [] { return std::vector<status::StageStatus>{}; },
           [](const std::string&, stage::StageMessage&&) {},
           [&](std::string_view bytes) {
-            received = decode_catalog(bytes).value_or(std::vector<config::ModelVersion>{});
+            received = decode_catalog(bytes).value_or(std::vector<CatalogEntry>{});
             return encode_in_flight({{"alpha/2", 4}});
           });
       std::this_thread::sleep_for(milliseconds(5));
     }
   });
-  const auto answer =
-      send_catalog(context, endpoint, {{"alpha", 2, "/r/alpha/2"}}, milliseconds(5000), {});
+  CatalogEntry alpha{{"alpha", 2, "/r/alpha/2"}, {}};
+  alpha.settings.split_words = 3;
+  const auto answer = send_catalog(context, endpoint, {alpha}, milliseconds(5000), {});
   done = true;
   serving.join();
   ASSERT_TRUE(answer.has_value());
   EXPECT_EQ(*answer, (InFlight{{"alpha/2", 4}}));
-  EXPECT_EQ(received, (std::vector<config::ModelVersion>{{"alpha", 2, "/r/alpha/2"}}));
+  EXPECT_EQ(received, (std::vector<CatalogEntry>{alpha}));
 }
 
 TEST(ModelControl, NoSupervisorIsAnUnavailableReplyNamingTheEndpoint) {

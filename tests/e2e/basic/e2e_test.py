@@ -43,7 +43,7 @@ class PipelineTest(unittest.TestCase):
             f"gateway.metrics_port={cls.gateway_metrics}", f"batcher.metrics_port={cls.batcher_metrics}",
             "tokenizer.replicas=2", "encoder.replicas=2", "decoder.replicas=2", "postprocessor.replicas=2",
             "batcher.max_queue_delay_us=1000", "gateway.default_timeout_ms=20000",
-            "encoder.credits=1", "gateway.cache_bytes=1048576"])
+            "encoder.credits=1", "gateway.cache_bytes=1048576"], owner=cls)
         cls.model, cls.run_dir, cls.endpoint = cls.pipeline.model, cls.pipeline.run_dir, cls.pipeline.endpoint
         cls.client = Client(cls.endpoint, timeout_ms=20000)
         cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)

@@ -21,7 +21,7 @@ import msgpack
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, TWO_OF_EACH, Pipeline, free_port, scrape, stop  # noqa: E402
+from harness import SEQPIPE, TWO_OF_EACH, Pipeline, free_port, scrape, start, stop  # noqa: E402
 
 BATCHER = os.path.join(os.path.dirname(os.path.realpath(SEQPIPE)), "..", "services", "batcher", "seqpipe-batcher")
 TIMEOUT_MS = 6000
@@ -67,7 +67,7 @@ class TwoBatchersTest(unittest.TestCase):
         cls.pipeline = Pipeline("seqpipe-batchers-", cls.settings + [
             "gateway.metrics_port=0", f"batcher.metrics_port={cls.b1_metrics}",
             'gateway.batcher_endpoints=["ipc://{runtime_dir}/batcher-in.sock", "ipc://{runtime_dir}/b2-in.sock"]',
-            hubs("encoder"), hubs("decoder"), hubs("postprocessor")])
+            hubs("encoder"), hubs("decoder"), hubs("postprocessor")], owner=cls)
         cls.run_dir, cls.endpoint = cls.pipeline.run_dir, cls.pipeline.endpoint
         cls.start_batcher2()
         cls.pipeline.wait_until(lambda: all(a and a[0][0] == "ok" for a in load(cls.endpoint, 4, 50).values()), cls.tearDownClass)
@@ -81,7 +81,7 @@ class TwoBatchersTest(unittest.TestCase):
         if cls.batcher2 is not None:
             cls.batcher2_log.close()
         cls.batcher2_log = open(os.path.join(cls.pipeline.tmp, "batcher2.log"), "a")
-        cls.batcher2 = subprocess.Popen(args, stdout=cls.batcher2_log, stderr=subprocess.STDOUT, start_new_session=True)
+        cls.batcher2 = start(args, owner=cls, stdout=cls.batcher2_log, stderr=subprocess.STDOUT)
 
     @classmethod
     def tearDownClass(cls):

@@ -72,7 +72,7 @@ class CancelTest(unittest.TestCase):
         cls.pipeline = Pipeline("seqpipe-cancel-", [
             "gateway.metrics_port=0", "batcher.metrics_port=0", "decoder.metrics_port=0",
             f"decoder.num_slots={SLOTS}", f"decoder.max_new_tokens={LONG}", "decoder.warmup_batch_size=0",
-            "batcher.max_queue_delay_us=1000", f"gateway.default_timeout_ms={TIMEOUT_MS}", *TWO_OF_EACH])
+            "batcher.max_queue_delay_us=1000", f"gateway.default_timeout_ms={TIMEOUT_MS}", *TWO_OF_EACH], owner=cls)
         cls.run_dir, cls.endpoint = cls.pipeline.run_dir, cls.pipeline.endpoint
         cls.client = Client(cls.endpoint, timeout_ms=5000)
         cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass)

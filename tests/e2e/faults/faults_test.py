@@ -161,7 +161,7 @@ class FaultsTest(unittest.TestCase):
             "gateway.metrics_port=0", f"batcher.metrics_port={cls.batcher_metrics}",
             "decoder.metrics_port=0", "decoder.num_slots=8", *cls.LIVENESS,
             "batcher.max_queue_delay_us=1000", f"gateway.default_timeout_ms={TIMEOUT_MS}",
-            "encoder.credits=1", "batcher.max_queue_size=64", *TWO_OF_EACH])
+            "encoder.credits=1", "batcher.max_queue_size=64", *TWO_OF_EACH], owner=cls)
         cls.run_dir, cls.endpoint = cls.pipeline.run_dir, cls.pipeline.endpoint
         cls.pipeline.wait_until(lambda: cls._ready(), cls.tearDownClass)
 

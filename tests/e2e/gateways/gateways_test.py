@@ -23,7 +23,7 @@ import msgpack
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import SEQPIPE, TWO_OF_EACH, Pipeline, stop  # noqa: E402
+from harness import SEQPIPE, TWO_OF_EACH, Pipeline, start, stop  # noqa: E402
 from seqpipe_client import Client, SeqpipeError  # noqa: E402
 
 GENERATE = os.environ["SEQPIPE_GENERATE"]
@@ -61,7 +61,7 @@ class TwoGatewaysTest(unittest.TestCase):
         cls.pipeline = Pipeline("seqpipe-gateways-", [
             "gateway.metrics_port=0", "batcher.metrics_port=0", "batcher.max_queue_delay_us=1000",
             'tokenizer.hub_endpoints=["ipc://{runtime_dir}/tokenizer.sock", "ipc://{runtime_dir}/tokenizer-2.sock"]',
-            "liveness.heartbeat_interval_ms=100", "liveness.reconnect_max_ms=400", *TWO_OF_EACH])
+            "liveness.heartbeat_interval_ms=100", "liveness.reconnect_max_ms=400", *TWO_OF_EACH], owner=cls)
         cls.run_dir, cls.tmp = cls.pipeline.run_dir, cls.pipeline.tmp
         cls.endpoint1 = cls.pipeline.endpoint
         cls.endpoint2 = f"ipc://{cls.run_dir}/gateway-2.sock"
@@ -85,8 +85,7 @@ class TwoGatewaysTest(unittest.TestCase):
         if cls.gateway2 is not None:
             cls.gateway2_log.close()
         cls.gateway2_log = open(os.path.join(cls.tmp, "gateway2.log"), "a")
-        cls.gateway2 = subprocess.Popen(args, stdout=cls.gateway2_log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+        cls.gateway2 = start(args, owner=cls, stdout=cls.gateway2_log, stderr=subprocess.STDOUT)
 
     @classmethod
     def serves(cls, endpoint):

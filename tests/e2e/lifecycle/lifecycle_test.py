@@ -4,12 +4,14 @@ version, route to it once warm, then unload the old one): no request fails or go
 each answer is one of the two versions' own, and after each swap no process of the old version is
 left. The KServe repository extension on HTTP lists, unloads and loads; a broken entry (files
 missing) and a corrupt one (a config.json that does not parse, so its replicas cannot start) are
-reported with their path and reason while alpha keeps serving. KServe v2 over gRPC follows the
+reported with their path and reason while alpha keeps serving; a version with a 1 MB config.json
+loads through HTTP while alpha's requests keep answering within seconds. KServe v2 over gRPC follows the
 versions loaded (the one served answers and says so, the other is NOT_FOUND). With two gateways,
 each routes to the new version once a load returns.
 
 Environment: SEQPIPE_BIN (seqpipe), SEQPIPE_MKMODEL (tests/e2e/harness.py).
 """
+import json
 import os
 import shutil
 import subprocess
@@ -101,7 +103,7 @@ class LifecycleTest(RepositoryTestCase):
         cls.pipeline = Pipeline("seqpipe-life-up-", [
             *SETTINGS, f"gateway.http_endpoint=127.0.0.1:{cls.port}",
             f"gateway.grpc_endpoint=127.0.0.1:{cls.grpc_port}", "model.name=alpha",
-            f"model.repository={cls.repo}"], model_dir=cls.repo)  # not a version's: processes_of
+            f"model.repository={cls.repo}"], model_dir=cls.repo, owner=cls)  # not a version's: processes_of
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
 
         def both_answer():
@@ -198,6 +200,39 @@ class LifecycleTest(RepositoryTestCase):
             self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
             self.assertIn(f"model 'alpha' version {other} is not served here",
                           caught.exception.details())
+
+    def test_a_large_config_loads_while_alpha_keeps_answering(self):
+        # A version whose config.json is 1 MB (T5's fields and a junk array, just under the
+        # engine's cap): the supervisor loads its settings, the gateway's loop reads no file (it
+        # once stalled every model's requests for seconds parsing it).
+        big = os.path.join(self.repo, "big", "1")
+        shutil.copytree(self.v1, big)
+        with open(os.path.join(big, "config.json")) as f:
+            config = json.load(f)
+        config["junk"] = list(range(140000))
+        with open(os.path.join(big, "config.json"), "w") as f:
+            json.dump(config, f)
+        self.assertGreater(os.path.getsize(os.path.join(big, "config.json")), 1000000)
+        traffic = Traffic(self.pipeline.endpoint)
+        try:
+            time.sleep(0.5)
+            status, body = post_json(self.port, "/v2/repository/models/big/load", {},
+                                     timeout=240)
+            self.assertEqual(status, 200, body)
+            self.assertEqual(self.client.generate(TEXTS[0], max_new_tokens=8, model="big")["text"],
+                             self.answers[1][0])
+            time.sleep(0.5)
+        finally:
+            results = traffic.stop()
+            post_json(self.port, "/v2/repository/models/big/unload", {}, timeout=240)
+        errors = [r for r in results if r[3] is not None]
+        self.assertEqual(errors, [], f"{len(errors)} of {len(results)} requests failed")
+        self.assertGreater(len(results), 10)
+        # Generous for a loaded machine: a stalled loop held them for seconds.
+        slowest = max(done - sent for (sent, *_), done in zip(results, traffic.done_at))
+        print(f"a 1 MB config.json loaded: {len(results)} alpha requests, slowest {slowest:.3f} s",
+              flush=True)
+        self.assertLess(slowest, 5.0)
 
     def test_repository_api_on_http(self):
         status, index = post_json(self.port, "/v2/repository/index", {})

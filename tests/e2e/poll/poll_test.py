@@ -40,7 +40,7 @@ class PollTest(RepositoryTestCase):
         cls.pipeline = Pipeline("seqpipe-poll-up-", [
             *ONE_REPLICA_EACH, "gateway.default_timeout_ms=30000", "model.name=alpha",
             f"model.repository={cls.repo}", f"model.repository_poll_ms={POLL_MS}"],
-            model_dir=cls.repo)  # not a version's: processes_of
+            model_dir=cls.repo, owner=cls)  # not a version's: processes_of
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=30000)
         cls.pipeline.wait_until(lambda: cls.alpha(TEXTS[0]), cls.tearDownClass, timeout=120)
         cls.answers_v1 = [cls.alpha(t) for t in TEXTS]

@@ -24,7 +24,7 @@ class HubReplicasTest(unittest.TestCase):
         cls.pipeline = Pipeline("seqpipe-replicas-", [
             "gateway.replicas=2", "batcher.replicas=2", "gateway.metrics_port=0", "batcher.metrics_port=0",
             "liveness.heartbeat_interval_ms=100", "liveness.reconnect_max_ms=400",
-            "batcher.max_queue_delay_us=1000", "gateway.default_timeout_ms=8000"])
+            "batcher.max_queue_delay_us=1000", "gateway.default_timeout_ms=8000"], owner=cls)
         cls.endpoints = [cls.pipeline.endpoint, cls.pipeline.endpoint.replace("gateway.sock", "gateway-2.sock")]
         cls.clients = [Client(e, timeout_ms=10000) for e in cls.endpoints]
         cls.pipeline.wait_until(lambda: all(answers(c) for c in cls.clients), cls.tearDownClass)

@@ -59,7 +59,7 @@ class AccessTestCase(RepositoryTestCase):
             *ONE_REPLICA_EACH, f"gateway.http_endpoint=0.0.0.0:{cls.port}",
             "security.allow_plaintext=true", "model.name=alpha", f"model.repository={cls.repo}",
             *[s.format(token_file=cls.token_file) for s in cls.EXTRA]],
-            model_dir=os.path.join(cls.repo, "alpha", "1"))
+            model_dir=os.path.join(cls.repo, "alpha", "1"), owner=cls)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=20000)
         cls.pipeline.wait_until(lambda: answers(cls.client), cls.tearDownClass, timeout=90)
         # Answering comes before the supervisor's next look at the hubs marks the version READY.

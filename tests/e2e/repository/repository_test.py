@@ -69,7 +69,7 @@ class RepositoryTest(RepositoryTestCase):
         cls.pipeline = Pipeline("seqpipe-repo-both-", [
             *SETTINGS, f"gateway.http_endpoint=127.0.0.1:{cls.port}",
             f"gateway.grpc_endpoint=127.0.0.1:{cls.grpc_port}", "model.name=alpha",
-            f"model.repository={cls.repo}"], model_dir=cls.alpha)
+            f"model.repository={cls.repo}"], model_dir=cls.alpha, owner=cls)
         cls.client = Client(cls.pipeline.endpoint, timeout_ms=20000)
 
         def both_answer():

@@ -56,7 +56,7 @@ class CurvePipelineTest(unittest.TestCase):
                         "tokenizer.metrics_port=0", "encoder.metrics_port=0",
                         "decoder.metrics_port=0", "postprocessor.metrics_port=0",
                         *security_settings(cls.keys), *TWO_OF_EACH]
-        cls.pipeline = Pipeline("seqpipe-security-", cls.settings)
+        cls.pipeline = Pipeline("seqpipe-security-", cls.settings, owner=cls)
         client = cls.client("client")
         cls.pipeline.wait_until(lambda: answers(client), cls.tearDownClass)
         client.close()

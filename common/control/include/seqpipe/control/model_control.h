@@ -10,6 +10,7 @@
 // runtime/model_control.h's.
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,11 +30,43 @@ inline constexpr std::chrono::seconds kLoadTimeout{120};
 inline constexpr std::chrono::seconds kAnswerWait = kLoadTimeout + std::chrono::seconds(60);
 
 // The first frame of a catalog message (the second: encode_catalog's bytes).
-inline constexpr std::string_view kCatalogCommand = "seqpipe-catalog-v1";
+inline constexpr std::string_view kCatalogCommand = "seqpipe-catalog-v2";
 
-// The versions a gateway routes to, and its answer: requests in flight per model key.
-std::string encode_catalog(const std::vector<config::ModelVersion>& models);
-std::optional<std::vector<config::ModelVersion>> decode_catalog(std::string_view bytes);
+// What a gateway applies to a model version's requests: the settings of the version's config
+// that the gateway, not a worker, acts on (the protocol's token and beam caps,
+// gateway.split_words). The supervisor loads each version's config (its seqpipe.yaml layered as
+// its replicas layer it) and sends these typed in the catalog, so a gateway's loop never reads
+// or parses a model's files.
+struct VersionSettings {
+  protocol::Limits limits;  // protocol_limits of the version's config
+  size_t split_words = 0;   // gateway.split_words (0: texts are not split)
+  // Why the version's config does not load; empty: it loads. Its replicas refuse the same
+  // config, so a gateway answers its requests `unavailable` at once.
+  std::string not_loaded;
+  bool operator==(const VersionSettings&) const;
+};
+// The protocol limits a gateway enforces under `config` (docs/PROTOCOL.md, "Limits").
+protocol::Limits protocol_limits(const config::PipelineConfig& config);
+VersionSettings version_settings(const config::PipelineConfig& config);
+// The config a version is served with (config::load_model_version_config over the pipeline's
+// layers); throws (config::ConfigError) when it does not load.
+using VersionConfig = std::function<config::PipelineConfig(const config::ModelVersion&)>;
+// The settings of `version`'s config, or why it does not load (not_loaded).
+VersionSettings load_version_settings(const VersionConfig& version_config,
+                                      const config::ModelVersion& version);
+
+// A version a gateway routes to, with its settings.
+struct CatalogEntry {
+  config::ModelVersion model;
+  VersionSettings settings;
+  bool operator==(const CatalogEntry&) const = default;
+};
+
+// The versions a gateway routes to, and its answer: requests in flight per model key. A
+// not_loaded reason goes cut to kMaxReasonBytes.
+std::string encode_catalog(const std::vector<CatalogEntry>& catalog);
+std::optional<std::vector<CatalogEntry>> decode_catalog(std::string_view bytes);
+std::vector<config::ModelVersion> versions_of(const std::vector<CatalogEntry>& catalog);
 using InFlight = std::map<std::string, int>;
 std::string encode_in_flight(const InFlight& in_flight);
 std::optional<InFlight> decode_in_flight(std::string_view bytes);

@@ -15,7 +15,7 @@ namespace seqpipe::model_control {
 // Sends the catalog to the gateway whose tokenizer endpoint is `endpoint`; nullopt when it did not
 // answer within `wait`.
 std::optional<InFlight> send_catalog(zmq::context_t& context, const std::string& endpoint,
-                                     const std::vector<config::ModelVersion>& models,
+                                     const std::vector<CatalogEntry>& catalog,
                                      std::chrono::milliseconds wait,
                                      const transport::CurveKeys& curve);
 
