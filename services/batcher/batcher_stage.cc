@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "seqpipe/config/config.h"
 #include "seqpipe/runtime/worker.h"
 
 namespace seqpipe::batcher {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "batcher/batcher_hub.h"
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/runtime/hub_loop.h"
 #include "seqpipe/transport/transport.h"
 

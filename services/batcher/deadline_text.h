@@ -4,7 +4,7 @@
 #include <string>
 
 #include "batcher/dynamic_batcher.h"
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/gateway_config.h"
 
 namespace seqpipe::batcher {
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "seqpipe/config/config.h"
+
 namespace seqpipe::decoder {
 
 namespace {

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/protocol/generate_options.h"
 #include "seqpipe/runtime/worker.h"

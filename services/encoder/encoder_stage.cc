@@ -6,6 +6,8 @@
 #include <chrono>
 #include <optional>
 
+#include "seqpipe/config/config.h"
+
 namespace seqpipe::encoder {
 
 EncoderStage::EncoderStage(std::shared_ptr<const engine::T5Model> model,

@@ -4,7 +4,7 @@
 // one credit, returned with the `encoded` reply. Socket-free.
 #include <memory>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/engine/encoder.h"
 #include "seqpipe/runtime/worker.h"
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "seqpipe/config/config.h"
+
 namespace seqpipe::gateway {
 
 BatcherFailover::BatcherFailover(const config::PipelineConfig& config, std::string results_endpoint)

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/messages/clock.h"
 #include "seqpipe/runtime/outbox.h"
 

@@ -25,7 +25,7 @@
 #include "gateway/http_openai.h"
 #include "gateway/http_tgi.h"
 #include "gateway/json_request.h"
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/config_error.h"
 #include "seqpipe/transport/transport.h"
 
 namespace seqpipe::gateway {

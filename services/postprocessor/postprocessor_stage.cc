@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "postprocessor/final_words.h"
+#include "seqpipe/config/config.h"
 #include "text/word_alignment.h"
 
 namespace seqpipe::postprocessor {

@@ -17,7 +17,7 @@
 #include "postprocessor/confusion_sets.h"
 #include "postprocessor/known_words.h"
 #include "postprocessor/spell_suggester.h"
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/engine/tokenizer.h"
 #include "seqpipe/runtime/worker.h"
 #include "text/text_frame.h"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "seqpipe/config/config.h"
 #include "text/text_frame.h"
 
 namespace seqpipe::tokenizer {

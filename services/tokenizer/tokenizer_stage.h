@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/engine/tokenizer.h"
 #include "seqpipe/runtime/worker.h"
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "seqpipe/config/config.h"
+
 namespace seqpipe::gateway {
 namespace {
 

@@ -17,6 +17,7 @@
 #include "decoder/decoder_stage.h"
 #include "encoder/encoder_stage.h"
 #include "postprocessor/postprocessor_stage.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/engine/decoding.h"
 #include "seqpipe/engine/model.h"
 #include "tokenizer/tokenizer_stage.h"

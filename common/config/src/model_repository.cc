@@ -9,6 +9,7 @@
 #include <system_error>
 #include <tuple>
 
+#include "seqpipe/config/config.h"
 #include "seqpipe/generation/model_files.h"
 
 namespace seqpipe::config {

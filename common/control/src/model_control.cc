@@ -7,6 +7,7 @@
 #include <msgpack.hpp>
 #include <span>
 
+#include "seqpipe/config/config.h"
 #include "seqpipe/protocol/msgpack_io.h"
 
 namespace seqpipe::model_control {

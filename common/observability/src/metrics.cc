@@ -12,7 +12,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/config_error.h"
 #include "seqpipe/transport/transport.h"
 
 namespace seqpipe::metrics {

@@ -1,6 +1,7 @@
 // The status probe over sockets (status.cc is the codec alone, which the fuzz targets build).
 #include <algorithm>
 
+#include "seqpipe/config/config.h"
 #include "seqpipe/observability/status.h"
 #include "seqpipe/transport/transport.h"
 

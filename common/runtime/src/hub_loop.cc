@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "seqpipe/config/config.h"
 #include "seqpipe/runtime/hub.h"
 #include "seqpipe/runtime/service.h"
 

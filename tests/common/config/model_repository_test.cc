@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "../test_util.h"
+#include "seqpipe/config/config.h"
 
 namespace seqpipe::config {
 namespace {

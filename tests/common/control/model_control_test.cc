@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "seqpipe/config/config.h"
 #include "seqpipe/protocol/msgpack_io.h"
 
 namespace seqpipe::model_control {

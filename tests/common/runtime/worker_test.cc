@@ -13,6 +13,7 @@
 #include <future>
 #include <thread>
 
+#include "seqpipe/config/config_error.h"
 #include "seqpipe/runtime/hub.h"
 #include "seqpipe/runtime/service.h"
 #include "seqpipe/transport/transport.h"

@@ -10,7 +10,8 @@
 #include <variant>
 #include <vector>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/model_config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/protocol/protocol.h"
 
 namespace seqpipe::config {

@@ -12,7 +12,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/transport/transport.h"
 
 namespace seqpipe::status {

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/liveness_config.h"
 #include "seqpipe/messages/clock.h"
 #include "seqpipe/messages/stage_messages.h"
 #include "seqpipe/observability/metrics.h"

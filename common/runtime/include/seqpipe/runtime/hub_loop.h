@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/messages/clock.h"
 #include "seqpipe/messages/stage_messages.h"
 #include "seqpipe/observability/metrics.h"

@@ -17,7 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/liveness_config.h"
+#include "seqpipe/config/security_config.h"
 #include "seqpipe/messages/stage_messages.h"
 #include "seqpipe/observability/metrics.h"
 #include "seqpipe/runtime/outbox.h"

@@ -16,7 +16,8 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/config_error.h"
+#include "seqpipe/config/security_config.h"
 #include "seqpipe/observability/metrics.h"
 #include "seqpipe/transport/transport.h"
 
