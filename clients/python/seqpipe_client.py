@@ -78,7 +78,8 @@ class Client:
     when its connection drops (seen at once by a socket monitor), the requests it held are sent
     again, with the same id, to the next gateway (with only one, to it again: delivered once it is
     back); a request unanswered for `retry_after_ms` (a hung gateway keeps its connection) moves on
-    the same way; 0 turns that timer off. At most `max_attempts` sends per request, none past its
+    the same way (a streamed request's partials count as replies: each starts the wait anew); 0
+    turns that timer off. At most `max_attempts` sends per request, none past its
     timeout_ms. The first reply to an id is the answer; a second is dropped (duplicates_dropped).
 
     CurveZMQ (a gateway with security.server_key, docs/DEPLOY.md): `server_key` is the gateways'
@@ -258,6 +259,7 @@ class Client:
                 reply = msgpack.unpackb(sock.recv_multipart()[-1], raw=False)
                 rid = reply.get("id", "")
                 if reply.get("status") == "partial":  # the request stays pending
+                    self._heard_of(rid)
                     if rid == request_id:
                         return reply
                     if rid in self._pending:
@@ -290,6 +292,13 @@ class Client:
         entry[1], entry[2] = self._current, attempts + 1
         entry[4] = now + self._retry_after_s if self._retry_after_s > 0 else None
         self._send(self._current, payload)
+
+    def _heard_of(self, request_id):
+        """A partial shows its gateway at work on the request: its retry waits a retry_after
+        from now (sent again elsewhere, a stream would start over)."""
+        entry = self._pending.get(request_id)
+        if entry is not None and entry[4] is not None:
+            entry[4] = time.monotonic() + self._retry_after_s
 
     def _retry_due(self, now):
         for request_id, entry in list(self._pending.items()):

@@ -164,7 +164,8 @@ class Gateway {
     std::string streamed;  // a streamed request's text sent so far in partial replies
   };
   // A client's generate request decoded under the limits of the model version that runs it, with
-  // that version's key and settings; nullopt when answered already (an error; a cancel done).
+  // that version's key and settings; nullopt when answered already (an error; a cancel done;
+  // a retry of one in flight, which answers it).
   struct Admitted {
     protocol::Request request;
     std::string model;                // config::model_key of the version
@@ -195,6 +196,8 @@ class Gateway {
   void cancel(const Envelope& envelope, const std::string& client_id, const Now& now, Outbox& out);
   // Which requests a cancel may name: the client's routing frames and its id.
   static std::string client_key(const Envelope& envelope, const std::string& client_id);
+  // Whether `request` is a msgpack client's request sent again while its id is in flight.
+  bool retries_one_in_flight(const Caller& caller, const protocol::Request& request) const;
   // Whether the new request `r` (its items) may go into `model`'s pipeline (InFlightLimit);
   // false when answered `overloaded`, at once.
   bool admit_in_flight(Request& r, const std::string& model, uint32_t timeout_ms, const Now& now,
@@ -234,7 +237,8 @@ class Gateway {
   int64_t requests_received_ = 0;
   int64_t errors_answered_ = 0;
   int64_t client_errors_answered_ = 0;
-  // Requests in flight by client_key, for cancels (a client may reuse an id: a cancel names all).
+  // Requests in flight by client_key, for cancels and retries (a door's requests have no envelope
+  // and their clients may repeat an id: a cancel names all).
   std::unordered_multimap<std::string, uint64_t> by_client_;
 };
 

@@ -1,5 +1,7 @@
 // The gateway's admission: a client message decoded under its model version's limits, and
 // whether a new request may go into the pipeline (InFlightLimit), answered at once when not.
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <string>
 
@@ -21,6 +23,11 @@ std::optional<Gateway::Admitted> Gateway::admit(
     cancel(caller.envelope, *request->id, now, out);
     return std::nullopt;
   }
+  if (retries_one_in_flight(caller, *request)) {
+    spdlog::debug("gateway: request id '{}' is in flight from this client already: answered once",
+                  *request->id);
+    return std::nullopt;
+  }
   auto model = models_.resolve(request->model, request->version);
   if (auto* unknown = std::get_if<protocol::Error>(&model))
     return rejected(std::move(*unknown), request->id.value_or(""));
@@ -40,6 +47,15 @@ std::optional<Gateway::Admitted> Gateway::admit(
     request = &std::get<protocol::Request>(decoded);
   }
   return Admitted{std::move(*request), std::move(std::get<std::string>(model)), &settings};
+}
+
+// The client libraries send a request again with its id when no reply came within their
+// retry_after; on the same connection the one in flight answers it. A second copy would be
+// computed twice, and a stream's partials of both would add up to a text twice as long. (A
+// door's callers have no envelope: their ids are their own business.)
+bool Gateway::retries_one_in_flight(const Caller& caller, const protocol::Request& request) const {
+  return request.id && !caller.envelope.empty() &&
+         by_client_.contains(client_key(caller.envelope, *request.id));
 }
 
 bool Gateway::admit_in_flight(Request& r, const std::string& model, uint32_t timeout_ms,

@@ -173,6 +173,38 @@ TEST(ClientTest, PartialRepliesKeepAStreamedRequestPendingUntilItsFinalReply) {
   EXPECT_FALSE(client.receive(milliseconds(300)));
 }
 
+// Partials show the gateway at work on a stream (sent elsewhere it would start over): the retry
+// waits until a whole retry_after passes without one.
+TEST(ClientTest, PartialsHoldAStreamsRetryOffUntilItsGatewayFallsSilent) {
+  zmq::context_t context;
+  TestGateway streaming(context), other(context);
+  Client client(streaming.endpoint + "," + other.endpoint, retrying(milliseconds(1000), 3));
+  protocol::Request r = request("teh speling");
+  r.id = "s1";
+  r.stream = true;
+  ASSERT_TRUE(client.submit(r));
+  auto at = streaming.next_request(milliseconds(5000));
+  ASSERT_TRUE(at);
+  const auto started = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - started < milliseconds(1500)) {
+    streaming.answer(at->first, "s1", "w ", true);
+    const auto partial = client.receive("s1", milliseconds(5000));
+    ASSERT_TRUE(std::holds_alternative<protocol::Reply>(partial)) << text_of(partial);
+    EXPECT_TRUE(std::get<protocol::Reply>(partial).partial);
+    usleep(100'000);
+  }
+  EXPECT_FALSE(other.next_request(milliseconds(0))) << "sent again while its partials came";
+  std::optional<std::pair<std::string, std::string>> moved;
+  const auto give_up = started + std::chrono::seconds(10);
+  while (!moved && std::chrono::steady_clock::now() < give_up) {
+    EXPECT_FALSE(client.receive(milliseconds(20)));
+    moved = other.next_request(milliseconds(0));
+  }
+  ASSERT_TRUE(moved) << "a silent stream was not sent again";
+  EXPECT_EQ(moved->second, "s1");
+  EXPECT_GE(std::chrono::steady_clock::now() - started, milliseconds(2000));
+}
+
 TEST(ClientTest, NoRetryPastMaxAttemptsOrTheDeadline) {
   zmq::context_t context;
   TestGateway a(context), b(context);

@@ -100,6 +100,25 @@ class PythonClientFailoverTest(unittest.TestCase):
             self.assertEqual(client.result(later, wait_ms=5000)["text"], "next")
             self.assertEqual(client.duplicates_dropped, 1)
 
+    def test_partials_hold_a_streams_retry_off_until_its_gateway_falls_silent(self):
+        streaming, other = self.gateway(), self.gateway()
+        with Client([streaming.endpoint, other.endpoint], retry_after_ms=1000) as client:
+            streamed = client.submit("teh speling", stream=True)
+            rid, _ = streaming.next_request(5000)
+            started = time.monotonic()
+            k = 0
+            while time.monotonic() - started < 1.5:  # partials for 1.5 retry_after
+                streaming.sock.send_multipart([rid, b"", msgpack.packb(
+                    {"v": 1, "id": streamed, "status": "partial", "text": f"{k} "})])
+                self.assertEqual(client.result(streamed, wait_ms=5000)["status"], "partial")
+                time.sleep(0.1)
+                k += 1
+            self.assertIsNone(other.next_request(0), "sent again while its partials came")
+            moved = wait_for(other, client)  # silent now: it moves on after a retry_after
+            self.assertIsNotNone(moved, "a silent stream was not sent again")
+            self.assertEqual(moved[1], streamed)
+            self.assertGreaterEqual(time.monotonic() - started, 2.0)
+
     def test_partials_keep_their_request_pending_and_come_in_order(self):
         gateway = self.gateway()
         with Client(gateway.endpoint, retry_after_ms=0) as client:

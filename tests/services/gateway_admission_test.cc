@@ -12,7 +12,13 @@ TEST_F(GatewayTest, WhileTheBatcherRefusesTheGatewayRefusesAShareAtOnce) {
   Outbox out;
   g.on_tokenizer("tok", stage::Ready{64}, t0);
   // Twenty requests go out (nothing refused yet: nothing is shed) and the batcher refuses them.
-  for (int i = 0; i < 20; ++i) g.on_client(request("A", texts({"a"})), t0, out);
+  // Each its own id: one id in flight twice is one request.
+  auto numbered = [](const std::string& text, int i) {
+    protocol::Request r = texts({text});
+    r.id = text + std::to_string(i);
+    return r;
+  };
+  for (int i = 0; i < 20; ++i) g.on_client(request("A", numbered("a", i)), t0, out);
   EXPECT_TRUE(out.replies.empty());
   g.dispatch(t0, out);
   ASSERT_EQ(out.sends.size(), 20u);
@@ -24,7 +30,8 @@ TEST_F(GatewayTest, WhileTheBatcherRefusesTheGatewayRefusesAShareAtOnce) {
   ASSERT_EQ(out.replies.size(), 20u);
   out.clear();
   // Now most new requests are refused here, before any tokenizer, saying why; a few still go.
-  for (int i = 0; i < 20; ++i) g.on_client(request("B", texts({"b"})), t0 + milliseconds(1), out);
+  for (int i = 0; i < 20; ++i)
+    g.on_client(request("B", numbered("b", i)), t0 + milliseconds(1), out);
   int shed = 0;
   for (size_t i = 0; i < out.replies.size(); ++i) {
     const protocol::Reply r = reply_of(out, i);

@@ -49,6 +49,35 @@ TEST_F(GatewayTest, AStreamedRequestGetsPartialRepliesThatAddUpToItsText) {
   EXPECT_EQ(g.in_flight(), 0u);
 }
 
+// A client library sends a request again with its id when no reply came in its retry_after (a
+// slow stream under load): on the same connection that is the one in flight, computed and
+// streamed once; another connection's request of that id is its own.
+TEST_F(GatewayTest, ARequestSentAgainWhileItsIdIsInFlightOnItsConnectionIsAnsweredOnce) {
+  Gateway& g = gateway();
+  Outbox out;
+  g.on_tokenizer("tok", stage::Ready{8}, t0);
+  protocol::Request r = texts({"teh speling"});
+  r.stream = true;
+  g.on_client(request("A", r), t0, out);
+  g.on_client(request("A", r), t0 + milliseconds(5), out);  // the retry
+  g.on_client(request("B", r), t0 + milliseconds(6), out);
+  g.dispatch(t0 + milliseconds(6), out);
+  ASSERT_EQ(out.sends.size(), 2u) << "A's and B's, not A's twice";
+  EXPECT_TRUE(out.replies.empty());
+  EXPECT_EQ(g.in_flight(), 2u);
+  const stage::StageMessage a_work = out.sends[0].message;
+  out.clear();
+  g.on_results(stage::StageMessage(result_for(a_work, {"the spelling"})), t0, out);
+  ASSERT_EQ(out.replies.size(), 2u);  // the whole text as a last partial, then the final reply
+  EXPECT_EQ(out.replies[1].first, (Envelope{"A", ""}));
+  EXPECT_EQ(reply_of(out, 1).texts.at(0), "the spelling");
+  // Answered, the id is free again: the same request once more is a new one.
+  out.clear();
+  g.on_client(request("A", r), t0 + milliseconds(7), out);
+  g.dispatch(t0 + milliseconds(7), out);
+  EXPECT_EQ(out.sends.size(), 1u);
+}
+
 // A model whose postprocessor rewrites words (the bundled speller) streams too: its text goes in
 // pieces (gateway.split_words) as without `stream`, each piece's partials (its final words) go
 // out once the pieces before it are done, with the bytes between pieces, and they add up to the

@@ -82,7 +82,7 @@ TEST(ResponseCache, TheGatewayAnswersARepeatedTextFromTheCacheAndNeverCachesErro
   const Now t0{SteadyClock::time_point{} + std::chrono::hours(1), 1'700'000'000'000'000};
   auto request = [](const std::string& text) {
     protocol::Request r;
-    r.id = "c";
+    r.id = text;  // its own id: one id in flight twice is one request
     r.texts = {text};
     return std::vector<std::string>{"client", "", protocol::encode_request(r)};
   };

@@ -30,6 +30,9 @@ struct Client::Impl {
     size_t gateway = 0;   // where it went last
     int attempts = 1;
     std::optional<Clock::time_point> deadline;  // from its timeout_ms: no retry past it
+    // A partial came since its retry timer was set: its gateway is at work on it, and sent again
+    // elsewhere a stream would start over, so the timer is set again instead.
+    bool heard = false;
   };
   // When a pending request is due for a retry. retry_after is one constant, so these are in
   // send order and a FIFO is a timer queue; an entry of an answered request is skipped.
@@ -110,6 +113,11 @@ struct Client::Impl {
       const auto it = pending.find(timer.id);
       // Answered, or sent again since (by a dropped connection): not due.
       if (it == pending.end() || it->second.attempts != timer.attempt) continue;
+      if (it->second.heard) {  // now + retry_after: the FIFO stays in order
+        it->second.heard = false;
+        retries.push_back({now + options.retry_after, timer.id, timer.attempt});
+        continue;
+      }
       resend(timer.id, it->second, now);
     }
   }
@@ -141,8 +149,13 @@ struct Client::Impl {
             std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
         if (const auto* r = std::get_if<protocol::Reply>(&answer); r && !r->id.empty()) {
           // A streamed request's partial leaves it pending: its final reply is still to come.
-          if (r->partial ? pending.count(r->id) == 0 : pending.erase(r->id) == 0) {
+          const auto it = pending.find(r->id);
+          if (it == pending.end()) {
             if (!any_id) continue;  // answered already
+          } else if (r->partial) {
+            it->second.heard = true;
+          } else {
+            pending.erase(it);
           }
         }
         return answer;

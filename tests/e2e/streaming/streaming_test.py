@@ -19,6 +19,7 @@ import unittest
 
 import msgpack
 import zmq
+from seqpipe_client import Client
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from harness import SEQPIPE, TWO_OF_EACH, PipelineTestCase, free_port, scrape  # noqa: E402
@@ -119,6 +120,17 @@ class StreamingTest(PipelineTestCase):
         self.assertLess(len(expected), len(self.client.generate("teh speling is bad",
                                                                 max_new_tokens=40)["text"]))
         replies = list(self.client.stream("teh speling is bad", max_new_tokens=40, stop=[stop]))
+        self.assertEqual(replies[-1]["text"], expected)
+        self.assertEqual("".join(r["text"] for r in replies[:-1]), expected)
+
+    def test_a_stream_sent_again_while_in_flight_is_streamed_once(self):
+        # A client whose retry_after is shorter than the stream: its resends (same id, same
+        # connection) reach the gateway while the first is in flight, and are that one.
+        params = {"max_new_tokens": 200, "min_new_tokens": 200, "timeout_ms": LONG_MS}
+        expected = self.client.generate("teh speling is bad", **params)["text"]
+        with Client(self.pipeline.endpoint, timeout_ms=LONG_MS, retry_after_ms=1,
+                    max_attempts=3) as impatient:
+            replies = list(impatient.stream("teh speling is bad", **params))
         self.assertEqual(replies[-1]["text"], expected)
         self.assertEqual("".join(r["text"] for r in replies[:-1]), expected)
 

@@ -28,7 +28,8 @@ struct ClientOptions {
   // A request without a reply this long goes again to the next gateway, for a gateway that hangs
   // without dropping its connection (a dead one is noticed at once). Longer than the slowest
   // normal answer: a retry to a gateway that is only slow computes the request twice. 0: only
-  // a dropped connection moves requests.
+  // a dropped connection moves requests. A streamed request's partial counts as a reply: its
+  // gateway is at work on it (the retry then waits for a whole retry_after without one).
   std::chrono::milliseconds retry_after{5000};
   // Sends of one request at most, the first included (1: never retry).
   int max_attempts = 3;
