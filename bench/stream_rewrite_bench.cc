@@ -127,7 +127,8 @@ int main(int argc, char** argv) {
   auto registry = metrics::make_registry();
   metrics::StageMetrics metrics(*registry, "bench");
   const auto tokenizer = std::make_shared<engine::Tokenizer>(model + "/spiece.model");
-  postprocessor::PostprocessorStage post(tokenizer, config, metrics);
+  postprocessor::PostprocessorStage post(tokenizer, postprocessor::postprocessor_options(config),
+                                         metrics);
   const auto streams = streams_of(source_dir, *tokenizer);
   uint64_t request = 0;
   std::printf(

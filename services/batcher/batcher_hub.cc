@@ -42,37 +42,40 @@ BatchPolicy batch_policy(const config::BatcherConfig& c) {
   return p;
 }
 
-BatcherHub::Lane::Lane(const config::PipelineConfig& config, metrics::StageMetrics& hub_metrics,
+BatcherHub::Lane::Lane(const config::BatcherConfig& batcher_config,
+                       const config::LivenessConfig& liveness, metrics::StageMetrics& hub_metrics,
                        const std::string& model)
     : labelled(model.empty() ? std::nullopt : std::optional(hub_metrics.for_model(model))),
       metrics(labelled ? *labelled : hub_metrics),
-      batcher(batch_policy(config.batcher)),
-      encoders({"batcher", "encoder", link(Role::kEncoder), hub::Answers::kInOrder},
-               config.liveness, metrics),
-      decoders({"batcher", "decoder", link(Role::kDecoder), hub::Answers::kByItem}, config.liveness,
+      batcher(batch_policy(batcher_config)),
+      encoders({"batcher", "encoder", link(Role::kEncoder), hub::Answers::kInOrder}, liveness,
+               metrics),
+      decoders({"batcher", "decoder", link(Role::kDecoder), hub::Answers::kByItem}, liveness,
                metrics),
       postprocessors(
           {"batcher", "postprocessor", link(Role::kPostprocessor), hub::Answers::kInOrder},
-          config.liveness, metrics),
+          liveness, metrics),
       queue_metrics{metrics.queue_for("encoder"), metrics.queue_for("decoder"),
                     metrics.queue_for("postprocessor")} {}
 
-BatcherHub::BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics)
-    : config_(config),
+BatcherHub::BatcherHub(const config::BatcherConfig& batcher, const config::LivenessConfig& liveness,
+                       metrics::StageMetrics& metrics)
+    : batcher_config_(batcher),
+      liveness_(liveness),
       metrics_(metrics),
-      max_queue_size_(static_cast<size_t>(config.batcher.max_queue_size)),
-      default_priority_(config.batcher.default_priority_level),
-      ingress_endpoint_(config.batcher.ingress_endpoint),
+      max_queue_size_(static_cast<size_t>(batcher.max_queue_size)),
+      default_priority_(batcher.default_priority_level),
+      ingress_endpoint_(batcher.ingress_endpoint),
       incarnation_(hub::draw_incarnation()),
-      heartbeat_interval_(config.liveness.heartbeat_interval_ms),
-      decode_backlog_limit_(2 * static_cast<size_t>(config.batcher.max_batch_size)) {
-  batch_.reserve(static_cast<size_t>(config.batcher.max_batch_size));
+      heartbeat_interval_(liveness.heartbeat_interval_ms),
+      decode_backlog_limit_(2 * static_cast<size_t>(batcher.max_batch_size)) {
+  batch_.reserve(static_cast<size_t>(batcher.max_batch_size));
 }
 
 BatcherHub::Lane& BatcherHub::lane(const std::string& model) {
   auto it = lanes_.find(model);
   if (it == lanes_.end()) {
-    it = lanes_.try_emplace(model, config_, metrics_, model).first;
+    it = lanes_.try_emplace(model, batcher_config_, liveness_, metrics_, model).first;
     if (!model.empty()) spdlog::info("batcher: serving model {}", model);
   }
   return it->second;
@@ -482,7 +485,7 @@ std::vector<status::StageStatus> BatcherHub::status() const {
     add(l.postprocessors.status(static_cast<int>(l.postprocess_queue.size())), model);
   }
   if (lanes_.empty()) {  // no worker yet: each stage's line, empty
-    const Lane empty(config_, metrics_, "");
+    const Lane empty(batcher_config_, liveness_, metrics_, "");
     add(empty.encoders.status(0), none);
     add(empty.decoders.status(0), none);
     add(empty.postprocessors.status(0), none);

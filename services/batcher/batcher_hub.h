@@ -46,7 +46,8 @@
 #include <vector>
 
 #include "batcher/dynamic_batcher.h"
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/batcher_config.h"
+#include "seqpipe/config/liveness_config.h"
 #include "seqpipe/messages/clock.h"
 #include "seqpipe/messages/stage_messages.h"
 #include "seqpipe/observability/metrics.h"
@@ -67,7 +68,9 @@ BatchPolicy batch_policy(const config::BatcherConfig& config);
 
 class BatcherHub {
  public:
-  BatcherHub(const config::PipelineConfig& config, metrics::StageMetrics& metrics);
+  // The config's batcher and liveness sections: all of it that the batcher's hub reads.
+  BatcherHub(const config::BatcherConfig& batcher, const config::LivenessConfig& liveness,
+             metrics::StageMetrics& metrics);
 
   // `sequence` messages from the tokenizers (a full queue answers `overloaded` to the gateway),
   // `cancel` messages from the gateways, and gateways' heartbeats (`from`: where to answer;
@@ -103,8 +106,8 @@ class BatcherHub {
   };
   // What the batcher keeps for one model version.
   struct Lane {
-    Lane(const config::PipelineConfig& config, metrics::StageMetrics& hub_metrics,
-         const std::string& model);
+    Lane(const config::BatcherConfig& batcher, const config::LivenessConfig& liveness,
+         metrics::StageMetrics& hub_metrics, const std::string& model);
     // A repository's version counts what happens to its items under its own labels (queue
     // time, batch sizes, queue depth, deadlines, workers); a pipeline's one model, on the hub's.
     std::optional<metrics::StageMetrics> labelled;
@@ -150,7 +153,9 @@ class BatcherHub {
   void dispatch_queue(Lane& lane, hub::WorkerPool<Work>& pool, std::deque<Waiting<Item>>& queue,
                       const Now& now, Outbox& out);
 
-  const config::PipelineConfig config_;  // what a new lane is made of
+  // What a new lane is made of.
+  const config::BatcherConfig batcher_config_;
+  const config::LivenessConfig liveness_;
   metrics::StageMetrics& metrics_;
   std::map<std::string, Lane> lanes_;  // by model version
   // Per role, the model version each worker announced.

@@ -28,7 +28,7 @@ BatcherStage::BatcherStage(const config::PipelineConfig& c, hub::HubContext& hub
       encoders_(hub.context, zmq::socket_type::router, hub.bound_options()),
       decoders_(hub.context, zmq::socket_type::router, hub.bound_options()),
       postprocessors_(hub.context, zmq::socket_type::router, hub.bound_options()),
-      batcher_(c, hub.metrics),
+      batcher_(c.batcher, c.liveness, hub.metrics),
       about_(about_line(c, hub.exporter.port())) {
   ingress_.bind(c.batcher.ingress_endpoint, "batcher.ingress_endpoint");
   encoders_.bind(c.batcher.encoder_endpoint, "batcher.encoder_endpoint");

@@ -5,17 +5,15 @@
 #include <algorithm>
 #include <cstring>
 
-#include "seqpipe/config/config.h"
-
 namespace seqpipe::decoder {
 
 namespace {
-engine::GeneratorOptions generator_options(const config::PipelineConfig& c) {
+engine::GeneratorOptions generator_options(const DecoderOptions& d) {
   engine::GeneratorOptions o;
-  o.cache.num_slots = c.decoder.num_slots;
-  o.cache.max_beams = c.decoder.max_beams;
-  o.cache.max_target_len = c.decoder.max_new_tokens + 1;  // the start token takes a position
-  o.cache.max_source_len = c.model.max_input_tokens;
+  o.cache.num_slots = d.num_slots;
+  o.cache.max_beams = d.max_beams;
+  o.cache.max_target_len = d.max_new_tokens + 1;  // the start token takes a position
+  o.cache.max_source_len = d.max_input_tokens;
   return o;
 }
 
@@ -42,18 +40,17 @@ engine::DecodingOptions decoding_options(const protocol::GenerateParams& p, bool
 }
 
 DecoderStage::DecoderStage(std::shared_ptr<const engine::T5Model> model,
-                           const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                           const DecoderOptions& options, metrics::StageMetrics& metrics,
                            const TimeSource& time)
     : model_(model),
-      generator_(model, generator_options(config)),
+      generator_(model, generator_options(options)),
       metrics_(metrics),
       time_(time),
-      num_slots_(config.decoder.num_slots),
-      max_source_len_(config.model.max_input_tokens),
-      warmup_batch_size_(std::min(config.decoder.warmup_batch_size, config.decoder.num_slots)),
-      warmup_steps_(std::min(4, config.decoder.max_new_tokens)),
-      all_hypotheses_(!config.postprocessor.known_words.empty() ||
-                      !config.postprocessor.word_counts.empty()) {
+      num_slots_(options.num_slots),
+      max_source_len_(options.max_input_tokens),
+      warmup_batch_size_(std::min(options.warmup_batch_size, options.num_slots)),
+      warmup_steps_(std::min(4, options.max_new_tokens)),
+      all_hypotheses_(options.all_hypotheses) {
   running_.reserve(static_cast<size_t>(num_slots_));
   finished_.reserve(static_cast<size_t>(num_slots_));
   metrics_.set_kv_slots(0, num_slots_);

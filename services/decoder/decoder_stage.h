@@ -23,9 +23,23 @@ namespace seqpipe::decoder {
 engine::DecodingOptions decoding_options(const protocol::GenerateParams& params,
                                          bool all_hypotheses);
 
+// What the decoder stage takes from the config.
+struct DecoderOptions {
+  int num_slots = 0;          // decoder.num_slots
+  int max_beams = 0;          // decoder.max_beams
+  int max_new_tokens = 0;     // decoder.max_new_tokens
+  int warmup_batch_size = 0;  // decoder.warmup_batch_size
+  int max_input_tokens = 0;   // model.max_input_tokens
+  // postprocessor.known_words or word_counts is set: beam searches return all their hypotheses.
+  bool all_hypotheses = false;
+};
+// The stage's options from the pipeline config (decoder_options.cc: the one file of the stage that
+// reads the config, so that a key of another stage recompiles none of it).
+DecoderOptions decoder_options(const config::PipelineConfig& config);
+
 class DecoderStage : public worker::WorkerStage {
  public:
-  DecoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
+  DecoderStage(std::shared_ptr<const engine::T5Model> model, const DecoderOptions& options,
                metrics::StageMetrics& metrics, const TimeSource& time = system_time());
   stage::MessageKind accepts() const override { return stage::MessageKind::kDecode; }
   int capacity() const override { return num_slots_; }
@@ -64,8 +78,7 @@ class DecoderStage : public worker::WorkerStage {
   int max_source_len_;
   int warmup_batch_size_;
   int warmup_steps_;
-  // postprocessor.known_words or word_counts is set: beam searches return all their hypotheses.
-  bool all_hypotheses_;
+  bool all_hypotheses_;                                // DecoderOptions::all_hypotheses
   std::vector<Running> running_;                       // reserved to num_slots
   std::vector<engine::Generator::Finished> finished_;  // reused between steps
 };

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
               return std::make_unique<decoder::DecoderStage>(
                   services::load_stage_model(c, "decoder", c.decoder.compute_type,
                                              c.decoder.threads, m),
-                  c, m);
+                  decoder::decoder_options(c), m);
             });
       });
 }

@@ -6,19 +6,17 @@
 #include <chrono>
 #include <optional>
 
-#include "seqpipe/config/config.h"
-
 namespace seqpipe::encoder {
 
 EncoderStage::EncoderStage(std::shared_ptr<const engine::T5Model> model,
-                           const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                           const EncoderOptions& options, metrics::StageMetrics& metrics,
                            const TimeSource& time)
     : encoder_(std::move(model)),
       metrics_(metrics),
       time_(time),
-      credits_(config.encoder.credits),
-      warmup_batch_size_(config.encoder.warmup_batch_size),
-      warmup_tokens_(std::max(1, config.model.max_input_tokens / 2)) {}
+      credits_(options.credits),
+      warmup_batch_size_(options.warmup_batch_size),
+      warmup_tokens_(std::max(1, options.max_input_tokens / 2)) {}
 
 bool EncoderStage::warm_up() {
   if (warmup_batch_size_ == 0) return false;

@@ -10,9 +10,19 @@
 
 namespace seqpipe::encoder {
 
+// What the encoder stage takes from the config.
+struct EncoderOptions {
+  int credits = 0;            // encoder.credits
+  int warmup_batch_size = 0;  // encoder.warmup_batch_size
+  int max_input_tokens = 0;   // model.max_input_tokens
+};
+// The stage's options from the pipeline config (encoder_options.cc: the one file of the stage that
+// reads the config, so that a key of another stage recompiles none of it).
+EncoderOptions encoder_options(const config::PipelineConfig& config);
+
 class EncoderStage : public worker::WorkerStage {
  public:
-  EncoderStage(std::shared_ptr<const engine::T5Model> model, const config::PipelineConfig& config,
+  EncoderStage(std::shared_ptr<const engine::T5Model> model, const EncoderOptions& options,
                metrics::StageMetrics& metrics, const TimeSource& time = system_time());
   stage::MessageKind accepts() const override { return stage::MessageKind::kEncode; }
   int capacity() const override { return credits_; }

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
               return std::make_unique<encoder::EncoderStage>(
                   services::load_stage_model(c, "encoder", c.encoder.compute_type,
                                              c.encoder.threads, m),
-                  c, m);
+                  encoder::encoder_options(c), m);
             });
       });
 }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <span>
 
+#include "seqpipe/config/config.h"
+
 namespace seqpipe::gateway {
 
 namespace {
@@ -49,7 +51,10 @@ spdlog::level::level_enum log_level(protocol::ErrorCode code) {
 Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpoint,
                  metrics::StageMetrics& stage_metrics, metrics::GatewayMetrics& gateway_metrics,
                  ModelSettingsTable::VersionConfig version_config)
-    : config_(config),
+    : max_queue_size_(static_cast<size_t>(config.batcher.max_queue_size)),
+      default_timeout_ms_(config.gateway.default_timeout_ms),
+      serves_repository_(!config.model.repository.empty()),
+      default_model_(config.model.name),
       results_endpoint_(std::move(results_endpoint)),
       metrics_(stage_metrics),
       gateway_metrics_(gateway_metrics),
@@ -67,8 +72,8 @@ Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpo
 
 model_control::InFlight Gateway::set_models(
     const std::vector<model_control::CatalogEntry>& catalog) {
-  if (!config_.model.repository.empty()) {
-    models_ = config::ModelCatalog(model_control::versions_of(catalog), config_.model.name);
+  if (serves_repository_) {
+    models_ = config::ModelCatalog(model_control::versions_of(catalog), default_model_);
     settings_.set(catalog);
   }
   model_control::InFlight in_flight;
@@ -168,7 +173,7 @@ void Gateway::start(Caller&& caller, Admitted&& admitted, const Now& now, Outbox
                 now.steady, now.steady, out);
     return;
   }
-  if (waiting() >= static_cast<size_t>(config_.batcher.max_queue_size)) {
+  if (waiting() >= max_queue_size_) {
     reply_error(std::move(caller), request.id.value_or(""),
                 {protocol::ErrorCode::kOverloaded, "the gateway's queue is full; retry later"},
                 now.steady, now.steady, out);
@@ -182,7 +187,7 @@ void Gateway::start(Caller&& caller, Admitted&& admitted, const Now& now, Outbox
     return;
   }
   ++next_id_;
-  const uint32_t timeout_ms = request.timeout_ms.value_or(config_.gateway.default_timeout_ms);
+  const uint32_t timeout_ms = request.timeout_ms.value_or(default_timeout_ms_);
   Request r;
   r.caller = std::move(caller);
   r.client_id = request.id.value_or("");
@@ -191,7 +196,7 @@ void Gateway::start(Caller&& caller, Admitted&& admitted, const Now& now, Outbox
   r.stream = request.stream;
   add_texts(r, std::move(request.texts), admitted.settings->split_words);
   const size_t items = r.sources.size();
-  if (items > static_cast<size_t>(config_.batcher.max_queue_size)) {  // it could never be queued
+  if (items > max_queue_size_) {  // it could never be queued
     batchers_.forget(id);
     reply_error(std::move(r.caller), std::move(r.client_id),
                 {protocol::ErrorCode::kTooLong,
@@ -199,7 +204,7 @@ void Gateway::start(Caller&& caller, Admitted&& admitted, const Now& now, Outbox
                      std::to_string(admitted.settings->split_words) +
                      " words (gateway.split_words); one request may hold at most "
                      "batcher.max_queue_size = " +
-                     std::to_string(config_.batcher.max_queue_size)},
+                     std::to_string(max_queue_size_)},
                 now.steady, now.steady, out);
     return;
   }

@@ -43,8 +43,8 @@
 #include "gateway/in_flight_limit.h"
 #include "gateway/model_settings.h"
 #include "gateway/response_cache.h"
-#include "seqpipe/config/config.h"
 #include "seqpipe/config/model_repository.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/messages/clock.h"
 #include "seqpipe/messages/stage_messages.h"
 #include "seqpipe/observability/metrics.h"
@@ -215,7 +215,11 @@ class Gateway {
   void reply_error(Caller caller, std::string client_id, protocol::Error error,
                    SteadyClock::time_point received, SteadyClock::time_point now, Outbox& out);
 
-  config::PipelineConfig config_;
+  // What the loop reads of the config after construction.
+  size_t max_queue_size_;        // batcher.max_queue_size
+  uint32_t default_timeout_ms_;  // gateway.default_timeout_ms
+  bool serves_repository_;       // model.repository is set: catalogs change the models
+  std::string default_model_;    // model.name: a request's model when it names none
   std::string results_endpoint_;
   metrics::StageMetrics& metrics_;
   metrics::GatewayMetrics& gateway_metrics_;

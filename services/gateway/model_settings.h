@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "gateway/shared_catalog.h"
-#include "seqpipe/config/config.h"
 #include "seqpipe/config/model_repository.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/control/model_control.h"
 #include "seqpipe/protocol/protocol.h"
 

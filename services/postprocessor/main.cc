@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
             c.liveness, c.security, config::served_model_key(c.model),
             [&](metrics::StageMetrics& m) {
               return std::make_unique<postprocessor::PostprocessorStage>(
-                  services::load_stage_tokenizer(c), c, m);
+                  services::load_stage_tokenizer(c), postprocessor::postprocessor_options(c), m);
             });
       });
 }

@@ -6,7 +6,6 @@
 #include <chrono>
 
 #include "postprocessor/final_words.h"
-#include "seqpipe/config/config.h"
 #include "text/word_alignment.h"
 
 namespace seqpipe::postprocessor {
@@ -53,24 +52,23 @@ std::string_view stable_prefix(std::string_view text, const std::vector<std::str
 }
 
 PostprocessorStage::PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
-                                       const config::PipelineConfig& config,
+                                       const PostprocessorOptions& options,
                                        metrics::StageMetrics& metrics, const TimeSource& time)
     : tokenizer_(std::move(tokenizer)),
-      confusion_margin_(config.postprocessor.confusion_margin / 100.0),
-      lower_case_words_(config.model.lower_case_words != 0),
-      sure_change_{.votes = config.postprocessor.known_word_votes,
-                   .margin = config.postprocessor.known_word_margin / 100.0},
-      max_input_tokens_(static_cast<size_t>(config.model.max_input_tokens)),
+      confusion_margin_(options.postprocessor.confusion_margin / 100.0),
+      lower_case_words_(options.lower_case_words),
+      sure_change_{.votes = options.postprocessor.known_word_votes,
+                   .margin = options.postprocessor.known_word_margin / 100.0},
+      max_input_tokens_(static_cast<size_t>(options.max_input_tokens)),
       metrics_(metrics),
       time_(time),
-      credits_(config.postprocessor.credits),
-      max_streams_(static_cast<size_t>(config.batcher.max_queue_size)) {
-  if (!config.postprocessor.known_words.empty()) {
-    known_words_.emplace(KnownWords::load(config.postprocessor.known_words));
-    spdlog::info("postprocessor: {} known words from {}", known_words_->size(),
-                 config.postprocessor.known_words);
+      credits_(options.postprocessor.credits),
+      max_streams_(static_cast<size_t>(options.max_streams)) {
+  const config::PostprocessorConfig& p = options.postprocessor;
+  if (!p.known_words.empty()) {
+    known_words_.emplace(KnownWords::load(p.known_words));
+    spdlog::info("postprocessor: {} known words from {}", known_words_->size(), p.known_words);
   }
-  const auto& p = config.postprocessor;
   if (!p.user_words.empty()) {
     user_words_.emplace(KnownWords::load(p.user_words, "postprocessor.user_words"));
     spdlog::info("postprocessor: {} user words from {}", user_words_->size(), p.user_words);

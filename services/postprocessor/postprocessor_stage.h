@@ -18,6 +18,7 @@
 #include "postprocessor/known_words.h"
 #include "postprocessor/spell_suggester.h"
 #include "seqpipe/config/pipeline_config_fwd.h"
+#include "seqpipe/config/postprocessor_config.h"
 #include "seqpipe/engine/tokenizer.h"
 #include "seqpipe/runtime/worker.h"
 #include "text/text_frame.h"
@@ -36,10 +37,23 @@ std::string_view cut_before_stop(std::string_view text, const std::vector<std::s
 // incomplete UTF-8 sequence: a space byte never occurs inside one.
 std::string_view stable_prefix(std::string_view text, const std::vector<std::string>& stop);
 
+// What the postprocessor stage takes from the config.
+struct PostprocessorOptions {
+  config::PostprocessorConfig postprocessor;  // its own section: word lists, Aspell, margins
+  bool lower_case_words = false;              // model.lower_case_words
+  int max_input_tokens = 0;                   // model.max_input_tokens
+  // batcher.max_queue_size: the most sequences of a model version in flight (the gateway lets
+  // no more into the pipeline), so the most streams worth keeping.
+  int max_streams = 0;
+};
+// The stage's options from the pipeline config (postprocessor_options.cc: the one file of the
+// stage that reads the whole config, so that a key of another stage recompiles none of it).
+PostprocessorOptions postprocessor_options(const config::PipelineConfig& config);
+
 class PostprocessorStage : public worker::WorkerStage {
  public:
   PostprocessorStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
-                     const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                     const PostprocessorOptions& options, metrics::StageMetrics& metrics,
                      const TimeSource& time = system_time());
   stage::MessageKind accepts() const override { return stage::MessageKind::kPostprocess; }
   int capacity() const override { return credits_; }
@@ -47,8 +61,7 @@ class PostprocessorStage : public worker::WorkerStage {
   void handle(stage::StageMessage&& message, worker::WorkerOutbox& out) override;
 
   // How many streamed sequences keep their final words' rewrites between partials (Stream
-  // below), and the most that do: batcher.max_queue_size, the most sequences of a model version
-  // in flight (the gateway lets no more into the pipeline).
+  // below), and the most that do (PostprocessorOptions::max_streams).
   size_t streams_kept() const { return streams_.size(); }
   size_t max_streams() const { return max_streams_; }
 

@@ -14,8 +14,8 @@ int main(int argc, char** argv) {
             "tokenizer", c.metrics.address, c.tokenizer.metrics_port,
             worker::hubs_or(c.tokenizer.hub_endpoints, c.gateway.tokenizer_endpoint), c.liveness,
             c.security, config::served_model_key(c.model), [&](metrics::StageMetrics& m) {
-              return std::make_unique<tokenizer::TokenizerStage>(services::load_stage_tokenizer(c),
-                                                                 c, m);
+              return std::make_unique<tokenizer::TokenizerStage>(
+                  services::load_stage_tokenizer(c), tokenizer::tokenizer_options(c), m);
             });
       });
 }

@@ -5,30 +5,21 @@
 #include <algorithm>
 #include <chrono>
 
-#include "seqpipe/config/config.h"
 #include "text/text_frame.h"
 
 namespace seqpipe::tokenizer {
 
 TokenizerStage::TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
-                               const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                               const TokenizerOptions& options, metrics::StageMetrics& metrics,
                                const TimeSource& time)
-    : tokenizer_(std::move(tokenizer)),
-      metrics_(metrics),
-      time_(time),
-      ingress_endpoint_(config.batcher.ingress_endpoint),
-      max_input_tokens_(config.model.max_input_tokens),
-      credits_(config.tokenizer.credits),
-      lower_case_words_(config.model.lower_case_words != 0),
-      keep_text_(!config.postprocessor.known_words.empty() ||
-                 !config.postprocessor.aspell_dictionary.empty() || lower_case_words_) {}
+    : tokenizer_(std::move(tokenizer)), metrics_(metrics), time_(time), options_(options) {}
 
 std::vector<int> TokenizerStage::encode(const std::string& text) const {
-  if (!lower_case_words_) return tokenizer_->encode(text);
+  if (!options_.lower_case_words) return tokenizer_->encode(text);
   const text::TextFrame frame(text);
   const size_t seen =
       frame.words_that_fit([&](std::string_view t) { return tokenizer_->encode(t).size(); },
-                           static_cast<size_t>(max_input_tokens_));
+                           static_cast<size_t>(options_.max_input_tokens));
   return tokenizer_->encode(frame.model_text(seen));
 }
 
@@ -48,17 +39,17 @@ void TokenizerStage::handle(stage::StageMessage&& message, worker::WorkerOutbox&
     std::vector<int> ids = encode(item.text);
     const auto elapsed = time_.now().steady - start;
     metrics_.compute_time(std::chrono::duration<double>(elapsed).count());
-    if (static_cast<int>(ids.size()) > max_input_tokens_) {
+    if (static_cast<int>(ids.size()) > options_.max_input_tokens) {
       out.fail(item,
                {protocol::ErrorCode::kTooLong,
                 "text " + std::to_string(item.index) + " is " + std::to_string(ids.size()) +
                     " tokens; the limit is model.max_input_tokens = " +
-                    std::to_string(max_input_tokens_)},
+                    std::to_string(options_.max_input_tokens)},
                "tokenizer", metrics_);
       continue;
     }
-    std::string to = item.batcher.empty() ? ingress_endpoint_ : std::move(item.batcher);
-    std::string text = keep_text_ ? std::move(item.text) : std::string();
+    std::string to = item.batcher.empty() ? options_.ingress_endpoint : std::move(item.batcher);
+    std::string text = options_.keep_text ? std::move(item.text) : std::string();
     auto sequence = stage::next_hop<stage::SequenceItem>(std::move(item));
     sequence.ids.assign(ids.begin(), ids.end());
     sequence.prompt_tokens = static_cast<uint32_t>(ids.size());

@@ -12,13 +12,27 @@
 
 namespace seqpipe::tokenizer {
 
+// What the tokenizer stage takes from the config.
+struct TokenizerOptions {
+  std::string ingress_endpoint;   // batcher.ingress_endpoint: where items go by default
+  int max_input_tokens = 0;       // model.max_input_tokens
+  int credits = 0;                // tokenizer.credits
+  bool lower_case_words = false;  // model.lower_case_words
+  // The input text travels on to the postprocessor: its known-words guard, Aspell or the text
+  // frame needs it (postprocessor.known_words, postprocessor.aspell_dictionary, lower_case_words).
+  bool keep_text = false;
+};
+// The stage's options from the pipeline config (tokenizer_options.cc: the one file of the stage
+// that reads the config, so that a key of another stage recompiles none of it).
+TokenizerOptions tokenizer_options(const config::PipelineConfig& config);
+
 class TokenizerStage : public worker::WorkerStage {
  public:
   TokenizerStage(std::shared_ptr<const engine::Tokenizer> tokenizer,
-                 const config::PipelineConfig& config, metrics::StageMetrics& metrics,
+                 const TokenizerOptions& options, metrics::StageMetrics& metrics,
                  const TimeSource& time = system_time());
   stage::MessageKind accepts() const override { return stage::MessageKind::kTokenize; }
-  int capacity() const override { return credits_; }
+  int capacity() const override { return options_.credits; }
   // A `tokenize` message costs its sender one credit; the credit goes back after it.
   void handle(stage::StageMessage&& message, worker::WorkerOutbox& out) override;
 
@@ -31,14 +45,7 @@ class TokenizerStage : public worker::WorkerStage {
   std::shared_ptr<const engine::Tokenizer> tokenizer_;
   metrics::StageMetrics& metrics_;
   const TimeSource& time_;  // read for deadlines and stage timings (tests pass a ManualTime)
-  std::string ingress_endpoint_;
-  int max_input_tokens_;
-  int credits_;
-  // The model sees the text's plain words lower-cased (model.lower_case_words).
-  bool lower_case_words_;
-  // The input text travels on to the postprocessor only when its known-words guard, Aspell or
-  // the text frame needs it.
-  bool keep_text_;
+  const TokenizerOptions options_;
 };
 
 }  // namespace seqpipe::tokenizer

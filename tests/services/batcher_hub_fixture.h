@@ -68,7 +68,7 @@ class BatcherHubTest : public ::testing::Test {
     config_.liveness.heartbeat_liveness = 3;
   }
   BatcherHub& hub() {
-    hub_ = std::make_unique<BatcherHub>(config_, metrics_);
+    hub_ = std::make_unique<BatcherHub>(config_.batcher, config_.liveness, metrics_);
     return *hub_;
   }
   // The messages of one role in the outbox (heartbeats left out).

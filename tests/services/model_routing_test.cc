@@ -75,7 +75,7 @@ class BatcherModelsTest : public ::testing::Test {
 };
 
 TEST_F(BatcherModelsTest, BatchesHoldOneModelVersionAndGoToItsEncoders) {
-  batcher::BatcherHub h(config_, metrics_);
+  batcher::BatcherHub h(config_.batcher, config_.liveness, metrics_);
   Outbox out;
   h.on_worker(Role::kEncoder, "ea", stage::Ready{2, "a/1"}, t0);
   h.on_worker(Role::kEncoder, "eb", stage::Ready{2, "b/1"}, t0);
@@ -103,7 +103,7 @@ TEST_F(BatcherModelsTest, BatchesHoldOneModelVersionAndGoToItsEncoders) {
 }
 
 TEST_F(BatcherModelsTest, EachVersionsWorkGoesToItsDecodersAndPostprocessorsOnly) {
-  batcher::BatcherHub h(config_, metrics_);
+  batcher::BatcherHub h(config_.batcher, config_.liveness, metrics_);
   Outbox out;
   h.on_worker(Role::kEncoder, "ea", stage::Ready{1, "a/1"}, t0);
   h.on_worker(Role::kEncoder, "eb", stage::Ready{1, "b/2"}, t0);

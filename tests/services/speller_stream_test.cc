@@ -115,7 +115,8 @@ void expect_partials_add_up(bool lower_case_words) {
   auto registry = metrics::make_registry();
   metrics::StageMetrics metrics(*registry, "test");
   const auto tokenizer = std::make_shared<engine::Tokenizer>(model + "/spiece.model");
-  postprocessor::PostprocessorStage post(tokenizer, config, metrics);
+  postprocessor::PostprocessorStage post(tokenizer, postprocessor::postprocessor_options(config),
+                                         metrics);
   std::ifstream in(SEQPIPE_SOURCE_DIR "/tests/data/speller-t5-greedy.json");
   const auto cases = nlohmann::json::parse(in).at("cases");
   ASSERT_GE(cases.size(), 200u);
@@ -211,7 +212,8 @@ TEST(SpellerStream, KeptStreamsEndWithTheirSequenceAndAreBounded) {
   auto registry = metrics::make_registry();
   metrics::StageMetrics metrics(*registry, "test");
   const auto tokenizer = std::make_shared<engine::Tokenizer>(model + "/spiece.model");
-  postprocessor::PostprocessorStage post(tokenizer, config, metrics);
+  postprocessor::PostprocessorStage post(tokenizer, postprocessor::postprocessor_options(config),
+                                         metrics);
   const auto ids = tokenizer->encode("the spelling is bad");
   auto item = [&](uint64_t request, bool partial, std::chrono::seconds left) {
     stage::DecodedItem d;

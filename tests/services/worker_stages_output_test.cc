@@ -8,7 +8,8 @@ namespace seqpipe {
 namespace {
 
 TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCredited) {
-  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  postprocessor::PostprocessorStage stage(*tokenizer_,
+                                          postprocessor::postprocessor_options(config_), metrics_);
   worker::WorkerOutbox out;
   const std::vector<std::string> texts = {"hello world", "teh speling", "the cat sat on the mat"};
   std::vector<stage::DecodedItem> items;
@@ -37,7 +38,8 @@ TEST_F(WorkerStages, PostprocessorTextEqualsTokenizerDecodeAndExpiredItemsAreCre
 }
 
 TEST_F(WorkerStages, PostprocessorResultsCarryTheUsageAndACutTextEndsByStop) {
-  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  postprocessor::PostprocessorStage stage(*tokenizer_,
+                                          postprocessor::postprocessor_options(config_), metrics_);
   worker::WorkerOutbox out;
   std::vector<stage::DecodedItem> items;
   for (uint64_t r = 1; r <= 2; ++r) {
@@ -100,7 +102,7 @@ TEST(StablePrefix, HoldsBackTheLastWordAndWhatMayBecomeAStopSequence) {
 // A streamed sequence's ids so far go out after every step as partial items (no credits), the
 // final one as usual; the postprocessor turns partials into stable prefixes of the final text.
 TEST_F(WorkerStages, AStreamedSequenceSendsPartialsThatArePrefixesOfItsText) {
-  decoder::DecoderStage decoder(*model_, config_, metrics_);
+  decoder::DecoderStage decoder(*model_, decoder::decoder_options(config_), metrics_);
   worker::WorkerOutbox decoded_out;
   stage::EncodedItem item = encoded(1, "teh speling", 1);
   item.params.max_new_tokens = item.params.min_new_tokens = 12;
@@ -130,7 +132,8 @@ TEST_F(WorkerStages, AStreamedSequenceSendsPartialsThatArePrefixesOfItsText) {
         std::equal(partials[k].ids.begin(), partials[k].ids.end(), final_item->ids.begin()));
     EXPECT_TRUE(partials[k].stream);
   }
-  postprocessor::PostprocessorStage post(*tokenizer_, config_, metrics_);
+  postprocessor::PostprocessorStage post(*tokenizer_, postprocessor::postprocessor_options(config_),
+                                         metrics_);
   worker::WorkerOutbox out;
   stage::Postprocess work;
   work.items = partials;
@@ -158,7 +161,7 @@ TEST_F(WorkerStages, AStreamedSequenceSendsPartialsThatArePrefixesOfItsText) {
 // The decoder returns num_return_sequences hypotheses with their scores; the postprocessor
 // turns them into texts, each cut before a stop sequence.
 TEST_F(WorkerStages, NumReturnSequencesAndStopReachTheResult) {
-  decoder::DecoderStage decoder(*model_, config_, metrics_);
+  decoder::DecoderStage decoder(*model_, decoder::decoder_options(config_), metrics_);
   worker::WorkerOutbox decoded_out;
   stage::EncodedItem item = encoded(1, "teh speling", 4);
   item.params.num_return_sequences = 3;
@@ -177,7 +180,8 @@ TEST_F(WorkerStages, NumReturnSequencesAndStopReachTheResult) {
       (*tokenizer_)->decode(std::vector<int>(d.alternatives[0].begin(), d.alternatives[0].end()));
   ASSERT_GE(first_alt.size(), 2u);
   d.params.stop = {first_alt.substr(1, 1)};  // a character of the first alternative
-  postprocessor::PostprocessorStage post(*tokenizer_, config_, metrics_);
+  postprocessor::PostprocessorStage post(*tokenizer_, postprocessor::postprocessor_options(config_),
+                                         metrics_);
   worker::WorkerOutbox out;
   post.handle(stage::Postprocess{{d}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);

@@ -10,7 +10,7 @@ namespace {
 TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
   config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
   config_.model.max_input_tokens = 8;
-  tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
+  tokenizer::TokenizerStage stage(*tokenizer_, tokenizer::tokenizer_options(config_), metrics_);
   worker::WorkerOutbox out;
   stage::TextItem expired = item(3, "hello");
   expired.deadline = Deadline::at_unix_us(Now::read().unix_us - 1);
@@ -39,7 +39,7 @@ TEST_F(WorkerStages, TokenizerSendsIdsToTheBatcherAndTooLongTextsToTheGateway) {
 // Stop strings end decoding early: the tokenizer encodes each alone, and a greedy sequence whose
 // output ends with those ids stops there, making fewer tokens.
 TEST_F(WorkerStages, StopStringsEndAGreedySequenceAtTheirTokens) {
-  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, tokenizer::tokenizer_options(config_), metrics_);
   worker::WorkerOutbox tokenized;
   stage::TextItem text = item(1, "teh speling");
   text.params.stop = {"hello", "x y"};
@@ -53,7 +53,7 @@ TEST_F(WorkerStages, StopStringsEndAGreedySequenceAtTheirTokens) {
   }
 
   auto run = [&](std::vector<std::vector<int32_t>> stop_ids) {
-    decoder::DecoderStage decoder(*model_, config_, metrics_);
+    decoder::DecoderStage decoder(*model_, decoder::decoder_options(config_), metrics_);
     stage::EncodedItem e = encoded(1, "teh speling", 1);
     e.params.max_new_tokens = e.params.min_new_tokens = 12;
     e.stop_ids = std::move(stop_ids);
@@ -74,7 +74,7 @@ TEST_F(WorkerStages, StopStringsEndAGreedySequenceAtTheirTokens) {
 
 TEST_F(WorkerStages, TokenizerSendsEachSequenceToTheBatcherTheGatewayChoseAndAnswersThatGateway) {
   config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
-  tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
+  tokenizer::TokenizerStage stage(*tokenizer_, tokenizer::tokenizer_options(config_), metrics_);
   worker::WorkerOutbox out;
   out.hub = 1;  // the second gateway it serves
   stage::TextItem to_b1 = item(1, "teh speling"), to_b2 = item(2, "hello", 0),
@@ -95,7 +95,7 @@ TEST_F(WorkerStages, TokenizerSendsEachSequenceToTheBatcherTheGatewayChoseAndAns
 }
 
 TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
-  encoder::EncoderStage stage(*model_, config_, metrics_);
+  encoder::EncoderStage stage(*model_, encoder::encoder_options(config_), metrics_);
   worker::WorkerOutbox out;
   std::vector<stage::SequenceItem> items;
   for (const char* t : {"teh speling", "hello world again"}) items.push_back(sequence(1, t));
@@ -118,7 +118,7 @@ TEST_F(WorkerStages, EncoderRowsEqualTheEnginesBitForBit) {
 }
 
 TEST_F(WorkerStages, DecoderAnswersAFrameOfTheWrongSizeAndKeepsServing) {
-  decoder::DecoderStage stage(*model_, config_, metrics_);
+  decoder::DecoderStage stage(*model_, decoder::decoder_options(config_), metrics_);
   stage::EncodedItem good = encoded(2, "teh speling");
   stage::EncodedItem short_frame = encoded(1, "teh speling");
   // The frame lost its last float: it no longer holds the header's rows of d_model floats.
@@ -146,7 +146,7 @@ TEST_F(WorkerStages, DecoderAnswersAFrameOfTheWrongSizeAndKeepsServing) {
 }
 
 TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {
-  decoder::DecoderStage stage(*model_, config_, metrics_);
+  decoder::DecoderStage stage(*model_, decoder::decoder_options(config_), metrics_);
   EXPECT_EQ(stage.capacity(), 8);
   worker::WorkerOutbox out;
   stage.handle(stage::Decode{{encoded(1, "teh speling", 4)}}, out);
@@ -170,7 +170,7 @@ TEST_F(WorkerStages, DecoderMatchesTheEngineWithSequencesJoiningMidway) {
 }
 
 TEST_F(WorkerStages, DecoderStopsACancelledSequenceAndReturnsItsSlotsWhileOthersGoOn) {
-  decoder::DecoderStage stage(*model_, config_, metrics_);
+  decoder::DecoderStage stage(*model_, decoder::decoder_options(config_), metrics_);
   worker::WorkerOutbox out;
   stage::EncodedItem doomed = encoded(1, "teh speling", 4);
   doomed.params.min_new_tokens = 12;  // would run every step
@@ -205,7 +205,7 @@ TEST_F(WorkerStages, DecoderStopsACancelledSequenceAndReturnsItsSlotsWhileOthers
 }
 
 TEST_F(WorkerStages, DecoderServingTwoBatchersAnswersEachWithItsOwnResultsSlotsAndCancels) {
-  decoder::DecoderStage stage(*model_, config_, metrics_);
+  decoder::DecoderStage stage(*model_, decoder::decoder_options(config_), metrics_);
   worker::WorkerOutbox out;
   out.hub = 0;
   stage.handle(stage::Decode{{encoded(1, "teh speling", 2)}}, out);
@@ -236,7 +236,7 @@ TEST_F(WorkerStages, DecoderServingTwoBatchersAnswersEachWithItsOwnResultsSlotsA
 
 TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
   config_.batcher.ingress_endpoint = "ipc:///tmp/in.sock";
-  tokenizer::TokenizerStage stage(*tokenizer_, config_, metrics_);
+  tokenizer::TokenizerStage stage(*tokenizer_, tokenizer::tokenizer_options(config_), metrics_);
   worker::WorkerOutbox out;
   stage::TextItem expired = item(1, "hello");
   expired.deadline = Deadline::at_unix_us(Now::read().unix_us - 1);
@@ -247,7 +247,7 @@ TEST_F(WorkerStages, TokenizerDropsExpiredItemsButReturnsTheCredit) {
 }
 
 TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngineThrows) {
-  encoder::EncoderStage stage(*model_, config_, metrics_);
+  encoder::EncoderStage stage(*model_, encoder::encoder_options(config_), metrics_);
   worker::WorkerOutbox out;
   stage::SequenceItem good = sequence(2, "hello world");
   const auto ids = (*tokenizer_)->encode("hello world");
@@ -274,7 +274,7 @@ TEST_F(WorkerStages, EncoderFailsItemsWithoutIdsAndReturnsTheCreditWhenTheEngine
 }
 
 TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
-  decoder::DecoderStage stage(*model_, config_, metrics_);
+  decoder::DecoderStage stage(*model_, decoder::decoder_options(config_), metrics_);
   worker::WorkerOutbox out;
   stage.handle(stage::Decode{{encoded(1, "hello world"), encoded(2, "teh speling", 4)}}, out);
   EXPECT_TRUE(out.empty());  // both admitted: no credit back yet
@@ -305,7 +305,7 @@ TEST_F(WorkerStages, DecoderGreedyAndBeamTogetherMatchTheEngineScoresIncluded) {
 
 TEST_F(WorkerStages, DecoderCancelsAnExpiredRunningSequenceAndReturnsExactlyItsSlots) {
   ManualTime time(Now::read());  // the stage's clock moves only when the test says so
-  decoder::DecoderStage stage(*model_, config_, metrics_, time);
+  decoder::DecoderStage stage(*model_, decoder::decoder_options(config_), metrics_, time);
   worker::WorkerOutbox out;
   stage::EncodedItem running = encoded(1, "teh speling", 2);
   running.params.min_new_tokens = 12;  // cannot finish before its deadline

@@ -12,7 +12,7 @@ TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
   std::ofstream(words) << "hello\nworld\n";
   config_.postprocessor.known_words = words;
   // The tokenizer keeps the input text for the postprocessor's guard.
-  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, tokenizer::tokenizer_options(config_), metrics_);
   worker::WorkerOutbox tokenized;
   tokenizer.handle(stage::Tokenize{{item(1, "hello wrld")}}, tokenized);
   ASSERT_EQ(tokenized.pushes.size(), 1u);
@@ -25,14 +25,16 @@ TEST_F(WorkerStages, WithKnownWordsTheTextTravelsAndKnownInputWordsAreKept) {
   w.text = std::move(text);
   w.ids = {0};
   for (int id : (*tokenizer_)->encode("help world")) w.ids.push_back(id);
-  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  postprocessor::PostprocessorStage stage(*tokenizer_,
+                                          postprocessor::postprocessor_options(config_), metrics_);
   worker::WorkerOutbox out;
   stage.handle(stage::Postprocess{{w}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
   EXPECT_EQ(as<stage::Result>(out.pushes[0].second).items.at(0).text, "hello world");
   // A list that cannot be read fails at start-up, naming the key and the file.
   config_.postprocessor.known_words = words + ":/nonexistent/words";
-  EXPECT_THROW(postprocessor::PostprocessorStage(*tokenizer_, config_, metrics_),
+  EXPECT_THROW(postprocessor::PostprocessorStage(
+                   *tokenizer_, postprocessor::postprocessor_options(config_), metrics_),
                std::runtime_error);
   std::remove(words.c_str());
 }
@@ -57,7 +59,8 @@ TEST_F(WorkerStages, TheHypothesesScoresDecideWhetherAKnownWordChanges) {
     w.alternative_scores = {keeping};
     return w;
   };
-  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  postprocessor::PostprocessorStage stage(*tokenizer_,
+                                          postprocessor::postprocessor_options(config_), metrics_);
   worker::WorkerOutbox out;
   stage.handle(stage::Postprocess{{decoded(-0.1f, -0.5f), decoded(-0.1f, -0.2f)}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
@@ -71,7 +74,7 @@ TEST_F(WorkerStages, TheHypothesesScoresDecideWhetherAKnownWordChanges) {
 
 TEST_F(WorkerStages, WithAspellAloneTheTextTravelsToThePostprocessor) {
   config_.postprocessor.aspell_dictionary = "/usr/lib/aspell/en_US.multi";
-  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, tokenizer::tokenizer_options(config_), metrics_);
   worker::WorkerOutbox tokenized;
   tokenizer.handle(stage::Tokenize{{item(1, "helo wrld")}}, tokenized);
   ASSERT_EQ(tokenized.pushes.size(), 1u);
@@ -80,7 +83,7 @@ TEST_F(WorkerStages, WithAspellAloneTheTextTravelsToThePostprocessor) {
 
 TEST_F(WorkerStages, WithLowerCaseWordsTheModelSeesPlainWordsAndTheTextIsPutBack) {
   config_.model.lower_case_words = 1;
-  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, tokenizer::tokenizer_options(config_), metrics_);
   worker::WorkerOutbox tokenized;
   tokenizer.handle(stage::Tokenize{{item(1, "HELO WRLD, AT 5pm 😀")}}, tokenized);
   ASSERT_EQ(tokenized.pushes.size(), 1u);
@@ -95,7 +98,8 @@ TEST_F(WorkerStages, WithLowerCaseWordsTheModelSeesPlainWordsAndTheTextIsPutBack
   // capitals: its style, not acronyms), the rest is kept.
   w.ids = {0};
   for (int id : (*tokenizer_)->encode("hello world at")) w.ids.push_back(id);
-  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  postprocessor::PostprocessorStage stage(*tokenizer_,
+                                          postprocessor::postprocessor_options(config_), metrics_);
   worker::WorkerOutbox out;
   stage.handle(stage::Postprocess{{w}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
@@ -106,7 +110,7 @@ TEST_F(WorkerStages, WithLowerCaseWordsTheUsersWordsAreKeptWhateverTheModelMakes
   config_.model.lower_case_words = 1;
   config_.postprocessor.user_words =
       std::string(SEQPIPE_SOURCE_DIR) + "/tests/e2e/speller/user_words.txt";
-  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, tokenizer::tokenizer_options(config_), metrics_);
   worker::WorkerOutbox tokenized;
   tokenizer.handle(stage::Tokenize{{item(1, "restart Nginx, Kowalski")}}, tokenized);
   ASSERT_EQ(tokenized.pushes.size(), 1u);
@@ -116,7 +120,8 @@ TEST_F(WorkerStages, WithLowerCaseWordsTheUsersWordsAreKeptWhateverTheModelMakes
   w.text = std::move(text);
   w.ids = {0};
   for (int id : (*tokenizer_)->encode("restore ngnex kawasaki")) w.ids.push_back(id);
-  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  postprocessor::PostprocessorStage stage(*tokenizer_,
+                                          postprocessor::postprocessor_options(config_), metrics_);
   worker::WorkerOutbox out;
   stage.handle(stage::Postprocess{{w}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
@@ -125,7 +130,7 @@ TEST_F(WorkerStages, WithLowerCaseWordsTheUsersWordsAreKeptWhateverTheModelMakes
 
 TEST_F(WorkerStages, WithLowerCaseWordsALongTextGivesTheModelTheWordsThatFit) {
   config_.model.lower_case_words = 1;
-  tokenizer::TokenizerStage tokenizer(*tokenizer_, config_, metrics_);
+  tokenizer::TokenizerStage tokenizer(*tokenizer_, tokenizer::tokenizer_options(config_), metrics_);
   std::string text = "Teh";
   for (int i = 0; i < 100; ++i) text += " speling, 42";
   worker::WorkerOutbox tokenized;
@@ -153,7 +158,8 @@ TEST_F(WorkerStages, WithLowerCaseWordsALongTextGivesTheModelTheWordsThatFit) {
     corrected.replace(at, 7, "spelling");
   corrected.replace(0, 3, "the");
   for (int id : (*tokenizer_)->encode(corrected)) w.ids.push_back(id);
-  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  postprocessor::PostprocessorStage stage(*tokenizer_,
+                                          postprocessor::postprocessor_options(config_), metrics_);
   worker::WorkerOutbox out;
   stage.handle(stage::Postprocess{{w}}, out);
   ASSERT_EQ(out.pushes.size(), 1u);
@@ -182,7 +188,8 @@ TEST_F(WorkerStages, WithKnownWordsTheFirstKnownBeamHypothesisWins) {
   known_best.text = "helo wrld";
   known_best.ids = ids_of("help world");  // all known: it stays, whatever follows
   known_best.alternatives = {ids_of("hello world")};
-  postprocessor::PostprocessorStage stage(*tokenizer_, config_, metrics_);
+  postprocessor::PostprocessorStage stage(*tokenizer_,
+                                          postprocessor::postprocessor_options(config_), metrics_);
   worker::WorkerOutbox out;
   stage.handle(stage::Postprocess{{w, known_best}}, out);
   std::map<uint64_t, std::string> got;
@@ -197,21 +204,23 @@ TEST_F(WorkerStages, WithKnownWordsTheFirstKnownBeamHypothesisWins) {
 TEST_F(WorkerStages, WarmUpLeavesTheStagesReadyAndEmpty) {
   config_.decoder.warmup_batch_size = 20;  // more than the 8 slots: capped
   config_.decoder.max_new_tokens = 2;      // shorter than the warm-up's 4 steps: capped
-  decoder::DecoderStage decoder(*model_, config_, metrics_);
+  decoder::DecoderStage decoder(*model_, decoder::decoder_options(config_), metrics_);
   EXPECT_TRUE(decoder.warm_up());
   EXPECT_EQ(decoder.free_slots(), 8);
   EXPECT_FALSE(decoder.has_pending_work());
-  encoder::EncoderStage encoder(*model_, config_, metrics_);
+  encoder::EncoderStage encoder(*model_, encoder::encoder_options(config_), metrics_);
   EXPECT_TRUE(encoder.warm_up());
   config_.decoder.warmup_batch_size = 0;
   config_.encoder.warmup_batch_size = 0;
-  EXPECT_FALSE(decoder::DecoderStage(*model_, config_, metrics_).warm_up());
-  EXPECT_FALSE(encoder::EncoderStage(*model_, config_, metrics_).warm_up());
+  EXPECT_FALSE(
+      decoder::DecoderStage(*model_, decoder::decoder_options(config_), metrics_).warm_up());
+  EXPECT_FALSE(
+      encoder::EncoderStage(*model_, encoder::encoder_options(config_), metrics_).warm_up());
   // A warmed decoder still decodes exactly as the engine does.
   worker::WorkerOutbox out;
   config_.decoder.max_new_tokens = 12;
   config_.decoder.warmup_batch_size = 4;
-  decoder::DecoderStage warmed(*model_, config_, metrics_);
+  decoder::DecoderStage warmed(*model_, decoder::decoder_options(config_), metrics_);
   ASSERT_TRUE(warmed.warm_up());
   warmed.handle(stage::Decode{{encoded(1, "hello world")}}, out);
   while (warmed.has_pending_work()) warmed.work(out);
