@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "batcher/batcher_stage.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/runtime/hub_loop.h"
 #include "seqpipe/runtime/service_main.h"
 

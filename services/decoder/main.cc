@@ -1,5 +1,6 @@
 // seqpipe-decoder: one decoder replica. Start more copies (same command, same config) to scale.
 #include "decoder/decoder_stage.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/config/model_repository.h"
 #include "seqpipe/runtime/service_main.h"
 #include "seqpipe/runtime/worker.h"

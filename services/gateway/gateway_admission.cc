@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gateway/gateway.h"
+#include "seqpipe/config/gateway_config.h"
 
 namespace seqpipe::gateway {
 

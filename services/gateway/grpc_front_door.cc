@@ -13,7 +13,8 @@
 #include "gateway/json_request.h"
 #include "gateway/kserve_grpc.h"
 #include "grpc_predict_v2.grpc.pb.h"
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/config_error.h"
+#include "seqpipe/config/model_repository.h"
 #include "seqpipe/transport/transport.h"
 
 namespace seqpipe::gateway {

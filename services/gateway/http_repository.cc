@@ -7,7 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/json_body.h"
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/config_error.h"
+#include "seqpipe/config/model_repository.h"
 
 namespace seqpipe::gateway {
 namespace {

@@ -1,6 +1,7 @@
 // seqpipe-postprocessor: one postprocessor replica. Start more copies (same command, same config)
 // to scale.
 #include "postprocessor/postprocessor_stage.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/config/model_repository.h"
 #include "seqpipe/runtime/service_main.h"
 #include "seqpipe/runtime/worker.h"

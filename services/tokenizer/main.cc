@@ -1,4 +1,5 @@
 // seqpipe-tokenizer: one tokenizer replica. Start more copies (same command, same config) to scale.
+#include "seqpipe/config/config.h"
 #include "seqpipe/config/model_repository.h"
 #include "seqpipe/runtime/service_main.h"
 #include "seqpipe/runtime/worker.h"

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "batcher/batcher_hub.h"
+#include "seqpipe/config/config.h"
 
 namespace seqpipe::batcher {
 

@@ -252,7 +252,7 @@ TEST_F(BatcherHubTest, GatewaysThatHeartbeatAreAnsweredWithThisBatchersIngress) 
   // Its incarnation is drawn at start: another run of the batcher has another.
   const uint64_t incarnation = as<stage::Heartbeat>(out.pushes[0].second).incarnation;
   EXPECT_NE(incarnation, 0u);
-  BatcherHub second(config_, metrics_);
+  BatcherHub second(config_.batcher, config_.liveness, metrics_);
   second.on_sequences(stage::Heartbeat{"ipc:///tmp/gw.sock"}, t0, out);
   out.clear();
   second.tick(t0, out);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "gateway/gateway.h"
+#include "seqpipe/config/config.h"
 
 namespace seqpipe::gateway {
 

@@ -8,6 +8,7 @@
 
 #include "gateway/gateway.h"
 #include "gateway/submissions.h"
+#include "seqpipe/config/config.h"
 
 namespace seqpipe::gateway {
 namespace {

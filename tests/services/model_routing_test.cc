@@ -16,6 +16,7 @@
 #include "batcher/batcher_hub.h"
 #include "gateway/gateway.h"
 #include "gateway/http_repository.h"
+#include "seqpipe/config/config.h"
 
 namespace seqpipe {
 namespace {

@@ -6,6 +6,7 @@
 
 #include "../common/protocol/option_samples.h"
 #include "gateway/gateway.h"
+#include "seqpipe/config/config.h"
 
 namespace seqpipe::gateway {
 namespace {

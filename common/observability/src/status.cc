@@ -7,7 +7,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "seqpipe/config/config.h"
 #include "seqpipe/protocol/msgpack_io.h"
 
 namespace seqpipe::status {

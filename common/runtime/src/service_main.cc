@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "seqpipe/cli/cli.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/observability/metrics.h"
 #include "seqpipe/transport/transport.h"
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "../test_util.h"
+#include "seqpipe/config/config.h"
 
 namespace seqpipe::service {
 namespace {

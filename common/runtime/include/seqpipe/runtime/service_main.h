@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 
 namespace CLI {
 class App;
