@@ -35,8 +35,11 @@ python3 - "$DIR/overload.json" "$CAP" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))["overall"]
 cap = float(sys.argv[2])
-e = run.get("error_latency_us", {"p50": 0, "p99": 0, "max": 0})
+none = {"p50": 0, "p99": 0, "max": 0}
+e = run.get("error_latency_us", none)
+r = run.get("refusal_latency_us", none)
 print(f"goodput {run['throughput_per_s']:.1f} ok/s = {100 * run['throughput_per_s'] / cap:.1f}% of "
-      f"capacity; errors {run['errors_by_code']}; refusals p50 {e['p50'] / 1e3:.2f} ms, "
+      f"capacity; errors {run['errors_by_code']}; refusals (overloaded) p50 {r['p50'] / 1e3:.2f} ms, "
+      f"p99 {r['p99'] / 1e3:.2f} ms, max {r['max'] / 1e3:.2f} ms; every error p50 {e['p50'] / 1e3:.2f} ms, "
       f"p99 {e['p99'] / 1e3:.2f} ms, max {e['max'] / 1e3:.2f} ms")
 PY

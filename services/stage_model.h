@@ -9,7 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/config_error.h"
+#include "seqpipe/config/model_config.h"
 #include "seqpipe/engine/compute_type.h"
 #include "seqpipe/engine/error.h"
 #include "seqpipe/engine/model.h"
@@ -19,10 +20,10 @@
 namespace seqpipe::services {
 
 inline std::shared_ptr<const engine::T5Model> load_stage_model(
-    const config::PipelineConfig& c, const std::string& stage,
+    const config::ModelConfig& served, const std::string& stage,
     const std::string& stage_compute_type, int threads, metrics::StageMetrics& metrics) {
   const bool own = !stage_compute_type.empty();
-  const std::string& name = own ? stage_compute_type : c.model.compute_type;
+  const std::string& name = own ? stage_compute_type : served.compute_type;
   engine::ComputeType type;
   try {
     type = engine::parse_compute_type(name);
@@ -32,9 +33,9 @@ inline std::shared_ptr<const engine::T5Model> load_stage_model(
   engine::ModelOptions options;
   options.threads = threads;
   options.compute_type = type;
-  options.cuda_graphs = c.model.cuda_graphs == 1;
+  options.cuda_graphs = served.cuda_graphs == 1;
   try {
-    const engine::DeviceSpec device = engine::parse_device(c.model.device);
+    const engine::DeviceSpec device = engine::parse_device(served.device);
     options.device = device.device;
     options.device_index = device.index;
     engine::open_device(device);
@@ -43,20 +44,20 @@ inline std::shared_ptr<const engine::T5Model> load_stage_model(
   }
   std::shared_ptr<const engine::T5Model> model;
   try {
-    model = engine::T5Model::load(c.model.dir, options);
+    model = engine::T5Model::load(served.dir, options);
   } catch (const engine::EngineError& e) {
-    throw config::ConfigError("model.dir " + c.model.dir + " does not load: " + e.what());
+    throw config::ConfigError("model.dir " + served.dir + " does not load: " + e.what());
   }
   metrics.engine_info(engine::compute_type_name(model->compute_type()));
   return model;
 }
 
 inline std::shared_ptr<const engine::Tokenizer> load_stage_tokenizer(
-    const config::PipelineConfig& c) {
+    const config::ModelConfig& served) {
   try {
-    return std::make_shared<const engine::Tokenizer>(c.model.dir + "/spiece.model");
+    return std::make_shared<const engine::Tokenizer>(served.dir + "/spiece.model");
   } catch (const engine::EngineError& e) {
-    throw config::ConfigError("model.dir " + c.model.dir + " does not load: " + e.what());
+    throw config::ConfigError("model.dir " + served.dir + " does not load: " + e.what());
   }
 }
 

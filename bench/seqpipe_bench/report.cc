@@ -39,13 +39,15 @@ LatencySummary summarize_latencies(std::vector<uint32_t>& latencies) {
 template <typename Take>
 Summary summarize(const std::vector<RequestRecord>& records, Take take) {
   Summary s;
-  std::vector<uint32_t> latencies, error_latencies;
+  std::vector<uint32_t> latencies, error_latencies, refusal_latencies;
+  constexpr int kRefused = kFirstWireError + static_cast<int>(protocol::ErrorCode::kOverloaded);
   double sums[9] = {};
   for (const RequestRecord& r : records) {
     if (!take(r)) continue;
     ++s.requests;
     ++s.by_status[static_cast<size_t>(r.status)];
     if (r.status >= kFirstWireError && r.status < kNoReply) error_latencies.push_back(r.latency_us);
+    if (r.status == kRefused) refusal_latencies.push_back(r.latency_us);
     if (r.status != kOk) continue;
     latencies.push_back(r.latency_us);
     const protocol::Timings& t = r.timings;
@@ -65,6 +67,7 @@ Summary summarize(const std::vector<RequestRecord>& records, Take take) {
   }
   s.ok = latencies.size();
   s.error_latency = summarize_latencies(error_latencies);
+  s.refusal_latency = summarize_latencies(refusal_latencies);
   if (s.ok == 0) return s;
   const double n = static_cast<double>(s.ok);
   StageMeans& m = s.stages;
@@ -120,6 +123,11 @@ nlohmann::json to_json(const Summary& s) {
         {"p50", s.error_latency.p50},
         {"p99", s.error_latency.p99},
         {"max", s.error_latency.max}}},
+      {"refusal_latency_us",
+       {{"count", s.refusal_latency.count},
+        {"p50", s.refusal_latency.p50},
+        {"p99", s.refusal_latency.p99},
+        {"max", s.refusal_latency.max}}},
       {"stages_mean_us",
        {{"client_send", m.client_send},
         {"queue", m.queue},
@@ -283,6 +291,11 @@ void print_table(std::FILE* out, const std::vector<Summary>& steps,
   if (const LatencySummary& e = overall.error_latency; e.count > 0) {
     std::fprintf(out, "error replies: %llu, latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
                  static_cast<unsigned long long>(e.count), e.p50 / 1e3, e.p99 / 1e3, e.max / 1e3);
+  }
+  if (const LatencySummary& r = overall.refusal_latency; r.count > 0) {
+    std::fprintf(
+        out, "of them refused (overloaded): %llu, latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+        static_cast<unsigned long long>(r.count), r.p50 / 1e3, r.p99 / 1e3, r.max / 1e3);
   }
   if (slo_p99_ms) {
     if (auto best = best_under_slo(steps, *slo_p99_ms)) {

@@ -39,6 +39,9 @@ struct Summary {
   // Client-side latency of the error replies (a wire error code: the server answered, e.g.
   // `overloaded`): how fast a refused request hears.
   LatencySummary error_latency;
+  // The `overloaded` replies' alone: the refusals, without the deadline misses, which answer
+  // at the deadline.
+  LatencySummary refusal_latency;
   StageMeans stages;
 
   uint64_t errors() const { return requests - ok; }

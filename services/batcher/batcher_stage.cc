@@ -4,7 +4,11 @@
 
 #include <utility>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/batcher_config.h"
+#include "seqpipe/config/decoder_config.h"
+#include "seqpipe/config/encoder_config.h"
+#include "seqpipe/config/model_config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/runtime/worker.h"
 
 namespace seqpipe::batcher {
@@ -13,11 +17,13 @@ namespace {
 // The batcher's line of `seqpipe status`: how its engine stages were configured to run (the
 // same config and --set as they, under `seqpipe up`, systemd and compose) and its bound port.
 std::string about_line(const config::PipelineConfig& c, int metrics_port) {
+  const config::ModelConfig& model = config::model_of(c);
   auto compute = [&](const std::string& stage_type) {
-    return (stage_type.empty() ? c.model.compute_type : stage_type) + " on " + c.model.device;
+    return (stage_type.empty() ? model.compute_type : stage_type) + " on " + model.device;
   };
-  return "encoder " + compute(c.encoder.compute_type) + "; decoder " +
-         compute(c.decoder.compute_type) + "; /metrics :" + std::to_string(metrics_port);
+  return "encoder " + compute(config::encoder_of(c).compute_type) + "; decoder " +
+         compute(config::decoder_of(c).compute_type) +
+         "; /metrics :" + std::to_string(metrics_port);
 }
 
 }  // namespace
@@ -28,15 +34,16 @@ BatcherStage::BatcherStage(const config::PipelineConfig& c, hub::HubContext& hub
       encoders_(hub.context, zmq::socket_type::router, hub.bound_options()),
       decoders_(hub.context, zmq::socket_type::router, hub.bound_options()),
       postprocessors_(hub.context, zmq::socket_type::router, hub.bound_options()),
-      batcher_(c.batcher, c.liveness, hub.metrics),
+      batcher_(config::batcher_of(c), config::liveness_of(c), hub.metrics),
       about_(about_line(c, hub.exporter.port())) {
-  ingress_.bind(c.batcher.ingress_endpoint, "batcher.ingress_endpoint");
-  encoders_.bind(c.batcher.encoder_endpoint, "batcher.encoder_endpoint");
-  decoders_.bind(c.batcher.decoder_endpoint, "batcher.decoder_endpoint");
-  postprocessors_.bind(c.batcher.postprocessor_endpoint, "batcher.postprocessor_endpoint");
+  const config::BatcherConfig& b = config::batcher_of(c);
+  ingress_.bind(b.ingress_endpoint, "batcher.ingress_endpoint");
+  encoders_.bind(b.encoder_endpoint, "batcher.encoder_endpoint");
+  decoders_.bind(b.decoder_endpoint, "batcher.decoder_endpoint");
+  postprocessors_.bind(b.postprocessor_endpoint, "batcher.postprocessor_endpoint");
   spdlog::info("batcher: ingress {}, encoders {}, decoders {}, postprocessors {}, metrics on :{}",
-               c.batcher.ingress_endpoint, c.batcher.encoder_endpoint, c.batcher.decoder_endpoint,
-               c.batcher.postprocessor_endpoint, hub.exporter.port());
+               b.ingress_endpoint, b.encoder_endpoint, b.decoder_endpoint, b.postprocessor_endpoint,
+               hub.exporter.port());
 }
 
 void BatcherStage::watch(hub::HubSockets& sockets) {

@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "batcher/batcher_stage.h"
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/batcher_config.h"
 #include "seqpipe/runtime/hub_loop.h"
 #include "seqpipe/runtime/service_main.h"
 
@@ -12,8 +12,8 @@ int main(int argc, char** argv) {
   return service::run_service_main(
       argc, argv, "batcher", "Batches sequences for the encoders and dispatches work by credit.",
       [](const config::PipelineConfig& c) {
-        return hub::serve_hub("batcher", c, c.batcher.metrics_port, [&](hub::HubContext& hub) {
-          return std::make_unique<batcher::BatcherStage>(c, hub);
-        });
+        return hub::serve_hub(
+            "batcher", c, config::batcher_of(c).metrics_port,
+            [&](hub::HubContext& hub) { return std::make_unique<batcher::BatcherStage>(c, hub); });
       });
 }

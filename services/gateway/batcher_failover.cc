@@ -4,17 +4,20 @@
 
 #include <algorithm>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/batcher_config.h"
+#include "seqpipe/config/gateway_config.h"
+#include "seqpipe/config/liveness_config.h"
 
 namespace seqpipe::gateway {
 
 BatcherFailover::BatcherFailover(const config::PipelineConfig& config, std::string results_endpoint)
     : results_endpoint_(std::move(results_endpoint)),
-      interval_(config.liveness.heartbeat_interval_ms),
-      timeout_(std::chrono::milliseconds(config.liveness.heartbeat_interval_ms) *
-               config.liveness.heartbeat_liveness) {
-  for (const auto& endpoint : config.gateway.batcher_endpoints) batchers_.push_back({endpoint});
-  if (batchers_.empty()) batchers_.push_back({config.batcher.ingress_endpoint});
+      interval_(config::liveness_of(config).heartbeat_interval_ms),
+      timeout_(std::chrono::milliseconds(config::liveness_of(config).heartbeat_interval_ms) *
+               config::liveness_of(config).heartbeat_liveness) {
+  for (const auto& endpoint : config::gateway_of(config).batcher_endpoints)
+    batchers_.push_back({endpoint});
+  if (batchers_.empty()) batchers_.push_back({config::batcher_of(config).ingress_endpoint});
 }
 
 size_t BatcherFailover::live() const {

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <span>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/batcher_config.h"
+#include "seqpipe/config/gateway_config.h"
+#include "seqpipe/config/liveness_config.h"
+#include "seqpipe/config/model_config.h"
 
 namespace seqpipe::gateway {
 
@@ -35,21 +38,21 @@ spdlog::level::level_enum log_level(protocol::ErrorCode code) {
 Gateway::Gateway(const config::PipelineConfig& config, std::string results_endpoint,
                  metrics::StageMetrics& stage_metrics, metrics::GatewayMetrics& gateway_metrics,
                  ModelSettingsTable::VersionConfig version_config)
-    : max_queue_size_(static_cast<size_t>(config.batcher.max_queue_size)),
-      default_timeout_ms_(config.gateway.default_timeout_ms),
-      serves_repository_(!config.model.repository.empty()),
-      default_model_(config.model.name),
+    : max_queue_size_(static_cast<size_t>(config::batcher_of(config).max_queue_size)),
+      default_timeout_ms_(config::gateway_of(config).default_timeout_ms),
+      serves_repository_(!config::model_of(config).repository.empty()),
+      default_model_(config::model_of(config).name),
       results_endpoint_(std::move(results_endpoint)),
       metrics_(stage_metrics),
       gateway_metrics_(gateway_metrics),
       models_(config::ModelCatalog::of(config)),
       settings_(config, std::move(version_config)),
-      tokenizers_({"gateway", "tokenizer", kTokenizerLink, hub::Answers::kInOrder}, config.liveness,
-                  stage_metrics),
+      tokenizers_({"gateway", "tokenizer", kTokenizerLink, hub::Answers::kInOrder},
+                  config::liveness_of(config), stage_metrics),
       batchers_(config, results_endpoint_),
-      cache_(config.gateway.cache_bytes),
-      in_flight_(static_cast<size_t>(std::max(config.batcher.max_queue_size, 1)),
-                 2 * static_cast<size_t>(std::max(config.batcher.max_batch_size, 1))),
+      cache_(config::gateway_of(config).cache_bytes),
+      in_flight_(static_cast<size_t>(std::max(config::batcher_of(config).max_queue_size, 1)),
+                 2 * static_cast<size_t>(std::max(config::batcher_of(config).max_batch_size, 1))),
       next_id_((hub::draw_incarnation() >> 8) + 1) {
   settings_.load(models_);
 }

@@ -6,6 +6,9 @@
 #include <utility>
 
 #include "gateway/http_repository.h"
+#include "seqpipe/config/gateway_config.h"
+#include "seqpipe/config/model_config.h"
+#include "seqpipe/config/model_repository.h"
 #include "seqpipe/observability/status.h"
 #include "seqpipe/runtime/model_control.h"
 #include "seqpipe/runtime/worker.h"
@@ -31,23 +34,25 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, Submissions& 
                                           const security::HubSecurity& security,
                                           size_t max_body_bytes, const SharedCatalog& catalog,
                                           metrics::FrontDoorMetrics& door_metrics) {
-  const auto address = config::parse_http_address(c.gateway.http_endpoint);
+  const config::GatewayConfig& gateway = config::gateway_of(c);
+  const config::ModelConfig& model = config::model_of(c);
+  const auto address = config::parse_http_address(gateway.http_endpoint);
   if (!address) return nullptr;
   HttpOptions options;
   options.host = address->host;
   options.port = address->port;
   options.model_name = catalog.get()->default_name();  // the model's, or the repository's default
-  options.repository = !c.model.repository.empty();
+  options.repository = !model.repository.empty();
   options.catalog = &catalog;
   // Only `seqpipe up` with a repository answers on the control socket.
-  if (!c.model.repository.empty()) options.control_endpoint = config::control_endpoint(c);
+  if (!model.repository.empty()) options.control_endpoint = config::control_endpoint(c);
   // Whoever reaches HTTP beyond loopback could load and unload models: only when asked for.
-  options.repository_api = config::loopback_host(address->host) || c.gateway.repository_api_public;
-  if (!c.gateway.repository_token_file.empty())
-    options.repository_token = read_repository_token(c.gateway.repository_token_file);
+  options.repository_api = config::loopback_host(address->host) || gateway.repository_api_public;
+  if (!gateway.repository_token_file.empty())
+    options.repository_token = read_repository_token(gateway.repository_token_file);
   options.max_body_bytes = max_body_bytes;
   options.metrics = &door_metrics;
-  options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
+  options.default_timeout = std::chrono::milliseconds(gateway.default_timeout_ms);
   auto http =
       std::make_unique<HttpFrontDoor>(context, gateway, options, model_ready(context, c, security));
   spdlog::info("gateway: HTTP on {}:{} (model '{}')", options.host, http->port(),
@@ -61,14 +66,15 @@ std::unique_ptr<GrpcFrontDoor> start_grpc(zmq::context_t& context, const config:
                                           const security::HubSecurity& security,
                                           size_t max_message_bytes, const SharedCatalog& catalog,
                                           metrics::FrontDoorMetrics& door_metrics) {
-  const auto address = config::parse_http_address(c.gateway.grpc_endpoint);
+  const config::GatewayConfig& gateway = config::gateway_of(c);
+  const auto address = config::parse_http_address(gateway.grpc_endpoint);
   if (!address) return nullptr;
   GrpcOptions options;
   options.host = address->host;
   options.port = address->port;
   options.max_message_bytes = max_message_bytes;
-  options.default_timeout = std::chrono::milliseconds(c.gateway.default_timeout_ms);
-  options.max_timeout = std::chrono::milliseconds(c.gateway.max_timeout_ms);
+  options.default_timeout = std::chrono::milliseconds(gateway.default_timeout_ms);
+  options.max_timeout = std::chrono::milliseconds(gateway.max_timeout_ms);
   options.metrics = &door_metrics;
   auto grpc = std::make_unique<GrpcFrontDoor>(options, catalog, model_ready(context, c, security));
   spdlog::info("gateway: KServe v2 gRPC on {}:{} (default model '{}')", options.host, grpc->port(),
@@ -101,29 +107,31 @@ GatewayStage::GatewayStage(const config::LoadedConfig& loaded, hub::HubContext& 
       gateway_metrics_(hub.exporter.registry()),
       door_metrics_(hub.exporter.registry()),
       metrics_port_(hub.exporter.port()),
-      max_frame_bytes_(static_cast<size_t>(loaded.config.gateway.max_message_bytes) * 4),
+      max_frame_bytes_(
+          static_cast<size_t>(config::gateway_of(config::pipeline_of(loaded)).max_message_bytes) *
+          4),
       clients_(hub.context, zmq::socket_type::router, client_options(max_frame_bytes_, hub)),
       tokenizers_(hub.context, zmq::socket_type::router, hub.bound_options()),
       results_(hub.context, zmq::socket_type::pull, hub.bound_options()),
-      results_endpoint_(bind_sockets(loaded.config)),
-      gateway_(loaded.config, results_endpoint_, hub.metrics, gateway_metrics_,
+      results_endpoint_(bind_sockets(config::gateway_of(config::pipeline_of(loaded)))),
+      gateway_(config::pipeline_of(loaded), results_endpoint_, hub.metrics, gateway_metrics_,
                [&loaded](const config::ModelVersion& m) {
                  return config::load_model_version_config(loaded, m);
                }),
       catalog_(gateway_.models(), gateway_.request_limits()) {
-  const config::PipelineConfig& c = loaded.config;
-  if (!c.model.repository.empty()) log_repository(c.model);
+  const config::PipelineConfig& c = config::pipeline_of(loaded);
+  if (!config::model_of(c).repository.empty()) log_repository(config::model_of(c));
   http_ = start_http(hub.context, submissions_, c, hub.security, max_frame_bytes_, catalog_,
                      door_metrics_);
   grpc_ = start_grpc(hub.context, c, hub.security, max_frame_bytes_, catalog_, door_metrics_);
 }
 
-std::string GatewayStage::bind_sockets(const config::PipelineConfig& c) {
-  client_endpoint_ = clients_.bind(c.gateway.client_endpoint, "gateway.client_endpoint");
-  tokenizers_.bind(c.gateway.tokenizer_endpoint, "gateway.tokenizer_endpoint");
-  std::string results = results_.bind(c.gateway.results_endpoint, "gateway.results_endpoint");
+std::string GatewayStage::bind_sockets(const config::GatewayConfig& gateway) {
+  client_endpoint_ = clients_.bind(gateway.client_endpoint, "gateway.client_endpoint");
+  tokenizers_.bind(gateway.tokenizer_endpoint, "gateway.tokenizer_endpoint");
+  std::string results = results_.bind(gateway.results_endpoint, "gateway.results_endpoint");
   spdlog::info("gateway: clients on {}, tokenizers on {}, results on {}, metrics on :{}",
-               client_endpoint_, c.gateway.tokenizer_endpoint, results, metrics_port_);
+               client_endpoint_, gateway.tokenizer_endpoint, results, metrics_port_);
   return results;
 }
 

@@ -15,7 +15,7 @@
 #include "gateway/http_front_door.h"
 #include "gateway/shared_catalog.h"
 #include "gateway/submissions.h"
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/observability/metrics.h"
 #include "seqpipe/runtime/hub_loop.h"
 #include "seqpipe/transport/transport.h"
@@ -46,7 +46,7 @@ class GatewayStage : public hub::HubStage {
  private:
   static constexpr size_t kNoInput = static_cast<size_t>(-1);
   // Binds clients_, tokenizers_ and results_: the results' bound endpoint.
-  std::string bind_sockets(const config::PipelineConfig& c);
+  std::string bind_sockets(const config::GatewayConfig& gateway);
 
   metrics::StageMetrics& stage_metrics_;
   metrics::GatewayMetrics gateway_metrics_;

@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "gateway/gateway_stage.h"
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/gateway_config.h"
 #include "seqpipe/runtime/hub_loop.h"
 #include "seqpipe/runtime/service_main.h"
 
@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
       argc, argv, "gateway",
       "Serves clients: validates requests, keeps deadlines, answers each once.",
       [](const config::LoadedConfig& loaded) {
-        return hub::serve_hub("gateway", loaded.config, loaded.config.gateway.metrics_port,
+        const config::PipelineConfig& c = config::pipeline_of(loaded);
+        return hub::serve_hub("gateway", c, config::gateway_of(c).metrics_port,
                               [&](hub::HubContext& hub) {
                                 return std::make_unique<gateway::GatewayStage>(loaded, hub);
                               });

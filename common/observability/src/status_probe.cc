@@ -1,7 +1,9 @@
 // The status probe over sockets (status.cc is the codec alone, which the fuzz targets build).
 #include <algorithm>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/batcher_config.h"
+#include "seqpipe/config/gateway_config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
 #include "seqpipe/observability/status.h"
 #include "seqpipe/transport/transport.h"
 
@@ -35,8 +37,9 @@ PipelineStatus ask_pipeline(zmq::context_t& context, const config::PipelineConfi
   PipelineStatus status;
   transport::SocketOptions options;
   options.curve = curve;
-  for (const auto& [hub, endpoint] : {std::pair{"gateway", config.gateway.tokenizer_endpoint},
-                                      std::pair{"batcher", config.batcher.encoder_endpoint}}) {
+  for (const auto& [hub, endpoint] :
+       {std::pair{"gateway", config::gateway_of(config).tokenizer_endpoint},
+        std::pair{"batcher", config::batcher_of(config).encoder_endpoint}}) {
     transport::Socket probe(context, zmq::socket_type::dealer, options);
     probe.connect(endpoint);
     HubAnswer answer{hub, endpoint, std::nullopt};

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <utility>
 
-#include "seqpipe/config/config.h"
+#include "seqpipe/config/liveness_config.h"
+#include "seqpipe/config/metrics_config.h"
+#include "seqpipe/config/pipeline_config_fwd.h"
+#include "seqpipe/config/security_config.h"
 #include "seqpipe/runtime/hub.h"
 #include "seqpipe/runtime/service.h"
 
@@ -111,12 +114,14 @@ int serve_hub(std::string_view name, const config::PipelineConfig& config, int m
   HubOptions options;
   options.name = std::string(name);
   options.started = std::chrono::steady_clock::now();  // for the status probe's uptime
-  options.max_wait = std::min(std::chrono::milliseconds(100),
-                              std::chrono::milliseconds(config.liveness.heartbeat_interval_ms));
-  metrics::Exporter exporter(name, metrics_port, 1, config.metrics.address);
+  options.max_wait =
+      std::min(std::chrono::milliseconds(100),
+               std::chrono::milliseconds(config::liveness_of(config).heartbeat_interval_ms));
+  metrics::Exporter exporter(name, metrics_port, 1, config::metrics_of(config).address);
   metrics::StageMetrics stage_metrics(exporter.registry(), name);
   zmq::context_t context(1);
-  const security::HubSecurity security(context, config.security, name, exporter.registry());
+  const security::HubSecurity security(context, config::security_of(config), name,
+                                       exporter.registry());
   HubContext hub{context, security, exporter, stage_metrics};
   const std::unique_ptr<HubStage> stage = make_stage(hub);
   // Ready once bound: a hub's part needs no worker (they connect to it; waiting for them would

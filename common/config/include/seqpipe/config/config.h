@@ -13,7 +13,11 @@
 // do it through load_pipeline_config before they use the config).
 //
 // Each section's struct lives in its own header (gateway_config.h, postprocessor_config.h, ...),
-// so a consumer of one section includes only that header.
+// so a consumer of one section includes only that header and reads the section from a
+// PipelineConfig it sees declared through pipeline_config_fwd.h's accessors (gateway_of(c), ...).
+// Only the config library and the supervisor (tools/seqpipe), which read every section, and the
+// services' command-line front (service_main.cc), which loads the config, include this header
+// (and tests and benches that build a config in code).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -85,17 +89,6 @@ std::string choose_runtime_dir(const std::string& configured, const char* xdg_ru
 // two endpoints that became equal.
 PipelineConfig resolve_endpoints(PipelineConfig config, const std::string& runtime_dir);
 
-// gateway.http_endpoint's and grpc_endpoint's parts: an IPv4 address and a port (0: any free
-// port); nullopt for text that is not IPV4:PORT (an empty endpoint, off, included).
-struct HttpAddress {
-  std::string host;
-  int port = 0;
-};
-std::optional<HttpAddress> parse_http_address(std::string_view endpoint);
-// A host or interface name that is loopback (an IPv4 literal 127.x, localhost, [::1], the
-// interface lo): only this machine reaches it.
-bool loopback_host(std::string_view host);
-
 // Replica k's endpoint of a hub endpoint: k = 0 the endpoint itself, else tcp://HOST:PORT + k
 // or ipc://DIR/NAME-<k+1>.sock (ipc://x/gateway.sock, ipc://x/gateway-2.sock, ...).
 std::string replica_endpoint(const std::string& endpoint, int k);
@@ -105,10 +98,6 @@ std::vector<std::string> gateway_replica_overrides(const PipelineConfig& config,
 std::vector<std::string> batcher_replica_overrides(const PipelineConfig& config, int k);
 // What a client is given: every gateway replica's client endpoint, comma-separated.
 std::string client_endpoints(const PipelineConfig& config);
-// Where `seqpipe up` answers the model control requests (`seqpipe models`, the gateway's KServe
-// repository API): ipc://<runtime_dir>/control.sock, beside the pipeline's lock, so only this
-// machine's user can reach it.
-std::string control_endpoint(const PipelineConfig& config);
 
 // The processes and threads that fit a machine of `cores` cores and a model whose decoder step
 // reads `step_params` weights (decoder_step_params; 0 = unknown) (docs/CONFIG.md, "Sizing"). The

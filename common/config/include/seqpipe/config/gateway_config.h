@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,5 +75,16 @@ struct GatewayConfig {
 
   bool operator==(const GatewayConfig&) const = default;
 };
+
+// gateway.http_endpoint's and grpc_endpoint's parts: an IPv4 address and a port (0: any free
+// port); nullopt for text that is not IPV4:PORT (an empty endpoint, off, included).
+struct HttpAddress {
+  std::string host;
+  int port = 0;
+};
+std::optional<HttpAddress> parse_http_address(std::string_view endpoint);
+// A host or interface name that is loopback (an IPv4 literal 127.x, localhost, [::1], the
+// interface lo): only this machine reaches it.
+bool loopback_host(std::string_view host);
 
 }  // namespace seqpipe::config

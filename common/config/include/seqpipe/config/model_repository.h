@@ -113,4 +113,9 @@ class ModelCatalog {
   bool single_ = false;
 };
 
+// Where `seqpipe up` answers the model control requests (`seqpipe models`, the gateway's KServe
+// repository API): ipc://<runtime_dir>/control.sock, beside the pipeline's lock, so only this
+// machine's user can reach it.
+std::string control_endpoint(const PipelineConfig& config);
+
 }  // namespace seqpipe::config
