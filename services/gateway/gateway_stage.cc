@@ -29,7 +29,7 @@ std::function<bool(const std::string&)> model_ready(zmq::context_t& context,
 }
 
 // The HTTP front door on gateway.http_endpoint (none when it is off).
-std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, Submissions& gateway,
+std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, Submissions& submissions,
                                           const config::PipelineConfig& c,
                                           const security::HubSecurity& security,
                                           size_t max_body_bytes, const SharedCatalog& catalog,
@@ -53,8 +53,8 @@ std::unique_ptr<HttpFrontDoor> start_http(zmq::context_t& context, Submissions& 
   options.max_body_bytes = max_body_bytes;
   options.metrics = &door_metrics;
   options.default_timeout = std::chrono::milliseconds(gateway.default_timeout_ms);
-  auto http =
-      std::make_unique<HttpFrontDoor>(context, gateway, options, model_ready(context, c, security));
+  auto http = std::make_unique<HttpFrontDoor>(context, submissions, options,
+                                              model_ready(context, c, security));
   spdlog::info("gateway: HTTP on {}:{} (model '{}')", options.host, http->port(),
                options.model_name);
   return http;
@@ -115,9 +115,7 @@ GatewayStage::GatewayStage(const config::LoadedConfig& loaded, hub::HubContext& 
       results_(hub.context, zmq::socket_type::pull, hub.bound_options()),
       results_endpoint_(bind_sockets(config::gateway_of(config::pipeline_of(loaded)))),
       gateway_(config::pipeline_of(loaded), results_endpoint_, hub.metrics, gateway_metrics_,
-               [&loaded](const config::ModelVersion& m) {
-                 return config::load_model_version_config(loaded, m);
-               }),
+               config::version_config_loader(loaded)),
       catalog_(gateway_.models(), gateway_.request_limits()) {
   const config::PipelineConfig& c = config::pipeline_of(loaded);
   if (!config::model_of(c).repository.empty()) log_repository(config::model_of(c));

@@ -4,19 +4,41 @@
 
 namespace seqpipe::config {
 
-const std::string& runtime_dir_of(const PipelineConfig& config) { return config.runtime_dir; }
-const ModelConfig& model_of(const PipelineConfig& config) { return config.model; }
-const LivenessConfig& liveness_of(const PipelineConfig& config) { return config.liveness; }
-const MetricsConfig& metrics_of(const PipelineConfig& config) { return config.metrics; }
-const GatewayConfig& gateway_of(const PipelineConfig& config) { return config.gateway; }
-const TokenizerConfig& tokenizer_of(const PipelineConfig& config) { return config.tokenizer; }
-const BatcherConfig& batcher_of(const PipelineConfig& config) { return config.batcher; }
-const EncoderConfig& encoder_of(const PipelineConfig& config) { return config.encoder; }
-const DecoderConfig& decoder_of(const PipelineConfig& config) { return config.decoder; }
+const std::string& runtime_dir_of(const PipelineConfig& config) {
+  return config.runtime_dir;
+}
+const ModelConfig& model_of(const PipelineConfig& config) {
+  return config.model;
+}
+const LivenessConfig& liveness_of(const PipelineConfig& config) {
+  return config.liveness;
+}
+const MetricsConfig& metrics_of(const PipelineConfig& config) {
+  return config.metrics;
+}
+const GatewayConfig& gateway_of(const PipelineConfig& config) {
+  return config.gateway;
+}
+const TokenizerConfig& tokenizer_of(const PipelineConfig& config) {
+  return config.tokenizer;
+}
+const BatcherConfig& batcher_of(const PipelineConfig& config) {
+  return config.batcher;
+}
+const EncoderConfig& encoder_of(const PipelineConfig& config) {
+  return config.encoder;
+}
+const DecoderConfig& decoder_of(const PipelineConfig& config) {
+  return config.decoder;
+}
 const PostprocessorConfig& postprocessor_of(const PipelineConfig& config) {
   return config.postprocessor;
 }
-const SecurityConfig& security_of(const PipelineConfig& config) { return config.security; }
-const PipelineConfig& pipeline_of(const LoadedConfig& loaded) { return loaded.config; }
+const SecurityConfig& security_of(const PipelineConfig& config) {
+  return config.security;
+}
+const PipelineConfig& pipeline_of(const LoadedConfig& loaded) {
+  return loaded.config;
+}
 
 }  // namespace seqpipe::config

@@ -176,6 +176,11 @@ PipelineConfig load_model_version_config(const LoadedConfig& pipeline, const Mod
   return load_pipeline_config(pipeline.path, overrides).config;
 }
 
+std::function<PipelineConfig(const ModelVersion&)> version_config_loader(
+    const LoadedConfig& pipeline) {
+  return [&pipeline](const ModelVersion& m) { return load_model_version_config(pipeline, m); };
+}
+
 std::string served_model_name(const ModelConfig& model) {
   if (!model.name.empty()) return model.name;
   const fs::path dir = fs::path(model.dir).lexically_normal();

@@ -7,10 +7,7 @@
 #include <msgpack.hpp>
 #include <span>
 
-#include "seqpipe/config/batcher_config.h"
-#include "seqpipe/config/decoder_config.h"
-#include "seqpipe/config/gateway_config.h"
-#include "seqpipe/config/pipeline_config_fwd.h"
+#include "seqpipe/config/config.h"
 #include "seqpipe/protocol/msgpack_io.h"
 
 namespace seqpipe::model_control {
@@ -113,21 +110,19 @@ std::optional<Error> read_reply(const msgpack::object& root, ControlReply& reply
 }  // namespace
 
 protocol::Limits protocol_limits(const config::PipelineConfig& c) {
-  const config::GatewayConfig& gateway = config::gateway_of(c);
-  const config::DecoderConfig& decoder = config::decoder_of(c);
   protocol::Limits limits;
-  limits.max_message_bytes = gateway.max_message_bytes;
-  limits.max_texts = gateway.max_texts;
-  limits.max_text_bytes = gateway.max_text_bytes;
-  limits.max_new_tokens_cap = decoder.max_new_tokens;
-  limits.max_beams = std::min(decoder.max_beams, decoder.num_slots);
-  limits.max_timeout_ms = gateway.max_timeout_ms;
-  limits.priority_levels = config::batcher_of(c).priority_levels;
+  limits.max_message_bytes = c.gateway.max_message_bytes;
+  limits.max_texts = c.gateway.max_texts;
+  limits.max_text_bytes = c.gateway.max_text_bytes;
+  limits.max_new_tokens_cap = c.decoder.max_new_tokens;
+  limits.max_beams = std::min(c.decoder.max_beams, c.decoder.num_slots);
+  limits.max_timeout_ms = c.gateway.max_timeout_ms;
+  limits.priority_levels = c.batcher.priority_levels;
   return limits;
 }
 
 VersionSettings version_settings(const config::PipelineConfig& c) {
-  return {protocol_limits(c), static_cast<size_t>(config::gateway_of(c).split_words), ""};
+  return {protocol_limits(c), static_cast<size_t>(c.gateway.split_words), ""};
 }
 
 VersionSettings load_version_settings(const VersionConfig& version_config,

@@ -15,9 +15,9 @@
 // Each section's struct lives in its own header (gateway_config.h, postprocessor_config.h, ...),
 // so a consumer of one section includes only that header and reads the section from a
 // PipelineConfig it sees declared through pipeline_config_fwd.h's accessors (gateway_of(c), ...).
-// Only the config library and the supervisor (tools/seqpipe), which read every section, and the
-// services' command-line front (service_main.cc), which loads the config, include this header
-// (and tests and benches that build a config in code).
+// Only the config library, the control plane (tools/seqpipe, common/control), which reads every
+// section or a version's whole config, and the services' command-line front (service_main.cc),
+// which loads the config, include this header (and tests and benches that build a config).
 #include <cstddef>
 #include <cstdint>
 #include <optional>

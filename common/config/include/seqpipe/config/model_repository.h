@@ -5,6 +5,7 @@
 // config.json in it) is that model's version 1. Scanning loads nothing (it reads model.safetensors'
 // header: a version whose weights are not whole yet is a bad entry); an entry that cannot be
 // served is listed with its path and why, and the others stay usable.
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -58,6 +59,9 @@ std::vector<std::string> model_version_overrides(const ModelVersion& model);
 // the version's own per-model settings (gateway.split_words, the token and beam caps) from it.
 // Throws ConfigError (a seqpipe.yaml of the version that does not load, say).
 PipelineConfig load_model_version_config(const LoadedConfig& pipeline, const ModelVersion& model);
+// load_model_version_config over `pipeline`, which must outlive the function returned.
+std::function<PipelineConfig(const ModelVersion&)> version_config_loader(
+    const LoadedConfig& pipeline);
 
 // Whether `name` may name a model: 1..protocol::kMaxModelNameBytes of [A-Za-z0-9_.-], not starting
 // with '.'.
