@@ -280,9 +280,8 @@ TEST_F(GatewayModelsTest, EachVersionGetsItsOwnPerModelSettings) {
   layers.path = pipeline_file;
   layers.overrides = {"model.repository=" + root_.string(), "model.name=speller",
                       "runtime_dir=" + root_.string()};
-  gateway::Gateway g(
-      config_, "ipc:///tmp/results.sock", stage_, gw_,
-      [&](const config::ModelVersion& m) { return config::load_model_version_config(layers, m); });
+  gateway::Gateway g(config_, "ipc:///tmp/results.sock", stage_, gw_,
+                     config::version_config_loader(layers));
   g.on_tokenizer("t-sp1", stage::Ready{8, "speller/1"}, t0);
   g.on_tokenizer("t-rw", stage::Ready{8, "rewriter/1"}, t0);
   auto generate = [](const std::string& id, const std::string& model, uint32_t version,

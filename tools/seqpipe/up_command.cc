@@ -204,7 +204,7 @@ bool supervise(const config::LoadedConfig& loaded, const config::ModelRepository
   zmq::context_t context(1);
   PipelineWorld world(
       context, c, children, [&](const config::ModelVersion& m) { return specs.workers({m}); },
-      [&](const config::ModelVersion& m) { return config::load_model_version_config(loaded, m); });
+      config::version_config_loader(loaded));
   control::ModelLifecycle lifecycle(c.model.repository, world);
   lifecycle.started(served, Clock::now());
   control::RepositoryPoll poll(c.model.repository,

@@ -4,9 +4,6 @@
 
 namespace seqpipe::config {
 
-const std::string& runtime_dir_of(const PipelineConfig& config) {
-  return config.runtime_dir;
-}
 const ModelConfig& model_of(const PipelineConfig& config) {
   return config.model;
 }

@@ -3,7 +3,6 @@
 // only passes the config on, or reads a few sections, includes this and the headers of the
 // sections it reads (seqpipe/config/gateway_config.h, ...), so that editing one section's keys
 // recompiles only what reads that section (the definitions are seqpipe/config/config.h's).
-#include <string>
 
 namespace seqpipe::config {
 
@@ -21,7 +20,6 @@ struct PostprocessorConfig;
 struct SecurityConfig;
 struct TokenizerConfig;
 
-const std::string& runtime_dir_of(const PipelineConfig& config);
 const ModelConfig& model_of(const PipelineConfig& config);
 const LivenessConfig& liveness_of(const PipelineConfig& config);
 const MetricsConfig& metrics_of(const PipelineConfig& config);
