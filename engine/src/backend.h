@@ -33,6 +33,8 @@ class Backend {
   virtual ComputeType best_compute_type() = 0;
   virtual void linear(const TensorView& x, const LinearWeight& w, const TensorView& y,
                       float beta) = 0;
+  // y = relu(x W^T) in y's type: f32, or w's half type where reads_half_inputs.
+  virtual void linear_relu(const TensorView& x, const LinearWeight& w, const TensorView& y) = 0;
   virtual void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
                         const TensorView& y) = 0;
   // ids: i32 on this device, each in [0, table rows) (ops::stage_ids checked them).

@@ -11,6 +11,7 @@ namespace seqpipe::engine {
 
 // Every buffer a step needs, sized once for the cache's slot count, on the model's device.
 struct Decoder::Workspace {
+  // normed and attn in the GEMMs' input type (layers::gemm_input_type), the rest f32.
   Tensor hidden, normed, q, qkv, attn, ff_a, ff_b, logits, attention;
   Tensor ff_in;          // the FFN's activation in its GEMM's input type (undefined: ff_a, f32)
   Tensor cross_kv;       // start's every-layer K/V: grows to its largest GEMM's rows
@@ -46,7 +47,7 @@ Decoder::Decoder(std::shared_ptr<const T5Model> model, KvCache& cache)
   ws.ff_in = layers::gemm_input_buffer(*model_, n, c.d_ff, dev);
   ws.q = Tensor::empty({n, c.inner_dim()}, dev);
   ws.qkv = Tensor::empty({n, 3 * c.inner_dim()}, dev);
-  ws.attn = Tensor::empty({n, c.inner_dim()}, dev);
+  ws.attn = Tensor::empty({n, c.inner_dim()}, dev, layers::gemm_input_type(*model_));
   ws.ff_a = Tensor::empty({n, c.d_ff}, dev);
   ws.ff_b = Tensor::empty({n, c.d_ff}, dev);
   ws.logits = Tensor::empty({n, c.vocab_size}, dev);

@@ -8,9 +8,9 @@ namespace seqpipe::engine {
 
 // Buffers on the model's device, grown to the largest batch seen.
 struct Encoder::Workspace {
-  int64_t rows = 0;     // capacity in token rows
-  int64_t max_len = 0;  // capacity of the attention workspace in keys
-  Tensor normed, qkv, attn, ff_a, ff_b, attention;
+  int64_t rows = 0;                                 // capacity in token rows
+  int64_t max_len = 0;                              // capacity of the attention workspace in keys
+  Tensor normed, qkv, attn, ff_a, ff_b, attention;  // normed, attn: the GEMMs' input type
   Tensor ff_in;       // the FFN's activation in its GEMM's input type (undefined: ff_a, f32)
   Tensor staged_ids;  // the ids on the model's device (off the CPU)
   std::vector<int> ids;
@@ -23,7 +23,7 @@ struct Encoder::Workspace {
       normed = Tensor::empty({rows, c.d_model}, device, layers::gemm_input_type(m));
       ff_in = layers::gemm_input_buffer(m, rows, c.d_ff, device);
       qkv = Tensor::empty({rows, 3 * c.inner_dim()}, device);
-      attn = Tensor::empty({rows, c.inner_dim()}, device);
+      attn = Tensor::empty({rows, c.inner_dim()}, device, layers::gemm_input_type(m));
       ff_a = Tensor::empty({rows, c.d_ff}, device);
       ff_b = Tensor::empty({rows, c.d_ff}, device);
     }

@@ -14,8 +14,9 @@ DataType gemm_input_type(const T5Model& model);
 Tensor gemm_input_buffer(const T5Model& model, int64_t rows, int64_t cols, Device device);
 
 // hidden += FFN(normed), over normed's rows. ff_a and ff_b are f32 workspaces of [rows, d_ff]
-// (ff_b is only used by the gated FFN); ff_in ([rows, d_ff], gemm_input_type) takes the
-// activation for the output GEMM, and is ff_a itself where that type is f32.
+// (only the gated FFN uses them); ff_in ([rows, d_ff], gemm_input_type) takes the activation
+// for the output GEMM (the ReLU FFN's input GEMM writes it directly), and is ff_a itself where
+// that type is f32.
 void feed_forward_residual(const T5Model& model, const FeedForwardWeights& w,
                            const TensorView& normed, const TensorView& ff_a, const TensorView& ff_b,
                            const TensorView& ff_in, const TensorView& hidden);

@@ -164,21 +164,40 @@ constexpr const char* kLinearInput = "the linear layer's input type";
 
 }  // namespace
 
-void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta,
-            profiler::Op tag) {
-  OpTimer timer(tag, w.device);
-  require(w.defined(), "linear", "weight is empty");
+namespace {
+
+// linear()'s and linear_relu()'s check: shapes, x f32 or w's half type where the GEMMs read one,
+// y f32 (or, half_y, w's half type too). Returns false when there are no rows to compute.
+bool check_linear(const char* op, const TensorView& x, const LinearWeight& w, const TensorView& y,
+                  bool half_y) {
+  require(w.defined(), op, "weight is empty");
   require(x.rank() == 2 && y.rank() == 2 && x.dim(1) == w.in && y.dim(1) == w.out &&
               x.dim(0) == y.dim(0),
-          "linear", [&] {
+          op, [&] {
             return "x " + shape_string(x.shape()) + " W [" + std::to_string(w.out) + ", " +
                    std::to_string(w.in) + "] y " + shape_string(y.shape());
           });
-  if (x.dim(0) == 0) return;
-  Backend& backend = dispatch("linear", w.device, {{"y", y}});
-  require_f32_or_half("linear", w.device, "x", x,
-                      x.dtype() == w.dtype && backend.reads_half_inputs(), kLinearInput);
-  backend.linear(x, w, y, beta);
+  if (x.dim(0) == 0) return false;
+  Backend& backend = backend_for(w.device, op);
+  const bool half_in = is_half(w.dtype) && backend.reads_half_inputs();
+  require_f32_or_half(op, w.device, "x", x, half_in && x.dtype() == w.dtype, kLinearInput);
+  require_f32_or_half(op, w.device, "y", y, half_y && half_in && y.dtype() == w.dtype,
+                      kLinearInput);
+  return true;
+}
+
+}  // namespace
+
+void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta,
+            profiler::Op tag) {
+  OpTimer timer(tag, w.device);
+  if (check_linear("linear", x, w, y, false)) backend_for(w.device, "linear").linear(x, w, y, beta);
+}
+
+void linear_relu(const TensorView& x, const LinearWeight& w, const TensorView& y) {
+  OpTimer timer(profiler::Op::kLinear, w.device);
+  if (check_linear("linear_relu", x, w, y, true))
+    backend_for(w.device, "linear_relu").linear_relu(x, w, y);
 }
 
 LinearWeight prepare_linear(const Tensor& w, const ModelOptions& options) {
@@ -295,14 +314,16 @@ Backend& check_attention(const AttentionArgs& args, const char* op, bool one_que
                      std::to_string(width) +
                      (one_query_row ? " (attention() only)" : " (not with new_k / new_v)");
             });
-    backend =
-        &dispatch(op, device, {{"q", seq.q}, {"out", seq.out}, {"workspace", args.workspace}});
+    backend = &dispatch(op, device, {{"q", seq.q}, {"workspace", args.workspace}});
     // The cache: f32, or (a decoder step's op) the device's half KV cache type; one type for all.
     const bool half_ok = half_cache && backend->holds_half_kv_cache();
     require_f32_or_half(op, device, "k", seq.k, half_ok, "the KV cache's half type");
     require_f32_or_half(op, device, "v", seq.v, half_ok, "the KV cache's half type");
     require(seq.v.dtype() == seq.k.dtype() && seq.k.dtype() == args.seqs[0].k.dtype(), op,
             "the sequences' k and v differ in type");
+    // out: f32, or the output projection's half input where the device's GEMMs read one.
+    require_f32_or_half(op, device, "out", seq.out, backend->reads_half_inputs(), kLinearInput);
+    require(seq.out.dtype() == args.seqs[0].out.dtype(), op, "the sequences' out differ in type");
     if (seq.new_k.defined() || seq.new_v.defined()) {
       require(seq.new_k.same_shape(seq.q) && seq.new_v.same_shape(seq.q) && seq.q_pos >= 0 &&
                   seq.q_pos + seq.q.dim(0) <= seq.k.dim(0),

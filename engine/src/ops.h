@@ -4,7 +4,9 @@
 // device's backend (src/backend.h: src/cpu/, src/cuda/). No device #ifdefs here or in the layers.
 // Ops on a GPU are queued on its stream: they may return before they finish; copy_to into host
 // memory and argmax wait for them.
-// Activations are fp32 [rows, width] views; layers pass slices of their workspaces (rows())
+// Activations are fp32 [rows, width] views, but where a GEMM reads one: that may be in the GEMM's
+// half input type on a device whose GEMMs read half inputs (linear_input_type below: rms_norm's
+// y, attention's out, the FFN's activation). Layers pass slices of their workspaces (rows())
 // without copies.
 #include <cstdint>
 #include <span>
@@ -37,6 +39,13 @@ void copy_all(std::span<const TensorCopy> pairs);
 void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta = 0.0f,
             profiler::Op tag = profiler::Op::kLinear);
 
+// y[m, n] = relu(x W^T): T5 v1.0's FFN input GEMM and its activation as one op, y f32 or
+// linear_input_type(w) (the output GEMM's half input). On a GPU one GEMM with cuBLASLt's ReLU
+// epilogue writing y in y's type (rounded to nearest; in fp16 a value past the type's range is
+// inf, as HF's own fp16 wi GEMM makes it, not clamped as the activation kernel does); on the
+// CPU linear, then relu.
+void linear_relu(const TensorView& x, const LinearWeight& w, const TensorView& y);
+
 // The weight of a linear layer in options.compute_type (resolved: float32, bfloat16, float16,
 // int8 or int8_bfloat16, see compute_type.h) on options.device, from the fp32 [out, in] host
 // tensor w: float32 on the CPU uses w in place; the rest convert it (once, at load), packed for
@@ -67,7 +76,8 @@ void gated_gelu(const TensorView& a, const TensorView& b);
 // k's rows (causal: key j only when j <= query position); q, k, v, out are [rows, heads * d].
 // With new_k / new_v ([q's rows, heads * d]), they are first written to k's and v's rows q_pos..
 // (a decoder step appending its keys and values to the KV cache, on the op's threads, just before
-// they are read).
+// they are read). out is f32, or the output projection's linear_input_type (every sequence's
+// the same), so that the projection casts nothing.
 // q, k and v may instead be the column thirds of one Q/K/V GEMM's output rows (row_stride:
 // fused_qkv_sequence), read in place with that stride: attention() only, without new_k / new_v.
 struct AttentionSequence {

@@ -133,6 +133,11 @@ class CpuBackend final : public Backend {
 
   void relu(const TensorView& x) override { cpu::relu(x.data(), x.numel()); }
 
+  void linear_relu(const TensorView& x, const LinearWeight& w, const TensorView& y) override {
+    linear(x, w, y, 0.0f);
+    cpu::relu(y.data(), y.numel());
+  }
+
   void gated_gelu(const TensorView& a, const TensorView& b) override {
     cpu::gated_gelu(a.data(), b.data(), a.numel());
   }

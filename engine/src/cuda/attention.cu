@@ -97,11 +97,10 @@ __global__ void decode_attention_kernel(const AttentionJob* jobs, AttentionShape
     }
   }
   __syncthreads();
-  float* out = job.out + head * d;
   for (int64_t i = threadIdx.x; i < d; i += kThreads) {
     float sum = 0.0f;
     for (int p = 0; p < parts; ++p) sum += partials[p * d + i];
-    out[i] = sum * inverse;
+    math::store_activation(job.out, head * d + i, sum * inverse, shape.out_type);
   }
 }
 

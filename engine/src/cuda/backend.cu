@@ -1,8 +1,8 @@
 // The CUDA backend, built as a module the engine loads when a GPU is opened (src/cuda/loader.cc):
 // device memory from cudaMalloc, every op queued on one stream per process,
-// the linear layers through cuBLASLt (fp32, or bf16 / fp16 weights and inputs; fp32 sums and
-// outputs), the rest in src/cuda/kernels.cu. Nothing public includes a CUDA header: the engine
-// reaches this file only through src/backend.h.
+// the linear layers through cuBLASLt (src/cuda/matmul.h; fp32, or bf16 / fp16 weights and inputs;
+// fp32 sums; outputs in fp32 or the weights' half type), the rest in src/cuda/kernels.cu. Nothing
+// public includes a CUDA header: the engine reaches this file only through src/backend.h.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -11,15 +11,16 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include "backend.h"
 #include "cuda/attention.h"
 #include "cuda/kernel_timer.h"
 #include "cuda/kernels.h"
+#include "cuda/matmul.h"
 #include "cuda/memory.h"
 #include "cuda/norm_cast.h"
+#include "cuda/out_type.h"
 #include "cuda/sampling.h"
 #include "seqpipe/engine/error.h"
 
@@ -27,38 +28,24 @@ namespace seqpipe::engine::cuda {
 
 namespace {
 
-cudaDataType_t cuda_type(DataType t) {
-  return t == DataType::kBF16 ? CUDA_R_16BF : t == DataType::kF16 ? CUDA_R_16F : CUDA_R_32F;
-}
-
-// What a kernel of src/cuda/norm_cast.cu writes for an activation of type `t`.
-OutType out_type(DataType t) {
-  return t == DataType::kBF16  ? OutType::kBF16
-         : t == DataType::kF16 ? OutType::kF16
-                               : OutType::kF32;
-}
-
-// The profiler's name for a GEMM of weights in `t`.
-const char* gemm_name(DataType t) {
+// The profiler's name for a GEMM of weights in `t` (relu: with the ReLU epilogue).
+const char* gemm_name(DataType t, bool relu) {
+  if (relu) {
+    return t == DataType::kBF16  ? "cublasLt GEMM bf16 + ReLU"
+           : t == DataType::kF16 ? "cublasLt GEMM fp16 + ReLU"
+                                 : "cublasLt GEMM fp32 + ReLU";
+  }
   return t == DataType::kBF16  ? "cublasLt GEMM bf16"
          : t == DataType::kF16 ? "cublasLt GEMM fp16"
                                : "cublasLt GEMM fp32";
 }
-
-// One GEMM shape's cuBLASLt descriptors and algorithm, made on its first call.
-struct MatmulPlan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-};
 
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int index) : index_(index) {
     bind();
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cublasLtCreate(&lt_), "cublasLtCreate");
-    workspace_.reserve(kWorkspaceBytes);
+    workspace_.reserve(MatmulPlans::kWorkspaceBytes);
     int shared = 0;
     check(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, index),
           "cudaDeviceGetAttribute");
@@ -124,7 +111,13 @@ class CudaBackend final : public Backend {
 
   ComputeType best_compute_type() override { return ComputeType::kBFloat16; }
 
-  void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta) override;
+  void linear(const TensorView& x, const LinearWeight& w, const TensorView& y,
+              float beta) override {
+    gemm(x, w, y, beta, false);
+  }
+  void linear_relu(const TensorView& x, const LinearWeight& w, const TensorView& y) override {
+    gemm(x, w, y, 0.0f, true);
+  }
 
   void rms_norm(const TensorView& x, const TensorView& w, float eps, float scale,
                 const TensorView& y) override {
@@ -238,8 +231,7 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch
-  static constexpr int64_t kMaxRows = 65536;                   // argmax rows per call
+  static constexpr int64_t kMaxRows = 65536;  // argmax rows per call
 
   // The calling thread's current device is this backend's GPU (the CUDA runtime keeps the
   // current device per thread, and a stage may call from any of its threads).
@@ -264,7 +256,8 @@ class CudaBackend final : public Backend {
   bool eager() const { return mode_ == Mode::kEager; }
   void drop_graphs(const void* owner);  // null: every owner's
 
-  MatmulPlan& plan(int64_t m, int64_t n, int64_t k, DataType type);
+  // y = x W^T + beta y (relu: then relu, cuBLASLt's epilogue), y in f32 or w's type.
+  void gemm(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta, bool relu);
   // An attention call's jobs in device memory (null while a graph replays: the recorded copy
   // uploads them) and their shape; `shared_bytes` is the kernel's need for its keys.
   const AttentionJob* stage_attention(const ops::AttentionArgs& args, AttentionShape& shape,
@@ -275,14 +268,13 @@ class CudaBackend final : public Backend {
 
   int index_;
   cudaStream_t stream_ = nullptr;
-  cublasLtHandle_t lt_ = nullptr;
   CudaAllocator allocator_;
   DeviceBuffer workspace_, converted_input_, jobs_, copy_jobs_, banned_, ids_;
   DeviceBuffer top_ids_, top_logprobs_;  // top_k_log_softmax's results on the device
   UploadRing uploads_;
   int* host_ids_ = nullptr;
   size_t max_shared_bytes_ = 0;
-  std::unordered_map<uint64_t, MatmulPlan> plans_;
+  MatmulPlans plans_;
   std::map<std::pair<const void*, int64_t>, StepGraph> graphs_;
   const void* graphs_input_ = nullptr;  // converted_input_'s buffer the graphs read
   Mode mode_ = Mode::kEager;
@@ -329,53 +321,6 @@ LinearWeight CudaBackend::prepare_linear(const Tensor& w, const ModelOptions& op
   return lw;
 }
 
-MatmulPlan& CudaBackend::plan(int64_t m, int64_t n, int64_t k, DataType type) {
-  constexpr int64_t kLimit = int64_t{1} << 20;
-  if (m >= kLimit || n >= kLimit || k >= kLimit)
-    throw EngineError("op linear: a GEMM dimension reaches 2^20 (" + std::to_string(m) + ")");
-  const uint64_t key = (static_cast<uint64_t>(m) << 42) | (static_cast<uint64_t>(n) << 22) |
-                       (static_cast<uint64_t>(k) << 2) | static_cast<uint64_t>(cuda_type(type) & 3);
-  auto found = plans_.find(key);
-  if (found != plans_.end()) return found->second;
-
-  // Row-major y[m, n] = x[m, k] W[n, k]^T is column-major y^T[n, m] = W^T' x^T: A = W read
-  // transposed (column-major k x n), B = x (column-major k x m), C = y (column-major n x m).
-  MatmulPlan p;
-  check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
-  const cublasOperation_t transpose = CUBLAS_OP_T;
-  check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
-                                       sizeof(transpose)),
-        "TRANSA");
-  const cudaDataType_t input = cuda_type(type);
-  check(cublasLtMatrixLayoutCreate(&p.a, input, static_cast<uint64_t>(k), static_cast<uint64_t>(n),
-                                   k),
-        "layout A");
-  check(cublasLtMatrixLayoutCreate(&p.b, input, static_cast<uint64_t>(k), static_cast<uint64_t>(m),
-                                   k),
-        "layout B");
-  check(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, static_cast<uint64_t>(n),
-                                   static_cast<uint64_t>(m), n),
-        "layout C");
-  cublasLtMatmulPreference_t preference = nullptr;
-  check(cublasLtMatmulPreferenceCreate(&preference), "PreferenceCreate");
-  const size_t workspace = kWorkspaceBytes;
-  check(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &workspace, sizeof(workspace)),
-        "workspace preference");
-  cublasLtMatmulHeuristicResult_t result{};
-  int found_algos = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      lt_, p.desc, p.a, p.b, p.c, p.c, preference, 1, &result, &found_algos);
-  cublasLtMatmulPreferenceDestroy(preference);
-  check(status, "AlgoGetHeuristic");
-  if (found_algos == 0) {
-    throw EngineError("cublasLt: no algorithm for a " + std::to_string(m) + " x " +
-                      std::to_string(n) + " x " + std::to_string(k) + " GEMM");
-  }
-  p.algo = result.algo;
-  return plans_.emplace(key, p).first->second;
-}
-
 const void* CudaBackend::gemm_input(const TensorView& x, DataType type) {
   if (x.dtype() == type) return x.data_as<void>();  // written in the GEMM's type by its producer
   const KernelTimer::Scope timed(timer_, "cast to half (GEMM input)", stream_, eager());
@@ -386,20 +331,20 @@ const void* CudaBackend::gemm_input(const TensorView& x, DataType type) {
   return out;
 }
 
-void CudaBackend::linear(const TensorView& x, const LinearWeight& w, const TensorView& y,
-                         float beta) {
+void CudaBackend::gemm(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta,
+                       bool relu) {
   bind();
   if (replaying()) return;
   if (!w.weight.defined() || w.weight.device() != Device::kCuda)
     throw EngineError("op linear: the weight was not prepared for cuda");
   const int64_t m = x.dim(0);
-  const MatmulPlan& p = plan(m, w.out, w.in, w.dtype);
+  const MatmulPlan& p = plans_.get(m, w.out, w.in, w.dtype, y.dtype(), relu);
   const void* input = gemm_input(x, w.dtype);
   const float alpha = 1.0f;
-  const KernelTimer::Scope timed(timer_, gemm_name(w.dtype), stream_, eager());
-  check(cublasLtMatmul(lt_, p.desc, &alpha, w.weight.data_as<void>(), p.a, input, p.b, &beta,
-                       y.data(), p.c, y.data(), p.c, &p.algo, workspace_.data(), kWorkspaceBytes,
-                       stream_),
+  const KernelTimer::Scope timed(timer_, gemm_name(w.dtype, relu), stream_, eager());
+  check(cublasLtMatmul(plans_.handle(), p.desc, &alpha, w.weight.data_as<void>(), p.a, input, p.b,
+                       &beta, y.data_as<void>(), p.c, y.data_as<void>(), p.c, &p.algo,
+                       workspace_.data(), MatmulPlans::kWorkspaceBytes, stream_),
         "cublasLtMatmul");
 }
 
@@ -422,11 +367,13 @@ const AttentionJob* CudaBackend::stage_attention(const ops::AttentionArgs& args,
     device_jobs = device;
   }
   shape = {args.num_seqs, args.num_heads, args.head_dim, 0, 0, nullptr, 0, args.causal};
+  shape.out_type = out_type(args.seqs[0].out.dtype());  // one type for every job (ops.cc checked)
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     const ops::AttentionSequence& seq = args.seqs[s];
-    jobs[s] = {seq.q.data(),     seq.k.data_as<void>(), seq.v.data_as<void>(), seq.out.data(),
-               seq.new_k.data(), seq.new_v.data(),      seq.q.dim(0),          seq.q_pos,
-               seq.k.dim(0),     seq.q_row_stride(),    seq.kv_row_stride(),   seq.out.row_size()};
+    jobs[s] = {
+        seq.q.data(),     seq.k.data_as<void>(), seq.v.data_as<void>(), seq.out.data_as<void>(),
+        seq.new_k.data(), seq.new_v.data(),      seq.q.dim(0),          seq.q_pos,
+        seq.k.dim(0),     seq.q_row_stride(),    seq.kv_row_stride(),   seq.out.row_size()};
     shape.max_q_rows = std::max(shape.max_q_rows, seq.q.dim(0));
     shape.max_k_rows = std::max(shape.max_k_rows, seq.k.dim(0));
     shape.append = shape.append || seq.new_k.defined();

@@ -80,6 +80,18 @@ SEQPIPE_HD uint16_t half_input_bits(float x, bool f16) {
   return f16 ? f16_bits(float_bits(f16_clamp(x))) : bf16_bits(float_bits(x));
 }
 
+// What a kernel writes for an activation: fp32, or the bits of a bf16 / fp16 half GEMM input.
+enum class OutType { kF32, kBF16, kF16 };
+
+// Element i of `out` (of `type`) <- v, rounded as half_input_bits for a half type.
+SEQPIPE_HD void store_activation(void* out, int64_t i, float v, OutType type) {
+  if (type == OutType::kF32) {
+    static_cast<float*>(out)[i] = v;
+  } else {
+    static_cast<uint16_t*>(out)[i] = half_input_bits(v, type == OutType::kF16);
+  }
+}
+
 // One log-softmax value: x - (max + log(sum of exp(x' - max))) over the row, all in fp32, in
 // the order of the CPU's beam search (search.cc: row[t] -= log_sum_exp(row)).
 SEQPIPE_HD float log_softmax_value(float x, float max_value, float log_sum) {

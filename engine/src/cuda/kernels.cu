@@ -91,12 +91,12 @@ __global__ void attention_kernel(const AttentionJob* jobs, AttentionShape shape)
   }
   const float inverse =
       1.0f / block_reduce<kThreads, false>(local_sum, scratch);  // syncs: scores are set
-  float* out = job.out + row * job.out_stride + head * d;
+  const int64_t out = row * job.out_stride + head * d;
   const float* v = static_cast<const float*>(job.v) + head * d;
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     float sum = 0.0f;
     for (int64_t j = 0; j < keys; ++j) sum += scores[j] * v[j * job.kv_stride + i];
-    out[i] = sum * inverse;
+    math::store_activation(job.out, out + i, sum * inverse, shape.out_type);
   }
 }
 

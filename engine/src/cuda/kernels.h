@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "cuda/half_math.h"
+
 namespace seqpipe::engine::cuda {
 
 void launch_embedding(const int* ids, int64_t n, const float* table, int64_t d, float* out,
@@ -19,12 +21,12 @@ void launch_to_f16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream
 // One sequence of an attention call, as the kernel reads it (ops::AttentionSequence with the
 // views reduced to pointers and strides).
 // k and v: the cache's elements, fp32 for launch_attention, fp32, bf16 or fp16 for the decode
-// kernel (src/cuda/attention.h); written where a job appends.
+// kernel (src/cuda/attention.h); written where a job appends. out: AttentionShape::out_type's.
 struct AttentionJob {
   const float* q;
   void* k;
   void* v;
-  float* out;
+  void* out;
   const float* new_k;  // null: nothing to append
   const float* new_v;
   int64_t q_rows, q_pos, k_rows;
@@ -38,6 +40,9 @@ struct AttentionShape {
   int64_t max_distance;
   bool causal;
   bool append = false;  // a job has new K/V rows to append first (else no append launch)
+  // The jobs' out: fp32, or the o GEMM's half input (ops::linear_input_type), so that no cast
+  // runs between the attention and its output projection.
+  math::OutType out_type = math::OutType::kF32;
 };
 
 // The largest head_dim the kernel takes (its query row lives in shared memory).

@@ -14,14 +14,6 @@ namespace {
 
 constexpr int kThreads = 256;  // per block, a multiple of the warp
 
-__device__ void store(void* out, int64_t i, float v, OutType type) {
-  if (type == OutType::kF32) {
-    static_cast<float*>(out)[i] = v;
-  } else {
-    static_cast<uint16_t*>(out)[i] = math::half_input_bits(v, type == OutType::kF16);
-  }
-}
-
 __global__ void rms_norm_to_kernel(const float* x, int64_t d, const float* w, float eps,
                                    float scale, void* y, OutType type) {
   __shared__ float scratch[kWarp];
@@ -30,13 +22,15 @@ __global__ void rms_norm_to_kernel(const float* x, int64_t d, const float* w, fl
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) sum += xr[i] * xr[i];
   const float inverse = math::rms_inverse(block_reduce<kThreads, false>(sum, scratch), d, eps);
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
-    store(y, blockIdx.x * d + i, math::rms_norm_value(xr[i], w[i], inverse, scale), type);
+    math::store_activation(y, blockIdx.x * d + i, math::rms_norm_value(xr[i], w[i], inverse, scale),
+                           type);
 }
 
 __global__ void activation_to_kernel(const float* a, const float* b, int64_t n, void* y,
                                      OutType type) {
   for (int64_t i = grid_first(); i < n; i += grid_stride())
-    store(y, i, b != nullptr ? math::gated_gelu(a[i], b[i]) : math::relu(a[i]), type);
+    math::store_activation(y, i, b != nullptr ? math::gated_gelu(a[i], b[i]) : math::relu(a[i]),
+                           type);
 }
 
 __global__ void to_half_input_kernel(const float* x, int64_t n, uint16_t* out, bool f16) {

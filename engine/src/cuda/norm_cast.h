@@ -7,10 +7,12 @@
 
 #include <cstdint>
 
+#include "cuda/half_math.h"
+
 namespace seqpipe::engine::cuda {
 
 // What a kernel writes: fp32, or bf16 / fp16 bits (fp16 clamped as math::f16_clamp says).
-enum class OutType { kF32, kBF16, kF16 };
+using math::OutType;
 
 // y = rms_norm(x) (T5LayerNorm, math::rms_norm_value) in `type`, a block per row.
 void launch_rms_norm_to(const float* x, int64_t m, int64_t d, const float* w, float eps,

@@ -7,6 +7,7 @@
 
 #include "cuda/attention_math.h"
 #include "cuda/math.h"
+#include "cuda/out_type.h"
 
 namespace seqpipe::engine::cuda::reference {
 
@@ -70,12 +71,13 @@ void attend(const ops::AttentionArgs& args, const ops::AttentionSequence& seq, i
     total += scores[static_cast<size_t>(j)];
   }
   const float inverse = 1.0f / total;
-  float* out = seq.out.row(row) + head * d;
+  const int64_t out = row * seq.out.row_size() + head * d;
   for (int64_t i = 0; i < d; ++i) {
     float sum = 0.0f;
     for (int64_t j = 0; j < keys; ++j)
       sum += scores[static_cast<size_t>(j)] * seq.v.data()[j * kv_stride + head * d + i];
-    out[i] = sum * inverse;
+    math::store_activation(seq.out.data_as<void>(), out + i, sum * inverse,
+                           out_type(seq.out.dtype()));
   }
 }
 
@@ -172,11 +174,11 @@ void decode_head(const ops::AttentionArgs& args, const ops::AttentionSequence& s
       partials[static_cast<size_t>(p * d + i)] = sum;
     }
   }
-  float* out = seq.out.data() + head * d;
   for (int64_t i = 0; i < d; ++i) {
     float sum = 0.0f;
     for (int p = 0; p < parts; ++p) sum += partials[static_cast<size_t>(p * d + i)];
-    out[i] = sum * inverse;
+    math::store_activation(seq.out.data_as<void>(), head * d + i, sum * inverse,
+                           out_type(seq.out.dtype()));
   }
 }
 

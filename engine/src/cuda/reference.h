@@ -18,7 +18,8 @@ void relu(float* x, int64_t n);
 void gated_gelu(float* a, const float* b, int64_t n);
 void to_bf16(const float* x, int64_t n, uint16_t* out);
 // Host views, as the ops take them (the workspace is not used: the kernel keeps its scores in
-// shared memory).
+// shared memory). The outputs f32, or bf16 / fp16 (the o GEMM's half input:
+// math::store_activation).
 void attention(const ops::AttentionArgs& args);
 void argmax(const float* logits, int64_t rows, int64_t vocab, const int* banned, int* ids);
 // The fused decode-step kernel (src/cuda/attention.cu): one query row per sequence, a
