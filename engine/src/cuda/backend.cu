@@ -12,6 +12,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend.h"
 #include "cuda/attention.h"
@@ -255,11 +256,15 @@ class CudaBackend final : public Backend {
   bool replaying() const { return mode_ == Mode::kReplaying; }
   bool eager() const { return mode_ == Mode::kEager; }
   void drop_graphs(const void* owner);  // null: every owner's
+  // A recorded step's attention jobs (the arena's bytes so far) go up in one copy, the graph's
+  // first node, where a copy before each attention kernel was a node each (12 a t5-small step).
+  // A replay writes the same jobs at the same places before it launches the graph.
+  void upload_arena_first(cudaGraph_t graph);
 
   // y = x W^T + beta y (relu: then relu, cuBLASLt's epilogue), y in f32 or w's type.
   void gemm(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta, bool relu);
-  // An attention call's jobs in device memory (null while a graph replays: the recorded copy
-  // uploads them) and their shape; `shared_bytes` is the kernel's need for its keys.
+  // An attention call's jobs in device memory (null while a graph replays: the graph's upload
+  // copies them) and their shape; `shared_bytes` is the kernel's need for its keys.
   const AttentionJob* stage_attention(const ops::AttentionArgs& args, AttentionShape& shape,
                                       size_t (*shared_bytes)(int64_t));
   // x in the weight's type for the GEMM: itself when it is in that type already (fp32, or a half
@@ -389,11 +394,9 @@ const AttentionJob* CudaBackend::stage_attention(const ops::AttentionArgs& args,
     shape.bias = args.bias->table.data();
     shape.max_distance = args.bias->max_distance;
   }
-  if (mode_ == Mode::kEager) {
+  if (mode_ == Mode::kEager) {  // a recording's jobs go up with the step's one upload (end_step)
     device_jobs = jobs_.reserve(bytes);
     uploads_.upload(device_jobs, bytes, stream_);
-  } else {
-    check(cudaMemcpyAsync(device_jobs, jobs, bytes, cudaMemcpyHostToDevice, stream_), "jobs");
   }
   return static_cast<const AttentionJob*>(device_jobs);
 }
@@ -467,6 +470,12 @@ void CudaBackend::end_step(bool completed) {
       if (completed) check(ended, "cudaStreamEndCapture");
       return;
     }
+    try {
+      upload_arena_first(recorded);
+    } catch (const EngineError&) {
+      cudaGraphDestroy(recorded);
+      throw;
+    }
     const cudaError_t made = cudaGraphInstantiate(&graph.exec, recorded, 0);
     cudaGraphDestroy(recorded);
     check(made, "cudaGraphInstantiate");
@@ -474,6 +483,21 @@ void CudaBackend::end_step(bool completed) {
   if (!completed) return;  // replayed ops are issued only here: nothing ran
   check(cudaGraphLaunch(graph.exec, stream_), "cudaGraphLaunch");
   check(cudaEventRecord(step_done_, stream_), "cudaEventRecord");
+}
+
+void CudaBackend::upload_arena_first(cudaGraph_t graph) {
+  if (arena_.used() == 0) return;
+  size_t count = 0;
+  check(cudaGraphGetRootNodes(graph, nullptr, &count), "cudaGraphGetRootNodes");
+  std::vector<cudaGraphNode_t> roots(count);
+  check(cudaGraphGetRootNodes(graph, roots.data(), &count), "cudaGraphGetRootNodes");
+  cudaGraphNode_t upload = nullptr;
+  check(cudaGraphAddMemcpyNode1D(&upload, graph, nullptr, 0, arena_.device(), arena_.host(),
+                                 arena_.used(), cudaMemcpyHostToDevice),
+        "cudaGraphAddMemcpyNode1D");
+  const std::vector<cudaGraphNode_t> from(count, upload);
+  check(cudaGraphAddDependencies(graph, from.data(), roots.data(), nullptr, count),
+        "cudaGraphAddDependencies");
 }
 
 void CudaBackend::forget_steps(const void* owner) {

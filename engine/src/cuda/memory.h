@@ -120,6 +120,10 @@ class StepArena {
     if (used_ > kBytes) throw EngineError("a recorded decoder step uploads more than 4 MiB");
     return {static_cast<char*>(host_) + at, static_cast<char*>(device_) + at};
   }
+  // What take() handed out since rewind(): bytes [0, used()) of host() and device().
+  size_t used() const { return used_; }
+  void* host() const { return host_; }
+  void* device() const { return device_; }
 
  private:
   void* host_ = nullptr;
