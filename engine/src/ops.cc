@@ -162,14 +162,11 @@ void require_f32_or_half(const char* op, Device device, const char* name, const 
 
 constexpr const char* kLinearInput = "the linear layer's input type";
 
-}  // namespace
-
-namespace {
-
 // linear()'s and linear_relu()'s check: shapes, x f32 or w's half type where the GEMMs read one,
-// y f32 (or, half_y, w's half type too). Returns false when there are no rows to compute.
-bool check_linear(const char* op, const TensorView& x, const LinearWeight& w, const TensorView& y,
-                  bool half_y) {
+// y f32 (or, half_y, w's half type too). Returns the weight's backend, or null when there are no
+// rows to compute.
+Backend* check_linear(const char* op, const TensorView& x, const LinearWeight& w,
+                      const TensorView& y, bool half_y) {
   require(w.defined(), op, "weight is empty");
   require(x.rank() == 2 && y.rank() == 2 && x.dim(1) == w.in && y.dim(1) == w.out &&
               x.dim(0) == y.dim(0),
@@ -177,13 +174,13 @@ bool check_linear(const char* op, const TensorView& x, const LinearWeight& w, co
             return "x " + shape_string(x.shape()) + " W [" + std::to_string(w.out) + ", " +
                    std::to_string(w.in) + "] y " + shape_string(y.shape());
           });
-  if (x.dim(0) == 0) return false;
+  if (x.dim(0) == 0) return nullptr;
   Backend& backend = backend_for(w.device, op);
   const bool half_in = is_half(w.dtype) && backend.reads_half_inputs();
   require_f32_or_half(op, w.device, "x", x, half_in && x.dtype() == w.dtype, kLinearInput);
   require_f32_or_half(op, w.device, "y", y, half_y && half_in && y.dtype() == w.dtype,
                       kLinearInput);
-  return true;
+  return &backend;
 }
 
 }  // namespace
@@ -191,13 +188,12 @@ bool check_linear(const char* op, const TensorView& x, const LinearWeight& w, co
 void linear(const TensorView& x, const LinearWeight& w, const TensorView& y, float beta,
             profiler::Op tag) {
   OpTimer timer(tag, w.device);
-  if (check_linear("linear", x, w, y, false)) backend_for(w.device, "linear").linear(x, w, y, beta);
+  if (Backend* backend = check_linear("linear", x, w, y, false)) backend->linear(x, w, y, beta);
 }
 
 void linear_relu(const TensorView& x, const LinearWeight& w, const TensorView& y) {
   OpTimer timer(profiler::Op::kLinear, w.device);
-  if (check_linear("linear_relu", x, w, y, true))
-    backend_for(w.device, "linear_relu").linear_relu(x, w, y);
+  if (Backend* backend = check_linear("linear_relu", x, w, y, true)) backend->linear_relu(x, w, y);
 }
 
 LinearWeight prepare_linear(const Tensor& w, const ModelOptions& options) {

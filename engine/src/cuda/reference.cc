@@ -72,12 +72,12 @@ void attend(const ops::AttentionArgs& args, const ops::AttentionSequence& seq, i
   }
   const float inverse = 1.0f / total;
   const int64_t out = row * seq.out.row_size() + head * d;
+  const math::OutType type = out_type(seq.out.dtype());
   for (int64_t i = 0; i < d; ++i) {
     float sum = 0.0f;
     for (int64_t j = 0; j < keys; ++j)
       sum += scores[static_cast<size_t>(j)] * seq.v.data()[j * kv_stride + head * d + i];
-    math::store_activation(seq.out.data_as<void>(), out + i, sum * inverse,
-                           out_type(seq.out.dtype()));
+    math::store_activation(seq.out.data_as<void>(), out + i, sum * inverse, type);
   }
 }
 
@@ -174,11 +174,11 @@ void decode_head(const ops::AttentionArgs& args, const ops::AttentionSequence& s
       partials[static_cast<size_t>(p * d + i)] = sum;
     }
   }
+  const math::OutType type = out_type(seq.out.dtype());
   for (int64_t i = 0; i < d; ++i) {
     float sum = 0.0f;
     for (int p = 0; p < parts; ++p) sum += partials[static_cast<size_t>(p * d + i)];
-    math::store_activation(seq.out.data_as<void>(), head * d + i, sum * inverse,
-                           out_type(seq.out.dtype()));
+    math::store_activation(seq.out.data_as<void>(), head * d + i, sum * inverse, type);
   }
 }
 
